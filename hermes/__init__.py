@@ -1,0 +1,1 @@
+"""hermes: the runtime of a long-lived personal AI-agent gateway."""

@@ -1,0 +1,1 @@
+"""The actor kernel: actors, addresses, supervisors, drain and introspection."""

@@ -1,0 +1,75 @@
+"""Addresses: how anyone talks to an actor (cast and call)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+import trio
+
+from hermes.actors.errors import ActorStopped, CallTimeout
+from hermes.actors.reply import Reply
+
+
+@attrs.define(slots=True)
+class Call:
+    """The envelope of a call: the message and the slot its reply goes into."""
+
+    msg: Any
+    reply: Reply
+
+
+class Address:
+    """A handle on an actor's mailbox; holds its own clone of the send channel."""
+
+    __slots__ = ("name", "_send")
+
+    def __init__(self, name: str, send: trio.MemorySendChannel[Any]) -> None:
+        self.name = name
+        self._send = send
+
+    def __repr__(self) -> str:
+        return f"<Address {self.name}>"
+
+    def clone(self) -> Address:
+        """An address with its own channel clone, for a holder that closes it."""
+        return Address(self.name, self._send.clone())
+
+    def close(self) -> None:
+        self._send.close()
+
+    @property
+    def mailbox_depth(self) -> int:
+        return self._send.statistics().current_buffer_used
+
+    async def cast(self, msg: Any) -> None:
+        """Deliver msg and return; waits only while the mailbox is full."""
+        try:
+            await self._send.send(msg)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise ActorStopped(self.name) from None
+
+    def cast_nowait(self, msg: Any) -> None:
+        """Deliver msg without waiting; trio.WouldBlock if the mailbox is full."""
+        try:
+            self._send.send_nowait(msg)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise ActorStopped(self.name) from None
+
+    async def call(self, msg: Any, timeout: float = 30.0) -> Any:
+        """Deliver msg and return the actor's reply, or raise what its handler raised.
+
+        The timeout covers waiting for room in the mailbox and for the reply.
+        """
+        reply = Reply()
+        try:
+            with trio.move_on_after(timeout if timeout is not None else math.inf):
+                try:
+                    await self._send.send(Call(msg, reply))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    raise ActorStopped(self.name) from None
+                return await reply.wait()
+        finally:
+            reply.abandon()
+        raise CallTimeout(self.name, timeout)

@@ -1,0 +1,37 @@
+"""`hermes config show | path`: the effective config, secrets never shown."""
+
+from __future__ import annotations
+
+import argparse
+
+import yaml
+
+from hermes.cli import exit_codes
+from hermes.config import Secrets, dump_config, load_config
+from hermes.home import HermesHome
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("config", help="show the effective configuration")
+    actions = parser.add_subparsers(dest="action", required=True)
+    actions.add_parser("show", help="the effective config; secrets shown only as set or missing")
+    actions.add_parser("path", help="where config.yaml is read from")
+    parser.set_defaults(func=config)
+
+
+def config(args: argparse.Namespace) -> int:
+    home = HermesHome.from_env()
+    if args.action == "path":
+        print(home.config_path)
+        return exit_codes.OK
+    effective = load_config(home.config_path)
+    secrets = Secrets.load(home.env_path)
+    source = "file" if home.config_path.exists() else "embedded default"
+    print(f"# {home.config_path} ({source})")
+    print(yaml.safe_dump(dump_config(effective), sort_keys=False), end="")
+    names = effective.secret_names()
+    if names:
+        print("secrets:")
+        for name in names:
+            print(f"  {name}: {secrets.source(name)}")
+    return exit_codes.OK

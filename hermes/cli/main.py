@@ -1,0 +1,34 @@
+"""Entry point of the `hermes` command: parse, dispatch, map errors to exit statuses."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import sys
+
+from hermes.cli import config_cmd, exit_codes, serve_cmd
+from hermes.config import ConfigError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hermes", description="a long-lived AI-agent gateway")
+    parser.add_argument(
+        "--version", action="version", version=f"hermes {importlib.metadata.version('hermes')}"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve_cmd.register(sub)
+    config_cmd.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"hermes: {exc}", file=sys.stderr)
+        return exit_codes.USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""`hermes serve`: run the gateway in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hermes.cli import exit_codes
+from hermes.cli.logs import setup_logging
+from hermes.config import load_config
+from hermes.gateway.pidfile import AlreadyRunning
+from hermes.gateway.serve import READY_LINE, run_serve
+from hermes.home import HermesHome
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("serve", help="run the gateway until SIGTERM/SIGINT")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.set_defaults(func=serve)
+
+
+def serve(args: argparse.Namespace) -> int:
+    home = HermesHome.from_env().ensure()
+    config = load_config(home.config_path)
+    setup_logging(home, args.verbose)
+
+    def ready() -> None:
+        print(READY_LINE, flush=True)
+
+    try:
+        run_serve(home, config, ready)
+    except AlreadyRunning as exc:
+        print(f"hermes serve: {exc}", file=sys.stderr)
+        return exit_codes.BUSY
+    return exit_codes.OK

@@ -1,0 +1,235 @@
+"""config.yaml as typed attrs classes, with a default for everything.
+
+A bad file (unknown key, wrong type, bad value, broken YAML) raises ConfigError
+naming the file and the key path; nothing half-loaded is ever returned.
+Secrets never live in config.yaml: it names environment variables, whose
+values come from the process environment or HERMES_HOME/.env.
+"""
+
+from __future__ import annotations
+
+import os
+import zoneinfo
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+import dotenv
+import yaml
+
+
+class ConfigError(Exception):
+    """config.yaml (or .env) cannot be used; the message names the file and key."""
+
+
+class _BadValue(ValueError):
+    """Raised by validators; the key path is added by the loader."""
+
+
+def _positive(_inst: Any, attr: attrs.Attribute, value: float) -> None:
+    if value <= 0:
+        raise _BadValue(f"{attr.name}: must be greater than 0, got {value!r}")
+
+
+def _at_least(minimum: int):
+    def check(_inst: Any, attr: attrs.Attribute, value: int) -> None:
+        if value < minimum:
+            raise _BadValue(f"{attr.name}: must be at least {minimum}, got {value!r}")
+
+    return check
+
+
+def _port(_inst: Any, attr: attrs.Attribute, value: int) -> None:
+    if not 0 <= value <= 65535:
+        raise _BadValue(f"{attr.name}: must be a port number 0..65535, got {value!r}")
+
+
+def _timezone(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
+    if value is None:
+        return
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise _BadValue(f"{attr.name}: unknown timezone {value!r}") from None
+
+
+@attrs.frozen
+class ModelConfig:
+    """One model provider. `api_key_env` names the variable holding the key."""
+
+    provider: str = "offline"
+    model: str = "hermes-offline"
+    base_url: str | None = None
+    api_key_env: str | None = None
+
+
+@attrs.frozen
+class AgentConfig:
+    max_turns: int = attrs.field(default=20, validator=_at_least(1))
+
+
+@attrs.frozen
+class LocalEndpointConfig:
+    host: str = "127.0.0.1"
+    port: int = attrs.field(default=9119, validator=_port)
+
+
+@attrs.frozen
+class GatewayConfig:
+    drain_timeout: float = attrs.field(default=30.0, validator=_positive)
+    busy_mode: Literal["interrupt", "queue"] = "interrupt"
+    group_sessions_per_user: bool = True
+    thread_sessions_per_user: bool = False
+    local: LocalEndpointConfig = LocalEndpointConfig()
+
+
+@attrs.frozen
+class CronConfig:
+    failure_nudge_threshold: int = attrs.field(default=3, validator=_at_least(0))
+    mirror_delivery: bool = False
+    catch_up: bool = True
+    lease_seconds: float = attrs.field(default=60.0, validator=_positive)
+    heartbeat_seconds: float = attrs.field(default=20.0, validator=_positive)
+
+
+@attrs.frozen
+class Config:
+    """The whole of config.yaml. `Config()` is the embedded default."""
+
+    model: ModelConfig = ModelConfig()
+    fallback_providers: tuple[ModelConfig, ...] = ()
+    agent: AgentConfig = AgentConfig()
+    gateway: GatewayConfig = GatewayConfig()
+    cron: CronConfig = CronConfig()
+    timezone: str | None = attrs.field(default=None, validator=_timezone)
+
+    def secret_names(self) -> list[str]:
+        """The environment variables this config takes secrets from."""
+        names = [m.api_key_env for m in (self.model, *self.fallback_providers)]
+        return sorted({n for n in names if n})
+
+
+def _strict(kind: type) -> Any:
+    """Refuse what YAML would silently coerce: "30" for a number, "yes" for a bool."""
+    name = {bool: "true or false", int: "a whole number", float: "a number", str: "text"}[kind]
+
+    def structure(value: Any, _type: Any) -> Any:
+        if isinstance(value, bool) and kind is not bool:
+            raise _BadValue(f"expected {name}, got {value!r}")
+        if kind is float and isinstance(value, int):
+            return float(value)
+        if not isinstance(value, kind):
+            raise _BadValue(f"expected {name}, got {value!r}")
+        return value
+
+    return structure
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    for kind in (bool, int, float, str):
+        converter.register_structure_hook(kind, _strict(kind))
+    return converter
+
+
+_converter = _make_converter()
+
+
+def _describe(exc: BaseException, _type: Any) -> str:
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        keys = ", ".join(sorted(exc.extra_fields))
+        return f"unknown key{'s' if len(exc.extra_fields) > 1 else ''} {keys}"
+    if isinstance(exc, _BadValue):
+        return str(exc)
+    if isinstance(exc, KeyError):
+        return f"missing key {exc}"
+    if "not in literal" in str(exc):
+        return f"must be one of {', '.join(map(repr, _type.__args__))}"
+    if isinstance(exc, AttributeError | TypeError):
+        return f"expected a mapping of {getattr(_type, '__name__', _type)} settings"
+    return str(exc)
+
+
+def _errors(exc: cattrs.BaseValidationError) -> list[str]:
+    lines = []
+    for line in cattrs.transform_error(exc, path="", format_exception=_describe):
+        message, _, where = line.rpartition(" @ ")
+        where = where.lstrip(".")
+        # A validator names its own field: "key: problem" found at the parent path.
+        if ": " in message and not message.startswith("unknown key"):
+            field, _, problem = message.partition(": ")
+            if field.isidentifier():
+                where = f"{where}.{field}" if where else field
+                message = problem
+        if message.startswith("unknown key"):
+            lines.append(f"{message} {('in ' + where) if where else 'at the top level'}")
+        else:
+            lines.append(f"{where}: {message}" if where else message)
+    return lines
+
+
+def parse_config(data: Any, source: str) -> Config:
+    """Structure already-parsed YAML into a Config, or raise ConfigError."""
+    if data is None:
+        return Config()
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: the top level must be a mapping of settings")
+    try:
+        return _converter.structure(data, Config)
+    except cattrs.BaseValidationError as exc:
+        raise ConfigError(f"{source}: " + "; ".join(_errors(exc))) from None
+
+
+def load_config(path: Path) -> Config:
+    """Read config.yaml; a missing file is the embedded default."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Config()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or "cannot parse"
+        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
+    return parse_config(data, str(path))
+
+
+def dump_config(config: Config) -> dict[str, Any]:
+    """The effective config as plain data (for `hermes config show`)."""
+    return _converter.unstructure(config)
+
+
+@attrs.frozen
+class Secrets:
+    """Secret values by variable name: the environment first, then .env.
+
+    Its repr never shows a value; neither does anything that logs it.
+    """
+
+    _values: Mapping[str, str] = attrs.field(repr=False)
+    _dotenv_names: frozenset[str] = attrs.field(repr=False)
+
+    @classmethod
+    def load(cls, env_path: Path, environ: Mapping[str, str] | None = None) -> Secrets:
+        environ = os.environ if environ is None else environ
+        try:
+            from_file = {k: v for k, v in dotenv.dotenv_values(env_path).items() if v is not None}
+        except OSError as exc:
+            raise ConfigError(f"{env_path}: cannot read: {exc.strerror}") from None
+        merged = {**from_file, **environ}
+        return cls(merged, frozenset(k for k in from_file if k not in environ))
+
+    def get(self, name: str) -> str | None:
+        return self._values.get(name)
+
+    def source(self, name: str) -> str:
+        """Where a secret comes from: 'environment', '.env' or 'missing'."""
+        if name not in self._values:
+            return "missing"
+        return ".env" if name in self._dotenv_names else "environment"

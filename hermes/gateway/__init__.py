@@ -1,0 +1,1 @@
+"""The serve tree: inbound routing, session keys, session actors, drain."""

@@ -1,0 +1,68 @@
+"""`hermes serve`: run the tree until a signal, then drain it in phases.
+
+First SIGTERM/SIGINT: drain with `gateway.drain_timeout` as the deadline.
+A second signal during the drain: cancel at once (shielded flushes still run).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import AsyncIterator, Callable
+
+import trio
+
+from hermes.actors.supervisor import Supervisor
+from hermes.config import Config
+from hermes.gateway.pidfile import hold_pid_file
+from hermes.gateway.tree import build_root
+from hermes.home import HermesHome
+
+log = logging.getLogger(__name__)
+
+READY_LINE = "HERMES_BACKEND_READY"
+
+
+async def _watch_signals(
+    signals: AsyncIterator[int], root: Supervisor, timeout: float, root_scope: trio.CancelScope
+) -> None:
+    count = 0
+    async for signum in signals:
+        count += 1
+        name = signal.Signals(signum).name
+        if count == 1:
+            log.info("%s: draining (deadline %gs; signal again to stop at once)", name, timeout)
+            root.drain(trio.current_time() + timeout)
+        else:
+            log.warning("%s during drain: cancelling what is left", name)
+            root_scope.cancel()
+
+
+async def serve_tree(root: Supervisor, timeout: float, on_ready: Callable[[], None]) -> None:
+    """Run `root` until the first signal has drained it (or a second cancelled it)."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            root_scope = trio.CancelScope()
+            done = trio.Event()
+
+            async def host(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                try:
+                    with root_scope:
+                        await root.run(task_status=task_status)
+                finally:
+                    done.set()
+
+            await nursery.start(host)
+            nursery.start_soon(_watch_signals, signals, root, timeout, root_scope)
+            on_ready()
+            await done.wait()
+            nursery.cancel_scope.cancel()
+
+
+def run_serve(home: HermesHome, config: Config, on_ready: Callable[[], None]) -> None:
+    """Hold the pid file for the life of the tree; AlreadyRunning if another serve has it."""
+    home.ensure()
+    with hold_pid_file(home.serve_pid):
+        root = build_root(home, config)
+        trio.run(serve_tree, root, config.gateway.drain_timeout, on_ready)
+    log.info("serve stopped")

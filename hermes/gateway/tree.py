@@ -1,0 +1,28 @@
+"""The root of the serve tree and the order of its children."""
+
+from __future__ import annotations
+
+from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
+from hermes.config import Config
+from hermes.home import HermesHome
+
+
+def serve_children(home: HermesHome, config: Config) -> list[ChildSpec]:
+    """The serve tree's children, in start order (they stop in reverse).
+
+    The order is DESIGN.md's: database writer, scheduler, terminal, adapters,
+    gateway; each part is added here as it is built.
+    """
+    return []
+
+
+def build_root(home: HermesHome, config: Config) -> Supervisor:
+    """rest_for_one: a child that crashes restarts everything started after it,
+    which is everything that may hold its address."""
+    return Supervisor(
+        "serve",
+        serve_children(home, config),
+        strategy=Strategy.REST_FOR_ONE,
+        max_restarts=5,
+        period=60.0,
+    )

@@ -1,0 +1,96 @@
+"""HERMES_HOME: where everything of one gateway lives, created with private modes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import attrs
+
+DIR_MODE = 0o700
+SECRET_MODE = 0o600
+
+
+def default_home() -> Path:
+    """HERMES_HOME from the environment, else ~/.hermes."""
+    env = os.environ.get("HERMES_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".hermes"
+
+
+@attrs.frozen
+class HermesHome:
+    """The layout of one HERMES_HOME. Nothing is created until `ensure()`."""
+
+    root: Path
+
+    @classmethod
+    def from_env(cls) -> HermesHome:
+        return cls(default_home().absolute())
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def env_path(self) -> Path:
+        return self.root / ".env"
+
+    @property
+    def state_db(self) -> Path:
+        return self.root / "state.db"
+
+    @property
+    def memories(self) -> Path:
+        return self.root / "memories"
+
+    @property
+    def scripts(self) -> Path:
+        return self.root / "scripts"
+
+    @property
+    def cron_output(self) -> Path:
+        return self.root / "cron" / "output"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def serve_token(self) -> Path:
+        return self.root / "serve.token"
+
+    @property
+    def serve_pid(self) -> Path:
+        return self.root / "serve.pid"
+
+    def ensure(self) -> HermesHome:
+        """Create the layout (directories 0700); tighten modes of existing secret files."""
+        for directory in (
+            self.root,
+            self.memories,
+            self.scripts,
+            self.root / "cron",
+            self.cron_output,
+            self.logs,
+        ):
+            make_private_dir(directory)
+        for secret in (self.env_path, self.serve_token):
+            if secret.exists():
+                os.chmod(secret, SECRET_MODE)
+        return self
+
+
+def make_private_dir(path: Path) -> None:
+    """mkdir -p with mode 0700 on every directory it creates, and on `path` itself."""
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(path, DIR_MODE)
+
+
+def write_secret_file(path: Path, content: str) -> None:
+    """Write a file that only its owner may read: created 0600, never briefly wider."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SECRET_MODE)
+    try:
+        os.fchmod(fd, SECRET_MODE)
+        os.write(fd, content.encode())
+    finally:
+        os.close(fd)

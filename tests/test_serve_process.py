@@ -1,0 +1,78 @@
+"""`hermes serve` as a real subprocess: ready line, one per home, SIGTERM drains to exit 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hermes.gateway.serve import READY_LINE
+
+
+def start_serve() -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hermes.cli.main", "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture
+def spawn(home):
+    """Start serve processes on the test's home; kill any still running at the end."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start() -> subprocess.Popen[str]:
+        procs.append(start_serve())
+        return procs[-1]
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def wait_ready(proc: subprocess.Popen[str]) -> None:
+    line = proc.stdout.readline()  # blocks until serve prints it (pytest-timeout guards)
+    assert line.strip() == READY_LINE, (line, proc.poll())
+
+
+def test_serve_ready_refuses_second_and_drains_on_sigterm(home, spawn):
+    home.config_path.write_text("gateway:\n  drain_timeout: 5\n")
+    serve = spawn()
+    wait_ready(serve)
+    assert home.serve_pid.read_text().strip() == str(serve.pid)
+
+    second = subprocess.run(
+        [sys.executable, "-m", "hermes.cli.main", "serve"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert second.returncode == 75
+    assert f"already running for this home (pid {serve.pid}" in second.stderr
+    assert READY_LINE not in second.stdout
+
+    sent = time.monotonic()
+    serve.send_signal(signal.SIGTERM)
+    assert serve.wait(timeout=10) == 0
+    assert time.monotonic() - sent < 5
+    assert "draining" in serve.stderr.read()
+    assert home.serve_pid.read_text() == ""
+
+
+def test_a_killed_serve_leaves_no_stale_claim(home, spawn):
+    serve = spawn()
+    wait_ready(serve)
+    os.kill(serve.pid, signal.SIGKILL)
+    serve.wait()
+    again = spawn()
+    wait_ready(again)
+    again.send_signal(signal.SIGINT)
+    assert again.wait(timeout=10) == 0
