@@ -130,23 +130,29 @@ class Actor:
             if type(item) is Call:
                 item.reply.fail(ActorStopped(self.name))
 
-    async def _serve(self, recv: trio.MemoryReceiveChannel[Any]) -> None:
-        """Handle messages until intake closes, then finish in-flight work (phase 2)."""
+    async def _receive_loop(self, recv: trio.MemoryReceiveChannel[Any]) -> None:
         dispatch = self._dispatch
         handle = self.handle
+        async for item in recv:
+            if type(item) is Call:
+                await dispatch(item)
+            else:
+                await handle(item)  # the hot path for casts: no extra frame
+
+    async def _handle_pending(self) -> None:
+        while self._pending:
+            await self._dispatch(self._pending.popleft())
+
+    async def _serve(self, recv: trio.MemoryReceiveChannel[Any]) -> None:
+        """Handle messages until intake closes, then finish in-flight work (phase 2)."""
         try:
-            async for item in recv:
-                if type(item) is Call:
-                    await dispatch(item)
-                else:
-                    await handle(item)  # the hot path for casts: no extra frame
+            await self._receive_loop(recv)
         except trio.ClosedResourceError:
             pass
         self.state = RunState.DRAINING
         self._close_intake()
         with trio.CancelScope(deadline=self._drain_deadline) as self._finish_scope:
-            while self._pending:
-                await dispatch(self._pending.popleft())
+            await self._handle_pending()
             await self.finish_in_flight()
             await self._drain_requested.wait()
 

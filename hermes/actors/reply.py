@@ -28,7 +28,8 @@ class Reply:
     def abandoned(self) -> bool:
         return self._state == _ABANDONED
 
-    def _deliver(self, result: outcome.Outcome) -> None:
+    def deliver(self, result: outcome.Outcome) -> None:
+        """Fill the slot with a value or an error, whichever `result` holds."""
         state = self._state
         if state == _WAITING:
             self._state = _DONE
@@ -39,10 +40,10 @@ class Reply:
         # _DONE or _ABANDONED: the caller has its answer or has gone; drop it.
 
     def set(self, value: Any) -> None:
-        self._deliver(outcome.Value(value))
+        self.deliver(outcome.Value(value))
 
     def fail(self, exc: BaseException) -> None:
-        self._deliver(outcome.Error(exc))
+        self.deliver(outcome.Error(exc))
 
     def abandon(self) -> None:
         """The caller leaves without waiting (its send failed or it was cancelled)."""

@@ -1,0 +1,1 @@
+"""state.db: schema, the DbWriter actor, generations, the read pool and queries."""

@@ -1,0 +1,80 @@
+"""A generation: one opened instance of a database file, shared by everyone who acquired it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from hermes.actors.address import Address
+from hermes.actors.errors import ActorStopped
+from hermes.state.errors import StateDbReplacedError
+from hermes.state.readpool import PoolClosed, ReadPool
+from hermes.state.writer import AddTokens, CheckIdentity, Write
+
+T = TypeVar("T")
+
+WRITE_TIMEOUT = 120.0
+
+
+class Generation:
+    """Writes go to the generation's DbWriter; reads to its ReadPool.
+
+    Once retired (its file was replaced) it is never lent again; everything
+    done through it raises StateDbReplacedError. Holders let go with
+    `Registry.release`, never by closing it.
+    """
+
+    def __init__(self, path: Path, number: int, writer: Address, reads: ReadPool) -> None:
+        self.path = path
+        self.number = number
+        self.writer = writer
+        self.reads = reads
+        self.refs = 0
+        self.retired: str | None = None
+        self.crashed = False
+
+    def __repr__(self) -> str:
+        state = f"retired: {self.retired}" if self.retired else f"refs={self.refs}"
+        return f"<Generation {self.path} #{self.number} {state}>"
+
+    @property
+    def usable(self) -> bool:
+        return self.retired is None and not self.crashed
+
+    def _replaced(self) -> StateDbReplacedError:
+        return StateDbReplacedError(str(self.path), self.retired or "retired")
+
+    async def write(self, fn: Callable[..., T], *args: Any, timeout: float = WRITE_TIMEOUT) -> T:
+        """Run `fn(conn, *args)` in the writer's next batch; returns after the commit."""
+        if self.retired is not None:
+            raise self._replaced()
+        return await self.writer.call(Write(fn, args), timeout=timeout)
+
+    async def add_tokens(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
+        """Token deltas are merged per session inside the writer's batch."""
+        if self.retired is not None:
+            raise self._replaced()
+        await self.writer.call(AddTokens(session_id, input_tokens, output_tokens))
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(conn, *args)` on a read-only connection; never waits for the writer."""
+        if self.retired is not None:
+            raise self._replaced()
+        try:
+            return await self.reads.run(fn, *args)
+        except PoolClosed:
+            raise self._replaced() from None
+
+    async def same_file(self) -> bool:
+        """Ask the writer whether the path still names this file (it retires if not)."""
+        if not self.usable:
+            return False
+        try:
+            return await self.writer.call(CheckIdentity())
+        except ActorStopped:
+            self.crashed = True
+            return False
+
+    def mark_retired(self, why: str) -> None:
+        self.retired = why

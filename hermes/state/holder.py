@@ -1,0 +1,71 @@
+"""A long-lived holder of one database path that carries on when the file is replaced.
+
+The gateway and the scheduler hold state.db for months. When someone restores
+a backup under them, their generation retires; this helper releases it,
+acquires the new one and retries that one operation once. If the retry fails
+too, the error reaches the caller. Only StateDbReplacedError is retried: it is
+raised before anything is written, so a retry cannot write twice.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from hermes.state.errors import StateDbReplacedError
+from hermes.state.generation import Generation
+from hermes.state.registry import Registry
+
+T = TypeVar("T")
+
+
+class DbHolder:
+    """Use as `async with DbHolder(registry, path) as db:` and call db.write / db.read."""
+
+    def __init__(self, registry: Registry, path: os.PathLike[str] | str) -> None:
+        self.registry = registry
+        self.path = path
+        self.gen: Generation | None = None
+
+    async def __aenter__(self) -> DbHolder:
+        self.gen = await self.registry.acquire(self.path)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        gen, self.gen = self.gen, None
+        if gen is not None:
+            await self.registry.release(gen)
+
+    async def _current(self) -> Generation:
+        if self.gen is None:
+            raise RuntimeError("DbHolder used outside its async with block")
+        if not self.gen.usable:
+            await self._swap()
+        return self.gen
+
+    async def _swap(self) -> None:
+        old, self.gen = self.gen, None
+        if old is not None:
+            await self.registry.release(old)
+        self.gen = await self.registry.acquire(self.path)
+
+    async def _retry_once(self, op: Callable[[Generation], Awaitable[T]]) -> T:
+        gen = await self._current()
+        try:
+            return await op(gen)
+        except StateDbReplacedError:
+            await self._swap()
+            return await op(self.gen)
+
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._retry_once(lambda gen: gen.write(fn, *args))
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._retry_once(lambda gen: gen.read(fn, *args))
+
+    async def add_tokens(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
+        await self._retry_once(lambda gen: gen.add_tokens(session_id, input_tokens, output_tokens))

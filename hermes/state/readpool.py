@@ -1,0 +1,70 @@
+"""A small pool of read-only connections, so reads never queue behind the writer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import apsw
+import outcome
+import trio
+
+from hermes.state.connection import open_reader
+
+T = TypeVar("T")
+
+
+class PoolClosed(Exception):
+    """The pool was closed (its generation retired or released)."""
+
+
+class ReadPool:
+    """Up to `size` read-only connections, opened on demand, each used by one thread at a time."""
+
+    def __init__(self, path: Path, size: int = 4) -> None:
+        self.path = path
+        self._idle: list[apsw.Connection] = []
+        self._limiter = trio.CapacityLimiter(size)
+        self._busy = 0
+        self._closed = False
+        self._all_back = trio.Event()
+        self._all_back.set()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(conn, *args)` on a read connection in a worker thread."""
+        if self._closed:
+            raise PoolClosed(str(self.path))
+        async with self._limiter:
+            if self._closed:
+                raise PoolClosed(str(self.path))
+            conn = self._idle.pop() if self._idle else None
+            self._busy += 1
+            self._all_back = trio.Event() if self._busy == 1 else self._all_back
+            try:
+                conn, result = await trio.to_thread.run_sync(self._use, conn, fn, args)
+            finally:
+                self._busy -= 1
+                if conn is not None:
+                    if self._closed:
+                        conn.close()
+                    else:
+                        self._idle.append(conn)
+                if self._busy == 0:
+                    self._all_back.set()
+            return result.unwrap()
+
+    def _use(
+        self, conn: apsw.Connection | None, fn: Callable[..., T], args: tuple
+    ) -> tuple[apsw.Connection, outcome.Outcome]:
+        if conn is None:
+            conn = open_reader(self.path)
+        return conn, outcome.capture(fn, conn, *args)
+
+    async def close(self) -> None:
+        """Close idle connections now and busy ones as their reads finish."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+        await self._all_back.wait()

@@ -1,0 +1,141 @@
+"""The schema of state.db: numbered migration steps plus additive column reconciliation.
+
+`user_version` holds the schema version. Opening runs every step above it in
+one transaction, then adds any column a table lacks (a file written by an
+older build that had the table but not the column).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import apsw
+
+from hermes.state.errors import SchemaTooNew
+
+# Columns each table must have, with the definition used to add a missing one.
+SESSION_COLUMNS: dict[str, str] = {
+    "id": "TEXT PRIMARY KEY",
+    "source": "TEXT NOT NULL DEFAULT 'local'",
+    "session_key": "TEXT",
+    "chat_id": "TEXT",
+    "chat_type": "TEXT",
+    "thread_id": "TEXT",
+    "user_id": "TEXT",
+    "user_name": "TEXT",
+    "scope_id": "TEXT",
+    "title": "TEXT",
+    "title_source": "TEXT",
+    "parent_session_id": "TEXT",
+    "started_at": "REAL NOT NULL DEFAULT 0",
+    "ended_at": "REAL",
+    "end_reason": "TEXT",
+    "message_count": "INTEGER NOT NULL DEFAULT 0",
+    "tool_call_count": "INTEGER NOT NULL DEFAULT 0",
+    "input_tokens": "INTEGER NOT NULL DEFAULT 0",
+    "output_tokens": "INTEGER NOT NULL DEFAULT 0",
+    "model": "TEXT",
+    "last_activity_at": "REAL",
+}
+
+MESSAGE_COLUMNS: dict[str, str] = {
+    "id": "INTEGER PRIMARY KEY",
+    "session_id": "TEXT NOT NULL REFERENCES sessions(id)",
+    "role": "TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool'))",
+    "content": "TEXT",
+    "tool_calls": "TEXT",
+    "tool_call_id": "TEXT",
+    "tool_name": "TEXT",
+    "timestamp": "REAL NOT NULL DEFAULT 0",
+    "token_count": "INTEGER",
+    "platform_message_id": "TEXT",
+}
+
+TABLE_COLUMNS = {"sessions": SESSION_COLUMNS, "messages": MESSAGE_COLUMNS}
+
+
+def _table(name: str, columns: dict[str, str]) -> str:
+    body = ",\n    ".join(f"{col} {decl}" for col, decl in columns.items())
+    return f"CREATE TABLE IF NOT EXISTS {name} (\n    {body}\n)"
+
+
+def _step_1_base(conn: apsw.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute(_table("sessions", SESSION_COLUMNS))
+    conn.execute(_table("messages", MESSAGE_COLUMNS))
+    conn.execute("CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session_id, id)")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS sessions_by_origin"
+        " ON sessions(source, chat_id, thread_id, user_id)"
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS sessions_by_key ON sessions(session_key)")
+
+
+def _step_2_fts(conn: apsw.Connection) -> None:
+    """Full-text index over message content, kept in step by triggers, backfilled."""
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5("
+        "content, content='messages', content_rowid='id', tokenize='unicode61')"
+    )
+    conn.execute(
+        """
+        CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+        END;
+        CREATE TRIGGER IF NOT EXISTS messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+            INSERT INTO messages_fts(messages_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+            INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        """
+    )
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+
+
+# Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_step_1_base, _step_2_fts]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: apsw.Connection) -> int:
+    return conn.execute("PRAGMA user_version").get
+
+
+def migrate(conn: apsw.Connection, target: int = SCHEMA_VERSION) -> list[int]:
+    """Run the steps from the file's version up to `target` in one transaction.
+
+    Returns the steps that ran. Call inside no other transaction.
+    """
+    with conn:  # BEGIN ... COMMIT, ROLLBACK on error
+        current = schema_version(conn)
+        if current > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"schema version {current} is newer than this hermes knows ({SCHEMA_VERSION})"
+            )
+        ran = []
+        for number in range(current + 1, target + 1):
+            MIGRATIONS[number - 1](conn)
+            ran.append(number)
+        if ran:
+            conn.execute(f"PRAGMA user_version = {target}")
+        if target == SCHEMA_VERSION:
+            reconcile_columns(conn)
+    return ran
+
+
+def reconcile_columns(conn: apsw.Connection) -> list[str]:
+    """Add the columns an older build's tables lack; returns 'table.column' for each."""
+    added = []
+    for table, columns in TABLE_COLUMNS.items():
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        for column, decl in columns.items():
+            if column not in have:
+                # ADD COLUMN cannot take PRIMARY KEY / REFERENCES clauses of a fresh table.
+                simple = decl.replace("PRIMARY KEY", "").split(" REFERENCES")[0]
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {simple}")
+                added.append(f"{table}.{column}")
+    return added

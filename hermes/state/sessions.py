@@ -1,0 +1,150 @@
+"""Session operations. Each takes a connection: writes run in the DbWriter's batch
+(`await db.write(create_session, ...)`), reads on a read connection (`db.read`)."""
+
+from __future__ import annotations
+
+import time
+
+import apsw
+import attrs
+
+from hermes.state.errors import SessionNotFound, StateError
+from hermes.state.rows import SESSION_SELECT, SessionRow
+
+# Routing columns: once set, `ensure_session` never overwrites them.
+ROUTING = ("source", "session_key", "chat_id", "chat_type", "thread_id", "user_id", "scope_id")
+
+TITLE_AUTHORITY = {"derived": 0, "llm": 1, "user": 2}
+
+
+@attrs.frozen
+class NewSession:
+    id: str
+    source: str = "local"
+    session_key: str | None = None
+    chat_id: str | None = None
+    chat_type: str | None = None
+    thread_id: str | None = None
+    user_id: str | None = None
+    user_name: str | None = None
+    scope_id: str | None = None
+    parent_session_id: str | None = None
+    model: str | None = None
+    started_at: float | None = None
+
+
+def _values(new: NewSession) -> dict[str, object]:
+    values = attrs.asdict(new)
+    values["started_at"] = new.started_at if new.started_at is not None else time.time()
+    return values
+
+
+def create_session(conn: apsw.Connection, new: NewSession) -> SessionRow:
+    """Insert a new session; an existing id is a ConstraintError."""
+    values = _values(new)
+    names = ", ".join(values)
+    marks = ", ".join(f":{n}" for n in values)
+    conn.execute(f"INSERT INTO sessions ({names}) VALUES ({marks})", values)
+    return get_session(conn, new.id)
+
+
+def ensure_session(conn: apsw.Connection, new: NewSession) -> SessionRow:
+    """Create the session, or fill in only the columns it still lacks.
+
+    A routing column that is already set is never overwritten: a late event
+    with different routing cannot move a live conversation somewhere else.
+    """
+    values = _values(new)
+    names = ", ".join(values)
+    marks = ", ".join(f":{n}" for n in values)
+    fill = ", ".join(
+        f"{n} = COALESCE(sessions.{n}, excluded.{n})"
+        for n in (*ROUTING, "user_name", "parent_session_id", "model")
+    )
+    conn.execute(
+        f"INSERT INTO sessions ({names}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {fill}",
+        values,
+    )
+    return get_session(conn, new.id)
+
+
+def get_session(conn: apsw.Connection, session_id: str) -> SessionRow | None:
+    row = conn.execute(f"{SESSION_SELECT} WHERE id = ?", (session_id,)).fetchone()
+    return SessionRow(*row) if row else None
+
+
+def require_session(conn: apsw.Connection, session_id: str) -> SessionRow:
+    row = get_session(conn, session_id)
+    if row is None:
+        raise SessionNotFound(session_id)
+    return row
+
+
+def end_session(
+    conn: apsw.Connection, session_id: str, reason: str, at: float | None = None
+) -> SessionRow:
+    """Mark the session ended. The first reason wins; later calls change nothing."""
+    conn.execute(
+        "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+        (at if at is not None else time.time(), reason, session_id),
+    )
+    return require_session(conn, session_id)
+
+
+def set_title(conn: apsw.Connection, session_id: str, title: str, source: str) -> bool:
+    """Set the title if `source` may: the user always; an automatic source
+    (derived < llm) only when it raises the authority. Returns whether it changed."""
+    if source not in TITLE_AUTHORITY:
+        raise StateError(f"unknown title source {source!r}; one of {', '.join(TITLE_AUTHORITY)}")
+    current = require_session(conn, session_id)
+    have = TITLE_AUTHORITY.get(current.title_source or "", -1)
+    want = TITLE_AUTHORITY[source]
+    if source != "user" and want <= have:
+        return False
+    conn.execute(
+        "UPDATE sessions SET title = ?, title_source = ? WHERE id = ?",
+        (title, source, session_id),
+    )
+    return True
+
+
+def list_sessions(
+    conn: apsw.Connection, limit: int = 50, source: str | None = None
+) -> list[SessionRow]:
+    """Newest activity first."""
+    where, args = ("WHERE source = ?", (source,)) if source else ("", ())
+    rows = conn.execute(
+        f"{SESSION_SELECT} {where} ORDER BY COALESCE(last_activity_at, started_at) DESC, id"
+        " LIMIT ?",
+        (*args, limit),
+    )
+    return [SessionRow(*r) for r in rows]
+
+
+def find_session_by_origin(
+    conn: apsw.Connection,
+    platform: str,
+    chat_id: str,
+    thread_id: str | None = None,
+    user_id: str | None = None,
+) -> SessionRow | None:
+    """The live session for an origin (platform, chat, thread, optional user).
+
+    With a user: the newest live session of exactly that user. Without one: the
+    newest live session, unless the candidates belong to more than one user, in
+    which case there is no answer: never guess across users.
+    """
+    rows = [
+        SessionRow(*r)
+        for r in conn.execute(
+            f"{SESSION_SELECT} WHERE source = ? AND chat_id = ? AND thread_id IS ?"
+            " AND ended_at IS NULL"
+            " ORDER BY COALESCE(last_activity_at, started_at) DESC, started_at DESC",
+            (platform, chat_id, thread_id),
+        )
+    ]
+    if user_id is not None:
+        return next((r for r in rows if r.user_id == user_id), None)
+    if len({r.user_id for r in rows}) > 1:
+        return None
+    return rows[0] if rows else None

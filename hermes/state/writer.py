@@ -1,0 +1,287 @@
+"""The DbWriter actor: the only write connection to one database file in this process.
+
+Group commit: the actor takes every request waiting in its mailbox (up to
+`batch_max`), runs them in one BEGIN IMMEDIATE transaction, each inside its
+own SAVEPOINT so a failing request fails alone, commits once, then answers
+every caller. A write is acknowledged only after its commit. All SQLite work
+runs in a worker thread, one batch per thread hop, never on the Trio thread.
+
+Before each batch the writer checks that the path still names the file it
+opened (device, inode and the stamp in the header). If not, it retires: the
+batch and every later request fail with StateDbReplacedError, it closes its
+connection without checkpointing, and it never writes again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import apsw
+import attrs
+import outcome
+import trio
+
+from hermes.actors.batch import BatchActor
+from hermes.state import schema
+from hermes.state.connection import FileIdentity, HeaderReader, ensure_stamp, open_writer
+from hermes.state.errors import SessionNotFound, StateDbReplacedError, StateError
+
+log = logging.getLogger(__name__)
+
+WAL_WARN_BYTES = 256 * 1024 * 1024
+CHECKPOINT_INTERVAL = 60.0
+BUSY_RETRIES = 6  # each waits up to the connection's busy timeout (10 s)
+
+_warned_wal: set[str] = set()  # one WAL-growth warning per database per process
+
+
+@attrs.frozen
+class Write:
+    """Run `fn(conn, *args)` inside the writer's transaction; its return value is the reply."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+@attrs.frozen
+class AddTokens:
+    """A token-count delta; deltas for one session in one batch become one UPDATE."""
+
+    session_id: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@attrs.frozen
+class CheckIdentity:
+    """Reply True while the path still names the opened file; retire (and reply False) if not."""
+
+
+@attrs.frozen
+class Checkpoint:
+    """Run a PASSIVE checkpoint now; replies (wal_frames, checkpointed_frames)."""
+
+
+class DbWriter(BatchActor):
+    mailbox_size = 128
+    batch_max = 256
+
+    def __init__(
+        self,
+        path: Path,
+        on_retired: Callable[[str], None] = lambda why: None,
+        checkpoint_interval: float = CHECKPOINT_INTERVAL,
+    ) -> None:
+        super().__init__(f"writer:{path}")
+        self.path = path
+        self.retired: str | None = None
+        self.batches = 0  # committed transactions, for tests and stats
+        self._on_retired = on_retired
+        self._checkpoint_interval = checkpoint_interval
+        self._conn: apsw.Connection | None = None
+        self._header: HeaderReader | None = None
+        self._identity: FileIdentity | None = None
+        self._stamp = 0
+        self._stamp_on_disk = False
+        self._limiter = trio.CapacityLimiter(1)
+
+    # -- life cycle -----------------------------------------------------------
+
+    async def on_start(self) -> None:
+        await self._in_thread(self._open_sync)
+        self.nursery.start_soon(self._checkpoint_periodically)
+
+    async def flush(self) -> None:
+        """Drain phase 3: a PASSIVE checkpoint (never for a retired file), then close."""
+        await self._in_thread(self._close_sync, True)
+
+    async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await super().run(task_status=task_status)
+        finally:
+            if self._conn is not None:  # crashed or cancelled before flush closed it
+                with trio.CancelScope(shield=True):
+                    await self._in_thread(self._close_sync, False)
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+
+    def _open_sync(self) -> None:
+        conn = open_writer(self.path)
+        try:
+            schema.migrate(conn)
+            self._stamp = ensure_stamp(conn)
+            conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+            self._identity = FileIdentity.of(self.path)
+            self._header = HeaderReader(self.path)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _close_sync(self, checkpoint: bool) -> None:
+        conn, self._conn = self._conn, None
+        if self._header is not None:
+            self._header.close()
+            self._header = None
+        if conn is None:
+            return
+        if self.retired is not None:
+            # Closing must not checkpoint stale WAL frames into whatever the path is now.
+            conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+        elif checkpoint:
+            try:
+                conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+            except apsw.BusyError:
+                pass  # another process is checkpointing; nothing is lost
+        conn.close()
+
+    # -- the identity check -----------------------------------------------------
+
+    def _replaced_why(self) -> str | None:
+        identity = FileIdentity.of(self.path)
+        if identity is None:
+            return "the file is gone"
+        if identity != self._identity:
+            return "another file was moved into its place"
+        stamp = self._header.stamp() if self._header is not None else None
+        if stamp == self._stamp:
+            self._stamp_on_disk = True
+            return None
+        if stamp == 0 and not self._stamp_on_disk:
+            return None  # our stamp is still in the WAL, not yet checkpointed
+        return "its contents were overwritten by another database"
+
+    def _retire_sync(self, why: str) -> None:
+        self.retired = why
+        log.error("state db %s was replaced (%s); this generation is retired", self.path, why)
+        self._close_sync(False)
+
+    def _replaced(self) -> StateDbReplacedError:
+        return StateDbReplacedError(str(self.path), self.retired or "retired")
+
+    # -- batches ----------------------------------------------------------------
+
+    async def handle_batch(self, msgs: list[Any]) -> list[outcome.Outcome]:
+        was_retired = self.retired
+        results = await self._in_thread(self._batch_sync, msgs)
+        if self.retired is not None and was_retired is None:
+            self._on_retired(self.retired)
+        return results
+
+    def _batch_sync(self, msgs: list[Any]) -> list[outcome.Outcome]:
+        if self.retired is None and self._conn is not None:
+            why = self._replaced_why()
+            if why is not None:
+                self._retire_sync(why)
+        if self.retired is not None or self._conn is None:
+            return [
+                outcome.Value(False)
+                if type(m) is CheckIdentity
+                else outcome.Error(self._replaced())
+                for m in msgs
+            ]
+        for attempt in range(BUSY_RETRIES):
+            try:
+                return self._transaction(msgs)
+            except apsw.BusyError:
+                log.warning("%s: busy for %d s; retrying the batch", self.path, 10 * (attempt + 1))
+        err = StateError(f"{self.path}: another process held the write lock for too long")
+        return [outcome.Error(err) for _ in msgs]
+
+    def _transaction(self, msgs: list[Any]) -> list[outcome.Outcome]:
+        conn = self._conn
+        results: list[outcome.Outcome | None] = [None] * len(msgs)
+        deltas: dict[str, list[Any]] = {}
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for i, msg in enumerate(msgs):
+                kind = type(msg)
+                if kind is Write:
+                    results[i] = self._savepoint(conn, msg.fn, msg.args)
+                elif kind is AddTokens:
+                    entry = deltas.setdefault(msg.session_id, [0, 0, []])
+                    entry[0] += msg.input_tokens
+                    entry[1] += msg.output_tokens
+                    entry[2].append(i)
+                elif kind is CheckIdentity:
+                    results[i] = outcome.Value(True)
+                elif kind is Checkpoint:
+                    results[i] = outcome.Value(None)  # answered after the commit
+                else:
+                    results[i] = outcome.Error(TypeError(f"DbWriter cannot handle {msg!r}"))
+            for session_id, (inp, out, indexes) in deltas.items():
+                merged = self._savepoint(conn, _add_tokens, (session_id, inp, out))
+                for i in indexes:
+                    results[i] = merged
+            conn.execute("COMMIT")
+        except BaseException:
+            if not conn.in_transaction:
+                raise
+            conn.execute("ROLLBACK")
+            raise
+        self.batches += 1
+        for i, msg in enumerate(msgs):
+            if type(msg) is Checkpoint:
+                results[i] = outcome.capture(self._checkpoint_sync)
+        return results
+
+    @staticmethod
+    def _savepoint(conn: apsw.Connection, fn: Callable[..., Any], args: tuple) -> outcome.Outcome:
+        conn.execute("SAVEPOINT request")
+        try:
+            value = fn(conn, *args)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO request")
+            conn.execute("RELEASE request")
+            return outcome.Error(exc)
+        conn.execute("RELEASE request")
+        return outcome.Value(value)
+
+    # -- checkpoints and WAL health -------------------------------------------
+
+    def _checkpoint_sync(self) -> tuple[int, int]:
+        if self.retired is not None or self._conn is None:
+            raise self._replaced()
+        frames = self._conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        self._warn_if_wal_grows()
+        return frames
+
+    def _warn_if_wal_grows(self) -> None:
+        try:
+            size = os.stat(f"{self.path}-wal").st_size
+        except FileNotFoundError:
+            return
+        key = str(self.path)
+        if size > WAL_WARN_BYTES and key not in _warned_wal:
+            _warned_wal.add(key)
+            log.warning(
+                "%s: the WAL has grown to %d MB and checkpoints are not shrinking it; "
+                "a long-lived reader in another process may be holding it open",
+                key,
+                size // (1024 * 1024),
+            )
+
+    async def _checkpoint_periodically(self) -> None:
+        while True:
+            await trio.sleep(self._checkpoint_interval)
+            if self.retired is not None:
+                return
+            try:
+                await self._in_thread(self._checkpoint_sync)
+            except (apsw.BusyError, StateDbReplacedError):
+                pass
+
+
+def _add_tokens(conn: apsw.Connection, session_id: str, inp: int, out: int) -> None:
+    conn.execute(
+        "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?"
+        " WHERE id = ?",
+        (inp, out, session_id),
+    )
+    if conn.changes() == 0:
+        raise SessionNotFound(session_id)
