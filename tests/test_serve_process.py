@@ -8,9 +8,11 @@ import subprocess
 import sys
 import time
 
+import apsw
 import pytest
 
 from hermes.gateway.serve import READY_LINE
+from hermes.state.schema import SCHEMA_VERSION
 
 
 def start_serve() -> subprocess.Popen[str]:
@@ -76,3 +78,18 @@ def test_a_killed_serve_leaves_no_stale_claim(home, spawn):
     wait_ready(again)
     again.send_signal(signal.SIGINT)
     assert again.wait(timeout=10) == 0
+
+
+def test_serve_hosts_state_db_and_flushes_it_on_drain(home, spawn):
+    serve = spawn()
+    wait_ready(serve)
+    assert home.state_db.exists()  # opened (and migrated) before the ready line
+    serve.send_signal(signal.SIGTERM)
+    assert serve.wait(timeout=30) == 0
+    conn = apsw.Connection(str(home.state_db))
+    try:
+        assert conn.execute("PRAGMA integrity_check").get == "ok"
+        assert conn.execute("PRAGMA user_version").get == SCHEMA_VERSION
+    finally:
+        conn.close()
+    assert not os.path.exists(f"{home.state_db}-wal")  # checkpointed and closed last

@@ -6,8 +6,9 @@ import argparse
 import importlib.metadata
 import sys
 
-from hermes.cli import config_cmd, exit_codes, serve_cmd
+from hermes.cli import config_cmd, db_cmd, exit_codes, serve_cmd, sessions_cmd
 from hermes.config import ConfigError
+from hermes.state.errors import StateError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve_cmd.register(sub)
     config_cmd.register(sub)
+    sessions_cmd.register(sub)
+    db_cmd.register(sub)
     return parser
 
 
@@ -28,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"hermes: {exc}", file=sys.stderr)
         return exit_codes.USAGE
+    except StateError as exc:
+        print(f"hermes: {exc}", file=sys.stderr)
+        return exit_codes.FAILED
 
 
 if __name__ == "__main__":

@@ -13,10 +13,13 @@ from __future__ import annotations
 import os
 import secrets
 import struct
+import time
 from pathlib import Path
 
 import apsw
 import attrs
+
+from hermes.state.schema import immediate
 
 BUSY_TIMEOUT_MS = 10_000
 STAMP_OFFSET = 68  # the application_id field of the SQLite header
@@ -46,7 +49,7 @@ def open_writer(path: Path) -> apsw.Connection:
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
     try:
         _configure(conn)
-        mode = conn.execute("PRAGMA journal_mode = WAL").get
+        mode = _switch_to_wal(conn)
         if str(mode).lower() != "wal":
             raise apsw.CantOpenError(f"{path}: cannot use WAL mode (got {mode})")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -54,6 +57,17 @@ def open_writer(path: Path) -> apsw.Connection:
         conn.close()
         raise
     return conn
+
+
+def _switch_to_wal(conn: apsw.Connection) -> str:
+    """Switching the journal mode takes a lock the busy handler does not wait for
+    when another process is creating the same new file at the same moment."""
+    for attempt in range(50):
+        try:
+            return conn.execute("PRAGMA journal_mode = WAL").get
+        except apsw.BusyError:
+            time.sleep(0.01 * (attempt + 1))  # in the writer's worker thread, never on Trio's
+    return conn.execute("PRAGMA journal_mode = WAL").get
 
 
 def open_reader(path: Path) -> apsw.Connection:
@@ -71,7 +85,7 @@ def new_stamp() -> int:
 
 def ensure_stamp(conn: apsw.Connection) -> int:
     """The file's generation stamp, written first if the file has none."""
-    with conn:
+    with immediate(conn):
         stamp = conn.execute("PRAGMA application_id").get
         if stamp == 0:
             stamp = new_stamp()
@@ -82,7 +96,7 @@ def ensure_stamp(conn: apsw.Connection) -> int:
 def restamp(conn: apsw.Connection) -> int:
     """Give a copy (a backup) its own stamp, so restoring it over a live file is noticed."""
     stamp = new_stamp()
-    with conn:
+    with immediate(conn):
         conn.execute(f"PRAGMA application_id = {stamp}")
     return stamp
 

@@ -35,6 +35,13 @@ def append_messages(conn: apsw.Connection, messages: Sequence[NewMessage]) -> li
         at = msg.timestamp if msg.timestamp is not None else now
         calls = json.dumps(msg.tool_calls) if msg.tool_calls else None
         conn.execute(
+            "UPDATE sessions SET message_count = message_count + 1,"
+            " tool_call_count = tool_call_count + ?, last_activity_at = ? WHERE id = ?",
+            (len(msg.tool_calls or ()), at, msg.session_id),
+        )
+        if conn.changes() == 0:
+            raise SessionNotFound(msg.session_id)
+        conn.execute(
             "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id,"
             " tool_name, timestamp, token_count, platform_message_id)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -51,13 +58,6 @@ def append_messages(conn: apsw.Connection, messages: Sequence[NewMessage]) -> li
             ),
         )
         ids.append(conn.last_insert_rowid())
-        conn.execute(
-            "UPDATE sessions SET message_count = message_count + 1,"
-            " tool_call_count = tool_call_count + ?, last_activity_at = ? WHERE id = ?",
-            (len(msg.tool_calls or ()), at, msg.session_id),
-        )
-        if conn.changes() == 0:
-            raise SessionNotFound(msg.session_id)
     return ids
 
 

@@ -11,7 +11,6 @@ until they release it, and the next acquire opens the new file.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -75,7 +74,6 @@ class Registry:
         self._numbers = 0
         self._held: list[Generation] = []
         self._drain = trio.Event()
-        self._deadline = math.inf
         self._running = False
 
     # -- the Child protocol -------------------------------------------------------
@@ -93,8 +91,7 @@ class Registry:
                 await self._drain.wait()
             finally:
                 self._running = False
-                with trio.CancelScope(shield=True) as scope:
-                    scope.deadline = self._deadline
+                with trio.CancelScope(shield=True):  # each writer's flush is bounded
                     await self.close_all()
                 self._sup.request_drain(trio.current_time())
 
@@ -102,7 +99,6 @@ class Registry:
         """Writers keep taking writes until the registry itself is stopped (it stops last)."""
 
     def request_drain(self, deadline: float) -> None:
-        self._deadline = deadline
         self._drain.set()
 
     def snapshot(self) -> Snapshot:
@@ -122,7 +118,7 @@ class Registry:
             if gen is not None and await gen.same_file():
                 gen.refs += 1
                 return gen
-            if gen is not None:
+            if gen is not None:  # retired (or its writer died): never lent again
                 del self._live[key]
                 await gen.reads.close()
                 if gen.retired is not None:
@@ -150,6 +146,8 @@ class Registry:
             closing = self._closing[key] = trio.Event()
         try:
             await self._teardown(gen)
+            if closing is not None and gen.retired is not None:
+                _discard_stale_wal(key)
         finally:
             if closing is not None:
                 closing.set()

@@ -7,7 +7,8 @@ older build that had the table but not the column).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 import apsw
 
@@ -101,6 +102,23 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_step_1_base, _step_2_fts
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+@contextlib.contextmanager
+def immediate(conn: apsw.Connection) -> Iterator[None]:
+    """A write transaction that takes the write lock up front.
+
+    A deferred BEGIN that reads and then writes fails at once with "database is
+    locked" when another process committed in between; BEGIN IMMEDIATE waits in
+    the busy handler instead.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 def schema_version(conn: apsw.Connection) -> int:
     return conn.execute("PRAGMA user_version").get
 
@@ -110,20 +128,20 @@ def migrate(conn: apsw.Connection, target: int = SCHEMA_VERSION) -> list[int]:
 
     Returns the steps that ran. Call inside no other transaction.
     """
-    with conn:  # BEGIN ... COMMIT, ROLLBACK on error
+    with immediate(conn):
         current = schema_version(conn)
         if current > SCHEMA_VERSION:
             raise SchemaTooNew(
                 f"schema version {current} is newer than this hermes knows ({SCHEMA_VERSION})"
             )
+        if target == SCHEMA_VERSION:
+            reconcile_columns(conn)  # before the steps: their indexes may name new columns
         ran = []
         for number in range(current + 1, target + 1):
             MIGRATIONS[number - 1](conn)
             ran.append(number)
         if ran:
             conn.execute(f"PRAGMA user_version = {target}")
-        if target == SCHEMA_VERSION:
-            reconcile_columns(conn)
     return ran
 
 
@@ -132,6 +150,8 @@ def reconcile_columns(conn: apsw.Connection) -> list[str]:
     added = []
     for table, columns in TABLE_COLUMNS.items():
         have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if not have:
+            continue  # not created yet: the migration steps make it whole
         for column, decl in columns.items():
             if column not in have:
                 # ADD COLUMN cannot take PRIMARY KEY / REFERENCES clauses of a fresh table.

@@ -63,7 +63,7 @@ class CheckIdentity:
 
 @attrs.frozen
 class Checkpoint:
-    """Run a PASSIVE checkpoint now; replies (wal_frames, checkpointed_frames)."""
+    """Run a PASSIVE checkpoint now; replies (wal_frames, checkpointed_frames) or None if busy."""
 
 
 class DbWriter(BatchActor):
@@ -115,7 +115,7 @@ class DbWriter(BatchActor):
         try:
             schema.migrate(conn)
             self._stamp = ensure_stamp(conn)
-            conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+            passive_checkpoint(conn)  # puts the stamp in the main file's header
             self._identity = FileIdentity.of(self.path)
             self._header = HeaderReader(self.path)
         except BaseException:
@@ -134,10 +134,7 @@ class DbWriter(BatchActor):
             # Closing must not checkpoint stale WAL frames into whatever the path is now.
             conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         elif checkpoint:
-            try:
-                conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
-            except apsw.BusyError:
-                pass  # another process is checkpointing; nothing is lost
+            passive_checkpoint(conn)
         conn.close()
 
     # -- the identity check -----------------------------------------------------
@@ -216,8 +213,11 @@ class DbWriter(BatchActor):
                     results[i] = outcome.Error(TypeError(f"DbWriter cannot handle {msg!r}"))
             for session_id, (inp, out, indexes) in deltas.items():
                 merged = self._savepoint(conn, _add_tokens, (session_id, inp, out))
-                for i in indexes:
-                    results[i] = merged
+                for i in indexes:  # an outcome is unwrapped once: one of its own per caller
+                    if isinstance(merged, outcome.Value):
+                        results[i] = outcome.Value(merged.value)
+                    else:
+                        results[i] = outcome.Error(SessionNotFound(session_id))
             conn.execute("COMMIT")
         except BaseException:
             if not conn.in_transaction:
@@ -244,10 +244,10 @@ class DbWriter(BatchActor):
 
     # -- checkpoints and WAL health -------------------------------------------
 
-    def _checkpoint_sync(self) -> tuple[int, int]:
+    def _checkpoint_sync(self) -> tuple[int, int] | None:
         if self.retired is not None or self._conn is None:
             raise self._replaced()
-        frames = self._conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        frames = passive_checkpoint(self._conn)
         self._warn_if_wal_grows()
         return frames
 
@@ -273,8 +273,17 @@ class DbWriter(BatchActor):
                 return
             try:
                 await self._in_thread(self._checkpoint_sync)
-            except (apsw.BusyError, StateDbReplacedError):
-                pass
+            except StateDbReplacedError:
+                return
+
+
+def passive_checkpoint(conn: apsw.Connection) -> tuple[int, int] | None:
+    """(WAL frames, frames checkpointed), or None when another connection is
+    checkpointing right now (SQLite runs one at a time); nothing is lost then."""
+    try:
+        return conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+    except apsw.BusyError:
+        return None
 
 
 def _add_tokens(conn: apsw.Connection, session_id: str, inp: int, out: int) -> None:

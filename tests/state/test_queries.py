@@ -1,0 +1,152 @@
+"""Session, message and search operations against a real state.db."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes.state.errors import SearchQueryError, SessionNotFound
+from hermes.state.messages import (
+    NewMessage,
+    append_message,
+    append_messages,
+    latest_message_row_id,
+    messages_of,
+)
+from hermes.state.search import search_messages
+from hermes.state.sessions import (
+    NewSession,
+    create_session,
+    end_session,
+    ensure_session,
+    find_session_by_origin,
+    get_session,
+    set_title,
+)
+
+
+@pytest.fixture
+async def db(registry, db_path):
+    gen = await registry.acquire(db_path)
+    yield gen
+    await registry.release(gen)
+
+
+async def test_ensure_session_never_overwrites_routing(db):
+    await db.write(ensure_session, NewSession("s", source="telegram", chat_id="42", user_id="u1"))
+    row = await db.write(
+        ensure_session,
+        NewSession("s", source="slack", chat_id="99", user_id="u2", thread_id="t", model="m"),
+    )
+    assert (row.source, row.chat_id, row.user_id) == ("telegram", "42", "u1")
+    assert row.thread_id == "t"  # was empty: filled in
+    assert row.model == "m"
+
+
+async def test_end_session_first_reason_wins(db):
+    await db.write(create_session, NewSession("s"))
+    first = await db.write(end_session, "s", "user_reset", 100.0)
+    second = await db.write(end_session, "s", "idle", 200.0)
+    assert (first.end_reason, first.ended_at) == ("user_reset", 100.0)
+    assert (second.end_reason, second.ended_at) == ("user_reset", 100.0)
+    with pytest.raises(SessionNotFound):
+        await db.write(end_session, "nope", "x")
+
+
+async def test_title_authority(db):
+    await db.write(create_session, NewSession("s"))
+    assert await db.write(set_title, "s", "from first message", "derived")
+    assert await db.write(set_title, "s", "from the model", "llm")  # raises authority
+    assert not await db.write(set_title, "s", "derived again", "derived")
+    assert not await db.write(set_title, "s", "model again", "llm")  # same: not raised
+    assert await db.write(set_title, "s", "My trip", "user")
+    assert not await db.write(set_title, "s", "model late", "llm")
+    assert await db.write(set_title, "s", "Our trip", "user")  # the user may always
+    row = await db.read(get_session, "s")
+    assert (row.title, row.title_source) == ("Our trip", "user")
+
+
+async def test_messages_in_order_with_counters_and_latest_by_role(db):
+    await db.write(create_session, NewSession("s"))
+    ids = await db.write(
+        append_messages,
+        [
+            NewMessage("s", "user", "hi"),
+            NewMessage("s", "assistant", None, tool_calls=[{"id": "c1"}, {"id": "c2"}]),
+            NewMessage("s", "tool", "output", tool_call_id="c1", tool_name="terminal"),
+            NewMessage("s", "assistant", "done"),
+        ],
+    )
+    last_user = await db.write(append_message, NewMessage("s", "user", "again"))
+    await db.write(append_message, NewMessage("s", "assistant", "ok"))
+    assert ids == sorted(ids)
+    rows = await db.read(messages_of, "s")
+    assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert await db.read(latest_message_row_id, "s", "user") == last_user
+    assert await db.read(latest_message_row_id, "s") == rows[-1].id
+    assert await db.read(latest_message_row_id, "s", "system") is None
+    session = await db.read(get_session, "s")
+    assert (session.message_count, session.tool_call_count) == (6, 2)
+    assert session.last_activity_at is not None
+    with pytest.raises(SessionNotFound):
+        await db.write(append_message, NewMessage("ghost", "user", "x"))
+
+
+async def test_find_session_by_origin_never_guesses_across_users(db):
+    async def session(sid, user, started, thread=None, ended=False):
+        await db.write(
+            create_session,
+            NewSession(
+                sid,
+                source="slack",
+                chat_id="C1",
+                thread_id=thread,
+                user_id=user,
+                started_at=started,
+            ),
+        )
+        if ended:
+            await db.write(end_session, sid, "done")
+
+    await session("alice-old", "alice", 1.0)
+    await session("alice-new", "alice", 2.0)
+    await session("alice-ended", "alice", 3.0, ended=True)
+    # with a user: newest live exact match
+    found = await db.read(find_session_by_origin, "slack", "C1", None, "alice")
+    assert found.id == "alice-new"
+    assert await db.read(find_session_by_origin, "slack", "C1", None, "carol") is None
+    # without a user and only one user among candidates: the newest
+    assert (await db.read(find_session_by_origin, "slack", "C1")).id == "alice-new"
+    # a second user in the same chat: no answer without a user
+    await session("bob", "bob", 4.0)
+    assert await db.read(find_session_by_origin, "slack", "C1") is None
+    assert (await db.read(find_session_by_origin, "slack", "C1", None, "bob")).id == "bob"
+    # threads are separate origins
+    await session("thread", "bob", 5.0, thread="T9")
+    assert (await db.read(find_session_by_origin, "slack", "C1", "T9")).id == "thread"
+    assert await db.read(find_session_by_origin, "telegram", "C1") is None
+
+
+async def test_search_ranks_snippets_and_skips_tool_rows(db):
+    await db.write(create_session, NewSession("s"))
+    await db.write(
+        append_messages,
+        [
+            NewMessage("s", "user", "the weather in Lisbon is sunny"),
+            NewMessage("s", "assistant", "Lisbon Lisbon Lisbon: a trip to Lisbon"),
+            NewMessage("s", "tool", "curl output mentioning Lisbon"),
+            NewMessage("s", "user", "nothing to see"),
+        ],
+    )
+    hits = await db.read(search_messages, "lisbon")
+    assert [h.role for h in hits] == ["assistant", "user"]  # most mentions ranks first
+    assert hits[0].rank <= hits[1].rank
+    assert "[Lisbon]" in hits[0].snippet
+    with_tool = await db.read(search_messages, "lisbon", 20, True)
+    assert {h.role for h in with_tool} == {"assistant", "user", "tool"}
+    assert await db.read(search_messages, "madrid") == []
+
+
+@pytest.mark.parametrize("query", ['"unbalanced', "AND", "a" * 501, "   "])
+async def test_bad_search_query_is_a_typed_error(db, query):
+    with pytest.raises(SearchQueryError):
+        await db.read(search_messages, query)

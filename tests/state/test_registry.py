@@ -1,0 +1,196 @@
+"""The registry: one generation per path, refcounts, replaced files, failed opens, close_all."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import trio
+
+from hermes.state.errors import StateDbReplacedError, StateError
+from hermes.state.holder import DbHolder
+from hermes.state.registry import Registry
+from hermes.state.sessions import NewSession, create_session, get_session
+from tests.state.helpers import count, integrity, writer_of
+
+
+async def make_other_db(path) -> None:
+    """A complete database file of its own (as a backup would be), closed."""
+    reg = Registry()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reg.run)
+        gen = await reg.acquire(path)
+        await gen.write(create_session, NewSession("from-backup"))
+        await reg.release(gen)
+        reg.request_drain(trio.current_time() + 10)
+    assert not os.path.exists(f"{path}-wal")
+
+
+async def test_two_spellings_share_one_generation(registry, tmp_path):
+    real = tmp_path / "data" / "state.db"
+    real.parent.mkdir()
+    link = tmp_path / "link.db"
+    gen_a = await registry.acquire(real)
+    link.symlink_to(real)
+    gen_b = await registry.acquire(link)
+    gen_c = await registry.acquire(tmp_path / "data" / ".." / "data" / "state.db")
+    assert gen_a is gen_b is gen_c
+    assert gen_a.refs == 3
+    assert len(registry.generations()) == 1
+    for gen in (gen_a, gen_b, gen_c):
+        await registry.release(gen)
+    assert registry.generations() == []
+
+
+async def test_concurrent_acquires_open_once(registry, db_path):
+    gens = []
+
+    async def get():
+        gens.append(await registry.acquire(db_path))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(20):
+            nursery.start_soon(get)
+    assert len({id(g) for g in gens}) == 1
+    assert gens[0].refs == 20
+    assert len(registry._sup.child_names()) == 1
+    for gen in gens:
+        await registry.release(gen)
+
+
+async def test_release_is_the_only_way_to_let_go(registry, db_path):
+    first = await registry.acquire(db_path)
+    second = await registry.acquire(db_path)
+    await registry.release(first)
+    # the other holder is unaffected
+    await second.write(create_session, NewSession("still-open"))
+    await registry.release(second)
+    with pytest.raises(StateError, match="released more often"):
+        await registry.release(second)
+    # the final release checkpointed and closed: no WAL left behind
+    assert not os.path.exists(f"{db_path}-wal")
+    assert count(db_path, "SELECT count(*) FROM sessions") == 1
+
+
+async def test_mv_over_live_file_retires_generation(registry, tmp_path, db_path):
+    old = await registry.acquire(db_path)
+    old_too = await registry.acquire(db_path)
+    await old.write(create_session, NewSession("before"))
+    os.link(db_path, tmp_path / "old-inode.db")  # keep the old file reachable
+    await make_other_db(tmp_path / "backup.db")
+    os.rename(tmp_path / "backup.db", db_path)
+    old_stat = os.stat(tmp_path / "old-inode.db")
+
+    with pytest.raises(StateDbReplacedError, match="moved into its place"):
+        await old.write(create_session, NewSession("lost"))
+    new = await registry.acquire(db_path)
+    assert new is not old
+    await new.write(create_session, NewSession("after"))
+    assert (await new.read(get_session, "from-backup")) is not None
+    # the old generation stays retired for every holder of it
+    with pytest.raises(StateDbReplacedError):
+        await old_too.read(get_session, "before")
+    await registry.release(old)
+    await new.write(create_session, NewSession("after-2"))
+    await registry.release(old_too)
+    await registry.release(new)
+
+    ids = {r[0] for r in _rows(db_path, "SELECT id FROM sessions")}
+    assert ids == {"from-backup", "after", "after-2"}
+    assert integrity(db_path) == "ok"
+    after = os.stat(tmp_path / "old-inode.db")
+    assert (after.st_size, after.st_mtime_ns) == (old_stat.st_size, old_stat.st_mtime_ns)
+
+
+async def test_cp_over_same_inode_is_caught_by_the_stamp(registry, tmp_path, db_path):
+    old = await registry.acquire(db_path)
+    for i in range(50):
+        await old.write(create_session, NewSession(f"old-{i}"))
+    inode = os.stat(db_path).st_ino
+    await make_other_db(tmp_path / "backup.db")
+    shutil.copyfile(tmp_path / "backup.db", db_path)
+    assert os.stat(db_path).st_ino == inode
+
+    with pytest.raises(StateDbReplacedError, match="overwritten by another database"):
+        await old.write(create_session, NewSession("lost"))
+    new = await registry.acquire(db_path)
+    await new.write(create_session, NewSession("after"))
+    await registry.release(old)
+    await registry.release(new)
+    ids = {r[0] for r in _rows(db_path, "SELECT id FROM sessions")}
+    assert ids == {"from-backup", "after"}  # none of the old generation's pages leaked in
+    assert integrity(db_path) == "ok"
+
+
+async def test_holder_carries_on_into_the_replacement(registry, tmp_path, db_path):
+    async with DbHolder(registry, db_path) as db:
+        await db.write(create_session, NewSession("one"))
+        first = db.gen
+        await make_other_db(tmp_path / "backup.db")
+        os.rename(tmp_path / "backup.db", db_path)
+        await db.write(create_session, NewSession("two"))  # retried once on the new file
+        assert db.gen is not first
+        assert first.retired is not None
+        assert (await db.read(get_session, "from-backup")) is not None
+    ids = {r[0] for r in _rows(db_path, "SELECT id FROM sessions")}
+    assert ids == {"from-backup", "two"}
+    assert registry.generations() == []
+
+
+async def test_failed_open_of_replacement_leaves_no_entry(registry, tmp_path, db_path):
+    gen = await registry.acquire(db_path)
+    await gen.write(create_session, NewSession("x"))
+    (tmp_path / "garbage").write_bytes(b"this is not a database, not at all" * 100)
+    os.rename(tmp_path / "garbage", db_path)
+    with pytest.raises(StateDbReplacedError):
+        await gen.write(create_session, NewSession("y"))
+    with pytest.raises(StateError, match="cannot open the database"):
+        await registry.acquire(db_path)
+    assert registry.live_generation(db_path) is None
+    await registry.release(gen)
+    os.unlink(db_path)
+    fresh = await registry.acquire(db_path)  # tried again from scratch
+    await fresh.write(create_session, NewSession("z"))
+    await registry.release(fresh)
+    assert count(db_path, "SELECT count(*) FROM sessions") == 1
+
+
+async def test_close_all_drains_live_and_retired_generations(tmp_path):
+    reg = Registry()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reg.run)
+        a = await reg.acquire(tmp_path / "a.db")
+        b = await reg.acquire(tmp_path / "b.db")
+        await a.write(create_session, NewSession("a"))
+        await b.write(create_session, NewSession("b"))
+        await make_other_db(tmp_path / "backup.db")
+        os.rename(tmp_path / "backup.db", tmp_path / "b.db")
+        assert not await b.same_file()  # retired, still held
+        writers = [writer_of(reg, g) for g in (a, b)]
+        await reg.close_all()
+        assert reg.generations() == []
+        assert reg._sup.child_names() == []
+        assert all(w._conn is None for w in writers)
+        reg.request_drain(trio.current_time() + 5)
+    assert not os.path.exists(tmp_path / "a.db-wal")
+    assert count(tmp_path / "a.db", "SELECT count(*) FROM sessions") == 1
+
+
+async def test_keep_open_paths_are_open_before_ready(tmp_path):
+    reg = Registry(keep_open=[tmp_path / "state.db"])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reg.run)
+        assert reg.live_generation(tmp_path / "state.db") is not None
+        reg.request_drain(trio.current_time() + 5)
+    assert count(tmp_path / "state.db", "PRAGMA user_version") >= 1
+
+
+def _rows(path, sql):
+    from tests.state.helpers import plain
+
+    conn = plain(path)
+    try:
+        return list(conn.execute(sql))
+    finally:
+        conn.close()

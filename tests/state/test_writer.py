@@ -1,0 +1,138 @@
+"""The DbWriter: group commit, savepoint isolation, token deltas, acknowledgement."""
+
+from __future__ import annotations
+
+import threading
+
+import apsw
+import trio
+import trio.testing
+
+from hermes.state.messages import NewMessage, append_message, messages_of
+from hermes.state.sessions import NewSession, create_session, get_session
+from tests.state.helpers import count, writer_of
+
+
+class Refused(Exception):
+    pass
+
+
+def refuse(conn, text):
+    conn.execute(
+        "INSERT INTO messages (session_id, role, content, timestamp) VALUES ('s', 'user', ?, 0)",
+        (text,),
+    )
+    raise Refused(text)  # after a write: the savepoint must undo it
+
+
+def blocking(conn, gate: threading.Event):
+    gate.wait(timeout=30)
+
+
+async def test_failing_request_fails_alone_and_batch_commits(registry, db_path):
+    gen = await registry.acquire(db_path)
+    await gen.write(create_session, NewSession("s"))
+    writer = writer_of(registry, gen)
+    gate = threading.Event()
+    outcomes: dict[str, object] = {}
+
+    async def write(name, fn, *args):
+        try:
+            outcomes[name] = await gen.write(fn, *args)
+        except Exception as exc:
+            outcomes[name] = exc
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(write, "gate", blocking, gate)
+        await trio.testing.wait_all_tasks_blocked()
+        before = writer.batches
+        for i in range(10):
+            nursery.start_soon(write, f"ok{i}", append_message, NewMessage("s", "user", f"m{i}"))
+        nursery.start_soon(write, "bad", refuse, "must vanish")
+        nursery.start_soon(write, "dup", create_session, NewSession("s"))
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+    # the gate's batch, then one batch with all twelve
+    assert writer.batches - before == 2
+    assert isinstance(outcomes["bad"], Refused)
+    assert isinstance(outcomes["dup"], apsw.ConstraintError)
+    rows = await gen.read(messages_of, "s")
+    assert sorted(r.content for r in rows) == sorted(f"m{i}" for i in range(10))
+    assert count(db_path, "SELECT count(*) FROM messages WHERE content = 'must vanish'") == 0
+    assert (await gen.read(get_session, "s")).message_count == 10
+    await registry.release(gen)
+
+
+async def test_many_concurrent_writers_share_few_transactions(registry, db_path):
+    gen = await registry.acquire(db_path)
+    await gen.write(create_session, NewSession("s"))
+    writer = writer_of(registry, gen)
+    before = writer.batches
+
+    async def producer(i):
+        for j in range(10):
+            await gen.write(append_message, NewMessage("s", "user", f"{i}-{j}"))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(100):
+            nursery.start_soon(producer, i)
+    transactions = writer.batches - before
+    assert count(db_path, "SELECT count(*) FROM messages") == 1000
+    assert transactions <= 100, transactions  # 1000 writes; one per transaction would be 1000
+    await registry.release(gen)
+
+
+async def test_token_deltas_merge_into_one_update_per_session(registry, db_path):
+    gen = await registry.acquire(db_path)
+    for sid in ("a", "b"):
+        await gen.write(create_session, NewSession(sid))
+
+    def count_updates(conn):
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS token_updates (n INTEGER)")
+        conn.execute(
+            "CREATE TEMP TRIGGER IF NOT EXISTS count_token_updates"
+            " AFTER UPDATE OF input_tokens ON sessions"
+            " BEGIN INSERT INTO token_updates VALUES (1); END"
+        )
+
+    def updates(conn):
+        return conn.execute("SELECT count(*) FROM temp.token_updates").get
+
+    await gen.write(count_updates)
+    gate = threading.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gen.write, blocking, gate)
+        await trio.testing.wait_all_tasks_blocked()
+        for _ in range(20):
+            nursery.start_soon(gen.add_tokens, "a", 10, 1)
+            nursery.start_soon(gen.add_tokens, "b", 5, 2)
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+    assert await gen.write(updates) == 2  # one per session, not forty
+    a = await gen.read(get_session, "a")
+    b = await gen.read(get_session, "b")
+    assert (a.input_tokens, a.output_tokens) == (200, 20)
+    assert (b.input_tokens, b.output_tokens) == (100, 40)
+    await registry.release(gen)
+
+
+async def test_write_is_acknowledged_after_commit(registry, db_path):
+    gen = await registry.acquire(db_path)
+    await gen.write(create_session, NewSession("visible"))
+    # Another connection (another process) sees it the moment the call returns.
+    assert count(db_path, "SELECT count(*) FROM sessions WHERE id = 'visible'") == 1
+    await registry.release(gen)
+
+
+async def test_reads_do_not_wait_behind_the_writer(registry, db_path):
+    gen = await registry.acquire(db_path)
+    await gen.write(create_session, NewSession("s"))
+    gate = threading.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gen.write, blocking, gate)
+        await trio.testing.wait_all_tasks_blocked()
+        # The writer is stuck inside a batch; a read still answers.
+        with trio.fail_after(5):
+            assert (await gen.read(get_session, "s")).id == "s"
+        gate.set()
+    await registry.release(gen)
