@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
@@ -57,19 +56,33 @@ class Address:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise ActorStopped(self.name) from None
 
-    async def call(self, msg: Any, timeout: float = 30.0) -> Any:
+    async def call(self, msg: Any, timeout: float | None = 30.0) -> Any:
         """Deliver msg and return the actor's reply, or raise what its handler raised.
 
         The timeout covers waiting for room in the mailbox and for the reply.
+        `timeout=None` waits as long as the actor lives (it answers every call,
+        or fails it with ActorStopped when it stops) and skips the cost of a
+        cancel scope on hot paths.
         """
+        if timeout is None:
+            return await self._call(msg)
+        with trio.move_on_after(timeout):
+            return await self._call(msg)
+        raise CallTimeout(self.name, timeout)
+
+    async def _call(self, msg: Any) -> Any:
         reply = Reply()
         try:
-            with trio.move_on_after(timeout if timeout is not None else math.inf):
+            # Waiting for the reply is this call's schedule point, so when the
+            # mailbox has room the request goes in without a yield of its own.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            try:
                 try:
+                    self._send.send_nowait(Call(msg, reply))
+                except trio.WouldBlock:
                     await self._send.send(Call(msg, reply))
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    raise ActorStopped(self.name) from None
-                return await reply.wait()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raise ActorStopped(self.name) from None
+            return await reply.wait()
         finally:
             reply.abandon()
-        raise CallTimeout(self.name, timeout)

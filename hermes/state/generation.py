@@ -14,8 +14,6 @@ from hermes.state.writer import AddTokens, CheckIdentity, Write
 
 T = TypeVar("T")
 
-WRITE_TIMEOUT = 120.0
-
 
 class Generation:
     """Writes go to the generation's DbWriter; reads to its ReadPool.
@@ -45,17 +43,22 @@ class Generation:
     def _replaced(self) -> StateDbReplacedError:
         return StateDbReplacedError(str(self.path), self.retired or "retired")
 
-    async def write(self, fn: Callable[..., T], *args: Any, timeout: float = WRITE_TIMEOUT) -> T:
-        """Run `fn(conn, *args)` in the writer's next batch; returns after the commit."""
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(conn, *args)` in the writer's next batch; returns after the commit.
+
+        No timeout of its own: the writer answers every request (a batch is
+        bounded by its busy retries) or fails it when it stops. A caller that
+        needs a bound wraps the call in trio.fail_after.
+        """
         if self.retired is not None:
             raise self._replaced()
-        return await self.writer.call(Write(fn, args), timeout=timeout)
+        return await self.writer.call(Write(fn, args), timeout=None)
 
     async def add_tokens(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
         """Token deltas are merged per session inside the writer's batch."""
         if self.retired is not None:
             raise self._replaced()
-        await self.writer.call(AddTokens(session_id, input_tokens, output_tokens))
+        await self.writer.call(AddTokens(session_id, input_tokens, output_tokens), timeout=None)
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(conn, *args)` on a read-only connection; never waits for the writer."""

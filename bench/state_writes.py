@@ -1,0 +1,153 @@
+"""Group commit through the DbWriter against the raw ceiling and the naive pattern.
+
+Run: python bench/state_writes.py
+In one run, on fresh files with the same schema (FTS triggers included):
+- hermes: 100 concurrent producers append messages through one DbWriter;
+- ceiling: one apsw connection inserting the same rows, 100 per transaction;
+- naive: the same 100 producers as threads, each with its own connection and
+  one transaction per write (what many callers writing one file do without
+  a writer actor); and, for reference, one connection, one transaction per
+  write, no concurrency at all.
+Last line: RESULT writes_per_s=<n> vs_ceiling=<x> vs_naive=<y> p99_ms=<z>
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import apsw
+import trio
+
+from hermes.state import schema
+from hermes.state.connection import open_writer
+from hermes.state.messages import NewMessage, append_message, append_messages
+from hermes.state.registry import Registry
+from hermes.state.sessions import NewSession, create_session
+
+PRODUCERS = 100
+WRITES_EACH = 200
+NAIVE_WRITES_EACH = 20
+TOTAL = PRODUCERS * WRITES_EACH
+
+
+def text(p: int, n: int) -> str:
+    return f"producer {p} message {n}: the quick brown fox jumps over the lazy dog"
+
+
+def fresh(path: Path) -> apsw.Connection:
+    conn = open_writer(path)
+    schema.migrate(conn)
+    create_session(conn, NewSession("bench"))
+    return conn
+
+
+def measure_ceiling(path: Path) -> float:
+    conn = fresh(path)
+    rows = [
+        NewMessage("bench", "user", text(p, n))
+        for p in range(PRODUCERS)
+        for n in range(WRITES_EACH)
+    ]
+    start = time.perf_counter()
+    for i in range(0, len(rows), 100):
+        conn.execute("BEGIN IMMEDIATE")
+        append_messages(conn, rows[i : i + 100])
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return TOTAL / elapsed
+
+
+def measure_naive_serial(path: Path) -> float:
+    conn = fresh(path)
+    count = PRODUCERS * NAIVE_WRITES_EACH
+    start = time.perf_counter()
+    for i in range(count):
+        conn.execute("BEGIN IMMEDIATE")
+        append_message(conn, NewMessage("bench", "user", text(i % PRODUCERS, i)))
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return count / elapsed
+
+
+def measure_naive_threads(path: Path) -> float:
+    fresh(path).close()
+
+    def producer(p: int) -> None:
+        conn = open_writer(path)
+        for n in range(NAIVE_WRITES_EACH):
+            conn.execute("BEGIN IMMEDIATE")
+            append_message(conn, NewMessage("bench", "user", text(p, n)))
+            conn.execute("COMMIT")
+        conn.close()
+
+    threads = [threading.Thread(target=producer, args=(p,)) for p in range(PRODUCERS)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    return PRODUCERS * NAIVE_WRITES_EACH / elapsed
+
+
+async def measure_hermes(path: Path) -> tuple[float, list[float]]:
+    registry = Registry()
+    latencies: list[float] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.run)
+        gen = await registry.acquire(path)
+        await gen.write(create_session, NewSession("bench"))
+
+        async def producer(p: int) -> None:
+            for n in range(WRITES_EACH):
+                began = time.perf_counter()
+                await gen.write(append_message, NewMessage("bench", "user", text(p, n)))
+                latencies.append(time.perf_counter() - began)
+
+        start = time.perf_counter()
+        async with trio.open_nursery() as producers:
+            for p in range(PRODUCERS):
+                producers.start_soon(producer, p)
+        elapsed = time.perf_counter() - start
+        await registry.release(gen)
+        registry.request_drain(trio.current_time() + 30)
+    return TOTAL / elapsed, latencies
+
+
+def check_rows(path: Path, expected: int) -> None:
+    conn = apsw.Connection(str(path))
+    got = conn.execute("SELECT count(*) FROM messages").get
+    conn.close()
+    assert got == expected, (path, got, expected)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        ceiling = measure_ceiling(root / "ceiling.db")
+        naive_serial = measure_naive_serial(root / "naive-serial.db")
+        naive = measure_naive_threads(root / "naive-threads.db")
+        check_rows(root / "naive-threads.db", PRODUCERS * NAIVE_WRITES_EACH)
+        rate, latencies = trio.run(measure_hermes, root / "hermes.db")
+        check_rows(root / "hermes.db", TOTAL)
+    latencies.sort()
+    p50 = latencies[len(latencies) // 2] * 1000
+    p99 = latencies[int(len(latencies) * 0.99)] * 1000
+    print(f"ceiling  one connection, 100 rows per transaction   {ceiling:9.0f} writes/s")
+    print(f"naive    {PRODUCERS} threads, own connections, 1 per txn  {naive:9.0f} writes/s")
+    print(f"naive    one connection, 1 write per transaction    {naive_serial:9.0f} writes/s")
+    print(f"hermes   {PRODUCERS} producers through one DbWriter        {rate:9.0f} writes/s")
+    print(f"hermes   latency p50 {p50:.2f} ms  p99 {p99:.2f} ms")
+    print(
+        f"RESULT writes_per_s={rate:.0f} vs_ceiling={rate / ceiling:.2f} "
+        f"vs_naive={rate / naive:.1f} p99_ms={p99:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
