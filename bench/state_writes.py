@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from statistics import median
 
 import apsw
 import trio
@@ -31,6 +32,7 @@ PRODUCERS = 100
 WRITES_EACH = 200
 NAIVE_WRITES_EACH = 20
 TOTAL = PRODUCERS * WRITES_EACH
+ROUNDS = 3
 
 
 def text(p: int, n: int) -> str:
@@ -127,22 +129,28 @@ def check_rows(path: Path, expected: int) -> None:
 
 
 def main() -> None:
+    ceilings, naives, serials, rates, p50s, p99s = [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        ceiling = measure_ceiling(root / "ceiling.db")
-        naive_serial = measure_naive_serial(root / "naive-serial.db")
-        naive = measure_naive_threads(root / "naive-threads.db")
-        check_rows(root / "naive-threads.db", PRODUCERS * NAIVE_WRITES_EACH)
-        rate, latencies = trio.run(measure_hermes, root / "hermes.db")
-        check_rows(root / "hermes.db", TOTAL)
-    latencies.sort()
-    p50 = latencies[len(latencies) // 2] * 1000
-    p99 = latencies[int(len(latencies) * 0.99)] * 1000
+        for r in range(ROUNDS):  # interleaved, fresh files each round; medians reported
+            root = Path(tmp) / f"round{r}"
+            root.mkdir()
+            ceilings.append(measure_ceiling(root / "ceiling.db"))
+            serials.append(measure_naive_serial(root / "naive-serial.db"))
+            naives.append(measure_naive_threads(root / "naive-threads.db"))
+            check_rows(root / "naive-threads.db", PRODUCERS * NAIVE_WRITES_EACH)
+            rate, latencies = trio.run(measure_hermes, root / "hermes.db")
+            check_rows(root / "hermes.db", TOTAL)
+            latencies.sort()
+            rates.append(rate)
+            p50s.append(latencies[len(latencies) // 2] * 1000)
+            p99s.append(latencies[int(len(latencies) * 0.99)] * 1000)
+    ceiling, naive, serial = median(ceilings), median(naives), median(serials)
+    rate, p50, p99 = median(rates), median(p50s), median(p99s)
     print(f"ceiling  one connection, 100 rows per transaction   {ceiling:9.0f} writes/s")
     print(f"naive    {PRODUCERS} threads, own connections, 1 per txn  {naive:9.0f} writes/s")
-    print(f"naive    one connection, 1 write per transaction    {naive_serial:9.0f} writes/s")
+    print(f"naive    one connection, 1 write per transaction    {serial:9.0f} writes/s")
     print(f"hermes   {PRODUCERS} producers through one DbWriter        {rate:9.0f} writes/s")
-    print(f"hermes   latency p50 {p50:.2f} ms  p99 {p99:.2f} ms")
+    print(f"hermes   latency p50 {p50:.2f} ms  p99 {p99:.2f} ms  (medians of {ROUNDS} rounds)")
     print(
         f"RESULT writes_per_s={rate:.0f} vs_ceiling={rate / ceiling:.2f} "
         f"vs_naive={rate / naive:.1f} p99_ms={p99:.2f}"

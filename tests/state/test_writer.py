@@ -8,9 +8,11 @@ import apsw
 import trio
 import trio.testing
 
+from hermes.state import writer as writer_module
 from hermes.state.messages import NewMessage, append_message, messages_of
 from hermes.state.sessions import NewSession, create_session, get_session
-from tests.state.helpers import count, writer_of
+from hermes.state.writer import Checkpoint
+from tests.state.helpers import count, plain, writer_of
 
 
 class Refused(Exception):
@@ -135,4 +137,22 @@ async def test_reads_do_not_wait_behind_the_writer(registry, db_path):
         with trio.fail_after(5):
             assert (await gen.read(get_session, "s")).id == "s"
         gate.set()
+    await registry.release(gen)
+
+
+async def test_growing_wal_is_reported_once_per_database(registry, db_path, monkeypatch, caplog):
+    monkeypatch.setattr(writer_module, "WAL_WARN_BYTES", 1)
+    monkeypatch.setattr(writer_module, "_warned_wal", set())
+    gen = await registry.acquire(db_path)
+    await gen.write(create_session, NewSession("s"))
+    reader = plain(db_path)  # an open read transaction keeps the WAL from being reset
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM sessions").get == 1
+    for i in range(3):
+        await gen.write(append_message, NewMessage("s", "user", f"m{i}"))
+        await gen.writer.call(Checkpoint())
+    reader.execute("COMMIT")
+    reader.close()
+    warnings = [r for r in caplog.records if "the WAL has grown" in r.getMessage()]
+    assert len(warnings) == 1
     await registry.release(gen)
