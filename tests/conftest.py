@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
 
 from hermes.home import HermesHome
+from hermes.terminal.reaper import become_subreaper, reap
+from hermes.terminal.tree import ProcessId, descendant_pids
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes():
+    """Fail any test that leaves a descendant process of the test process alive.
+
+    The test process is a child subreaper, so even a daemon that double-forked
+    away from its tree stays our descendant and is seen here.
+    """
+    become_subreaper()
+    yield
+    alive = [p for p in map(ProcessId.of, descendant_pids(os.getpid())) if p is not None]
+    for proc in alive:
+        proc.signal(signal.SIGKILL)
+    reap(descendant_pids(os.getpid()))
+    if alive:
+        names = []
+        for proc in alive:
+            try:
+                names.append(f"{proc.pid}: {Path(f'/proc/{proc.pid}/cmdline').read_bytes()!r}")
+            except OSError:
+                names.append(str(proc.pid))
+        pytest.fail(f"the test left {len(alive)} process(es) running: {names}")
 
 
 @pytest.fixture

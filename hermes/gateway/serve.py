@@ -17,6 +17,7 @@ from hermes.config import Config
 from hermes.gateway.pidfile import hold_pid_file
 from hermes.gateway.tree import build_root
 from hermes.home import HermesHome
+from hermes.terminal.reaper import become_subreaper
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ async def serve_tree(root: Supervisor, timeout: float, on_ready: Callable[[], No
 def run_serve(home: HermesHome, config: Config, on_ready: Callable[[], None]) -> None:
     """Hold the pid file for the life of the tree; AlreadyRunning if another serve has it."""
     home.ensure()
+    become_subreaper()  # process trees that double-fork away stay ours to kill and reap
     with hold_pid_file(home.serve_pid):
         root = build_root(home, config)
         trio.run(serve_tree, root, config.gateway.drain_timeout, on_ready)

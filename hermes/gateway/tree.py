@@ -6,6 +6,7 @@ from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
 from hermes.config import Config
 from hermes.home import HermesHome
 from hermes.state.registry import Registry
+from hermes.terminal.background import BackgroundProcesses
 
 
 def serve_children(home: HermesHome, config: Config) -> list[ChildSpec]:
@@ -17,6 +18,7 @@ def serve_children(home: HermesHome, config: Config) -> list[ChildSpec]:
     """
     return [
         ChildSpec("state", lambda: Registry(keep_open=[home.state_db]), shutdown=30.0),
+        ChildSpec("terminal", BackgroundProcesses, shutdown=10.0),
     ]
 
 

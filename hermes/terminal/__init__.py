@@ -1,0 +1,1 @@
+"""Process actors that kill whole trees, terminal sessions, background processes, guards."""

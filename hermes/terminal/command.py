@@ -1,0 +1,193 @@
+"""Running one command: its own session, bounded output, and a whole-tree kill.
+
+`run_command` runs `bash -c` in a new session (its own process group) with
+stdin closed and stdout+stderr merged. Cancelling the scope that runs it
+kills the whole tree (shielded) and re-raises; an `interrupt` event kills it
+and returns exit status 130; a timeout kills it and returns 124.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import secrets
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+
+import attrs
+import trio
+
+from hermes.terminal.env import Redactor
+from hermes.terminal.output import DEFAULT_CAP, BoundedOutput, strip_ansi
+from hermes.terminal.reaper import become_subreaper
+from hermes.terminal.tree import DEFAULT_GRACE, TAG_VARIABLE, ProcessId, TreeKiller
+
+DEFAULT_TIMEOUT = 180.0
+DRAIN_IDLE = 0.5  # after the leader exits, stop reading once the pipe is quiet this long
+LEFTOVER_GRACE = 0.2  # descendants still running after the leader exited normally
+READ_SIZE = 65_536
+
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+
+
+@attrs.frozen
+class CommandResult:
+    """What a command produced. `status`: ok, timeout, interrupted (plus, from
+    guards: blocked, pending_approval, refused)."""
+
+    output: str
+    exit_code: int | None
+    status: str = "ok"
+    error: str | None = None
+    full_output_path: str | None = None
+
+
+@attrs.frozen
+class RunOptions:
+    timeout: float = DEFAULT_TIMEOUT
+    cap: int = DEFAULT_CAP
+    grace: float = DEFAULT_GRACE
+    drain_idle: float = DRAIN_IDLE
+    spill_dir: Path | None = None
+
+
+class OutputPump:
+    """Reads a merged output pipe into `sink` (decoded, secrets redacted) until EOF,
+    or until the pipe has been quiet for a bound after the leader exited: a
+    grandchild that keeps the pipe open cannot hold the caller forever."""
+
+    def __init__(self, sink: Callable[[str], None], redactor: Redactor | None = None) -> None:
+        self.sink = sink
+        self.redactor = redactor or Redactor(())
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.scope = trio.CancelScope()
+        self.idle: float | None = None
+
+    def leader_exited(self, idle: float) -> None:
+        self.idle = idle
+        self.scope.deadline = trio.current_time() + idle
+
+    async def run(self, stream: trio.abc.ReceiveStream) -> None:
+        feed = self.redactor.feed
+        with self.scope:
+            while True:
+                chunk = await stream.receive_some(READ_SIZE)
+                if not chunk:
+                    break
+                self.sink(feed(self.decoder.decode(chunk)))
+                if self.idle is not None:
+                    self.scope.deadline = trio.current_time() + self.idle
+        self.sink(feed(self.decoder.decode(b"", final=True)))
+        self.sink(self.redactor.flush())
+
+
+@attrs.define
+class Spawned:
+    process: trio.Process
+    killer: TreeKiller
+
+
+@contextlib.asynccontextmanager
+async def spawned(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    grace: float = DEFAULT_GRACE,
+    stdin: int = subprocess.DEVNULL,
+) -> AsyncIterator[Spawned]:
+    """Start `argv` as the leader of a new session, stdout+stderr merged into one pipe.
+
+    Leaving the block by an exception or a cancel kills the whole tree
+    (shielded) and reaps the leader. Leaving it normally kills whatever the
+    leader left running, with a short grace.
+    """
+    tag = secrets.token_hex(8)
+    become_subreaper()
+    process = await trio.lowlevel.open_process(
+        list(argv),
+        cwd=str(cwd),
+        env={**env, TAG_VARIABLE: tag},
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    leader = ProcessId.of(process.pid) or ProcessId(process.pid, -1)
+    handle = Spawned(process, TreeKiller(leader, tag))
+    try:
+        try:
+            yield handle
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await handle.killer.kill(grace)
+                await process.wait()
+            raise
+        with trio.CancelScope(shield=True):
+            await handle.killer.kill(LEFTOVER_GRACE)
+            await process.wait()
+    finally:
+        with trio.CancelScope(shield=True):
+            for pipe in (process.stdin, process.stdout):
+                if pipe is not None:
+                    await pipe.aclose()
+
+
+async def run_command(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    options: RunOptions = RunOptions(),
+    redactor: Redactor | None = None,
+    interrupt: trio.Event | None = None,
+) -> CommandResult:
+    """Run `argv` (normally ["bash", "-c", command]) and collect its bounded output."""
+    output = BoundedOutput(options.cap, options.spill_dir)
+    pump = OutputPump(output.write, redactor)
+    status = "ok"
+    try:
+        async with spawned(argv, cwd=cwd, env=env, grace=options.grace) as child:
+            process = child.process
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pump.run, process.stdout)
+                with trio.move_on_after(options.timeout) as timer:
+                    if interrupt is None:
+                        await process.wait()
+                    else:
+                        await _first_of(process.wait, interrupt.wait)
+                if timer.cancelled_caught:
+                    status = "timeout"
+                elif process.returncode is None:
+                    status = "interrupted"
+                if status != "ok":
+                    with trio.CancelScope(shield=True):
+                        await child.killer.kill(options.grace)
+                        await process.wait()
+                pump.leader_exited(options.drain_idle)
+    finally:
+        output.close()
+
+    text = strip_ansi(output.text())
+    full = str(output.full_path) if output.full_path else None
+    if status == "timeout":
+        text += f"\n[timed out after {options.timeout:g}s; the command's process tree was killed]"
+        return CommandResult(text, EXIT_TIMEOUT, status, "timeout", full)
+    if status == "interrupted":
+        text += "\n[interrupted; the command's process tree was killed]"
+        return CommandResult(text, EXIT_INTERRUPTED, status, "interrupted", full)
+    return CommandResult(text, process.returncode, status, None, full)
+
+
+async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:
+    """Return when the first of `waits` returns; the others are cancelled."""
+    async with trio.open_nursery() as nursery:
+        for wait in waits:
+
+            async def one(wait=wait) -> None:
+                await wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(one)

@@ -1,0 +1,99 @@
+"""What a command's environment may hold, and keeping secrets out of its output.
+
+Provider and platform secrets never reach a child: variables whose names look
+like credentials are dropped (a blocklist of patterns), unless the user lets
+a name through (an allowlist). Their values are also redacted from whatever
+a command prints, in case one arrived some other way.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+BLOCKED_PATTERNS = (
+    "*_API_KEY",
+    "*_APIKEY",
+    "*_TOKEN",
+    "*_SECRET",
+    "*_SECRET_*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*_CREDENTIALS",
+    "*_PRIVATE_KEY",
+    "OPENAI_*",
+    "ANTHROPIC_*",
+    "OPENROUTER_*",
+    "GEMINI_*",
+    "GOOGLE_API_*",
+    "TELEGRAM_*",
+    "SLACK_*",
+    "DISCORD_*",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "HERMES_*",
+)
+MIN_SECRET_LENGTH = 6  # shorter values would redact ordinary words
+REDACTED = "[REDACTED]"
+
+
+@attrs.frozen
+class EnvPolicy:
+    """Which variable names are secrets. `extra_blocked` are exact names (from config)."""
+
+    allow: frozenset[str] = frozenset()
+    extra_blocked: frozenset[str] = frozenset()
+    patterns: tuple[str, ...] = BLOCKED_PATTERNS
+
+    def is_secret(self, name: str) -> bool:
+        if name in self.allow:
+            return False
+        upper = name.upper()
+        return name in self.extra_blocked or any(
+            fnmatch.fnmatchcase(upper, p) for p in self.patterns
+        )
+
+    def child_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, v in environ.items() if not self.is_secret(k)}
+
+    def secret_values(self, environ: Mapping[str, str]) -> list[str]:
+        return [v for k, v in environ.items() if self.is_secret(k) and len(v) >= MIN_SECRET_LENGTH]
+
+
+class Redactor:
+    """Replaces known secret values in text.
+
+    `feed` streams: it redacts whole lines and holds back a partial last line
+    (up to `max_line` characters), so a secret split across two reads is still
+    caught. Secrets with a newline inside are not supported.
+    """
+
+    def __init__(self, secrets: Iterable[str], max_line: int = 65_536) -> None:
+        values = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
+        self._max_line = max_line
+        self._partial = ""
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is None:
+            return text
+        return self._pattern.sub(REDACTED, text)
+
+    def feed(self, text: str) -> str:
+        if self._pattern is None:
+            return text
+        text = self._partial + text
+        end = text.rfind("\n") + 1
+        if end == 0 and len(text) > self._max_line:
+            end = len(text)  # one enormous line: let it through rather than grow
+        self._partial = text[end:]
+        return self(text[:end])
+
+    def flush(self) -> str:
+        rest, self._partial = self._partial, ""
+        return self(rest)

@@ -1,0 +1,132 @@
+"""Whole-tree kills with real processes: cancel, timeout, a pipe held open, huge output."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import trio
+import trio.testing
+
+from hermes.terminal.command import OutputPump, RunOptions, run_command, spawned
+from hermes.terminal.tree import ProcessId, _stat
+
+GRACE = 1.0
+ENV = dict(os.environ)
+
+
+def gone(proc: ProcessId) -> bool:
+    """Not running and not a zombie: reaped, or the pid now names another process."""
+    stat = _stat(proc.pid)
+    return stat is None or stat[1] != proc.started
+
+
+async def test_cancel_kills_a_hostile_tree_within_grace(tmp_path):
+    levels: dict[int, ProcessId] = {}
+    all_ready = trio.Event()
+
+    def sink(text: str) -> None:
+        for line in text.splitlines():
+            if line.startswith("ready "):
+                _, level, pid = line.split()
+                levels[int(level)] = ProcessId.of(int(pid))
+        if len(levels) == 4:
+            all_ready.set()
+
+    argv = [sys.executable, "-m", "tests.terminal.tree_maker", "0"]
+    with trio.CancelScope() as scope:
+        async with spawned(argv, cwd=Path.cwd(), env=ENV, grace=GRACE) as child:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(OutputPump(sink).run, child.process.stdout)
+                await all_ready.wait()
+                # level 3 left the tree: its own session, its parent exited
+                assert os.getsid(levels[3].pid) != os.getsid(levels[0].pid)
+                assert psutil.Process(levels[3].pid).ppid() != levels[2].pid
+                started = time.monotonic()
+                scope.cancel()
+                await trio.sleep_forever()
+    elapsed = time.monotonic() - started
+    assert scope.cancelled_caught
+    assert elapsed < GRACE + 1.0, elapsed
+    assert all(gone(p) for p in levels.values()), levels
+
+
+async def test_timeout_gives_124_and_kills_the_tree(tmp_path):
+    pidfile = tmp_path / "bg.pid"
+    result = await run_command(
+        ["bash", "-c", f"sleep 300 & echo $! > {pidfile}; sleep 300"],
+        cwd=tmp_path,
+        env=ENV,
+        options=RunOptions(timeout=0.5, grace=GRACE),
+    )
+    assert result.exit_code == 124
+    assert result.status == "timeout"
+    assert "timed out after 0.5s" in result.output
+    background = int(pidfile.read_text())
+    assert _stat(background) is None or _stat(background)[0] in "ZX"
+
+
+async def test_held_pipe_delays_result_by_at_most_the_drain_bound(tmp_path):
+    # The leader exits at once; its grandchild keeps stdout open for a minute.
+    started = time.monotonic()
+    result = await run_command(
+        ["bash", "-c", "(exec -a holder sleep 60) & echo leader done"],
+        cwd=tmp_path,
+        env=ENV,
+        options=RunOptions(drain_idle=0.3, grace=GRACE),
+    )
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 0
+    assert result.output.strip() == "leader done"
+    assert elapsed < 0.3 + 0.5 + 0.5, elapsed  # drain bound + spawn + leftover kill
+
+
+async def test_huge_output_keeps_memory_bounded(tmp_path):
+    me = psutil.Process()
+    before = me.memory_info().rss
+    result = await run_command(
+        ["bash", "-c", "echo FIRST; head -c 200000000 /dev/zero | tr '\\0' x; echo; echo LAST"],
+        cwd=tmp_path,
+        env=ENV,
+        options=RunOptions(cap=50_000, spill_dir=tmp_path / "spill"),
+    )
+    growth = me.memory_info().rss - before
+    assert result.exit_code == 0
+    assert growth < 60 * 1024 * 1024, growth
+    assert result.output.startswith("FIRST\n")
+    assert result.output.rstrip().endswith("LAST")
+    assert "characters cut" in result.output
+    assert len(result.output) < 50_500
+    full = Path(result.full_output_path)
+    assert full.stat().st_size > 200_000_000
+    assert oct(full.stat().st_mode & 0o777) == "0o600"
+
+
+async def test_exit_status_of_the_leader_is_reported(tmp_path):
+    result = await run_command(["bash", "-c", "exit 7"], cwd=tmp_path, env=ENV)
+    assert result.exit_code == 7 and result.status == "ok"
+
+
+async def test_interrupt_gives_130(tmp_path):
+    interrupt = trio.Event()
+    async with trio.open_nursery() as nursery:
+
+        async def run():
+            nonlocal result
+            result = await run_command(
+                ["bash", "-c", "echo started; sleep 300"],
+                cwd=tmp_path,
+                env=ENV,
+                interrupt=interrupt,
+                options=RunOptions(grace=GRACE),
+            )
+
+        result = None
+        nursery.start_soon(run)
+        await trio.testing.wait_all_tasks_blocked()
+        interrupt.set()
+    assert result.exit_code == 130
+    assert result.status == "interrupted"
