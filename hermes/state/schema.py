@@ -97,8 +97,69 @@ def _step_2_fts(conn: apsw.Connection) -> None:
     conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
 
 
+def _step_3_cron(conn: apsw.Connection) -> None:
+    """Cron jobs and their run history, so a claim, a run record and a job's next
+    run commit together. `fence` only grows: each claim takes the next value."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS cron_jobs (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            prompt TEXT,
+            script TEXT,
+            no_agent INTEGER NOT NULL DEFAULT 0,
+            schedule TEXT NOT NULL,
+            schedule_display TEXT NOT NULL,
+            repeat_times INTEGER,
+            repeat_completed INTEGER NOT NULL DEFAULT 0,
+            state TEXT NOT NULL DEFAULT 'scheduled',
+            deliver TEXT NOT NULL DEFAULT 'local',
+            origin TEXT,
+            attach_to_session INTEGER,
+            catch_up INTEGER,
+            workdir TEXT,
+            model TEXT,
+            provider TEXT,
+            created_at REAL NOT NULL,
+            next_run_at REAL,
+            last_run_at REAL,
+            last_status TEXT,
+            last_error TEXT,
+            last_delivery_error TEXT,
+            failure_streak INTEGER NOT NULL DEFAULT 0,
+            retired_reason TEXT,
+            lease_owner TEXT,
+            lease_expires_at REAL,
+            fence INTEGER NOT NULL DEFAULT 0,
+            running_fence INTEGER
+        )
+        """
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS cron_jobs_due ON cron_jobs(state, next_run_at)")
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS cron_runs (
+            id INTEGER PRIMARY KEY,
+            job_id TEXT NOT NULL,
+            fence INTEGER,
+            owner TEXT NOT NULL,
+            due_at REAL,
+            started_at REAL NOT NULL,
+            finished_at REAL,
+            status TEXT NOT NULL,
+            output_path TEXT,
+            error TEXT,
+            delivery_error TEXT,
+            run_context TEXT,
+            UNIQUE (job_id, fence)
+        )
+        """
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS cron_runs_by_job ON cron_runs(job_id, id)")
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_step_1_base, _step_2_fts]
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_step_1_base, _step_2_fts, _step_3_cron]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
