@@ -7,8 +7,10 @@ import signal
 from pathlib import Path
 
 import pytest
+import trio
 
 from hermes.home import HermesHome
+from hermes.state.registry import Registry
 from hermes.terminal.reaper import become_subreaper, reap
 from hermes.terminal.tree import ProcessId, descendant_pids
 
@@ -42,3 +44,17 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HermesHome:
     root = tmp_path / "hermes-home"
     monkeypatch.setenv("HERMES_HOME", str(root))
     return HermesHome(root).ensure()
+
+
+@pytest.fixture
+async def registry():
+    reg = Registry()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(reg.run)
+        yield reg
+        reg.request_drain(trio.current_time() + 30)
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "state.db"

@@ -155,9 +155,17 @@ def _daily(raw: str, clock: str, days: str) -> Schedule:
 
 
 def _instants(naive: datetime, tz: ZoneInfo) -> list[float]:
-    """The instants a wall time names: two in a fall-back hour, one otherwise
-    (a time in the spring-forward gap resolves with the offset before the jump)."""
-    return sorted({naive.replace(tzinfo=tz, fold=fold).timestamp() for fold in (0, 1)})
+    """The instants a wall time names: two in a fall-back hour, one otherwise.
+    A time in the spring-forward gap names none; it resolves with the offset
+    before the jump (02:30 -> 03:30)."""
+    found = set()
+    for fold in (0, 1):
+        ts = naive.replace(tzinfo=tz, fold=fold).timestamp()
+        if datetime.fromtimestamp(ts, tz).replace(tzinfo=None) == naive:
+            found.add(ts)
+    if not found:
+        found.add(naive.replace(tzinfo=tz, fold=0).timestamp())
+    return sorted(found)
 
 
 def next_after(schedule: Schedule, base: float, tz: ZoneInfo) -> float | None:

@@ -98,6 +98,7 @@ class Scheduler(Actor):
         deliverer: Deliverer | None = None,
         homes: dict[str, Target] | None = None,
         name: str = "scheduler",
+        poll_max: float = POLL_MAX,
     ) -> None:
         super().__init__(name)
         self.registry = registry
@@ -110,6 +111,7 @@ class Scheduler(Actor):
         self.deliverer = deliverer or NoAdapters()
         self.homes = homes or {}
         self.owner = make_owner_id()
+        self.poll_max = poll_max
         self.db: DbHolder | None = None
         self.running: dict[tuple[str, int], _Running] = {}
         self.finished = 0
@@ -196,7 +198,8 @@ class Scheduler(Actor):
             except StateError as exc:
                 log.error("scheduler: cannot read jobs: %s", exc)
                 nxt = None
-            wait = POLL_MAX if nxt is None else min(POLL_MAX, max(0.0, nxt - self.clock.now()))
+            limit = self.poll_max
+            wait = limit if nxt is None else min(limit, max(0.0, nxt - self.clock.now()))
             with trio.move_on_after(wait):
                 await self._wake.wait()
             self._wake = trio.Event()

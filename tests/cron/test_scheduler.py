@@ -1,0 +1,266 @@
+"""The Scheduler actor on a mock clock, with real SQLite and real script processes.
+
+The clock autojumps only after 20 ms of real idleness (not 0): SQLite work
+runs in a worker thread, and a zero threshold would jump virtual time while a
+query is in flight.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+import trio
+import trio.testing
+
+from hermes.config import CronConfig
+from hermes.cron.clock import WallClock
+from hermes.cron.delivery import PlannedTarget, SendResult
+from hermes.cron.fire import FireContext
+from hermes.cron.jobs import Job
+from hermes.cron.schedule import parse_schedule
+from hermes.cron.scheduler import JobsChanged, RunNow, Scheduler
+from hermes.cron.store import NewJob, cancel_job, create_job, get_job, run_history
+from hermes.terminal.tree import _stat
+
+UTC = ZoneInfo("UTC")
+T0 = 1_800_000_000.0
+
+
+@pytest.fixture
+def cron_clock():
+    return trio.testing.MockClock(autojump_threshold=0.02)
+
+
+class Runner:
+    """An AgentRunner that records prompts and answers from a script of replies."""
+
+    def __init__(self, replies=None, delay: float = 0.0, fail: Exception | None = None):
+        self.replies = list(replies or [])
+        self.delay = delay
+        self.fail = fail
+        self.prompts: list[tuple[float, str]] = []
+        self.calls = trio.Event()
+
+    async def run(self, job: Job, prompt: str, session_id: str) -> str:
+        self.prompts.append((trio.current_time(), prompt))
+        self.calls.set()
+        self.calls = trio.Event()
+        await trio.sleep(self.delay)
+        if self.fail is not None:
+            raise self.fail
+        return self.replies.pop(0) if self.replies else f"done: {prompt}"
+
+
+class Deliveries:
+    def __init__(self):
+        self.sent: list[tuple[str, str]] = []
+
+    async def send(self, target: PlannedTarget, text: str) -> SendResult:
+        self.sent.append((str(target.target), text))
+        return SendResult(True, message_id=str(len(self.sent)))
+
+
+@pytest.fixture
+def setup(home, registry, cron_clock):
+    def make(runner=None, deliverer=None, poll_max=5.0, **config):
+        runner = runner or Runner()
+        ctx = FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=runner)
+        sched = Scheduler(
+            registry,
+            home.state_db,
+            ctx,
+            home.cron_output,
+            CronConfig(**{"lease_seconds": 30.0, "heartbeat_seconds": 10.0, **config}),
+            UTC,
+            WallClock(origin=T0),
+            deliverer or Deliveries(),
+            poll_max=poll_max,
+        )
+        return sched, runner
+
+    return make
+
+
+async def add_job(registry, home, text, **kw):
+    gen = await registry.acquire(home.state_db)
+    try:
+        schedule = parse_schedule(text, UTC, T0 + trio.current_time())
+        new = NewJob(kw.pop("name", text), schedule, **{"prompt": "brief me", **kw})
+        return await gen.write(create_job, new, T0 + trio.current_time(), UTC)
+    finally:
+        await registry.release(gen)
+
+
+async def history(registry, home, job_id):
+    gen = await registry.acquire(home.state_db)
+    try:
+        return await gen.read(run_history, job_id, 100), await gen.read(get_job, job_id)
+    finally:
+        await registry.release(gen)
+
+
+async def wait_runs(runner: Runner, count: int) -> None:
+    while len(runner.prompts) < count:
+        await runner.calls.wait()
+
+
+async def test_fires_on_time_and_wakes_early_for_new_jobs(setup, registry, home, cron_clock):
+    sched, runner = setup(poll_max=math.inf)  # no polling: it sleeps until the earliest due
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(sched.run)
+        job = await add_job(registry, home, "in 1h")
+        await address.cast(JobsChanged())
+        soon = await add_job(registry, home, "in 2s", name="soon")
+        await address.cast(JobsChanged())
+        await wait_runs(runner, 2)
+        sched.request_drain(trio.current_time() + 5)
+    fired_at = [t for t, _ in runner.prompts]
+    assert fired_at[0] == pytest.approx(2, abs=0.5)  # not at the next 5 s poll
+    assert fired_at[1] == pytest.approx(3600, abs=0.5)
+    runs, final = await history(registry, home, job.id)
+    assert [r.status for r in runs] == ["ok"] and final.state == "completed"
+    assert (await history(registry, home, soon.id))[1].state == "completed"
+
+
+async def test_losing_the_lease_cancels_the_fire_and_kills_the_script_tree(
+    setup, registry, home, cron_clock
+):
+    fifo = home.scripts / "started"
+    os.mkfifo(fifo)
+    (home.scripts / "tree.sh").write_text(
+        f"sleep 300 & echo $! > {home.scripts}/child.pid\necho up > {fifo}\nsleep 300\n"
+    )
+    sched, _ = setup()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sched.run)
+        job = await add_job(registry, home, "in 1m", prompt=None, script="tree.sh", no_agent=True)
+        await trio.to_thread.run_sync(fifo.read_text)  # the tree is up
+        child = int((home.scripts / "child.pid").read_text())
+        ((key, run),) = sched.running.items()
+        gen = await registry.acquire(home.state_db)
+        await gen.write(cancel_job, job.id, T0 + trio.current_time())  # revoke, as the CLI does
+        await registry.release(gen)
+        await run.done.wait()  # the next heartbeat saw the lease gone
+        sched.request_drain(trio.current_time() + 5)
+    stat = _stat(child)
+    assert stat is None or stat[0] in "ZX"
+    runs, final = await history(registry, home, job.id)
+    assert [(r.status, r.error) for r in runs] == [("interrupted", "cancelled")]
+
+
+async def test_drain_interrupts_the_fire_in_flight_on_its_own_token(
+    setup, registry, home, cron_clock
+):
+    sched, runner = setup(runner=Runner(delay=1000))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sched.run)
+        job = await add_job(registry, home, "every 1m")
+        await wait_runs(runner, 1)
+        begin = trio.current_time()
+        sched.stop_intake()
+        sched.request_drain(begin + 10)
+    assert trio.current_time() - begin == pytest.approx(10, abs=1)
+    runs, final = await history(registry, home, job.id)
+    assert [r.status for r in runs] == ["interrupted"]
+    assert "shut down" in runs[0].error
+    assert final.running_fence is None and final.state == "scheduled"
+
+
+async def test_failure_streak_nudges_at_the_threshold(setup, registry, home, cron_clock):
+    deliveries = Deliveries()
+    sched, runner = setup(runner=Runner(fail=RuntimeError("provider down")), deliverer=deliveries,
+                          failure_nudge_threshold=3)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sched.run)
+        await add_job(registry, home, "every 1m", deliver="telegram:42")
+        await add_job(registry, home, "in 30s", name="once", deliver="telegram:43")
+        await wait_runs(runner, 5)
+        await trio.sleep(1)
+        sched.request_drain(trio.current_time() + 5)
+    recurring = [text for target, text in deliveries.sent if target == "telegram:42"]
+    once = [text for target, text in deliveries.sent if target == "telegram:43"]
+    assert all("failed: provider down" in t for t in recurring + once)
+    assert len(recurring) >= 3
+    nudged = ["times in a row" in t for t in recurring]
+    assert nudged == [False, False] + [True] * (len(recurring) - 2)
+    assert "failed 3 times in a row" in recurring[2]
+    assert not any("in a row" in t for t in once)  # one-shots never nudge
+
+
+async def test_nudge_threshold_zero_disables_it(setup, registry, home, cron_clock):
+    deliveries = Deliveries()
+    sched, runner = setup(runner=Runner(fail=RuntimeError("x")), deliverer=deliveries,
+                          failure_nudge_threshold=0)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sched.run)
+        await add_job(registry, home, "every 1m", deliver="telegram:42")
+        await wait_runs(runner, 4)
+        await trio.sleep(1)
+        sched.request_drain(trio.current_time() + 5)
+    assert len(deliveries.sent) >= 3 and not any("in a row" in t for _, t in deliveries.sent)
+
+
+@pytest.mark.parametrize(
+    ("reply", "delivered"),
+    [("[SILENT]", False), ("nothing new\n[SILENT]", False), ("NO_REPLY", False),
+     ("SILENT\nall quiet", False), ("", False), ("the SILENT majority", True)],
+)  # fmt: skip
+async def test_silent_replies_are_not_delivered(
+    setup, registry, home, reply, delivered, cron_clock
+):
+    deliveries = Deliveries()
+    sched, runner = setup(runner=Runner([reply]), deliverer=deliveries)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sched.run)
+        job = await add_job(registry, home, "in 1m", deliver="telegram:42")
+        await wait_runs(runner, 1)
+        await trio.sleep(1)
+        sched.request_drain(trio.current_time() + 5)
+    assert bool(deliveries.sent) is delivered
+    runs, _ = await history(registry, home, job.id)
+    assert runs[0].status == "ok" and runs[0].output_path  # a silent run is still recorded
+
+
+async def test_run_prompt_text_is_for_that_fire_only(setup, registry, home, cron_clock):
+    sched, runner = setup(poll_max=math.inf)
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(sched.run)
+        job = await add_job(registry, home, "every 1h")
+        await address.cast(JobsChanged())
+        await address.call(RunNow(job.id, "look at the staging server too"))
+        await wait_runs(runner, 2)  # the manual fire, then the scheduled one
+        sched.request_drain(trio.current_time() + 5)
+    manual, scheduled = (p for _, p in runner.prompts)
+    assert manual.endswith("## Run Context\n\nlook at the staging server too")
+    assert "Run Context" not in scheduled
+    _, final = await history(registry, home, job.id)
+    runs, _ = await history(registry, home, job.id)
+    assert final.prompt == "brief me"
+    assert [r.run_context for r in runs][-1] == "look at the staging server too"
+
+
+async def test_output_files_and_delivery_failures_are_recorded(setup, registry, home, cron_clock):
+    class Flaky(Deliveries):
+        async def send(self, target, text):
+            if target.target.platform == "slack":
+                raise ConnectionError("slack is unreachable")
+            return await super().send(target, text)
+
+    deliveries = Flaky()
+    sched, runner = setup(runner=Runner(["the brief"]), deliverer=deliveries)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sched.run)
+        job = await add_job(registry, home, "in 1m", deliver="slack:C1,telegram:42,local")
+        await wait_runs(runner, 1)
+        await trio.sleep(1)
+        sched.request_drain(trio.current_time() + 5)
+    assert deliveries.sent == [("telegram:42", "the brief")]  # one failure stopped nothing
+    runs, final = await history(registry, home, job.id)
+    assert "slack is unreachable" in runs[0].delivery_error
+    assert final.last_status == "delivery_failed" and final.failure_streak == 0
+    text = Path(runs[0].output_path).read_text()
+    assert "## Response\n\nthe brief" in text and f"job: `{job.id}`" in text
