@@ -105,10 +105,31 @@ class Config:
     cron: CronConfig = CronConfig()
     timezone: str | None = attrs.field(default=None, validator=_timezone)
 
+    def zone(self) -> zoneinfo.ZoneInfo:
+        """The configured timezone, else the machine's ($TZ, then /etc/localtime), else UTC."""
+        return resolve_zone(self.timezone)
+
     def secret_names(self) -> list[str]:
         """The environment variables this config takes secrets from."""
         names = [m.api_key_env for m in (self.model, *self.fallback_providers)]
         return sorted({n for n in names if n})
+
+
+def resolve_zone(name: str | None) -> zoneinfo.ZoneInfo:
+    candidates = [name] if name else [os.environ.get("TZ", "").lstrip(":")]
+    if not name:
+        try:
+            target = os.readlink("/etc/localtime")
+            candidates.append(target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else "")
+        except OSError:
+            pass
+    for candidate in candidates:
+        if candidate:
+            try:
+                return zoneinfo.ZoneInfo(candidate)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                continue
+    return zoneinfo.ZoneInfo("UTC")
 
 
 def _strict(kind: type) -> Any:

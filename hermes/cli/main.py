@@ -6,8 +6,11 @@ import argparse
 import importlib.metadata
 import sys
 
-from hermes.cli import config_cmd, db_cmd, exit_codes, serve_cmd, sessions_cmd
+from hermes.cli import config_cmd, cron_cmd, db_cmd, exit_codes, serve_cmd, sessions_cmd
 from hermes.config import ConfigError
+from hermes.cron.injection import InjectionRefused
+from hermes.cron.schedule import ScheduleError
+from hermes.cron.store import JobError
 from hermes.state.errors import StateError
 
 
@@ -21,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     config_cmd.register(sub)
     sessions_cmd.register(sub)
     db_cmd.register(sub)
+    cron_cmd.register(sub)
     return parser
 
 
@@ -28,10 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ConfigError as exc:
+    except (ConfigError, ScheduleError, InjectionRefused) as exc:
         print(f"hermes: {exc}", file=sys.stderr)
         return exit_codes.USAGE
-    except StateError as exc:
+    except (StateError, JobError) as exc:
         print(f"hermes: {exc}", file=sys.stderr)
         return exit_codes.FAILED
 

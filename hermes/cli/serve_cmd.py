@@ -16,6 +16,11 @@ from hermes.home import HermesHome
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("serve", help="run the gateway until SIGTERM/SIGINT")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "--no-lock",
+        action="store_true",
+        help="run even if another serve holds this home (cron stays exactly-once)",
+    )
     parser.set_defaults(func=serve)
 
 
@@ -28,7 +33,7 @@ def serve(args: argparse.Namespace) -> int:
         print(READY_LINE, flush=True)
 
     try:
-        run_serve(home, config, ready)
+        run_serve(home, config, ready, lock=not args.no_lock)
     except AlreadyRunning as exc:
         print(f"hermes serve: {exc}", file=sys.stderr)
         return exit_codes.BUSY

@@ -38,8 +38,8 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "asks to send secrets somewhere",
         re.compile(
-            r"\b(?:send|post|upload|exfiltrate|email|forward)\b[^.\n]{0,60}\b(?:api[ _-]?keys?|"
-            r"passwords?|tokens?|secrets?|credentials|\.env|ssh keys?|private keys?)\b",
+            r"\b(?:send|post|upload|exfiltrate|email|forward)\b[^\n]{0,60}(?:\b(?:api[ _-]?keys?|"
+            r"passwords?|tokens?|secrets?|credentials|ssh keys?|private keys?)\b|\.env\b)",
             re.IGNORECASE,
         ),
     ),

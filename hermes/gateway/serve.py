@@ -6,6 +6,7 @@ A second signal during the drain: cancel at once (shielded flushes still run).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable
@@ -60,11 +61,17 @@ async def serve_tree(root: Supervisor, timeout: float, on_ready: Callable[[], No
             nursery.cancel_scope.cancel()
 
 
-def run_serve(home: HermesHome, config: Config, on_ready: Callable[[], None]) -> None:
-    """Hold the pid file for the life of the tree; AlreadyRunning if another serve has it."""
+def run_serve(
+    home: HermesHome, config: Config, on_ready: Callable[[], None], lock: bool = True
+) -> None:
+    """Hold the pid file for the life of the tree; AlreadyRunning if another serve has it.
+
+    `lock=False` skips the one-serve-per-home lock (for a second serve on purpose:
+    cron stays exactly-once through its leases, and state.db through SQLite's locks).
+    """
     home.ensure()
     become_subreaper()  # process trees that double-fork away stay ours to kill and reap
-    with hold_pid_file(home.serve_pid):
+    with hold_pid_file(home.serve_pid) if lock else contextlib.nullcontext():
         root = build_root(home, config)
         trio.run(serve_tree, root, config.gateway.drain_timeout, on_ready)
     log.info("serve stopped")

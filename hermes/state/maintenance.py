@@ -13,9 +13,9 @@ from pathlib import Path
 import apsw
 import attrs
 
-from hermes.state.connection import BUSY_TIMEOUT_MS, restamp
+from hermes.state.connection import BUSY_TIMEOUT_MS, open_writer, restamp
 from hermes.state.errors import StateError
-from hermes.state.schema import SCHEMA_VERSION
+from hermes.state.schema import SCHEMA_VERSION, migrate
 
 
 def open_plain(path: Path, readonly: bool = True) -> apsw.Connection:
@@ -117,3 +117,17 @@ def stats(path: Path) -> dict[str, int]:
         }
     finally:
         conn.close()
+
+
+def open_for_writing(path: Path) -> apsw.Connection:
+    """A write connection for a one-shot command, creating and migrating the file if needed.
+
+    Callers run each change inside `schema.immediate(conn)`.
+    """
+    conn = open_writer(path)
+    try:
+        migrate(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn

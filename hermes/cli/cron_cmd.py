@@ -1,0 +1,246 @@
+"""`hermes cron ...`: manage scheduled jobs in state.db.
+
+Changes are written straight into state.db; a running serve picks them up
+within its poll interval (5 s). `cron run` fires a job in this process,
+under the same lease and fencing rules as serve's scheduler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from datetime import datetime
+from typing import Any
+
+import apsw
+import trio
+
+from hermes.cli import exit_codes
+from hermes.config import Config, load_config
+from hermes.cron.fire import FireContext, execute
+from hermes.cron.injection import check as injection_check
+from hermes.cron.output import write_output
+from hermes.cron.runner import EchoRunner
+from hermes.cron.schedule import parse_schedule
+from hermes.cron.store import (
+    NewJob,
+    cancel_job,
+    claim_now,
+    create_job,
+    finish_fire,
+    list_jobs,
+    record_interrupted,
+    remove_job,
+    resolve_job,
+    run_history,
+    set_paused,
+    update_job,
+)
+from hermes.home import HermesHome
+from hermes.state.maintenance import open_for_writing
+from hermes.state.schema import immediate
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("cron", help="scheduled jobs")
+    actions = parser.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="jobs that are scheduled or paused")
+    listing.add_argument("--all", action="store_true", help="completed and failed jobs too")
+    add = actions.add_parser("add", help="add a job")
+    add.add_argument("schedule", help="'every 30m', 'weekdays at 9:30', '0 9 * * 1-5', ...")
+    _job_options(add)
+    edit = actions.add_parser("edit", help="change a job")
+    edit.add_argument("job", help="id or unique name")
+    edit.add_argument("--schedule")
+    _job_options(edit)
+    for name, text in (("pause", "stop firing"), ("resume", "fire again"), ("rm", "delete")):
+        one = actions.add_parser(name, help=f"{text} a job")
+        one.add_argument("job", help="id or unique name")
+    run = actions.add_parser("run", help="fire a job now, in this process")
+    run.add_argument("job", help="id or unique name")
+    run.add_argument("--prompt", help="extra context for this fire only (## Run Context)")
+    cancel = actions.add_parser("cancel", help="cancel a running fire (serve stops it)")
+    cancel.add_argument("job", help="id or unique name")
+    history = actions.add_parser("history", help="a job's recent runs")
+    history.add_argument("job", help="id or unique name")
+    history.add_argument("--limit", type=int, default=20)
+    actions.add_parser("status", help="jobs, running fires, the next run")
+    parser.set_defaults(func=cron)
+
+
+def _job_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name")
+    parser.add_argument("--prompt")
+    parser.add_argument("--script", help="a file under HERMES_HOME/scripts")
+    parser.add_argument("--no-agent", action="store_true", help="the script's output is the result")
+    parser.add_argument("--deliver", help="origin, local, telegram, telegram:CHAT[:THREAD], all")
+    parser.add_argument("--repeat", type=int, help="fire this many times, then complete")
+    parser.add_argument("--workdir")
+    parser.add_argument("--no-catch-up", action="store_true", help="skip runs missed while down")
+
+
+def _when(ts: float | None, config: Config) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, config.zone()).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def cron(args: argparse.Namespace) -> int:
+    home = HermesHome.from_env().ensure()
+    config = load_config(home.config_path)
+    conn = open_for_writing(home.state_db)
+    try:
+        return ACTIONS[args.action](conn, args, home, config)
+    finally:
+        conn.close()
+
+
+def _write(conn: apsw.Connection, fn, *args: Any) -> Any:
+    with immediate(conn):
+        return fn(conn, *args)
+
+
+def _list(conn, args, home, config) -> int:
+    jobs = list_jobs(conn, args.all)
+    if not jobs:
+        print("no cron jobs")
+        return exit_codes.OK
+    print(f"{'ID':<13} {'NAME':<24} {'SCHEDULE':<26} {'NEXT RUN':<22} STATUS")
+    for job in jobs:
+        status = job.state if job.state != "scheduled" else (job.last_status or "scheduled")
+        if job.failure_streak >= 2:
+            status += f" ({job.failure_streak} failures in a row)"
+        print(
+            f"{job.id:<13} {job.name[:24]:<24} {job.schedule_display[:26]:<26} "
+            f"{_when(job.next_run_at, config):<22} {status}"
+        )
+    return exit_codes.OK
+
+
+def _new_fields(args, config: Config) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for name in ("name", "prompt", "script", "deliver", "workdir"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    if args.no_agent:
+        fields["no_agent"] = True
+    if args.repeat is not None:
+        fields["repeat_times"] = args.repeat
+    if args.no_catch_up:
+        fields["catch_up"] = False
+    injection_check(fields.get("prompt"), "prompt")
+    return fields
+
+
+def _add(conn, args, home, config) -> int:
+    fields = _new_fields(args, config)
+    schedule = parse_schedule(args.schedule, config.zone(), time.time())
+    name = fields.pop("name", None) or (fields.get("prompt") or fields.get("script") or "job")[:40]
+    job = _write(conn, create_job, NewJob(name, schedule, **fields), time.time(), config.zone())
+    nxt = _when(job.next_run_at, config)
+    print(f"added {job.id} '{job.name}' ({job.schedule_display}); next run {nxt}")
+    return exit_codes.OK
+
+
+def _edit(conn, args, home, config) -> int:
+    fields = _new_fields(args, config)
+    if args.schedule:
+        fields["schedule"] = parse_schedule(args.schedule, config.zone(), time.time())
+    job = resolve_job(conn, args.job)
+    job = _write(conn, lambda c: update_job(c, job.id, time.time(), config.zone(), **fields))
+    print(f"updated {job.id} '{job.name}'; next run {_when(job.next_run_at, config)}")
+    return exit_codes.OK
+
+
+def _pause(conn, args, home, config, paused: bool = True) -> int:
+    job = resolve_job(conn, args.job)
+    job = _write(conn, set_paused, job.id, paused, time.time(), config.zone())
+    print(f"{job.id} '{job.name}' is {job.state}; next run {_when(job.next_run_at, config)}")
+    return exit_codes.OK
+
+
+def _rm(conn, args, home, config) -> int:
+    job = resolve_job(conn, args.job)
+    _write(conn, remove_job, job.id)
+    print(f"removed {job.id} '{job.name}'")
+    return exit_codes.OK
+
+
+def _cancel(conn, args, home, config) -> int:
+    job = _write(conn, cancel_job, args.job, time.time())
+    print(f"cancelled the running fire of {job.id}; serve stops it at its next heartbeat")
+    return exit_codes.OK
+
+
+def _history(conn, args, home, config) -> int:
+    job = resolve_job(conn, args.job)
+    for run in run_history(conn, job.id, args.limit):
+        line = f"{_when(run.started_at, config):<22} run {run.fence or '-':<5} {run.status:<12}"
+        if run.error:
+            line += f" {run.error.splitlines()[0][:80]}"
+        if run.delivery_error:
+            line += f" [delivery: {run.delivery_error[:60]}]"
+        print(line)
+    return exit_codes.OK
+
+
+def _status(conn, args, home, config) -> int:
+    jobs = list_jobs(conn, True)
+    running = [j for j in jobs if j.running_fence is not None]
+    scheduled = [j for j in jobs if j.state == "scheduled" and j.next_run_at]
+    nxt = min(scheduled, key=lambda j: j.next_run_at) if scheduled else None
+    print(
+        json.dumps(
+            {
+                "jobs": len(jobs),
+                "scheduled": len(scheduled),
+                "paused": sum(j.state == "paused" for j in jobs),
+                "running": [f"{j.id}#{j.running_fence} ({j.lease_owner})" for j in running],
+                "next": f"{nxt.id} at {_when(nxt.next_run_at, config)}" if nxt else None,
+            },
+            indent=2,
+        )
+    )
+    return exit_codes.OK
+
+
+def _run(conn, args, home, config) -> int:
+    injection_check(args.prompt, "run context")
+    owner = f"cli:{os.getpid()}"
+    claim = _write(
+        conn, claim_now, args.job, owner, time.time(), config.cron.lease_seconds, args.prompt
+    )
+    ctx = FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=EchoRunner())
+    print(f"firing {claim.job.id} (run {claim.fence}) ...")
+    try:
+        result = trio.run(execute, claim, ctx, time.time())
+    except KeyboardInterrupt:
+        _write(conn, record_interrupted, claim.job.id, claim.fence, "interrupted", time.time())
+        print("interrupted")
+        return exit_codes.FAILED
+    path = write_output(home.cron_output, claim.job, claim.fence, time.time(), result.prompt,
+                        result.response, result.status == "error")  # fmt: skip
+    streak = _write(conn, finish_fire, claim.job.id, claim.fence, result.status, time.time(),
+                    result.error, str(path))  # fmt: skip
+    if streak is None:
+        print("refused: a newer fire owns the job")
+        return exit_codes.FAILED
+    print(result.response)
+    print(f"[{result.status}; output saved to {path}]")
+    return exit_codes.OK if result.status == "ok" else exit_codes.FAILED
+
+
+ACTIONS = {
+    "list": _list,
+    "add": _add,
+    "edit": _edit,
+    "pause": _pause,
+    "resume": lambda conn, args, home, config: _pause(conn, args, home, config, False),
+    "rm": _rm,
+    "run": _run,
+    "cancel": _cancel,
+    "history": _history,
+    "status": _status,
+}

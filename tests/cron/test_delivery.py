@@ -1,0 +1,79 @@
+"""The delivery planner: provenance, dedup (both orders), mirror eligibility, scope metadata."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes.cron.delivery import Target, plan_delivery
+from hermes.cron.jobs import Origin
+
+ORIGIN = Origin("slack", "C-ORIGIN", None, "U1", "T-TEAM")
+HOMES = {"slack": Target("slack", "C-HOME"), "telegram": Target("telegram", "T-HOME")}
+
+
+def plan(deliver, origin=ORIGIN, attach=None, mirror=False, homes=HOMES):
+    return plan_delivery(deliver, origin, homes, attach, mirror, "job1")
+
+
+def by_target(p):
+    return {str(t.target): (t.provenance, t.mirror) for t in p.targets}
+
+
+@pytest.mark.parametrize(
+    ("deliver", "origin", "attach", "mirror", "expected"),
+    [
+        # origin: the per-job switch, else the global one
+        ("origin", ORIGIN, None, False, {"slack:C-ORIGIN": ("origin", False)}),
+        ("origin", ORIGIN, None, True, {"slack:C-ORIGIN": ("origin", True)}),
+        ("origin", ORIGIN, True, False, {"slack:C-ORIGIN": ("origin", True)}),
+        ("origin", ORIGIN, False, True, {"slack:C-ORIGIN": ("origin", False)}),
+        # origin_fallback: no origin captured, the home channel stands in, same switches
+        ("origin", None, None, False, {"slack:C-HOME": ("origin_fallback", False)}),
+        ("origin", None, None, True, {"slack:C-HOME": ("origin_fallback", True)}),
+        ("origin", None, True, False, {"slack:C-HOME": ("origin_fallback", True)}),
+        ("origin", None, False, True, {"slack:C-HOME": ("origin_fallback", False)}),
+        # explicit: only the per-job switch, never the global one
+        ("telegram:99", ORIGIN, None, True, {"telegram:99": ("explicit", False)}),
+        ("telegram:99", ORIGIN, True, False, {"telegram:99": ("explicit", True)}),
+        ("telegram:99", ORIGIN, False, True, {"telegram:99": ("explicit", False)}),
+        # broadcasts: never
+        ("all", ORIGIN, True, True,
+         {"slack:C-HOME": ("broadcast", False), "telegram:T-HOME": ("broadcast", False)}),
+        ("telegram", ORIGIN, True, True, {"telegram:T-HOME": ("broadcast", False)}),
+    ],
+)  # fmt: skip
+def test_mirror_matrix(deliver, origin, attach, mirror, expected):
+    assert by_target(plan(deliver, origin, attach, mirror)) == expected
+
+
+@pytest.mark.parametrize("deliver", ["origin,all", "all,origin"])
+def test_dedup_keeps_the_strongest_in_either_order(deliver):
+    homes = {"slack": Target("slack", "C-ORIGIN")}  # the origin chat is also the home channel
+    result = by_target(plan(deliver, ORIGIN, None, True, homes))
+    assert result == {"slack:C-ORIGIN": ("origin", True)}
+
+
+@pytest.mark.parametrize("deliver", ["origin,slack:C-ORIGIN", "slack:C-ORIGIN,origin"])
+def test_dedup_origin_and_explicit_same_chat(deliver):
+    assert by_target(plan(deliver, ORIGIN, None, True)) == {"slack:C-ORIGIN": ("origin", True)}
+
+
+def test_scope_id_only_on_origin_matching_targets():
+    p = plan("origin,all,slack:C-OTHER")
+    meta = {str(t.target): t.meta for t in p.targets}
+    assert meta["slack:C-ORIGIN"] == {"job_id": "job1", "scope_id": "T-TEAM"}
+    assert meta["slack:C-HOME"] == {"job_id": "job1"}
+    assert meta["slack:C-OTHER"] == {"job_id": "job1"}
+    assert "scope_id" not in meta["telegram:T-HOME"]
+
+
+def test_unresolvable_tokens_are_reported_and_the_rest_still_planned():
+    p = plan_delivery("origin,discord,local,bad:", None, {}, None, False)
+    assert [str(t.target) for t in p.targets] == ["local"]
+    assert len(p.problems) == 3
+    assert any("no home channel is configured for that platform" in x for x in p.problems)
+
+
+def test_threads_are_distinct_targets():
+    p = plan("slack:C1:T1,slack:C1,slack:C1:T1")
+    assert sorted(str(t.target) for t in p.targets) == ["slack:C1", "slack:C1:T1"]

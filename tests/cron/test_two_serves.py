@@ -1,0 +1,84 @@
+"""Two real `hermes serve` processes on one HERMES_HOME fire each occurrence once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from zoneinfo import ZoneInfo
+
+import apsw
+import pytest
+
+from hermes.cron.schedule import Schedule
+from hermes.cron.store import NewJob, create_job
+from hermes.gateway.serve import READY_LINE
+from hermes.state.maintenance import open_for_writing
+from hermes.state.schema import immediate
+
+JOBS = 20
+EVERY = 3.0
+FIRES = 20 * JOBS  # about a minute of occurrences
+
+
+@pytest.mark.timeout(240)
+def test_two_serves_fire_every_occurrence_exactly_once(home):
+    fifo = home.root / "fires"
+    os.mkfifo(fifo)
+    (home.scripts / "fire.sh").write_text(f"echo tick > {fifo}\necho fired\n")
+    conn = open_for_writing(home.state_db)
+    now = time.time()
+    with immediate(conn):
+        for i in range(JOBS):
+            every = Schedule("interval", f"every {EVERY:g}s", seconds=EVERY)
+            job = NewJob(f"tick-{i}", every, script="fire.sh", no_agent=True)
+            create_job(conn, job, now, ZoneInfo("UTC"))
+    conn.close()
+
+    # Read-write, so opening does not wait for a writer; held open for both serves' fires.
+    reader = os.open(fifo, os.O_RDWR)
+    serves = [
+        subprocess.Popen(
+            [sys.executable, "-m", "hermes.cli.main", "serve", "--no-lock"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        for serve in serves:
+            assert serve.stdout.readline().strip() == READY_LINE
+        seen = 0
+        while seen < FIRES:  # each fire writes one line: wait for them, not for a clock
+            seen += os.read(reader, 4096).count(b"\n")
+        for serve in serves:
+            serve.send_signal(signal.SIGTERM)
+        for serve in serves:
+            assert serve.wait(timeout=60) == 0, serve.stderr.read()
+    finally:
+        os.close(reader)
+        for serve in serves:
+            if serve.poll() is None:
+                serve.kill()
+                serve.wait()
+
+    conn = apsw.Connection(str(home.state_db))
+    rows = list(conn.execute("SELECT job_id, due_at, status, owner FROM cron_runs ORDER BY due_at"))
+    conn.close()
+    fired = defaultdict(list)
+    owners = set()
+    for job_id, due_at, status, owner in rows:
+        assert status in ("ok", "interrupted"), (job_id, due_at, status)
+        if status == "ok":
+            fired[job_id].append(due_at)
+            owners.add(owner)
+    assert len(fired) == JOBS
+    for job_id, dues in fired.items():
+        assert len(dues) == len(set(dues)), f"{job_id} fired an occurrence twice"
+        gaps = {round(b - a, 3) for a, b in zip(dues, dues[1:], strict=False)}
+        assert gaps == {EVERY}, f"{job_id} missed an occurrence: gaps {gaps}"
+    assert sum(len(d) for d in fired.values()) >= FIRES
