@@ -174,8 +174,12 @@ def next_after(schedule: Schedule, base: float, tz: ZoneInfo) -> float | None:
         return schedule.at if schedule.at > base else None
     if schedule.kind == "interval":
         return base + schedule.seconds
-    local = datetime.fromtimestamp(base, UTC).astimezone(tz).replace(tzinfo=None)
-    it = croniter(schedule.expr, local - timedelta(hours=3))
+    aware = datetime.fromtimestamp(base, UTC).astimezone(tz)
+    local = aware.replace(tzinfo=None)
+    lookback = timedelta(hours=3)
+    if aware.utcoffset() == (aware - lookback).utcoffset() == (aware + lookback).utcoffset():
+        lookback = timedelta(0)  # no clock change nearby: wall time maps one to one
+    it = croniter(schedule.expr, local - lookback)
     for _ in range(10_000):
         candidate = it.get_next(datetime)
         later = [t for t in _instants(candidate, tz) if t > base]

@@ -15,7 +15,7 @@ import apsw
 import attrs
 
 from hermes.cron.jobs import JOB_SELECT, RUN_SELECT, Job, Origin, Run, job_from_row
-from hermes.cron.schedule import ONE_SHOT_GRACE, Schedule, grace, next_after
+from hermes.cron.schedule import GRACE_MIN, ONE_SHOT_GRACE, Schedule, grace, next_after
 
 
 class JobError(Exception):
@@ -215,6 +215,7 @@ def claim_due(
 ) -> ClaimReport:
     """Claim and advance every due job in one transaction (the writer's batch)."""
     claims, skipped, retired = [], [], []
+    upcoming: dict[str, float | None] = {}  # jobs sharing a schedule share its next run
     rows = conn.execute(
         f"{JOB_SELECT} WHERE state = 'scheduled' AND next_run_at IS NOT NULL"
         " AND next_run_at <= ? ORDER BY next_run_at",
@@ -231,7 +232,9 @@ def claim_due(
             while nxt <= now:
                 nxt += schedule.seconds
         else:
-            nxt = next_after(schedule, now, tz)
+            if job.schedule not in upcoming:
+                upcoming[job.schedule] = next_after(schedule, now, tz)
+            nxt = upcoming[job.schedule]
         if _live_lease(job, now):
             # overlap: the previous fire still runs; this occurrence is skipped
             conn.execute("UPDATE cron_jobs SET next_run_at = ? WHERE id = ?", (nxt, job.id))
@@ -251,7 +254,8 @@ def claim_due(
             retired.append(job.id)
             continue
         catch_up = False
-        if schedule.kind != "once" and late > grace(schedule, due, tz):
+        # (late <= GRACE_MIN is within any job's grace: no need to work the period out)
+        if schedule.kind != "once" and late > GRACE_MIN and late > grace(schedule, due, tz):
             wanted = job.catch_up if job.catch_up is not None else catch_up_default
             if not wanted:
                 conn.execute("UPDATE cron_jobs SET next_run_at = ? WHERE id = ?", (nxt, job.id))

@@ -73,6 +73,7 @@ class Registry:
         self._closing: dict[Path, trio.Event] = {}
         self._numbers = 0
         self._held: list[Generation] = []
+        self._closed_all = False
         self._drain = trio.Event()
         self._running = False
 
@@ -134,6 +135,8 @@ class Registry:
 
     async def release(self, gen: Generation) -> None:
         """Let go of one acquisition; the last one checkpoints and closes the generation."""
+        if self._closed_all and gen not in self._generations:
+            return  # already torn down by close_all at shutdown
         if gen.refs <= 0:
             raise StateError(f"{gen!r} released more often than it was acquired")
         gen.refs -= 1
@@ -156,6 +159,7 @@ class Registry:
 
     async def close_all(self) -> None:
         """Drain every generation, live and retired (at shutdown)."""
+        self._closed_all = True
         for gen in list(self._held):
             gen.refs = 0
         self._held.clear()
