@@ -79,8 +79,8 @@ def claim_one(conn: apsw.Connection, job_id: str, owner: str, now: float) -> Non
 
 
 def due_ids(conn: apsw.Connection, now: float) -> list[str]:
-    return [r[0] for r in conn.execute(
-        "SELECT id FROM cron_jobs WHERE state = 'scheduled' AND next_run_at <= ?", (now,))]  # fmt: skip
+    sql = "SELECT id FROM cron_jobs WHERE state = 'scheduled' AND next_run_at <= ?"
+    return [r[0] for r in conn.execute(sql, (now,))]
 
 
 async def measure_claims(root: Path) -> tuple[float, float]:
