@@ -50,3 +50,13 @@ def test_streak_shown_ambiguous_names_and_bad_input(home):
     assert hostile.returncode == 2 and "injection scan" in hostile.stderr
     no_script = hermes("add", "every 1h", "--no-agent")
     assert no_script.returncode == 1 and "needs a script" in no_script.stderr
+
+
+def test_edit_and_status(home):
+    job_id = hermes("add", "every 1h", "--prompt", "a", "--name", "hourly").stdout.split()[1]
+    edited = hermes("edit", "hourly", "--schedule", "every day at 7am", "--deliver", "local")
+    assert edited.returncode == 0, edited.stderr
+    listed = hermes("list").stdout
+    assert "every day at 7am" in listed and "07:00" in listed
+    status = hermes("status").stdout
+    assert '"scheduled": 1' in status and job_id in status

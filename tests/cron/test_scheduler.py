@@ -22,7 +22,7 @@ from hermes.cron.delivery import PlannedTarget, SendResult
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job
 from hermes.cron.schedule import parse_schedule
-from hermes.cron.scheduler import JobsChanged, RunNow, Scheduler
+from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow, Scheduler
 from hermes.cron.store import NewJob, cancel_job, create_job, get_job, run_history
 from hermes.terminal.tree import _stat
 
@@ -264,3 +264,18 @@ async def test_output_files_and_delivery_failures_are_recorded(setup, registry, 
     assert final.last_status == "delivery_failed" and final.failure_streak == 0
     text = Path(runs[0].output_path).read_text()
     assert "## Response\n\nthe brief" in text and f"job: `{job.id}`" in text
+
+
+async def test_cancel_by_execution_token(setup, registry, home, cron_clock):
+    sched, runner = setup(runner=Runner(delay=1000))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(sched.run)
+        job = await add_job(registry, home, "every 1m")
+        await wait_runs(runner, 1)
+        ((job_id, fence),) = sched.running
+        assert await address.call(CancelFire(job.id, fence + 1)) == []  # another execution
+        assert await address.call(CancelFire(job.id, fence)) == [f"{job.id}#{fence}"]
+        await trio.sleep(1)
+        sched.request_drain(trio.current_time() + 5)
+    runs, _ = await history(registry, home, job.id)
+    assert [(r.fence, r.status, r.error) for r in runs][-1] == (fence, "interrupted", "cancelled")
