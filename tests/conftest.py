@@ -8,11 +8,23 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from hermes.home import HermesHome
 from hermes.state.registry import Registry
 from hermes.terminal.reaper import become_subreaper, reap
 from hermes.terminal.tree import ProcessId, descendant_pids
+
+
+@pytest.fixture
+def io_clock():
+    """A mock clock for tests whose work also crosses threads, processes or sockets.
+
+    It jumps only after 20 ms of real idleness, not at once: SQLite runs in a
+    worker thread and providers answer over real sockets, and a zero threshold
+    would jump virtual time (firing timeouts) while that work is in flight.
+    """
+    return trio.testing.MockClock(autojump_threshold=0.02)
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,7 @@
 """The Scheduler actor on a mock clock, with real SQLite and real script processes.
 
-The clock autojumps only after 20 ms of real idleness (not 0): SQLite work
-runs in a worker thread, and a zero threshold would jump virtual time while a
-query is in flight.
+The clock is `io_clock` (see tests/conftest.py): it autojumps only after
+20 ms of real idleness, because SQLite work runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -31,8 +30,8 @@ T0 = 1_800_000_000.0
 
 
 @pytest.fixture
-def cron_clock():
-    return trio.testing.MockClock(autojump_threshold=0.02)
+def cron_clock(io_clock):
+    return io_clock
 
 
 class Runner:

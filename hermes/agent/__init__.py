@@ -1,0 +1,1 @@
+"""The agent: model providers, the tool-call loop, tools and memory."""

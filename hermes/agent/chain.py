@@ -1,0 +1,73 @@
+"""Providers in order of preference: retries with backoff, then fallback.
+
+429 and 5xx are retried with exponential backoff (on the Trio clock); if
+they persist, or the provider refuses the credentials (401/403) or cannot be
+reached, the next provider answers, and its model goes with it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from hermes.agent.provider import (
+    FallbackError,
+    ModelReply,
+    OnText,
+    Provider,
+    ProviderError,
+    Retryable,
+)
+
+log = logging.getLogger(__name__)
+
+RETRIES = 2
+BACKOFF = 1.0
+BACKOFF_MAX = 30.0
+
+
+class AllProvidersFailed(ProviderError):
+    pass
+
+
+class ProviderChain:
+    def __init__(self, providers: Sequence[Provider], retries: int = RETRIES) -> None:
+        if not providers:
+            raise ValueError("a provider chain needs at least one provider")
+        self.providers = list(providers)
+        self.retries = retries
+
+    @property
+    def primary(self) -> Provider:
+        return self.providers[0]
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText | None
+    ) -> ModelReply:
+        failures = []
+        for provider in self.providers:
+            try:
+                return await self._with_retries(provider, messages, tools, on_text)
+            except (FallbackError, Retryable) as exc:
+                log.warning("provider %s/%s failed, trying the next: %s",
+                            provider.name, provider.model, exc)  # fmt: skip
+                failures.append(str(exc))
+        raise AllProvidersFailed("every provider failed: " + " | ".join(failures))
+
+    async def _with_retries(
+        self, provider: Provider, messages, tools, on_text: OnText | None
+    ) -> ModelReply:
+        attempt = 0
+        while True:
+            try:
+                return await provider.complete(messages, tools, on_text)
+            except Retryable as exc:
+                if attempt >= self.retries:
+                    raise
+                delay = exc.retry_after or min(BACKOFF_MAX, BACKOFF * 2**attempt)
+                attempt += 1
+                log.info("provider %s: %s; retry %d in %.1fs", provider.name, exc, attempt, delay)
+                await trio.sleep(delay)

@@ -1,0 +1,46 @@
+"""Cron agent fires as real agent turns, each in its own session (`cron_<job>_<time>`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from hermes.agent.loop import Agent
+from hermes.agent.memory import MemoryStore
+from hermes.agent.tools.base import ToolContext
+from hermes.cron.jobs import Job
+from hermes.state.holder import DbHolder
+from hermes.state.registry import Registry
+from hermes.terminal.session import TerminalSession
+
+
+class CronAgentRunner:
+    """The AgentRunner the scheduler calls. A provider failure raises, so the
+    fire fails and counts in the job's streak."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        registry: Registry,
+        state_db: Path,
+        memories: Path,
+        workdir: Path,
+        state_dir: Path,
+        tz: ZoneInfo,
+    ) -> None:
+        self.agent = agent
+        self.registry = registry
+        self.state_db = state_db
+        self.memory = MemoryStore(memories)
+        self.workdir = workdir
+        self.state_dir = state_dir
+        self.tz = tz
+
+    async def run(self, job: Job, prompt: str, session_id: str) -> str:
+        terminal = TerminalSession(
+            Path(job.workdir) if job.workdir else self.workdir, state_dir=self.state_dir
+        )
+        async with DbHolder(self.registry, self.state_db) as db:
+            ctx = ToolContext(session_id, db, terminal, self.memory, origin=job.origin, tz=self.tz)
+            result = await self.agent.run_turn(ctx, prompt, stream=False, source="cron")
+        return result.text

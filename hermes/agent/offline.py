@@ -1,0 +1,70 @@
+"""The built-in offline model: deterministic, no network, so everything works on day one.
+
+- Plain text is echoed: "You said: <text>".
+- Lines of the form `/tool NAME {json}` in the user's message become tool
+  calls (several lines, several calls), so a conversation can drive tools.
+- After tool results it answers with a short summary of them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import trio
+
+from hermes.agent.provider import ModelReply, OnText, ToolCall
+
+NAME = "offline"
+MODEL = "hermes-offline"
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+class OfflineProvider:
+    name = NAME
+
+    def __init__(self, model: str = MODEL) -> None:
+        self.model = model
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText | None
+    ) -> ModelReply:
+        await trio.lowlevel.checkpoint()
+        last = messages[-1] if messages else {"role": "user", "content": ""}
+        if last.get("role") == "tool":
+            results = []
+            for msg in reversed(messages):
+                if msg.get("role") != "tool":
+                    break
+                results.append(f"{msg.get('name', 'tool')}: {_text(msg.get('content'))[:500]}")
+            reply = "Tool results:\n" + "\n".join(reversed(results))
+            return self._say(reply, on_text)
+        user = _text(last.get("content"))
+        known = {t["function"]["name"] for t in tools}
+        calls = []
+        for n, line in enumerate(user.splitlines()):
+            if line.startswith("/tool "):
+                name, _, args = line[6:].strip().partition(" ")
+                if name in known:
+                    calls.append(ToolCall(f"call_{len(messages)}_{n}", name, args.strip() or "{}"))
+        if calls:
+            return ModelReply(None, tuple(calls), self.name, self.model)
+        return self._say(f"You said: {user}", on_text)
+
+    def _say(self, text: str, on_text: OnText | None) -> ModelReply:
+        if on_text is not None:
+            for word in text.split(" "):
+                on_text(word + " ")
+        return ModelReply(text, (), self.name, self.model, 0, len(text.split()))
+
+
+def tool_line(name: str, **args: Any) -> str:
+    """The line that makes the offline model call a tool (handy in tests and demos)."""
+    return f"/tool {name} {json.dumps(args)}"

@@ -1,0 +1,77 @@
+"""What the loop needs from a model provider, and the errors that steer fallback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+
+
+@attrs.frozen
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model wrote it
+
+    def parsed(self) -> dict[str, Any]:
+        value = json.loads(self.arguments or "{}")
+        if not isinstance(value, dict):
+            raise ValueError("tool arguments must be a JSON object")
+        return value
+
+    def to_message(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@attrs.frozen
+class ModelReply:
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    provider: str = ""
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ProviderError(Exception):
+    """A provider failed in a way that neither a retry nor a fallback will fix."""
+
+
+class FallbackError(ProviderError):
+    """Move to the next provider: credentials refused, or the host cannot be reached."""
+
+
+class AuthFailed(FallbackError):
+    pass
+
+
+class Unreachable(FallbackError):
+    pass
+
+
+class Retryable(ProviderError):
+    """Worth another try after a backoff (429, 5xx); after the retries, fall back."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+OnText = Callable[[str], None]
+
+
+class Provider(Protocol):
+    name: str
+    model: str
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText | None
+    ) -> ModelReply:
+        """One model call. With `on_text` the reply is streamed and each piece of
+        text is passed to it as it arrives."""

@@ -1,0 +1,1 @@
+"""The agent's tools, one module each."""

@@ -1,0 +1,62 @@
+"""What a tool is, and what it may reach while a turn runs."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
+
+import attrs
+
+from hermes.actors.address import Address
+from hermes.agent.memory import MemoryStore
+from hermes.cron.delivery import Deliverer, NoAdapters
+from hermes.cron.jobs import Origin
+from hermes.state.holder import DbHolder
+from hermes.terminal.session import TerminalSession
+
+
+class ToolError(Exception):
+    """A tool call that cannot be done; its message goes back to the model."""
+
+
+@attrs.define
+class ToolContext:
+    session_id: str
+    db: DbHolder
+    terminal: TerminalSession
+    memory: MemoryStore
+    background: Address | None = None
+    scheduler: Address | None = None
+    origin: Origin | None = None
+    deliverer: Deliverer = attrs.Factory(NoAdapters)
+    tz: ZoneInfo = ZoneInfo("UTC")
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str: ...
+
+
+def schema(tool: Tool) -> dict[str, Any]:
+    """The tool as the model sees it (OpenAI function-calling format)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def obj(required: list[str], **props: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": required}
+
+
+def need(args: dict[str, Any], key: str) -> Any:
+    if args.get(key) in (None, ""):
+        raise ToolError(f"missing argument {key!r}")
+    return args[key]

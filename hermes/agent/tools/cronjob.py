@@ -1,0 +1,107 @@
+"""cronjob: scheduled jobs from a conversation. A job made from a chat delivers
+back to it (its origin); the model may not pin a provider or a model."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import attrs
+
+from hermes.agent.tools.base import ToolContext, ToolError, need, obj
+from hermes.cron.injection import InjectionRefused, check
+from hermes.cron.schedule import ScheduleError, parse_schedule
+from hermes.cron.scheduler import JobsChanged, RunNow
+from hermes.cron.store import (
+    JobError,
+    NewJob,
+    create_job,
+    list_jobs,
+    remove_job,
+    resolve_job,
+    set_paused,
+    update_job,
+)
+
+PINS = ("model", "provider")
+
+
+@attrs.frozen
+class CronjobTool:
+    name = "cronjob"
+    description = (
+        "Create, list, update, pause, resume, remove or run scheduled jobs. Schedules: "
+        "'every 30m', 'every day at 9am', 'weekdays at 9:30', a cron expression, 'in 2h'. "
+        "A job made here reports back to this chat."
+    )
+    parameters = obj(
+        ["action"],
+        action={
+            "type": "string",
+            "enum": ["create", "list", "update", "pause", "resume", "remove", "run"],
+        },
+        job={"type": "string", "description": "id or name (all actions but create and list)"},
+        schedule={"type": "string"},
+        prompt={"type": "string"},
+        name={"type": "string"},
+        deliver={"type": "string", "description": "default: origin (this chat)"},
+    )
+
+    async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        pinned = [p for p in PINS if p in args]
+        if pinned:
+            raise ToolError(f"jobs cannot pin {', '.join(pinned)}; the configured model runs them")
+        try:
+            result = await self._act(need(args, "action"), args, ctx)
+        except (JobError, ScheduleError, InjectionRefused) as exc:
+            raise ToolError(str(exc)) from None
+        if ctx.scheduler is not None and args["action"] in ("create", "update", "resume"):
+            await ctx.scheduler.cast(JobsChanged())
+        return json.dumps(result)
+
+    async def _act(self, action: str, args: dict[str, Any], ctx: ToolContext) -> Any:
+        now = time.time()
+        if action == "create":
+            prompt = need(args, "prompt")
+            check(prompt)
+            schedule = parse_schedule(need(args, "schedule"), ctx.tz, now)
+            new = NewJob(
+                args.get("name") or prompt[:40],
+                schedule,
+                prompt=prompt,
+                deliver=args.get("deliver") or "origin",
+                origin=ctx.origin,
+            )
+            job = await ctx.db.write(create_job, new, now, ctx.tz)
+            return {"created": job.id, "name": job.name, "next_run_at": job.next_run_at}
+        if action == "list":
+            jobs = await ctx.db.read(list_jobs)
+            return [{"id": j.id, "name": j.name, "schedule": j.schedule_display,
+                     "state": j.state, "next_run_at": j.next_run_at} for j in jobs]  # fmt: skip
+        job = await ctx.db.read(resolve_job, need(args, "job"))
+        if action == "update":
+            fields: dict[str, Any] = {}
+            if args.get("prompt"):
+                check(args["prompt"])
+                fields["prompt"] = args["prompt"]
+            if args.get("name"):
+                fields["name"] = args["name"]
+            if args.get("deliver"):
+                fields["deliver"] = args["deliver"]
+            if args.get("schedule"):
+                fields["schedule"] = parse_schedule(args["schedule"], ctx.tz, now)
+            updated = await ctx.db.write(lambda c: update_job(c, job.id, now, ctx.tz, **fields))
+            return {"updated": updated.id, "next_run_at": updated.next_run_at}
+        if action in ("pause", "resume"):
+            changed = await ctx.db.write(set_paused, job.id, action == "pause", now, ctx.tz)
+            return {"id": changed.id, "state": changed.state}
+        if action == "remove":
+            await ctx.db.write(remove_job, job.id)
+            return {"removed": job.id}
+        if action == "run":
+            if ctx.scheduler is None:
+                raise ToolError("the scheduler is not running here")
+            job_id, fence = await ctx.scheduler.call(RunNow(job.id))
+            return {"fired": job_id, "run": fence}
+        raise ToolError(f"unknown action {action!r}")

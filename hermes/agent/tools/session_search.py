@@ -1,0 +1,30 @@
+"""session_search: full-text search over past conversations."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from hermes.agent.tools.base import ToolContext, ToolError, need, obj
+from hermes.state.errors import SearchQueryError
+from hermes.state.search import search_messages
+
+
+@attrs.frozen
+class SessionSearchTool:
+    name = "session_search"
+    description = "Search past conversations (full text). Returns matching snippets."
+    parameters = obj(["query"], query={"type": "string"}, limit={"type": "integer"})
+
+    async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        try:
+            hits = await ctx.db.read(
+                search_messages, need(args, "query"), int(args.get("limit", 10))
+            )
+        except SearchQueryError as exc:
+            raise ToolError(str(exc)) from None
+        return json.dumps(
+            [{"session": h.session_id, "role": h.role, "snippet": h.snippet} for h in hits]
+        )

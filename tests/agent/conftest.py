@@ -1,0 +1,28 @@
+"""Fixtures for agent tests: a fake provider server and a ready ToolContext."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes.agent.memory import MemoryStore
+from hermes.agent.tools.base import ToolContext
+from hermes.state.holder import DbHolder
+from hermes.terminal.session import TerminalSession
+from tests.agent.fake_openai import FakeOpenAI
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+async def ctx(home, registry):
+    async with DbHolder(registry, home.state_db) as db:
+        yield ToolContext(
+            "s1",
+            db,
+            TerminalSession(home.root, state_dir=home.root / ".term"),
+            MemoryStore(home.memories),
+        )
