@@ -17,12 +17,15 @@ from typing import Any
 import apsw
 import trio
 
+from hermes.agent.cron_runner import CronAgentRunner
+from hermes.agent.loop import Agent
+from hermes.agent.providers import build_chain
+from hermes.agent.tools.catalog import default_tools
 from hermes.cli import exit_codes
-from hermes.config import Config, load_config
+from hermes.config import Config, Secrets, load_config
 from hermes.cron.fire import FireContext, execute
 from hermes.cron.injection import check as injection_check
 from hermes.cron.output import write_output
-from hermes.cron.runner import EchoRunner
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.store import (
     NewJob,
@@ -39,7 +42,9 @@ from hermes.cron.store import (
     update_job,
 )
 from hermes.home import HermesHome
+from hermes.state.holder import DbHolder
 from hermes.state.maintenance import open_for_writing
+from hermes.state.registry import Registry
 from hermes.state.schema import immediate
 
 
@@ -90,6 +95,8 @@ def _when(ts: float | None, config: Config) -> str:
 def cron(args: argparse.Namespace) -> int:
     home = HermesHome.from_env().ensure()
     config = load_config(home.config_path)
+    if args.action == "run":
+        return _run(args, home, config)
     conn = open_for_writing(home.state_db)
     try:
         return ACTIONS[args.action](conn, args, home, config)
@@ -206,24 +213,48 @@ def _status(conn, args, home, config) -> int:
     return exit_codes.OK
 
 
-def _run(conn, args, home, config) -> int:
+def _run(args: argparse.Namespace, home: HermesHome, config: Config) -> int:
+    """Fire now, in this process, with the configured model (its state.db writer is
+    this process's only one: no plain connection is open meanwhile)."""
     injection_check(args.prompt, "run context")
+    agent = Agent(build_chain(config, Secrets.load(home.env_path)), default_tools(),
+                  config.agent.max_turns)  # fmt: skip
+    return trio.run(_fire_now, args, home, config, agent)
+
+
+async def _fire_now(
+    args: argparse.Namespace, home: HermesHome, config: Config, agent: Agent
+) -> int:
+    registry = Registry()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.run)
+        try:
+            async with DbHolder(registry, home.state_db) as db:
+                return await _fire_with(db, registry, args, home, config, agent)
+        finally:
+            registry.request_drain(trio.current_time() + 30)
+
+
+async def _fire_with(db: DbHolder, registry: Registry, args, home, config, agent) -> int:
     owner = f"cli:{os.getpid()}"
-    claim = _write(
-        conn, claim_now, args.job, owner, time.time(), config.cron.lease_seconds, args.prompt
-    )
-    ctx = FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=EchoRunner())
-    print(f"firing {claim.job.id} (run {claim.fence}) ...")
+    lease = config.cron.lease_seconds
+    claim = await db.write(claim_now, args.job, owner, time.time(), lease, args.prompt)
+    runner = CronAgentRunner(agent, registry, home.state_db, home.memories, home.root,
+                             home.root / ".terminal", config.zone())  # fmt: skip
+    ctx = FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=runner)
+    print(f"firing {claim.job.id} (run {claim.fence}) ...", flush=True)
     try:
-        result = trio.run(execute, claim, ctx, time.time())
-    except KeyboardInterrupt:
-        _write(conn, record_interrupted, claim.job.id, claim.fence, "interrupted", time.time())
-        print("interrupted")
-        return exit_codes.FAILED
+        result = await execute(claim, ctx, time.time())
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await db.write(
+                record_interrupted, claim.job.id, claim.fence, "interrupted", time.time()
+            )
+        raise
     path = write_output(home.cron_output, claim.job, claim.fence, time.time(), result.prompt,
                         result.response, result.status == "error")  # fmt: skip
-    streak = _write(conn, finish_fire, claim.job.id, claim.fence, result.status, time.time(),
-                    result.error, str(path))  # fmt: skip
+    streak = await db.write(finish_fire, claim.job.id, claim.fence, result.status, time.time(),
+                            result.error, str(path))  # fmt: skip
     if streak is None:
         print("refused: a newer fire owns the job")
         return exit_codes.FAILED
@@ -239,7 +270,6 @@ ACTIONS = {
     "pause": _pause,
     "resume": lambda conn, args, home, config: _pause(conn, args, home, config, False),
     "rm": _rm,
-    "run": _run,
     "cancel": _cancel,
     "history": _history,
     "status": _status,

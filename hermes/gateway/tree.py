@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
-from hermes.config import Config
+from hermes.agent.cron_runner import CronAgentRunner
+from hermes.agent.loop import Agent
+from hermes.agent.providers import build_chain
+from hermes.agent.tools.catalog import default_tools
+from hermes.config import Config, Secrets
 from hermes.cron.fire import FireContext
-from hermes.cron.runner import EchoRunner
 from hermes.cron.scheduler import Scheduler
 from hermes.home import HermesHome
 from hermes.state.registry import Registry
@@ -20,9 +23,17 @@ def build_root(home: HermesHome, config: Config) -> Supervisor:
     HERMES_HOME/state.db open from the start and, being first, stops last.
     """
 
+    agent = Agent(
+        build_chain(config, Secrets.load(home.env_path)), default_tools(), config.agent.max_turns
+    )
+
     def scheduler() -> Scheduler:
-        ctx = FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=EchoRunner())
         registry = root.handle_of("state")
+        runner = CronAgentRunner(
+            agent, registry, home.state_db, home.memories, home.root, home.root / ".terminal",
+            config.zone(),
+        )  # fmt: skip
+        ctx = FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=runner)
         return Scheduler(registry, home.state_db, ctx, home.cron_output, config.cron, config.zone())
 
     root = Supervisor(
