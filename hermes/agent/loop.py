@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import apsw
 import attrs
 import trio
 
@@ -24,7 +25,7 @@ from hermes.agent.provider import ModelReply, ToolCall
 from hermes.agent.tools.base import Tool, ToolContext, ToolError, schema
 from hermes.state.messages import NewMessage, append_message, messages_of
 from hermes.state.rows import MessageRow
-from hermes.state.sessions import NewSession, ensure_session
+from hermes.state.sessions import NewSession, add_tokens, ensure_session
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +97,8 @@ class Agent:
     ) -> TurnResult:
         emit = on_event or (lambda event: None)
         db = ctx.db
-        await db.write(ensure_session, NewSession(ctx.session_id, source=source))
-        history = history_messages(await db.read(messages_of, ctx.session_id))
-        await db.write(append_message, NewMessage(ctx.session_id, "user", user_text))
+        rows = await db.write(_begin_turn, ctx.session_id, source, user_text)
+        history = history_messages(rows)
         system = system_prompt(
             ctx.memory.prompt_block(), ctx.session_id, source, ctx.tz, time.time()
         )
@@ -139,11 +139,8 @@ class Agent:
 
     async def _record_reply(self, ctx: ToolContext, reply: ModelReply) -> None:
         calls = [c.to_message() for c in reply.tool_calls] or None
-        await ctx.db.write(
-            append_message, NewMessage(ctx.session_id, "assistant", reply.content, tool_calls=calls)
-        )
-        if reply.input_tokens or reply.output_tokens:
-            await ctx.db.add_tokens(ctx.session_id, reply.input_tokens, reply.output_tokens)
+        message = NewMessage(ctx.session_id, "assistant", reply.content, tool_calls=calls)
+        await ctx.db.write(_record, message, reply.input_tokens, reply.output_tokens)
 
     async def _run_tools(self, calls: tuple[ToolCall, ...], ctx: ToolContext) -> list[str]:
         results: list[str] = [""] * len(calls)
@@ -167,6 +164,23 @@ class Agent:
         except Exception as exc:  # a tool bug is the model's problem to route around, not a crash
             log.exception("tool %s failed", call.name)
             return f"error: {type(exc).__name__}: {exc}"
+
+
+def _begin_turn(conn: apsw.Connection, session_id: str, source: str, text: str) -> list[MessageRow]:
+    """One transaction: the session exists, its history is read, the user's message is in."""
+    ensure_session(conn, NewSession(session_id, source=source))
+    rows = messages_of(conn, session_id)
+    append_message(conn, NewMessage(session_id, "user", text))
+    return rows
+
+
+def _record(
+    conn: apsw.Connection, message: NewMessage, input_tokens: int, output_tokens: int
+) -> None:
+    """The model's message and the tokens it cost, in one transaction."""
+    append_message(conn, message)
+    if input_tokens or output_tokens:
+        add_tokens(conn, message.session_id, input_tokens, output_tokens)
 
 
 def _assistant_message(reply: ModelReply) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """How a cron fire reaches the agent: the AgentRunner interface.
 
-The agent package implements it with real agent turns. Until then, and in
-tests, `EchoRunner` stands in: its response is the prompt's own text.
+The agent package implements it (hermes.agent.cron_runner) with real agent
+turns; cron itself never imports the agent (it sits below it).
 """
 
 from __future__ import annotations
@@ -17,8 +17,3 @@ class AgentRunner(Protocol):
 
         Raise to fail the fire. Cancelling the caller's scope interrupts the turn.
         """
-
-
-class EchoRunner:
-    async def run(self, job: Job, prompt: str, session_id: str) -> str:
-        return prompt

@@ -148,3 +148,16 @@ def find_session_by_origin(
     if len({r.user_id for r in rows}) > 1:
         return None
     return rows[0] if rows else None
+
+
+def add_tokens(
+    conn: apsw.Connection, session_id: str, input_tokens: int, output_tokens: int
+) -> None:
+    """Add token counts to a session (the DbWriter merges many of these per batch)."""
+    conn.execute(
+        "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?"
+        " WHERE id = ?",
+        (input_tokens, output_tokens, session_id),
+    )
+    if conn.changes() == 0:
+        raise SessionNotFound(session_id)

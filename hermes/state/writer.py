@@ -29,6 +29,7 @@ from hermes.actors.batch import BatchActor
 from hermes.state import schema
 from hermes.state.connection import FileIdentity, HeaderReader, ensure_stamp, open_writer
 from hermes.state.errors import SessionNotFound, StateDbReplacedError, StateError
+from hermes.state.sessions import add_tokens
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +214,7 @@ class DbWriter(BatchActor):
                 else:
                     results[i] = outcome.Error(TypeError(f"DbWriter cannot handle {msg!r}"))
             for session_id, (inp, out, indexes) in deltas.items():
-                merged = self._savepoint(conn, cur, _add_tokens, (session_id, inp, out))
+                merged = self._savepoint(conn, cur, add_tokens, (session_id, inp, out))
                 for i in indexes:  # an outcome is unwrapped once: one of its own per caller
                     if isinstance(merged, outcome.Value):
                         results[i] = outcome.Value(merged.value)
@@ -287,13 +288,3 @@ def passive_checkpoint(conn: apsw.Connection) -> tuple[int, int] | None:
         return conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
     except apsw.BusyError:
         return None
-
-
-def _add_tokens(conn: apsw.Connection, session_id: str, inp: int, out: int) -> None:
-    conn.execute(
-        "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?"
-        " WHERE id = ?",
-        (inp, out, session_id),
-    )
-    if conn.changes() == 0:
-        raise SessionNotFound(session_id)

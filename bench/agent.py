@@ -1,0 +1,83 @@
+"""One-round turn time through the hermes agent loop against a bare httpx request.
+
+Run: python bench/agent.py
+Both talk to the same fake OpenAI-compatible server on 127.0.0.1 (a real HTTP
+server, answering at once). The hermes turn includes what a real turn does:
+the session and the user's message written to state.db, the history read,
+the system prompt built, the request, the reply recorded.
+Last line: RESULT turn_ratio=<hermes turn time / bare request time>
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hermes.agent.chain import ProviderChain  # noqa: E402
+from hermes.agent.loop import Agent  # noqa: E402
+from hermes.agent.memory import MemoryStore  # noqa: E402
+from hermes.agent.openai_compat import OpenAICompatible  # noqa: E402
+from hermes.agent.tools.base import ToolContext  # noqa: E402
+from hermes.agent.tools.catalog import default_tools  # noqa: E402
+from hermes.state.holder import DbHolder  # noqa: E402
+from hermes.state.registry import Registry  # noqa: E402
+from hermes.terminal.session import TerminalSession  # noqa: E402
+from tests.agent.fake_openai import FakeOpenAI, text_answer  # noqa: E402
+
+ROUNDS = 300
+WARMUP = 20
+
+
+async def bare(url: str, body: dict) -> list[float]:
+    """The same request body the hermes turn sent (system prompt, message, tool schemas)."""
+    times = []
+    async with httpx.AsyncClient() as client:
+        for i in range(ROUNDS + WARMUP):
+            start = time.perf_counter()
+            response = await client.post(url + "/chat/completions", json=body)
+            response.json()
+            if i >= WARMUP:
+                times.append(time.perf_counter() - start)
+    return times
+
+
+async def turns(url: str, root: Path) -> list[float]:
+    registry = Registry()
+    agent = Agent(ProviderChain([OpenAICompatible("fake", "m", url, "k")]), default_tools())
+    times = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.run)
+        async with DbHolder(registry, root / "state.db") as db:
+            terminal = TerminalSession(root, state_dir=root / ".t")  # one per conversation
+            memory = MemoryStore(root / "memories")
+            for i in range(ROUNDS + WARMUP):
+                ctx = ToolContext(f"s{i}", db, terminal, memory)
+                start = time.perf_counter()
+                result = await agent.run_turn(ctx, "hi", stream=False)
+                if i >= WARMUP:
+                    times.append(time.perf_counter() - start)
+                assert result.text == "pong"
+        registry.request_drain(trio.current_time() + 10)
+    return times
+
+
+def main() -> None:
+    with FakeOpenAI() as fake, tempfile.TemporaryDirectory() as tmp:
+        fake.script(*[text_answer("pong")] * (2 * (ROUNDS + WARMUP)))
+        ours = statistics.median(trio.run(turns, fake.url, Path(tmp)))
+        raw = statistics.median(trio.run(bare, fake.url, fake.requests[-1]["body"]))
+    print(f"bare httpx request   {raw * 1000:6.2f} ms")
+    print(f"hermes one-round turn {ours * 1000:6.2f} ms (median of {ROUNDS})")
+    print(f"RESULT turn_ratio={ours / raw:.2f}")
+
+
+if __name__ == "__main__":
+    main()
