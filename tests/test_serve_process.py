@@ -26,7 +26,12 @@ def start_serve() -> subprocess.Popen[str]:
 
 @pytest.fixture
 def spawn(home):
-    """Start serve processes on the test's home; kill any still running at the end."""
+    """Start serve processes on the test's home; kill any still running at the end.
+
+    The local endpoint listens on an ephemeral port (0) so tests never collide.
+    """
+    if not home.config_path.exists():
+        home.config_path.write_text("gateway:\n  local:\n    port: 0\n")
     procs: list[subprocess.Popen[str]] = []
 
     def start() -> subprocess.Popen[str]:
@@ -40,13 +45,15 @@ def spawn(home):
         proc.wait()
 
 
-def wait_ready(proc: subprocess.Popen[str]) -> None:
-    line = proc.stdout.readline()  # blocks until serve prints it (pytest-timeout guards)
-    assert line.strip() == READY_LINE, (line, proc.poll())
+def wait_ready(proc: subprocess.Popen[str]) -> int:
+    """The port from the ready line (blocks until serve prints it; pytest-timeout guards)."""
+    line = proc.stdout.readline()
+    assert line.startswith(READY_LINE + " port="), (line, proc.poll())
+    return int(line.split("port=")[1])
 
 
 def test_serve_ready_refuses_second_and_drains_on_sigterm(home, spawn):
-    home.config_path.write_text("gateway:\n  drain_timeout: 5\n")
+    home.config_path.write_text("gateway:\n  drain_timeout: 5\n  local:\n    port: 0\n")
     serve = spawn()
     wait_ready(serve)
     assert home.serve_pid.read_text().strip() == str(serve.pid)
@@ -60,6 +67,7 @@ def test_serve_ready_refuses_second_and_drains_on_sigterm(home, spawn):
     assert second.returncode == 75
     assert f"already running for this home (pid {serve.pid}" in second.stderr
     assert READY_LINE not in second.stdout
+    assert oct(home.serve_token.stat().st_mode & 0o777) == "0o600"
 
     sent = time.monotonic()
     serve.send_signal(signal.SIGTERM)

@@ -6,7 +6,7 @@ import argparse
 import importlib.metadata
 import sys
 
-from hermes.cli import config_cmd, cron_cmd, db_cmd, exit_codes, serve_cmd, sessions_cmd
+from hermes.cli import chat_cmd, config_cmd, cron_cmd, db_cmd, exit_codes, serve_cmd, sessions_cmd
 from hermes.config import ConfigError
 from hermes.cron.injection import InjectionRefused
 from hermes.cron.schedule import ScheduleError
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve_cmd.register(sub)
+    chat_cmd.register(sub)
     config_cmd.register(sub)
     sessions_cmd.register(sub)
     db_cmd.register(sub)

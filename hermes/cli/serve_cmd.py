@@ -9,7 +9,7 @@ from hermes.cli import exit_codes
 from hermes.cli.logs import setup_logging
 from hermes.config import load_config
 from hermes.gateway.pidfile import AlreadyRunning
-from hermes.gateway.serve import READY_LINE, run_serve
+from hermes.gateway.serve import READY_LINE, PortInUse, run_serve
 from hermes.home import HermesHome
 
 
@@ -29,12 +29,12 @@ def serve(args: argparse.Namespace) -> int:
     config = load_config(home.config_path)
     setup_logging(home, args.verbose)
 
-    def ready() -> None:
-        print(READY_LINE, flush=True)
+    def ready(port: int) -> None:
+        print(f"{READY_LINE} port={port}", flush=True)
 
     try:
         run_serve(home, config, ready, lock=not args.no_lock)
-    except AlreadyRunning as exc:
+    except (AlreadyRunning, PortInUse) as exc:
         print(f"hermes serve: {exc}", file=sys.stderr)
         return exit_codes.BUSY
     return exit_codes.OK

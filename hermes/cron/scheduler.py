@@ -303,7 +303,7 @@ class Scheduler(Actor):
         )
         errors = list(plan.problems)
         for planned in plan.targets:
-            if planned.target.platform == "local":
+            if planned.target.platform == "local" and planned.target.chat_id is None:
                 continue  # the output file is the local delivery
             try:
                 sent = await self.deliverer.send(planned, text)

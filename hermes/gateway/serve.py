@@ -7,12 +7,14 @@ A second signal during the drain: cancel at once (shielded flushes still run).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable
 
 import trio
 
+from hermes.actors.errors import ChildStartError
 from hermes.actors.supervisor import Supervisor
 from hermes.config import Config
 from hermes.gateway.pidfile import hold_pid_file
@@ -23,6 +25,13 @@ from hermes.terminal.reaper import become_subreaper
 log = logging.getLogger(__name__)
 
 READY_LINE = "HERMES_BACKEND_READY"
+
+
+class PortInUse(Exception):
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(
+            f"{host}:{port} is already in use; stop what holds it or set gateway.local.port"
+        )
 
 
 async def _watch_signals(
@@ -62,7 +71,7 @@ async def serve_tree(root: Supervisor, timeout: float, on_ready: Callable[[], No
 
 
 def run_serve(
-    home: HermesHome, config: Config, on_ready: Callable[[], None], lock: bool = True
+    home: HermesHome, config: Config, on_ready: Callable[[int], None], lock: bool = True
 ) -> None:
     """Hold the pid file for the life of the tree; AlreadyRunning if another serve has it.
 
@@ -72,6 +81,17 @@ def run_serve(
     home.ensure()
     become_subreaper()  # process trees that double-fork away stay ours to kill and reap
     with hold_pid_file(home.serve_pid) if lock else contextlib.nullcontext():
-        root = build_root(home, config)
-        trio.run(serve_tree, root, config.gateway.drain_timeout, on_ready)
+        root, live = build_root(home, config)
+
+        def ready() -> None:
+            on_ready(live.endpoint.port)
+
+        try:
+            trio.run(serve_tree, root, config.gateway.drain_timeout, ready)
+        except ChildStartError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+                local = config.gateway.local
+                raise PortInUse(local.host, local.port) from None
+            raise
     log.info("serve stopped")

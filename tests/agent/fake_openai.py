@@ -52,6 +52,20 @@ def stream_answer(pieces: list[str], pause: float = 0.0) -> Answer:
     return Answer(chunks=chunks, pause=pause)
 
 
+def as_stream(answer: Answer) -> Answer:
+    """The same reply as server-sent event chunks, the way the real API streams it."""
+    message = answer.body["choices"][0]["message"]
+    delta: dict[str, Any] = {"role": "assistant"}
+    if message.get("content"):
+        delta["content"] = message["content"]
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(message["tool_calls"])]
+    chunks = [{"choices": [{"index": 0, "delta": delta}]},
+              {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+               "usage": answer.body.get("usage")}]  # fmt: skip
+    return Answer(chunks=chunks)
+
+
 def error_answer(status: int, message: str = "error", **headers: str) -> Answer:
     return Answer(status, {"error": {"message": message}}, headers=headers)
 
@@ -77,6 +91,8 @@ class FakeOpenAI:
                     fake.requests.append({"path": self.path, "body": body,
                                           "auth": self.headers.get("authorization")})  # fmt: skip
                     answer = fake.answers.pop(0) if fake.answers else text_answer("(no script)")
+                if body.get("stream") and answer.status == 200 and answer.chunks is None:
+                    answer = as_stream(answer)  # a real server streams whatever it answers
                 if answer.chunks is not None:
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")

@@ -1,0 +1,1 @@
+"""Platform adapter actors and their wire protocols."""

@@ -1,0 +1,100 @@
+"""`hermes chat` (a REPL, or one shot with -m) and `hermes status`: clients of serve."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import trio
+
+from hermes.actors.snapshot import Snapshot
+from hermes.cli import exit_codes
+from hermes.cli.client import EndpointError, connect, endpoint_url
+from hermes.config import load_config
+from hermes.home import HermesHome
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    chat = sub.add_parser("chat", help="talk to the agent through a running serve")
+    chat.add_argument("-m", "--message", help="send one message, print the reply, exit")
+    chat.add_argument("--session", help="continue this session")
+    chat.add_argument("--port", type=int, help="the endpoint's port (default: serve's)")
+    chat.set_defaults(func=chat_main)
+    status = sub.add_parser("status", help="the running serve's actor tree")
+    status.add_argument("--port", type=int)
+    status.set_defaults(func=status_main)
+
+
+def _target(args: argparse.Namespace) -> tuple[str, str]:
+    home = HermesHome.from_env()
+    config = load_config(home.config_path)
+    try:
+        token = home.serve_token.read_text().strip()
+    except FileNotFoundError:
+        raise EndpointError(f"no {home.serve_token}: start `hermes serve` first") from None
+    return endpoint_url(home, config, args.port), token
+
+
+def _show(note: dict) -> None:
+    params = note.get("params", {})
+    if note.get("method") == "turn.event":
+        if params["kind"] == "text":
+            print(params["text"], end="", flush=True)
+        elif params["kind"] == "tool_call":
+            print(f"\n[{params['tool']} {params['text']}]", flush=True)
+    elif note.get("method") == "cron.brief":
+        print(f"\n[cron] {params['text']}", flush=True)
+
+
+async def _chat(url: str, token: str, args: argparse.Namespace) -> int:
+    async with connect(url, token) as rpc:
+        session = args.session
+        lines = [args.message] if args.message is not None else None
+        while True:
+            if lines is not None:
+                if not lines:
+                    return exit_codes.OK
+                text = lines.pop()
+            else:
+                try:
+                    text = await trio.to_thread.run_sync(input, "you> ")
+                except EOFError:
+                    return exit_codes.OK
+            if not text.strip():
+                continue
+            result = await rpc.call("chat.send", {"text": text, "session": session}, _show)
+            session = result.get("session", session)
+            if "text" in result:
+                if result.get("status") != "done":
+                    print(f"[{result['status']}] {result['text']}")
+                else:
+                    print()
+            else:
+                print(result)
+            if lines is None:
+                print(f"(session {session})", file=sys.stderr)
+
+
+def chat_main(args: argparse.Namespace) -> int:
+    try:
+        url, token = _target(args)
+        return trio.run(_chat, url, token, args)
+    except EndpointError as exc:
+        print(f"hermes chat: {exc}", file=sys.stderr)
+        return exit_codes.FAILED
+
+
+async def _status(url: str, token: str) -> dict:
+    async with connect(url, token) as rpc:
+        return await rpc.call("status", {})
+
+
+def status_main(args: argparse.Namespace) -> int:
+    try:
+        url, token = _target(args)
+        tree = trio.run(_status, url, token)
+    except EndpointError as exc:
+        print(f"hermes status: {exc}", file=sys.stderr)
+        return exit_codes.FAILED
+    print(Snapshot.from_dict(tree).render())
+    return exit_codes.OK

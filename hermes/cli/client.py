@@ -1,0 +1,61 @@
+"""A JSON-RPC client of the local endpoint, for `hermes chat` and `hermes status`."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from trio_websocket import HandshakeError, WebSocketConnection, open_websocket_url
+
+from hermes.config import Config
+from hermes.home import HermesHome
+
+
+class EndpointError(Exception):
+    """The endpoint could not be reached, refused us, or answered with an error."""
+
+
+def endpoint_url(home: HermesHome, config: Config, port: int | None) -> str:
+    if port is None:
+        try:
+            port = int((home.root / "serve.port").read_text())
+        except (FileNotFoundError, ValueError):
+            port = config.gateway.local.port
+    return f"ws://{config.gateway.local.host}:{port}/"
+
+
+class Rpc:
+    def __init__(self, ws: WebSocketConnection) -> None:
+        self.ws = ws
+        self.ids = itertools.count(1)
+
+    async def call(
+        self, method: str, params: dict[str, Any], on_notify: Callable[[dict], None] | None = None
+    ) -> Any:
+        request_id = next(self.ids)
+        await self.ws.send_message(
+            json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        )
+        while True:
+            msg = json.loads(await self.ws.get_message())
+            if msg.get("id") == request_id:
+                if "error" in msg:
+                    raise EndpointError(msg["error"]["message"])
+                return msg["result"]
+            if "method" in msg and on_notify is not None:
+                on_notify(msg)
+
+
+@asynccontextmanager
+async def connect(url: str, token: str) -> AsyncIterator[Rpc]:
+    headers = [(b"authorization", f"Bearer {token}".encode())]
+    try:
+        async with open_websocket_url(url, extra_headers=headers, connect_timeout=10) as ws:
+            yield Rpc(ws)
+    except HandshakeError as exc:
+        raise EndpointError(f"{url} refused the connection: {exc}") from None
+    except OSError as exc:
+        raise EndpointError(f"cannot reach {url} (is `hermes serve` running?): {exc}") from None

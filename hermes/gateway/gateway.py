@@ -1,0 +1,176 @@
+"""The gateway actor: routes chat messages to one session actor per live key.
+
+Session actors are started on demand in the gateway's nursery and stop when
+idle. While draining, new messages get a drain notice; turns in flight get
+until the drain deadline, then are cancelled (the loop records that).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from hermes.actors.actor import Actor
+from hermes.actors.address import Address
+from hermes.actors.errors import ActorStopped
+from hermes.agent.loop import Agent
+from hermes.agent.memory import MemoryStore
+from hermes.agent.tools.base import ToolContext
+from hermes.config import GatewayConfig
+from hermes.cron.jobs import Origin
+from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
+from hermes.state.errors import SessionNotFound
+from hermes.state.holder import DbHolder
+from hermes.state.registry import Registry
+from hermes.state.sessions import end_session
+from hermes.terminal.session import TerminalSession
+
+log = logging.getLogger(__name__)
+
+DRAIN_NOTICE = "hermes is shutting down; send your message again in a moment"
+
+
+class Draining(Exception):
+    """The gateway takes no new turns while it drains."""
+
+
+def session_key(profile: str, platform: str, chat_type: str, chat_id: str) -> str:
+    return f"agent:{profile}:{platform}:{chat_type}:{chat_id}"
+
+
+@attrs.frozen
+class Chat:
+    """Start a turn; replies a receive channel of its events."""
+
+    session_id: str | None
+    text: str
+
+
+@attrs.frozen
+class StopTurn:
+    session_id: str
+
+
+@attrs.frozen
+class NewSession:
+    session_id: str
+
+
+class Gateway(Actor):
+    def __init__(
+        self,
+        registry: Registry,
+        state_db: Path,
+        home_root: Path,
+        memories: Path,
+        agent: Agent,
+        config: GatewayConfig,
+        extras: Callable[[], dict[str, Any]] = dict,
+        name: str = "gateway",
+    ) -> None:
+        super().__init__(name)
+        self.registry = registry
+        self.state_db = state_db
+        self.home_root = home_root
+        self.memory = MemoryStore(memories)
+        self.agent = agent
+        self.config = config
+        self.extras = extras  # late-bound tool context parts (scheduler, background, deliverer)
+        self.sessions: dict[str, tuple[SessionActor, Address]] = {}
+        self._hosting: dict[SessionActor, trio.Event] = {}  # set when an actor's run ends
+        self.db: DbHolder | None = None
+        self.draining = False
+
+    async def on_start(self) -> None:
+        self.db = await DbHolder(self.registry, self.state_db).__aenter__()
+
+    def stop_intake(self) -> None:
+        self.draining = True  # messages still arrive, and get the drain notice
+
+    async def finish_in_flight(self) -> None:
+        for actor, _ in list(self.sessions.values()):
+            await actor.idle.wait()
+
+    async def flush(self) -> None:
+        """Cancel the turns still running (each records its interruption), then let go."""
+        for actor, _ in list(self.sessions.values()):
+            actor.request_drain(trio.current_time())
+        for ended in list(self._hosting.values()):
+            await ended.wait()
+        if self.db is not None:
+            await self.db.close()
+
+    async def handle(self, msg: Any) -> Any:
+        if isinstance(msg, Chat):
+            if self.draining:
+                raise Draining(DRAIN_NOTICE)
+            session_id = msg.session_id or f"local_{secrets.token_hex(6)}"
+            text = msg.text.strip()
+            if text == "/new":
+                return await self._new(session_id)
+            if text == "/stop":
+                return await self._stop(session_id)
+            address = await self._session(session_id)
+            send, recv = trio.open_memory_channel[dict[str, Any]](math.inf)  # one turn's events
+            try:
+                await address.call(Turn(msg.text, send))
+            except ActorStopped:  # it stopped for idleness a moment ago: start it again
+                self.sessions.pop(session_id, None)
+                address = await self._session(session_id)
+                await address.call(Turn(msg.text, send))
+            return session_id, recv
+        if isinstance(msg, StopTurn):
+            return await self._stop(msg.session_id)
+        if isinstance(msg, NewSession):
+            return await self._new(msg.session_id)
+        raise TypeError(f"the gateway cannot handle {type(msg).__name__}")
+
+    async def _session(self, session_id: str) -> Address:
+        entry = self.sessions.get(session_id)
+        if entry is not None and entry[0].state != "stopped":
+            return entry[1]
+        extras = self.extras()
+        ctx = ToolContext(
+            session_id,
+            self.db,
+            TerminalSession(self.home_root, state_dir=self.home_root / ".terminal"),
+            self.memory,
+            origin=Origin("local", session_id),
+            **extras,
+        )
+        actor = SessionActor(ctx, self.agent, self.config.busy_mode)
+        address = await self.nursery.start(self._host, actor)
+        self.sessions[session_id] = (actor, address)
+        return address
+
+    async def _host(self, actor: SessionActor, task_status: trio.TaskStatus[Address]) -> None:
+        self._hosting[actor] = ended = trio.Event()
+        try:
+            await actor.run(task_status=task_status)
+        except Exception:
+            log.exception("session actor %s crashed", actor.name)
+        finally:
+            if self.sessions.get(actor.ctx.session_id, (None,))[0] is actor:
+                del self.sessions[actor.ctx.session_id]
+            del self._hosting[actor]
+            ended.set()
+
+    async def _stop(self, session_id: str) -> dict[str, Any]:
+        entry = self.sessions.get(session_id)
+        stopped = await entry[1].call(Interrupt()) if entry else False
+        return {"session": session_id, "stopped": stopped}
+
+    async def _new(self, session_id: str) -> dict[str, Any]:
+        await self._stop(session_id)
+        try:
+            await self.db.write(end_session, session_id, "new session")
+        except SessionNotFound:
+            pass  # it never had a turn
+        return {"session": f"local_{secrets.token_hex(6)}", "previous": session_id}

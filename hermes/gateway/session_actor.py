@@ -1,0 +1,124 @@
+"""One live conversation: one turn at a time; a message mid-turn interrupts or queues."""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Any
+
+import attrs
+import trio
+
+from hermes.actors.actor import Actor
+from hermes.agent.loop import Agent, Event
+from hermes.agent.tools.base import ToolContext
+
+log = logging.getLogger(__name__)
+
+IDLE_TIMEOUT = 600.0
+
+
+@attrs.frozen
+class Turn:
+    """Run `text` as a turn; its events go to `events` (closed when the turn ends)."""
+
+    text: str
+    events: trio.MemorySendChannel[dict[str, Any]]
+
+
+@attrs.frozen
+class Interrupt:
+    """/stop: cancel the running turn, if any."""
+
+
+def _event(event: Event) -> dict[str, Any]:
+    return {"kind": event.kind, "text": event.text, "tool": event.tool, "call_id": event.call_id}
+
+
+class SessionActor(Actor):
+    def __init__(
+        self,
+        ctx: ToolContext,
+        agent: Agent,
+        busy_mode: str = "interrupt",
+        source: str = "local",
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
+        super().__init__(f"session:{ctx.session_id}")
+        self.ctx = ctx
+        self.agent = agent
+        self.busy_mode = busy_mode
+        self.source = source
+        self.idle_timeout = idle_timeout
+        self.queue: collections.deque[Turn] = collections.deque()
+        self.current: trio.CancelScope | None = None
+        self.idle = trio.Event()
+        self.idle.set()
+        self._activity = trio.Event()
+
+    async def on_start(self) -> None:
+        self.nursery.start_soon(self._stop_when_idle)
+
+    async def handle(self, msg: Any) -> Any:
+        self._activity.set()
+        if isinstance(msg, Turn):
+            if self.current is None:
+                self._begin(msg)
+            elif self.busy_mode == "queue":
+                self.queue.append(msg)
+            else:
+                self.current.cancel()
+                self.queue.clear()
+                self.queue.append(msg)
+            return None
+        if isinstance(msg, Interrupt):
+            stopped = self.current is not None
+            if self.current is not None:
+                self.current.cancel()
+            self.queue.clear()
+            return stopped
+        raise TypeError(f"a session cannot handle {type(msg).__name__}")
+
+    async def finish_in_flight(self) -> None:
+        await self.idle.wait()
+
+    def _begin(self, turn: Turn) -> None:
+        self.current = trio.CancelScope()
+        self.idle = trio.Event()
+        self.nursery.start_soon(self._run, turn, self.current)
+
+    async def _run(self, turn: Turn, scope: trio.CancelScope) -> None:
+        def send(event: dict[str, Any]) -> None:
+            try:
+                turn.events.send_nowait(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the client went away; the turn still finishes and is recorded
+
+        try:
+            with scope:
+                try:
+                    await self.agent.run_turn(
+                        self.ctx, turn.text, lambda e: send(_event(e)), source=self.source
+                    )
+                except Exception as exc:
+                    log.warning("turn in %s failed: %s", self.ctx.session_id, exc)
+                    send({"kind": "error", "text": str(exc), "tool": "", "call_id": ""})
+            if scope.cancelled_caught:
+                send({"kind": "interrupted", "text": "", "tool": "", "call_id": ""})
+        finally:
+            turn.events.close()
+            self.current = None
+            if self.queue:
+                self._begin(self.queue.popleft())
+            else:
+                self.idle.set()
+
+    async def _stop_when_idle(self) -> None:
+        while True:
+            with trio.move_on_after(self.idle_timeout):
+                await self._activity.wait()
+                self._activity = trio.Event()
+                continue
+            if self.current is None and not self.queue:
+                self.stop()
+                return
