@@ -60,8 +60,7 @@ class OfflineProvider:
 
     def _say(self, text: str, on_text: OnText | None) -> ModelReply:
         if on_text is not None:
-            for word in text.split(" "):
-                on_text(word + " ")
+            on_text(text)  # it has the whole reply at once: one piece
         return ModelReply(text, (), self.name, self.model, 0, len(text.split()))
 
 

@@ -70,6 +70,15 @@ async def serve_tree(root: Supervisor, timeout: float, on_ready: Callable[[], No
             nursery.cancel_scope.cancel()
 
 
+def _address_in_use(exc: BaseException | None) -> bool:
+    """Whether a child failed to start because its port was taken."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_address_in_use(e) for e in exc.exceptions)
+    if isinstance(exc, ChildStartError):
+        return _address_in_use(exc.__cause__)
+    return isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
+
+
 def run_serve(
     home: HermesHome, config: Config, on_ready: Callable[[int], None], lock: bool = True
 ) -> None:
@@ -88,9 +97,8 @@ def run_serve(
 
         try:
             trio.run(serve_tree, root, config.gateway.drain_timeout, ready)
-        except ChildStartError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+        except (ChildStartError, BaseExceptionGroup) as exc:
+            if _address_in_use(exc):
                 local = config.gateway.local
                 raise PortInUse(local.host, local.port) from None
             raise

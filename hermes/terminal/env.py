@@ -49,14 +49,18 @@ class EnvPolicy:
     allow: frozenset[str] = frozenset()
     extra_blocked: frozenset[str] = frozenset()
     patterns: tuple[str, ...] = BLOCKED_PATTERNS
+    _matcher: re.Pattern[str] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        joined = "|".join(f"(?:{fnmatch.translate(p)})" for p in self.patterns)
+        object.__setattr__(self, "_matcher", re.compile(joined))
 
     def is_secret(self, name: str) -> bool:
         if name in self.allow:
             return False
-        upper = name.upper()
-        return name in self.extra_blocked or any(
-            fnmatch.fnmatchcase(upper, p) for p in self.patterns
-        )
+        if name in self.extra_blocked:
+            return True
+        return self._matcher.match(name.upper()) is not None
 
     def child_env(self, environ: Mapping[str, str]) -> dict[str, str]:
         return {k: v for k, v in environ.items() if not self.is_secret(k)}

@@ -1,0 +1,101 @@
+"""The gateway and its session actors: busy modes, /stop, /new, drain notices."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+import trio
+
+from hermes.agent.chain import ProviderChain
+from hermes.agent.loop import Agent
+from hermes.agent.openai_compat import OpenAICompatible
+from hermes.agent.tools.catalog import default_tools
+from hermes.config import GatewayConfig
+from hermes.gateway.gateway import Chat, Draining, Gateway
+from hermes.state.sessions import get_session
+from tests.agent.fake_openai import FakeOpenAI, stream_answer, text_answer
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI() as server:
+        yield server
+
+
+def make(registry, home, fake, busy_mode):
+    agent = Agent(ProviderChain([OpenAICompatible("f", "m", fake.url, "k")]), default_tools())
+    config = GatewayConfig(busy_mode=busy_mode)
+    return Gateway(registry, home.state_db, home.root, home.memories, agent, config)
+
+
+async def collect(events) -> list[dict]:
+    out = []
+    async with events:
+        async for event in events:
+            out.append(event)
+    return out
+
+
+async def first_text(events) -> dict:
+    return await events.receive()
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "queue"])
+async def test_a_message_mid_turn_interrupts_or_queues(registry, home, fake, mode):
+    fake.script(stream_answer([f"w{i} " for i in range(50)], pause=0.1), text_answer("second"))
+    gateway = make(registry, home, fake, mode)
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(gateway.run)
+        session, events1 = await address.call(Chat("s1", "long one"))
+        assert (await events1.receive())["kind"] == "text"  # the first turn is streaming
+        _, events2 = await address.call(Chat("s1", "short one"))
+        if mode == "interrupt":
+            rest1 = await collect(events1)
+            assert rest1[-1]["kind"] == "interrupted"
+            second = await collect(events2)
+            assert second[-1] == {"kind": "done", "text": "second", "tool": "", "call_id": ""}
+        else:
+            rest1 = await collect(events1)
+            assert rest1[-1]["kind"] == "done"  # ran to the end
+            second = await collect(events2)
+            assert second[-1]["text"] == "second"
+        gateway.request_drain(trio.current_time() + 5)
+
+
+async def test_stop_new_and_drain_notice(registry, home, fake):
+    fake.script(stream_answer([f"w{i} " for i in range(100)], pause=0.1))
+    gateway = make(registry, home, fake, "interrupt")
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(gateway.run)
+        _, events = await address.call(Chat("s1", "talk"))
+        await events.receive()
+        assert (await address.call(Chat("s1", "/stop")))["stopped"] is True
+        assert (await collect(events))[-1]["kind"] == "interrupted"
+        new = await address.call(Chat("s1", "/new"))
+        assert new["previous"] == "s1" and new["session"] != "s1"
+        ended = await gateway.db.read(get_session, "s1")
+        assert ended.end_reason == "new session"
+        gateway.stop_intake()
+        with pytest.raises(Draining, match="shutting down"):
+            await address.call(Chat("s2", "hello?"))
+        gateway.request_drain(trio.current_time() + 5)
+
+
+def test_port_in_use_exits_75(home):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        home.config_path.write_text(f"gateway:\n  local:\n    port: {port}\n")
+        result = subprocess.run(
+            [sys.executable, "-m", "hermes.cli.main", "serve"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 75, result.stderr
+    assert f"127.0.0.1:{port} is already in use" in result.stderr
+    assert "Traceback" not in result.stderr
