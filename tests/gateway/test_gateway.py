@@ -99,3 +99,33 @@ def test_port_in_use_exits_75(home):
     assert result.returncode == 75, result.stderr
     assert f"127.0.0.1:{port} is already in use" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.timeout(120)
+def test_chat_and_status_commands(home):
+    home.config_path.write_text("gateway:\n  local:\n    port: 0\n")
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "hermes.cli.main", "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stdout.readline().startswith("HERMES_BACKEND_READY port=")
+
+        def hermes(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "hermes.cli.main", *args],
+                                  capture_output=True, text=True, timeout=60)  # fmt: skip
+
+        chat = hermes("chat", "-m", "hello hermes")
+        assert chat.returncode == 0, chat.stderr
+        assert "You said: hello hermes" in chat.stdout
+        status = hermes("status")
+        assert status.returncode == 0, status.stderr
+        assert "gateway" in status.stdout and "running" in status.stdout
+        (home.root / "serve.token").write_text("wrong\n")
+        refused = hermes("chat", "-m", "hi")
+        assert refused.returncode == 1 and "refused the connection" in refused.stderr
+    finally:
+        serve.terminate()
+        assert serve.wait(timeout=60) == 0
