@@ -48,6 +48,9 @@ class TurnResult:
     model_calls: int
     provider: str
     model: str
+    conversation: list[dict[str, Any]] = attrs.field(factory=list, eq=False, repr=False)
+    """The whole conversation after the turn, without the system prompt: a caller
+    that keeps it passes it back as `history` next time instead of a re-read."""
 
 
 def history_messages(rows: list[MessageRow]) -> list[dict[str, Any]]:
@@ -94,11 +97,17 @@ class Agent:
         on_event: Callable[[Event], None] | None = None,
         stream: bool = True,
         source: str = "local",
+        history: list[dict[str, Any]] | None = None,
     ) -> TurnResult:
+        """`history`: the conversation so far, if the caller kept it from the last
+        turn's result; otherwise it is read from state.db."""
         emit = on_event or (lambda event: None)
         db = ctx.db
-        rows = await db.write(_begin_turn, ctx.session_id, source, user_text)
-        history = history_messages(rows)
+        if history is None:
+            rows = await db.write(_begin_turn, ctx.session_id, source, user_text)
+            history = history_messages(rows)
+        else:
+            await db.write(append_message, NewMessage(ctx.session_id, "user", user_text))
         system = system_prompt(
             ctx.memory.prompt_block(), ctx.session_id, source, ctx.tz, time.time()
         )
@@ -113,7 +122,8 @@ class Agent:
                 messages.append(_assistant_message(reply))
                 if not reply.tool_calls:
                     emit(Event("done", reply.content or ""))
-                    return TurnResult(reply.content or "", calls_made, reply.provider, reply.model)
+                    return TurnResult(reply.content or "", calls_made, reply.provider,
+                                      reply.model, messages[1:])  # fmt: skip
                 for call in reply.tool_calls:
                     emit(Event("tool_call", call.arguments, call.name, call.id))
                 results = await self._run_tools(reply.tool_calls, ctx)
@@ -127,7 +137,8 @@ class Agent:
             text = f"[stopped after {self.max_turns} model calls without a final answer]"
             await db.write(append_message, NewMessage(ctx.session_id, "assistant", text))
             emit(Event("done", text))
-            return TurnResult(text, self.max_turns, reply.provider, reply.model)
+            messages.append({"role": "assistant", "content": text})
+            return TurnResult(text, self.max_turns, reply.provider, reply.model, messages[1:])
         except BaseException as exc:
             note = INTERRUPTED if _is_cancel(exc) else f"[the turn failed: {exc}]"
             with trio.CancelScope(shield=True):

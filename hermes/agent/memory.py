@@ -20,6 +20,7 @@ class MemoryRefused(ValueError):
 class MemoryStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._cache: dict[str, tuple[tuple[int, int], list[str]]] = {}
 
     def _path(self, target: str) -> Path:
         if target not in FILES:
@@ -27,11 +28,19 @@ class MemoryStore:
         return self.directory / FILES[target]
 
     def entries(self, target: str) -> list[str]:
+        """The file's entries; re-read only when the file changed (every turn asks)."""
+        path = self._path(target)
         try:
-            text = self._path(target).read_text(encoding="utf-8")
+            st = path.stat()
         except FileNotFoundError:
             return []
-        return [line[2:] for line in text.splitlines() if line.startswith("- ")]
+        stamp = (st.st_mtime_ns, st.st_size)
+        cached = self._cache.get(target)
+        if cached is None or cached[0] != stamp:
+            text = path.read_text(encoding="utf-8")
+            cached = (stamp, [line[2:] for line in text.splitlines() if line.startswith("- ")])
+            self._cache[target] = cached
+        return list(cached[1])
 
     def _save(self, target: str, entries: list[str]) -> None:
         text = "".join(f"- {e}\n" for e in entries)

@@ -55,6 +55,9 @@ class SessionActor(Actor):
         self.idle = trio.Event()
         self.idle.set()
         self._activity = trio.Event()
+        # The conversation as the model sees it, kept between turns so a turn does not
+        # re-read the whole transcript; dropped after a failed or cancelled turn.
+        self.history: list[dict[str, Any]] | None = None
 
     async def on_start(self) -> None:
         self.nursery.start_soon(self._stop_when_idle)
@@ -96,10 +99,13 @@ class SessionActor(Actor):
 
         try:
             with scope:
+                history, self.history = self.history, None
                 try:
-                    await self.agent.run_turn(
-                        self.ctx, turn.text, lambda e: send(_event(e)), source=self.source
-                    )
+                    result = await self.agent.run_turn(
+                        self.ctx, turn.text, lambda e: send(_event(e)), source=self.source,
+                        history=history,
+                    )  # fmt: skip
+                    self.history = result.conversation
                 except Exception as exc:
                     log.warning("turn in %s failed: %s", self.ctx.session_id, exc)
                     send({"kind": "error", "text": str(exc), "tool": "", "call_id": ""})
