@@ -9,6 +9,7 @@ a command prints, in case one arrived some other way.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Iterable, Mapping
 
@@ -42,6 +43,12 @@ MIN_SECRET_LENGTH = 6  # shorter values would redact ordinary words
 REDACTED = "[REDACTED]"
 
 
+@functools.cache
+def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for all the name patterns (shared: every terminal session has a policy)."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+
+
 @attrs.frozen
 class EnvPolicy:
     """Which variable names are secrets. `extra_blocked` are exact names (from config)."""
@@ -52,8 +59,7 @@ class EnvPolicy:
     _matcher: re.Pattern[str] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        joined = "|".join(f"(?:{fnmatch.translate(p)})" for p in self.patterns)
-        object.__setattr__(self, "_matcher", re.compile(joined))
+        object.__setattr__(self, "_matcher", _compile(self.patterns))
 
     def is_secret(self, name: str) -> bool:
         if name in self.allow:
