@@ -15,7 +15,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
+
+
+def wait_forever() -> None:
+    while True:
+        signal.pause()  # until a signal that is not ignored ends the process
 
 
 def level(n: int) -> None:
@@ -30,7 +34,7 @@ def main() -> None:
     elif which == "1":
         level(1)
         subprocess.Popen([sys.executable, "-m", "tests.terminal.tree_maker", "2"])
-        time.sleep(600)
+        wait_forever()
     elif which == "2":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         level(2)
@@ -38,9 +42,9 @@ def main() -> None:
             os.setsid()
             if os.fork() == 0:  # second fork: the daemon
                 level(3)
-                time.sleep(600)
+                wait_forever()
             os._exit(0)
-        time.sleep(600)
+        wait_forever()
 
 
 if __name__ == "__main__":
