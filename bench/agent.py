@@ -1,16 +1,18 @@
 """One-round turn time through the hermes agent loop against a bare httpx request.
 
 Run: python bench/agent.py
-Both talk to the same fake OpenAI-compatible server on 127.0.0.1 (a real HTTP
-server, answering at once). The hermes turn includes what a real turn does:
-the session and the user's message written to state.db, the history read,
-the system prompt built, the request, the reply recorded.
+Both talk to the same fake OpenAI-compatible server on 127.0.0.1, a real HTTP
+server in its own process (a provider is never in ours) that answers at once.
+The hermes turn includes what a real turn does: the session and the user's
+message written to state.db, the history read, the system prompt built, the
+request, the reply recorded. The bare request sends the same body.
 Last line: RESULT turn_ratio=<hermes turn time / bare request time>
 """
 
 from __future__ import annotations
 
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -19,7 +21,8 @@ from pathlib import Path
 import httpx
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from hermes.agent.chain import ProviderChain  # noqa: E402
 from hermes.agent.loop import Agent  # noqa: E402
@@ -30,19 +33,28 @@ from hermes.agent.tools.catalog import default_tools  # noqa: E402
 from hermes.state.holder import DbHolder  # noqa: E402
 from hermes.state.registry import Registry  # noqa: E402
 from hermes.terminal.session import TerminalSession  # noqa: E402
-from tests.agent.fake_openai import FakeOpenAI, text_answer  # noqa: E402
 
 ROUNDS = 300
 WARMUP = 20
 
 
-async def bare(url: str, body: dict) -> list[float]:
-    """The same request body the hermes turn sent (system prompt, message, tool schemas)."""
+class Recording(httpx.AsyncClient):
+    """Keeps the last request body hermes sent, for the bare baseline to resend."""
+
+    last_body: bytes = b""
+
+    async def send(self, request: httpx.Request, **kwargs):
+        Recording.last_body = request.content
+        return await super().send(request, **kwargs)
+
+
+async def bare(url: str, body: bytes) -> list[float]:
     times = []
+    headers = {"content-type": "application/json", "authorization": "Bearer k"}
     async with httpx.AsyncClient() as client:
         for i in range(ROUNDS + WARMUP):
             start = time.perf_counter()
-            response = await client.post(url + "/chat/completions", json=body)
+            response = await client.post(url + "/chat/completions", content=body, headers=headers)
             response.json()
             if i >= WARMUP:
                 times.append(time.perf_counter() - start)
@@ -51,7 +63,8 @@ async def bare(url: str, body: dict) -> list[float]:
 
 async def turns(url: str, root: Path) -> list[float]:
     registry = Registry()
-    agent = Agent(ProviderChain([OpenAICompatible("fake", "m", url, "k")]), default_tools())
+    provider = OpenAICompatible("fake", "m", url, "k", client=Recording())
+    agent = Agent(ProviderChain([provider]), default_tools())
     times = []
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
@@ -70,11 +83,19 @@ async def turns(url: str, root: Path) -> list[float]:
 
 
 def main() -> None:
-    with FakeOpenAI() as fake, tempfile.TemporaryDirectory() as tmp:
-        fake.script(*[text_answer("pong")] * (2 * (ROUNDS + WARMUP)))
-        ours = statistics.median(trio.run(turns, fake.url, Path(tmp)))
-        raw = statistics.median(trio.run(bare, fake.url, fake.requests[-1]["body"]))
-    print(f"bare httpx request   {raw * 1000:6.2f} ms")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.agent.fake_openai", "pong"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        url = server.stdout.readline().strip()
+        with tempfile.TemporaryDirectory() as tmp:
+            ours = statistics.median(trio.run(turns, url, Path(tmp)))
+        raw = statistics.median(trio.run(bare, url, Recording.last_body))
+    finally:
+        server.terminate()
+        server.wait()
+    print(f"bare httpx request    {raw * 1000:6.2f} ms (the same body)")
     print(f"hermes one-round turn {ours * 1000:6.2f} ms (median of {ROUNDS})")
     print(f"RESULT turn_ratio={ours / raw:.2f}")
 

@@ -116,6 +116,7 @@ class Scheduler(Actor):
         self.running: dict[tuple[str, int], _Running] = {}
         self.finished = 0
         self._wake = trio.Event()
+        self._loop_scope = trio.CancelScope()
         self._dispatching = True
         self._idle = trio.Event()
         self._idle.set()
@@ -136,6 +137,7 @@ class Scheduler(Actor):
         await self._idle.wait()
 
     async def flush(self) -> None:
+        self._loop_scope.cancel()  # it may be inside a query: it must not outlive the holder
         for run in list(self.running.values()):
             run.reason = "interrupted: the gateway shut down"
             run.scope.cancel()
@@ -181,6 +183,10 @@ class Scheduler(Actor):
     # -- the loop -------------------------------------------------------------------
 
     async def _loop(self) -> None:
+        with self._loop_scope:
+            await self._plan_until_drained()
+
+    async def _plan_until_drained(self) -> None:
         while self._dispatching:
             now = self.clock.now()
             try:

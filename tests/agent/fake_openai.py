@@ -73,6 +73,7 @@ def error_answer(status: int, message: str = "error", **headers: str) -> Answer:
 class FakeOpenAI:
     def __init__(self) -> None:
         self.answers: list[Answer] = []
+        self.default = text_answer("(no script)")  # when nothing is scripted
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         fake = self
@@ -90,7 +91,7 @@ class FakeOpenAI:
                 with fake.lock:
                     fake.requests.append({"path": self.path, "body": body,
                                           "auth": self.headers.get("authorization")})  # fmt: skip
-                    answer = fake.answers.pop(0) if fake.answers else text_answer("(no script)")
+                    answer = fake.answers.pop(0) if fake.answers else fake.default
                 if body.get("stream") and answer.status == 200 and answer.chunks is None:
                     answer = as_stream(answer)  # a real server streams whatever it answers
                 if answer.chunks is not None:
@@ -150,3 +151,21 @@ def closed_port_url() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+def main() -> None:
+    """Serve in its own process (for benchmarks): every request gets `text`.
+
+    python -m tests.agent.fake_openai TEXT   -> prints the base URL, serves until killed
+    """
+    import sys
+
+    reply = text_answer(sys.argv[1] if len(sys.argv) > 1 else "pong")
+    with FakeOpenAI() as fake:
+        fake.default = reply
+        print(fake.url, flush=True)
+        fake.thread.join()
+
+
+if __name__ == "__main__":
+    main()
