@@ -9,6 +9,7 @@ run before anything does.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,9 @@ CWD_VARIABLE = "HERMES_CWD_FILE"
 # `eval` keeps the user's text apart from ours: the trap records the final
 # directory even when the command calls `exit` or fails to parse.
 WRAPPER = f'trap \'pwd -P > "${CWD_VARIABLE}" 2>/dev/null\' EXIT\neval "$1"'
+# Only these change the shell's own directory (directly, or in a file it sources),
+# so only commands that mention them pay for the tracking wrapper.
+MAY_CHANGE_DIRECTORY = re.compile(r"\b(?:cd|pushd|popd|source)\b|(?:^|[;&|({]\s*)\.\s")
 
 
 def nearest_existing(path: Path) -> Path:
@@ -76,12 +80,14 @@ class TerminalSession:
         limit = min(timeout or self.options.timeout, FOREGROUND_MAX)
         self.cwd = nearest_existing(self.cwd)
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tracked = MAY_CHANGE_DIRECTORY.search(command) is not None
         cwd_file = self.state_dir / f"cwd-{secrets.token_hex(6)}"
+        argv = ["bash", "-c", WRAPPER, "hermes", command] if tracked else ["bash", "-c", command]
         try:
             result = await run_command(
-                ["bash", "-c", WRAPPER, "hermes", command],
+                argv,
                 cwd=self.cwd,
-                env={**self.env, CWD_VARIABLE: str(cwd_file)},
+                env={**self.env, CWD_VARIABLE: str(cwd_file)} if tracked else self.env,
                 options=RunOptions(
                     timeout=limit,
                     cap=self.options.cap,
@@ -93,7 +99,8 @@ class TerminalSession:
                 interrupt=interrupt,
             )
         finally:
-            self._take_cwd(cwd_file)
+            if tracked:
+                self._take_cwd(cwd_file)
         return result
 
     def _take_cwd(self, cwd_file: Path) -> None:
