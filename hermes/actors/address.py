@@ -31,10 +31,6 @@ class Address:
     def __repr__(self) -> str:
         return f"<Address {self.name}>"
 
-    def clone(self) -> Address:
-        """An address with its own channel clone, for a holder that closes it."""
-        return Address(self.name, self._send.clone())
-
     def close(self) -> None:
         self._send.close()
 
@@ -46,13 +42,6 @@ class Address:
         """Deliver msg and return; waits only while the mailbox is full."""
         try:
             await self._send.send(msg)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise ActorStopped(self.name) from None
-
-    def cast_nowait(self, msg: Any) -> None:
-        """Deliver msg without waiting; trio.WouldBlock if the mailbox is full."""
-        try:
-            self._send.send_nowait(msg)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise ActorStopped(self.name) from None
 

@@ -53,16 +53,6 @@ class Chat:
     text: str
 
 
-@attrs.frozen
-class StopTurn:
-    session_id: str
-
-
-@attrs.frozen
-class NewSession:
-    session_id: str
-
-
 class Gateway(Actor):
     def __init__(
         self,
@@ -126,10 +116,6 @@ class Gateway(Actor):
                 address = await self._session(session_id)
                 await address.call(Turn(msg.text, send))
             return session_id, recv
-        if isinstance(msg, StopTurn):
-            return await self._stop(msg.session_id)
-        if isinstance(msg, NewSession):
-            return await self._new(msg.session_id)
         raise TypeError(f"the gateway cannot handle {type(msg).__name__}")
 
     async def _session(self, session_id: str) -> Address:

@@ -40,7 +40,6 @@ class Live:
     """The current instances of children that others read from (they change on restart)."""
 
     endpoint: LocalEndpoint | None = None
-    scheduler: Scheduler | None = None
     gateway: Gateway | None = None
 
 
@@ -70,9 +69,8 @@ def build_root(home: HermesHome, config: Config) -> tuple[Supervisor, Live]:
             config.zone(),
         )  # fmt: skip
         ctx = FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=runner)
-        live.scheduler = Scheduler(registry, home.state_db, ctx, home.cron_output, config.cron,
-                                   config.zone(), deliverer=deliverer())  # fmt: skip
-        return live.scheduler
+        return Scheduler(registry, home.state_db, ctx, home.cron_output, config.cron,
+                         config.zone(), deliverer=deliverer())  # fmt: skip
 
     def on_bound(port: int) -> None:
         """Clients (hermes chat) find the port here, also after the endpoint restarts."""
