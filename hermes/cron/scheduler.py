@@ -28,6 +28,7 @@ from hermes.cron.clock import WallClock
 from hermes.cron.delivery import Deliverer, NoAdapters, Target, plan_delivery
 from hermes.cron.fire import FireContext, FireResult, execute
 from hermes.cron.injection import check as injection_check
+from hermes.cron.outbox import Delivery, mark_delivery, queue_deliveries, recover_deliveries
 from hermes.cron.output import write_output
 from hermes.cron.store import (
     Claim,
@@ -125,6 +126,7 @@ class Scheduler(Actor):
 
     async def on_start(self) -> None:
         self.db = await DbHolder(self.registry, self.state_db).__aenter__()
+        self.nursery.start_soon(self._resume_deliveries)
         self.nursery.start_soon(self._loop)
 
     def stop_intake(self) -> None:
@@ -307,16 +309,39 @@ class Scheduler(Actor):
             self.config.mirror_delivery,
             job.id,
         )
+        chats = [
+            p
+            for p in plan.targets
+            if not (p.target.platform == "local" and p.target.chat_id is None)
+        ]  # the output file is the local delivery
+        queued = await self.db.write(
+            queue_deliveries, job.id, claim.fence, chats, text, self.clock.now()
+        )
         errors = list(plan.problems)
-        for planned in plan.targets:
-            if planned.target.platform == "local" and planned.target.chat_id is None:
-                continue  # the output file is the local delivery
-            try:
-                sent = await self.deliverer.send(planned, text)
-            except Exception as exc:  # one target failing never stops the others
-                errors.append(f"{planned.target}: {exc}")
-                continue
-            if not sent.success:
-                errors.append(f"{planned.target}: {sent.error}")
+        for delivery in queued:
+            error = await self._send(delivery)
+            if error:
+                errors.append(error)
         if errors:
             await self.db.write(record_delivery, job.id, claim.fence, "; ".join(errors))
+
+    async def _send(self, delivery: Delivery) -> str | None:
+        """One send, recorded as attempted before it starts; returns the error, if any."""
+        planned = delivery.planned
+        await self.db.write(mark_delivery, delivery.id, "attempted", self.clock.now())
+        try:
+            sent = await self.deliverer.send(planned, delivery.text)
+            error = None if sent.success else f"{planned.target}: {sent.error}"
+        except Exception as exc:  # one target failing never stops the others
+            error = f"{planned.target}: {exc}"
+        status = "failed" if error else "sent"
+        await self.db.write(mark_delivery, delivery.id, status, self.clock.now(), error)
+        return error
+
+    async def _resume_deliveries(self) -> None:
+        """After a restart: send what never started; what started is marked unknown."""
+        for delivery in await self.db.write(recover_deliveries, self.clock.now()):
+            error = await self._send(delivery)
+            if error:
+                log.warning("cron %s: a delivery left from before the restart failed: %s",
+                            delivery.job_id, error)  # fmt: skip

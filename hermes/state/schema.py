@@ -158,8 +158,39 @@ def _step_3_cron(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS cron_runs_by_job ON cron_runs(job_id, id)")
 
 
+def _step_4_outbox(conn: apsw.Connection) -> None:
+    """Cron deliveries, written before a send starts: after a restart, ones that never
+    started are sent, ones that started but were not confirmed are marked unknown."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS cron_deliveries (
+            id INTEGER PRIMARY KEY,
+            job_id TEXT NOT NULL,
+            fence INTEGER NOT NULL,
+            platform TEXT NOT NULL,
+            chat_id TEXT,
+            thread_id TEXT,
+            provenance TEXT NOT NULL,
+            mirror INTEGER NOT NULL,
+            metadata TEXT NOT NULL,
+            text TEXT NOT NULL,
+            status TEXT NOT NULL,
+            error TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS cron_deliveries_open ON cron_deliveries(status)")
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_step_1_base, _step_2_fts, _step_3_cron]
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
+    _step_1_base,
+    _step_2_fts,
+    _step_3_cron,
+    _step_4_outbox,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
