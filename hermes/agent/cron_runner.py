@@ -8,7 +8,9 @@ from zoneinfo import ZoneInfo
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
+from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job
+from hermes.home import HermesHome
 from hermes.state.holder import DbHolder
 from hermes.state.registry import Registry
 from hermes.terminal.session import TerminalSession
@@ -44,3 +46,13 @@ class CronAgentRunner:
             ctx = ToolContext(session_id, db, terminal, self.memory, origin=job.origin, tz=self.tz)
             result = await self.agent.run_turn(ctx, prompt, stream=False, source="cron")
         return result.text
+
+
+def cron_fire_context(
+    agent: Agent, registry: Registry, home: HermesHome, tz: ZoneInfo
+) -> FireContext:
+    """How cron fires run in this home: scripts from its scripts/, agent turns with memory."""
+    runner = CronAgentRunner(
+        agent, registry, home.state_db, home.memories, home.root, home.root / ".terminal", tz
+    )
+    return FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=runner)

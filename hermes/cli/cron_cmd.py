@@ -17,22 +17,21 @@ from typing import Any
 import apsw
 import trio
 
-from hermes.agent.cron_runner import CronAgentRunner
+from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.loop import Agent
 from hermes.agent.providers import build_chain
 from hermes.agent.tools.catalog import default_tools
 from hermes.cli import exit_codes
 from hermes.config import Config, Secrets, load_config
-from hermes.cron.fire import FireContext, execute
+from hermes.cron.fire import execute
 from hermes.cron.injection import check as injection_check
-from hermes.cron.output import write_output
+from hermes.cron.result import record_result
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.store import (
     NewJob,
     cancel_job,
     claim_now,
     create_job,
-    finish_fire,
     list_jobs,
     record_interrupted,
     remove_job,
@@ -239,9 +238,7 @@ async def _fire_with(db: DbHolder, registry: Registry, args, home, config, agent
     owner = f"cli:{os.getpid()}"
     lease = config.cron.lease_seconds
     claim = await db.write(claim_now, args.job, owner, time.time(), lease, args.prompt)
-    runner = CronAgentRunner(agent, registry, home.state_db, home.memories, home.root,
-                             home.root / ".terminal", config.zone())  # fmt: skip
-    ctx = FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=runner)
+    ctx = cron_fire_context(agent, registry, home, config.zone())
     print(f"firing {claim.job.id} (run {claim.fence}) ...", flush=True)
     try:
         result = await execute(claim, ctx, time.time())
@@ -251,10 +248,7 @@ async def _fire_with(db: DbHolder, registry: Registry, args, home, config, agent
                 record_interrupted, claim.job.id, claim.fence, "interrupted", time.time()
             )
         raise
-    path = write_output(home.cron_output, claim.job, claim.fence, time.time(), result.prompt,
-                        result.response, result.status == "error")  # fmt: skip
-    streak = await db.write(finish_fire, claim.job.id, claim.fence, result.status, time.time(),
-                            result.error, str(path))  # fmt: skip
+    path, streak = await record_result(db, home.cron_output, claim, result, time.time())
     if streak is None:
         print("refused: a newer fire owns the job")
         return exit_codes.FAILED

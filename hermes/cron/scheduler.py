@@ -29,14 +29,13 @@ from hermes.cron.delivery import Deliverer, NoAdapters, Target, plan_delivery
 from hermes.cron.fire import FireContext, FireResult, execute
 from hermes.cron.injection import check as injection_check
 from hermes.cron.outbox import Delivery, mark_delivery, queue_deliveries, recover_deliveries
-from hermes.cron.output import write_output
+from hermes.cron.result import record_result
 from hermes.cron.store import (
     Claim,
     JobError,
     claim_due,
     claim_now,
     earliest_due,
-    finish_fire,
     heartbeat,
     record_delivery,
     record_interrupted,
@@ -275,14 +274,7 @@ class Scheduler(Actor):
 
     async def _finish(self, claim: Claim, result: FireResult) -> None:
         job = claim.job
-        now = self.clock.now()
-        path = write_output(
-            self.output_dir, job, claim.fence, now, result.prompt, result.response,
-            result.status == "error",
-        )  # fmt: skip
-        streak = await self.db.write(
-            finish_fire, job.id, claim.fence, result.status, now, result.error, str(path)
-        )
+        _, streak = await record_result(self.db, self.output_dir, claim, result, self.clock.now())
         if streak is None:
             log.warning("cron %s run %d: stale result refused; not delivered", job.id, claim.fence)
             return

@@ -8,12 +8,11 @@ import attrs
 
 from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
 from hermes.adapters.local_ws import LocalEndpoint
-from hermes.agent.cron_runner import CronAgentRunner
+from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.loop import Agent
 from hermes.agent.providers import build_chain
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config, Secrets
-from hermes.cron.fire import FireContext
 from hermes.cron.scheduler import Scheduler
 from hermes.gateway.gateway import Gateway
 from hermes.gateway.local_delivery import LocalDeliverer
@@ -64,11 +63,7 @@ def build_root(home: HermesHome, config: Config) -> tuple[Supervisor, Live]:
 
     def scheduler() -> Scheduler:
         registry = root.handle_of("state")
-        runner = CronAgentRunner(
-            agent, registry, home.state_db, home.memories, home.root, home.root / ".terminal",
-            config.zone(),
-        )  # fmt: skip
-        ctx = FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=runner)
+        ctx = cron_fire_context(agent, registry, home, config.zone())
         return Scheduler(registry, home.state_db, ctx, home.cron_output, config.cron,
                          config.zone(), deliverer=deliverer())  # fmt: skip
 
