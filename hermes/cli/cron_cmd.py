@@ -136,7 +136,6 @@ def _new_fields(args, config: Config) -> dict[str, Any]:
         fields["repeat_times"] = args.repeat
     if args.no_catch_up:
         fields["catch_up"] = False
-    injection_check(fields.get("prompt"), "prompt")
     return fields
 
 

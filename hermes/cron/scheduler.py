@@ -27,7 +27,6 @@ from hermes.config import CronConfig
 from hermes.cron.clock import WallClock
 from hermes.cron.delivery import Deliverer, NoAdapters, Target, plan_delivery
 from hermes.cron.fire import FireContext, FireResult, execute
-from hermes.cron.injection import check as injection_check
 from hermes.cron.outbox import Delivery, mark_delivery, queue_deliveries, recover_deliveries
 from hermes.cron.result import record_result
 from hermes.cron.store import (
@@ -155,7 +154,6 @@ class Scheduler(Actor):
                 self._wake.set()
                 return None
             case RunNow(ref=ref, context=context):
-                injection_check(context, "run context")
                 claim = await self.db.write(
                     claim_now, ref, self.owner, self.clock.now(), self.config.lease_seconds, context
                 )

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import apsw
 import attrs
 
+from hermes.cron.injection import check as injection_check
 from hermes.cron.jobs import JOB_SELECT, RUN_SELECT, Job, Origin, Run, job_from_row
 from hermes.cron.schedule import GRACE_MIN, ONE_SHOT_GRACE, Schedule, grace, next_after
 
@@ -67,6 +68,7 @@ def create_job(conn: apsw.Connection, new: NewJob, now: float, tz: ZoneInfo) -> 
         raise JobError("a no_agent job needs a script")
     if not (new.prompt or "").strip() and not new.script:
         raise JobError("a job needs a prompt or a script")
+    injection_check(new.prompt, "prompt")
     first = next_after(new.schedule, now, tz) if new.schedule.kind != "once" else new.schedule.at
     job_id = new_job_id()
     conn.execute(
@@ -131,6 +133,7 @@ def update_job(conn: apsw.Connection, job_id: str, now: float, tz: ZoneInfo, **f
     job = get_job(conn, job_id)
     if job is None:
         raise JobError(f"no cron job {job_id!r}")
+    injection_check(fields.get("prompt"), "prompt")
     sets, args = [], []
     if "schedule" in fields:
         schedule: Schedule = fields.pop("schedule")
@@ -275,6 +278,7 @@ def claim_now(
     conn: apsw.Connection, ref: str, owner: str, now: float, lease: float, context: str | None
 ) -> Claim:
     """Claim a job for an immediate fire (`cron run`); its schedule is untouched."""
+    injection_check(context, "run context")
     job = resolve_job(conn, ref)
     if _live_lease(job, now):
         raise JobError(f"job {job.id} is running now (run {job.running_fence})")

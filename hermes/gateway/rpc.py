@@ -13,7 +13,7 @@ from hermes.actors.errors import ActorStopped
 from hermes.actors.supervisor import Supervisor
 from hermes.adapters.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_BUSY, RpcError
 from hermes.adapters.local_ws import Client
-from hermes.cron.injection import InjectionRefused, check
+from hermes.cron.injection import InjectionRefused
 from hermes.cron.jobs import Origin
 from hermes.cron.schedule import ScheduleError, parse_schedule
 from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow
@@ -104,7 +104,6 @@ class Methods:
 
     async def m_cron_add(self, client: Client, params: dict[str, Any]) -> Any:
         prompt = _need(params, "prompt")
-        check(prompt)
         now = time.time()
         schedule = parse_schedule(_need(params, "schedule"), self.tz, now)
         session = params.get("session")

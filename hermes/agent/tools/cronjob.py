@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
-from hermes.cron.injection import InjectionRefused, check
+from hermes.cron.injection import InjectionRefused
 from hermes.cron.schedule import ScheduleError, parse_schedule
 from hermes.cron.scheduler import JobsChanged, RunNow
 from hermes.cron.store import (
@@ -64,7 +64,6 @@ class CronjobTool:
         now = time.time()
         if action == "create":
             prompt = need(args, "prompt")
-            check(prompt)
             schedule = parse_schedule(need(args, "schedule"), ctx.tz, now)
             new = NewJob(
                 args.get("name") or prompt[:40],
@@ -83,7 +82,6 @@ class CronjobTool:
         if action == "update":
             fields: dict[str, Any] = {}
             if args.get("prompt"):
-                check(args["prompt"])
                 fields["prompt"] = args["prompt"]
             if args.get("name"):
                 fields["name"] = args["name"]
