@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
+import attrs
 import trio
 
 from hermes.terminal.command import CommandResult, RunOptions, run_command
@@ -88,13 +89,7 @@ class TerminalSession:
                 argv,
                 cwd=self.cwd,
                 env={**self.env, CWD_VARIABLE: str(cwd_file)} if tracked else self.env,
-                options=RunOptions(
-                    timeout=limit,
-                    cap=self.options.cap,
-                    grace=self.options.grace,
-                    drain_idle=self.options.drain_idle,
-                    spill_dir=self.options.spill_dir,
-                ),
+                options=attrs.evolve(self.options, timeout=limit),
                 redactor=Redactor(self.redactor_secrets),
                 interrupt=interrupt,
             )
