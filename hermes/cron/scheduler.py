@@ -124,7 +124,6 @@ class Scheduler(Actor):
 
     async def on_start(self) -> None:
         self.db = await DbHolder(self.registry, self.state_db).__aenter__()
-        self.nursery.start_soon(self._resume_deliveries)
         self.nursery.start_soon(self._loop)
 
     def stop_intake(self) -> None:
@@ -182,7 +181,10 @@ class Scheduler(Actor):
     # -- the loop -------------------------------------------------------------------
 
     async def _loop(self) -> None:
+        """Everything the scheduler does with state.db on its own runs in this scope,
+        which flush cancels before it lets go of the database."""
         with self._loop_scope:
+            await self._resume_deliveries()
             await self._plan_until_drained()
 
     async def _plan_until_drained(self) -> None:
