@@ -14,6 +14,7 @@ from hermes.home import HermesHome
 from hermes.state.registry import Registry
 from hermes.terminal.reaper import become_subreaper, reap
 from hermes.terminal.tree import ProcessId, descendant_pids
+from tests.processes import start_serve
 
 
 @pytest.fixture
@@ -70,3 +71,25 @@ async def registry():
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "state.db"
+
+
+@pytest.fixture
+def spawn(home):
+    """Start `hermes serve` processes on the test's home; kill any still running at the end.
+
+    Unless the test wrote its own config.yaml first, the local endpoint listens on
+    an ephemeral port (0) so tests never collide.
+    """
+    if not home.config_path.exists():
+        home.config_path.write_text("gateway:\n  local:\n    port: 0\n")
+    procs = []
+
+    def start(*args: str):
+        procs.append(start_serve(*args))
+        return procs[-1]
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()

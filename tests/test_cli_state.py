@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import apsw
 import pytest
@@ -14,12 +12,7 @@ import trio
 from hermes.state.messages import NewMessage, append_messages
 from hermes.state.registry import Registry
 from hermes.state.sessions import NewSession, create_session, set_title
-
-
-def hermes(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hermes.cli.main", *args], capture_output=True, text=True, timeout=60
-    )
+from tests.processes import hermes
 
 
 async def fill(home) -> None:

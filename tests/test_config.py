@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from hermes.config import Config, ConfigError, Secrets, load_config
 from hermes.home import HermesHome, write_secret_file
+from tests.processes import hermes
 
 
 def write(path: Path, text: str) -> Path:
@@ -88,15 +87,6 @@ def test_home_layout_is_private(tmp_path):
     home.env_path.chmod(0o644)
     home.ensure()
     assert stat.S_IMODE(home.env_path.stat().st_mode) == 0o600
-
-
-def hermes(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hermes.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
 
 
 def test_cli_bad_config_is_one_line_and_status_2(home):

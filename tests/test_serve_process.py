@@ -4,52 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import apsw
-import pytest
 
 from hermes.gateway.serve import READY_LINE
 from hermes.state.schema import SCHEMA_VERSION
-
-
-def start_serve() -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "hermes.cli.main", "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-@pytest.fixture
-def spawn(home):
-    """Start serve processes on the test's home; kill any still running at the end.
-
-    The local endpoint listens on an ephemeral port (0) so tests never collide.
-    """
-    if not home.config_path.exists():
-        home.config_path.write_text("gateway:\n  local:\n    port: 0\n")
-    procs: list[subprocess.Popen[str]] = []
-
-    def start() -> subprocess.Popen[str]:
-        procs.append(start_serve())
-        return procs[-1]
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-
-
-def wait_ready(proc: subprocess.Popen[str]) -> int:
-    """The port from the ready line (blocks until serve prints it; pytest-timeout guards)."""
-    line = proc.stdout.readline()
-    assert line.startswith(READY_LINE + " port="), (line, proc.poll())
-    return int(line.split("port=")[1])
+from tests.processes import hermes, wait_ready
 
 
 def test_serve_ready_refuses_second_and_drains_on_sigterm(home, spawn):
@@ -58,12 +19,7 @@ def test_serve_ready_refuses_second_and_drains_on_sigterm(home, spawn):
     wait_ready(serve)
     assert home.serve_pid.read_text().strip() == str(serve.pid)
 
-    second = subprocess.run(
-        [sys.executable, "-m", "hermes.cli.main", "serve"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    second = hermes("serve")
     assert second.returncode == 75
     assert f"already running for this home (pid {serve.pid}" in second.stderr
     assert READY_LINE not in second.stdout

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from zoneinfo import ZoneInfo
@@ -15,9 +13,9 @@ import pytest
 
 from hermes.cron.schedule import Schedule
 from hermes.cron.store import NewJob, create_job
-from hermes.gateway.serve import READY_LINE
 from hermes.state.maintenance import open_for_writing
 from hermes.state.schema import immediate
+from tests.processes import wait_ready
 
 JOBS = 20
 EVERY = 3.0
@@ -25,8 +23,7 @@ FIRES = 20 * JOBS  # about a minute of occurrences
 
 
 @pytest.mark.timeout(240)
-def test_two_serves_fire_every_occurrence_exactly_once(home):
-    home.config_path.write_text("gateway:\n  local:\n    port: 0\n")
+def test_two_serves_fire_every_occurrence_exactly_once(home, spawn):
     fifo = home.root / "fires"
     os.mkfifo(fifo)
     (home.scripts / "fire.sh").write_text(f"echo tick > {fifo}\necho fired\n")
@@ -41,18 +38,10 @@ def test_two_serves_fire_every_occurrence_exactly_once(home):
 
     # Read-write, so opening does not wait for a writer; held open for both serves' fires.
     reader = os.open(fifo, os.O_RDWR)
-    serves = [
-        subprocess.Popen(
-            [sys.executable, "-m", "hermes.cli.main", "serve", "--no-lock"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    serves = [spawn("--no-lock") for _ in range(2)]
     try:
         for serve in serves:
-            assert serve.stdout.readline().startswith(READY_LINE + " port=")
+            wait_ready(serve)
         seen = 0
         while seen < FIRES:  # each fire writes one line: wait for them, not for a clock
             seen += os.read(reader, 4096).count(b"\n")
@@ -61,11 +50,7 @@ def test_two_serves_fire_every_occurrence_exactly_once(home):
         for serve in serves:
             assert serve.wait(timeout=60) == 0, serve.stderr.read()
     finally:
-        os.close(reader)
-        for serve in serves:
-            if serve.poll() is None:
-                serve.kill()
-                serve.wait()
+        os.close(reader)  # the spawn fixture kills any serve still running
 
     conn = apsw.Connection(str(home.state_db))
     rows = list(conn.execute("SELECT job_id, due_at, status, owner FROM cron_runs ORDER BY due_at"))

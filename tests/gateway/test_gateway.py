@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 
 import pytest
 import trio
@@ -17,6 +15,7 @@ from hermes.config import GatewayConfig
 from hermes.gateway.gateway import Chat, Draining, Gateway
 from hermes.state.sessions import get_session
 from tests.agent.fake_openai import FakeOpenAI, stream_answer, text_answer
+from tests.processes import hermes, wait_ready
 
 
 @pytest.fixture
@@ -90,33 +89,17 @@ def test_port_in_use_exits_75(home):
         taken.listen()
         port = taken.getsockname()[1]
         home.config_path.write_text(f"gateway:\n  local:\n    port: {port}\n")
-        result = subprocess.run(
-            [sys.executable, "-m", "hermes.cli.main", "serve"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = hermes("serve")
     assert result.returncode == 75, result.stderr
     assert f"127.0.0.1:{port} is already in use" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 @pytest.mark.timeout(120)
-def test_chat_and_status_commands(home):
-    home.config_path.write_text("gateway:\n  local:\n    port: 0\n")
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "hermes.cli.main", "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def test_chat_and_status_commands(home, spawn):
+    serve = spawn()
     try:
-        assert serve.stdout.readline().startswith("HERMES_BACKEND_READY port=")
-
-        def hermes(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, "-m", "hermes.cli.main", *args],
-                                  capture_output=True, text=True, timeout=60)  # fmt: skip
-
+        wait_ready(serve)
         chat = hermes("chat", "-m", "hello hermes")
         assert chat.returncode == 0, chat.stderr
         assert "You said: hello hermes" in chat.stdout

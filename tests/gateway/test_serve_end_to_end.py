@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 
 import apsw
@@ -15,7 +13,6 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
-from hermes.gateway.serve import READY_LINE
 from tests.agent.fake_openai import (
     FakeOpenAI,
     error_answer,
@@ -23,6 +20,7 @@ from tests.agent.fake_openai import (
     text_answer,
     tool_answer,
 )
+from tests.processes import wait_ready
 
 DRAIN = 3.0
 
@@ -34,23 +32,14 @@ def fake():
 
 
 @pytest.fixture
-def serve(home, fake):
+def serve(home, fake, spawn):
     home.config_path.write_text(
         f"model: {{provider: fake, model: fake-1, base_url: '{fake.url}', api_key_env: FAKE_KEY}}\n"
         "fallback_providers:\n  - {provider: offline, model: hermes-offline}\n"
         f"gateway:\n  drain_timeout: {DRAIN}\n  local:\n    port: 0\n"
     )
     home.env_path.write_text("FAKE_KEY=sk-fake\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hermes.cli.main", "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    yield proc
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
+    return spawn()
 
 
 class Client:
@@ -89,9 +78,7 @@ def connect(port: int, token: str):
 
 @pytest.mark.timeout(120)
 async def test_serve_end_to_end(home, fake, serve):
-    line = await trio.to_thread.run_sync(serve.stdout.readline)
-    assert line.startswith(f"{READY_LINE} port="), (line, serve.poll())
-    port = int(line.split("port=")[1])
+    port = await trio.to_thread.run_sync(wait_ready, serve)
     token = home.serve_token.read_text().strip()
 
     with pytest.raises(HandshakeError):  # a wrong token is refused
