@@ -6,6 +6,12 @@ own SAVEPOINT so a failing request fails alone, commits once, then answers
 every caller. A write is acknowledged only after its commit. All SQLite work
 runs in a worker thread, one batch per thread hop, never on the Trio thread.
 
+Checkpoints never run on the commit path: SQLite's automatic checkpoint (which
+stalls the committing batch for milliseconds while it copies pages) is
+replaced by a PASSIVE checkpoint on the writer's own second connection, in
+its own thread, started when the WAL passes CHECKPOINT_PAGES and
+periodically; batches keep committing while it runs.
+
 Before each batch the writer checks that the path still names the file it
 opened (device, inode and the stamp in the header). If not, it retires: the
 batch and every later request fail with StateDbReplacedError, it closes its
@@ -35,6 +41,7 @@ log = logging.getLogger(__name__)
 
 WAL_WARN_BYTES = 256 * 1024 * 1024
 CHECKPOINT_INTERVAL = 60.0
+CHECKPOINT_PAGES = 1000  # SQLite's own automatic threshold, moved off the commit path
 BUSY_RETRIES = 6  # each waits up to the connection's busy timeout (10 s)
 
 _warned_wal: set[str] = set()  # one WAL-growth warning per database per process
@@ -89,6 +96,14 @@ class DbWriter(BatchActor):
         self._stamp = 0
         self._stamp_on_disk = False
         self._limiter = trio.CapacityLimiter(1)
+        self._wal_pages = 0  # after the last commit, from the WAL hook
+        self._checkpointer: apsw.Connection | None = None  # used only on its own thread
+        self._checkpointer_header: HeaderReader | None = None
+        self._checkpointer_limiter = trio.CapacityLimiter(1)
+        self._checkpointing = False
+        self._checkpointer_closed = False
+        self.checkpoints = 0  # background checkpoints run, for tests and stats
+        self._checkpointed = trio.Event()
 
     # -- life cycle -----------------------------------------------------------
 
@@ -98,14 +113,16 @@ class DbWriter(BatchActor):
 
     async def flush(self) -> None:
         """Drain phase 3: a PASSIVE checkpoint (never for a retired file), then close."""
+        await self._close_checkpointer()
         await self._in_thread(self._close_sync, True)
 
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         try:
             await super().run(task_status=task_status)
         finally:
-            if self._conn is not None:  # crashed or cancelled before flush closed it
-                with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True):  # crashed or cancelled before flush closed it
+                await self._close_checkpointer()
+                if self._conn is not None:
                     await self._in_thread(self._close_sync, False)
 
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -119,7 +136,11 @@ class DbWriter(BatchActor):
             passive_checkpoint(conn)  # puts the stamp in the main file's header
             self._identity = FileIdentity.of(self.path)
             self._header = HeaderReader(self.path)
+            conn.set_wal_hook(self._wal_grew)  # replaces SQLite's automatic checkpoint
+            self._checkpointer = open_checkpointer(self.path)
+            self._checkpointer_header = HeaderReader(self.path)
         except BaseException:
+            self._close_checkpointer_sync()
             conn.close()
             raise
         self._conn = conn
@@ -140,13 +161,13 @@ class DbWriter(BatchActor):
 
     # -- the identity check -----------------------------------------------------
 
-    def _replaced_why(self) -> str | None:
+    def _replaced_why(self, header: HeaderReader | None) -> str | None:
         identity = FileIdentity.of(self.path)
         if identity is None:
             return "the file is gone"
         if identity != self._identity:
             return "another file was moved into its place"
-        stamp = self._header.stamp() if self._header is not None else None
+        stamp = header.stamp() if header is not None else None
         if stamp == self._stamp:
             self._stamp_on_disk = True
             return None
@@ -168,12 +189,15 @@ class DbWriter(BatchActor):
         was_retired = self.retired
         results = await self._in_thread(self._batch_sync, msgs)
         if self.retired is not None and was_retired is None:
+            await self._close_checkpointer()  # before anyone learns the file was replaced
             self._on_retired(self.retired)
+        elif self._wal_pages >= CHECKPOINT_PAGES:
+            self._start_checkpoint()
         return results
 
     def _batch_sync(self, msgs: list[Any]) -> list[outcome.Outcome]:
         if self.retired is None and self._conn is not None:
-            why = self._replaced_why()
+            why = self._replaced_why(self._header)
             if why is not None:
                 self._retire_sync(why)
         if self.retired is not None or self._conn is None:
@@ -248,12 +272,60 @@ class DbWriter(BatchActor):
 
     # -- checkpoints and WAL health -------------------------------------------
 
+    def _wal_grew(self, conn: apsw.Connection, name: str, pages: int) -> int:
+        self._wal_pages = pages
+        return apsw.SQLITE_OK
+
     def _checkpoint_sync(self) -> tuple[int, int] | None:
+        """The explicit Checkpoint message: on the writer's connection, after its commit."""
         if self.retired is not None or self._conn is None:
             raise self._replaced()
         frames = passive_checkpoint(self._conn)
         self._warn_if_wal_grows()
         return frames
+
+    def _start_checkpoint(self) -> None:
+        if not self._checkpointing and self.retired is None and not self._checkpointer_closed:
+            self._checkpointing = True
+            self.nursery.start_soon(self._checkpoint_in_background)
+
+    async def _checkpoint_in_background(self) -> None:
+        try:
+            await trio.to_thread.run_sync(
+                self._background_checkpoint_sync, limiter=self._checkpointer_limiter
+            )
+        finally:
+            self._checkpointing = False
+        self.checkpoints += 1
+        self._checkpointed.set()
+        self._checkpointed = trio.Event()
+
+    async def wait_checkpoint(self) -> None:
+        """Until the next background checkpoint has run."""
+        await self._checkpointed.wait()
+
+    def _background_checkpoint_sync(self) -> None:
+        """On the checkpointer's thread: never for a replaced file, never after close."""
+        if self.retired is not None or self._checkpointer_closed:
+            return
+        if self._checkpointer is None or self._replaced_why(self._checkpointer_header):
+            return  # the next batch's identity check retires the writer
+        passive_checkpoint(self._checkpointer)
+        self._warn_if_wal_grows()
+
+    async def _close_checkpointer(self) -> None:
+        """Waits for a running checkpoint; afterwards none starts again."""
+        self._checkpointer_closed = True
+        await trio.to_thread.run_sync(self._close_checkpointer_sync,
+                                      limiter=self._checkpointer_limiter)  # fmt: skip
+
+    def _close_checkpointer_sync(self) -> None:
+        conn, self._checkpointer = self._checkpointer, None
+        header, self._checkpointer_header = self._checkpointer_header, None
+        if header is not None:
+            header.close()
+        if conn is not None:
+            conn.close()
 
     def _warn_if_wal_grows(self) -> None:
         try:
@@ -271,14 +343,22 @@ class DbWriter(BatchActor):
             )
 
     async def _checkpoint_periodically(self) -> None:
-        while True:
+        while self.retired is None and not self._checkpointer_closed:
             await trio.sleep(self._checkpoint_interval)
-            if self.retired is not None:
-                return
-            try:
-                await self._in_thread(self._checkpoint_sync)
-            except StateDbReplacedError:
-                return
+            self._start_checkpoint()
+
+
+def open_checkpointer(path: Path) -> apsw.Connection:
+    """A second connection that only checkpoints: it never waits for a lock, and
+    closing it never checkpoints (the writer's own close does that)."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+    try:  # reading once makes it see the file is in WAL mode; until then it cannot checkpoint
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def passive_checkpoint(conn: apsw.Connection) -> tuple[int, int] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import apsw
@@ -155,4 +156,26 @@ async def test_growing_wal_is_reported_once_per_database(registry, db_path, monk
     reader.close()
     warnings = [r for r in caplog.records if "the WAL has grown" in r.getMessage()]
     assert len(warnings) == 1
+    await registry.release(gen)
+
+
+async def test_commits_never_checkpoint_the_background_checkpointer_does(
+    registry, db_path, monkeypatch
+):
+    monkeypatch.setattr(writer_module, "CHECKPOINT_PAGES", 10**9)
+    gen = await registry.acquire(db_path)
+    writer = writer_of(registry, gen)
+    await gen.write(create_session, NewSession("s"))
+    size = os.stat(db_path).st_size
+    page = "x" * 4096  # a row of about one page
+    for _ in range(20):  # SQLite alone would checkpoint inside one of these commits
+        await gen.write(append_message, NewMessage("s", "user", page))
+    assert os.stat(db_path).st_size == size  # every page is still only in the WAL
+    monkeypatch.setattr(writer_module, "CHECKPOINT_PAGES", 40)
+    await gen.write(append_message, NewMessage("s", "user", page))
+    await writer.wait_checkpoint()
+    # the checkpointer copied the pages into the database file, beside the commits
+    assert os.stat(db_path).st_size > size + 20 * 4096
+    assert writer.checkpoints == 1
+    assert count(db_path, "SELECT count(*) FROM messages") == 21
     await registry.release(gen)
