@@ -34,14 +34,12 @@ class Client:
     def __init__(self, ws: WebSocketConnection) -> None:
         self.ws = ws
         self.sessions: set[str] = set()
-        self._send_lock = trio.Lock()
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.send(jsonrpc.notification(method, params))
 
     async def send(self, text: str) -> None:
-        async with self._send_lock:
-            await self.ws.send_message(text)
+        await self.ws.send_message(text)  # trio-websocket serializes concurrent sends itself
 
 
 Handler = Callable[[Client, str, dict[str, Any]], Awaitable[Any]]

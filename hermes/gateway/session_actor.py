@@ -54,16 +54,17 @@ class SessionActor(Actor):
         self.current: trio.CancelScope | None = None
         self.idle = trio.Event()
         self.idle.set()
-        self._activity = trio.Event()
+        self._last_activity = 0.0  # trio.current_time() of the last message; set on start
         # The conversation as the model sees it, kept between turns so a turn does not
         # re-read the whole transcript; dropped after a failed or cancelled turn.
         self.history: list[dict[str, Any]] | None = None
 
     async def on_start(self) -> None:
+        self._last_activity = trio.current_time()
         self.nursery.start_soon(self._stop_when_idle)
 
     async def handle(self, msg: Any) -> Any:
-        self._activity.set()
+        self._last_activity = trio.current_time()  # a timestamp: no task wakes per message
         if isinstance(msg, Turn):
             if self.current is None:
                 self._begin(msg)
@@ -121,10 +122,10 @@ class SessionActor(Actor):
 
     async def _stop_when_idle(self) -> None:
         while True:
-            with trio.move_on_after(self.idle_timeout):
-                await self._activity.wait()
-                self._activity = trio.Event()
-                continue
+            await trio.sleep_until(self._last_activity + self.idle_timeout)
+            if trio.current_time() < self._last_activity + self.idle_timeout:
+                continue  # a message came while it slept
             if self.current is None and not self.queue:
                 self.stop()
                 return
+            self._last_activity = trio.current_time()  # mid-turn: look again a timeout later
