@@ -13,6 +13,7 @@ from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import GatewayConfig
 from hermes.gateway.gateway import Chat, Draining, Gateway
+from hermes.gateway.session_actor import IDLE_TIMEOUT
 from hermes.state.sessions import get_session
 from tests.agent.fake_openai import FakeOpenAI, stream_answer, text_answer
 from tests.processes import hermes, wait_ready
@@ -61,6 +62,25 @@ async def test_a_message_mid_turn_interrupts_or_queues(registry, home, fake, mod
             assert rest1[-1]["kind"] == "done"  # ran to the end
             second = await collect(events2)
             assert second[-1]["text"] == "second"
+        gateway.request_drain(trio.current_time() + 5)
+
+
+async def test_a_session_actor_stops_after_an_idle_timeout_since_its_last_message(
+    registry, home, fake, io_clock
+):
+    fake.script(text_answer("a"), text_answer("b"))
+    gateway = make(registry, home, fake, "interrupt")
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(gateway.run)
+        _, events = await address.call(Chat("s1", "one"))
+        await collect(events)
+        await trio.sleep(IDLE_TIMEOUT * 0.75)
+        _, events = await address.call(Chat("s1", "two"))
+        await collect(events)
+        await trio.sleep(IDLE_TIMEOUT * 0.75)  # 1.5 timeouts after the first message
+        assert "s1" in gateway.sessions
+        await trio.sleep(IDLE_TIMEOUT * 0.5)  # 1.25 timeouts after the last
+        assert "s1" not in gateway.sessions
         gateway.request_drain(trio.current_time() + 5)
 
 
