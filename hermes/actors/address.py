@@ -59,19 +59,33 @@ class Address:
             return await self._call(msg)
         raise CallTimeout(self.name, timeout)
 
-    async def _call(self, msg: Any) -> Any:
+    async def submit(self, msg: Any) -> Reply:
+        """Deliver msg as a call and return its reply slot without waiting for it.
+
+        The calling task awaits `slot.wait()` later, or `slot.abandon()`s it. A
+        caller uses this to put requests in the mailbox in order now and wait for
+        their answers together (the writer then commits them in one batch).
+        """
         reply = Reply()
         try:
-            # Waiting for the reply is this call's schedule point, so when the
-            # mailbox has room the request goes in without a yield of its own.
-            await trio.lowlevel.checkpoint_if_cancelled()
             try:
-                try:
-                    self._send.send_nowait(Call(msg, reply))
-                except trio.WouldBlock:
-                    await self._send.send(Call(msg, reply))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                raise ActorStopped(self.name) from None
+                self._send.send_nowait(Call(msg, reply))
+            except trio.WouldBlock:
+                await self._send.send(Call(msg, reply))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            reply.abandon()
+            raise ActorStopped(self.name) from None
+        except BaseException:
+            reply.abandon()
+            raise
+        return reply
+
+    async def _call(self, msg: Any) -> Any:
+        # Waiting for the reply is this call's schedule point, so when the
+        # mailbox has room the request goes in without a yield of its own.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        reply = await self.submit(msg)
+        try:
             return await reply.wait()
         finally:
             reply.abandon()

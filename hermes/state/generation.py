@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
+from hermes.actors.reply import Reply
 from hermes.state.errors import StateDbReplacedError
 from hermes.state.readpool import PoolClosed, ReadPool
 from hermes.state.writer import AddTokens, CheckIdentity, Write
@@ -53,6 +54,13 @@ class Generation:
         if self.retired is not None:
             raise self._replaced()
         return await self.writer.call(Write(fn, args), timeout=None)
+
+    async def submit(self, fn: Callable[..., Any], *args: Any) -> Reply:
+        """Queue `fn(conn, *args)` for the writer's next batch and return at once;
+        `await slot.wait()` (in this task) returns after the commit."""
+        if self.retired is not None:
+            raise self._replaced()
+        return await self.writer.submit(Write(fn, args))
 
     async def add_tokens(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
         """Token deltas are merged per session inside the writer's batch."""

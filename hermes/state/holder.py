@@ -13,6 +13,9 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import attrs
+
+from hermes.actors.reply import Reply
 from hermes.state.errors import StateDbReplacedError
 from hermes.state.generation import Generation
 from hermes.state.registry import Registry
@@ -64,8 +67,41 @@ class DbHolder:
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._retry_once(lambda gen: gen.write(fn, *args))
 
+    async def submit(self, fn: Callable[..., Any], *args: Any) -> PendingWrite:
+        """Queue a write now and wait for its commit later, with `await pending.result()`
+        in the same task; writes queued one after another commit in that order."""
+        gen = await self._current()
+        return PendingWrite(self, await gen.submit(fn, *args), fn, args)
+
+    async def _retry(self, fn: Callable[..., T], *args: Any) -> T:
+        gen = await self._current()  # swaps the retired generation for the new one
+        return await gen.write(fn, *args)
+
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._retry_once(lambda gen: gen.read(fn, *args))
 
     async def add_tokens(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
         await self._retry_once(lambda gen: gen.add_tokens(session_id, input_tokens, output_tokens))
+
+
+@attrs.define
+class PendingWrite:
+    """A write in the writer's queue; like DbHolder.write, retried once if the file
+    was replaced before it committed."""
+
+    holder: DbHolder
+    reply: Reply
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+    async def result(self) -> Any:
+        try:
+            return await self.reply.wait()
+        except StateDbReplacedError:
+            return await self.holder._retry(self.fn, *self.args)
+        finally:
+            self.reply.abandon()
+
+    def abandon(self) -> None:
+        """Stop caring about the answer; the write still happens."""
+        self.reply.abandon()

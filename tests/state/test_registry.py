@@ -10,6 +10,7 @@ import trio
 
 from hermes.state.errors import StateDbReplacedError, StateError
 from hermes.state.holder import DbHolder
+from hermes.state.messages import NewMessage, append_message
 from hermes.state.registry import Registry
 from hermes.state.sessions import NewSession, create_session, get_session
 from tests.state.helpers import count, integrity, writer_of
@@ -136,6 +137,30 @@ async def test_holder_carries_on_into_the_replacement(registry, tmp_path, db_pat
     ids = {r[0] for r in _rows(db_path, "SELECT id FROM sessions")}
     assert ids == {"from-backup", "two"}
     assert registry.generations() == []
+
+
+async def test_submitted_writes_commit_in_order_in_one_batch(registry, db_path):
+    async with DbHolder(registry, db_path) as db:
+        await db.write(create_session, NewSession("s"))
+        writer = writer_of(registry, db.gen)
+        before = writer.batches
+        first = await db.submit(append_message, NewMessage("s", "user", "question"))
+        second = await db.submit(append_message, NewMessage("s", "assistant", "answer"))
+        assert await second.result() > await first.result()  # row ids in queue order
+        assert writer.batches - before == 1
+    rows = _rows(db_path, "SELECT role, content FROM messages ORDER BY id")
+    assert rows == [("user", "question"), ("assistant", "answer")]
+
+
+async def test_a_submitted_write_is_retried_once_in_the_replacement(registry, tmp_path, db_path):
+    async with DbHolder(registry, db_path) as db:
+        await db.write(create_session, NewSession("one"))
+        await make_other_db(tmp_path / "backup.db")
+        os.rename(tmp_path / "backup.db", db_path)
+        pending = await db.submit(create_session, NewSession("two"))  # queued to the old file
+        await pending.result()
+    ids = {r[0] for r in _rows(db_path, "SELECT id FROM sessions")}
+    assert ids == {"from-backup", "two"}
 
 
 async def test_failed_open_of_replacement_leaves_no_entry(registry, tmp_path, db_path):
