@@ -23,6 +23,7 @@ from hermes.agent.chain import ProviderChain
 from hermes.agent.prompt import system_prompt
 from hermes.agent.provider import ModelReply, ToolCall
 from hermes.agent.tools.base import Tool, ToolContext, ToolError, schema
+from hermes.state.holder import PendingWrite
 from hermes.state.messages import NewMessage, append_message, messages_of
 from hermes.state.rows import MessageRow
 from hermes.state.sessions import NewSession, add_tokens, ensure_session
@@ -103,11 +104,16 @@ class Agent:
         turn's result; otherwise it is read from state.db."""
         emit = on_event or (lambda event: None)
         db = ctx.db
+        user_write: PendingWrite | None = None
         if history is None:
             rows = await db.write(_begin_turn, ctx.session_id, source, user_text)
             history = history_messages(rows)
         else:
-            await db.write(append_message, NewMessage(ctx.session_id, "user", user_text))
+            # Queued now and awaited with the reply's record: its commit overlaps
+            # the model call, and the two often share one transaction.
+            user_write = await db.submit(
+                append_message, NewMessage(ctx.session_id, "user", user_text)
+            )
         system = system_prompt(
             ctx.memory.prompt_block(), ctx.session_id, source, ctx.tz, time.time()
         )
@@ -118,7 +124,8 @@ class Agent:
         try:
             for calls_made in range(1, self.max_turns + 1):
                 reply = await self.chain.complete(messages, self._schemas, on_text)
-                await self._record_reply(ctx, reply)
+                earlier, user_write = user_write, None
+                await self._record_reply(ctx, reply, earlier)
                 messages.append(_assistant_message(reply))
                 if not reply.tool_calls:
                     emit(Event("done", reply.content or ""))
@@ -143,15 +150,28 @@ class Agent:
             note = INTERRUPTED if _is_cancel(exc) else f"[the turn failed: {exc}]"
             with trio.CancelScope(shield=True):
                 try:
+                    if user_write is not None:  # the model call failed or was cancelled
+                        await user_write.result()
                     await db.write(append_message, NewMessage(ctx.session_id, "system", note))
                 except Exception as write_error:  # the original error matters more
                     log.error("cannot record the end of turn %s: %s", ctx.session_id, write_error)
             raise
 
-    async def _record_reply(self, ctx: ToolContext, reply: ModelReply) -> None:
+    async def _record_reply(
+        self, ctx: ToolContext, reply: ModelReply, earlier: PendingWrite | None
+    ) -> None:
+        """The reply is queued behind `earlier` (the user's message), then both are
+        awaited: the writer commits them in that order, usually in one batch."""
         calls = [c.to_message() for c in reply.tool_calls] or None
         message = NewMessage(ctx.session_id, "assistant", reply.content, tool_calls=calls)
-        await ctx.db.write(_record, message, reply.input_tokens, reply.output_tokens)
+        record = await ctx.db.submit(_record, message, reply.input_tokens, reply.output_tokens)
+        try:
+            if earlier is not None:
+                await earlier.result()
+        except BaseException:
+            record.abandon()
+            raise
+        await record.result()
 
     async def _run_tools(self, calls: tuple[ToolCall, ...], ctx: ToolContext) -> list[str]:
         results: list[str] = [""] * len(calls)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import threading
 
 import httpx
 import pytest
 import trio
+import trio.testing
 
 from hermes.agent.chain import AllProvidersFailed, ProviderChain
 from hermes.agent.loop import INTERRUPTED, Agent, Event
@@ -23,6 +26,7 @@ from tests.agent.fake_openai import (
     text_answer,
     tool_answer,
 )
+from tests.state.helpers import writer_of
 
 
 def provider(fake_or_url, name="A", model="model-a", key="sk-test-a"):
@@ -132,6 +136,40 @@ async def test_cancel_mid_stream_records_the_interruption(fake, ctx):
             await first_text.wait()
             scope.cancel()
     assert (await transcript(ctx))[-1] == ("system", INTERRUPTED)
+
+
+async def test_a_continuing_turn_queues_its_message_and_reply_together(ctx, registry):
+    offline = agent(OfflineProvider())
+    first = await offline.run_turn(ctx, "one", stream=False)
+    writer = writer_of(registry, ctx.db.gen)
+    gate = threading.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ctx.db.write, lambda conn: gate.wait(30))  # the writer is busy
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(functools.partial(
+            offline.run_turn, ctx, "two", stream=False, history=first.conversation
+        ))  # fmt: skip
+        await trio.testing.wait_all_tasks_blocked()  # the model answered without waiting
+        before = writer.batches
+        gate.set()
+    assert writer.batches - before == 2  # the busy batch, then message and reply in one
+    assert (await transcript(ctx))[2:] == [("user", "two"), ("assistant", "You said: two")]
+
+
+async def test_a_continuing_turn_cancelled_mid_stream_keeps_the_users_message(fake, ctx):
+    fake.script(text_answer("first"), stream_answer(["one ", "two ", "three"], pause=0.5))
+    model = agent(provider(fake))
+    first = await model.run_turn(ctx, "hello", stream=False)
+    started = trio.Event()
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(
+                model.run_turn, ctx, "tell me", lambda e: started.set(),
+                history=first.conversation,
+            ))  # fmt: skip
+            await started.wait()
+            scope.cancel()
+    assert (await transcript(ctx))[2:] == [("user", "tell me"), ("system", INTERRUPTED)]
 
 
 async def test_cancel_kills_a_running_commands_tree(fake, ctx, home):
