@@ -52,9 +52,11 @@ class Reply:
         self._outcome = None
 
     async def wait(self) -> Any:
+        """The reply; when it is already here, returns it without a schedule point
+        (the caller already yielded while the actor worked, e.g. waiting for a
+        request queued in the same batch)."""
         if self._state == _DONE:
             result, self._outcome = self._outcome, None
-            await trio.lowlevel.cancel_shielded_checkpoint()
             return result.unwrap()
         self._state = _WAITING
 

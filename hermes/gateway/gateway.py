@@ -109,12 +109,13 @@ class Gateway(Actor):
                 return await self._stop(session_id)
             address = await self._session(session_id)
             send, recv = trio.open_memory_channel[dict[str, Any]](math.inf)  # one turn's events
+            # No timeout: a session actor's handle() only files the turn and returns.
             try:
-                await address.call(Turn(msg.text, send))
+                await address.call(Turn(msg.text, send), timeout=None)
             except ActorStopped:  # it stopped for idleness a moment ago: start it again
                 self.sessions.pop(session_id, None)
                 address = await self._session(session_id)
-                await address.call(Turn(msg.text, send))
+                await address.call(Turn(msg.text, send), timeout=None)
             return session_id, recv
         raise TypeError(f"the gateway cannot handle {type(msg).__name__}")
 
