@@ -3,9 +3,12 @@
 Run: python bench/agent.py
 Both talk to the same fake OpenAI-compatible server on 127.0.0.1, a real HTTP
 server in its own process (a provider is never in ours) that answers at once.
-The hermes turn includes what a real turn does: the session and the user's
-message written to state.db, the history read, the system prompt built, the
-request, the reply recorded. The bare request sends the same body.
+The hermes turn includes what a real turn does: the user's message written to
+state.db, the system prompt built, the request, the reply recorded. Turns run
+in conversations of TURNS_PER_SESSION, the way a session actor serves them:
+the first turn of each creates the session and reads its history from
+state.db, the later ones carry the history kept from the turn before. The
+bare baseline sends the same request bodies, in the same order.
 Last line: RESULT turn_ratio=<hermes turn time / bare request time>
 """
 
@@ -36,23 +39,24 @@ from hermes.terminal.session import TerminalSession  # noqa: E402
 
 ROUNDS = 300
 WARMUP = 20
+TURNS_PER_SESSION = 10
 
 
 class Recording(httpx.AsyncClient):
-    """Keeps the last request body hermes sent, for the bare baseline to resend."""
+    """Keeps every request body hermes sent, for the bare baseline to resend."""
 
-    last_body: bytes = b""
+    bodies: list[bytes] = []
 
     async def send(self, request: httpx.Request, **kwargs):
-        Recording.last_body = request.content
+        Recording.bodies.append(request.content)
         return await super().send(request, **kwargs)
 
 
-async def bare(url: str, body: bytes) -> list[float]:
+async def bare(url: str, bodies: list[bytes]) -> list[float]:
     times = []
     headers = {"content-type": "application/json", "authorization": "Bearer k"}
     async with httpx.AsyncClient() as client:
-        for i in range(ROUNDS + WARMUP):
+        for i, body in enumerate(bodies):
             start = time.perf_counter()
             response = await client.post(url + "/chat/completions", content=body, headers=headers)
             response.json()
@@ -71,13 +75,16 @@ async def turns(url: str, root: Path) -> list[float]:
         async with DbHolder(registry, root / "state.db") as db:
             terminal = TerminalSession(root, state_dir=root / ".t")  # one per conversation
             memory = MemoryStore(root / "memories")
+            history = None
             for i in range(ROUNDS + WARMUP):
-                ctx = ToolContext(f"s{i}", db, terminal, memory)
+                if i % TURNS_PER_SESSION == 0:  # a new conversation: its history is read
+                    ctx, history = ToolContext(f"s{i}", db, terminal, memory), None
                 start = time.perf_counter()
-                result = await agent.run_turn(ctx, "hi", stream=False)
+                result = await agent.run_turn(ctx, "hi", stream=False, history=history)
                 if i >= WARMUP:
                     times.append(time.perf_counter() - start)
                 assert result.text == "pong"
+                history = result.conversation  # kept between turns, as a session actor does
         registry.request_drain(trio.current_time() + 10)
     return times
 
@@ -91,11 +98,11 @@ def main() -> None:
         url = server.stdout.readline().strip()
         with tempfile.TemporaryDirectory() as tmp:
             ours = statistics.median(trio.run(turns, url, Path(tmp)))
-        raw = statistics.median(trio.run(bare, url, Recording.last_body))
+        raw = statistics.median(trio.run(bare, url, Recording.bodies))
     finally:
         server.terminate()
         server.wait()
-    print(f"bare httpx request    {raw * 1000:6.2f} ms (the same body)")
+    print(f"bare httpx request    {raw * 1000:6.2f} ms (the same bodies, in order)")
     print(f"hermes one-round turn {ours * 1000:6.2f} ms (median of {ROUNDS})")
     print(f"RESULT turn_ratio={ours / raw:.2f}")
 
