@@ -1,16 +1,21 @@
 """MEMORY.md (the agent's notes) and USER.md (about the user), with size caps.
 
 Entries are lines starting with "- ". Both files are loaded into the system
-prompt, so the caps keep every turn's prompt bounded.
+prompt, so the caps keep every turn's prompt bounded. Every turn asks for
+that block, so it is kept: a change made through the store shows at once,
+an edit of the files by hand within RECHECK_SECONDS.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 FILES = {"memory": "MEMORY.md", "user": "USER.md"}
 CAPS = {"memory": 2_200, "user": 1_375}  # characters
+RECHECK_SECONDS = 1.0
 
 
 class MemoryRefused(ValueError):
@@ -18,9 +23,11 @@ class MemoryRefused(ValueError):
 
 
 class MemoryStore:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, clock: Callable[[], float] = time.monotonic) -> None:
         self.directory = directory
+        self._clock = clock
         self._cache: dict[str, tuple[tuple[int, int], list[str]]] = {}
+        self._block: tuple[float, str] | None = None  # (when checked, the prompt block)
 
     def _path(self, target: str) -> Path:
         if target not in FILES:
@@ -56,6 +63,7 @@ class MemoryStore:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
+        self._block = None
 
     def add(self, target: str, text: str) -> str:
         text = " ".join(text.split())
@@ -87,9 +95,16 @@ class MemoryStore:
         return f"removed {len(entries) - len(kept)} from {FILES[target]}"
 
     def prompt_block(self) -> str:
+        """Both files for the system prompt; the files are looked at again (two
+        stats) at most once per RECHECK_SECONDS."""
+        now = self._clock()
+        if self._block is not None and now - self._block[0] < RECHECK_SECONDS:
+            return self._block[1]
         parts = []
         for target, title in (("memory", "Your notes"), ("user", "About the user")):
             entries = self.entries(target)
             if entries:
                 parts.append(f"## {title}\n" + "\n".join(f"- {e}" for e in entries))
-        return "\n\n".join(parts)
+        block = "\n\n".join(parts)
+        self._block = (now, block)
+        return block
