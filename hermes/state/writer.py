@@ -294,6 +294,8 @@ class DbWriter(BatchActor):
             await trio.to_thread.run_sync(
                 self._background_checkpoint_sync, limiter=self._checkpointer_limiter
             )
+        except apsw.Error as exc:  # a checkpoint only saves work later; the writes are safe
+            log.warning("%s: a background checkpoint failed: %s", self.path, exc)
         finally:
             self._checkpointing = False
         self.checkpoints += 1
