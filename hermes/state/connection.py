@@ -78,6 +78,19 @@ def open_reader(path: Path) -> apsw.Connection:
     return conn
 
 
+def open_checkpointer(path: Path) -> apsw.Connection:
+    """A second connection that only checkpoints: it never waits for a lock, and
+    closing it never checkpoints (the writer's own close does that)."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+    try:  # reading once makes it see the file is in WAL mode; until then it cannot checkpoint
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def new_stamp() -> int:
     """A random non-zero signed 32-bit stamp (application_id is a signed int)."""
     return struct.unpack(">i", secrets.token_bytes(4))[0] or 1

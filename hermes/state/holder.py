@@ -61,8 +61,7 @@ class DbHolder:
         try:
             return await op(gen)
         except StateDbReplacedError:
-            await self._swap()
-            return await op(self.gen)
+            return await op(await self._current())  # the retired one is swapped for the new
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._retry_once(lambda gen: gen.write(fn, *args))
@@ -72,10 +71,6 @@ class DbHolder:
         in the same task; writes queued one after another commit in that order."""
         gen = await self._current()
         return PendingWrite(self, await gen.submit(fn, *args), fn, args)
-
-    async def _retry(self, fn: Callable[..., T], *args: Any) -> T:
-        gen = await self._current()  # swaps the retired generation for the new one
-        return await gen.write(fn, *args)
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._retry_once(lambda gen: gen.read(fn, *args))
@@ -98,7 +93,8 @@ class PendingWrite:
         try:
             return await self.reply.wait()
         except StateDbReplacedError:
-            return await self.holder._retry(self.fn, *self.args)
+            gen = await self.holder._current()  # the retired one is swapped for the new
+            return await gen.write(self.fn, *self.args)
         finally:
             self.reply.abandon()
 

@@ -33,7 +33,13 @@ import trio
 
 from hermes.actors.batch import BatchActor
 from hermes.state import schema
-from hermes.state.connection import FileIdentity, HeaderReader, ensure_stamp, open_writer
+from hermes.state.connection import (
+    FileIdentity,
+    HeaderReader,
+    ensure_stamp,
+    open_checkpointer,
+    open_writer,
+)
 from hermes.state.errors import SessionNotFound, StateDbReplacedError, StateError
 from hermes.state.sessions import add_tokens
 
@@ -348,19 +354,6 @@ class DbWriter(BatchActor):
         while self.retired is None and not self._checkpointer_closed:
             await trio.sleep(self._checkpoint_interval)
             self._start_checkpoint()
-
-
-def open_checkpointer(path: Path) -> apsw.Connection:
-    """A second connection that only checkpoints: it never waits for a lock, and
-    closing it never checkpoints (the writer's own close does that)."""
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
-    conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
-    try:  # reading once makes it see the file is in WAL mode; until then it cannot checkpoint
-        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
-    except BaseException:
-        conn.close()
-        raise
-    return conn
 
 
 def passive_checkpoint(conn: apsw.Connection) -> tuple[int, int] | None:
