@@ -122,7 +122,8 @@ async def measure_hermes(path: Path) -> tuple[float, list[float]]:
         async def producer(p: int) -> None:
             for n in range(WRITES_EACH):
                 began = time.perf_counter()
-                await gen.write(append_message, NewMessage("bench", "user", text(p, n)))
+                slot = await gen.append(NewMessage("bench", "user", text(p, n)))
+                await slot.wait()
                 latencies.append(time.perf_counter() - began)
 
         start = time.perf_counter()

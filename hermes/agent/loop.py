@@ -26,7 +26,7 @@ from hermes.agent.tools.base import Tool, ToolContext, ToolError, schema
 from hermes.state.holder import PendingWrite
 from hermes.state.messages import NewMessage, append_message, messages_of
 from hermes.state.rows import MessageRow
-from hermes.state.sessions import NewSession, add_tokens, ensure_session
+from hermes.state.sessions import NewSession, ensure_session
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +111,7 @@ class Agent:
         else:
             # Queued now and awaited with the reply's record: its commit overlaps
             # the model call, and the two often share one transaction.
-            user_write = await db.submit(
-                append_message, NewMessage(ctx.session_id, "user", user_text)
-            )
+            user_write = await db.append(NewMessage(ctx.session_id, "user", user_text))
         system = system_prompt(
             ctx.memory.prompt_block(), ctx.session_id, source, ctx.tz, time.time()
         )
@@ -164,7 +162,7 @@ class Agent:
         awaited: the writer commits them in that order, usually in one batch."""
         calls = [c.to_message() for c in reply.tool_calls] or None
         message = NewMessage(ctx.session_id, "assistant", reply.content, tool_calls=calls)
-        record = await ctx.db.submit(_record, message, reply.input_tokens, reply.output_tokens)
+        record = await ctx.db.append(message, reply.input_tokens, reply.output_tokens)
         try:
             if earlier is not None:
                 await earlier.result()
@@ -203,15 +201,6 @@ def _begin_turn(conn: apsw.Connection, session_id: str, source: str, text: str) 
     rows = messages_of(conn, session_id)
     append_message(conn, NewMessage(session_id, "user", text))
     return rows
-
-
-def _record(
-    conn: apsw.Connection, message: NewMessage, input_tokens: int, output_tokens: int
-) -> None:
-    """The model's message and the tokens it cost, in one transaction."""
-    append_message(conn, message)
-    if input_tokens or output_tokens:
-        add_tokens(conn, message.session_id, input_tokens, output_tokens)
 
 
 def _assistant_message(reply: ModelReply) -> dict[str, Any]:

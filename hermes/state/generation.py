@@ -10,8 +10,9 @@ from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
 from hermes.actors.reply import Reply
 from hermes.state.errors import StateDbReplacedError
+from hermes.state.messages import NewMessage
 from hermes.state.readpool import PoolClosed, ReadPool
-from hermes.state.writer import AddTokens, CheckIdentity, Write
+from hermes.state.writer import AddTokens, Append, CheckIdentity, Write
 
 T = TypeVar("T")
 
@@ -58,9 +59,18 @@ class Generation:
     async def submit(self, fn: Callable[..., Any], *args: Any) -> Reply:
         """Queue `fn(conn, *args)` for the writer's next batch and return at once;
         `await slot.wait()` (in this task) returns after the commit."""
+        return await self.submit_request(Write(fn, args))
+
+    async def append(
+        self, message: NewMessage, input_tokens: int = 0, output_tokens: int = 0
+    ) -> Reply:
+        """Queue a message (and the tokens it cost); the slot's answer is its row id."""
+        return await self.submit_request(Append(message, input_tokens, output_tokens))
+
+    async def submit_request(self, request: Write | Append) -> Reply:
         if self.retired is not None:
             raise self._replaced()
-        return await self.writer.submit(Write(fn, args))
+        return await self.writer.submit(request)
 
     async def add_tokens(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
         """Token deltas are merged per session inside the writer's batch."""

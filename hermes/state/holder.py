@@ -18,7 +18,9 @@ import attrs
 from hermes.actors.reply import Reply
 from hermes.state.errors import StateDbReplacedError
 from hermes.state.generation import Generation
+from hermes.state.messages import NewMessage
 from hermes.state.registry import Registry
+from hermes.state.writer import Append, Write
 
 T = TypeVar("T")
 
@@ -69,8 +71,18 @@ class DbHolder:
     async def submit(self, fn: Callable[..., Any], *args: Any) -> PendingWrite:
         """Queue a write now and wait for its commit later, with `await pending.result()`
         in the same task; writes queued one after another commit in that order."""
+        return await self._submit(Write(fn, args))
+
+    async def append(
+        self, message: NewMessage, input_tokens: int = 0, output_tokens: int = 0
+    ) -> PendingWrite:
+        """Queue a message like `submit(append_message, message)`, adding the tokens it
+        cost to its session; appends queued together go in as one statement."""
+        return await self._submit(Append(message, input_tokens, output_tokens))
+
+    async def _submit(self, request: Write | Append) -> PendingWrite:
         gen = await self._current()
-        return PendingWrite(self, await gen.submit(fn, *args), fn, args)
+        return PendingWrite(self, await gen.submit_request(request), request)
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._retry_once(lambda gen: gen.read(fn, *args))
@@ -86,15 +98,15 @@ class PendingWrite:
 
     holder: DbHolder
     reply: Reply
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
+    request: Write | Append
 
     async def result(self) -> Any:
         try:
             return await self.reply.wait()
         except StateDbReplacedError:
             gen = await self.holder._current()  # the retired one is swapped for the new
-            return await gen.write(self.fn, *self.args)
+            self.reply = await gen.submit_request(self.request)
+            return await self.reply.wait()
         finally:
             self.reply.abandon()
 

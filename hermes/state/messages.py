@@ -27,42 +27,69 @@ class NewMessage:
     platform_message_id: str | None = None
 
 
-def append_messages(conn: apsw.Connection, messages: Sequence[NewMessage]) -> list[int]:
-    """Append in order; bumps each session's counters and activity. Returns the row ids."""
-    ids = []
-    now = time.time()
-    for msg in messages:
-        at = msg.timestamp if msg.timestamp is not None else now
-        calls = json.dumps(msg.tool_calls) if msg.tool_calls else None
-        conn.execute(
-            "UPDATE sessions SET message_count = message_count + 1,"
-            " tool_call_count = tool_call_count + ?, last_activity_at = ? WHERE id = ?",
-            (len(msg.tool_calls or ()), at, msg.session_id),
-        )
-        if conn.changes() == 0:
-            raise SessionNotFound(msg.session_id)
-        conn.execute(
-            "INSERT INTO messages (session_id, role, content, tool_calls, tool_call_id,"
-            " tool_name, timestamp, token_count, platform_message_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                msg.session_id,
-                msg.role,
-                msg.content,
-                calls,
-                msg.tool_call_id,
-                msg.tool_name,
-                at,
-                msg.token_count,
-                msg.platform_message_id,
-            ),
-        )
-        ids.append(conn.last_insert_rowid())
-    return ids
+_COLUMNS = (
+    "session_id, role, content, tool_calls, tool_call_id, tool_name, timestamp, token_count,"
+    " platform_message_id"
+)
+_BUMP_SESSION = (
+    "UPDATE sessions SET message_count = message_count + 1,"
+    " tool_call_count = tool_call_count + ?, last_activity_at = ? WHERE id = ?"
+)
+_INSERT_ROW = f"INSERT INTO messages ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_BUMP_SESSIONS = (
+    "UPDATE sessions SET message_count = message_count + d.value ->> 0,"
+    " tool_call_count = tool_call_count + d.value ->> 1, last_activity_at = d.value ->> 2"
+    " FROM json_each(?) AS d WHERE sessions.id = d.key"
+)
+_INSERT_ROWS = (
+    f"INSERT INTO messages ({_COLUMNS}) SELECT value ->> 0, value ->> 1, value ->> 2,"
+    " value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, value ->> 8"
+    " FROM json_each(?) ORDER BY key"
+)
+
+
+def _row(msg: NewMessage, now: float) -> tuple[Any, ...]:
+    at = msg.timestamp if msg.timestamp is not None else now
+    calls = json.dumps(msg.tool_calls) if msg.tool_calls else None
+    return (msg.session_id, msg.role, msg.content, calls, msg.tool_call_id, msg.tool_name,
+            at, msg.token_count, msg.platform_message_id)  # fmt: skip
 
 
 def append_message(conn: apsw.Connection, message: NewMessage) -> int:
-    return append_messages(conn, [message])[0]
+    """Append one message; bumps its session's counters and activity. Returns its row id."""
+    row = _row(message, time.time())
+    conn.execute(_BUMP_SESSION, (len(message.tool_calls or ()), row[6], message.session_id))
+    if conn.changes() == 0:
+        raise SessionNotFound(message.session_id)
+    conn.execute(_INSERT_ROW, row)
+    return conn.last_insert_rowid()
+
+
+def append_messages(conn: apsw.Connection, messages: Sequence[NewMessage]) -> list[int]:
+    """Append in order, as `append_message` does each. Returns the row ids.
+
+    Two statements however many messages there are: the rows travel as one
+    JSON array. The writer's thread then crosses into SQLite twice per batch
+    of appends instead of twice per message, and holds the GIL that much less.
+    """
+    if len(messages) <= 1:
+        return [append_message(conn, m) for m in messages]
+    now = time.time()
+    rows = [_row(msg, now) for msg in messages]
+    bumps: dict[str, list[Any]] = {}  # session -> [messages, tool calls, last activity]
+    for msg, row in zip(messages, rows, strict=True):
+        bump = bumps.setdefault(msg.session_id, [0, 0, 0.0])
+        bump[0] += 1
+        bump[1] += len(msg.tool_calls or ())
+        bump[2] = row[6]
+    conn.execute(_BUMP_SESSIONS, (json.dumps(bumps),))
+    if conn.changes() != len(bumps):
+        ids = "SELECT id FROM sessions WHERE id IN (SELECT key FROM json_each(?))"
+        known = {r[0] for r in conn.execute(ids, (json.dumps(bumps),))}
+        raise SessionNotFound(next(s for s in bumps if s not in known))
+    conn.execute(_INSERT_ROWS, (json.dumps(rows),))
+    last = conn.last_insert_rowid()  # one statement's new rows have consecutive ids
+    return list(range(last - len(rows) + 1, last + 1))
 
 
 def messages_of(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import apsw
@@ -161,3 +162,15 @@ def add_tokens(
     )
     if conn.changes() == 0:
         raise SessionNotFound(session_id)
+
+
+def add_tokens_to_sessions(conn: apsw.Connection, deltas: dict[str, tuple[int, int]]) -> None:
+    """`add_tokens` for many sessions in one statement; SessionNotFound if one is missing."""
+    conn.execute(
+        "UPDATE sessions SET input_tokens = input_tokens + d.value ->> 0,"
+        " output_tokens = output_tokens + d.value ->> 1"
+        " FROM json_each(?) AS d WHERE sessions.id = d.key",
+        (json.dumps(deltas),),
+    )
+    if conn.changes() != len(deltas):
+        raise SessionNotFound(", ".join(deltas))

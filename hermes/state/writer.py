@@ -41,7 +41,8 @@ from hermes.state.connection import (
     open_writer,
 )
 from hermes.state.errors import SessionNotFound, StateDbReplacedError, StateError
-from hermes.state.sessions import add_tokens
+from hermes.state.messages import NewMessage, append_message, append_messages
+from hermes.state.sessions import add_tokens, add_tokens_to_sessions
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,20 @@ class Write:
 
     fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
+
+
+@attrs.frozen
+class Append:
+    """Append one message and add what it cost to its session; replies its row id.
+
+    Appends that follow one another in a batch go in together, as one
+    `append_messages` call; if that fails, each is retried alone, so a bad one
+    fails by itself.
+    """
+
+    message: NewMessage
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 @attrs.frozen
@@ -226,30 +241,31 @@ class DbWriter(BatchActor):
         cur = conn.cursor()  # reused for the savepoint statements: cheaper than conn.execute
         results: list[outcome.Outcome | None] = [None] * len(msgs)
         deltas: dict[str, list[Any]] = {}
+        appends: list[int] = []  # indexes of the Appends not yet run, in order
         conn.execute("BEGIN IMMEDIATE")
         try:
             for i, msg in enumerate(msgs):
                 kind = type(msg)
-                if kind is Write:
-                    results[i] = self._savepoint(conn, cur, msg.fn, msg.args)
-                elif kind is AddTokens:
+                if kind is Append:
+                    appends.append(i)
+                    continue
+                if kind is AddTokens:  # token deltas commute with everything: applied last
                     entry = deltas.setdefault(msg.session_id, [0, 0, []])
                     entry[0] += msg.input_tokens
                     entry[1] += msg.output_tokens
                     entry[2].append(i)
+                    continue
+                self._append_all(conn, cur, msgs, appends, results, deltas)  # keep the order
+                if kind is Write:
+                    results[i] = self._savepoint(conn, cur, msg.fn, msg.args)
                 elif kind is CheckIdentity:
                     results[i] = outcome.Value(True)
                 elif kind is Checkpoint:
                     results[i] = outcome.Value(None)  # answered after the commit
                 else:
                     results[i] = outcome.Error(TypeError(f"DbWriter cannot handle {msg!r}"))
-            for session_id, (inp, out, indexes) in deltas.items():
-                merged = self._savepoint(conn, cur, add_tokens, (session_id, inp, out))
-                for i in indexes:  # an outcome is unwrapped once: one of its own per caller
-                    if isinstance(merged, outcome.Value):
-                        results[i] = outcome.Value(merged.value)
-                    else:
-                        results[i] = outcome.Error(SessionNotFound(session_id))
+            self._append_all(conn, cur, msgs, appends, results, deltas)
+            self._add_all_tokens(conn, cur, deltas, results)
             conn.execute("COMMIT")
         except BaseException:
             if not conn.in_transaction:
@@ -261,6 +277,54 @@ class DbWriter(BatchActor):
             if type(msg) is Checkpoint:
                 results[i] = outcome.capture(self._checkpoint_sync)
         return results
+
+    def _add_all_tokens(
+        self,
+        conn: apsw.Connection,
+        cur: apsw.Cursor,
+        deltas: dict[str, list[Any]],
+        results: list[outcome.Outcome | None],
+    ) -> None:
+        """One UPDATE for every session's tokens; if a session is missing, one each."""
+        if not deltas:
+            return
+        sums = {session_id: (inp, out) for session_id, (inp, out, _) in deltas.items()}
+        together = self._savepoint(conn, cur, add_tokens_to_sessions, (sums,))
+        for session_id, (inp, out, indexes) in deltas.items():
+            merged = together
+            if isinstance(together, outcome.Error):
+                merged = self._savepoint(conn, cur, add_tokens, (session_id, inp, out))
+            for i in indexes:  # an outcome is unwrapped once: one of its own per caller
+                if isinstance(merged, outcome.Value):
+                    results[i] = outcome.Value(None)
+                else:
+                    results[i] = outcome.Error(SessionNotFound(session_id))
+
+    def _append_all(
+        self,
+        conn: apsw.Connection,
+        cur: apsw.Cursor,
+        msgs: list[Any],
+        appends: list[int],
+        results: list[outcome.Outcome | None],
+        deltas: dict[str, list[Any]],
+    ) -> None:
+        """Run the waiting Appends as one call; if it fails, one at a time."""
+        if not appends:
+            return
+        messages = [msgs[i].message for i in appends]
+        together = self._savepoint(conn, cur, append_messages, (messages,))
+        for n, i in enumerate(appends):
+            msg = msgs[i]
+            if isinstance(together, outcome.Value):
+                results[i] = outcome.Value(together.value[n])
+            else:
+                results[i] = self._savepoint(conn, cur, append_message, (msg.message,))
+            if isinstance(results[i], outcome.Value) and (msg.input_tokens or msg.output_tokens):
+                entry = deltas.setdefault(msg.message.session_id, [0, 0, []])
+                entry[0] += msg.input_tokens
+                entry[1] += msg.output_tokens
+        appends.clear()
 
     @staticmethod
     def _savepoint(

@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 from hermes.state import writer as writer_module
+from hermes.state.errors import SessionNotFound
 from hermes.state.messages import NewMessage, append_message, messages_of
 from hermes.state.sessions import NewSession, create_session, get_session
 from hermes.state.writer import Checkpoint
@@ -178,4 +179,68 @@ async def test_commits_never_checkpoint_the_background_checkpointer_does(
     assert os.stat(db_path).st_size > size + 20 * 4096
     assert writer.checkpoints == 1
     assert count(db_path, "SELECT count(*) FROM messages") == 21
+    await registry.release(gen)
+
+
+async def test_appends_queued_together_go_in_as_one_statement(registry, db_path):
+    gen = await registry.acquire(db_path)
+    for name in ("a", "b"):
+        await gen.write(create_session, NewSession(name))
+    inserts: list[str] = []
+
+    def trace_inserts(conn):
+        def tracer(cursor, sql, bindings):
+            if sql.startswith("INSERT INTO messages"):
+                inserts.append(sql)
+            return True
+
+        conn.exec_trace = tracer
+
+    def untrace(conn):
+        conn.exec_trace = None
+
+    def read_back(conn, session_id):
+        return [(m.id, m.content) for m in messages_of(conn, session_id)]
+
+    async def batch(*appends):
+        """Queue `appends` (message, input, output) behind a blocked batch, so they
+        and a read-back queued after them share the next one."""
+        gate = threading.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gen.write, blocking, gate)
+            await trio.testing.wait_all_tasks_blocked()
+            slots = [await gen.append(*args) for args in appends]
+            seen = await gen.submit(read_back, "a")
+            gate.set()
+        outcomes = []
+        for slot in slots:
+            try:
+                outcomes.append(await slot.wait())
+            except SessionNotFound as exc:
+                outcomes.append(exc)
+        return outcomes, await seen.wait()
+
+    await gen.write(trace_inserts)
+    ids, seen = await batch(
+        *[(NewMessage("a", "user", f"a{i}"), 10, 1) for i in range(3)],
+        (NewMessage("b", "assistant", "b0"), 5, 2),
+    )
+    assert len(inserts) == 1  # four messages, one statement
+    assert seen == list(zip(ids[:3], ["a0", "a1", "a2"], strict=True))  # in order, before it
+    assert await gen.read(read_back, "b") == [(ids[3], "b0")]
+
+    inserts.clear()
+    outcomes, seen = await batch(
+        (NewMessage("a", "user", "a3"), 1, 0),
+        (NewMessage("nobody", "user", "lost"), 0, 0),
+        (NewMessage("a", "user", "a4"), 1, 0),
+    )
+    await gen.write(untrace)
+    assert isinstance(outcomes[1], SessionNotFound)  # the bad one fails alone
+    assert [c for _, c in seen] == ["a0", "a1", "a2", "a3", "a4"]
+    assert len(inserts) == 2  # the three together failed before inserting; then one each
+    a = await gen.read(get_session, "a")
+    b = await gen.read(get_session, "b")
+    assert (a.message_count, a.input_tokens, a.output_tokens) == (5, 32, 3)
+    assert (b.message_count, b.input_tokens, b.output_tokens) == (1, 5, 2)
     await registry.release(gen)
