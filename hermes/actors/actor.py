@@ -123,12 +123,18 @@ class Actor:
         else:
             await self.handle(item)
 
+    def dropped(self, msg: Any) -> None:
+        """A cast this actor accepted and will never handle (it stopped first).
+        Override when a sender waits on something the message carries."""
+
     def _refuse_pending(self) -> None:
         self._close_intake()
         while self._pending:
             item = self._pending.popleft()
             if type(item) is Call:
                 item.reply.fail(ActorStopped(self.name))
+            else:
+                self.dropped(item)
 
     async def _receive_loop(self, recv: trio.MemoryReceiveChannel[Any]) -> None:
         dispatch = self._dispatch

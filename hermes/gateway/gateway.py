@@ -109,13 +109,13 @@ class Gateway(Actor):
                 return await self._stop(session_id)
             address = await self._session(session_id)
             send, recv = trio.open_memory_channel[dict[str, Any]](math.inf)  # one turn's events
-            # No timeout: a session actor's handle() only files the turn and returns.
+            # A cast: the turn's events channel is the only answer the caller needs.
             try:
-                await address.call(Turn(msg.text, send), timeout=None)
+                await address.cast(Turn(msg.text, send))
             except ActorStopped:  # it stopped for idleness a moment ago: start it again
                 self.sessions.pop(session_id, None)
                 address = await self._session(session_id)
-                await address.call(Turn(msg.text, send), timeout=None)
+                await address.cast(Turn(msg.text, send))
             return session_id, recv
         raise TypeError(f"the gateway cannot handle {type(msg).__name__}")
 

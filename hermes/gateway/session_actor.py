@@ -83,6 +83,16 @@ class SessionActor(Actor):
             return stopped
         raise TypeError(f"a session cannot handle {type(msg).__name__}")
 
+    def dropped(self, msg: Any) -> None:
+        if isinstance(msg, Turn):  # its caller waits on the events: end them, and say why
+            error = {"kind": "error", "text": f"{self.name} stopped before the turn began",
+                     "tool": "", "call_id": ""}  # fmt: skip
+            with msg.events:
+                try:
+                    msg.events.send_nowait(error)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass  # the caller has gone too
+
     async def finish_in_flight(self) -> None:
         await self.idle.wait()
 

@@ -13,7 +13,7 @@ from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import GatewayConfig
 from hermes.gateway.gateway import Chat, Draining, Gateway
-from hermes.gateway.session_actor import IDLE_TIMEOUT
+from hermes.gateway.session_actor import IDLE_TIMEOUT, Turn
 from hermes.state.sessions import get_session
 from tests.agent.fake_openai import FakeOpenAI, stream_answer, text_answer
 from tests.processes import hermes, wait_ready
@@ -132,3 +132,25 @@ def test_chat_and_status_commands(home, spawn):
     finally:
         serve.terminate()
         assert serve.wait(timeout=60) == 0
+
+
+async def test_a_turn_left_in_a_crashed_session_actors_mailbox_ends_with_an_error(
+    registry, home, fake
+):
+    fake.script(text_answer("a"))
+    gateway = make(registry, home, fake, "interrupt")
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(gateway.run)
+        _, events = await address.call(Chat("s1", "one"))
+        assert (await collect(events))[-1]["kind"] == "done"
+        session = gateway.sessions["s1"][1]
+        send, events = trio.open_memory_channel(10)
+        # Neither cast yields: both wait in the mailbox, the Turn behind a message
+        # the session actor cannot handle, which crashes it.
+        await session.cast(object())
+        await session.cast(Turn("two", send))
+        got = await collect(events)  # ends: the caller is not left waiting
+        assert [e["kind"] for e in got] == ["error"]
+        assert "stopped before the turn began" in got[0]["text"]
+        assert "s1" not in gateway.sessions
+        gateway.request_drain(trio.current_time() + 5)
