@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -13,9 +14,15 @@ IDENTITY = (
 
 
 def system_prompt(memory_block: str, session_id: str, source: str, tz: ZoneInfo, now: float) -> str:
-    when = datetime.fromtimestamp(now, tz).strftime("%A %Y-%m-%d %H:%M %Z")
+    when = _minute(int(now // 60), tz)
     parts = [IDENTITY]
     if memory_block:
         parts.append(memory_block)
     parts.append(f"## This conversation\nsession {session_id} on {source}; it is {when}.")
     return "\n\n".join(parts)
+
+
+@functools.lru_cache(maxsize=16)
+def _minute(minute: int, tz: ZoneInfo) -> str:
+    """The prompt names the time to the minute: formatted once per minute, not per turn."""
+    return datetime.fromtimestamp(minute * 60, tz).strftime("%A %Y-%m-%d %H:%M %Z")

@@ -68,7 +68,8 @@ class Methods:
     async def m_chat_send(self, client: Client, params: dict[str, Any]) -> Any:
         text = _need(params, "text")
         session = params.get("session")
-        reply = await self._address("gateway").call(Chat(session, text))
+        # No timeout: the gateway only routes (a turn is cast to its session actor).
+        reply = await self._address("gateway").call(Chat(session, text), timeout=None)
         if isinstance(reply, dict):  # /new or /stop
             return reply
         session_id, events = reply
