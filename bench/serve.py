@@ -6,6 +6,9 @@ Run: python bench/serve.py
   message is a full turn (state.db writes, the offline model, the reply).
 - The baseline, measured the same way in the same run: a bare trio-websocket
   echo server in its own process, answering each frame with itself.
+- Three rounds, echo and serve in turn, each round on new sessions; the
+  rates are the medians of the rounds (one round takes a second or two, and
+  this VM's speed wanders by more than 10% between such runs).
 - Then 1,000 idle sessions are opened on serve and its resident memory read.
 Last line: RESULT msgs_per_s=<n> vs_echo=<x> p99_ms=<y> rss_1000_sessions_mb=<m>
 """
@@ -19,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 import psutil
 import trio
@@ -26,6 +30,7 @@ from trio_websocket import open_websocket_url
 
 CLIENTS = 200
 MESSAGES = 20
+ROUNDS = 3
 IDLE_SESSIONS = 1000
 
 ECHO_SERVER = """
@@ -46,14 +51,14 @@ trio.run(main)
 """
 
 
-async def load(url: str, headers: list, check) -> tuple[float, list[float]]:
+async def load(url: str, headers: list, check, round_: int = 0) -> tuple[float, list[float]]:
     latencies: list[float] = []
 
     async def client(n: int) -> None:
         async with open_websocket_url(url, extra_headers=headers) as ws:
             for i in range(MESSAGES):
-                request = {"jsonrpc": "2.0", "id": i, "method": "chat.send",
-                           "params": {"text": f"message {i}", "session": f"bench-{n}"}}  # fmt: skip
+                params = {"text": f"message {i}", "session": f"bench-{round_}-{n}"}
+                request = {"jsonrpc": "2.0", "id": i, "method": "chat.send", "params": params}
                 start = time.perf_counter()
                 await ws.send_message(json.dumps(request))
                 while True:  # skip the turn's streamed events; wait for the reply
@@ -109,8 +114,13 @@ def main() -> None:
             token = (home / "serve.token").read_text().strip()
             echo_port = int(echo.stdout.readline())
             auth = [(b"authorization", f"Bearer {token}".encode())]
-            echo_time, echo_lat = trio.run(load, f"ws://127.0.0.1:{echo_port}/", [], echo_check)
-            serve_time, serve_lat = trio.run(load, f"ws://127.0.0.1:{port}/", auth, serve_check)
+            echo_times, serve_times, serve_lat = [], [], []
+            for round_ in range(ROUNDS):
+                echo_url, serve_url = f"ws://127.0.0.1:{echo_port}/", f"ws://127.0.0.1:{port}/"
+                echo_times.append(trio.run(load, echo_url, [], echo_check, round_)[0])
+                elapsed, latencies = trio.run(load, serve_url, auth, serve_check, round_)
+                serve_times.append(elapsed)
+                serve_lat += latencies
             trio.run(idle_sessions, f"ws://127.0.0.1:{port}/", auth)
             rss = psutil.Process(serve.pid).memory_info().rss / (1024 * 1024)
         finally:
@@ -118,8 +128,8 @@ def main() -> None:
                 proc.terminate()
                 proc.wait(timeout=60)
     total = CLIENTS * MESSAGES
-    rate, echo_rate = total / serve_time, total / echo_time
-    print(f"echo server   {echo_rate:8.0f} msgs/s   p99 {p99(echo_lat):7.2f} ms")
+    rate, echo_rate = total / median(serve_times), total / median(echo_times)
+    print(f"echo server   {echo_rate:8.0f} msgs/s   (rates: medians of {ROUNDS} rounds)")
     print(f"hermes serve  {rate:8.0f} msgs/s   p99 {p99(serve_lat):7.2f} ms  "
           f"({CLIENTS} clients x {MESSAGES} turns, offline model)")  # fmt: skip
     print(f"hermes serve  {rss:.0f} MB resident with {IDLE_SESSIONS} idle sessions open")
