@@ -20,18 +20,23 @@ from zoneinfo import ZoneInfo
 
 import apsw
 import trio
+from cron_patterns import claim_one  # bench/ is on sys.path when this runs
 
 from hermes.config import CronConfig
 from hermes.cron.fire import FireContext
-from hermes.cron.jobs import JOB_SELECT, Job, job_from_row
-from hermes.cron.schedule import Schedule, next_after
+from hermes.cron.jobs import Job
+from hermes.cron.schedule import Schedule
 from hermes.cron.scheduler import JobsChanged, Scheduler
 from hermes.cron.store import NewJob, claim_due, create_job
+from hermes.gateway.tree import WRITE_MODULES
 from hermes.state.maintenance import open_for_writing
 from hermes.state.registry import Registry
 from hermes.state.schema import immediate
 
 UTC = ZoneInfo("UTC")
+# As serve does: the writer's process imports the modules of the write functions
+# as it starts, so neither side's timing includes that import.
+PRELOAD = (*WRITE_MODULES, "cron_patterns")
 JOBS = 10_000
 DUE = 1_000
 LATE_JOBS = 200
@@ -62,31 +67,13 @@ def copy(src: Path, dest: Path) -> None:
     out.close()
 
 
-def claim_one(conn: apsw.Connection, job_id: str, owner: str, now: float) -> None:
-    """The per-job pattern: one job read, claimed, advanced and recorded."""
-    job: Job = job_from_row(conn.execute(f"{JOB_SELECT} WHERE id = ?", (job_id,)).fetchone())
-    schedule = Schedule.from_text(job.schedule, job.schedule_display)
-    nxt = next_after(schedule, now, UTC)
-    fence = job.fence + 1
-    conn.execute(
-        "UPDATE cron_jobs SET fence = ?, running_fence = ?, lease_owner = ?, lease_expires_at = ?,"
-        " next_run_at = ? WHERE id = ? AND fence = ?",
-        (fence, fence, owner, now + 60, nxt, job.id, job.fence),
-    )
-    conn.execute(
-        "INSERT INTO cron_runs (job_id, fence, owner, due_at, started_at, status)"
-        " VALUES (?, ?, ?, ?, ?, 'running')",
-        (job.id, fence, owner, job.next_run_at, now),
-    )
-
-
 def due_ids(conn: apsw.Connection, now: float) -> list[str]:
     sql = "SELECT id FROM cron_jobs WHERE state = 'scheduled' AND next_run_at <= ?"
     return [r[0] for r in conn.execute(sql, (now,))]
 
 
 async def measure_claims(root: Path) -> tuple[float, float]:
-    registry = Registry()
+    registry = Registry(preload=PRELOAD)
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
         batch_db = await registry.acquire(root / "batch.db")
@@ -122,7 +109,7 @@ class LatenessRunner:
 
 async def measure_lateness(root: Path) -> list[float]:
     path = root / "lateness.db"
-    registry = Registry()
+    registry = Registry(preload=PRELOAD)
     runner = LatenessRunner()
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)

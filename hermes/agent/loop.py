@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import apsw
 import attrs
 import trio
 
@@ -24,9 +23,8 @@ from hermes.agent.prompt import system_prompt
 from hermes.agent.provider import ModelReply, ToolCall
 from hermes.agent.tools.base import Tool, ToolContext, ToolError, schema
 from hermes.state.holder import PendingWrite
-from hermes.state.messages import NewMessage, append_message, messages_of
+from hermes.state.messages import NewMessage, append_message, begin_turn
 from hermes.state.rows import MessageRow
-from hermes.state.sessions import NewSession, ensure_session
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +104,7 @@ class Agent:
         db = ctx.db
         user_write: PendingWrite | None = None
         if history is None:
-            rows = await db.write(_begin_turn, ctx.session_id, source, user_text)
+            rows = await db.write(begin_turn, ctx.session_id, source, user_text)
             history = history_messages(rows)
         else:
             # Queued now and awaited with the reply's record: its commit overlaps
@@ -193,14 +191,6 @@ class Agent:
         except Exception as exc:  # a tool bug is the model's problem to route around, not a crash
             log.exception("tool %s failed", call.name)
             return f"error: {type(exc).__name__}: {exc}"
-
-
-def _begin_turn(conn: apsw.Connection, session_id: str, source: str, text: str) -> list[MessageRow]:
-    """One transaction: the session exists, its history is read, the user's message is in."""
-    ensure_session(conn, NewSession(session_id, source=source))
-    rows = messages_of(conn, session_id)
-    append_message(conn, NewMessage(session_id, "user", text))
-    return rows
 
 
 def _assistant_message(reply: ModelReply) -> dict[str, Any]:

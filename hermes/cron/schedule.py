@@ -37,6 +37,11 @@ class ScheduleError(ValueError):
 
     def __init__(self, text: str, why: str) -> None:
         super().__init__(f"cannot read schedule {text!r}: {why}; {ACCEPTED}")
+        self.text = text
+        self.why = why
+
+    def __reduce__(self) -> tuple:  # it may cross from the writer's process
+        return type(self), (self.text, self.why)
 
 
 @attrs.frozen

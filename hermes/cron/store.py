@@ -51,6 +51,11 @@ class Claim:
     run_context: str | None = None
     catch_up: bool = False
 
+    def __reduce__(self) -> tuple:
+        """Claims cross from the writer's process by the thousand: a tuple of the
+        fields pickles in about half the time of attrs' default."""
+        return type(self), tuple(getattr(self, f.name) for f in attrs.fields(type(self)))
+
 
 @attrs.frozen
 class ClaimReport:

@@ -21,6 +21,10 @@ from hermes.home import HermesHome, write_secret_file
 from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
 
+# Where serve's write functions live beyond hermes.state: each writer's process
+# imports them as it starts instead of at the first cron write (see DbWriter).
+WRITE_MODULES = ("hermes.cron.store", "hermes.cron.outbox")
+
 
 def serve_token(home: HermesHome) -> str:
     """The local endpoint's token, created (0600) on first start."""
@@ -95,7 +99,11 @@ def build_root(home: HermesHome, config: Config) -> tuple[Supervisor, Live]:
     root = Supervisor(
         "serve",
         [
-            ChildSpec("state", lambda: Registry(keep_open=[home.state_db]), shutdown=30.0),
+            ChildSpec(
+                "state",
+                lambda: Registry(keep_open=[home.state_db], preload=WRITE_MODULES),
+                shutdown=30.0,
+            ),  # fmt: skip
             ChildSpec("terminal", BackgroundProcesses, shutdown=10.0),
             ChildSpec("scheduler", scheduler, shutdown=drain),
             ChildSpec("local", endpoint, shutdown=5.0),

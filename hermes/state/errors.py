@@ -7,7 +7,12 @@ class StateError(Exception):
     """Base for errors raised by hermes.state."""
 
 
-class StateDbReplacedError(StateError):
+class NotWritten(StateError):
+    """Raised before anything of the request was written: the same write through a
+    fresh generation is safe (DbHolder retries it once)."""
+
+
+class StateDbReplacedError(NotWritten):
     """The database file was replaced (mv or cp) under a live generation.
 
     The generation is retired: nothing more is written through it. Release it
@@ -17,12 +22,24 @@ class StateDbReplacedError(StateError):
     def __init__(self, path: str, why: str) -> None:
         super().__init__(f"{path} was replaced ({why}); release and acquire it again")
         self.path = path
+        self.why = why
+
+    def __reduce__(self) -> tuple:  # it crosses from the writer's process
+        return type(self), (self.path, self.why)
+
+
+class WriterStopped(NotWritten):
+    """The generation's writer had already stopped (its process died); acquire the
+    path again for a new one."""
 
 
 class SessionNotFound(StateError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no session {session_id!r}")
         self.session_id = session_id
+
+    def __reduce__(self) -> tuple:  # it crosses from the writer's process
+        return type(self), (self.session_id,)
 
 
 class SearchQueryError(StateError):

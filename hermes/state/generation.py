@@ -9,10 +9,10 @@ from typing import Any, TypeVar
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
 from hermes.actors.reply import Reply
-from hermes.state.errors import StateDbReplacedError
+from hermes.state.errors import StateDbReplacedError, WriterStopped
 from hermes.state.messages import NewMessage
 from hermes.state.readpool import PoolClosed, ReadPool
-from hermes.state.writer import AddTokens, Append, CheckIdentity, Write
+from hermes.state.writer_core import AddTokens, Append, CheckIdentity, Write
 
 T = TypeVar("T")
 
@@ -52,13 +52,11 @@ class Generation:
         bounded by its busy retries) or fails it when it stops. A caller that
         needs a bound wraps the call in trio.fail_after.
         """
-        if self.retired is not None:
-            raise self._replaced()
-        return await self.writer.call(Write(fn, args), timeout=None)
+        return await self.result_of(await self.submit_request(Write(fn, args)))
 
     async def submit(self, fn: Callable[..., Any], *args: Any) -> Reply:
         """Queue `fn(conn, *args)` for the writer's next batch and return at once;
-        `await slot.wait()` (in this task) returns after the commit."""
+        `await gen.result_of(slot)` (in this task) returns after the commit."""
         return await self.submit_request(Write(fn, args))
 
     async def append(
@@ -67,16 +65,33 @@ class Generation:
         """Queue a message (and the tokens it cost); the slot's answer is its row id."""
         return await self.submit_request(Append(message, input_tokens, output_tokens))
 
-    async def submit_request(self, request: Write | Append) -> Reply:
-        if self.retired is not None:
-            raise self._replaced()
-        return await self.writer.submit(request)
-
     async def add_tokens(self, session_id: str, input_tokens: int, output_tokens: int) -> None:
         """Token deltas are merged per session inside the writer's batch."""
+        reply = await self.submit_request(AddTokens(session_id, input_tokens, output_tokens))
+        await self.result_of(reply)
+
+    async def submit_request(self, request: Write | Append | AddTokens) -> Reply:
         if self.retired is not None:
             raise self._replaced()
-        await self.writer.call(AddTokens(session_id, input_tokens, output_tokens), timeout=None)
+        if self.crashed:
+            raise WriterStopped(f"the writer of {self.path} has stopped; nothing was written")
+        try:
+            return await self.writer.submit(request)
+        except ActorStopped:
+            self.crashed = True
+            raise WriterStopped(
+                f"the writer of {self.path} has stopped; nothing was written"
+            ) from None
+
+    async def result_of(self, slot: Reply) -> Any:
+        """The answer to a submitted request, once committed."""
+        try:
+            return await slot.wait()
+        except ActorStopped:  # it stopped with the request in flight: it may have committed
+            self.crashed = True
+            raise
+        finally:
+            slot.abandon()
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(conn, *args)` on a read-only connection; never waits for the writer."""

@@ -3,8 +3,9 @@
 The gateway and the scheduler hold state.db for months. When someone restores
 a backup under them, their generation retires; this helper releases it,
 acquires the new one and retries that one operation once. If the retry fails
-too, the error reaches the caller. Only StateDbReplacedError is retried: it is
-raised before anything is written, so a retry cannot write twice.
+too, the error reaches the caller. Only NotWritten errors are retried (a
+replaced file, a writer that had stopped): they are raised before anything is
+written, so a retry cannot write twice.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from typing import Any, TypeVar
 import attrs
 
 from hermes.actors.reply import Reply
-from hermes.state.errors import StateDbReplacedError
+from hermes.state.errors import NotWritten
 from hermes.state.generation import Generation
 from hermes.state.messages import NewMessage
 from hermes.state.registry import Registry
-from hermes.state.writer import Append, Write
+from hermes.state.writer_core import Append, Write
 
 T = TypeVar("T")
 
@@ -62,7 +63,7 @@ class DbHolder:
         gen = await self._current()
         try:
             return await op(gen)
-        except StateDbReplacedError:
+        except NotWritten:
             return await op(await self._current())  # the retired one is swapped for the new
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
@@ -82,7 +83,12 @@ class DbHolder:
 
     async def _submit(self, request: Write | Append) -> PendingWrite:
         gen = await self._current()
-        return PendingWrite(self, await gen.submit_request(request), request)
+        try:
+            slot = await gen.submit_request(request)
+        except NotWritten:
+            gen = await self._current()  # the retired or stopped one is swapped for a new one
+            slot = await gen.submit_request(request)
+        return PendingWrite(self, gen, slot, request)
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._retry_once(lambda gen: gen.read(fn, *args))
@@ -97,18 +103,17 @@ class PendingWrite:
     was replaced before it committed."""
 
     holder: DbHolder
+    gen: Generation
     reply: Reply
     request: Write | Append
 
     async def result(self) -> Any:
         try:
-            return await self.reply.wait()
-        except StateDbReplacedError:
-            gen = await self.holder._current()  # the retired one is swapped for the new
-            self.reply = await gen.submit_request(self.request)
-            return await self.reply.wait()
-        finally:
-            self.reply.abandon()
+            return await self.gen.result_of(self.reply)
+        except NotWritten:
+            self.gen = await self.holder._current()  # the retired one is swapped for the new
+            self.reply = await self.gen.submit_request(self.request)
+            return await self.gen.result_of(self.reply)
 
     def abandon(self) -> None:
         """Stop caring about the answer; the write still happens."""

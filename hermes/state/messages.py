@@ -12,6 +12,7 @@ import attrs
 
 from hermes.state.errors import SessionNotFound
 from hermes.state.rows import MESSAGE_SELECT, MessageRow
+from hermes.state.sessions import NewSession, ensure_session
 
 
 @attrs.frozen
@@ -113,3 +114,12 @@ def latest_message_row_id(
         sql = "SELECT max(id) FROM messages WHERE session_id = ? AND role = ?"
         args = (session_id, role)
     return conn.execute(sql, args).get
+
+
+def begin_turn(conn: apsw.Connection, session_id: str, source: str, text: str) -> list[MessageRow]:
+    """One transaction: the session exists, its history is read, the user's message is in.
+    Returns the history from before the message."""
+    ensure_session(conn, NewSession(session_id, source=source))
+    rows = messages_of(conn, session_id)
+    append_message(conn, NewMessage(session_id, "user", text))
+    return rows

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +62,18 @@ class Registry:
 
     kind = "Registry"
 
-    def __init__(self, keep_open: Iterable[Path] = (), checkpoint_interval: float = 60.0) -> None:
+    def __init__(
+        self,
+        keep_open: Iterable[Path] = (),
+        checkpoint_interval: float = 60.0,
+        preload: Sequence[str] = (),
+    ) -> None:
+        """`preload`: modules of write functions each writer's process imports at once
+        (see DbWriter)."""
         self.name = "state"
         self._keep_open = [Path(p) for p in keep_open]
         self._checkpoint_interval = checkpoint_interval
+        self._preload = tuple(preload)
         self._sup = Supervisor("writers", max_restarts=1000, period=1.0)
         self._live: dict[Path, Generation] = {}
         self._generations: set[Generation] = set()
@@ -184,7 +192,7 @@ class Registry:
 
         spec = ChildSpec(
             f"{key}#{number}",
-            lambda: DbWriter(key, retired, self._checkpoint_interval),
+            lambda: DbWriter(key, retired, self._checkpoint_interval, self._preload),
             restart=Restart.TEMPORARY,
         )
         try:

@@ -1,98 +1,80 @@
-"""The DbWriter actor: the only write connection to one database file in this process.
+"""The DbWriter actor: the only writer of one database file in this process.
 
 Group commit: the actor takes every request waiting in its mailbox (up to
-`batch_max`), runs them in one BEGIN IMMEDIATE transaction, each inside its
-own SAVEPOINT so a failing request fails alone, commits once, then answers
-every caller. A write is acknowledged only after its commit. All SQLite work
-runs in a worker thread, one batch per thread hop, never on the Trio thread.
+`batch_max`) and hands them to its WriterCore as one batch: one transaction,
+a savepoint per request, one commit, then every caller is answered. A write
+is acknowledged only after its commit.
 
-Checkpoints never run on the commit path: SQLite's automatic checkpoint (which
-stalls the committing batch for milliseconds while it copies pages) is
-replaced by a PASSIVE checkpoint on the writer's own second connection, in
-its own thread, started when the WAL passes CHECKPOINT_PAGES and
-periodically; batches keep committing while it runs.
+The core runs in a child process the actor starts and owns (see
+writer_process for why not a thread). A write function therefore travels
+by reference: it must be a module-level function (or a functools.partial
+of one) and its arguments and result must pickle. The child imports a
+function's module the first time it meets it; `preload` names modules to
+import before the writer reports ready, so no first write waits for that. If the child dies, the
+actor crashes with it and its supervisor decides what happens next.
 
-Before each batch the writer checks that the path still names the file it
-opened (device, inode and the stamp in the header). If not, it retires: the
-batch and every later request fail with StateDbReplacedError, it closes its
-connection without checkpointing, and it never writes again.
+Checkpoints never run on the commit path: when the WAL passes
+CHECKPOINT_PAGES, and periodically, the actor asks the core for a PASSIVE
+checkpoint on its second connection, which runs while batches keep
+committing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 import os
-from collections.abc import Callable
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import apsw
-import attrs
 import outcome
 import trio
 
 from hermes.actors.batch import BatchActor
-from hermes.state import schema
-from hermes.state.connection import (
-    FileIdentity,
-    HeaderReader,
-    ensure_stamp,
-    open_checkpointer,
-    open_writer,
-)
-from hermes.state.errors import SessionNotFound, StateDbReplacedError, StateError
-from hermes.state.messages import NewMessage, append_message, append_messages
-from hermes.state.sessions import add_tokens, add_tokens_to_sessions
+from hermes.actors.reply import Reply
+from hermes.state.errors import StateError
+from hermes.state.writer_core import Checkpoint, Status
+from hermes.state.writer_process import FrameReader, frame, unpack
 
 log = logging.getLogger(__name__)
 
 WAL_WARN_BYTES = 256 * 1024 * 1024
 CHECKPOINT_INTERVAL = 60.0
 CHECKPOINT_PAGES = 1000  # SQLite's own automatic threshold, moved off the commit path
-BUSY_RETRIES = 6  # each waits up to the connection's busy timeout (10 s)
+CLOSE_TIMEOUT = 30.0
 
 _warned_wal: set[str] = set()  # one WAL-growth warning per database per process
 
 
-@attrs.frozen
-class Write:
-    """Run `fn(conn, *args)` inside the writer's transaction; its return value is the reply."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
+class WriterProcessDied(StateError):
+    """The writer's child process ended without being asked to."""
 
 
-@attrs.frozen
-class Append:
-    """Append one message and add what it cost to its session; replies its row id.
-
-    Appends that follow one another in a batch go in together, as one
-    `append_messages` call; if that fails, each is retried alone, so a bad one
-    fails by itself.
-    """
-
-    message: NewMessage
-    input_tokens: int = 0
-    output_tokens: int = 0
+class Unsendable(StateError):
+    """A write that cannot travel to the writer's process: its function is not a
+    module-level one, or an argument does not pickle."""
 
 
-@attrs.frozen
-class AddTokens:
-    """A token-count delta; deltas for one session in one batch become one UPDATE."""
-
-    session_id: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
-@attrs.frozen
-class CheckIdentity:
-    """Reply True while the path still names the opened file; retire (and reply False) if not."""
-
-
-@attrs.frozen
-class Checkpoint:
-    """Run a PASSIVE checkpoint now; replies (wal_frames, checkpointed_frames) or None if busy."""
+def _portable_request(msg: Any) -> bytes:
+    """`msg` pickled for the writer's process, or Unsendable saying why it cannot go."""
+    fn = getattr(msg, "fn", None)
+    what = f"write {getattr(fn, '__qualname__', fn)!r}" if fn is not None else repr(msg)
+    advice = "use a function of an importable module (or functools.partial of one)"
+    if getattr(fn, "__module__", None) == "__main__":
+        raise Unsendable(f"{what} is defined in __main__, which the writer's process "
+                         f"does not run; {advice}")  # fmt: skip
+    try:
+        return pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise Unsendable(
+            f"{what} cannot be sent to the writer's process ({exc}); {advice}, "
+            "with arguments that pickle"
+        ) from None
 
 
 class DbWriter(BatchActor):
@@ -104,255 +86,151 @@ class DbWriter(BatchActor):
         path: Path,
         on_retired: Callable[[str], None] = lambda why: None,
         checkpoint_interval: float = CHECKPOINT_INTERVAL,
+        preload: Sequence[str] = (),
     ) -> None:
         super().__init__(f"writer:{path}")
+        self.preload = tuple(preload)
         self.path = path
         self.retired: str | None = None
         self.batches = 0  # committed transactions, for tests and stats
+        self.checkpoints = 0  # background checkpoints run, for tests and stats
         self._on_retired = on_retired
         self._checkpoint_interval = checkpoint_interval
-        self._conn: apsw.Connection | None = None
-        self._header: HeaderReader | None = None
-        self._identity: FileIdentity | None = None
-        self._stamp = 0
-        self._stamp_on_disk = False
-        self._limiter = trio.CapacityLimiter(1)
-        self._wal_pages = 0  # after the last commit, from the WAL hook
-        self._checkpointer: apsw.Connection | None = None  # used only on its own thread
-        self._checkpointer_header: HeaderReader | None = None
-        self._checkpointer_limiter = trio.CapacityLimiter(1)
+        self._wal_pages = 0
+        self._process: trio.Process | None = None
+        self._ids = itertools.count()
+        self._waiting: dict[int, Reply] = {}
+        self._send_lock = trio.Lock()
         self._checkpointing = False
         self._checkpointer_closed = False
-        self.checkpoints = 0  # background checkpoints run, for tests and stats
         self._checkpointed = trio.Event()
+        self._closed = False  # the core closed its file (flush)
+        self._stopping = False  # the child is being told to exit
+        self._gone = False  # its replies have ended: it exited
+        self._replies: trio.Nursery | None = None
 
     # -- life cycle -----------------------------------------------------------
 
     async def on_start(self) -> None:
-        await self._in_thread(self._open_sync)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        argv = [sys.executable, "-m", "hermes.state.writer_process", str(self.path), *self.preload]
+        self._process = await trio.lowlevel.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
+        self._replies.start_soon(self._read_replies, self._process)
+        await self._core("main", "open")
         self.nursery.start_soon(self._checkpoint_periodically)
 
     async def flush(self) -> None:
         """Drain phase 3: a PASSIVE checkpoint (never for a retired file), then close."""
-        await self._close_checkpointer()
-        await self._in_thread(self._close_sync, True)
+        self._checkpointer_closed = True
+        await self._core("main", "close", True)
+        self._closed = True
 
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        # Replies are read outside the actor's nursery, shielded: a drain that cancels
+        # the actor must not stop them while flush waits for the last one.
         try:
-            await super().run(task_status=task_status)
-        finally:
-            with trio.CancelScope(shield=True):  # crashed or cancelled before flush closed it
-                await self._close_checkpointer()
-                if self._conn is not None:
-                    await self._in_thread(self._close_sync, False)
-
-    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
-
-    def _open_sync(self) -> None:
-        conn = open_writer(self.path)
-        try:
-            schema.migrate(conn)
-            self._stamp = ensure_stamp(conn)
-            passive_checkpoint(conn)  # puts the stamp in the main file's header
-            self._identity = FileIdentity.of(self.path)
-            self._header = HeaderReader(self.path)
-            conn.set_wal_hook(self._wal_grew)  # replaces SQLite's automatic checkpoint
-            self._checkpointer = open_checkpointer(self.path)
-            self._checkpointer_header = HeaderReader(self.path)
-        except BaseException:
-            self._close_checkpointer_sync()
-            conn.close()
+            async with trio.open_nursery() as self._replies:
+                try:
+                    await super().run(task_status=task_status)
+                finally:
+                    with trio.CancelScope(shield=True):  # also when it crashed or was cancelled
+                        await self._stop_process()
+        except BaseExceptionGroup as group:  # a crash keeps its own type, as Actor.run's does
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
             raise
-        self._conn = conn
 
-    def _close_sync(self, checkpoint: bool) -> None:
-        conn, self._conn = self._conn, None
-        if self._header is not None:
-            self._header.close()
-            self._header = None
-        if conn is None:
+    async def _stop_process(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
             return
-        if self.retired is not None:
-            # Closing must not checkpoint stale WAL frames into whatever the path is now.
-            conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
-        elif checkpoint:
-            passive_checkpoint(conn)
-        conn.close()
+        self._stopping = True
+        with trio.move_on_after(CLOSE_TIMEOUT):
+            if not self._closed:  # crashed or cancelled before flush: close, no checkpoint
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    async with self._send_lock:  # nobody reads the reply any more
+                        await process.stdin.send_all(frame((-1, "main", "close", (False,))))
+            await process.stdin.aclose()  # after its last request: the child exits
+            await process.wait()
+        if process.returncode is None:
+            log.error("%s: the writer process did not exit; killing it", self.path)
+            process.kill()
+            await process.wait()
 
-    # -- the identity check -----------------------------------------------------
+    # -- talking to the core --------------------------------------------------
 
-    def _replaced_why(self, header: HeaderReader | None) -> str | None:
-        identity = FileIdentity.of(self.path)
-        if identity is None:
-            return "the file is gone"
-        if identity != self._identity:
-            return "another file was moved into its place"
-        stamp = header.stamp() if header is not None else None
-        if stamp == self._stamp:
-            self._stamp_on_disk = True
-            return None
-        if stamp == 0 and not self._stamp_on_disk:
-            return None  # our stamp is still in the WAL, not yet checkpointed
-        return "its contents were overwritten by another database"
+    async def _core(self, lane: str, method: str, *args: Any) -> Any:
+        """Run `method(*args)` on the core in the child, on `lane`; returns its value
+        (for "batch", the (ok, pickle) answer of each request)."""
+        if self._process is None or self._gone:
+            raise WriterProcessDied(f"{self.path}: the writer process is gone")
+        req_id = next(self._ids)
+        data = frame((req_id, lane, method, args))
+        self._waiting[req_id] = reply = Reply()
+        try:
+            async with self._send_lock:
+                await self._process.stdin.send_all(data)
+            ok, value, status = await reply.wait()
+        finally:
+            self._waiting.pop(req_id, None)
+            reply.abandon()
+        self._apply(status)
+        if method == "batch":
+            return value
+        return unpack(ok, value).unwrap()
 
-    def _retire_sync(self, why: str) -> None:
-        self.retired = why
-        log.error("state db %s was replaced (%s); this generation is retired", self.path, why)
-        self._close_sync(False)
+    async def _read_replies(self, process: trio.Process) -> None:
+        """Until the child exits (its stdout ends); it dying uninvited crashes the actor."""
+        reader = FrameReader()
+        with trio.CancelScope(shield=True):
+            while chunk := await process.stdout.receive_some(1 << 16):
+                for req_id, ok, value, status, logs in reader.feed(chunk):
+                    for name, level, message in logs:
+                        logging.getLogger(name).log(level, "%s", message)
+                    reply = self._waiting.pop(req_id, None)
+                    if reply is not None:  # None: its caller was cancelled meanwhile
+                        reply.set((ok, value, status))
+        self._gone = True
+        gone = WriterProcessDied(f"{self.path}: the writer process has exited")
+        for reply in self._waiting.values():  # no answer will come
+            reply.fail(gone)
+        self._waiting.clear()
+        if not self._stopping:
+            raise WriterProcessDied(f"{self.path}: the writer process exited unexpectedly")
 
-    def _replaced(self) -> StateDbReplacedError:
-        return StateDbReplacedError(str(self.path), self.retired or "retired")
+    def _apply(self, status: Status) -> None:
+        self.retired = status.retired
+        self._wal_pages = status.wal_pages
+        self.batches = status.batches
 
     # -- batches ----------------------------------------------------------------
 
     async def handle_batch(self, msgs: list[Any]) -> list[outcome.Outcome]:
+        blobs, failed = [], {}
+        for i, msg in enumerate(msgs):  # one pickle each: one that cannot travel fails alone
+            try:
+                blobs.append(_portable_request(msg))
+            except Unsendable as exc:
+                failed[i] = outcome.Error(exc)
+        checkpoint = any(type(m) is Checkpoint for m in msgs)  # then see whether the WAL shrank
+        results = iter(await self._batch(blobs, checkpoint) if blobs else [])
+        return [failed[i] if i in failed else next(results) for i in range(len(msgs))]
+
+    async def _batch(self, blobs: list[bytes], checkpoint: bool) -> list[outcome.Outcome]:
         was_retired = self.retired
-        results = await self._in_thread(self._batch_sync, msgs)
+        results = await self._core("main", "batch", blobs)
         if self.retired is not None and was_retired is None:
-            await self._close_checkpointer()  # before anyone learns the file was replaced
+            self._checkpointer_closed = True  # the core closed it before answering
             self._on_retired(self.retired)
         elif self._wal_pages >= CHECKPOINT_PAGES:
             self._start_checkpoint()
-        return results
-
-    def _batch_sync(self, msgs: list[Any]) -> list[outcome.Outcome]:
-        if self.retired is None and self._conn is not None:
-            why = self._replaced_why(self._header)
-            if why is not None:
-                self._retire_sync(why)
-        if self.retired is not None or self._conn is None:
-            return [
-                outcome.Value(False)
-                if type(m) is CheckIdentity
-                else outcome.Error(self._replaced())
-                for m in msgs
-            ]
-        for attempt in range(BUSY_RETRIES):
-            try:
-                return self._transaction(msgs)
-            except apsw.BusyError:
-                log.warning("%s: busy for %d s; retrying the batch", self.path, 10 * (attempt + 1))
-        err = StateError(f"{self.path}: another process held the write lock for too long")
-        return [outcome.Error(err) for _ in msgs]
-
-    def _transaction(self, msgs: list[Any]) -> list[outcome.Outcome]:
-        conn = self._conn
-        cur = conn.cursor()  # reused for the savepoint statements: cheaper than conn.execute
-        results: list[outcome.Outcome | None] = [None] * len(msgs)
-        deltas: dict[str, list[Any]] = {}
-        appends: list[int] = []  # indexes of the Appends not yet run, in order
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for i, msg in enumerate(msgs):
-                kind = type(msg)
-                if kind is Append:
-                    appends.append(i)
-                    continue
-                if kind is AddTokens:  # token deltas commute with everything: applied last
-                    entry = deltas.setdefault(msg.session_id, [0, 0, []])
-                    entry[0] += msg.input_tokens
-                    entry[1] += msg.output_tokens
-                    entry[2].append(i)
-                    continue
-                self._append_all(conn, cur, msgs, appends, results, deltas)  # keep the order
-                if kind is Write:
-                    results[i] = self._savepoint(conn, cur, msg.fn, msg.args)
-                elif kind is CheckIdentity:
-                    results[i] = outcome.Value(True)
-                elif kind is Checkpoint:
-                    results[i] = outcome.Value(None)  # answered after the commit
-                else:
-                    results[i] = outcome.Error(TypeError(f"DbWriter cannot handle {msg!r}"))
-            self._append_all(conn, cur, msgs, appends, results, deltas)
-            self._add_all_tokens(conn, cur, deltas, results)
-            conn.execute("COMMIT")
-        except BaseException:
-            if not conn.in_transaction:
-                raise
-            conn.execute("ROLLBACK")
-            raise
-        self.batches += 1
-        for i, msg in enumerate(msgs):
-            if type(msg) is Checkpoint:
-                results[i] = outcome.capture(self._checkpoint_sync)
-        return results
-
-    def _add_all_tokens(
-        self,
-        conn: apsw.Connection,
-        cur: apsw.Cursor,
-        deltas: dict[str, list[Any]],
-        results: list[outcome.Outcome | None],
-    ) -> None:
-        """One UPDATE for every session's tokens; if a session is missing, one each."""
-        if not deltas:
-            return
-        sums = {session_id: (inp, out) for session_id, (inp, out, _) in deltas.items()}
-        together = self._savepoint(conn, cur, add_tokens_to_sessions, (sums,))
-        for session_id, (inp, out, indexes) in deltas.items():
-            merged = together
-            if isinstance(together, outcome.Error):
-                merged = self._savepoint(conn, cur, add_tokens, (session_id, inp, out))
-            for i in indexes:  # an outcome is unwrapped once: one of its own per caller
-                if isinstance(merged, outcome.Value):
-                    results[i] = outcome.Value(None)
-                else:
-                    results[i] = outcome.Error(SessionNotFound(session_id))
-
-    def _append_all(
-        self,
-        conn: apsw.Connection,
-        cur: apsw.Cursor,
-        msgs: list[Any],
-        appends: list[int],
-        results: list[outcome.Outcome | None],
-        deltas: dict[str, list[Any]],
-    ) -> None:
-        """Run the waiting Appends as one call; if it fails, one at a time."""
-        if not appends:
-            return
-        messages = [msgs[i].message for i in appends]
-        together = self._savepoint(conn, cur, append_messages, (messages,))
-        for n, i in enumerate(appends):
-            msg = msgs[i]
-            if isinstance(together, outcome.Value):
-                results[i] = outcome.Value(together.value[n])
-            else:
-                results[i] = self._savepoint(conn, cur, append_message, (msg.message,))
-            if isinstance(results[i], outcome.Value) and (msg.input_tokens or msg.output_tokens):
-                entry = deltas.setdefault(msg.message.session_id, [0, 0, []])
-                entry[0] += msg.input_tokens
-                entry[1] += msg.output_tokens
-        appends.clear()
-
-    @staticmethod
-    def _savepoint(
-        conn: apsw.Connection, cur: apsw.Cursor, fn: Callable[..., Any], args: tuple
-    ) -> outcome.Outcome:
-        cur.execute("SAVEPOINT request")
-        try:
-            value = fn(conn, *args)
-        except Exception as exc:
-            cur.execute("ROLLBACK TO request")
-            cur.execute("RELEASE request")
-            return outcome.Error(exc)
-        cur.execute("RELEASE request")
-        return outcome.Value(value)
+        if checkpoint:
+            self._warn_if_wal_grows()
+        return [unpack(ok, blob) for ok, blob in results]
 
     # -- checkpoints and WAL health -------------------------------------------
-
-    def _wal_grew(self, conn: apsw.Connection, name: str, pages: int) -> int:
-        self._wal_pages = pages
-        return apsw.SQLITE_OK
-
-    def _checkpoint_sync(self) -> tuple[int, int] | None:
-        """The explicit Checkpoint message: on the writer's connection, after its commit."""
-        if self.retired is not None or self._conn is None:
-            raise self._replaced()
-        frames = passive_checkpoint(self._conn)
-        self._warn_if_wal_grows()
-        return frames
 
     def _start_checkpoint(self) -> None:
         if not self._checkpointing and self.retired is None and not self._checkpointer_closed:
@@ -361,13 +239,14 @@ class DbWriter(BatchActor):
 
     async def _checkpoint_in_background(self) -> None:
         try:
-            await trio.to_thread.run_sync(
-                self._background_checkpoint_sync, limiter=self._checkpointer_limiter
-            )
-        except apsw.Error as exc:  # a checkpoint only saves work later; the writes are safe
+            ran = await self._core("checkpoint", "checkpoint")
+        except Exception as exc:  # a checkpoint only saves work later; the writes are safe
             log.warning("%s: a background checkpoint failed: %s", self.path, exc)
+            ran = False
         finally:
             self._checkpointing = False
+        if ran:
+            self._warn_if_wal_grows()
         self.checkpoints += 1
         self._checkpointed.set()
         self._checkpointed = trio.Event()
@@ -375,29 +254,6 @@ class DbWriter(BatchActor):
     async def wait_checkpoint(self) -> None:
         """Until the next background checkpoint has run."""
         await self._checkpointed.wait()
-
-    def _background_checkpoint_sync(self) -> None:
-        """On the checkpointer's thread: never for a replaced file, never after close."""
-        if self.retired is not None or self._checkpointer_closed:
-            return
-        if self._checkpointer is None or self._replaced_why(self._checkpointer_header):
-            return  # the next batch's identity check retires the writer
-        passive_checkpoint(self._checkpointer)
-        self._warn_if_wal_grows()
-
-    async def _close_checkpointer(self) -> None:
-        """Waits for a running checkpoint; afterwards none starts again."""
-        self._checkpointer_closed = True
-        await trio.to_thread.run_sync(self._close_checkpointer_sync,
-                                      limiter=self._checkpointer_limiter)  # fmt: skip
-
-    def _close_checkpointer_sync(self) -> None:
-        conn, self._checkpointer = self._checkpointer, None
-        header, self._checkpointer_header = self._checkpointer_header, None
-        if header is not None:
-            header.close()
-        if conn is not None:
-            conn.close()
 
     def _warn_if_wal_grows(self) -> None:
         try:
@@ -418,12 +274,3 @@ class DbWriter(BatchActor):
         while self.retired is None and not self._checkpointer_closed:
             await trio.sleep(self._checkpoint_interval)
             self._start_checkpoint()
-
-
-def passive_checkpoint(conn: apsw.Connection) -> tuple[int, int] | None:
-    """(WAL frames, frames checkpointed), or None when another connection is
-    checkpointing right now (SQLite runs one at a time); nothing is lost then."""
-    try:
-        return conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
-    except apsw.BusyError:
-        return None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
 
 import httpx
 import pytest
@@ -26,7 +25,7 @@ from tests.agent.fake_openai import (
     text_answer,
     tool_answer,
 )
-from tests.state.helpers import writer_of
+from tests.state.helpers import Gate, wait_at_gate, writer_of
 
 
 def provider(fake_or_url, name="A", model="model-a", key="sk-test-a"):
@@ -138,13 +137,13 @@ async def test_cancel_mid_stream_records_the_interruption(fake, ctx):
     assert (await transcript(ctx))[-1] == ("system", INTERRUPTED)
 
 
-async def test_a_continuing_turn_queues_its_message_and_reply_together(ctx, registry):
+async def test_a_continuing_turn_queues_its_message_and_reply_together(ctx, registry, tmp_path):
     offline = agent(OfflineProvider())
     first = await offline.run_turn(ctx, "one", stream=False)
     writer = writer_of(registry, ctx.db.gen)
-    gate = threading.Event()
+    gate = Gate(tmp_path)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(ctx.db.write, lambda conn: gate.wait(30))  # the writer is busy
+        nursery.start_soon(ctx.db.write, wait_at_gate, gate.path)  # the writer is busy
         await trio.testing.wait_all_tasks_blocked()
         nursery.start_soon(functools.partial(
             offline.run_turn, ctx, "two", stream=False, history=first.conversation

@@ -313,19 +313,21 @@ async def test_each_send_is_recorded_in_the_outbox(setup, registry, home, cron_c
                     ("slack", "C1", "failed", "slack:C1: channel archived")]  # fmt: skip
 
 
+def leftovers(conn):
+    """Deliveries a previous serve left: one never started, one started, one sent."""
+    for chat, status in (("1", "pending"), ("2", "attempted"), ("3", "sent")):
+        conn.execute(
+            "INSERT INTO cron_deliveries (job_id, fence, platform, chat_id, provenance,"
+            " mirror, metadata, text, status, created_at)"
+            " VALUES ('j', 1, 'telegram', ?, 'explicit', 0, '{}', ?, ?, 0)",
+            (chat, f"brief {chat}", status),
+        )
+
+
 async def test_after_a_restart_pending_sends_go_and_attempted_ones_do_not(
     setup, registry, home, cron_clock
 ):
     gen = await registry.acquire(home.state_db)
-
-    def leftovers(conn):
-        for chat, status in (("1", "pending"), ("2", "attempted"), ("3", "sent")):
-            conn.execute(
-                "INSERT INTO cron_deliveries (job_id, fence, platform, chat_id, provenance,"
-                " mirror, metadata, text, status, created_at)"
-                " VALUES ('j', 1, 'telegram', ?, 'explicit', 0, '{}', ?, ?, 0)",
-                (chat, f"brief {chat}", status),
-            )
 
     await gen.write(leftovers)
     await registry.release(gen)

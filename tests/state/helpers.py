@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 from pathlib import Path
 
 import apsw
@@ -38,3 +40,28 @@ def writer_of(registry, gen) -> DbWriter:
         if slot.spec.name == f"{gen.path}#{gen.number}":
             return slot.child
     raise LookupError(gen)
+
+
+class Gate:
+    """Holds a write inside the writer's process until `set()`: the test holds an
+    exclusive lock on a file; the write `wait_at_gate(conn, gate.path)` takes a
+    shared lock on it, which it gets once the test lets go."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / f"gate-{id(self)}"
+        self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def set(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def wait_at_gate(conn: apsw.Connection, path: Path) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    finally:
+        os.close(fd)

@@ -192,11 +192,11 @@ async def test_close_all_drains_live_and_retired_generations(tmp_path):
         await make_other_db(tmp_path / "backup.db")
         os.rename(tmp_path / "backup.db", tmp_path / "b.db")
         assert not await b.same_file()  # retired, still held
-        writers = [writer_of(reg, g) for g in (a, b)]
+        processes = [writer_of(reg, g)._process for g in (a, b)]
         await reg.close_all()
         assert reg.generations() == []
         assert reg._sup.child_names() == []
-        assert all(w._conn is None for w in writers)
+        assert all(p.returncode == 0 for p in processes)  # each closed its file and exited
         reg.request_drain(trio.current_time() + 5)
     assert not os.path.exists(tmp_path / "a.db-wal")
     assert count(tmp_path / "a.db", "SELECT count(*) FROM sessions") == 1

@@ -38,6 +38,10 @@ async def test_older_schema_is_migrated_on_open(registry, db_path):
     await registry.release(gen)
 
 
+def set_scope(conn, session_id, scope_id):
+    conn.execute("UPDATE sessions SET scope_id = ? WHERE id = ?", (scope_id, session_id))
+
+
 async def test_missing_columns_are_added(registry, db_path):
     # An older build's sessions table without scope_id, title_source or model.
     conn = apsw.Connection(str(db_path))
@@ -49,7 +53,7 @@ async def test_missing_columns_are_added(registry, db_path):
     gen = await registry.acquire(db_path)
     row = await gen.read(get_session, "kept")
     assert (row.id, row.scope_id, row.message_count, row.model) == ("kept", None, 0, None)
-    await gen.write(lambda c: c.execute("UPDATE sessions SET scope_id = 'T1' WHERE id = 'kept'"))
+    await gen.write(set_scope, "kept", "T1")
     assert (await gen.read(get_session, "kept")).scope_id == "T1"
     await registry.release(gen)
     assert NewSession("x").source == "local"

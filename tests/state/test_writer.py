@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import os
-import threading
+import sys
+import types
 
 import apsw
 import trio
 import trio.testing
 
 from hermes.state import writer as writer_module
-from hermes.state.errors import SessionNotFound
+from hermes.state.errors import SessionNotFound, StateError
+from hermes.state.holder import DbHolder
 from hermes.state.messages import NewMessage, append_message, messages_of
-from hermes.state.sessions import NewSession, create_session, get_session
-from hermes.state.writer import Checkpoint
-from tests.state.helpers import count, plain, writer_of
+from hermes.state.sessions import NewSession, create_session, get_session, list_sessions
+from hermes.state.writer import Unsendable
+from hermes.state.writer_core import Checkpoint
+from tests.state.helpers import Gate, count, integrity, plain, wait_at_gate, writer_of
 
 
 class Refused(Exception):
@@ -29,15 +32,50 @@ def refuse(conn, text):
     raise Refused(text)  # after a write: the savepoint must undo it
 
 
-def blocking(conn, gate: threading.Event):
-    gate.wait(timeout=30)
+def count_updates(conn):
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS token_updates (n INTEGER)")
+    conn.execute(
+        "CREATE TEMP TRIGGER IF NOT EXISTS count_token_updates"
+        " AFTER UPDATE OF input_tokens ON sessions"
+        " BEGIN INSERT INTO token_updates VALUES (1); END"
+    )
+
+
+def updates(conn):
+    return conn.execute("SELECT count(*) FROM temp.token_updates").get
+
+
+INSERTS: list[str] = []  # filled in the writer's process, where the tracer runs
+
+
+def _note_insert(cursor, sql, bindings):
+    if sql.startswith("INSERT INTO messages"):
+        INSERTS.append(sql)
+    return True
+
+
+def trace_inserts(conn):
+    INSERTS.clear()
+    conn.exec_trace = _note_insert
+
+
+def inserts_traced(conn) -> int:
+    return len(INSERTS)
+
+
+def untrace(conn):
+    conn.exec_trace = None
+
+
+def read_back(conn, session_id):
+    return [(m.id, m.content) for m in messages_of(conn, session_id)]
 
 
 async def test_failing_request_fails_alone_and_batch_commits(registry, db_path):
     gen = await registry.acquire(db_path)
     await gen.write(create_session, NewSession("s"))
     writer = writer_of(registry, gen)
-    gate = threading.Event()
+    gate = Gate(db_path.parent)
     outcomes: dict[str, object] = {}
 
     async def write(name, fn, *args):
@@ -47,7 +85,7 @@ async def test_failing_request_fails_alone_and_batch_commits(registry, db_path):
             outcomes[name] = exc
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(write, "gate", blocking, gate)
+        nursery.start_soon(write, "gate", wait_at_gate, gate.path)
         await trio.testing.wait_all_tasks_blocked()
         before = writer.batches
         for i in range(10):
@@ -91,21 +129,10 @@ async def test_token_deltas_merge_into_one_update_per_session(registry, db_path)
     for sid in ("a", "b"):
         await gen.write(create_session, NewSession(sid))
 
-    def count_updates(conn):
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS token_updates (n INTEGER)")
-        conn.execute(
-            "CREATE TEMP TRIGGER IF NOT EXISTS count_token_updates"
-            " AFTER UPDATE OF input_tokens ON sessions"
-            " BEGIN INSERT INTO token_updates VALUES (1); END"
-        )
-
-    def updates(conn):
-        return conn.execute("SELECT count(*) FROM temp.token_updates").get
-
     await gen.write(count_updates)
-    gate = threading.Event()
+    gate = Gate(db_path.parent)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(gen.write, blocking, gate)
+        nursery.start_soon(gen.write, wait_at_gate, gate.path)
         await trio.testing.wait_all_tasks_blocked()
         for _ in range(20):
             nursery.start_soon(gen.add_tokens, "a", 10, 1)
@@ -131,9 +158,9 @@ async def test_write_is_acknowledged_after_commit(registry, db_path):
 async def test_reads_do_not_wait_behind_the_writer(registry, db_path):
     gen = await registry.acquire(db_path)
     await gen.write(create_session, NewSession("s"))
-    gate = threading.Event()
+    gate = Gate(db_path.parent)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(gen.write, blocking, gate)
+        nursery.start_soon(gen.write, wait_at_gate, gate.path)
         await trio.testing.wait_all_tasks_blocked()
         # The writer is stuck inside a batch; a read still answers.
         with trio.fail_after(5):
@@ -186,28 +213,13 @@ async def test_appends_queued_together_go_in_as_one_statement(registry, db_path)
     gen = await registry.acquire(db_path)
     for name in ("a", "b"):
         await gen.write(create_session, NewSession(name))
-    inserts: list[str] = []
-
-    def trace_inserts(conn):
-        def tracer(cursor, sql, bindings):
-            if sql.startswith("INSERT INTO messages"):
-                inserts.append(sql)
-            return True
-
-        conn.exec_trace = tracer
-
-    def untrace(conn):
-        conn.exec_trace = None
-
-    def read_back(conn, session_id):
-        return [(m.id, m.content) for m in messages_of(conn, session_id)]
 
     async def batch(*appends):
         """Queue `appends` (message, input, output) behind a blocked batch, so they
         and a read-back queued after them share the next one."""
-        gate = threading.Event()
+        gate = Gate(db_path.parent)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(gen.write, blocking, gate)
+            nursery.start_soon(gen.write, wait_at_gate, gate.path)
             await trio.testing.wait_all_tasks_blocked()
             slots = [await gen.append(*args) for args in appends]
             seen = await gen.submit(read_back, "a")
@@ -225,22 +237,99 @@ async def test_appends_queued_together_go_in_as_one_statement(registry, db_path)
         *[(NewMessage("a", "user", f"a{i}"), 10, 1) for i in range(3)],
         (NewMessage("b", "assistant", "b0"), 5, 2),
     )
-    assert len(inserts) == 1  # four messages, one statement
+    assert await gen.write(inserts_traced) == 1  # four messages, one statement
     assert seen == list(zip(ids[:3], ["a0", "a1", "a2"], strict=True))  # in order, before it
     assert await gen.read(read_back, "b") == [(ids[3], "b0")]
 
-    inserts.clear()
+    await gen.write(trace_inserts)
     outcomes, seen = await batch(
         (NewMessage("a", "user", "a3"), 1, 0),
         (NewMessage("nobody", "user", "lost"), 0, 0),
         (NewMessage("a", "user", "a4"), 1, 0),
     )
+    traced = await gen.write(inserts_traced)
     await gen.write(untrace)
     assert isinstance(outcomes[1], SessionNotFound)  # the bad one fails alone
     assert [c for _, c in seen] == ["a0", "a1", "a2", "a3", "a4"]
-    assert len(inserts) == 2  # the three together failed before inserting; then one each
+    assert traced == 2  # the three together failed before inserting; then one each
     a = await gen.read(get_session, "a")
     b = await gen.read(get_session, "b")
     assert (a.message_count, a.input_tokens, a.output_tokens) == (5, 32, 3)
     assert (b.message_count, b.input_tokens, b.output_tokens) == (1, 5, 2)
     await registry.release(gen)
+
+
+async def test_a_write_that_cannot_reach_the_writers_process_fails_alone(registry, db_path):
+    gen = await registry.acquire(db_path)
+    await gen.write(create_session, NewSession("s"))
+    gate = Gate(db_path.parent)
+    outcomes: dict[str, object] = {}
+
+    async def write(name, fn, *args):
+        try:
+            outcomes[name] = await gen.write(fn, *args)
+        except Exception as exc:
+            outcomes[name] = exc
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gen.write, wait_at_gate, gate.path)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(write, "ok", append_message, NewMessage("s", "user", "kept"))
+        nursery.start_soon(write, "lambda", lambda conn: 1)
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+    assert isinstance(outcomes["lambda"], Unsendable)
+    assert "importable module" in str(outcomes["lambda"])
+    assert isinstance(outcomes["ok"], int)
+    assert [m.content for m in await gen.read(messages_of, "s")] == ["kept"]
+    await gen.write(create_session, NewSession("after"))  # the writer lives on
+    await registry.release(gen)
+
+
+async def test_a_writer_whose_process_dies_is_replaced_at_the_next_write(registry, db_path):
+    async with DbHolder(registry, db_path) as db:
+        await db.write(create_session, NewSession("before"))
+        dead = db.gen
+        process = writer_of(registry, dead)._process
+        process.kill()
+        await process.wait()
+        await trio.testing.wait_all_tasks_blocked()  # the actor has seen its process go
+        await db.write(create_session, NewSession("after"))  # a new generation, a new process
+        assert db.gen is not dead and dead.crashed
+        assert writer_of(registry, db.gen)._process.pid != process.pid
+        names = {s.id for s in await db.read(list_sessions, 10, None)}
+    assert names == {"before", "after"}
+    assert integrity(db_path) == "ok"
+
+
+async def test_a_write_the_writers_process_cannot_load_fails_alone(registry, db_path):
+    # A module that exists only in this process: its functions pickle by name here,
+    # and the writer's process cannot import it.
+    only_here = types.ModuleType("only_in_the_test_process")
+    exec("def touch(conn):\n    return 1\n", only_here.__dict__)
+    sys.modules[only_here.__name__] = only_here
+    try:
+        gen = await registry.acquire(db_path)
+        await gen.write(create_session, NewSession("s"))
+        gate = Gate(db_path.parent)
+        outcomes: dict[str, object] = {}
+
+        async def write(name, fn, *args):
+            try:
+                outcomes[name] = await gen.write(fn, *args)
+            except Exception as exc:
+                outcomes[name] = exc
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gen.write, wait_at_gate, gate.path)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(write, "ok", append_message, NewMessage("s", "user", "kept"))
+            nursery.start_soon(write, "foreign", only_here.touch)
+            await trio.testing.wait_all_tasks_blocked()
+            gate.set()
+        assert isinstance(outcomes["foreign"], StateError)
+        assert "cannot load this request" in str(outcomes["foreign"])
+        assert isinstance(outcomes["ok"], int)
+        await registry.release(gen)
+    finally:
+        del sys.modules[only_here.__name__]

@@ -3,6 +3,7 @@ back to it (its origin); the model may not pin a provider or a model."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Any
@@ -89,7 +90,8 @@ class CronjobTool:
                 fields["deliver"] = args["deliver"]
             if args.get("schedule"):
                 fields["schedule"] = parse_schedule(args["schedule"], ctx.tz, now)
-            updated = await ctx.db.write(lambda c: update_job(c, job.id, now, ctx.tz, **fields))
+            update = functools.partial(update_job, **fields)  # a lambda cannot reach the writer
+            updated = await ctx.db.write(update, job.id, now, ctx.tz)
             return {"updated": updated.id, "next_run_at": updated.next_run_at}
         if action in ("pause", "resume"):
             changed = await ctx.db.write(set_paused, job.id, action == "pause", now, ctx.tz)
