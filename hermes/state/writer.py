@@ -169,13 +169,17 @@ class DbWriter(BatchActor):
         req_id = next(self._ids)
         data = frame((req_id, lane, method, args))
         self._waiting[req_id] = reply = Reply()
-        try:
-            async with self._send_lock:
-                await self._process.stdin.send_all(data)
-            ok, value, status = await reply.wait()
-        finally:
-            self._waiting.pop(req_id, None)
-            reply.abandon()
+        # Shielded, as a call into a worker thread is: a frame half sent would garble
+        # the stream, and a caller answered only after the child's commit never learns
+        # too early that its write "failed" when it may have committed.
+        with trio.CancelScope(shield=True):
+            try:
+                async with self._send_lock:
+                    await self._process.stdin.send_all(data)
+                ok, value, status = await reply.wait()
+            finally:
+                self._waiting.pop(req_id, None)
+                reply.abandon()
         self._apply(status)
         if method == "batch":
             return value

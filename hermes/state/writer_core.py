@@ -39,7 +39,7 @@ from hermes.state.errors import SessionNotFound, StateDbReplacedError, StateErro
 from hermes.state.messages import NewMessage, append_message, append_messages
 from hermes.state.sessions import add_tokens, add_tokens_to_sessions
 
-log = logging.getLogger("hermes.state.writer")
+log = logging.getLogger("hermes.state.writer")  # the parent logs these under that name
 
 BUSY_RETRIES = 6  # each waits up to the connection's busy timeout (10 s)
 

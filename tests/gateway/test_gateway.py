@@ -6,6 +6,7 @@ import socket
 
 import pytest
 import trio
+import trio.testing
 
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
@@ -152,5 +153,6 @@ async def test_a_turn_left_in_a_crashed_session_actors_mailbox_ends_with_an_erro
         got = await collect(events)  # ends: the caller is not left waiting
         assert [e["kind"] for e in got] == ["error"]
         assert "stopped before the turn began" in got[0]["text"]
+        await trio.testing.wait_all_tasks_blocked()  # the gateway has seen the crash
         assert "s1" not in gateway.sessions
         gateway.request_drain(trio.current_time() + 5)
