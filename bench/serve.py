@@ -9,7 +9,8 @@ Run: python bench/serve.py
 - Three rounds, echo and serve in turn, each round on new sessions; the
   rates are the medians of the rounds (one round takes a second or two, and
   this VM's speed wanders by more than 10% between such runs).
-- Then 1,000 idle sessions are opened on serve and its resident memory read.
+- Then 1,000 idle sessions are opened on serve and its resident memory read,
+  its state.db writer's child process included.
 Last line: RESULT msgs_per_s=<n> vs_echo=<x> p99_ms=<y> rss_1000_sessions_mb=<m>
 """
 
@@ -122,7 +123,9 @@ def main() -> None:
                 serve_times.append(elapsed)
                 serve_lat += latencies
             trio.run(idle_sessions, f"ws://127.0.0.1:{port}/", auth)
-            rss = psutil.Process(serve.pid).memory_info().rss / (1024 * 1024)
+            server = psutil.Process(serve.pid)  # with its state.db writer's process
+            parts = [server, *server.children(recursive=True)]
+            rss = sum(p.memory_info().rss for p in parts) / (1024 * 1024)
         finally:
             for proc in (serve, echo):
                 proc.terminate()
@@ -132,7 +135,8 @@ def main() -> None:
     print(f"echo server   {echo_rate:8.0f} msgs/s   (rates: medians of {ROUNDS} rounds)")
     print(f"hermes serve  {rate:8.0f} msgs/s   p99 {p99(serve_lat):7.2f} ms  "
           f"({CLIENTS} clients x {MESSAGES} turns, offline model)")  # fmt: skip
-    print(f"hermes serve  {rss:.0f} MB resident with {IDLE_SESSIONS} idle sessions open")
+    print(f"hermes serve  {rss:.0f} MB resident with {IDLE_SESSIONS} idle sessions open "
+          f"({len(parts)} processes: serve and its writer)")  # fmt: skip
     print(
         f"RESULT msgs_per_s={rate:.0f} vs_echo={rate / echo_rate:.2f} "
         f"p99_ms={p99(serve_lat):.1f} rss_1000_sessions_mb={rss:.0f}"
