@@ -63,18 +63,19 @@ class Unsendable(StateError):
 def _portable_request(msg: Any) -> bytes:
     """`msg` pickled for the writer's process, or Unsendable saying why it cannot go."""
     fn = getattr(msg, "fn", None)
-    what = f"write {getattr(fn, '__qualname__', fn)!r}" if fn is not None else repr(msg)
-    advice = "use a function of an importable module (or functools.partial of one)"
+    problem = None
     if getattr(fn, "__module__", None) == "__main__":
-        raise Unsendable(f"{what} is defined in __main__, which the writer's process "
-                         f"does not run; {advice}")  # fmt: skip
-    try:
-        return pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:
-        raise Unsendable(
-            f"{what} cannot be sent to the writer's process ({exc}); {advice}, "
-            "with arguments that pickle"
-        ) from None
+        problem = "it is defined in __main__, which the writer's process does not run"
+    else:
+        try:
+            return pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            problem = f"it does not pickle: {exc}"
+    what = f"write {getattr(fn, '__qualname__', fn)!r}" if fn is not None else repr(msg)
+    raise Unsendable(
+        f"{what} cannot be sent to the writer's process ({problem}); use a function of "
+        "an importable module (or functools.partial of one) with arguments that pickle"
+    )
 
 
 class DbWriter(BatchActor):
@@ -212,19 +213,35 @@ class DbWriter(BatchActor):
     # -- batches ----------------------------------------------------------------
 
     async def handle_batch(self, msgs: list[Any]) -> list[outcome.Outcome]:
+        checkpoint = any(type(m) is Checkpoint for m in msgs)  # then see whether the WAL shrank
+        try:  # the usual case: the whole batch in one pickle
+            whole: bytes | None = pickle.dumps(msgs, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            whole = None
+        if whole is not None:
+            results = await self._batch(whole, checkpoint)
+            if results is not None:
+                return results
+        # One pickle each, so that one that cannot travel (or that the child cannot
+        # load) fails alone; the child ran nothing of a batch it could not load.
         blobs, failed = [], {}
-        for i, msg in enumerate(msgs):  # one pickle each: one that cannot travel fails alone
+        for i, msg in enumerate(msgs):
             try:
                 blobs.append(_portable_request(msg))
             except Unsendable as exc:
                 failed[i] = outcome.Error(exc)
-        checkpoint = any(type(m) is Checkpoint for m in msgs)  # then see whether the WAL shrank
         results = iter(await self._batch(blobs, checkpoint) if blobs else [])
         return [failed[i] if i in failed else next(results) for i in range(len(msgs))]
 
-    async def _batch(self, blobs: list[bytes], checkpoint: bool) -> list[outcome.Outcome]:
+    async def _batch(
+        self, payload: bytes | list[bytes], checkpoint: bool
+    ) -> list[outcome.Outcome] | None:
+        """`payload`: the batch in one pickle (None back if the child cannot load it),
+        or one pickle per request."""
         was_retired = self.retired
-        results = await self._core("main", "batch", blobs)
+        results = await self._core("main", "batch", payload)
+        if results is None:
+            return None
         if self.retired is not None and was_retired is None:
             self._checkpointer_closed = True  # the core closed it before answering
             self._on_retired(self.retired)

@@ -7,9 +7,10 @@ event loop paused, and the event loop paid for every hand-over. In its own
 process the writer commits while the event loop runs.
 
 Protocol: length-prefixed pickles. A request is (id, lane, method, args); a
-batch's args are one pickle per request. The reply is (id, ok, value,
-status, logs), the value pickled on its own (a batch's: one (ok, pickle) per
-request), so one request or answer that cannot cross fails alone.
+batch comes in one pickle, or (if the child cannot load that) again as one
+pickle per request. The reply is (id, ok, value, status, logs), the value
+pickled on its own (a batch's: one (ok, pickle) per request), so one request
+or answer that cannot cross fails alone.
 
 Lane "main" runs open, batch and close in order; lane "checkpoint" runs
 checkpoints beside them. Log records of the core travel back with the reply
@@ -109,10 +110,17 @@ class _Collect(logging.Handler):
         return records
 
 
-def _batch(core: WriterCore, blobs: list[bytes]) -> list[outcome.Outcome]:
-    """A batch arrives as one pickle per request, so one that cannot be loaded here
-    (say, a function of the parent's __main__) fails alone."""
-    loaded = [outcome.capture(pickle.loads, blob) for blob in blobs]
+def _batch(core: WriterCore, payload: bytes | list[bytes]) -> list[outcome.Outcome] | None:
+    """The batch in one pickle: None if it cannot be loaded here (say, a function of
+    the parent's __main__), and the parent sends it again one pickle per request,
+    so that the one that cannot be loaded fails alone."""
+    if isinstance(payload, bytes):
+        try:
+            msgs = pickle.loads(payload)
+        except Exception:
+            return None
+        return core.batch(msgs)
+    loaded = [outcome.capture(pickle.loads, blob) for blob in payload]
     good = [r.value for r in loaded if isinstance(r, outcome.Value)]
     results = iter(core.batch(good) if good else [])
     return [
@@ -134,7 +142,8 @@ def serve(core: WriterCore, requests: BinaryIO, replies: BinaryIO) -> None:
         while (request := lane.get()) is not None:
             req_id, method, args = request
             if method == "batch":  # one answer per request, each pickled on its own
-                ok, value = True, [_portable(r) for r in _batch(core, *args)]
+                results = _batch(core, *args)
+                ok, value = True, None if results is None else [_portable(r) for r in results]
             else:
                 ok, value = _portable(outcome.capture(getattr(core, method), *args))
             data = frame((req_id, ok, value, core.status(), collect.take()))
