@@ -71,11 +71,10 @@ def read_back(conn, session_id):
     return [(m.id, m.content) for m in messages_of(conn, session_id)]
 
 
-async def test_failing_request_fails_alone_and_batch_commits(registry, db_path):
-    gen = await registry.acquire(db_path)
-    await gen.write(create_session, NewSession("s"))
-    writer = writer_of(registry, gen)
-    gate = Gate(db_path.parent)
+async def one_batch(gen, gate_dir, writes: dict[str, tuple]) -> dict[str, object]:
+    """Queue `writes` (name: (fn, *args)) behind a batch held at a gate, so they all
+    share the next batch; returns each one's value, or the exception it raised."""
+    gate = Gate(gate_dir)
     outcomes: dict[str, object] = {}
 
     async def write(name, fn, *args):
@@ -85,15 +84,24 @@ async def test_failing_request_fails_alone_and_batch_commits(registry, db_path):
             outcomes[name] = exc
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(write, "gate", wait_at_gate, gate.path)
+        nursery.start_soon(gen.write, wait_at_gate, gate.path)
         await trio.testing.wait_all_tasks_blocked()
-        before = writer.batches
-        for i in range(10):
-            nursery.start_soon(write, f"ok{i}", append_message, NewMessage("s", "user", f"m{i}"))
-        nursery.start_soon(write, "bad", refuse, "must vanish")
-        nursery.start_soon(write, "dup", create_session, NewSession("s"))
+        for name, (fn, *args) in writes.items():
+            nursery.start_soon(write, name, fn, *args)
         await trio.testing.wait_all_tasks_blocked()
         gate.set()
+    return outcomes
+
+
+async def test_failing_request_fails_alone_and_batch_commits(registry, db_path):
+    gen = await registry.acquire(db_path)
+    await gen.write(create_session, NewSession("s"))
+    writer = writer_of(registry, gen)
+    before = writer.batches
+    writes = {f"ok{i}": (append_message, NewMessage("s", "user", f"m{i}")) for i in range(10)}
+    writes["bad"] = (refuse, "must vanish")
+    writes["dup"] = (create_session, NewSession("s"))
+    outcomes = await one_batch(gen, db_path.parent, writes)
     # the gate's batch, then one batch with all twelve
     assert writer.batches - before == 2
     assert isinstance(outcomes["bad"], Refused)
@@ -262,22 +270,10 @@ async def test_appends_queued_together_go_in_as_one_statement(registry, db_path)
 async def test_a_write_that_cannot_reach_the_writers_process_fails_alone(registry, db_path):
     gen = await registry.acquire(db_path)
     await gen.write(create_session, NewSession("s"))
-    gate = Gate(db_path.parent)
-    outcomes: dict[str, object] = {}
-
-    async def write(name, fn, *args):
-        try:
-            outcomes[name] = await gen.write(fn, *args)
-        except Exception as exc:
-            outcomes[name] = exc
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(gen.write, wait_at_gate, gate.path)
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(write, "ok", append_message, NewMessage("s", "user", "kept"))
-        nursery.start_soon(write, "lambda", lambda conn: 1)
-        await trio.testing.wait_all_tasks_blocked()
-        gate.set()
+    outcomes = await one_batch(gen, db_path.parent, {
+        "ok": (append_message, NewMessage("s", "user", "kept")),
+        "lambda": (lambda conn: 1,),
+    })  # fmt: skip
     assert isinstance(outcomes["lambda"], Unsendable)
     assert "importable module" in str(outcomes["lambda"])
     assert isinstance(outcomes["ok"], int)
@@ -311,22 +307,10 @@ async def test_a_write_the_writers_process_cannot_load_fails_alone(registry, db_
     try:
         gen = await registry.acquire(db_path)
         await gen.write(create_session, NewSession("s"))
-        gate = Gate(db_path.parent)
-        outcomes: dict[str, object] = {}
-
-        async def write(name, fn, *args):
-            try:
-                outcomes[name] = await gen.write(fn, *args)
-            except Exception as exc:
-                outcomes[name] = exc
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(gen.write, wait_at_gate, gate.path)
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(write, "ok", append_message, NewMessage("s", "user", "kept"))
-            nursery.start_soon(write, "foreign", only_here.touch)
-            await trio.testing.wait_all_tasks_blocked()
-            gate.set()
+        outcomes = await one_batch(gen, db_path.parent, {
+            "ok": (append_message, NewMessage("s", "user", "kept")),
+            "foreign": (only_here.touch,),
+        })  # fmt: skip
         assert isinstance(outcomes["foreign"], StateError)
         assert "cannot load this request" in str(outcomes["foreign"])
         assert isinstance(outcomes["ok"], int)
