@@ -7,11 +7,12 @@ is acknowledged only after its commit.
 
 The core runs in a child process the actor starts and owns (see
 writer_process for why not a thread). A write function therefore travels
-by reference: it must be a module-level function (or a functools.partial
-of one) and its arguments and result must pickle. The child imports a
-function's module the first time it meets it; `preload` names modules to
-import before the writer reports ready, so no first write waits for that. If the child dies, the
-actor crashes with it and its supervisor decides what happens next.
+by reference: it must be a function of an importable module (or a
+functools.partial of one), and its arguments and result must pickle. The
+child imports a function's module the first time it meets it; `preload`
+names modules to import before the writer reports ready, so that no first
+write waits for an import. If the child dies, the actor crashes with it; its
+generation is then never lent again, and the next acquire opens a new one.
 
 Checkpoints never run on the commit path: when the WAL passes
 CHECKPOINT_PAGES, and periodically, the actor asks the core for a PASSIVE
@@ -56,8 +57,8 @@ class WriterProcessDied(StateError):
 
 
 class Unsendable(StateError):
-    """A write that cannot travel to the writer's process: its function is not a
-    module-level one, or an argument does not pickle."""
+    """A write that cannot travel to the writer's process: its function is not one
+    of an importable module, or an argument does not pickle."""
 
 
 def _portable_request(msg: Any) -> bytes:
