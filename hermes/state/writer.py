@@ -117,8 +117,8 @@ class DbWriter(BatchActor):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         argv = [sys.executable, "-m", "hermes.state.writer_process", str(self.path), *self.preload]
         self._process = await trio.lowlevel.open_process(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
-        )
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True
+        )  # its own session: a terminal's Ctrl-C reaches serve, which drains, not the writer
         self._replies.start_soon(self._read_replies, self._process)
         await self._core("main", "open")
         self.nursery.start_soon(self._checkpoint_periodically)

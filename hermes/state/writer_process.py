@@ -26,6 +26,7 @@ import logging
 import os
 import pickle
 import queue
+import signal
 import struct
 import sys
 import threading
@@ -173,6 +174,11 @@ def serve(core: WriterCore, requests: BinaryIO, replies: BinaryIO) -> None:
 
 
 def main() -> None:
+    # Signals are the parent's business: a Ctrl-C at serve's terminal or a service
+    # manager's SIGTERM to the whole group must not kill the writer before the
+    # parent's drain has flushed through it. It stops when the parent says so.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the reply stream
     try:

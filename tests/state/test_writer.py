@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import types
 
@@ -317,3 +318,17 @@ async def test_a_write_the_writers_process_cannot_load_fails_alone(registry, db_
         await registry.release(gen)
     finally:
         del sys.modules[only_here.__name__]
+
+
+async def test_the_writers_process_leaves_signals_to_its_parent(registry, db_path):
+    # A Ctrl-C or a service manager's SIGTERM to the whole group must not take the
+    # writer away before serve's drain has flushed through it.
+    gen = await registry.acquire(db_path)
+    process = writer_of(registry, gen)._process
+    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGTERM)
+    await gen.write(create_session, NewSession("still-here"))
+    assert process.returncode is None
+    assert os.getsid(process.pid) == process.pid  # not in serve's session
+    await registry.release(gen)
+    assert process.returncode == 0
