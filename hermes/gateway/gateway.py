@@ -8,7 +8,6 @@ until the drain deadline, then are cancelled (the loop records that).
 from __future__ import annotations
 
 import logging
-import math
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -47,10 +46,13 @@ def session_key(profile: str, platform: str, chat_type: str, chat_id: str) -> st
 
 @attrs.frozen
 class Chat:
-    """Start a turn; replies a receive channel of its events."""
+    """Start a turn whose events go to `events` (closed when it ends); replies the
+    session id. A command (/new, /stop) replies its result, and a refusal
+    (draining) raises, with `events` closed at once."""
 
     session_id: str | None
     text: str
+    events: trio.MemorySendChannel[dict[str, Any]]
 
 
 class Gateway(Actor):
@@ -99,25 +101,30 @@ class Gateway(Actor):
 
     async def handle(self, msg: Any) -> Any:
         if isinstance(msg, Chat):
-            if self.draining:
-                raise Draining(DRAIN_NOTICE)
-            session_id = msg.session_id or f"local_{secrets.token_hex(6)}"
-            text = msg.text.strip()
-            if text == "/new":
-                return await self._new(session_id)
-            if text == "/stop":
-                return await self._stop(session_id)
-            address = await self._session(session_id)
-            send, recv = trio.open_memory_channel[dict[str, Any]](math.inf)  # one turn's events
-            # A cast: the turn's events channel is the only answer the caller needs.
             try:
-                await address.cast(Turn(msg.text, send))
-            except ActorStopped:  # it stopped for idleness a moment ago: start it again
-                self.sessions.pop(session_id, None)
-                address = await self._session(session_id)
-                await address.cast(Turn(msg.text, send))
-            return session_id, recv
+                return await self._chat(msg)
+            except BaseException:
+                msg.events.close()  # no turn will send them: the caller stops waiting
+                raise
         raise TypeError(f"the gateway cannot handle {type(msg).__name__}")
+
+    async def _chat(self, msg: Chat) -> Any:
+        if self.draining:
+            raise Draining(DRAIN_NOTICE)
+        session_id = msg.session_id or f"local_{secrets.token_hex(6)}"
+        text = msg.text.strip()
+        if text in ("/new", "/stop"):
+            msg.events.close()
+            return await (self._new(session_id) if text == "/new" else self._stop(session_id))
+        address = await self._session(session_id)
+        # A cast: the turn's events go straight to the caller.
+        try:
+            await address.cast(Turn(msg.text, msg.events))
+        except ActorStopped:  # it stopped for idleness a moment ago: start it again
+            self.sessions.pop(session_id, None)
+            address = await self._session(session_id)
+            await address.cast(Turn(msg.text, msg.events))
+        return session_id
 
     async def _session(self, session_id: str) -> Address:
         entry = self.sessions.get(session_id)

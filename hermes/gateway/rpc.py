@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -68,20 +69,42 @@ class Methods:
     async def m_chat_send(self, client: Client, params: dict[str, Any]) -> Any:
         text = _need(params, "text")
         session = params.get("session")
-        # No timeout: the gateway only routes (a turn is cast to its session actor).
-        reply = await self._address("gateway").call(Chat(session, text), timeout=None)
-        if isinstance(reply, dict):  # /new or /stop
-            return reply
-        session_id, events = reply
-        client.sessions.add(session_id)
-        final, status = "", "done"
+        send, events = trio.open_memory_channel[dict[str, Any]](math.inf)  # the turn's events
         with events:
-            while (event := await _next_event(events)) is not None:
-                await client.notify("turn.event", {"session": session_id, **event})
-                if event["kind"] == "done":
-                    final = event["text"]
-                elif event["kind"] in ("interrupted", "error"):
-                    status, final = event["kind"], event["text"]
+            # Submitted, not awaited: the gateway answers (the session id) before the
+            # turn's first event exists, so waiting on the events waits for both.
+            try:
+                answer = await self._address("gateway").submit(Chat(session, text, send))
+            except BaseException:
+                send.close()
+                raise
+            try:
+                first = await _next_event(events)
+                reply = await answer.wait()
+            finally:
+                answer.abandon()
+            if isinstance(reply, dict):  # /new or /stop
+                return reply
+            session_id = reply
+            client.sessions.add(session_id)
+            return await self._stream(client, session_id, first, events)
+
+    async def _stream(
+        self,
+        client: Client,
+        session_id: str,
+        event: dict[str, Any] | None,
+        events: trio.MemoryReceiveChannel[dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Send the turn's events to the client as they come; the turn's outcome."""
+        final, status = "", "done"
+        while event is not None:
+            await client.notify("turn.event", {"session": session_id, **event})
+            if event["kind"] == "done":
+                final = event["text"]
+            elif event["kind"] in ("interrupted", "error"):
+                status, final = event["kind"], event["text"]
+            event = await _next_event(events)
         return {"session": session_id, "text": final, "status": status}
 
     async def m_sessions_list(self, client: Client, params: dict[str, Any]) -> Any:

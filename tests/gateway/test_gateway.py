@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import socket
 
 import pytest
@@ -32,6 +33,12 @@ def make(registry, home, fake, busy_mode):
     return Gateway(registry, home.state_db, home.root, home.memories, agent, config)
 
 
+async def chat(address, session_id, text):
+    """The gateway's answer to a chat message, and the receive side of its events."""
+    send, events = trio.open_memory_channel(math.inf)
+    return await address.call(Chat(session_id, text, send)), events
+
+
 async def collect(events) -> list[dict]:
     out = []
     async with events:
@@ -50,9 +57,9 @@ async def test_a_message_mid_turn_interrupts_or_queues(registry, home, fake, mod
     gateway = make(registry, home, fake, mode)
     async with trio.open_nursery() as nursery:
         address = await nursery.start(gateway.run)
-        session, events1 = await address.call(Chat("s1", "long one"))
+        session, events1 = await chat(address, "s1", "long one")
         assert (await events1.receive())["kind"] == "text"  # the first turn is streaming
-        _, events2 = await address.call(Chat("s1", "short one"))
+        _, events2 = await chat(address, "s1", "short one")
         if mode == "interrupt":
             rest1 = await collect(events1)
             assert rest1[-1]["kind"] == "interrupted"
@@ -73,10 +80,10 @@ async def test_a_session_actor_stops_after_an_idle_timeout_since_its_last_messag
     gateway = make(registry, home, fake, "interrupt")
     async with trio.open_nursery() as nursery:
         address = await nursery.start(gateway.run)
-        _, events = await address.call(Chat("s1", "one"))
+        _, events = await chat(address, "s1", "one")
         await collect(events)
         await trio.sleep(IDLE_TIMEOUT * 0.75)
-        _, events = await address.call(Chat("s1", "two"))
+        _, events = await chat(address, "s1", "two")
         await collect(events)
         await trio.sleep(IDLE_TIMEOUT * 0.75)  # 1.5 timeouts after the first message
         assert "s1" in gateway.sessions
@@ -90,17 +97,19 @@ async def test_stop_new_and_drain_notice(registry, home, fake):
     gateway = make(registry, home, fake, "interrupt")
     async with trio.open_nursery() as nursery:
         address = await nursery.start(gateway.run)
-        _, events = await address.call(Chat("s1", "talk"))
+        _, events = await chat(address, "s1", "talk")
         await events.receive()
-        assert (await address.call(Chat("s1", "/stop")))["stopped"] is True
+        stopped, no_events = await chat(address, "s1", "/stop")
+        assert stopped["stopped"] is True and await collect(no_events) == []  # closed at once
         assert (await collect(events))[-1]["kind"] == "interrupted"
-        new = await address.call(Chat("s1", "/new"))
+        new, no_events = await chat(address, "s1", "/new")
         assert new["previous"] == "s1" and new["session"] != "s1"
+        assert await collect(no_events) == []
         ended = await gateway.db.read(get_session, "s1")
         assert ended.end_reason == "new session"
         gateway.stop_intake()
         with pytest.raises(Draining, match="shutting down"):
-            await address.call(Chat("s2", "hello?"))
+            await chat(address, "s2", "hello?")
         gateway.request_drain(trio.current_time() + 5)
 
 
@@ -142,7 +151,7 @@ async def test_a_turn_left_in_a_crashed_session_actors_mailbox_ends_with_an_erro
     gateway = make(registry, home, fake, "interrupt")
     async with trio.open_nursery() as nursery:
         address = await nursery.start(gateway.run)
-        _, events = await address.call(Chat("s1", "one"))
+        _, events = await chat(address, "s1", "one")
         assert (await collect(events))[-1]["kind"] == "done"
         session = gateway.sessions["s1"][1]
         send, events = trio.open_memory_channel(10)
