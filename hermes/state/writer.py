@@ -183,8 +183,8 @@ class DbWriter(BatchActor):
                 self._waiting.pop(req_id, None)
                 reply.abandon()
         self._apply(status)
-        if method == "batch":
-            return value
+        if method == "batch" and ok:
+            return value  # None, or the (ok, pickle) answer of each request
         return unpack(ok, value).unwrap()
 
     async def _read_replies(self, process: trio.Process) -> None:

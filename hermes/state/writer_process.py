@@ -139,18 +139,28 @@ def serve(core: WriterCore, requests: BinaryIO, replies: BinaryIO) -> None:
     write_lock = threading.Lock()
     lanes: dict[str, queue.SimpleQueue] = {lane: queue.SimpleQueue() for lane in LANES}
 
+    def answer(method: str, args: tuple) -> tuple[bool, Any]:
+        if method != "batch":
+            return _portable(outcome.capture(getattr(core, method), *args))
+        result = outcome.capture(_batch, core, *args)  # an error here fails the whole batch
+        if isinstance(result, outcome.Error):
+            return _portable(result)
+        if result.value is None:
+            return True, None  # send it again, one pickle per request
+        return True, [_portable(r) for r in result.value]  # one answer per request
+
     def run_lane(lane: queue.SimpleQueue) -> None:
-        while (request := lane.get()) is not None:
-            req_id, method, args = request
-            if method == "batch":  # one answer per request, each pickled on its own
-                results = _batch(core, *args)
-                ok, value = True, None if results is None else [_portable(r) for r in results]
-            else:
-                ok, value = _portable(outcome.capture(getattr(core, method), *args))
-            data = frame((req_id, ok, value, core.status(), collect.take()))
-            with write_lock:
-                replies.write(data)
-                replies.flush()
+        try:
+            while (request := lane.get()) is not None:
+                req_id, method, args = request
+                ok, value = answer(method, args)
+                data = frame((req_id, ok, value, core.status(), collect.take()))
+                with write_lock:
+                    replies.write(data)
+                    replies.flush()
+        except BaseException:  # never leave the parent waiting on an answer that cannot come
+            traceback.print_exc()
+            os._exit(1)
 
     threads = [
         threading.Thread(target=run_lane, args=(lanes[lane],), daemon=True) for lane in LANES

@@ -8,9 +8,11 @@ import sys
 import types
 
 import apsw
+import pytest
 import trio
 import trio.testing
 
+from hermes.actors.errors import ActorStopped
 from hermes.state import writer as writer_module
 from hermes.state.errors import SessionNotFound, StateError
 from hermes.state.holder import DbHolder
@@ -66,6 +68,10 @@ def inserts_traced(conn) -> int:
 
 def untrace(conn):
     conn.exec_trace = None
+
+
+def commit_behind_the_writers_back(conn):
+    conn.execute("COMMIT")  # the writer's RELEASE after it then fails: the batch itself fails
 
 
 def read_back(conn, session_id):
@@ -332,3 +338,20 @@ async def test_the_writers_process_leaves_signals_to_its_parent(registry, db_pat
     assert os.getsid(process.pid) == process.pid  # not in serve's session
     await registry.release(gen)
     assert process.returncode == 0
+
+
+async def test_a_batch_that_fails_as_a_whole_crashes_the_writer_and_the_next_write_reopens(
+    registry, db_path
+):
+    async with DbHolder(registry, db_path) as db:
+        await db.write(create_session, NewSession("before"))
+        broken = db.gen
+        with trio.fail_after(10):  # an answer comes: nobody is left waiting
+            with pytest.raises(ActorStopped):
+                await db.write(commit_behind_the_writers_back)
+        await trio.testing.wait_all_tasks_blocked()
+        await db.write(create_session, NewSession("after"))
+        assert db.gen is not broken and broken.crashed
+        names = {s.id for s in await db.read(list_sessions, 10, None)}
+    assert names == {"before", "after"}
+    assert integrity(db_path) == "ok"
