@@ -85,8 +85,7 @@ class SessionActor(Actor):
 
     def dropped(self, msg: Any) -> None:
         if isinstance(msg, Turn):  # its caller waits on the events: end them, and say why
-            error = {"kind": "error", "text": f"{self.name} stopped before the turn began",
-                     "tool": "", "call_id": ""}  # fmt: skip
+            error = _event(Event("error", f"{self.name} stopped before the turn began"))
             with msg.events:
                 try:
                     msg.events.send_nowait(error)
@@ -119,9 +118,9 @@ class SessionActor(Actor):
                     self.history = result.conversation
                 except Exception as exc:
                     log.warning("turn in %s failed: %s", self.ctx.session_id, exc)
-                    send({"kind": "error", "text": str(exc), "tool": "", "call_id": ""})
+                    send(_event(Event("error", str(exc))))
             if scope.cancelled_caught:
-                send({"kind": "interrupted", "text": "", "tool": "", "call_id": ""})
+                send(_event(Event("interrupted")))
         finally:
             turn.events.close()
             self.current = None

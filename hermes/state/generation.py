@@ -73,15 +73,12 @@ class Generation:
     async def submit_request(self, request: Write | Append | AddTokens) -> Reply:
         if self.retired is not None:
             raise self._replaced()
-        if self.crashed:
-            raise WriterStopped(f"the writer of {self.path} has stopped; nothing was written")
-        try:
-            return await self.writer.submit(request)
-        except ActorStopped:
-            self.crashed = True
-            raise WriterStopped(
-                f"the writer of {self.path} has stopped; nothing was written"
-            ) from None
+        if not self.crashed:
+            try:
+                return await self.writer.submit(request)
+            except ActorStopped:
+                self.crashed = True
+        raise WriterStopped(f"the writer of {self.path} has stopped; nothing was written")
 
     async def result_of(self, slot: Reply) -> Any:
         """The answer to a submitted request, once committed."""

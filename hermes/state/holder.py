@@ -82,13 +82,10 @@ class DbHolder:
         return await self._submit(Append(message, input_tokens, output_tokens))
 
     async def _submit(self, request: Write | Append) -> PendingWrite:
-        gen = await self._current()
-        try:
-            slot = await gen.submit_request(request)
-        except NotWritten:
-            gen = await self._current()  # the retired or stopped one is swapped for a new one
-            slot = await gen.submit_request(request)
-        return PendingWrite(self, gen, slot, request)
+        async def queue(gen: Generation) -> PendingWrite:
+            return PendingWrite(self, gen, await gen.submit_request(request), request)
+
+        return await self._retry_once(queue)
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._retry_once(lambda gen: gen.read(fn, *args))

@@ -218,10 +218,7 @@ class WriterCore:
                     appends.append(i)
                     continue
                 if kind is AddTokens:  # token deltas commute with everything: applied last
-                    entry = deltas.setdefault(msg.session_id, [0, 0, []])
-                    entry[0] += msg.input_tokens
-                    entry[1] += msg.output_tokens
-                    entry[2].append(i)
+                    _add_delta(deltas, msg.session_id, msg.input_tokens, msg.output_tokens, i)
                     continue
                 self._append_all(conn, cur, msgs, appends, results, deltas)  # keep the order
                 if kind is Write:
@@ -289,9 +286,7 @@ class WriterCore:
             else:
                 results[i] = self._savepoint(conn, cur, append_message, (msg.message,))
             if isinstance(results[i], outcome.Value) and (msg.input_tokens or msg.output_tokens):
-                entry = deltas.setdefault(msg.message.session_id, [0, 0, []])
-                entry[0] += msg.input_tokens
-                entry[1] += msg.output_tokens
+                _add_delta(deltas, msg.message.session_id, msg.input_tokens, msg.output_tokens)
         appends.clear()
 
     @staticmethod
@@ -340,6 +335,18 @@ class WriterCore:
                 header.close()
             if conn is not None:
                 conn.close()
+
+
+def _add_delta(
+    deltas: dict[str, list[Any]], session_id: str, inp: int, out: int, index: int | None = None
+) -> None:
+    """Merge a token delta into the batch's per-session sums; `index`: the request
+    that is answered by the merged update (an Append's answer is its row id)."""
+    entry = deltas.setdefault(session_id, [0, 0, []])
+    entry[0] += inp
+    entry[1] += out
+    if index is not None:
+        entry[2].append(index)
 
 
 def passive_checkpoint(conn: apsw.Connection) -> tuple[int, int] | None:
