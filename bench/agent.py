@@ -27,13 +27,14 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from hermes.state.holder import DbHolder  # noqa: E402
+
 from hermes.agent.chain import ProviderChain  # noqa: E402
 from hermes.agent.loop import Agent  # noqa: E402
 from hermes.agent.memory import MemoryStore  # noqa: E402
 from hermes.agent.openai_compat import OpenAICompatible  # noqa: E402
 from hermes.agent.tools.base import ToolContext  # noqa: E402
 from hermes.agent.tools.catalog import default_tools  # noqa: E402
-from hermes.state.holder import DbHolder  # noqa: E402
 from hermes.state.registry import Registry  # noqa: E402
 from hermes.terminal.session import TerminalSession  # noqa: E402
 

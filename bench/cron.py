@@ -29,6 +29,7 @@ from hermes.cron.schedule import Schedule
 from hermes.cron.scheduler import JobsChanged, Scheduler
 from hermes.cron.store import NewJob, claim_due, create_job
 from hermes.gateway.tree import WRITE_MODULES
+from hermes.state.db import Db
 from hermes.state.maintenance import open_for_writing
 from hermes.state.registry import Registry
 from hermes.state.schema import immediate
@@ -76,20 +77,19 @@ async def measure_claims(root: Path) -> tuple[float, float]:
     registry = Registry(preload=PRELOAD)
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
-        batch_db = await registry.acquire(root / "batch.db")
-        start = time.perf_counter()
-        report = await batch_db.write(claim_due, "bench", T0 + 20, 60.0, UTC)
-        batch = time.perf_counter() - start
-        assert len(report.claims) == DUE, len(report.claims)
+        async with Db(registry, root / "batch.db") as batch_db:
+            start = time.perf_counter()
+            report = await batch_db.write(claim_due, "bench", T0 + 20, 60.0, UTC)
+            batch = time.perf_counter() - start
+            assert len(report.claims) == DUE, len(report.claims)
 
-        per_job_db = await registry.acquire(root / "per-job.db")
-        ids = await per_job_db.read(due_ids, T0 + 20)
-        assert len(ids) == DUE
-        start = time.perf_counter()
-        for job_id in ids:  # one writer transaction per job
-            await per_job_db.write(claim_one, job_id, "bench", T0 + 20)
-        per_job = time.perf_counter() - start
-        await registry.release(batch_db)
+            per_job_db = await registry.acquire(root / "per-job.db")
+            ids = await per_job_db.read(due_ids, T0 + 20)
+            assert len(ids) == DUE
+            start = time.perf_counter()
+            for job_id in ids:  # one writer transaction per job
+                await per_job_db.write(claim_one, job_id, "bench", T0 + 20)
+            per_job = time.perf_counter() - start
         await registry.release(per_job_db)
         registry.request_drain(trio.current_time() + 30)
     return batch, per_job
@@ -113,19 +113,18 @@ async def measure_lateness(root: Path) -> list[float]:
     runner = LatenessRunner()
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
-        gen = await registry.acquire(path)
-        due = float(int(time.time()) + 2)  # all in the same second
-        once = Schedule("once", "soon", at=due)
-        for i in range(LATE_JOBS):
-            await gen.write(create_job, NewJob(f"late-{i}", once, prompt="p"), time.time(), UTC)
-        ctx = FireContext(scripts=root, spill_dir=root / "spill", runner=runner)
-        scheduler = Scheduler(registry, path, ctx, root / "out", CronConfig(), UTC)
-        address = await nursery.start(scheduler.run)
-        await address.cast(JobsChanged())
-        with trio.fail_after(30):
-            await runner.all_fired.wait()
-        scheduler.request_drain(trio.current_time() + 5)
-        await registry.release(gen)
+        async with Db(registry, path) as gen:
+            due = float(int(time.time()) + 2)  # all in the same second
+            once = Schedule("once", "soon", at=due)
+            for i in range(LATE_JOBS):
+                await gen.write(create_job, NewJob(f"late-{i}", once, prompt="p"), time.time(), UTC)
+            ctx = FireContext(scripts=root, spill_dir=root / "spill", runner=runner)
+            scheduler = Scheduler(registry, path, ctx, root / "out", CronConfig(), UTC)
+            address = await nursery.start(scheduler.run)
+            await address.cast(JobsChanged())
+            with trio.fail_after(30):
+                await runner.all_fired.wait()
+            scheduler.request_drain(trio.current_time() + 5)
         registry.request_drain(trio.current_time() + 30)
     return runner.lateness
 

@@ -29,6 +29,7 @@ import trio
 
 from hermes.state import schema
 from hermes.state.connection import open_writer
+from hermes.state.db import Db
 from hermes.state.messages import NewMessage, append_message, append_messages
 from hermes.state.registry import Registry
 from hermes.state.sessions import NewSession, create_session
@@ -116,22 +117,21 @@ async def measure_hermes(path: Path) -> tuple[float, list[float]]:
     latencies: list[float] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
-        gen = await registry.acquire(path)
-        await gen.write(create_session, NewSession("bench"))
+        async with Db(registry, path) as gen:
+            await gen.write(create_session, NewSession("bench"))
 
-        async def producer(p: int) -> None:
-            for n in range(WRITES_EACH):
-                began = time.perf_counter()
-                slot = await gen.append(NewMessage("bench", "user", text(p, n)))
-                await slot.wait()
-                latencies.append(time.perf_counter() - began)
+            async def producer(p: int) -> None:
+                for n in range(WRITES_EACH):
+                    began = time.perf_counter()
+                    slot = await gen.append(NewMessage("bench", "user", text(p, n)))
+                    await slot.wait()
+                    latencies.append(time.perf_counter() - began)
 
-        start = time.perf_counter()
-        async with trio.open_nursery() as producers:
-            for p in range(PRODUCERS):
-                producers.start_soon(producer, p)
-        elapsed = time.perf_counter() - start
-        await registry.release(gen)
+            start = time.perf_counter()
+            async with trio.open_nursery() as producers:
+                for p in range(PRODUCERS):
+                    producers.start_soon(producer, p)
+            elapsed = time.perf_counter() - start
         registry.request_drain(trio.current_time() + 30)
     return TOTAL / elapsed, latencies
 

@@ -10,7 +10,6 @@ import pytest
 import trio
 import trio.testing
 
-from hermes.gateway.tree import WRITE_MODULES as SERVE_WRITE_MODULES
 from hermes.home import HermesHome
 from hermes.state.registry import Registry
 from hermes.terminal.reaper import become_subreaper, reap
@@ -60,14 +59,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HermesHome:
     return HermesHome(root).ensure()
 
 
-# The modules of the write functions tests send: imported when a writer starts,
-# not at a first write while a mock clock waits (it would jump).
-WRITE_MODULES = (*SERVE_WRITE_MODULES, "tests.state.helpers")
-
-
 @pytest.fixture
 async def registry():
-    reg = Registry(preload=WRITE_MODULES)
+    reg = Registry()
     async with trio.open_nursery() as nursery:
         await nursery.start(reg.run)
         yield reg

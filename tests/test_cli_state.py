@@ -9,6 +9,7 @@ import apsw
 import pytest
 import trio
 
+from hermes.state.db import Db
 from hermes.state.messages import NewMessage, append_messages
 from hermes.state.registry import Registry
 from hermes.state.sessions import NewSession, create_session, set_title
@@ -19,18 +20,17 @@ async def fill(home) -> None:
     reg = Registry()
     async with trio.open_nursery() as nursery:
         await nursery.start(reg.run)
-        gen = await reg.acquire(home.state_db)
-        await gen.write(create_session, NewSession("s-trip", source="telegram", chat_id="7"))
-        await gen.write(set_title, "s-trip", "Planning Lisbon", "user")
-        await gen.write(
-            append_messages,
-            [
-                NewMessage("s-trip", "user", "book a hotel in Lisbon"),
-                NewMessage("s-trip", "assistant", "Found three hotels in Lisbon."),
-            ],
-        )
-        await gen.write(create_session, NewSession("s-other"))
-        await reg.release(gen)
+        async with Db(reg, home.state_db) as gen:
+            await gen.write(create_session, NewSession("s-trip", source="telegram", chat_id="7"))
+            await gen.write(set_title, "s-trip", "Planning Lisbon", "user")
+            await gen.write(
+                append_messages,
+                [
+                    NewMessage("s-trip", "user", "book a hotel in Lisbon"),
+                    NewMessage("s-trip", "assistant", "Found three hotels in Lisbon."),
+                ],
+            )
+            await gen.write(create_session, NewSession("s-other"))
         reg.request_drain(trio.current_time() + 10)
 
 

@@ -8,6 +8,7 @@ while handling a cast crashes the actor, which is what its supervisor sees.
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 from typing import Any
 
@@ -32,6 +33,9 @@ class Actor:
     4. cancel whatever still runs in `self.nursery`.
 
     An actor ends itself normally with `stop()`.
+
+    Resources an actor holds for its life (a database handle) go on `self.exits`,
+    an exit stack closed after every task of the actor has ended, shielded.
     """
 
     mailbox_size: int = 16
@@ -42,6 +46,7 @@ class Actor:
         self.state = RunState.STARTING
         self.address: Address | None = None
         self.nursery: trio.Nursery | None = None
+        self.exits = contextlib.AsyncExitStack()
         self._recv: trio.MemoryReceiveChannel[Any] | None = None
         self._pending: collections.deque[Any] = collections.deque()
         self._intake_closed = False
@@ -56,7 +61,12 @@ class Actor:
     # -- hooks for subclasses -------------------------------------------------
 
     async def on_start(self) -> None:
-        """Runs before the actor reports ready; open resources here."""
+        """Runs before the actor reports ready; open resources here (on `self.exits`)."""
+
+    def ready_handle(self) -> Any:
+        """What the actor reports when ready (its parent hands it out): its Address,
+        or a typed handle that carries it."""
+        return self.address
 
     async def handle(self, msg: Any) -> Any:
         raise NotImplementedError(f"{self.kind} does not handle {type(msg).__name__}")
@@ -179,7 +189,7 @@ class Actor:
                         self._intake_closed = False
                         self._close_intake()
                     self.state = RunState.RUNNING
-                    task_status.started(self.address)
+                    task_status.started(self.ready_handle())
                     started = True
                     await self._serve(recv)
                 except Exception as exc:
@@ -195,6 +205,8 @@ class Actor:
         finally:
             self._refuse_pending()
             send.close()
+            with trio.CancelScope(shield=True):
+                await self.exits.aclose()
             self.state = RunState.STOPPED
         if crash is not None:
             raise crash

@@ -41,16 +41,11 @@ class Address:
     async def cast(self, msg: Any) -> None:
         """Deliver msg and return; waits only while the mailbox is full.
 
-        With room in the mailbox there is no schedule point (a cancelled caller
-        still gets Cancelled): an actor that forwards a message to another goes
-        straight on to its next one.
+        A Trio checkpoint, as every async function of the kernel is: a caller
+        in a cancelled scope gets Cancelled even when the mailbox has room.
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
         try:
-            try:
-                self._send.send_nowait(msg)
-            except trio.WouldBlock:
-                await self._send.send(msg)
+            await self._send.send(msg)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise ActorStopped(self.name) from None
 
@@ -77,10 +72,7 @@ class Address:
         """
         reply = Reply()
         try:
-            try:
-                self._send.send_nowait(Call(msg, reply))
-            except trio.WouldBlock:
-                await self._send.send(Call(msg, reply))
+            await self._send.send(Call(msg, reply))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             reply.abandon()
             raise ActorStopped(self.name) from None
@@ -90,9 +82,6 @@ class Address:
         return reply
 
     async def _call(self, msg: Any) -> Any:
-        # Waiting for the reply is this call's schedule point, so when the
-        # mailbox has room the request goes in without a yield of its own.
-        await trio.lowlevel.checkpoint_if_cancelled()
         reply = await self.submit(msg)
         try:
             return await reply.wait()

@@ -24,10 +24,6 @@ class Reply:
         self._state = _PENDING
         self._outcome: outcome.Outcome | None = None
 
-    @property
-    def abandoned(self) -> bool:
-        return self._state == _ABANDONED
-
     def deliver(self, result: outcome.Outcome) -> None:
         """Fill the slot with a value or an error, whichever `result` holds."""
         state = self._state
@@ -52,11 +48,12 @@ class Reply:
         self._outcome = None
 
     async def wait(self) -> Any:
-        """The reply; when it is already here, returns it without a schedule point
-        (the caller already yielded while the actor worked, e.g. waiting for a
-        request queued in the same batch)."""
+        """The reply. A Trio checkpoint even when the reply is already here: a
+        cancelled caller gets Cancelled (and the reply is dropped)."""
         if self._state == _DONE:
+            await trio.lowlevel.checkpoint_if_cancelled()
             result, self._outcome = self._outcome, None
+            await trio.lowlevel.cancel_shielded_checkpoint()
             return result.unwrap()
         self._state = _WAITING
 

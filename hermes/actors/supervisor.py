@@ -15,7 +15,7 @@ import logging
 import math
 import random
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 import trio
@@ -25,6 +25,8 @@ from hermes.actors.errors import ActorError, ActorStopped, ChildStartError, Supe
 from hermes.actors.snapshot import RunState, Snapshot
 
 log = logging.getLogger(__name__)
+
+H = TypeVar("H")
 
 
 class Child(Protocol):
@@ -142,9 +144,16 @@ class Supervisor:
 
     # -- public API -----------------------------------------------------------
 
-    def handle_of(self, name: str) -> Any:
-        """What the named child reported when it became ready (an Address for an Actor)."""
-        return self._slot(name).handle
+    def handle_of(self, name: str, kind: type[H]) -> H:
+        """What the named child reported when it became ready, checked to be a `kind`:
+        an Address for an Actor, or the typed handle a service child reports."""
+        handle = self._slot(name).handle
+        if not isinstance(handle, kind):
+            raise TypeError(
+                f"child {name!r} of {self.name!r} handed out {type(handle).__name__}, "
+                f"not {kind.__name__}"
+            )
+        return handle
 
     def child_names(self) -> list[str]:
         return [s.spec.name for s in self._slots]

@@ -10,6 +10,7 @@ business: this actor only speaks the protocol.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,7 @@ import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
 from hermes.actors.actor import Actor
+from hermes.actors.address import Address
 from hermes.adapters import jsonrpc
 from hermes.adapters.jsonrpc import INTERNAL_ERROR, RpcError
 
@@ -43,6 +45,14 @@ class Client:
 
 
 Handler = Callable[[Client, str, dict[str, Any]], Awaitable[Any]]
+
+
+@attrs.frozen
+class EndpointHandle:
+    """What the endpoint hands out when ready: its address and the port it bound."""
+
+    address: Address
+    port: int
 
 
 @attrs.frozen
@@ -73,6 +83,8 @@ class LocalEndpoint(Actor):
         self.clients: set[Client] = set()
 
     async def on_start(self) -> None:
+        if isinstance(self.handler, contextlib.AbstractAsyncContextManager):
+            await self.exits.enter_async_context(self.handler)  # what the methods hold open
         server = await self.nursery.start(
             lambda task_status: serve_websocket(
                 self._connection, self.host, self.port, None,
@@ -81,6 +93,13 @@ class LocalEndpoint(Actor):
         )  # fmt: skip
         self.port = server.port
         self.on_bound(self.port)
+
+    def ready_handle(self) -> EndpointHandle:
+        return EndpointHandle(self.address, self.port)
+
+    def stop_intake(self) -> None:
+        """Cron briefs reach clients until the endpoint itself is stopped, after the
+        scheduler and the gateway (its connections live until then too)."""
 
     async def handle(self, msg: Any) -> Any:
         if isinstance(msg, Deliver):

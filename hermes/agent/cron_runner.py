@@ -8,16 +8,19 @@ from zoneinfo import ZoneInfo
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
+from hermes.config import CronConfig
+from hermes.cron.clock import WallClock
+from hermes.cron.delivery import Deliverer, NoAdapters
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job
 from hermes.home import HermesHome
-from hermes.state.holder import DbHolder
+from hermes.state.db import Db
 from hermes.state.registry import Registry
 from hermes.terminal.session import TerminalSession
 
 
 class CronAgentRunner:
-    """The AgentRunner the scheduler calls. A provider failure raises, so the
+    """The AgentRunner every fire calls. A provider failure raises, so the
     fire fails and counts in the job's streak."""
 
     def __init__(
@@ -42,17 +45,31 @@ class CronAgentRunner:
         terminal = TerminalSession(
             Path(job.workdir) if job.workdir else self.workdir, state_dir=self.state_dir
         )
-        async with DbHolder(self.registry, self.state_db) as db:
+        async with Db(self.registry, self.state_db) as db:
             ctx = ToolContext(session_id, db, terminal, self.memory, origin=job.origin, tz=self.tz)
             result = await self.agent.run_turn(ctx, prompt, stream=False, source="cron")
         return result.text
 
 
 def cron_fire_context(
-    agent: Agent, registry: Registry, home: HermesHome, tz: ZoneInfo
+    agent: Agent,
+    registry: Registry,
+    home: HermesHome,
+    tz: ZoneInfo,
+    config: CronConfig,
+    deliverer: Deliverer | None = None,
 ) -> FireContext:
-    """How cron fires run in this home: scripts from its scripts/, agent turns with memory."""
+    """How cron fires run in this home: scripts from its scripts/, agent turns with
+    memory, outputs under cron/output, briefs through `deliverer`."""
     runner = CronAgentRunner(
         agent, registry, home.state_db, home.memories, home.root, home.root / ".terminal", tz
     )
-    return FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=runner)
+    return FireContext(
+        scripts=home.scripts,
+        output_dir=home.cron_output,
+        spill_dir=home.logs / "cron",
+        runner=runner,
+        config=config,
+        clock=WallClock(),
+        deliverer=deliverer or NoAdapters(),
+    )

@@ -22,8 +22,8 @@ from hermes.agent.chain import ProviderChain
 from hermes.agent.prompt import system_prompt
 from hermes.agent.provider import ModelReply, ToolCall
 from hermes.agent.tools.base import Tool, ToolContext, ToolError, schema
-from hermes.state.holder import PendingWrite
-from hermes.state.messages import NewMessage, append_message, begin_turn
+from hermes.state.db import PendingWrite
+from hermes.state.messages import NewMessage, append_message, begin_turn, continue_turn
 from hermes.state.rows import MessageRow
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class Agent:
         else:
             # Queued now and awaited with the reply's record: its commit overlaps
             # the model call, and the two often share one transaction.
-            user_write = await db.append(NewMessage(ctx.session_id, "user", user_text))
+            user_write = await db.submit(continue_turn, ctx.session_id, source, user_text)
         system = system_prompt(
             ctx.memory.prompt_block(), ctx.session_id, source, ctx.tz, time.time()
         )
@@ -159,8 +159,11 @@ class Agent:
         """The reply is queued behind `earlier` (the user's message), then both are
         awaited: the writer commits them in that order, usually in one batch."""
         calls = [c.to_message() for c in reply.tool_calls] or None
-        message = NewMessage(ctx.session_id, "assistant", reply.content, tool_calls=calls)
-        record = await ctx.db.append(message, reply.input_tokens, reply.output_tokens)
+        message = NewMessage(
+            ctx.session_id, "assistant", reply.content, tool_calls=calls,
+            input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+        )  # fmt: skip
+        record = await ctx.db.submit(append_message, message)
         try:
             if earlier is not None:
                 await earlier.result()

@@ -36,7 +36,7 @@ class OfflineProvider:
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText | None
     ) -> ModelReply:
-        await trio.lowlevel.checkpoint_if_cancelled()  # it answers at once: no I/O to wait on
+        await trio.lowlevel.checkpoint()  # it answers at once, but is a checkpoint as any call is
         last = messages[-1] if messages else {"role": "user", "content": ""}
         if last.get("role") == "tool":
             results = []

@@ -64,15 +64,17 @@ async def _chat(url: str, token: str, args: argparse.Namespace) -> int:
                 continue
             result = await rpc.call("chat.send", {"text": text, "session": session}, _show)
             session = result.get("session", session)
-            if "text" in result:
-                if result.get("status") != "done":
-                    print(f"[{result['status']}] {result['text']}")
-                else:
-                    print()
+            failed = "text" in result and result.get("status") != "done"
+            if failed:
+                print(f"\n[{result['status']}] {result['text']}", file=sys.stderr)
+            elif "text" in result:
+                print()
             else:
                 print(result)
             if lines is None:
                 print(f"(session {session})", file=sys.stderr)
+            elif failed:  # one shot: the exit status says the turn did not finish
+                return exit_codes.FAILED
 
 
 def chat_main(args: argparse.Namespace) -> int:

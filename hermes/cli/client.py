@@ -8,7 +8,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from trio_websocket import HandshakeError, WebSocketConnection, open_websocket_url
+from trio_websocket import (
+    ConnectionClosed,
+    HandshakeError,
+    WebSocketConnection,
+    open_websocket_url,
+)
 
 from hermes.config import Config
 from hermes.home import HermesHome
@@ -36,9 +41,15 @@ class Rpc:
         self, method: str, params: dict[str, Any], on_notify: Callable[[dict], None] | None = None
     ) -> Any:
         request_id = next(self.ids)
-        await self.ws.send_message(
-            json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        )
+        try:
+            await self.ws.send_message(
+                json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            )
+            return await self._reply(request_id, on_notify)
+        except ConnectionClosed:
+            raise EndpointError("serve closed the connection (it is stopping?)") from None
+
+    async def _reply(self, request_id: int, on_notify: Callable[[dict], None] | None) -> Any:
         while True:
             msg = json.loads(await self.ws.get_message())
             if msg.get("id") == request_id:

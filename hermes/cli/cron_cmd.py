@@ -2,7 +2,8 @@
 
 Changes are written straight into state.db; a running serve picks them up
 within its poll interval (5 s). `cron run` fires a job in this process,
-under the same lease and fencing rules as serve's scheduler.
+through the same fire lifecycle as serve's scheduler (lease, heartbeat,
+fenced result, delivery); a `cron cancel` from anywhere reaches it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import time
 from datetime import datetime
 from typing import Any
@@ -23,17 +25,16 @@ from hermes.agent.providers import build_chain
 from hermes.agent.tools.catalog import default_tools
 from hermes.cli import exit_codes
 from hermes.config import Config, Secrets, load_config
-from hermes.cron.fire import execute
+from hermes.cron.fire import Fire, run_fire
 from hermes.cron.injection import check as injection_check
-from hermes.cron.result import record_result
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.store import (
     NewJob,
     cancel_job,
     claim_now,
     create_job,
+    get_job,
     list_jobs,
-    record_interrupted,
     remove_job,
     resolve_job,
     run_history,
@@ -41,10 +42,12 @@ from hermes.cron.store import (
     update_job,
 )
 from hermes.home import HermesHome
-from hermes.state.holder import DbHolder
-from hermes.state.maintenance import open_for_writing
+from hermes.state.db import Db
+from hermes.state.maintenance import open_for_writing, open_plain
 from hermes.state.registry import Registry
 from hermes.state.schema import immediate
+from hermes.terminal.leftovers import kill_leftovers, mark_trees
+from hermes.terminal.reaper import become_subreaper
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -91,16 +94,34 @@ def _when(ts: float | None, config: Config) -> str:
     return datetime.fromtimestamp(ts, config.zone()).strftime("%Y-%m-%d %H:%M %Z")
 
 
+READS = ("list", "history", "status")  # these never create state.db
+
+
 def cron(args: argparse.Namespace) -> int:
-    home = HermesHome.from_env().ensure()
+    home = HermesHome.from_env()
     config = load_config(home.config_path)
-    if args.action == "run":
-        return _run(args, home, config)
-    conn = open_for_writing(home.state_db)
+    if args.action in READS:
+        if not home.state_db.exists():
+            return _fresh_home(args)
+        conn = open_plain(home.state_db)
+    else:
+        home.ensure()
+        if args.action == "run":
+            return _run(args, home, config)
+        conn = open_for_writing(home.state_db)
     try:
         return ACTIONS[args.action](conn, args, home, config)
     finally:
         conn.close()
+
+
+def _fresh_home(args: argparse.Namespace) -> int:
+    """A read on a home where serve never ran: nothing to show, and nothing is created."""
+    if args.action == "history":
+        print(f"hermes: no cron job with id or name {args.job!r} (no state.db yet)")
+        return exit_codes.FAILED
+    print("no cron jobs (no state.db yet: hermes serve creates it)")
+    return exit_codes.OK
 
 
 def _write(conn: apsw.Connection, fn, *args: Any) -> Any:
@@ -217,6 +238,8 @@ def _run(args: argparse.Namespace, home: HermesHome, config: Config) -> int:
     injection_check(args.prompt, "run context")
     agent = Agent(build_chain(config, Secrets.load(home.env_path)), default_tools(),
                   config.agent.max_turns)  # fmt: skip
+    become_subreaper()  # a script's double-forked children stay ours to kill
+    mark_trees(home.root)
     return trio.run(_fire_now, args, home, config, agent)
 
 
@@ -227,33 +250,37 @@ async def _fire_now(
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
         try:
-            async with DbHolder(registry, home.state_db) as db:
+            async with Db(registry, home.state_db) as db:
+                await kill_leftovers(home.root)
                 return await _fire_with(db, registry, args, home, config, agent)
         finally:
             registry.request_drain(trio.current_time() + 30)
 
 
-async def _fire_with(db: DbHolder, registry: Registry, args, home, config, agent) -> int:
+async def _fire_with(db: Db, registry: Registry, args, home, config, agent) -> int:
     owner = f"cli:{os.getpid()}"
     lease = config.cron.lease_seconds
     claim = await db.write(claim_now, args.job, owner, time.time(), lease, args.prompt)
-    ctx = cron_fire_context(agent, registry, home, config.zone())
+    ctx = cron_fire_context(agent, registry, home, config.zone(), config.cron)
+    fire = Fire(claim)
     print(f"firing {claim.job.id} (run {claim.fence}) ...", flush=True)
-    try:
-        result = await execute(claim, ctx, time.time())
-    except BaseException:
-        with trio.CancelScope(shield=True):
-            await db.write(
-                record_interrupted, claim.job.id, claim.fence, "interrupted", time.time()
-            )
-        raise
-    path, streak = await record_result(db, home.cron_output, claim, result, time.time())
-    if streak is None:
-        print("refused: a newer fire owns the job")
-        return exit_codes.FAILED
-    print(result.response)
-    print(f"[{result.status}; output saved to {path}]")
-    return exit_codes.OK if result.status == "ok" else exit_codes.FAILED
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def on_signal() -> None:
+                async for signum in signals:
+                    fire.cancel(f"interrupted: hermes cron run got {signal.Signals(signum).name}")
+
+            nursery.start_soon(on_signal)
+            status = await run_fire(fire, ctx, db)
+            nursery.cancel_scope.cancel()
+    job = await db.read(get_job, claim.job.id)
+    run = next(r for r in await db.read(run_history, claim.job.id) if r.fence == claim.fence)
+    if status in ("ok", "error") and run.output_path:
+        print(await trio.Path(run.output_path).read_text(encoding="utf-8"))
+    print(f"[{run.status}; run {claim.fence} of {job.id if job else claim.job.id}]"
+          + (f" {run.error}" if run.error and status != "error" else ""))  # fmt: skip
+    return exit_codes.OK if status == "ok" else exit_codes.FAILED
 
 
 ACTIONS = {

@@ -9,7 +9,7 @@ from hermes.cli import exit_codes
 from hermes.cli.logs import setup_logging
 from hermes.config import load_config
 from hermes.gateway.pidfile import AlreadyRunning
-from hermes.gateway.serve import READY_LINE, PortInUse, run_serve
+from hermes.gateway.serve import READY_LINE, PortInUse, StateDbUnusable, run_serve
 from hermes.home import HermesHome
 
 
@@ -25,8 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    home = HermesHome.from_env().ensure()
-    config = load_config(home.config_path)
+    home = HermesHome.from_env()
+    config = load_config(home.config_path)  # a bad config creates nothing
+    home.ensure()
     setup_logging(home, args.verbose)
 
     def ready(port: int) -> None:
@@ -37,4 +38,7 @@ def serve(args: argparse.Namespace) -> int:
     except (AlreadyRunning, PortInUse) as exc:
         print(f"hermes serve: {exc}", file=sys.stderr)
         return exit_codes.BUSY
+    except StateDbUnusable as exc:
+        print(f"hermes serve: {exc}", file=sys.stderr)
+        return exit_codes.FAILED
     return exit_codes.OK

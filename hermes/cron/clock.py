@@ -22,6 +22,3 @@ class WallClock:
         if self.origin is None:
             return time.time()
         return self.origin + trio.current_time()
-
-    async def sleep_until(self, when: float) -> None:
-        await trio.sleep(max(0.0, when - self.now()))

@@ -136,7 +136,6 @@ class SendResult:
     success: bool
     message_id: str | None = None
     error: str | None = None
-    retryable: bool = False
 
 
 class Deliverer(Protocol):

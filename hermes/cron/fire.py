@@ -1,26 +1,58 @@
-"""Executing one fire: a script, an agent turn, or a script whose output feeds the agent.
+"""One fire of a job, from its claim to its brief: the one lifecycle every fire follows.
 
-Runs inside the fire's cancel scope: cancelling it kills a script's whole
-process tree and interrupts an agent turn.
+    claim (the scheduler's claim_due, or claim_now for `hermes cron run`)
+    → run_fire: execute in the fire's cancel scope, beside a task that keeps
+      the lease (renews it every heartbeat, and checks twice a second that it
+      is still ours, so a `hermes cron cancel` from anywhere reaches the fire
+      at once) → record the result, fenced by the claim's token, or the
+      interruption → hand the brief to delivery.
+
+The Scheduler and `hermes cron run` both call run_fire: the scheduler
+decides when, this module decides what, delivery sends. Cancelling the
+fire's scope kills a script's whole process tree and interrupts an agent
+turn.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 import attrs
+import trio
 
-from hermes.cron.output import is_silent
-from hermes.cron.runner import AgentRunner
-from hermes.cron.store import Claim
+from hermes.config import CronConfig
+from hermes.cron.clock import WallClock
+from hermes.cron.delivery import Deliverer, NoAdapters, Target
+from hermes.cron.jobs import Job
+from hermes.cron.outbox import deliver_brief
+from hermes.cron.output import is_silent, write_output
+from hermes.cron.store import Claim, finish_fire, heartbeat, holds_lease, record_interrupted
+from hermes.state.db import Db
+from hermes.state.errors import StateError
 from hermes.terminal.command import RunOptions, run_command
 from hermes.terminal.env import EnvPolicy, Redactor
 
+log = logging.getLogger(__name__)
+
 SCRIPT_TIMEOUT = 600.0
+LEASE_WATCH = 0.5  # seconds between checks that the fire still owns its job
+
+
+class AgentRunner(Protocol):
+    """How a fire reaches the agent (hermes.agent.cron_runner implements it; cron
+    sits below the agent and never imports it)."""
+
+    async def run(self, job: Job, prompt: str, session_id: str) -> str:
+        """Run one agent turn for `job` in session `session_id`; its final text.
+
+        Raise to fail the fire. Cancelling the caller's scope interrupts the turn.
+        """
 
 
 class FireError(Exception):
@@ -37,6 +69,40 @@ class FireResult:
     @property
     def silent(self) -> bool:
         return self.status == "ok" and is_silent(self.response)
+
+
+@attrs.frozen
+class FireContext:
+    """How fires run in one home: scripts, outputs, the agent, the cron settings,
+    the clock, and where briefs go."""
+
+    scripts: Path
+    output_dir: Path
+    spill_dir: Path
+    runner: AgentRunner
+    config: CronConfig = CronConfig()
+    clock: WallClock = attrs.field(factory=WallClock)
+    deliverer: Deliverer = attrs.field(factory=NoAdapters)
+    homes: Mapping[str, Target] = attrs.field(factory=dict)
+    environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
+    policy: EnvPolicy = EnvPolicy()
+    script_timeout: float = SCRIPT_TIMEOUT
+    lease_watch: float = LEASE_WATCH
+
+
+@attrs.define(eq=False)
+class Fire:
+    """A fire in flight: cancel it with `cancel(reason)`; `done` is set when it ended."""
+
+    claim: Claim
+    scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
+    reason: str = "cancelled"
+    done: trio.Event = attrs.Factory(trio.Event)
+
+    def cancel(self, reason: str) -> None:
+        if not self.scope.cancel_called:
+            self.reason = reason
+        self.scope.cancel()
 
 
 def script_path(scripts: Path, name: str) -> Path:
@@ -56,16 +122,6 @@ def script_argv(path: Path) -> list[str]:
     return [sys.executable, str(path)]
 
 
-@attrs.frozen
-class FireContext:
-    scripts: Path
-    spill_dir: Path
-    runner: AgentRunner
-    environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
-    policy: EnvPolicy = EnvPolicy()
-    script_timeout: float = SCRIPT_TIMEOUT
-
-
 def build_prompt(base: str | None, context: str | None, script_output: str | None) -> str:
     prompt = base or ""
     if script_output is not None:
@@ -75,7 +131,30 @@ def build_prompt(base: str | None, context: str | None, script_output: str | Non
     return prompt.strip()
 
 
-async def execute(claim: Claim, ctx: FireContext, now: float) -> FireResult:
+async def run_fire(fire: Fire, ctx: FireContext, db: Db) -> str:
+    """Run a claimed fire to its end; returns what the run became: ok, error,
+    interrupted or stale (refused by the fence: a newer fire owns the job, or a
+    cancel came first). A cancel of the caller's scope is recorded and re-raised."""
+    claim = fire.claim
+    try:
+        try:
+            with fire.scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_keep_lease, fire, ctx, db)
+                    result = await _execute(claim, ctx)
+                    nursery.cancel_scope.cancel()
+            if fire.scope.cancelled_caught:
+                await _interrupted(fire, ctx, db)
+                return "interrupted"
+        except BaseException:
+            await _interrupted(fire, ctx, db)
+            raise
+        return await _finish(claim, result, ctx, db)
+    finally:
+        fire.done.set()
+
+
+async def _execute(claim: Claim, ctx: FireContext) -> FireResult:
     job = claim.job
     script_output = None
     try:
@@ -97,10 +176,79 @@ async def execute(claim: Claim, ctx: FireContext, now: float) -> FireResult:
             if job.no_agent:
                 return FireResult("ok", script_output, claim.run_context)
         prompt = build_prompt(job.prompt, claim.run_context, script_output)
-        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S")
+        stamp = datetime.fromtimestamp(ctx.clock.now(), UTC).strftime("%Y%m%dT%H%M%S")
         response = await ctx.runner.run(job, prompt, f"cron_{job.id}_{stamp}")
         return FireResult("ok", response, prompt)
     except FireError as exc:
         return FireResult("error", str(exc), job.prompt, str(exc))
     except Exception as exc:  # the agent or the provider failed: a failed run, not a crash
         return FireResult("error", f"{type(exc).__name__}: {exc}", job.prompt, str(exc))
+
+
+async def _keep_lease(fire: Fire, ctx: FireContext, db: Db) -> None:
+    """Renew the lease every heartbeat; between renewals, check it is still ours.
+    The moment it is not (cancelled anywhere, or taken by a newer fire), cancel."""
+    claim, config = fire.claim, ctx.config
+    job_id, fence, owner = claim.job.id, claim.fence, claim.owner
+    renew_at = trio.current_time() + config.heartbeat_seconds
+    while True:
+        await trio.sleep(min(ctx.lease_watch, max(0.0, renew_at - trio.current_time())))
+        if trio.current_time() >= renew_at:
+            renew_at = trio.current_time() + config.heartbeat_seconds
+            now = ctx.clock.now()
+            ours = await db.write(heartbeat, job_id, fence, owner, now, config.lease_seconds)
+        else:
+            ours = await db.read(holds_lease, job_id, fence, owner)
+        if not ours:
+            fire.cancel("lost its lease (cancelled, or taken over)")
+            return
+
+
+async def _interrupted(fire: Fire, ctx: FireContext, db: Db) -> None:
+    claim = fire.claim
+    log.warning("cron %s run %d %s", claim.job.id, claim.fence, fire.reason)
+    with trio.CancelScope(shield=True):
+        try:
+            await db.write(
+                record_interrupted, claim.job.id, claim.fence, fire.reason, ctx.clock.now()
+            )
+        except StateError as exc:
+            log.error("cron %s: cannot record the interruption: %s", claim.job.id, exc)
+
+
+async def _finish(claim: Claim, result: FireResult, ctx: FireContext, db: Db) -> str:
+    """The output file, the fenced result, then the brief (unless stale or silent)."""
+    job, now = claim.job, ctx.clock.now()
+    failed = result.status == "error"
+    try:
+        path = write_output(
+            ctx.output_dir, job, claim.fence, now, result.prompt, result.response, failed
+        )
+        streak = await db.write(
+            finish_fire, job.id, claim.fence, result.status, now, result.error, str(path)
+        )
+    except (StateError, OSError) as exc:
+        log.error("cron %s run %d: cannot record the result: %s", job.id, claim.fence, exc)
+        return result.status
+    if streak is None:
+        log.warning("cron %s run %d: stale result refused; not delivered", job.id, claim.fence)
+        return "stale"
+    if not result.silent:
+        text = brief_text(job, result, streak, ctx.config)
+        await deliver_brief(db, claim, text, ctx.deliverer, ctx.homes, ctx.config, ctx.clock)
+    return result.status
+
+
+def brief_text(job: Job, result: FireResult, streak: int, config: CronConfig) -> str:
+    """The response, or for a failure the notice (with a nudge once a recurring job's
+    streak reaches the threshold; one-shots never nudge)."""
+    if result.status != "error":
+        return result.response
+    text = f"Cron job '{job.name}' failed: {result.error}"
+    threshold = config.failure_nudge_threshold
+    if job.recurring and threshold and streak >= threshold:
+        text += (
+            f"\n\nThis job has failed {streak} times in a row. "
+            f"Review it with `hermes cron edit {job.id}` or pause it."
+        )
+    return text

@@ -1,19 +1,27 @@
-"""The delivery outbox: a durable record of each send before it starts.
+"""The delivery outbox: a durable record of each send before it starts, and the sends.
 
 A brief's targets are queued (pending) in one transaction; each send is
 marked attempted before it starts and sent or failed after. After a
 restart, pending deliveries are sent, and attempted ones are marked unknown
-rather than sent twice.
+rather than sent twice. One target failing never stops the others.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Mapping
 
 import apsw
 import attrs
 
-from hermes.cron.delivery import PlannedTarget, Target
+from hermes.config import CronConfig
+from hermes.cron.clock import WallClock
+from hermes.cron.delivery import Deliverer, PlannedTarget, Target, plan_delivery
+from hermes.cron.store import Claim, record_delivery
+from hermes.state.db import Db
+
+log = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -76,3 +84,55 @@ def recover_deliveries(conn: apsw.Connection, now: float) -> list[Delivery]:
         )
         for r in rows
     ]  # fmt: skip
+
+
+async def deliver_brief(
+    db: Db,
+    claim: Claim,
+    text: str,
+    deliverer: Deliverer,
+    homes: Mapping[str, Target],
+    config: CronConfig,
+    clock: WallClock,
+) -> list[str]:
+    """Queue the brief for each of the job's chat targets, send each, record failures
+    on the run (fenced). The output file is the local delivery. Returns the errors."""
+    job = claim.job
+    plan = plan_delivery(
+        job.deliver, job.origin, homes, job.attach_to_session, config.mirror_delivery, job.id
+    )
+    chats = [p for p in plan.targets if not (p.target.platform == "local" and not p.target.chat_id)]
+    queued = await db.write(queue_deliveries, job.id, claim.fence, chats, text, clock.now())
+    errors = list(plan.problems)
+    for delivery in queued:
+        error = await _send(db, delivery, deliverer, clock)
+        if error:
+            errors.append(error)
+    if errors:
+        await db.write(record_delivery, job.id, claim.fence, "; ".join(errors))
+    return errors
+
+
+async def resume_deliveries(db: Db, deliverer: Deliverer, clock: WallClock) -> None:
+    """After a restart: send what never started; what started is marked unknown."""
+    for delivery in await db.write(recover_deliveries, clock.now()):
+        error = await _send(db, delivery, deliverer, clock)
+        if error:
+            log.warning(
+                "cron %s: a delivery left from before the restart failed: %s",
+                delivery.job_id,
+                error,
+            )
+
+
+async def _send(db: Db, delivery: Delivery, deliverer: Deliverer, clock: WallClock) -> str | None:
+    """One send, recorded as attempted before it starts; returns the error, if any."""
+    planned = delivery.planned
+    await db.write(mark_delivery, delivery.id, "attempted", clock.now())
+    try:
+        sent = await deliverer.send(planned, delivery.text)
+        error = None if sent.success else f"{planned.target}: {sent.error}"
+    except Exception as exc:  # one target failing never stops the others
+        error = f"{planned.target}: {exc}"
+    await db.write(mark_delivery, delivery.id, "failed" if error else "sent", clock.now(), error)
+    return error

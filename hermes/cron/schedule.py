@@ -40,9 +40,6 @@ class ScheduleError(ValueError):
         self.text = text
         self.why = why
 
-    def __reduce__(self) -> tuple:  # it may cross from the writer's process
-        return type(self), (self.text, self.why)
-
 
 @attrs.frozen
 class Schedule:

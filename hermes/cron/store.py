@@ -51,11 +51,6 @@ class Claim:
     run_context: str | None = None
     catch_up: bool = False
 
-    def __reduce__(self) -> tuple:
-        """Claims cross from the writer's process by the thousand: a tuple of the
-        fields pickles in about half the time of attrs' default."""
-        return type(self), tuple(getattr(self, f.name) for f in attrs.fields(type(self)))
-
 
 @attrs.frozen
 class ClaimReport:
@@ -194,9 +189,8 @@ def _take(conn: apsw.Connection, job: Job, owner: str, now: float, lease: float,
         # The fire that held it lost its lease (its owner died): record that on its own token.
         conn.execute(
             "UPDATE cron_runs SET status = 'interrupted', finished_at = ?,"
-            " error = 'lease expired: its worker stopped' WHERE job_id = ? AND fence = ?"
-            " AND status = 'running'",
-            (now, job.id, job.running_fence),
+            " error = ? WHERE job_id = ? AND fence = ? AND status = 'running'",
+            (now, EXPIRED, job.id, job.running_fence),
         )
     fence = job.fence + 1
     conn.execute(
@@ -213,6 +207,22 @@ def _live_lease(job: Job, now: float) -> bool:
     return job.running_fence is not None and (job.lease_expires_at or 0) >= now
 
 
+EXPIRED = "lease expired: its worker stopped"
+
+
+def expire_leases(conn: apsw.Connection, now: float) -> list[str]:
+    """Fires whose lease ran out (their worker died): recorded as interrupted now,
+    not when the job is next due. Returns the job ids."""
+    rows = conn.execute(
+        "SELECT id, running_fence FROM cron_jobs WHERE running_fence IS NOT NULL"
+        " AND lease_expires_at < ?",
+        (now,),
+    ).fetchall()
+    for job_id, fence in rows:
+        record_interrupted(conn, job_id, fence, EXPIRED, now)
+    return [job_id for job_id, _ in rows]
+
+
 def claim_due(
     conn: apsw.Connection,
     owner: str,
@@ -223,6 +233,7 @@ def claim_due(
 ) -> ClaimReport:
     """Claim and advance every due job in one transaction (the writer's batch)."""
     claims, skipped, retired = [], [], []
+    expire_leases(conn, now)
     upcoming: dict[str, float | None] = {}  # jobs sharing a schedule share its next run
     rows = conn.execute(
         f"{JOB_SELECT} WHERE state = 'scheduled' AND next_run_at IS NOT NULL"
@@ -304,6 +315,15 @@ def heartbeat(
     return conn.changes() == 1
 
 
+def holds_lease(conn: apsw.Connection, job_id: str, fence: int, owner: str) -> bool:
+    """Whether the fire still owns its job (a read: cheap enough to ask every second)."""
+    row = conn.execute(
+        "SELECT 1 FROM cron_jobs WHERE id = ? AND running_fence = ? AND lease_owner = ?",
+        (job_id, fence, owner),
+    ).fetchone()
+    return row is not None
+
+
 def finish_fire(
     conn: apsw.Connection,
     job_id: str,
@@ -314,7 +334,8 @@ def finish_fire(
     output_path: str | None = None,
 ) -> int | None:
     """Record a fire's result if its token still owns the job; returns the new
-    failure streak, or None when the write was refused as stale."""
+    failure streak, or None when the write was refused as stale (a newer fire owns
+    the job, or this one was cancelled: its run keeps what the cancel recorded)."""
     failed = status == "error"
     conn.execute(
         "UPDATE cron_jobs SET last_run_at = ?, last_status = ?, last_error = ?,"
@@ -326,13 +347,14 @@ def finish_fire(
         "   ELSE state END,"
         " next_run_at = CASE WHEN schedule LIKE 'at:%' OR (repeat_times IS NOT NULL"
         "   AND repeat_completed + 1 >= repeat_times) THEN NULL ELSE next_run_at END"
-        " WHERE id = ? AND fence = ?",
-        (now, status, error, failed, job_id, fence),
+        " WHERE id = ? AND fence = ? AND running_fence = ?",
+        (now, status, error, failed, job_id, fence, fence),
     )
     if conn.changes() == 0:
         conn.execute(
             "UPDATE cron_runs SET status = 'stale', finished_at = ?,"
-            " error = 'refused: a newer fire owns the job' WHERE job_id = ? AND fence = ?",
+            " error = 'refused: a newer fire owns the job'"
+            " WHERE job_id = ? AND fence = ? AND status = 'running'",
             (now, job_id, fence),
         )
         return None

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import attrs
 import trio
@@ -23,10 +23,11 @@ from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
 from hermes.config import GatewayConfig
+from hermes.cron.delivery import Deliverer, NoAdapters
 from hermes.cron.jobs import Origin
 from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
+from hermes.state.db import Db
 from hermes.state.errors import SessionNotFound
-from hermes.state.holder import DbHolder
 from hermes.state.registry import Registry
 from hermes.state.sessions import end_session
 from hermes.terminal.session import TerminalSession
@@ -40,8 +41,14 @@ class Draining(Exception):
     """The gateway takes no new turns while it drains."""
 
 
-def session_key(profile: str, platform: str, chat_type: str, chat_id: str) -> str:
-    return f"agent:{profile}:{platform}:{chat_type}:{chat_id}"
+@attrs.frozen
+class SessionServices:
+    """What a session's tools reach beyond state.db: handles of the serve tree's children."""
+
+    background: Address | None = None
+    scheduler: Address | None = None
+    deliverer: Deliverer = attrs.field(factory=NoAdapters)
+    tz: ZoneInfo = ZoneInfo("UTC")
 
 
 @attrs.frozen
@@ -64,7 +71,7 @@ class Gateway(Actor):
         memories: Path,
         agent: Agent,
         config: GatewayConfig,
-        extras: Callable[[], dict[str, Any]] = dict,
+        services: SessionServices | None = None,
         name: str = "gateway",
     ) -> None:
         super().__init__(name)
@@ -74,14 +81,14 @@ class Gateway(Actor):
         self.memory = MemoryStore(memories)
         self.agent = agent
         self.config = config
-        self.extras = extras  # late-bound tool context parts (scheduler, background, deliverer)
+        self.services = services or SessionServices()
         self.sessions: dict[str, tuple[SessionActor, Address]] = {}
         self._hosting: dict[SessionActor, trio.Event] = {}  # set when an actor's run ends
-        self.db: DbHolder | None = None
+        self.db: Db | None = None
         self.draining = False
 
     async def on_start(self) -> None:
-        self.db = await DbHolder(self.registry, self.state_db).__aenter__()
+        self.db = await self.exits.enter_async_context(Db(self.registry, self.state_db))
 
     def stop_intake(self) -> None:
         self.draining = True  # messages still arrive, and get the drain notice
@@ -96,8 +103,6 @@ class Gateway(Actor):
             actor.request_drain(trio.current_time())
         for ended in list(self._hosting.values()):
             await ended.wait()
-        if self.db is not None:
-            await self.db.close()
 
     async def handle(self, msg: Any) -> Any:
         if isinstance(msg, Chat):
@@ -130,14 +135,17 @@ class Gateway(Actor):
         entry = self.sessions.get(session_id)
         if entry is not None and entry[0].state != "stopped":
             return entry[1]
-        extras = self.extras()
+        services = self.services
         ctx = ToolContext(
             session_id,
             self.db,
             TerminalSession(self.home_root, state_dir=self.home_root / ".terminal"),
             self.memory,
+            background=services.background,
+            scheduler=services.scheduler,
             origin=Origin("local", session_id),
-            **extras,
+            deliverer=services.deliverer,
+            tz=services.tz,
         )
         actor = SessionActor(ctx, self.agent, self.config.busy_mode)
         address = await self.nursery.start(self._host, actor)

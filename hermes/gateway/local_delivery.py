@@ -3,32 +3,35 @@ receives the brief, and the brief is mirrored into that session when planned."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from pathlib import Path
 
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.local_ws import Deliver
 from hermes.cron.delivery import PlannedTarget, SendResult
-from hermes.state.holder import DbHolder
+from hermes.state.db import Db
 from hermes.state.messages import NewMessage, append_message
+from hermes.state.registry import Registry
 from hermes.state.sessions import NewSession, ensure_session
 
 
 class LocalDeliverer:
-    def __init__(self, endpoint: Callable[[], Address], db: Callable[[], DbHolder | None]) -> None:
+    def __init__(self, endpoint: Address, registry: Registry, state_db: Path) -> None:
         self.endpoint = endpoint
-        self.db = db
+        self.registry = registry
+        self.state_db = state_db
 
     async def send(self, target: PlannedTarget, text: str) -> SendResult:
         platform, session_id = target.target.platform, target.target.chat_id
         if platform != "local" or session_id is None:
             return SendResult(False, error=f"no adapter is connected for {platform}")
-        if target.mirror and (db := self.db()) is not None:
-            await db.write(ensure_session, NewSession(session_id, source="local"))
-            await db.write(append_message, NewMessage(session_id, "assistant", text))
+        if target.mirror:
+            async with Db(self.registry, self.state_db) as db:
+                await db.write(ensure_session, NewSession(session_id, source="local"))
+                await db.write(append_message, NewMessage(session_id, "assistant", text))
         params = {"session": session_id, "text": text, **target.meta}
         try:
-            reached = await self.endpoint().call(Deliver(session_id, "cron.brief", params))
+            reached = await self.endpoint.call(Deliver(session_id, "cron.brief", params))
         except ActorStopped:
             reached = 0
         if not reached:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -22,9 +23,10 @@ from hermes.cron.schedule import ScheduleError, parse_schedule
 from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow
 from hermes.cron.store import JobError, NewJob, cancel_job, create_job, list_jobs
 from hermes.gateway.gateway import Chat, Draining
+from hermes.state.db import Db
 from hermes.state.errors import SearchQueryError, StateError
-from hermes.state.holder import DbHolder
 from hermes.state.messages import messages_of
+from hermes.state.registry import Registry
 from hermes.state.search import search_messages
 from hermes.state.sessions import get_session, list_sessions
 
@@ -37,21 +39,28 @@ def _need(params: dict[str, Any], key: str, kind: type = str) -> Any:
 
 
 class Methods:
-    """Bound to the serve tree; addresses are looked up at call time (children restart)."""
+    """Bound to the serve tree. The endpoint holds them open (`async with`: their
+    state.db handle); the scheduler and gateway start after the endpoint and may
+    restart without it, so their addresses are looked up at call time."""
 
-    def __init__(self, root: Supervisor, state_db: Path, tz: ZoneInfo) -> None:
+    def __init__(self, root: Supervisor, registry: Registry, state_db: Path, tz: ZoneInfo) -> None:
         self.root = root
-        self.state_db = state_db
         self.tz = tz
-        self._holder: DbHolder | None = None
+        self._db = Db(registry, state_db)
+        self._exits = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> Methods:
+        await self._exits.enter_async_context(self._db)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._exits.aclose()
 
     def _address(self, name: str) -> Address:
-        return self.root.handle_of(name)
+        return self.root.handle_of(name, Address)
 
-    async def db(self) -> DbHolder:
-        if self._holder is None:  # held until serve stops (close_all releases it)
-            self._holder = await DbHolder(self.root.handle_of("state"), self.state_db).__aenter__()
-        return self._holder
+    async def db(self) -> Db:
+        return self._db
 
     async def __call__(self, client: Client, method: str, params: dict[str, Any]) -> Any:
         handler: Callable | None = getattr(self, "m_" + method.replace(".", "_"), None)

@@ -20,6 +20,8 @@ from hermes.config import Config
 from hermes.gateway.pidfile import hold_pid_file
 from hermes.gateway.tree import build_root
 from hermes.home import HermesHome
+from hermes.state.errors import StateError
+from hermes.terminal.leftovers import kill_leftovers, mark_trees
 from hermes.terminal.reaper import become_subreaper
 
 log = logging.getLogger(__name__)
@@ -70,13 +72,17 @@ async def serve_tree(root: Supervisor, timeout: float, on_ready: Callable[[], No
             nursery.cancel_scope.cancel()
 
 
-def _address_in_use(exc: BaseException | None) -> bool:
-    """Whether a child failed to start because its port was taken."""
+class StateDbUnusable(Exception):
+    """state.db cannot be opened (written by a newer hermes, not a database, ...)."""
+
+
+def _start_failure(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    """The `kind` error that made a child fail to start, if that is what happened."""
     if isinstance(exc, BaseExceptionGroup):
-        return any(_address_in_use(e) for e in exc.exceptions)
+        return next((f for e in exc.exceptions if (f := _start_failure(e, kind))), None)
     if isinstance(exc, ChildStartError):
-        return _address_in_use(exc.__cause__)
-    return isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE
+        return _start_failure(exc.__cause__, kind)
+    return exc if isinstance(exc, kind) else None
 
 
 def run_serve(
@@ -89,17 +95,32 @@ def run_serve(
     """
     home.ensure()
     become_subreaper()  # process trees that double-fork away stay ours to kill and reap
+    mark_trees(home.root)  # so a later serve can clean up after this one if it is killed
     with hold_pid_file(home.serve_pid) if lock else contextlib.nullcontext():
-        root, live = build_root(home, config)
+        port = config.gateway.local.port
+
+        def bound(actual: int) -> None:
+            nonlocal port
+            port = actual
+
+        root = build_root(home, config, bound)
 
         def ready() -> None:
-            on_ready(live.endpoint.port)
+            on_ready(port)
+
+        async def main() -> None:
+            await kill_leftovers(home.root)  # trees of an earlier, killed hermes of this home
+            await serve_tree(root, config.gateway.drain_timeout, ready)
 
         try:
-            trio.run(serve_tree, root, config.gateway.drain_timeout, ready)
+            trio.run(main)
         except (ChildStartError, BaseExceptionGroup) as exc:
-            if _address_in_use(exc):
+            taken = _start_failure(exc, OSError)
+            if taken is not None and taken.errno == errno.EADDRINUSE:
                 local = config.gateway.local
                 raise PortInUse(local.host, local.port) from None
+            unusable = _start_failure(exc, StateError)
+            if unusable is not None:
+                raise StateDbUnusable(str(unusable)) from None
             raise
     log.info("serve stopped")

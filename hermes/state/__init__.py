@@ -1,1 +1,1 @@
-"""state.db: schema, the DbWriter actor, generations, the read pool and queries."""
+"""state.db: schema, the DbWriter actor, the registry, the Db handle, reads and queries."""

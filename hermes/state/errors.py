@@ -9,7 +9,7 @@ class StateError(Exception):
 
 class NotWritten(StateError):
     """Raised before anything of the request was written: the same write through a
-    fresh generation is safe (DbHolder retries it once)."""
+    fresh generation is safe (the handle, hermes.state.db.Db, retries it once)."""
 
 
 class StateDbReplacedError(NotWritten):
@@ -24,22 +24,16 @@ class StateDbReplacedError(NotWritten):
         self.path = path
         self.why = why
 
-    def __reduce__(self) -> tuple:  # it crosses from the writer's process
-        return type(self), (self.path, self.why)
-
 
 class WriterStopped(NotWritten):
-    """The generation's writer had already stopped (its process died); acquire the
-    path again for a new one."""
+    """The generation's writer had already stopped (a batch failed as a whole and
+    crashed it); acquire the path again for a new one."""
 
 
 class SessionNotFound(StateError):
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no session {session_id!r}")
         self.session_id = session_id
-
-    def __reduce__(self) -> tuple:  # it crosses from the writer's process
-        return type(self), (self.session_id,)
 
 
 class SearchQueryError(StateError):

@@ -15,7 +15,7 @@ import attrs
 
 from hermes.state.connection import BUSY_TIMEOUT_MS, open_writer, restamp
 from hermes.state.errors import StateError
-from hermes.state.schema import SCHEMA_VERSION, migrate
+from hermes.state.schema import SCHEMA_VERSION, migrate, schema_version
 
 
 def open_plain(path: Path, readonly: bool = True) -> apsw.Connection:
@@ -93,6 +93,7 @@ def checkpoint(path: Path, truncate: bool = False) -> tuple[int, int]:
     """PASSIVE by default; TRUNCATE (waits for readers, empties the WAL) only when asked."""
     conn = open_plain(path, readonly=False)
     try:
+        schema_version(conn)  # until it has read the file, it does not know it is in WAL mode
         mode = apsw.SQLITE_CHECKPOINT_TRUNCATE if truncate else apsw.SQLITE_CHECKPOINT_PASSIVE
         return conn.wal_checkpoint(mode=mode)
     finally:

@@ -26,6 +26,8 @@ class NewMessage:
     timestamp: float | None = None
     token_count: int | None = None
     platform_message_id: str | None = None
+    input_tokens: int = 0  # what producing it cost, added to its session's counters
+    output_tokens: int = 0
 
 
 _COLUMNS = (
@@ -34,12 +36,14 @@ _COLUMNS = (
 )
 _BUMP_SESSION = (
     "UPDATE sessions SET message_count = message_count + 1,"
-    " tool_call_count = tool_call_count + ?, last_activity_at = ? WHERE id = ?"
+    " tool_call_count = tool_call_count + ?, last_activity_at = ?,"
+    " input_tokens = input_tokens + ?, output_tokens = output_tokens + ? WHERE id = ?"
 )
 _INSERT_ROW = f"INSERT INTO messages ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _BUMP_SESSIONS = (
     "UPDATE sessions SET message_count = message_count + d.value ->> 0,"
-    " tool_call_count = tool_call_count + d.value ->> 1, last_activity_at = d.value ->> 2"
+    " tool_call_count = tool_call_count + d.value ->> 1, last_activity_at = d.value ->> 2,"
+    " input_tokens = input_tokens + d.value ->> 3, output_tokens = output_tokens + d.value ->> 4"
     " FROM json_each(?) AS d WHERE sessions.id = d.key"
 )
 _INSERT_ROWS = (
@@ -57,9 +61,11 @@ def _row(msg: NewMessage, now: float) -> tuple[Any, ...]:
 
 
 def append_message(conn: apsw.Connection, message: NewMessage) -> int:
-    """Append one message; bumps its session's counters and activity. Returns its row id."""
+    """Append one message; bumps its session's counters, tokens and activity. Returns its
+    row id. The writer runs appends queued together as one `append_messages`."""
     row = _row(message, time.time())
-    conn.execute(_BUMP_SESSION, (len(message.tool_calls or ()), row[6], message.session_id))
+    bump = (len(message.tool_calls or ()), row[6], message.input_tokens, message.output_tokens)
+    conn.execute(_BUMP_SESSION, (*bump, message.session_id))
     if conn.changes() == 0:
         raise SessionNotFound(message.session_id)
     conn.execute(_INSERT_ROW, row)
@@ -77,12 +83,15 @@ def append_messages(conn: apsw.Connection, messages: Sequence[NewMessage]) -> li
         return [append_message(conn, m) for m in messages]
     now = time.time()
     rows = [_row(msg, now) for msg in messages]
-    bumps: dict[str, list[Any]] = {}  # session -> [messages, tool calls, last activity]
+    # session -> [messages, tool calls, last activity, input tokens, output tokens]
+    bumps: dict[str, list[Any]] = {}
     for msg, row in zip(messages, rows, strict=True):
-        bump = bumps.setdefault(msg.session_id, [0, 0, 0.0])
+        bump = bumps.setdefault(msg.session_id, [0, 0, 0.0, 0, 0])
         bump[0] += 1
         bump[1] += len(msg.tool_calls or ())
         bump[2] = row[6]
+        bump[3] += msg.input_tokens
+        bump[4] += msg.output_tokens
     conn.execute(_BUMP_SESSIONS, (json.dumps(bumps),))
     if conn.changes() != len(bumps):
         ids = "SELECT id FROM sessions WHERE id IN (SELECT key FROM json_each(?))"
@@ -123,3 +132,10 @@ def begin_turn(conn: apsw.Connection, session_id: str, source: str, text: str) -
     rows = messages_of(conn, session_id)
     append_message(conn, NewMessage(session_id, "user", text))
     return rows
+
+
+def continue_turn(conn: apsw.Connection, session_id: str, source: str, text: str) -> int:
+    """The user's message of a turn whose history the caller kept. The session is made
+    again if it is gone (a restored backup erased it), so the turn carries on."""
+    ensure_session(conn, NewSession(session_id, source=source))
+    return append_message(conn, NewMessage(session_id, "user", text))

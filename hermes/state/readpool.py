@@ -31,8 +31,8 @@ class ReadPool:
         self._all_back = trio.Event()
         self._all_back.set()
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(conn, *args)` on a read connection in a worker thread."""
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`fn(conn, *args, **kwargs)` on a read connection in a worker thread."""
         if self._closed:
             raise PoolClosed(str(self.path))
         async with self._limiter:
@@ -42,7 +42,7 @@ class ReadPool:
             self._busy += 1
             self._all_back = trio.Event() if self._busy == 1 else self._all_back
             try:
-                conn, result = await trio.to_thread.run_sync(self._use, conn, fn, args)
+                conn, result = await trio.to_thread.run_sync(self._use, conn, fn, args, kwargs)
             finally:
                 self._busy -= 1
                 if conn is not None:
@@ -55,11 +55,11 @@ class ReadPool:
             return result.unwrap()
 
     def _use(
-        self, conn: apsw.Connection | None, fn: Callable[..., T], args: tuple
+        self, conn: apsw.Connection | None, fn: Callable[..., T], args: tuple, kwargs: dict
     ) -> tuple[apsw.Connection, outcome.Outcome]:
         if conn is None:
             conn = open_reader(self.path)
-        return conn, outcome.capture(fn, conn, *args)
+        return conn, outcome.capture(fn, conn, *args, **kwargs)
 
     async def close(self) -> None:
         """Close idle connections now and busy ones as their reads finish."""

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import apsw
@@ -149,28 +148,3 @@ def find_session_by_origin(
     if len({r.user_id for r in rows}) > 1:
         return None
     return rows[0] if rows else None
-
-
-def add_tokens(
-    conn: apsw.Connection, session_id: str, input_tokens: int, output_tokens: int
-) -> None:
-    """Add token counts to a session (the DbWriter merges many of these per batch)."""
-    conn.execute(
-        "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?"
-        " WHERE id = ?",
-        (input_tokens, output_tokens, session_id),
-    )
-    if conn.changes() == 0:
-        raise SessionNotFound(session_id)
-
-
-def add_tokens_to_sessions(conn: apsw.Connection, deltas: dict[str, tuple[int, int]]) -> None:
-    """`add_tokens` for many sessions in one statement; SessionNotFound if one is missing."""
-    conn.execute(
-        "UPDATE sessions SET input_tokens = input_tokens + d.value ->> 0,"
-        " output_tokens = output_tokens + d.value ->> 1"
-        " FROM json_each(?) AS d WHERE sessions.id = d.key",
-        (json.dumps(deltas),),
-    )
-    if conn.changes() != len(deltas):
-        raise SessionNotFound(", ".join(deltas))

@@ -19,6 +19,7 @@ import attrs
 import trio
 
 from hermes.terminal.env import Redactor
+from hermes.terminal.leftovers import tree_marker
 from hermes.terminal.output import DEFAULT_CAP, BoundedOutput, strip_ansi
 from hermes.terminal.reaper import become_subreaper
 from hermes.terminal.tree import DEFAULT_GRACE, TAG_VARIABLE, ProcessId, TreeKiller
@@ -109,7 +110,7 @@ async def spawned(
     process = await trio.lowlevel.open_process(
         list(argv),
         cwd=str(cwd),
-        env={**env, TAG_VARIABLE: tag},
+        env={**env, **tree_marker(), TAG_VARIABLE: tag},
         stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -153,3 +153,32 @@ async def test_mailbox_is_bounded_and_cast_waits_for_room() -> None:
         assert sent == list(range(10))
         assert gated.seen == list(range(10))
         nursery.cancel_scope.cancel()
+
+
+async def test_cast_and_a_ready_reply_are_checkpoints_even_when_nothing_waits() -> None:
+    """Every async function of the kernel is a Trio checkpoint: a cancelled scope cancels
+    a cast even though the mailbox has room, and a wait for a reply that is already there."""
+    seen = []
+
+    class Recorder(Probe):
+        async def handle(self, msg):
+            seen.append(msg)
+            return await super().handle(msg)
+
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(Recorder("p").run)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await address.cast("never delivered")
+        assert scope.cancelled_caught
+        assert await address.call("after") == "after"
+        assert seen == ["after"]
+        with trio.testing.assert_checkpoints():  # a schedule point too, not only a cancel check
+            await address.cast("with room in the mailbox")
+        reply = await address.submit("answered")
+        await trio.testing.wait_all_tasks_blocked()  # the actor has answered by now
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await reply.wait()
+        assert scope.cancelled_caught
+        nursery.cancel_scope.cancel()

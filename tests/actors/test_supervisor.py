@@ -9,6 +9,7 @@ import trio
 import trio.testing
 
 from hermes.actors.actor import Actor
+from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorStopped, ChildStartError, SupervisorGaveUp
 from hermes.actors.snapshot import RunState, Snapshot
@@ -256,7 +257,7 @@ async def test_no_task_outlives_its_nursery(autojump_clock):
     async with trio.open_nursery() as nursery:
         await nursery.start(root.run)
         assert count_tasks() > before + 5
-        await root.handle_of("a").cast("crash")  # one_for_all: everything restarts
+        await root.handle_of("a", Address).cast("crash")  # one_for_all: everything restarts
         await trio.sleep(1)
         assert [c.restarts for c in root.snapshot().children] == [1, 1]
         root.drain(trio.current_time() + 5)
@@ -276,7 +277,7 @@ async def test_snapshot_reports_states_restarts_and_mailbox_depth(autojump_clock
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(root.run)
-        address = root.handle_of("gated")
+        address = root.handle_of("gated", Address)
         for i in range(4):
             await address.cast(i)
         snap = root.snapshot()

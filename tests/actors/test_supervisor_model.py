@@ -18,6 +18,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import SupervisorGaveUp
 from hermes.actors.snapshot import RunState
@@ -125,7 +126,7 @@ def test_supervisor_matches_model(strategy, restarts, events, seed) -> None:
                 # Settle: any restart (backoff <= 2s) is over before the next event.
                 await trio.sleep(BACKOFF.maximum + gap)
                 target = running[pick % len(running)]
-                address = sup.handle_of(target.name)
+                address = sup.handle_of(target.name, Address)
                 now = trio.current_time()
                 await address.cast("crash" if crashed else "exit")
                 model.step(target, crashed, now)

@@ -6,7 +6,7 @@ import pytest
 
 from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
-from hermes.state.holder import DbHolder
+from hermes.state.db import Db
 from hermes.terminal.session import TerminalSession
 from tests.agent.fake_openai import FakeOpenAI
 
@@ -19,7 +19,7 @@ def fake():
 
 @pytest.fixture
 async def ctx(home, registry):
-    async with DbHolder(registry, home.state_db) as db:
+    async with Db(registry, home.state_db) as db:
         yield ToolContext(
             "s1",
             db,

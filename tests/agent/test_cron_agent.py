@@ -19,6 +19,7 @@ from hermes.cron.fire import FireContext
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.scheduler import JobsChanged, Scheduler
 from hermes.cron.store import NewJob, create_job, get_job, run_history
+from hermes.state.db import Db
 from hermes.state.messages import messages_of
 from hermes.state.sessions import list_sessions
 from tests.agent.fake_openai import error_answer, text_answer, tool_answer
@@ -48,23 +49,22 @@ async def test_cron_agent_job_end_to_end(fake, home, registry, io_clock, fails):
 
     runner = Runner(agent, registry, home.state_db, home.memories, home.root,
                     home.root / ".term", UTC)  # fmt: skip
-    ctx = FireContext(scripts=home.scripts, spill_dir=home.logs, runner=runner)
-    scheduler = Scheduler(registry, home.state_db, ctx, home.cron_output, CronConfig(), UTC,
-                          WallClock(origin=T0), poll_max=float("inf"))  # fmt: skip
+    ctx = FireContext(scripts=home.scripts, output_dir=home.cron_output, spill_dir=home.logs,
+                      runner=runner, config=CronConfig(), clock=WallClock(origin=T0))  # fmt: skip
+    scheduler = Scheduler(registry, home.state_db, ctx, UTC, poll_max=float("inf"))
     async with trio.open_nursery() as nursery:
         address = await nursery.start(scheduler.run)
-        db = await registry.acquire(home.state_db)
-        new = NewJob("health", parse_schedule("in 1m", UTC, T0), prompt="Check the systems")
-        job = await db.write(create_job, new, T0, UTC)
-        await address.cast(JobsChanged())
-        await ran.wait()  # the fire is due a minute in (virtual time)
-        for run in list(scheduler.running.values()):
-            await run.done.wait()  # and its result is recorded
-        runs = await db.read(run_history, job.id)
-        final = await db.read(get_job, job.id)
-        sessions = await db.read(list_sessions, 10, "cron")
-        transcript = await db.read(messages_of, sessions[0].id) if sessions else []
-        await registry.release(db)
+        async with Db(registry, home.state_db) as db:
+            new = NewJob("health", parse_schedule("in 1m", UTC, T0), prompt="Check the systems")
+            job = await db.write(create_job, new, T0, UTC)
+            await address.cast(JobsChanged())
+            await ran.wait()  # the fire is due a minute in (virtual time)
+            for run in list(scheduler.running.values()):
+                await run.done.wait()  # and its result is recorded
+            runs = await db.read(run_history, job.id)
+            final = await db.read(get_job, job.id)
+            sessions = await db.read(list_sessions, 10, "cron")
+            transcript = await db.read(messages_of, sessions[0].id) if sessions else []
         scheduler.request_drain(trio.current_time() + 5)
     output = Path(runs[0].output_path).read_text()
     if fails:

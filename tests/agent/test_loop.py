@@ -25,7 +25,7 @@ from tests.agent.fake_openai import (
     text_answer,
     tool_answer,
 )
-from tests.state.helpers import Gate, wait_at_gate, writer_of
+from tests.state.helpers import Gate, writer_of
 
 
 def provider(fake_or_url, name="A", model="model-a", key="sk-test-a"):
@@ -137,13 +137,13 @@ async def test_cancel_mid_stream_records_the_interruption(fake, ctx):
     assert (await transcript(ctx))[-1] == ("system", INTERRUPTED)
 
 
-async def test_a_continuing_turn_queues_its_message_and_reply_together(ctx, registry, tmp_path):
+async def test_a_continuing_turn_queues_its_message_and_reply_together(ctx, registry, home):
     offline = agent(OfflineProvider())
     first = await offline.run_turn(ctx, "one", stream=False)
-    writer = writer_of(registry, ctx.db.gen)
-    gate = Gate(tmp_path)
+    writer = writer_of(registry, home.state_db).core
+    gate = Gate()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(ctx.db.write, wait_at_gate, gate.path)  # the writer is busy
+        nursery.start_soon(ctx.db.write, gate.hold)  # the writer is busy
         await trio.testing.wait_all_tasks_blocked()
         nursery.start_soon(functools.partial(
             offline.run_turn, ctx, "two", stream=False, history=first.conversation

@@ -23,6 +23,7 @@ from hermes.cron.jobs import Job
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow, Scheduler
 from hermes.cron.store import NewJob, cancel_job, create_job, get_job, run_history
+from hermes.state.db import Db
 from hermes.terminal.tree import _stat
 
 UTC = ZoneInfo("UTC")
@@ -69,44 +70,47 @@ class Deliveries:
 def setup(home, registry, cron_clock):
     def make(runner=None, deliverer=None, poll_max=5.0, **config):
         runner = runner or Runner()
-        ctx = FireContext(scripts=home.scripts, spill_dir=home.logs / "cron", runner=runner)
-        sched = Scheduler(
-            registry,
-            home.state_db,
-            ctx,
-            home.cron_output,
-            CronConfig(**{"lease_seconds": 30.0, "heartbeat_seconds": 10.0, **config}),
-            UTC,
-            WallClock(origin=T0),
-            deliverer or Deliveries(),
-            poll_max=poll_max,
+        ctx = FireContext(
+            scripts=home.scripts,
+            output_dir=home.cron_output,
+            spill_dir=home.logs / "cron",
+            runner=runner,
+            config=CronConfig(**{"lease_seconds": 30.0, "heartbeat_seconds": 10.0, **config}),
+            clock=WallClock(origin=T0),
+            deliverer=deliverer or Deliveries(),
         )
+        sched = Scheduler(registry, home.state_db, ctx, UTC, poll_max=poll_max)
         return sched, runner
 
     return make
 
 
 async def add_job(registry, home, text, **kw):
-    gen = await registry.acquire(home.state_db)
-    try:
+    async with Db(registry, home.state_db) as db:
         schedule = parse_schedule(text, UTC, T0 + trio.current_time())
         new = NewJob(kw.pop("name", text), schedule, **{"prompt": "brief me", **kw})
-        return await gen.write(create_job, new, T0 + trio.current_time(), UTC)
-    finally:
-        await registry.release(gen)
+        return await db.write(create_job, new, T0 + trio.current_time(), UTC)
+
+
+async def write(registry, home, fn, *args):
+    async with Db(registry, home.state_db) as db:
+        return await db.write(fn, *args)
 
 
 async def history(registry, home, job_id):
-    gen = await registry.acquire(home.state_db)
-    try:
-        return await gen.read(run_history, job_id, 100), await gen.read(get_job, job_id)
-    finally:
-        await registry.release(gen)
+    async with Db(registry, home.state_db) as db:
+        return await db.read(run_history, job_id, 100), await db.read(get_job, job_id)
 
 
 async def wait_runs(runner: Runner, count: int) -> None:
     while len(runner.prompts) < count:
         await runner.calls.wait()
+
+
+async def settle(sched: Scheduler) -> None:
+    """Until every fire in flight has recorded its result and delivered its brief."""
+    for fire in list(sched.running.values()):
+        await fire.done.wait()
 
 
 async def test_fires_on_time_and_wakes_early_for_new_jobs(setup, registry, home, cron_clock):
@@ -142,10 +146,10 @@ async def test_losing_the_lease_cancels_the_fire_and_kills_the_script_tree(
         await trio.to_thread.run_sync(fifo.read_text)  # the tree is up
         child = int((home.scripts / "child.pid").read_text())
         ((key, run),) = sched.running.items()
-        gen = await registry.acquire(home.state_db)
-        await gen.write(cancel_job, job.id, T0 + trio.current_time())  # revoke, as the CLI does
-        await registry.release(gen)
-        await run.done.wait()  # the next heartbeat saw the lease gone
+        cancelled_at = trio.current_time()
+        await write(registry, home, cancel_job, job.id, T0 + cancelled_at)  # as the CLI does
+        await run.done.wait()  # the lease watch saw the lease gone
+        assert trio.current_time() - cancelled_at < 1 + 2 + 0.5  # a watch, the grace, reaping
         sched.request_drain(trio.current_time() + 5)
     stat = _stat(child)
     assert stat is None or stat[0] in "ZX"
@@ -178,18 +182,56 @@ async def test_failure_streak_nudges_at_the_threshold(setup, registry, home, cro
     async with trio.open_nursery() as nursery:
         await nursery.start(sched.run)
         await add_job(registry, home, "every 1m", deliver="telegram:42")
-        await add_job(registry, home, "in 30s", name="once", deliver="telegram:43")
+        once = await add_job(registry, home, "in 30s", name="once", deliver="telegram:43")
+        await write(registry, home, _streak, once.id, 5)  # it has failed before, often
         await wait_runs(runner, 5)
-        await trio.sleep(1)
+        await settle(sched)
         sched.request_drain(trio.current_time() + 5)
     recurring = [text for target, text in deliveries.sent if target == "telegram:42"]
-    once = [text for target, text in deliveries.sent if target == "telegram:43"]
+    once_job, once = once, [text for target, text in deliveries.sent if target == "telegram:43"]
     assert all("failed: provider down" in t for t in recurring + once)
     assert len(recurring) >= 3
     nudged = ["times in a row" in t for t in recurring]
     assert nudged == [False, False] + [True] * (len(recurring) - 2)
     assert "failed 3 times in a row" in recurring[2]
-    assert not any("in a row" in t for t in once)  # one-shots never nudge
+    assert len(once) == 1 and "in a row" not in once[0]  # one-shots never nudge, at any streak
+    _, final = await history(registry, home, once_job.id)
+    assert final.failure_streak == 6  # over the threshold: only being a one-shot kept it quiet
+
+
+def _streak(conn, job_id, streak):
+    conn.execute("UPDATE cron_jobs SET failure_streak = ? WHERE id = ?", (streak, job_id))
+
+
+async def test_a_stale_fires_result_is_refused_and_not_delivered(setup, registry, home, cron_clock):
+    """A newer fire took the job while this one ran: its result must change nothing."""
+
+    class TakenOver(Runner):
+        async def run(self, job, prompt, session_id):
+            reply = await super().run(job, prompt, session_id)
+            await write(registry, home, _take_over, job.id)  # after it ran, before it records
+            return reply
+
+    deliveries = Deliveries()
+    sched, runner = setup(runner=TakenOver(["the brief"]), deliverer=deliveries)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sched.run)
+        job = await add_job(registry, home, "in 1m", deliver="telegram:42")
+        await wait_runs(runner, 1)
+        await settle(sched)
+        sched.request_drain(trio.current_time() + 5)
+    assert deliveries.sent == []
+    runs, final = await history(registry, home, job.id)
+    assert [(r.status, r.error) for r in runs] == [("stale", "refused: a newer fire owns the job")]
+    assert final.lease_owner == "someone-else" and final.last_status is None
+
+
+def _take_over(conn, job_id):
+    conn.execute(
+        "UPDATE cron_jobs SET fence = fence + 1, running_fence = fence + 1,"
+        " lease_owner = 'someone-else' WHERE id = ?",
+        (job_id,),
+    )
 
 
 async def test_nudge_threshold_zero_disables_it(setup, registry, home, cron_clock):
@@ -200,7 +242,7 @@ async def test_nudge_threshold_zero_disables_it(setup, registry, home, cron_cloc
         await nursery.start(sched.run)
         await add_job(registry, home, "every 1m", deliver="telegram:42")
         await wait_runs(runner, 4)
-        await trio.sleep(1)
+        await settle(sched)
         sched.request_drain(trio.current_time() + 5)
     assert len(deliveries.sent) >= 3 and not any("in a row" in t for _, t in deliveries.sent)
 
@@ -219,7 +261,7 @@ async def test_silent_replies_are_not_delivered(
         await nursery.start(sched.run)
         job = await add_job(registry, home, "in 1m", deliver="telegram:42")
         await wait_runs(runner, 1)
-        await trio.sleep(1)
+        await settle(sched)
         sched.request_drain(trio.current_time() + 5)
     assert bool(deliveries.sent) is delivered
     runs, _ = await history(registry, home, job.id)
@@ -257,7 +299,7 @@ async def test_output_files_and_delivery_failures_are_recorded(setup, registry, 
         await nursery.start(sched.run)
         job = await add_job(registry, home, "in 1m", deliver="slack:C1,telegram:42,local")
         await wait_runs(runner, 1)
-        await trio.sleep(1)
+        await settle(sched)
         sched.request_drain(trio.current_time() + 5)
     assert deliveries.sent == [("telegram:42", "the brief")]  # one failure stopped nothing
     runs, final = await history(registry, home, job.id)
@@ -276,21 +318,18 @@ async def test_cancel_by_execution_token(setup, registry, home, cron_clock):
         ((job_id, fence),) = sched.running
         assert await address.call(CancelFire(job.id, fence + 1)) == []  # another execution
         assert await address.call(CancelFire(job.id, fence)) == [f"{job.id}#{fence}"]
-        await trio.sleep(1)
+        await settle(sched)
         sched.request_drain(trio.current_time() + 5)
     runs, _ = await history(registry, home, job.id)
     assert [(r.fence, r.status, r.error) for r in runs][-1] == (fence, "interrupted", "cancelled")
 
 
 async def deliveries_table(registry, home):
-    gen = await registry.acquire(home.state_db)
-    try:
-        return await gen.read(
+    async with Db(registry, home.state_db) as db:
+        return await db.read(
             lambda c: list(c.execute(
                 "SELECT platform, chat_id, status, error FROM cron_deliveries ORDER BY id"))
         )  # fmt: skip
-    finally:
-        await registry.release(gen)
 
 
 async def test_each_send_is_recorded_in_the_outbox(setup, registry, home, cron_clock):
@@ -327,17 +366,17 @@ def leftovers(conn):
 async def test_after_a_restart_pending_sends_go_and_attempted_ones_do_not(
     setup, registry, home, cron_clock
 ):
-    gen = await registry.acquire(home.state_db)
-
-    await gen.write(leftovers)
-    await registry.release(gen)
+    await write(registry, home, leftovers)
     deliveries = Deliveries()
-    sched, _ = setup(deliverer=deliveries)
+    sched, runner = setup(deliverer=deliveries)
     async with trio.open_nursery() as nursery:
         await nursery.start(sched.run)
+        await add_job(registry, home, "in 1m")
         await deliveries.arrived.wait()  # the resumed send happens as the scheduler starts
-        await trio.sleep(1)  # (virtual) room for a wrong second send to show up
+        await wait_runs(runner, 1)  # it plans only after resuming: any wrong send came first
+        await settle(sched)
         sched.request_drain(trio.current_time() + 5)
     assert deliveries.sent == [("telegram:1", "brief 1")]  # never twice, never the unknown one
+    assert [r for r in runner.prompts]  # (the job's own brief went to local: not a chat send)
     statuses = [(chat, status) for _, chat, status, _ in await deliveries_table(registry, home)]
     assert statuses == [("1", "sent"), ("2", "unknown"), ("3", "sent")]

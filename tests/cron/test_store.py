@@ -8,8 +8,10 @@ import pytest
 
 from hermes.cron.schedule import Schedule, parse_schedule
 from hermes.cron.store import (
+    EXPIRED,
     JobError,
     NewJob,
+    cancel_job,
     claim_due,
     create_job,
     finish_fire,
@@ -19,6 +21,7 @@ from hermes.cron.store import (
     resolve_job,
     run_history,
 )
+from hermes.state.db import Db
 
 UTC = ZoneInfo("UTC")
 T0 = 1_800_000_000.0  # a fixed wall-clock moment (2027-01-15 08:00 UTC)
@@ -27,9 +30,8 @@ LEASE = 60.0
 
 @pytest.fixture
 async def db(registry, db_path):
-    gen = await registry.acquire(db_path)
-    yield gen
-    await registry.release(gen)
+    async with Db(registry, db_path) as gen:
+        yield gen
 
 
 async def add(db, text="every 10m", now=T0, **kw):
@@ -74,8 +76,32 @@ async def test_stale_worker_result_is_refused_and_newer_record_stands(db):
     assert refused is None
     final = await db.read(get_job, job.id)
     assert (final.last_status, final.failure_streak, final.last_error) == ("ok", 0, None)
-    runs = {r.fence: r.status for r in await db.read(run_history, job.id)}
-    assert runs == {old.fence: "stale", new.fence: "ok"}
+    runs = {r.fence: (r.status, r.error) for r in await db.read(run_history, job.id)}
+    # the old run keeps what was recorded when its lease was found expired
+    assert runs == {old.fence: ("interrupted", EXPIRED), new.fence: ("ok", None)}
+
+
+async def test_an_expired_lease_is_recorded_when_noticed_not_at_the_next_due(db):
+    job = await add(db, "every 1h")
+    claim = (await db.write(claim_due, "A", job.next_run_at, LEASE, UTC)).claims[0]
+    # A dies; the next planning pass after its lease ran out notices, long before the next run
+    noticed = job.next_run_at + LEASE + 1
+    report = await db.write(claim_due, "B", noticed, LEASE, UTC)
+    assert report.claims == []
+    (run,) = await db.read(run_history, job.id)
+    assert (run.fence, run.status, run.error) == (claim.fence, "interrupted", EXPIRED)
+    assert (await db.read(get_job, job.id)).running_fence is None
+
+
+async def test_a_cancelled_fires_late_result_is_refused(db):
+    job = await add(db, "every 1h")
+    claim = (await db.write(claim_due, "A", job.next_run_at, LEASE, UTC)).claims[0]
+    await db.write(cancel_job, job.id, job.next_run_at + 1)
+    late = await db.write(finish_fire, job.id, claim.fence, "ok", job.next_run_at + 2)
+    assert late is None
+    (run,) = await db.read(run_history, job.id)
+    assert (run.status, run.error) == ("interrupted", "cancelled")  # the cancel stands
+    assert (await db.read(get_job, job.id)).last_status == "interrupted"
 
 
 async def test_overlap_skips_while_the_previous_fire_runs(db):

@@ -121,7 +121,7 @@ async def test_serve_end_to_end(home, fake, serve):
 
         status = await client.call("status", {})
         names = [c["name"] for c in status["result"]["children"]]
-        assert names == ["state", "terminal", "scheduler", "local", "gateway"]
+        assert names == ["state", "terminal", "local", "scheduler", "gateway"]
 
         # a 10 MB frame is refused
         with pytest.raises(ConnectionClosed) as closed:

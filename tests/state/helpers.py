@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
-import os
+import threading
 from pathlib import Path
 
 import apsw
 
+from hermes.state.registry import Registry, resolve
 from hermes.state.writer import DbWriter
 
 
@@ -34,34 +34,20 @@ def integrity(path: Path) -> str:
         conn.close()
 
 
-def writer_of(registry, gen) -> DbWriter:
-    """The DbWriter actor behind a generation (to count its transactions)."""
-    for slot in registry._sup._slots:
-        if slot.spec.name == f"{gen.path}#{gen.number}":
-            return slot.child
-    raise LookupError(gen)
+def writer_of(registry: Registry, path: Path) -> DbWriter:
+    """The DbWriter actor of the path's live generation (to count its transactions)."""
+    return registry._live[resolve(path)].actor
 
 
 class Gate:
-    """Holds a write inside the writer's process until `set()`: the test holds an
-    exclusive lock on a file; the write `wait_at_gate(conn, gate.path)` takes a
-    shared lock on it, which it gets once the test lets go."""
+    """Holds a write inside the writer's thread until `set()`: queue `db.write(gate.hold)`
+    first, and the writes queued behind it share the writer's next batch."""
 
-    def __init__(self, directory: Path) -> None:
-        self.path = directory / f"gate-{id(self)}"
-        self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+    def __init__(self) -> None:
+        self._open = threading.Event()
+
+    def hold(self, conn: apsw.Connection) -> None:
+        self._open.wait(timeout=60)
 
     def set(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
-def wait_at_gate(conn: apsw.Connection, path: Path) -> None:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-    finally:
-        os.close(fd)
+        self._open.set()

@@ -12,6 +12,7 @@ import sys
 
 import trio
 
+from hermes.state.db import Db
 from hermes.state.messages import NewMessage, append_message
 from hermes.state.registry import Registry
 from hermes.state.sessions import NewSession, ensure_session
@@ -21,20 +22,19 @@ async def main(db: str, tag: str, producers: int, writes: int) -> None:
     registry = Registry()
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
-        gen = await registry.acquire(db)
-        await gen.write(ensure_session, NewSession("load"))
+        async with Db(registry, db) as gen:
+            await gen.write(ensure_session, NewSession("load"))
 
-        async def producer(p: int) -> None:
-            for n in range(writes):
-                key = f"{tag}-{p}-{n}"
-                await gen.write(append_message, NewMessage("load", "user", key))
-                sys.stdout.write(f"ack {key}\n")
-                sys.stdout.flush()
+            async def producer(p: int) -> None:
+                for n in range(writes):
+                    key = f"{tag}-{p}-{n}"
+                    await gen.write(append_message, NewMessage("load", "user", key))
+                    sys.stdout.write(f"ack {key}\n")
+                    sys.stdout.flush()
 
-        async with trio.open_nursery() as workers:
-            for p in range(producers):
-                workers.start_soon(producer, p)
-        await registry.release(gen)
+            async with trio.open_nursery() as workers:
+                for p in range(producers):
+                    workers.start_soon(producer, p)
         registry.request_drain(trio.current_time() + 30)
     print("done", flush=True)
 

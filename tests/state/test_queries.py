@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hermes.state.db import Db
 from hermes.state.errors import SearchQueryError, SessionNotFound
 from hermes.state.messages import (
     NewMessage,
@@ -26,9 +27,8 @@ from hermes.state.sessions import (
 
 @pytest.fixture
 async def db(registry, db_path):
-    gen = await registry.acquire(db_path)
-    yield gen
-    await registry.release(gen)
+    async with Db(registry, db_path) as gen:
+        yield gen
 
 
 async def test_ensure_session_never_overwrites_routing(db):

@@ -1,4 +1,5 @@
-"""The registry: one generation per path, refcounts, replaced files, failed opens, close_all."""
+"""The registry and the Db handle: one generation per path, refcounts, replaced files,
+failed opens, close_all."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import shutil
 
 import pytest
 import trio
+import trio.testing
 
-from hermes.state.errors import StateDbReplacedError, StateError
-from hermes.state.holder import DbHolder
+from hermes.state.db import Db
+from hermes.state.errors import StateError
 from hermes.state.messages import NewMessage, append_message
-from hermes.state.registry import Registry
+from hermes.state.registry import Registry, resolve
 from hermes.state.sessions import NewSession, create_session, get_session
-from tests.state.helpers import count, integrity, writer_of
+from tests.state.helpers import Gate, count, integrity, plain
 
 
 async def make_other_db(path) -> None:
@@ -21,11 +23,15 @@ async def make_other_db(path) -> None:
     reg = Registry()
     async with trio.open_nursery() as nursery:
         await nursery.start(reg.run)
-        gen = await reg.acquire(path)
-        await gen.write(create_session, NewSession("from-backup"))
-        await reg.release(gen)
+        async with Db(reg, path) as db:
+            await db.write(create_session, NewSession("from-backup"))
         reg.request_drain(trio.current_time() + 10)
     assert not os.path.exists(f"{path}-wal")
+
+
+def live(registry: Registry, path):
+    """The registry's live generation for `path`, if any (tests look inside)."""
+    return registry._live.get(resolve(path))
 
 
 async def test_two_spellings_share_one_generation(registry, tmp_path):
@@ -55,20 +61,20 @@ async def test_concurrent_acquires_open_once(registry, db_path):
             nursery.start_soon(get)
     assert len({id(g) for g in gens}) == 1
     assert gens[0].refs == 20
-    assert len(registry._sup.child_names()) == 1
+    assert len(registry.snapshot().children) == 1  # one writer
     for gen in gens:
         await registry.release(gen)
 
 
 async def test_release_is_the_only_way_to_let_go(registry, db_path):
-    first = await registry.acquire(db_path)
-    second = await registry.acquire(db_path)
-    await registry.release(first)
-    # the other holder is unaffected
-    await second.write(create_session, NewSession("still-open"))
-    await registry.release(second)
+    async with Db(registry, db_path) as second:
+        async with Db(registry, db_path):
+            pass
+        # the other holder is unaffected
+        await second.write(create_session, NewSession("still-open"))
+        gen = live(registry, db_path)
     with pytest.raises(StateError, match="released more often"):
-        await registry.release(second)
+        await registry.release(gen)
     # the final release checkpointed and closed: no WAL left behind
     assert not os.path.exists(f"{db_path}-wal")
     assert count(db_path, "SELECT count(*) FROM sessions") == 1
@@ -77,25 +83,23 @@ async def test_release_is_the_only_way_to_let_go(registry, db_path):
 async def test_mv_over_live_file_retires_generation(registry, tmp_path, db_path):
     old = await registry.acquire(db_path)
     old_too = await registry.acquire(db_path)
-    await old.write(create_session, NewSession("before"))
-    os.link(db_path, tmp_path / "old-inode.db")  # keep the old file reachable
-    await make_other_db(tmp_path / "backup.db")
-    os.rename(tmp_path / "backup.db", db_path)
-    old_stat = os.stat(tmp_path / "old-inode.db")
+    async with Db(registry, db_path) as db:
+        await db.write(create_session, NewSession("before"))
+        os.link(db_path, tmp_path / "old-inode.db")  # keep the old file reachable
+        await make_other_db(tmp_path / "backup.db")
+        os.rename(tmp_path / "backup.db", db_path)
+        old_stat = os.stat(tmp_path / "old-inode.db")
 
-    with pytest.raises(StateDbReplacedError, match="moved into its place"):
-        await old.write(create_session, NewSession("lost"))
-    new = await registry.acquire(db_path)
-    assert new is not old
-    await new.write(create_session, NewSession("after"))
-    assert (await new.read(get_session, "from-backup")) is not None
-    # the old generation stays retired for every holder of it
-    with pytest.raises(StateDbReplacedError):
-        await old_too.read(get_session, "before")
+        await db.write(create_session, NewSession("after"))  # retried once on the new file
+        assert old.retired is not None and "moved into its place" in old.retired
+        new = live(registry, db_path)
+        assert new is not old and new.usable
+        assert (await db.read(get_session, "from-backup")) is not None
+        # the old generation stays retired for every holder of it: never lent again
+        assert old_too is old and not old.usable
+        await db.write(create_session, NewSession("after-2"))
     await registry.release(old)
-    await new.write(create_session, NewSession("after-2"))
     await registry.release(old_too)
-    await registry.release(new)
 
     ids = {r[0] for r in _rows(db_path, "SELECT id FROM sessions")}
     assert ids == {"from-backup", "after", "after-2"}
@@ -105,33 +109,30 @@ async def test_mv_over_live_file_retires_generation(registry, tmp_path, db_path)
 
 
 async def test_cp_over_same_inode_is_caught_by_the_stamp(registry, tmp_path, db_path):
-    old = await registry.acquire(db_path)
-    for i in range(50):
-        await old.write(create_session, NewSession(f"old-{i}"))
-    inode = os.stat(db_path).st_ino
-    await make_other_db(tmp_path / "backup.db")
-    shutil.copyfile(tmp_path / "backup.db", db_path)
-    assert os.stat(db_path).st_ino == inode
+    async with Db(registry, db_path) as db:
+        for i in range(50):
+            await db.write(create_session, NewSession(f"old-{i}"))
+        first = live(registry, db_path)
+        inode = os.stat(db_path).st_ino
+        await make_other_db(tmp_path / "backup.db")
+        shutil.copyfile(tmp_path / "backup.db", db_path)
+        assert os.stat(db_path).st_ino == inode
 
-    with pytest.raises(StateDbReplacedError, match="overwritten by another database"):
-        await old.write(create_session, NewSession("lost"))
-    new = await registry.acquire(db_path)
-    await new.write(create_session, NewSession("after"))
-    await registry.release(old)
-    await registry.release(new)
+        await db.write(create_session, NewSession("after"))
+        assert first.retired is not None and "overwritten by another database" in first.retired
     ids = {r[0] for r in _rows(db_path, "SELECT id FROM sessions")}
     assert ids == {"from-backup", "after"}  # none of the old generation's pages leaked in
     assert integrity(db_path) == "ok"
 
 
 async def test_holder_carries_on_into_the_replacement(registry, tmp_path, db_path):
-    async with DbHolder(registry, db_path) as db:
+    async with Db(registry, db_path) as db:
         await db.write(create_session, NewSession("one"))
-        first = db.gen
+        first = live(registry, db_path)
         await make_other_db(tmp_path / "backup.db")
         os.rename(tmp_path / "backup.db", db_path)
         await db.write(create_session, NewSession("two"))  # retried once on the new file
-        assert db.gen is not first
+        assert live(registry, db_path) is not first
         assert first.retired is not None
         assert (await db.read(get_session, "from-backup")) is not None
     ids = {r[0] for r in _rows(db_path, "SELECT id FROM sessions")}
@@ -139,21 +140,35 @@ async def test_holder_carries_on_into_the_replacement(registry, tmp_path, db_pat
     assert registry.generations() == []
 
 
+async def test_a_read_moves_to_the_replacement_too(registry, tmp_path, db_path):
+    async with Db(registry, db_path) as db:
+        await db.write(create_session, NewSession("one"))
+        await make_other_db(tmp_path / "backup.db")
+        os.rename(tmp_path / "backup.db", db_path)
+        live(registry, db_path).mark_retired("test: replaced")  # as the writer would
+        assert (await db.read(get_session, "from-backup")) is not None
+
+
 async def test_submitted_writes_commit_in_order_in_one_batch(registry, db_path):
-    async with DbHolder(registry, db_path) as db:
+    async with Db(registry, db_path) as db:
         await db.write(create_session, NewSession("s"))
-        writer = writer_of(registry, db.gen)
-        before = writer.batches
-        first = await db.submit(append_message, NewMessage("s", "user", "question"))
-        second = await db.submit(append_message, NewMessage("s", "assistant", "answer"))
+        core = live(registry, db_path).actor.core
+        gate = Gate()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(db.write, gate.hold)  # the writer is busy with a batch
+            await trio.testing.wait_all_tasks_blocked()
+            before = core.batches
+            first = await db.submit(append_message, NewMessage("s", "user", "question"))
+            second = await db.submit(append_message, NewMessage("s", "assistant", "answer"))
+            gate.set()
         assert await second.result() > await first.result()  # row ids in queue order
-        assert writer.batches - before == 1
+        assert core.batches - before == 2  # the busy batch, then both together
     rows = _rows(db_path, "SELECT role, content FROM messages ORDER BY id")
     assert rows == [("user", "question"), ("assistant", "answer")]
 
 
 async def test_a_submitted_write_is_retried_once_in_the_replacement(registry, tmp_path, db_path):
-    async with DbHolder(registry, db_path) as db:
+    async with Db(registry, db_path) as db:
         await db.write(create_session, NewSession("one"))
         await make_other_db(tmp_path / "backup.db")
         os.rename(tmp_path / "backup.db", db_path)
@@ -164,20 +179,18 @@ async def test_a_submitted_write_is_retried_once_in_the_replacement(registry, tm
 
 
 async def test_failed_open_of_replacement_leaves_no_entry(registry, tmp_path, db_path):
-    gen = await registry.acquire(db_path)
-    await gen.write(create_session, NewSession("x"))
-    (tmp_path / "garbage").write_bytes(b"this is not a database, not at all" * 100)
-    os.rename(tmp_path / "garbage", db_path)
-    with pytest.raises(StateDbReplacedError):
-        await gen.write(create_session, NewSession("y"))
-    with pytest.raises(StateError, match="cannot open the database"):
-        await registry.acquire(db_path)
-    assert registry.live_generation(db_path) is None
-    await registry.release(gen)
+    async with Db(registry, db_path) as db:
+        await db.write(create_session, NewSession("x"))
+        (tmp_path / "garbage").write_bytes(b"this is not a database, not at all" * 100)
+        os.rename(tmp_path / "garbage", db_path)
+        with pytest.raises(StateError, match="cannot open the database"):
+            await db.write(create_session, NewSession("y"))
+        with pytest.raises(StateError, match="cannot open the database"):
+            await registry.acquire(db_path)
+        assert live(registry, db_path) is None
     os.unlink(db_path)
-    fresh = await registry.acquire(db_path)  # tried again from scratch
-    await fresh.write(create_session, NewSession("z"))
-    await registry.release(fresh)
+    async with Db(registry, db_path) as fresh:  # tried again from scratch
+        await fresh.write(create_session, NewSession("z"))
     assert count(db_path, "SELECT count(*) FROM sessions") == 1
 
 
@@ -187,16 +200,17 @@ async def test_close_all_drains_live_and_retired_generations(tmp_path):
         await nursery.start(reg.run)
         a = await reg.acquire(tmp_path / "a.db")
         b = await reg.acquire(tmp_path / "b.db")
-        await a.write(create_session, NewSession("a"))
-        await b.write(create_session, NewSession("b"))
+        async with Db(reg, tmp_path / "a.db") as db_a, Db(reg, tmp_path / "b.db") as db_b:
+            await db_a.write(create_session, NewSession("a"))
+            await db_b.write(create_session, NewSession("b"))
         await make_other_db(tmp_path / "backup.db")
         os.rename(tmp_path / "backup.db", tmp_path / "b.db")
-        assert not await b.same_file()  # retired, still held
-        processes = [writer_of(reg, g)._process for g in (a, b)]
+        async with Db(reg, tmp_path / "b.db") as db_b:
+            await db_b.write(create_session, NewSession("b2"))  # retires b, opens the new
+        assert b.retired is not None and b.refs == 1  # retired, still held
         await reg.close_all()
         assert reg.generations() == []
-        assert reg._sup.child_names() == []
-        assert all(p.returncode == 0 for p in processes)  # each closed its file and exited
+        assert a.stopped.is_set() and b.stopped.is_set()  # each writer closed its file
         reg.request_drain(trio.current_time() + 5)
     assert not os.path.exists(tmp_path / "a.db-wal")
     assert count(tmp_path / "a.db", "SELECT count(*) FROM sessions") == 1
@@ -206,14 +220,12 @@ async def test_keep_open_paths_are_open_before_ready(tmp_path):
     reg = Registry(keep_open=[tmp_path / "state.db"])
     async with trio.open_nursery() as nursery:
         await nursery.start(reg.run)
-        assert reg.live_generation(tmp_path / "state.db") is not None
+        assert live(reg, tmp_path / "state.db") is not None
         reg.request_drain(trio.current_time() + 5)
     assert count(tmp_path / "state.db", "PRAGMA user_version") >= 1
 
 
 def _rows(path, sql):
-    from tests.state.helpers import plain
-
     conn = plain(path)
     try:
         return list(conn.execute(sql))

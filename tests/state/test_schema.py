@@ -5,6 +5,7 @@ from __future__ import annotations
 import apsw
 
 from hermes.state import schema
+from hermes.state.db import Db
 from hermes.state.messages import NewMessage, append_message
 from hermes.state.search import search_messages
 from hermes.state.sessions import NewSession, get_session
@@ -29,13 +30,12 @@ async def test_older_schema_is_migrated_on_open(registry, db_path):
     )
     conn.close()
 
-    gen = await registry.acquire(db_path)
-    assert count(db_path, "PRAGMA user_version") == schema.SCHEMA_VERSION
-    hits = await gen.read(search_messages, "umbrella")  # backfilled by the migration
-    assert [h.session_id for h in hits] == ["old"]
-    await gen.write(append_message, NewMessage("old", "user", "and the red umbrella"))
-    assert len(await gen.read(search_messages, "umbrella")) == 2  # kept in step by triggers
-    await registry.release(gen)
+    async with Db(registry, db_path) as gen:
+        assert count(db_path, "PRAGMA user_version") == schema.SCHEMA_VERSION
+        hits = await gen.read(search_messages, "umbrella")  # backfilled by the migration
+        assert [h.session_id for h in hits] == ["old"]
+        await gen.write(append_message, NewMessage("old", "user", "and the red umbrella"))
+        assert len(await gen.read(search_messages, "umbrella")) == 2  # kept in step by triggers
 
 
 def set_scope(conn, session_id, scope_id):
@@ -50,10 +50,9 @@ async def test_missing_columns_are_added(registry, db_path):
     )
     conn.execute("INSERT INTO sessions VALUES ('kept', 'local', 5)")
     conn.close()
-    gen = await registry.acquire(db_path)
-    row = await gen.read(get_session, "kept")
-    assert (row.id, row.scope_id, row.message_count, row.model) == ("kept", None, 0, None)
-    await gen.write(set_scope, "kept", "T1")
-    assert (await gen.read(get_session, "kept")).scope_id == "T1"
-    await registry.release(gen)
+    async with Db(registry, db_path) as gen:
+        row = await gen.read(get_session, "kept")
+        assert (row.id, row.scope_id, row.message_count, row.model) == ("kept", None, 0, None)
+        await gen.write(set_scope, "kept", "T1")
+        assert (await gen.read(get_session, "kept")).scope_id == "T1"
     assert NewSession("x").source == "local"

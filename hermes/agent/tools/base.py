@@ -11,7 +11,7 @@ from hermes.actors.address import Address
 from hermes.agent.memory import MemoryStore
 from hermes.cron.delivery import Deliverer, NoAdapters
 from hermes.cron.jobs import Origin
-from hermes.state.holder import DbHolder
+from hermes.state.db import Db
 from hermes.terminal.session import TerminalSession
 
 
@@ -22,7 +22,7 @@ class ToolError(Exception):
 @attrs.define
 class ToolContext:
     session_id: str
-    db: DbHolder
+    db: Db
     terminal: TerminalSession
     memory: MemoryStore
     background: Address | None = None

@@ -1,0 +1,95 @@
+"""Process trees left behind by an earlier hermes of the same home, found and killed.
+
+A hermes that is SIGKILLed cannot kill its trees: they are re-parented and
+run on. So every tree this process starts carries, in its environment, the
+home it belongs to and the hermes that started it (pid and start time). The
+next serve (or `hermes cron run`) of that home kills every process of the
+home whose hermes is gone, before it starts anything; trees of a hermes that
+still runs (a second serve on purpose) are left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from pathlib import Path
+
+import psutil
+
+from hermes.terminal.tree import DEFAULT_GRACE, KILL_WAIT, ProcessId, wait_gone
+
+log = logging.getLogger(__name__)
+
+HOME_VARIABLE = "HERMES_TREE_HOME"
+OWNER_VARIABLE = "HERMES_TREE_OWNER"
+
+_marker: dict[str, str] = {}  # set once per process by `mark_trees`
+
+
+def _owner_text(proc: ProcessId) -> str:
+    return f"{proc.pid}:{proc.started}"
+
+
+def mark_trees(home_root: Path) -> None:
+    """From now on every tree this process starts says it belongs to `home_root`."""
+    me = ProcessId.of(os.getpid())
+    _marker.clear()
+    _marker[HOME_VARIABLE] = str(home_root.resolve())
+    if me is not None:
+        _marker[OWNER_VARIABLE] = _owner_text(me)
+
+
+def tree_marker() -> dict[str, str]:
+    """The variables `spawned` adds to every tree's environment (none before mark_trees)."""
+    return dict(_marker)
+
+
+def _owner_alive(text: str) -> bool:
+    pid, _, started = text.partition(":")
+    try:
+        return ProcessId(int(pid), int(started)).alive()
+    except ValueError:
+        return False
+
+
+def find_leftovers(home_root: Path) -> list[ProcessId]:
+    """Processes of trees started for `home_root` by a hermes that is no longer running."""
+    home = str(home_root.resolve())
+    me = os.getpid()
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        try:
+            env = proc.environ()
+        except (psutil.Error, OSError):
+            continue  # gone, or not ours to read
+        if env.get(HOME_VARIABLE) != home or _owner_alive(env.get(OWNER_VARIABLE, "")):
+            continue
+        named = ProcessId.of(proc.pid)
+        if named is not None:
+            found.append(named)
+    return found
+
+
+async def kill_leftovers(home_root: Path, grace: float = DEFAULT_GRACE) -> int:
+    """SIGTERM every leftover process of the home, SIGKILL what is still alive after
+    `grace`; returns how many there were."""
+    procs = find_leftovers(home_root)
+    if not procs:
+        return 0
+    log.warning(
+        "killing %d process(es) left running by an earlier hermes of %s: %s",
+        len(procs),
+        home_root,
+        ", ".join(str(p.pid) for p in procs),
+    )
+    for proc in procs:
+        proc.signal(signal.SIGTERM)
+    await wait_gone(procs, grace)
+    alive = [p for p in procs if p.alive()]
+    for proc in alive:
+        proc.signal(signal.SIGKILL)
+    await wait_gone(alive, KILL_WAIT)
+    return len(procs)
