@@ -40,10 +40,6 @@ class ProviderChain:
         self.providers = list(providers)
         self.retries = retries
 
-    @property
-    def primary(self) -> Provider:
-        return self.providers[0]
-
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText | None
     ) -> ModelReply:

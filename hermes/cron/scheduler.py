@@ -149,6 +149,9 @@ class Scheduler(Actor):
                 report = await self.db.write(
                     claim_due, self.owner, now, config.lease_seconds, self.tz, config.catch_up
                 )
+                for job_id, fence in report.expired:
+                    log.warning("cron %s run %d: lease expired (its worker stopped); "
+                                "recorded as interrupted", job_id, fence)  # fmt: skip
                 for claim in report.claims:
                     self._spawn(Fire(claim))
                 nxt = await self.db.read(earliest_due)

@@ -57,6 +57,7 @@ class ClaimReport:
     claims: list[Claim]
     skipped: list[str]  # job ids whose occurrence was skipped (overlap, missed without catch-up)
     retired: list[str]  # one-shots retired unfired
+    expired: list[tuple[str, int]] = attrs.field(factory=list)  # (job, fence) whose worker died
 
 
 def new_job_id() -> str:
@@ -171,7 +172,12 @@ def remove_job(conn: apsw.Connection, job_id: str) -> None:
 
 
 def earliest_due(conn: apsw.Connection) -> float | None:
-    return conn.execute("SELECT min(next_run_at) FROM cron_jobs WHERE state = 'scheduled'").get
+    """When the scheduler must look next: the earliest next run, or the earliest
+    lease of a running fire to run out (its worker may have died)."""
+    return conn.execute(
+        "SELECT min(t) FROM (SELECT min(next_run_at) AS t FROM cron_jobs WHERE state = 'scheduled'"
+        " UNION ALL SELECT min(lease_expires_at) FROM cron_jobs WHERE running_fence IS NOT NULL)"
+    ).get
 
 
 def _insert_run(conn, job_id, fence, owner, due_at, now, status, error=None, context=None):
@@ -204,23 +210,23 @@ def _take(conn: apsw.Connection, job: Job, owner: str, now: float, lease: float,
 
 
 def _live_lease(job: Job, now: float) -> bool:
-    return job.running_fence is not None and (job.lease_expires_at or 0) >= now
+    return job.running_fence is not None and (job.lease_expires_at or 0) > now
 
 
 EXPIRED = "lease expired: its worker stopped"
 
 
-def expire_leases(conn: apsw.Connection, now: float) -> list[str]:
+def expire_leases(conn: apsw.Connection, now: float) -> list[tuple[str, int]]:
     """Fires whose lease ran out (their worker died): recorded as interrupted now,
-    not when the job is next due. Returns the job ids."""
+    not when the job is next due. Returns (job id, fence) of each."""
     rows = conn.execute(
         "SELECT id, running_fence FROM cron_jobs WHERE running_fence IS NOT NULL"
-        " AND lease_expires_at < ?",
+        " AND lease_expires_at <= ?",
         (now,),
     ).fetchall()
     for job_id, fence in rows:
         record_interrupted(conn, job_id, fence, EXPIRED, now)
-    return [job_id for job_id, _ in rows]
+    return [(job_id, fence) for job_id, fence in rows]
 
 
 def claim_due(
@@ -233,7 +239,7 @@ def claim_due(
 ) -> ClaimReport:
     """Claim and advance every due job in one transaction (the writer's batch)."""
     claims, skipped, retired = [], [], []
-    expire_leases(conn, now)
+    expired = expire_leases(conn, now)
     upcoming: dict[str, float | None] = {}  # jobs sharing a schedule share its next run
     rows = conn.execute(
         f"{JOB_SELECT} WHERE state = 'scheduled' AND next_run_at IS NOT NULL"
@@ -287,7 +293,7 @@ def claim_due(
         fence = _take(conn, job, owner, now, lease, nxt)
         _insert_run(conn, job.id, fence, owner, due, now, "running")
         claims.append(Claim(job, fence, due, owner, None, catch_up))
-    return ClaimReport(claims, skipped, retired)
+    return ClaimReport(claims, skipped, retired, expired)
 
 
 def claim_now(
