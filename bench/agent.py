@@ -10,6 +10,7 @@ the first turn of each creates the session and reads its history from
 state.db, the later ones carry the history kept from the turn before. The
 bare baseline sends the same request bodies, in the same order.
 Last line: RESULT turn_ratio=<hermes turn time / bare request time>
+                  added_us=<what hermes adds to a model round, in microseconds>
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hermes.state.holder import DbHolder  # noqa: E402
-
 from hermes.agent.chain import ProviderChain  # noqa: E402
 from hermes.agent.loop import Agent  # noqa: E402
 from hermes.agent.memory import MemoryStore  # noqa: E402
 from hermes.agent.openai_compat import OpenAICompatible  # noqa: E402
 from hermes.agent.tools.base import ToolContext  # noqa: E402
 from hermes.agent.tools.catalog import default_tools  # noqa: E402
+from hermes.state.db import Db  # noqa: E402
 from hermes.state.registry import Registry  # noqa: E402
 from hermes.terminal.session import TerminalSession  # noqa: E402
 
@@ -73,7 +73,7 @@ async def turns(url: str, root: Path) -> list[float]:
     times = []
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
-        async with DbHolder(registry, root / "state.db") as db:
+        async with Db(registry, root / "state.db") as db:
             terminal = TerminalSession(root, state_dir=root / ".t")  # one per conversation
             memory = MemoryStore(root / "memories")
             history = None
@@ -105,7 +105,8 @@ def main() -> None:
         server.wait()
     print(f"bare httpx request    {raw * 1000:6.2f} ms (the same bodies, in order)")
     print(f"hermes one-round turn {ours * 1000:6.2f} ms (median of {ROUNDS})")
-    print(f"RESULT turn_ratio={ours / raw:.2f}")
+    print(f"hermes adds           {(ours - raw) * 1e6:6.0f} us per model round")
+    print(f"RESULT turn_ratio={ours / raw:.2f} added_us={(ours - raw) * 1e6:.0f}")
 
 
 if __name__ == "__main__":

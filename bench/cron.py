@@ -20,29 +20,42 @@ from zoneinfo import ZoneInfo
 
 import apsw
 import trio
-from cron_patterns import claim_one  # bench/ is on sys.path when this runs
 
 from hermes.config import CronConfig
 from hermes.cron.fire import FireContext
-from hermes.cron.jobs import Job
-from hermes.cron.schedule import Schedule
+from hermes.cron.jobs import JOB_SELECT, Job, job_from_row
+from hermes.cron.schedule import Schedule, next_after
 from hermes.cron.scheduler import JobsChanged, Scheduler
 from hermes.cron.store import NewJob, claim_due, create_job
-from hermes.gateway.tree import WRITE_MODULES
 from hermes.state.db import Db
 from hermes.state.maintenance import open_for_writing
 from hermes.state.registry import Registry
 from hermes.state.schema import immediate
 
 UTC = ZoneInfo("UTC")
-# As serve does: the writer's process imports the modules of the write functions
-# as it starts, so neither side's timing includes that import.
-PRELOAD = (*WRITE_MODULES, "cron_patterns")
 JOBS = 10_000
 DUE = 1_000
 LATE_JOBS = 200
 ROUNDS = 3
 T0 = 1_800_000_000.0
+
+
+def claim_one(conn: apsw.Connection, job_id: str, owner: str, now: float) -> None:
+    """The per-job pattern: one job read, claimed, advanced and recorded."""
+    job: Job = job_from_row(conn.execute(f"{JOB_SELECT} WHERE id = ?", (job_id,)).fetchone())
+    schedule = Schedule.from_text(job.schedule, job.schedule_display)
+    nxt = next_after(schedule, now, UTC)
+    fence = job.fence + 1
+    conn.execute(
+        "UPDATE cron_jobs SET fence = ?, running_fence = ?, lease_owner = ?, lease_expires_at = ?,"
+        " next_run_at = ? WHERE id = ? AND fence = ?",
+        (fence, fence, owner, now + 60, nxt, job.id, job.fence),
+    )
+    conn.execute(
+        "INSERT INTO cron_runs (job_id, fence, owner, due_at, started_at, status)"
+        " VALUES (?, ?, ?, ?, ?, 'running')",
+        (job.id, fence, owner, job.next_run_at, now),
+    )
 
 
 def fill(path: Path) -> None:
@@ -74,7 +87,7 @@ def due_ids(conn: apsw.Connection, now: float) -> list[str]:
 
 
 async def measure_claims(root: Path) -> tuple[float, float]:
-    registry = Registry(preload=PRELOAD)
+    registry = Registry()
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
         async with Db(registry, root / "batch.db") as batch_db:
@@ -83,14 +96,13 @@ async def measure_claims(root: Path) -> tuple[float, float]:
             batch = time.perf_counter() - start
             assert len(report.claims) == DUE, len(report.claims)
 
-            per_job_db = await registry.acquire(root / "per-job.db")
+        async with Db(registry, root / "per-job.db") as per_job_db:
             ids = await per_job_db.read(due_ids, T0 + 20)
             assert len(ids) == DUE
             start = time.perf_counter()
             for job_id in ids:  # one writer transaction per job
                 await per_job_db.write(claim_one, job_id, "bench", T0 + 20)
             per_job = time.perf_counter() - start
-        await registry.release(per_job_db)
         registry.request_drain(trio.current_time() + 30)
     return batch, per_job
 
@@ -109,7 +121,7 @@ class LatenessRunner:
 
 async def measure_lateness(root: Path) -> list[float]:
     path = root / "lateness.db"
-    registry = Registry(preload=PRELOAD)
+    registry = Registry()
     runner = LatenessRunner()
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
@@ -118,8 +130,9 @@ async def measure_lateness(root: Path) -> list[float]:
             once = Schedule("once", "soon", at=due)
             for i in range(LATE_JOBS):
                 await gen.write(create_job, NewJob(f"late-{i}", once, prompt="p"), time.time(), UTC)
-            ctx = FireContext(scripts=root, spill_dir=root / "spill", runner=runner)
-            scheduler = Scheduler(registry, path, ctx, root / "out", CronConfig(), UTC)
+            ctx = FireContext(scripts=root, output_dir=root / "out", spill_dir=root / "spill",
+                              runner=runner, config=CronConfig())  # fmt: skip
+            scheduler = Scheduler(registry, path, ctx, UTC)
             address = await nursery.start(scheduler.run)
             await address.cast(JobsChanged())
             with trio.fail_after(30):

@@ -123,8 +123,7 @@ async def measure_hermes(path: Path) -> tuple[float, list[float]]:
             async def producer(p: int) -> None:
                 for n in range(WRITES_EACH):
                     began = time.perf_counter()
-                    slot = await gen.append(NewMessage("bench", "user", text(p, n)))
-                    await slot.wait()
+                    await gen.write(append_message, NewMessage("bench", "user", text(p, n)))
                     latencies.append(time.perf_counter() - began)
 
             start = time.perf_counter()
