@@ -3,7 +3,6 @@ back to it (its origin); the model may not pin a provider or a model."""
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from typing import Any
@@ -90,8 +89,7 @@ class CronjobTool:
                 fields["deliver"] = args["deliver"]
             if args.get("schedule"):
                 fields["schedule"] = parse_schedule(args["schedule"], ctx.tz, now)
-            update = functools.partial(update_job, **fields)  # a lambda cannot reach the writer
-            updated = await ctx.db.write(update, job.id, now, ctx.tz)
+            updated = await ctx.db.write(update_job, job.id, now, ctx.tz, **fields)
             return {"updated": updated.id, "next_run_at": updated.next_run_at}
         if action in ("pause", "resume"):
             changed = await ctx.db.write(set_paused, job.id, action == "pause", now, ctx.tz)
