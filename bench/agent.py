@@ -76,16 +76,16 @@ async def turns(url: str, root: Path) -> list[float]:
         async with Db(registry, root / "state.db") as db:
             terminal = TerminalSession(root, state_dir=root / ".t")  # one per conversation
             memory = MemoryStore(root / "memories")
-            history = None
+            conversation = None
             for i in range(ROUNDS + WARMUP):
                 if i % TURNS_PER_SESSION == 0:  # a new conversation: its history is read
-                    ctx, history = ToolContext(f"s{i}", db, terminal, memory), None
+                    ctx, conversation = ToolContext(f"s{i}", db, terminal, memory), None
                 start = time.perf_counter()
-                result = await agent.run_turn(ctx, "hi", stream=False, history=history)
+                result = await agent.run_turn(ctx, "hi", stream=False, conversation=conversation)
                 if i >= WARMUP:
                     times.append(time.perf_counter() - start)
                 assert result.text == "pong"
-                history = result.conversation  # kept between turns, as a session actor does
+                conversation = result.conversation  # kept between turns, as a session actor does
         registry.request_drain(trio.current_time() + 10)
     return times
 

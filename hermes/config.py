@@ -55,19 +55,41 @@ def _timezone(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
         raise _BadValue(f"{attr.name}: unknown timezone {value!r}") from None
 
 
+def _share(_inst: Any, attr: attrs.Attribute, value: float) -> None:
+    if not 0.1 <= value <= 0.95:
+        raise _BadValue(f"{attr.name}: must be between 0.1 and 0.95, got {value!r}")
+
+
+def _optional_at_least(minimum: int):
+    check = _at_least(minimum)
+
+    def optional(inst: Any, attr: attrs.Attribute, value: int | None) -> None:
+        if value is not None:
+            check(inst, attr, value)
+
+    return optional
+
+
 @attrs.frozen
 class ModelConfig:
-    """One model provider. `api_key_env` names the variable holding the key."""
+    """One model provider. `api_key_env` names the variable holding the key;
+    `context_tokens` its context window (unset: the provider kind's default)."""
 
     provider: str = "offline"
     model: str = "hermes-offline"
     base_url: str | None = None
     api_key_env: str | None = None
+    context_tokens: int | None = attrs.field(default=None, validator=_optional_at_least(1000))
 
 
 @attrs.frozen
 class AgentConfig:
+    """`compact_at`: the share of a model's context window a prompt may fill before
+    the conversation is compacted; `keep_turns`: recent turns compaction never touches."""
+
     max_turns: int = attrs.field(default=20, validator=_at_least(1))
+    compact_at: float = attrs.field(default=0.75, validator=_share)
+    keep_turns: int = attrs.field(default=4, validator=_at_least(1))
 
 
 @attrs.frozen

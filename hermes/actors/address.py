@@ -49,6 +49,14 @@ class Address:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise ActorStopped(self.name) from None
 
+    def cast_nowait(self, msg: Any) -> None:
+        """Deliver msg without blocking or yielding: trio.WouldBlock if the mailbox
+        is full, ActorStopped if the actor is stopped."""
+        try:
+            self._send.send_nowait(msg)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise ActorStopped(self.name) from None
+
     async def call(self, msg: Any, timeout: float | None = 30.0) -> Any:
         """Deliver msg and return the actor's reply, or raise what its handler raised.
 

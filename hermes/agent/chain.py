@@ -8,7 +8,7 @@ reached, the next provider answers, and its model goes with it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -41,11 +41,18 @@ class ProviderChain:
         self.retries = retries
 
     async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText | None
+        self,
+        prepare: Callable[[Provider], Awaitable[list[dict[str, Any]]]],
+        tools: list[dict[str, Any]],
+        on_text: OnText | None,
     ) -> ModelReply:
+        """The first provider's answer that comes. `prepare(provider)` gives the prompt
+        for each provider before it is called: a fallback with a smaller context
+        window gets a prompt compacted for it."""
         failures = []
         for provider in self.providers:
             try:
+                messages = await prepare(provider)
                 return await self._with_retries(provider, messages, tools, on_text)
             except (FallbackError, Retryable) as exc:
                 log.warning("provider %s/%s failed, trying the next: %s",

@@ -1,15 +1,16 @@
 """The tool-call loop: model -> tools -> model ... -> final text, bounded by max_turns.
 
 Every message is appended to state.db as it happens, so a crash mid-turn
-loses nothing already said. Independent tool calls run concurrently; their
-results are kept in call order. Cancelling the turn abandons the model
-request, kills the trees of running commands (the terminal tool runs them in
-the turn's scope) and records the interruption in the transcript.
+loses nothing already said. Before each model call the conversation is fitted
+to the window of the provider about to answer (hermes.agent.context).
+Independent tool calls run concurrently; their results are kept in call
+order. Cancelling the turn abandons the model request, kills the trees of
+running commands (the terminal tool runs them in the turn's scope) and
+records the interruption in the transcript.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -19,16 +20,21 @@ import attrs
 import trio
 
 from hermes.agent.chain import ProviderChain
+from hermes.agent.context import INTERRUPTED, Budgets, Compactor, Conversation, prompt_chars
 from hermes.agent.prompt import system_prompt
-from hermes.agent.provider import ModelReply, ToolCall
+from hermes.agent.provider import ModelReply, Provider, ToolCall
 from hermes.agent.tools.base import Tool, ToolContext, ToolError, schema
 from hermes.state.db import PendingWrite
-from hermes.state.messages import NewMessage, append_message, begin_turn, continue_turn
-from hermes.state.rows import MessageRow
+from hermes.state.messages import (
+    NewMessage,
+    append_message,
+    begin_turn,
+    continue_turn,
+    prompt_history,
+)
+from hermes.state.sessions import get_session
 
 log = logging.getLogger(__name__)
-
-INTERRUPTED = "[interrupted: the turn was cancelled before it finished]"
 
 
 @attrs.frozen
@@ -47,47 +53,58 @@ class TurnResult:
     model_calls: int
     provider: str
     model: str
-    conversation: list[dict[str, Any]] = attrs.field(factory=list, eq=False, repr=False)
-    """The whole conversation after the turn, without the system prompt: a caller
-    that keeps it passes it back as `history` next time instead of a re-read."""
-
-
-def history_messages(rows: list[MessageRow]) -> list[dict[str, Any]]:
-    """The transcript as chat messages; a tool call left without a result (an
-    interrupted turn) gets one, so the provider accepts the history."""
-    out: list[dict[str, Any]] = []
-    pending: list[str] = []
-
-    def close_pending() -> None:
-        for call_id in pending:
-            out.append({"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED})
-        pending.clear()
-
-    for row in rows:
-        if row.role == "tool":
-            if row.tool_call_id in pending:
-                pending.remove(row.tool_call_id)
-                out.append({"role": "tool", "tool_call_id": row.tool_call_id,
-                            "content": row.content or ""})  # fmt: skip
-            continue
-        close_pending()
-        message: dict[str, Any] = {"role": row.role, "content": row.content or ""}
-        if row.role == "assistant" and row.tool_calls:
-            calls = json.loads(row.tool_calls)
-            message["tool_calls"] = calls
-            message["content"] = row.content
-            pending.extend(c["id"] for c in calls)
-        out.append(message)
-    close_pending()
-    return out
+    conversation: Conversation = attrs.field(factory=Conversation, eq=False, repr=False)
+    """What the next prompt needs after the turn (bounded by the budget): a caller
+    that keeps it passes it back as `conversation` next time instead of a re-read."""
 
 
 class Agent:
-    def __init__(self, chain: ProviderChain, tools: dict[str, Tool], max_turns: int = 20) -> None:
+    def __init__(
+        self,
+        chain: ProviderChain,
+        tools: dict[str, Tool],
+        max_turns: int = 20,
+        budgets: Budgets | None = None,
+    ) -> None:
         self.chain = chain
         self.tools = tools
         self.max_turns = max_turns
+        self.budgets = budgets or Budgets()
         self._schemas = [schema(t) for t in tools.values()]
+        self._schema_chars = sum(len(str(s)) for s in self._schemas)
+
+    def compactor(self, ctx: ToolContext) -> Compactor:
+        return Compactor(self.budgets, ctx.db, ctx.session_id, ctx.terminal.options.spill_dir)
+
+    def system(self, ctx: ToolContext, source: str) -> str:
+        return system_prompt(ctx.memory.prompt_block(), ctx.session_id, source, ctx.tz, time.time())
+
+    async def load(self, ctx: ToolContext) -> Conversation:
+        """What the next prompt of the session needs, from state.db."""
+        return Conversation.from_history(await ctx.db.read(prompt_history, ctx.session_id))
+
+    async def compress(self, ctx: ToolContext, conversation: Conversation, source: str) -> str:
+        """/compress: summarize every turn but the last few now; says what it did."""
+        provider = self.chain.providers[0]
+        done = await self.compactor(ctx).compact(
+            conversation, self.system(ctx, source), self._schema_chars, provider, force=True
+        )
+        return done.describe()
+
+    async def usage(self, ctx: ToolContext, conversation: Conversation, source: str) -> str:
+        """/usage: the next prompt's estimated size against the budget, and the tokens
+        the session has used."""
+        provider = self.chain.providers[0]
+        prompt = conversation.prompt(self.system(ctx, source))
+        size = self.budgets.estimate(prompt, self._schema_chars, provider)
+        window = provider.context_tokens
+        session = await ctx.db.read(get_session, ctx.session_id)
+        used_in, used_out = (session.input_tokens, session.output_tokens) if session else (0, 0)
+        return (
+            f"next prompt about {size} tokens of {window} ({100 * size / window:.0f}%) for "
+            f"{provider.name}/{provider.model}; compacts past {self.budgets.threshold(provider)}"
+            f"; this session used {used_in} input and {used_out} output tokens"
+        )
 
     async def run_turn(
         self,
@@ -96,37 +113,50 @@ class Agent:
         on_event: Callable[[Event], None] | None = None,
         stream: bool = True,
         source: str = "local",
-        history: list[dict[str, Any]] | None = None,
+        conversation: Conversation | None = None,
     ) -> TurnResult:
-        """`history`: the conversation so far, if the caller kept it from the last
-        turn's result; otherwise it is read from state.db."""
+        """`conversation`: what the last turn's result kept, if the caller kept it;
+        otherwise what the prompt needs is read from state.db (the latest compaction
+        and the messages after it)."""
         emit = on_event or (lambda event: None)
         db = ctx.db
         user_write: PendingWrite | None = None
-        if history is None:
-            rows = await db.write(begin_turn, ctx.session_id, source, user_text)
-            history = history_messages(rows)
+        user_message = {"role": "user", "content": user_text}
+        if conversation is None:
+            history, user_id = await db.write(begin_turn, ctx.session_id, source, user_text)
+            conversation = Conversation.from_history(history)
+            conversation.add(user_message, user_id)
         else:
             # Queued now and awaited with the reply's record: its commit overlaps
-            # the model call, and the two often share one transaction.
+            # the model call.
             user_write = await db.submit(continue_turn, ctx.session_id, source, user_text)
-        system = system_prompt(
-            ctx.memory.prompt_block(), ctx.session_id, source, ctx.tz, time.time()
-        )
-        messages = [{"role": "system", "content": system}, *history,
-                    {"role": "user", "content": user_text}]  # fmt: skip
+            conversation.add(user_message)
+        system = self.system(ctx, source)
+        compactor = self.compactor(ctx)
+        sent: dict[str, int] = {}
+
+        async def prepare(provider: Provider) -> list[dict[str, Any]]:
+            await compactor.fit(conversation, system, self._schema_chars, provider)
+            messages = conversation.prompt(system)
+            sent[f"{provider.name}/{provider.model}"] = prompt_chars(messages) + self._schema_chars
+            return messages
+
         on_text = (lambda piece: emit(Event("text", piece))) if stream else None
         reply: ModelReply | None = None
         try:
             for calls_made in range(1, self.max_turns + 1):
-                reply = await self.chain.complete(messages, self._schemas, on_text)
+                reply = await self.chain.complete(prepare, self._schemas, on_text)
+                key = f"{reply.provider}/{reply.model}"
+                self.budgets.calibrate(key, sent.get(key, 0), reply.input_tokens)
                 earlier, user_write = user_write, None
-                await self._record_reply(ctx, reply, earlier)
-                messages.append(_assistant_message(reply))
+                reply_id, user_id = await self._record_reply(ctx, reply, earlier)
+                if user_id is not None:
+                    conversation.ids[_index_of(conversation, user_message)] = user_id
+                conversation.add(_assistant_message(reply), reply_id)
                 if not reply.tool_calls:
                     emit(Event("done", reply.content or ""))
                     return TurnResult(reply.content or "", calls_made, reply.provider,
-                                      reply.model, messages[1:])  # fmt: skip
+                                      reply.model, conversation)  # fmt: skip
                 for call in reply.tool_calls:
                     emit(Event("tool_call", call.arguments, call.name, call.id))
                 results = await self._run_tools(reply.tool_calls, ctx)
@@ -135,13 +165,14 @@ class Agent:
                     row = NewMessage(
                         ctx.session_id, "tool", result, tool_call_id=call.id, tool_name=call.name
                     )
-                    await db.write(append_message, row)
-                    messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                    row_id = await db.write(append_message, row)
+                    conversation.add({"role": "tool", "tool_call_id": call.id, "content": result},
+                                     row_id)  # fmt: skip
             text = f"[stopped after {self.max_turns} model calls without a final answer]"
-            await db.write(append_message, NewMessage(ctx.session_id, "assistant", text))
+            row_id = await db.write(append_message, NewMessage(ctx.session_id, "assistant", text))
             emit(Event("done", text))
-            messages.append({"role": "assistant", "content": text})
-            return TurnResult(text, self.max_turns, reply.provider, reply.model, messages[1:])
+            conversation.add({"role": "assistant", "content": text}, row_id)
+            return TurnResult(text, self.max_turns, reply.provider, reply.model, conversation)
         except BaseException as exc:
             note = INTERRUPTED if _is_cancel(exc) else f"[the turn failed: {exc}]"
             with trio.CancelScope(shield=True):
@@ -155,22 +186,24 @@ class Agent:
 
     async def _record_reply(
         self, ctx: ToolContext, reply: ModelReply, earlier: PendingWrite | None
-    ) -> None:
+    ) -> tuple[int, int | None]:
         """The reply is queued behind `earlier` (the user's message), then both are
-        awaited: the writer commits them in that order, usually in one batch."""
+        awaited: the writer commits them in that order, usually in one batch.
+        Returns their row ids (the reply's, and the user message's if it was queued)."""
         calls = [c.to_message() for c in reply.tool_calls] or None
         message = NewMessage(
             ctx.session_id, "assistant", reply.content, tool_calls=calls,
             input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
         )  # fmt: skip
         record = await ctx.db.submit(append_message, message)
+        user_id = None
         try:
             if earlier is not None:
-                await earlier.result()
+                user_id = await earlier.result()
         except BaseException:
             record.abandon()
             raise
-        await record.result()
+        return await record.result(), user_id
 
     async def _run_tools(self, calls: tuple[ToolCall, ...], ctx: ToolContext) -> list[str]:
         results: list[str] = [""] * len(calls)
@@ -201,6 +234,11 @@ def _assistant_message(reply: ModelReply) -> dict[str, Any]:
     if reply.tool_calls:
         message["tool_calls"] = [c.to_message() for c in reply.tool_calls]
     return message
+
+
+def _index_of(conversation: Conversation, message: dict[str, Any]) -> int:
+    """Where `message` is now (compaction may have removed what came before it)."""
+    return next(i for i, m in enumerate(conversation.messages) if m is message)
 
 
 def _is_cancel(exc: BaseException) -> bool:

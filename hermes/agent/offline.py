@@ -4,6 +4,9 @@
 - Lines of the form `/tool NAME {json}` in the user's message become tool
   calls (several lines, several calls), so a conversation can drive tools.
 - After tool results it answers with a short summary of them.
+- Asked to compact a conversation, it writes a short deterministic summary.
+  Its context window is small (OFFLINE_CONTEXT), so a long chat compacts on
+  a fresh machine too.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from typing import Any
 
 import trio
 
+from hermes.agent.context import COMPACTION_PROMPT
 from hermes.agent.provider import ModelReply, OnText, ToolCall
 
 NAME = "offline"
 MODEL = "hermes-offline"
+OFFLINE_CONTEXT = 8_000  # tokens
 
 
 def _text(content: Any) -> str:
@@ -30,14 +35,20 @@ def _text(content: Any) -> str:
 class OfflineProvider:
     name = NAME
 
-    def __init__(self, model: str = MODEL) -> None:
+    def __init__(self, model: str = MODEL, context_tokens: int = OFFLINE_CONTEXT) -> None:
         self.model = model
+        self.context_tokens = context_tokens
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText | None
     ) -> ModelReply:
         await trio.lowlevel.checkpoint()  # it answers at once, but is a checkpoint as any call is
         last = messages[-1] if messages else {"role": "user", "content": ""}
+        if messages and messages[0].get("content") == COMPACTION_PROMPT:
+            lines = _text(last.get("content")).splitlines()
+            gist = " / ".join(line[:80] for line in (lines[:2] + lines[-2:]))
+            summary = f"{len(lines)} lines of conversation; it began and ended: {gist}"
+            return self._say(summary, None)
         if last.get("role") == "tool":
             results = []
             for msg in reversed(messages):

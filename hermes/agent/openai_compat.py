@@ -18,6 +18,7 @@ from hermes.agent.provider import (
 )
 
 TIMEOUT = httpx.Timeout(connect=10.0, read=120.0, write=30.0, pool=10.0)
+DEFAULT_CONTEXT = 128_000  # tokens, when config.yaml does not say (context_tokens)
 
 
 class OpenAICompatible:
@@ -30,9 +31,11 @@ class OpenAICompatible:
         base_url: str,
         api_key: str | None,
         client: httpx.AsyncClient | None = None,
+        context_tokens: int = DEFAULT_CONTEXT,
     ) -> None:
         self.name = name
         self.model = model
+        self.context_tokens = context_tokens
         self.url = base_url.rstrip("/") + "/chat/completions"
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = client or httpx.AsyncClient(timeout=TIMEOUT)

@@ -69,6 +69,7 @@ OnText = Callable[[str], None]
 class Provider(Protocol):
     name: str
     model: str
+    context_tokens: int  # the model's context window, in tokens
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText | None

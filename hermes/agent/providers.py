@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from hermes.agent.chain import ProviderChain
-from hermes.agent.offline import OfflineProvider
-from hermes.agent.openai_compat import OpenAICompatible
+from hermes.agent.offline import OFFLINE_CONTEXT, OfflineProvider
+from hermes.agent.openai_compat import DEFAULT_CONTEXT, OpenAICompatible
 from hermes.agent.provider import Provider
 from hermes.config import Config, ConfigError, ModelConfig, Secrets
 
 
 def build_provider(entry: ModelConfig, secrets: Secrets) -> Provider:
     if entry.provider == "offline":
-        return OfflineProvider(entry.model)
+        return OfflineProvider(entry.model, entry.context_tokens or OFFLINE_CONTEXT)
     if not entry.base_url:
         raise ConfigError(f"model provider {entry.provider!r} needs a base_url")
     key = secrets.get(entry.api_key_env) if entry.api_key_env else None
     if entry.api_key_env and key is None:
         raise ConfigError(f"{entry.api_key_env} (the API key of {entry.provider}) is not set")
-    return OpenAICompatible(entry.provider, entry.model, entry.base_url, key)
+    return OpenAICompatible(entry.provider, entry.model, entry.base_url, key,
+                            context_tokens=entry.context_tokens or DEFAULT_CONTEXT)  # fmt: skip
 
 
 def build_chain(config: Config, secrets: Secrets) -> ProviderChain:

@@ -10,6 +10,7 @@ import attrs
 import trio
 
 from hermes.actors.actor import Actor
+from hermes.agent.context import Conversation
 from hermes.agent.loop import Agent, Event
 from hermes.agent.tools.base import ToolContext
 
@@ -29,6 +30,16 @@ class Turn:
 @attrs.frozen
 class Interrupt:
     """/stop: cancel the running turn, if any."""
+
+
+@attrs.frozen
+class Compress:
+    """/compress: compact the conversation now; replies what was done."""
+
+
+@attrs.frozen
+class Usage:
+    """/usage: the next prompt's size against the budget, tokens used; replies text."""
 
 
 def _event(event: Event) -> dict[str, Any]:
@@ -55,9 +66,9 @@ class SessionActor(Actor):
         self.idle = trio.Event()
         self.idle.set()
         self._last_activity = 0.0  # trio.current_time() of the last message; set on start
-        # The conversation as the model sees it, kept between turns so a turn does not
-        # re-read the whole transcript; dropped after a failed or cancelled turn.
-        self.history: list[dict[str, Any]] | None = None
+        # What the next prompt needs (bounded by the model's budget), kept between turns
+        # so a turn does not re-read it; dropped after a failed or cancelled turn.
+        self.conversation: Conversation | None = None
 
     async def on_start(self) -> None:
         self._last_activity = trio.current_time()
@@ -81,6 +92,14 @@ class SessionActor(Actor):
                 self.current.cancel()
             self.queue.clear()
             return stopped
+        if isinstance(msg, Compress | Usage):
+            if self.current is not None:
+                return "a turn is running; ask again when it has finished"
+            if self.conversation is None:
+                self.conversation = await self.agent.load(self.ctx)
+            if isinstance(msg, Compress):
+                return await self.agent.compress(self.ctx, self.conversation, self.source)
+            return await self.agent.usage(self.ctx, self.conversation, self.source)
         raise TypeError(f"a session cannot handle {type(msg).__name__}")
 
     def dropped(self, msg: Any) -> None:
@@ -109,13 +128,13 @@ class SessionActor(Actor):
 
         try:
             with scope:
-                history, self.history = self.history, None
+                conversation, self.conversation = self.conversation, None
                 try:
                     result = await self.agent.run_turn(
                         self.ctx, turn.text, lambda e: send(_event(e)), source=self.source,
-                        history=history,
+                        conversation=conversation,
                     )  # fmt: skip
-                    self.history = result.conversation
+                    self.conversation = result.conversation
                 except Exception as exc:
                     log.warning("turn in %s failed: %s", self.ctx.session_id, exc)
                     send(_event(Event("error", str(exc))))

@@ -125,13 +125,64 @@ def latest_message_row_id(
     return conn.execute(sql, args).get
 
 
-def begin_turn(conn: apsw.Connection, session_id: str, source: str, text: str) -> list[MessageRow]:
-    """One transaction: the session exists, its history is read, the user's message is in.
-    Returns the history from before the message."""
+@attrs.frozen
+class Compaction:
+    """Messages first..last of a session, as the prompt sees them from now on: a
+    summary, or (kind 'dropped') a note that they were left out."""
+
+    session_id: str
+    first_message_id: int
+    last_message_id: int
+    kind: str
+    summary: str
+    model: str | None = None
+
+
+def add_compaction(conn: apsw.Connection, record: Compaction, at: float | None = None) -> int:
+    conn.execute(
+        "INSERT INTO compactions (session_id, first_message_id, last_message_id, kind, summary,"
+        " model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (*attrs.astuple(record), at if at is not None else time.time()),
+    )
+    return conn.last_insert_rowid()
+
+
+def latest_compaction(conn: apsw.Connection, session_id: str) -> Compaction | None:
+    row = conn.execute(
+        "SELECT session_id, first_message_id, last_message_id, kind, summary, model"
+        " FROM compactions WHERE session_id = ? ORDER BY id DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    return Compaction(*row) if row else None
+
+
+@attrs.frozen
+class PromptHistory:
+    """What the next prompt of a session stands on: the latest compaction, and the
+    messages after the range it covers (never the whole transcript of a long session)."""
+
+    compaction: Compaction | None
+    rows: list[MessageRow]
+
+
+def prompt_history(conn: apsw.Connection, session_id: str) -> PromptHistory:
+    compaction = latest_compaction(conn, session_id)
+    after = compaction.last_message_id if compaction else 0
+    rows = conn.execute(
+        f"{MESSAGE_SELECT} WHERE session_id = ? AND id > ? ORDER BY id", (session_id, after)
+    )
+    return PromptHistory(compaction, [MessageRow(*r) for r in rows])
+
+
+def begin_turn(
+    conn: apsw.Connection, session_id: str, source: str, text: str
+) -> tuple[PromptHistory, int]:
+    """One transaction: the session exists, what the prompt needs of its history is
+    read, the user's message is in. Returns that history (from before the message)
+    and the message's row id."""
     ensure_session(conn, NewSession(session_id, source=source))
-    rows = messages_of(conn, session_id)
-    append_message(conn, NewMessage(session_id, "user", text))
-    return rows
+    history = prompt_history(conn, session_id)
+    return history, append_message(conn, NewMessage(session_id, "user", text))
 
 
 def continue_turn(conn: apsw.Connection, session_id: str, source: str, text: str) -> int:

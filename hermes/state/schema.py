@@ -184,12 +184,33 @@ def _step_4_outbox(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS cron_deliveries_open ON cron_deliveries(status)")
 
 
+def _step_5_compactions(conn: apsw.Connection) -> None:
+    """What a long conversation's prompt stands on: the summary (or the note that turns
+    were dropped) of messages first..last of a session. The transcript keeps them all."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS compactions (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            first_message_id INTEGER NOT NULL,
+            last_message_id INTEGER NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('summary', 'dropped')),
+            summary TEXT NOT NULL,
+            model TEXT,
+            created_at REAL NOT NULL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS compactions_by_session ON compactions(session_id, id)")
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_base,
     _step_2_fts,
     _step_3_cron,
     _step_4_outbox,
+    _step_5_compactions,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

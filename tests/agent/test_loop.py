@@ -11,7 +11,8 @@ import trio
 import trio.testing
 
 from hermes.agent.chain import AllProvidersFailed, ProviderChain
-from hermes.agent.loop import INTERRUPTED, Agent, Event
+from hermes.agent.context import INTERRUPTED
+from hermes.agent.loop import Agent, Event
 from hermes.agent.offline import OfflineProvider, tool_line
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
@@ -146,7 +147,7 @@ async def test_a_continuing_turn_queues_its_message_and_reply_together(ctx, regi
         nursery.start_soon(ctx.db.write, gate.hold)  # the writer is busy
         await trio.testing.wait_all_tasks_blocked()
         nursery.start_soon(functools.partial(
-            offline.run_turn, ctx, "two", stream=False, history=first.conversation
+            offline.run_turn, ctx, "two", stream=False, conversation=first.conversation
         ))  # fmt: skip
         await trio.testing.wait_all_tasks_blocked()  # the model answered without waiting
         before = writer.batches
@@ -164,7 +165,7 @@ async def test_a_continuing_turn_cancelled_mid_stream_keeps_the_users_message(fa
         async with trio.open_nursery() as nursery:
             nursery.start_soon(functools.partial(
                 model.run_turn, ctx, "tell me", lambda e: started.set(),
-                history=first.conversation,
+                conversation=first.conversation,
             ))  # fmt: skip
             await started.wait()
             scope.cancel()

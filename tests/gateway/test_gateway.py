@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import socket
+import subprocess
 
+import apsw
 import pytest
 import trio
 import trio.testing
@@ -18,7 +20,7 @@ from hermes.gateway.gateway import Chat, Draining, Gateway
 from hermes.gateway.session_actor import IDLE_TIMEOUT, Turn
 from hermes.state.sessions import get_session
 from tests.agent.fake_openai import FakeOpenAI, stream_answer, text_answer
-from tests.processes import hermes, wait_ready
+from tests.processes import HERMES, hermes, wait_ready
 
 
 @pytest.fixture
@@ -155,13 +157,37 @@ async def test_a_turn_left_in_a_crashed_session_actors_mailbox_ends_with_an_erro
         assert (await collect(events))[-1]["kind"] == "done"
         session = gateway.sessions["s1"][1]
         send, events = trio.open_memory_channel(10)
-        # Neither cast yields: both wait in the mailbox, the Turn behind a message
-        # the session actor cannot handle, which crashes it.
-        await session.cast(object())
-        await session.cast(Turn("two", send))
+        # Both wait in the mailbox, the Turn behind a message the session actor cannot
+        # handle, which crashes it.
+        session.cast_nowait(object())
+        session.cast_nowait(Turn("two", send))
         got = await collect(events)  # ends: the caller is not left waiting
         assert [e["kind"] for e in got] == ["error"]
         assert "stopped before the turn began" in got[0]["text"]
         await trio.testing.wait_all_tasks_blocked()  # the gateway has seen the crash
         assert "s1" not in gateway.sessions
         gateway.request_drain(trio.current_time() + 5)
+
+
+@pytest.mark.timeout(120)
+def test_a_long_chat_with_the_offline_model_compacts_and_keeps_answering(home, spawn):
+    """A fresh home, the default offline model (a small window), one long REPL chat."""
+    serve = spawn()
+    wait_ready(serve)
+    try:
+        lines = [f"line {n}: " + "tell me more about the weather " * 25 for n in range(60)]
+        lines += ["/usage", "the last one"]
+        chat = subprocess.run([*HERMES, "chat"], input="\n".join(lines) + "\n",
+                              capture_output=True, text=True, timeout=90)  # fmt: skip
+        assert chat.returncode == 0, chat.stderr
+        assert chat.stdout.count("You said: line ") == 60
+        assert "You said: the last one\nyou> " in chat.stdout
+        assert "compacts past 6000" in chat.stdout  # /usage, answered without the agent
+    finally:
+        serve.terminate()
+        assert serve.wait(timeout=60) == 0
+    conn = apsw.Connection(str(home.state_db), flags=apsw.SQLITE_OPEN_READONLY)
+    kinds = [k for (k,) in conn.execute("SELECT kind FROM compactions")]
+    assert kinds and set(kinds) == {"summary"}
+    assert conn.execute("SELECT count(*) FROM messages WHERE role = 'user'").get == 61
+    conn.close()

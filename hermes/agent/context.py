@@ -1,0 +1,321 @@
+"""Long conversations: what the next prompt needs, kept under each model's context budget.
+
+Sessions never reset by time, so a DM with the agent grows for weeks. Before
+each model call the prompt is measured against the window of the provider
+about to answer (its `context_tokens`); past `compact_at` of it, the
+conversation is compacted in steps until it fits again:
+
+1. old tool outputs (outside the last `keep_turns` turns) are cut to a head
+   and a tail, with the path of a file that keeps them whole;
+2. the oldest turns (never the last `keep_turns`, never half a tool-call
+   exchange: whole turns only) are replaced by a summary the model writes
+   through a fixed prompt, stored in state.db as a compaction record naming
+   the messages it covers, so a restarted serve continues from it; if the
+   summary call fails or times out, the turns are dropped with a visible
+   marker instead (the user's turn never fails because history is long);
+3. if the turns kept are still too big, every tool output is cut harder.
+
+The transcript keeps every message; only the prompt is compacted. A
+session actor holds a Conversation, which is therefore bounded by the budget.
+Sizes are estimated from characters, calibrated per provider by the
+`prompt_tokens` it reports; no tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from hermes.agent.provider import Provider
+from hermes.state.db import Db
+from hermes.state.messages import Compaction, PromptHistory, add_compaction
+from hermes.state.rows import MessageRow
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED = "[interrupted: the turn was cancelled before it finished]"
+COMPACTION_PROMPT = (
+    "You are compacting a long conversation so it can continue within a limited context. "
+    "Write a concise summary of the conversation below for your own later use: facts about "
+    "the user, decisions made, tasks done and still open, names, numbers, file paths and "
+    "commands that matter. Keep the language of the conversation. Answer with the summary only."
+)
+SUMMARY_HEADING = "Summary of the earlier conversation (compacted to fit the context window):"
+CHARS_PER_TOKEN = 4.0  # until a provider's own reports calibrate it
+MESSAGE_OVERHEAD = 4  # tokens a message costs beyond its text (role, separators)
+TOOL_HEAD, TOOL_TAIL = 600, 400  # what is kept of a cut tool output
+TOOL_HEAD_HARD, TOOL_TAIL_HARD = 200, 100
+SUMMARY_TIMEOUT = 120.0
+SUMMARY_SHARE = 0.5  # of the window, for what the summary call is given to read
+TARGET_SHARE = 0.6  # of the threshold: compaction leaves room for the next turns
+
+
+@attrs.define
+class Conversation:
+    """What the next prompt needs: the summary of what was compacted, then the
+    messages after it, each with its transcript row id (None: not committed yet)."""
+
+    summary: str | None = None
+    messages: list[dict[str, Any]] = attrs.Factory(list)
+    ids: list[int | None] = attrs.Factory(list)
+
+    def add(self, message: dict[str, Any], row_id: int | None = None) -> None:
+        self.messages.append(message)
+        self.ids.append(row_id)
+
+    def prompt(self, system: str) -> list[dict[str, Any]]:
+        head = [{"role": "system", "content": system}]
+        if self.summary:
+            head.append({"role": "system", "content": f"{SUMMARY_HEADING}\n{self.summary}"})
+        return head + self.messages
+
+    def chars(self) -> int:
+        """What it holds, in characters (the session actor's retained size)."""
+        return len(self.summary or "") + sum(_message_chars(m) for m in self.messages)
+
+    def turn_starts(self) -> list[int]:
+        """Indexes of the messages that begin a turn (a user message)."""
+        return [i for i, m in enumerate(self.messages) if m["role"] == "user"]
+
+    @classmethod
+    def from_history(cls, history: PromptHistory) -> Conversation:
+        conversation = cls(summary=history.compaction.summary if history.compaction else None)
+        for message, row_id in history_messages(history.rows):
+            conversation.add(message, row_id)
+        return conversation
+
+
+def history_messages(rows: Sequence[MessageRow]) -> list[tuple[dict[str, Any], int | None]]:
+    """The transcript as chat messages with their row ids; a tool call left without a
+    result (an interrupted turn) gets one, so the provider accepts the history."""
+    out: list[tuple[dict[str, Any], int | None]] = []
+    pending: list[str] = []
+
+    def close_pending() -> None:
+        for call_id in pending:
+            out.append(({"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED}, None))
+        pending.clear()
+
+    for row in rows:
+        if row.role == "tool":
+            if row.tool_call_id in pending:
+                pending.remove(row.tool_call_id)
+                message = {"role": "tool", "tool_call_id": row.tool_call_id,
+                           "content": row.content or ""}  # fmt: skip
+                out.append((message, row.id))
+            continue
+        close_pending()
+        message: dict[str, Any] = {"role": row.role, "content": row.content or ""}
+        if row.role == "assistant" and row.tool_calls:
+            calls = json.loads(row.tool_calls)
+            message["tool_calls"] = calls
+            message["content"] = row.content
+            pending.extend(c["id"] for c in calls)
+        out.append((message, row.id))
+    close_pending()
+    return out
+
+
+def _message_chars(message: dict[str, Any]) -> int:
+    size = len(message.get("content") or "")
+    for call in message.get("tool_calls") or ():
+        size += len(call["function"]["arguments"]) + len(call["function"]["name"]) + 20
+    return size
+
+
+class Budgets:
+    """Each provider's window, and its characters per token as it reports them."""
+
+    def __init__(self, compact_at: float = 0.75, keep_turns: int = 4) -> None:
+        self.compact_at = compact_at
+        self.keep_turns = keep_turns
+        self._chars_per_token: dict[str, float] = {}
+
+    def chars_per_token(self, provider: Provider) -> float:
+        return self._chars_per_token.get(f"{provider.name}/{provider.model}", CHARS_PER_TOKEN)
+
+    def estimate(self, messages: Sequence[dict[str, Any]], extra_chars: int, p: Provider) -> int:
+        """The prompt's size in tokens, as `p` would count it."""
+        chars = sum(_message_chars(m) for m in messages) + extra_chars
+        return int(chars / self.chars_per_token(p)) + MESSAGE_OVERHEAD * len(messages)
+
+    def threshold(self, provider: Provider) -> int:
+        return int(provider.context_tokens * self.compact_at)
+
+    def calibrate(self, key: str, chars: int, prompt_tokens: int) -> None:
+        """Learn from what provider `key` ("name/model") said a prompt of `chars`
+        characters cost (a moving average, within sane bounds)."""
+        if prompt_tokens <= 0 or chars <= 0:
+            return
+        seen = min(10.0, max(1.0, chars / prompt_tokens))
+        self._chars_per_token[key] = 0.7 * self._chars_per_token.get(key, seen) + 0.3 * seen
+
+
+def prompt_chars(messages: Sequence[dict[str, Any]]) -> int:
+    return sum(_message_chars(m) for m in messages)
+
+
+@attrs.frozen
+class Compacted:
+    """What a compaction did, for the log and for /compress."""
+
+    trimmed: int = 0  # tool outputs cut
+    summarized: int = 0  # messages replaced by a summary
+    dropped: int = 0  # messages left out because the summary failed
+    summary_chars: int = 0
+
+    def describe(self) -> str:
+        if not (self.trimmed or self.summarized or self.dropped):
+            return "nothing to compact: the conversation is short"
+        parts = []
+        if self.summarized:
+            parts.append(f"summarized {self.summarized} messages into "
+                         f"{self.summary_chars} characters")  # fmt: skip
+        if self.dropped:
+            parts.append(f"left out {self.dropped} messages (the summary failed)")
+        if self.trimmed:
+            parts.append(f"cut {self.trimmed} long tool outputs")
+        return "; ".join(parts)
+
+
+class Compactor:
+    """Keeps one session's Conversation under a provider's budget."""
+
+    def __init__(self, budgets: Budgets, db: Db, session_id: str, spill_dir: Path) -> None:
+        self.budgets = budgets
+        self.db = db
+        self.session_id = session_id
+        self.spill_dir = spill_dir
+
+    async def fit(
+        self, conversation: Conversation, system: str, extra_chars: int, provider: Provider
+    ) -> Compacted:
+        """Compact `conversation` (in place) if its prompt would pass `provider`'s threshold."""
+        threshold = self.budgets.threshold(provider)
+        if self._size(conversation, system, extra_chars, provider) <= threshold:
+            return Compacted()
+        return await self.compact(conversation, system, extra_chars, provider)
+
+    async def compact(
+        self,
+        conversation: Conversation,
+        system: str,
+        extra_chars: int,
+        provider: Provider,
+        force: bool = False,
+    ) -> Compacted:
+        """Bring the prompt down to TARGET_SHARE of the threshold (or, `force`: summarize
+        every turn but the kept ones now)."""
+        target = int(self.budgets.threshold(provider) * TARGET_SHARE)
+        keep = self._kept_from(conversation)
+
+        def fits() -> bool:
+            return not force and self._size(conversation, system, extra_chars, provider) <= target
+
+        trimmed = await self._trim_tools(conversation, end=keep)
+        summarized = dropped = summary_chars = 0
+        if not fits() and keep > 0:
+            summarized, dropped = await self._summarize(conversation, keep, provider)
+            summary_chars = len(conversation.summary or "") if summarized else 0
+        if not fits():
+            trimmed += await self._trim_tools(conversation, end=len(conversation.messages),
+                                              head=TOOL_HEAD_HARD, tail=TOOL_TAIL_HARD)  # fmt: skip
+        done = Compacted(trimmed, summarized, dropped, summary_chars)
+        log.info("session %s: compacted for %s/%s: %s", self.session_id, provider.name,
+                 provider.model, done.describe())  # fmt: skip
+        return done
+
+    def _size(self, conversation: Conversation, system: str, extra: int, p: Provider) -> int:
+        return self.budgets.estimate(conversation.prompt(system), extra, p)
+
+    def _kept_from(self, conversation: Conversation) -> int:
+        """Index of the first message of the turns compaction never touches."""
+        starts = conversation.turn_starts()
+        if len(starts) <= self.budgets.keep_turns:
+            return 0
+        return starts[-self.budgets.keep_turns]
+
+    async def _trim_tools(
+        self, conversation: Conversation, end: int, head: int = TOOL_HEAD, tail: int = TOOL_TAIL
+    ) -> int:
+        """Cut tool outputs before index `end` to head and tail, pointing at a file
+        that keeps each whole. Returns how many were cut."""
+        cut = 0
+        for i in range(end):
+            message = conversation.messages[i]
+            content = message.get("content") or ""
+            if message["role"] != "tool" or len(content) <= head + tail + 200:
+                continue
+            path = await self._spill(message, content, conversation.ids[i])
+            note = (f"[… {len(content) - head - tail} characters cut to fit the context window;"
+                    f" the whole output is in {path} …]")  # fmt: skip
+            kept = f"{content[:head]}\n{note}\n{content[-tail:]}"
+            conversation.messages[i] = {**message, "content": kept}
+            cut += 1
+        return cut
+
+    async def _spill(self, message: dict[str, Any], content: str, row_id: int | None) -> Path:
+        name = f"{self.session_id}-{row_id or message.get('tool_call_id', 'tool')}.txt"
+        path = self.spill_dir / name
+        await trio.Path(self.spill_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not await trio.Path(path).exists():  # a cut output keeps the path of its first cut
+            await trio.Path(path).write_text(content, encoding="utf-8")
+        return path
+
+    async def _summarize(
+        self, conversation: Conversation, keep: int, provider: Provider
+    ) -> tuple[int, int]:
+        """Replace messages [0, keep) by a summary; on failure, by a marker. Returns
+        (summarized, dropped) counts."""
+        old = conversation.messages[:keep]
+        ids = [i for i in conversation.ids[:keep] if i is not None]
+        if not ids:
+            return 0, 0
+        budget_chars = int(provider.context_tokens * SUMMARY_SHARE
+                           * self.budgets.chars_per_token(provider))  # fmt: skip
+        request = [
+            {"role": "system", "content": COMPACTION_PROMPT},
+            {"role": "user", "content": render(conversation.summary, old, budget_chars)},
+        ]
+        try:
+            with trio.fail_after(SUMMARY_TIMEOUT):
+                reply = await provider.complete(request, [], None)
+            summary = (reply.content or "").strip()
+            if not summary:
+                raise ValueError("the model wrote an empty summary")
+            summary = summary[: budget_chars // 2]
+            kind = "summary"
+        except Exception as exc:  # never fail the user's turn because history is long
+            log.warning("session %s: the summary call failed (%s); leaving %d old messages "
+                        "out of the prompt instead", self.session_id, exc, len(old))  # fmt: skip
+            marker = (f"[{len(old)} earlier messages were left out to fit the context window; "
+                      "the transcript keeps them]")  # fmt: skip
+            summary = f"{conversation.summary}\n\n{marker}" if conversation.summary else marker
+            kind = "dropped"
+        record = Compaction(self.session_id, min(ids), max(ids), kind, summary, provider.model)
+        await self.db.write(add_compaction, record)
+        conversation.summary = summary
+        del conversation.messages[:keep]
+        del conversation.ids[:keep]
+        return (len(old), 0) if kind == "summary" else (0, len(old))
+
+
+def render(summary: str | None, messages: Sequence[dict[str, Any]], budget_chars: int) -> str:
+    """The turns to summarize as plain text, within `budget_chars` (each message cut
+    to its share when they would not fit)."""
+    share = max(200, budget_chars // max(1, len(messages)))
+    lines = [f"Earlier summary:\n{summary}\n"] if summary else []
+    for message in messages:
+        text = message.get("content") or ""
+        for call in message.get("tool_calls") or ():
+            text += f"\n(calls {call['function']['name']} {call['function']['arguments']})"
+        if len(text) > share:
+            text = text[: share - 20] + " …[cut]"
+        lines.append(f"{message['role']}: {text}")
+    return "\n".join(lines)[-budget_chars:]
