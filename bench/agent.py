@@ -92,7 +92,7 @@ async def turns(url: str, root: Path) -> list[float]:
 
 def main() -> None:
     server = subprocess.Popen(
-        [sys.executable, "-m", "tests.agent.fake_openai", "pong"],
+        [sys.executable, "-m", "tests.fakes.openai", "--text", "pong"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -14,6 +14,7 @@ from hermes.home import HermesHome
 from hermes.state.registry import Registry
 from hermes.terminal.reaper import become_subreaper, reap
 from hermes.terminal.tree import ProcessId, descendant_pids
+from tests.fakes.openai import FakeOpenAI
 from tests.processes import start_serve
 
 
@@ -66,6 +67,13 @@ async def registry():
         await nursery.start(reg.run)
         yield reg
         reg.request_drain(trio.current_time() + 30)
+
+
+@pytest.fixture
+def fake():
+    """The fake OpenAI-compatible model server (tests/fakes/openai.py), one per test."""
+    with FakeOpenAI() as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Fixtures for agent tests: a fake provider server and a ready ToolContext."""
+"""Fixtures for agent tests: a ready ToolContext."""
 
 from __future__ import annotations
 
@@ -8,13 +8,6 @@ from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
 from hermes.state.db import Db
 from hermes.terminal.session import TerminalSession
-from tests.agent.fake_openai import FakeOpenAI
-
-
-@pytest.fixture
-def fake():
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from hermes.cron.store import NewJob, create_job, get_job, run_history
 from hermes.state.db import Db
 from hermes.state.messages import messages_of
 from hermes.state.sessions import list_sessions
-from tests.agent.fake_openai import error_answer, text_answer, tool_answer
+from tests.fakes.openai import error_answer, text_answer, tool_answer
 
 UTC = ZoneInfo("UTC")
 T0 = 1_800_000_000.0

@@ -19,7 +19,7 @@ from hermes.agent.tools.catalog import default_tools
 from hermes.state.messages import messages_of
 from hermes.state.sessions import get_session
 from hermes.terminal.tree import _stat
-from tests.agent.fake_openai import (
+from tests.fakes.openai import (
     closed_port_url,
     error_answer,
     stream_answer,

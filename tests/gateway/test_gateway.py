@@ -19,14 +19,8 @@ from hermes.config import GatewayConfig
 from hermes.gateway.gateway import Chat, Draining, Gateway
 from hermes.gateway.session_actor import IDLE_TIMEOUT, Turn
 from hermes.state.sessions import get_session
-from tests.agent.fake_openai import FakeOpenAI, stream_answer, text_answer
+from tests.fakes.openai import stream_answer, text_answer
 from tests.processes import HERMES, hermes, wait_ready
-
-
-@pytest.fixture
-def fake():
-    with FakeOpenAI() as server:
-        yield server
 
 
 def make(registry, home, fake, busy_mode):

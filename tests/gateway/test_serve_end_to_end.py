@@ -13,8 +13,7 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
-from tests.agent.fake_openai import (
-    FakeOpenAI,
+from tests.fakes.openai import (
     error_answer,
     stream_answer,
     text_answer,
@@ -23,12 +22,6 @@ from tests.agent.fake_openai import (
 from tests.processes import wait_ready
 
 DRAIN = 3.0
-
-
-@pytest.fixture
-def fake():
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture

@@ -1,0 +1,111 @@
+"""A conversation of 2,000 turns against the fake OpenAI-compatible server: no prompt
+passes the model's window, compactions are stored and continued from after a restart,
+a failing summary falls back to dropping turns, tool exchanges are never split."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes.agent.chain import ProviderChain
+from hermes.agent.context import COMPACTION_PROMPT, SUMMARY_HEADING, Budgets
+from hermes.agent.loop import Agent
+from hermes.agent.offline import OfflineProvider
+from hermes.agent.openai_compat import OpenAICompatible
+from hermes.agent.tools.catalog import default_tools
+from hermes.state.messages import messages_of
+from tests.fakes.openai import error_answer, text_answer, tool_answer
+
+WINDOW = 3_000  # tokens; the fake counts four characters a token
+
+
+def agent(url: str, window: int = WINDOW, fallback=None) -> Agent:
+    providers = [OpenAICompatible("fake", "m", url, "k", context_tokens=window)]
+    if fallback is not None:
+        providers.append(fallback)
+    return Agent(ProviderChain(providers), default_tools(), budgets=Budgets(0.75, 4))
+
+
+def split_exchange(messages: list[dict]) -> bool:
+    """Whether a request shows a tool result without its call, or a call without results."""
+    waiting: list[str] = []
+    for message in messages:
+        if message["role"] == "tool":
+            if message["tool_call_id"] not in waiting:
+                return True
+            waiting.remove(message["tool_call_id"])
+        elif waiting:
+            return True
+        if message.get("tool_calls"):
+            waiting = [c["id"] for c in message["tool_calls"]]
+    return bool(waiting)
+
+
+async def compactions(ctx) -> list[tuple]:
+    return await ctx.db.read(
+        lambda c, s: list(c.execute("SELECT kind, first_message_id, last_message_id, summary"
+                                    " FROM compactions WHERE session_id = ? ORDER BY id", (s,))),
+        ctx.session_id,
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(180)
+async def test_two_thousand_turns_stay_in_the_window_and_continue_after_a_restart(ctx, fake):
+    fake.default = text_answer("noted.")
+    fake.answer_when(COMPACTION_PROMPT, text_answer("we talked about the weather"), times=None)
+    model = agent(fake.url)
+    conversation = None
+    for n in range(2000):
+        if n % 100 == 50:  # now and then the model uses a tool
+            fake.script(tool_answer(("session_search", {"query": "weather"})),
+                        text_answer("searched."))  # fmt: skip
+        result = await model.run_turn(ctx, f"turn {n}: " + "what about the weather? " * 4,
+                                      stream=False, conversation=conversation)  # fmt: skip
+        assert result.text in ("noted.", "searched.")
+        conversation = result.conversation
+    assert max(fake.prompt_tokens) <= WINDOW  # what the fake counted, request by request
+    assert not any(split_exchange(r["body"]["messages"]) for r in fake.requests)
+    stored = await compactions(ctx)
+    assert stored and all(kind == "summary" for kind, *_ in stored)
+    summaries = [r for r in fake.requests if r["body"]["messages"][0]["content"]
+                 == COMPACTION_PROMPT]  # fmt: skip
+    assert len(summaries) == len(stored)
+
+    fake.requests.clear()
+    restarted = agent(fake.url)  # a new serve: nothing in memory
+    await restarted.run_turn(ctx, "where were we?", stream=False)
+    (first,) = fake.requests
+    sent = first["body"]["messages"]
+    assert sent[1]["content"] == f"{SUMMARY_HEADING}\n{stored[-1][3]}"
+    assert "turn 1999" in " ".join(m["content"] or "" for m in sent)
+    assert len(sent) < 100  # the summary and the turns after it, not 4,000 messages
+    assert len(await ctx.db.read(messages_of, ctx.session_id)) > 4000  # the transcript has all
+
+
+async def test_a_failing_summary_drops_turns_and_the_turn_is_still_answered(ctx, fake):
+    fake.default = text_answer("noted.")
+    fake.answer_when(COMPACTION_PROMPT, error_answer(500, "the model is overloaded"), times=None)
+    model = agent(fake.url)
+    conversation = None
+    for n in range(150):
+        result = await model.run_turn(ctx, f"turn {n}: " + "tell me everything " * 10,
+                                      stream=False, conversation=conversation)  # fmt: skip
+        assert result.text == "noted."  # never failed because the history is long
+        conversation = result.conversation
+    stored = await compactions(ctx)
+    assert stored and {kind for kind, *_ in stored} == {"dropped"}
+    assert "earlier messages were left out" in stored[-1][3]
+    assert max(fake.prompt_tokens) <= WINDOW
+
+
+async def test_a_fallback_with_a_smaller_window_gets_a_prompt_compacted_for_it(ctx, fake):
+    fake.default = text_answer("noted.")
+    model = agent(fake.url, window=50_000, fallback=OfflineProvider(context_tokens=2_000))
+    conversation = None
+    for n in range(40):
+        conversation = (await model.run_turn(ctx, f"turn {n}: " + "and more " * 40, stream=False,
+                                             conversation=conversation)).conversation  # fmt: skip
+    assert not await compactions(ctx)  # the primary's window is large: nothing compacted
+    fake.script(error_answer(401, "key revoked"))  # the primary refuses: the fallback answers
+    result = await model.run_turn(ctx, "still there?", stream=False, conversation=conversation)
+    assert result.provider == "offline" and result.text == "You said: still there?"
+    assert await compactions(ctx)  # compacted for the offline model's window first

@@ -1,0 +1,1 @@
+"""Fakes shared by the tests and the benches."""

@@ -1,0 +1,290 @@
+"""A fake OpenAI-compatible server on 127.0.0.1: a real HTTP server speaking the
+chat completions protocol (JSON and server-sent events), for the tests and the
+benches.
+
+The fake counts a prompt as a model would, four characters a token over the
+messages and the tool definitions (`prompt_tokens`, per request), and reports
+that count in each answer's usage unless the answer says otherwise.
+
+Each request takes the next scripted answer (else `default`): a status code
+with a JSON body, or a list of SSE chunks (optionally paced). A 200 JSON answer
+is streamed when the request asks for `"stream": true`, the way the real API
+does. `answer_when(marker, answer)` answers the requests that mention `marker`
+with `answer` instead (a summary call made to fail on demand). Every answer
+starts `delay` seconds after its request arrived. Requests are recorded with
+their headers and bodies, and the size of each prompt in `prompt_sizes`.
+
+Many requests can be in flight at once (a thread each, a deep listen queue).
+In its own process, for benches:
+
+    python -m tests.fakes.openai [--delay 0.1] [--text pong] [--stream]
+
+prints its base URL (ending in /v1) on one line and serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import attrs
+
+
+@attrs.define
+class Answer:
+    status: int = 200
+    body: dict[str, Any] | None = None
+    chunks: list[dict[str, Any]] | None = None  # streamed as SSE
+    pause: float = 0.0  # between chunks
+    headers: dict[str, str] = attrs.Factory(dict)
+
+
+def text_answer(text: str, prompt_tokens: int | None = None) -> Answer:
+    """A reply; its usage reports `prompt_tokens`, or (None) what the fake counted."""
+    return Answer(body={
+        "id": "cmpl-1", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split())},
+    })  # fmt: skip
+
+
+def tool_answer(*calls: tuple[str, dict[str, Any]]) -> Answer:
+    return Answer(body={
+        "id": "cmpl-2", "object": "chat.completion",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": f"call_{i}", "type": "function",
+                            "function": {"name": name, "arguments": json.dumps(args)}}
+                           for i, (name, args) in enumerate(calls)]}}],
+    })  # fmt: skip
+
+
+def stream_answer(pieces: list[str], pause: float = 0.0) -> Answer:
+    chunks = [{"choices": [{"index": 0, "delta": {"content": p}}]} for p in pieces]
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 5, "completion_tokens": len(pieces)}})  # fmt: skip
+    return Answer(chunks=chunks, pause=pause)
+
+
+def as_stream(answer: Answer) -> Answer:
+    """The same reply as server-sent event chunks, the way the real API streams it."""
+    message = answer.body["choices"][0]["message"]
+    delta: dict[str, Any] = {"role": "assistant"}
+    if message.get("content"):
+        delta["content"] = message["content"]
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(message["tool_calls"])]
+    chunks = [{"choices": [{"index": 0, "delta": delta}]},
+              {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+               "usage": answer.body.get("usage")}]  # fmt: skip
+    return Answer(chunks=chunks)
+
+
+def error_answer(status: int, message: str = "error", **headers: str) -> Answer:
+    return Answer(status, {"error": {"message": message}}, headers=headers)
+
+
+def prompt_size(body: Any) -> int:
+    """The characters of all the message contents of a request body (text parts included)."""
+    total = 0
+    messages = body.get("messages") if isinstance(body, dict) else None
+    for message in messages or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            total += len(content)
+        elif isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    total += len(part["text"])
+    return total
+
+
+CHARS_PER_TOKEN = 4
+
+
+def count_tokens(body: Any) -> int:
+    """The prompt's tokens as this fake's model counts them: messages and tool definitions."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    calls = 0
+    for message in (body.get("messages") if isinstance(body, dict) else None) or ():
+        for call in (message.get("tool_calls") if isinstance(message, dict) else None) or ():
+            calls += len(json.dumps(call))
+    chars = prompt_size(body) + calls + (len(json.dumps(tools)) if tools else 0)
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def _with_usage(answer: Answer, tokens: int) -> Answer:
+    """A JSON answer whose usage leaves prompt_tokens open gets the fake's own count."""
+    usage = (answer.body or {}).get("usage")
+    if answer.status != 200 or usage is None or usage.get("prompt_tokens") is not None:
+        return answer
+    body = {**answer.body, "usage": {**usage, "prompt_tokens": tokens}}
+    return attrs.evolve(answer, body=body)
+
+
+@attrs.define
+class _Trigger:
+    marker: str
+    answer: Answer
+    times: int | None  # matches left; None: every match
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a hung client never holds up shutdown
+    request_queue_size = 1024  # the listen backlog: bursts of connections wait, not fail
+
+
+class FakeOpenAI:
+    def __init__(self, delay: float = 0.0) -> None:
+        self.answers: list[Answer] = []
+        self.default = text_answer("(no script)")  # when nothing is scripted
+        self.delay = delay  # seconds before every answer starts; may be changed any time
+        self.requests: list[dict[str, Any]] = []
+        self.prompt_sizes: list[int] = []  # per request: characters of all message contents
+        self.prompt_tokens: list[int] = []  # per request: what the fake counted, in tokens
+        self.triggers: list[_Trigger] = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out at once
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                length = int(self.headers.get("content-length", 0))
+                raw = self.rfile.read(length)
+                body = json.loads(raw or b"{}")
+                with fake.lock:
+                    fake.requests.append({"path": self.path, "body": body,
+                                          "auth": self.headers.get("authorization")})  # fmt: skip
+                    fake.prompt_sizes.append(prompt_size(body))
+                    tokens = count_tokens(body)
+                    fake.prompt_tokens.append(tokens)
+                    answer = fake._triggered(raw.decode("utf-8", "replace"), body)
+                    if answer is None:
+                        answer = fake.answers.pop(0) if fake.answers else fake.default
+                    delay = fake.delay
+                if delay > 0:
+                    fake.pacing.wait(delay)  # the model thinking
+                answer = _with_usage(answer, tokens)
+                if body.get("stream") and answer.status == 200 and answer.chunks is None:
+                    answer = as_stream(answer)  # a real server streams whatever it answers
+                if answer.chunks is not None:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    try:
+                        for chunk in answer.chunks:
+                            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                            self.wfile.flush()
+                            if answer.pause > 0:
+                                fake.pacing.wait(answer.pause)  # pace the stream
+                        self.wfile.write(b"data: [DONE]\n\n")
+                        self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):
+                        with fake.lock:
+                            fake.aborted += 1
+                    self.close_connection = True
+                    return
+                data = json.dumps(answer.body or {}).encode()
+                self.send_response(answer.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in answer.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.aborted = 0
+        self.pacing = threading.Event()  # never set: only its timeout is used
+        self.server = _Server(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def script(self, *answers: Answer) -> None:
+        with self.lock:
+            self.answers.extend(answers)
+
+    def answer_when(self, marker: str, answer: Answer, times: int | None = 1) -> None:
+        """The next `times` requests whose body mentions `marker` (None: all of them) get
+        `answer` instead of the scripted or default one, which stays for the next request."""
+        with self.lock:
+            self.triggers.append(_Trigger(marker, answer, times))
+
+    def _triggered(self, text: str, body: Any) -> Answer | None:
+        """The answer of the first trigger matching this request (under the lock)."""
+        canonical: str | None = None
+        for trigger in self.triggers:
+            found = trigger.marker in text
+            if not found:  # the client may have escaped it (non-ASCII, quotes)
+                if canonical is None:
+                    canonical = json.dumps(body, ensure_ascii=False)
+                found = trigger.marker in canonical
+            if found:
+                if trigger.times is not None:
+                    trigger.times -= 1
+                    if trigger.times <= 0:
+                        self.triggers.remove(trigger)
+                return trigger.answer
+        return None
+
+
+def closed_port_url() -> str:
+    """A loopback URL where nothing listens: connections are refused."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def main() -> None:
+    """Serve in its own process (for benchmarks): every request gets the same answer."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.openai",
+        description="A fake OpenAI-compatible server: prints its base URL, serves until killed.",
+    )
+    parser.add_argument("--delay", type=float, default=0.0,
+                        help="seconds before every answer starts (default 0)")  # fmt: skip
+    parser.add_argument("--text", default="pong", help="the answer's text (default pong)")
+    parser.add_argument("--stream", action="store_true",
+                        help="always stream the answer, one chunk per word; without it, a "
+                             "JSON answer, streamed in one chunk when the client asks")  # fmt: skip
+    args = parser.parse_args()
+    if args.stream:
+        words = args.text.split(" ")
+        reply = stream_answer([w + " " for w in words[:-1]] + words[-1:])
+    else:
+        reply = text_answer(args.text)
+    with FakeOpenAI(delay=args.delay) as fake:
+        fake.default = reply
+        print(fake.url, flush=True)
+        try:
+            fake.thread.join()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
