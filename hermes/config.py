@@ -1,6 +1,6 @@
 """config.yaml as typed attrs classes, with a default for everything.
 
-A bad file (unknown key, wrong type, bad value, broken YAML) raises ConfigError
+A bad file (unknown key, wrong type, bad value, broken YAML, not UTF-8) raises ConfigError
 naming the file and the key path; nothing half-loaded is ever returned.
 Secrets never live in config.yaml: it names environment variables, whose
 values come from the process environment or HERMES_HOME/.env.
@@ -8,7 +8,9 @@ values come from the process environment or HERMES_HOME/.env.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
@@ -155,12 +157,18 @@ def resolve_zone(name: str | None) -> zoneinfo.ZoneInfo:
 
 
 def _strict(kind: type) -> Any:
-    """Refuse what YAML would silently coerce: "30" for a number, "yes" for a bool."""
+    """Refuse what YAML would silently coerce: "30" for a number, "yes" for a bool.
+
+    NaN and infinity are refused here, for every number at once: they pass any
+    range check (`nan <= 0` is false) and would turn timeouts into nonsense.
+    """
     name = {bool: "true or false", int: "a whole number", float: "a number", str: "text"}[kind]
 
     def structure(value: Any, _type: Any) -> Any:
         if isinstance(value, bool) and kind is not bool:
             raise _BadValue(f"expected {name}, got {value!r}")
+        if kind in (int, float) and isinstance(value, float) and not math.isfinite(value):
+            raise _BadValue(f"expected a finite number, got {value!r}")
         if kind is float and isinstance(value, int):
             return float(value)
         if not isinstance(value, kind):
@@ -182,7 +190,7 @@ _converter = _make_converter()
 
 def _describe(exc: BaseException, _type: Any) -> str:
     if isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        keys = ", ".join(sorted(exc.extra_fields))
+        keys = ", ".join(sorted(map(str, exc.extra_fields)))  # YAML keys may be 1, null, ...
         return f"unknown key{'s' if len(exc.extra_fields) > 1 else ''} {keys}"
     if isinstance(exc, _BadValue):
         return str(exc)
@@ -225,21 +233,67 @@ def parse_config(data: Any, source: str) -> Config:
         raise ConfigError(f"{source}: " + "; ".join(_errors(exc))) from None
 
 
-def load_config(path: Path) -> Config:
-    """Read config.yaml; a missing file is the embedded default."""
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 core booleans: only true/false (True, TRUE, ...).
+
+    YAML 1.1's yes/no/on/off/y/n stay text, so a flag set to `yes` is refused
+    by the strict hook with its key named instead of silently becoming true.
+    """
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def _read_text(path: Path) -> str | None:
+    """The file as text; None when it does not exist."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
-        return Config()
+        return None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {_not_utf8(exc)}") from None
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    line = exc.object.count(b"\n", 0, exc.start) + 1
+    return f"not UTF-8 text (line {line}: byte 0x{exc.object[exc.start]:02x})"
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line for a YAML error: where it is and what is wrong."""
+    if isinstance(exc, yaml.reader.ReaderError):  # a control character: a binary file
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        return f"not a YAML text file: character U+{code:04X} at offset {exc.position}"
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+    problem = getattr(exc, "problem", None) or "cannot parse"
+    return f"not valid YAML{where}: {problem}"
+
+
+def load_config(path: Path) -> Config:
+    """Read config.yaml; a missing file is the embedded default."""
+    text = _read_text(path)
+    if text is None:
+        return Config()
+    try:
+        data = yaml.load(text, Loader=_Loader)  # safe: _Loader is a SafeLoader
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or "cannot parse"
-        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
+        raise ConfigError(f"{path}: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML: nested too deeply") from None
     return parse_config(data, str(path))
 
 
@@ -265,6 +319,8 @@ class Secrets:
             from_file = {k: v for k, v in dotenv.dotenv_values(env_path).items() if v is not None}
         except OSError as exc:
             raise ConfigError(f"{env_path}: cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{env_path}: {_not_utf8(exc)}") from None
         merged = {**from_file, **environ}
         return cls(merged, frozenset(k for k in from_file if k not in environ))
 

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import apsw
 import pytest
 import trio
 
 from hermes.state.db import Db
-from hermes.state.messages import NewMessage, append_messages
+from hermes.state.maintenance import open_for_writing
+from hermes.state.messages import NewMessage, append_message, append_messages
 from hermes.state.registry import Registry
-from hermes.state.sessions import NewSession, create_session, set_title
+from hermes.state.schema import SCHEMA_VERSION, immediate
+from hermes.state.sessions import NewSession, create_session, ensure_session, set_title
 from tests.processes import hermes
 
 
@@ -53,7 +59,8 @@ def test_sessions_list_show_search_export(filled):
     md = hermes("sessions", "export", "s-trip", "--format", "md").stdout
     assert md.startswith("# Planning Lisbon") and "## assistant" in md
     missing = hermes("sessions", "show", "nope")
-    assert missing.returncode == 1 and "no session 'nope'" in missing.stdout
+    assert missing.returncode == 1 and "no session 'nope'" in missing.stderr
+    assert missing.stdout == ""
     bad = hermes("sessions", "search", '"unbalanced')
     assert bad.returncode == 1 and "cannot search" in bad.stderr
     assert "Traceback" not in bad.stderr
@@ -84,8 +91,142 @@ def test_db_check_backup_checkpoint_stats(filled, tmp_path):
     assert "messages: 2" in stats and "sessions: 2" in stats
 
 
-def test_db_commands_on_a_missing_database(home):
-    os.environ["HERMES_HOME"] = str(home.root)
+@pytest.fixture(params=["no home", "empty home"])
+def fresh_home(request, tmp_path, monkeypatch) -> Path:
+    """A HERMES_HOME where serve never ran: the directory is missing, or empty."""
+    root = tmp_path / "never-served"
+    if request.param == "empty home":
+        root.mkdir()
+    monkeypatch.setenv("HERMES_HOME", str(root))
+    return root
+
+
+def contents(root: Path) -> list[str] | None:
+    """What is in the home (None: not even the directory), to show nothing was created."""
+    return sorted(os.listdir(root)) if root.exists() else None
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        (["sessions", "list"], "no sessions (no state.db yet: hermes serve creates it)"),
+        (["sessions", "search", "hotels"], "no matches (no state.db yet: hermes serve creates it)"),
+        (["sessions", "search", "--tools", '"unbalanced'], "no matches (no state.db yet"),
+        (["db", "stats"], "sessions: 0\nlive_sessions: 0\nmessages: 0"),
+    ],
+)
+def test_reads_on_a_fresh_home_are_empty_and_create_nothing(fresh_home, command, shown):
+    before = contents(fresh_home)
+    result = hermes(*command)
+    assert result.returncode == 0, result.stderr
+    assert shown in result.stdout
+    assert "no state.db yet" in result.stdout
+    assert result.stderr == ""
+    assert contents(fresh_home) == before
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["sessions", "show", "s-1"], "hermes: no session 's-1'"),
+        (["sessions", "export", "s-1", "--format", "md"], "hermes: no session 's-1'"),
+        (["db", "check"], "no database at {home}/state.db"),
+        (["db", "backup", "{tmp}/copy.db"], "no database at {home}/state.db"),
+        (["db", "checkpoint"], "no database at {home}/state.db"),
+        (["db", "checkpoint", "--truncate"], "no database at {home}/state.db"),
+    ],
+)
+def test_the_rest_on_a_fresh_home_fail_in_one_line_and_create_nothing(
+    fresh_home, tmp_path, command, message
+):
+    before = contents(fresh_home)
+    result = hermes(*(arg.format(tmp=tmp_path) for arg in command))
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [result.stderr.strip()], result.stderr
+    assert message.format(home=fresh_home) in result.stderr
+    assert contents(fresh_home) == before
+    assert not (tmp_path / "copy.db").exists()
+
+
+def test_db_check_reports_a_newer_schema_as_not_ok(home):
+    conn = open_for_writing(home.state_db)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
     result = hermes("db", "check")
     assert result.returncode == 1
-    assert "no database at" in result.stderr
+    assert f"schema_version: {SCHEMA_VERSION + 1}" in result.stdout
+
+
+class Acks:
+    """Reads a load writer's output as it comes, so its pipe never fills and stalls it."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        for line in proc.stdout:
+            self.lines.append(line.strip())
+
+    def join(self) -> list[str]:
+        self._thread.join()
+        return self.lines
+
+
+def test_db_backup_is_consistent_while_writes_continue(home, tmp_path):
+    producers, writes = 4, 4000
+    total = producers * writes
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "tests.state.load_writer", str(home.state_db), "w"]
+        + [str(producers), str(writes)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout.readline().startswith("ack w-")  # the file exists, writes go on
+        acks = Acks(writer)
+        acked_before = len(acks.lines) + 1
+        copy = tmp_path / "copy.db"
+        result = hermes("db", "backup", str(copy))
+        still_writing = writer.poll() is None
+        assert writer.wait(timeout=60) == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    lines = acks.join()
+    assert result.returncode == 0, result.stderr
+    assert still_writing, "the writer finished before the backup did; give it more to write"
+    assert len(lines) == total and lines[-1] == "done"
+    conn = apsw.Connection(str(copy))
+    try:
+        assert conn.execute("PRAGMA integrity_check").get == "ok"
+        conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+        assert conn.execute("PRAGMA user_version").get == SCHEMA_VERSION
+        copied = conn.execute("SELECT count(*) FROM messages").get
+        assert acked_before <= copied <= total
+        orphans = "SELECT count(*) FROM messages WHERE session_id NOT IN (SELECT id FROM sessions)"
+        assert conn.execute(orphans).get == 0
+        # a session's counter moves in the same transaction as its message: one snapshot
+        assert conn.execute("SELECT message_count FROM sessions WHERE id = 'load'").get == copied
+    finally:
+        conn.close()
+
+
+def test_db_checkpoint_truncate_empties_the_wal(home):
+    conn = open_for_writing(home.state_db)  # stays open: the CLI's close is not the last
+    try:
+        with immediate(conn):
+            ensure_session(conn, NewSession("s-wal"))
+            for n in range(50):
+                append_message(conn, NewMessage("s-wal", "user", f"message {n}"))
+        wal = Path(f"{home.state_db}-wal")
+        assert wal.stat().st_size > 0
+        result = hermes("db", "checkpoint", "--truncate")
+        assert result.returncode == 0, result.stderr
+        assert wal.stat().st_size == 0
+        assert conn.execute("SELECT count(*) FROM messages").get == 50
+    finally:
+        conn.close()

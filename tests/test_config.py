@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes.config import Config, ConfigError, Secrets, load_config
+from hermes.config import Config, ConfigError, Secrets, load_config, parse_config
+from hermes.gateway.serve import READY_LINE
 from hermes.home import HermesHome, write_secret_file
 from tests.processes import hermes
 
@@ -54,6 +55,8 @@ def test_values_override_defaults(tmp_path):
         ("gateway: 3\n", "gateway: expected a mapping"),
         ("- a list\n", "the top level must be a mapping"),
         ("gateway:\n  drain_timeout: [\n", "not valid YAML (line 3"),
+        ("1: one\nnull: two\n", "unknown keys 1, None at the top level"),
+        ("gateway:\n  local: " + "[" * 2000 + "]" * 2000 + "\n", "not valid YAML: nested too deep"),
     ],
 )
 def test_bad_config_names_the_key_and_the_file(tmp_path, text, message):
@@ -63,6 +66,86 @@ def test_bad_config_names_the_key_and_the_file(tmp_path, text, message):
     assert message in str(info.value)
     assert str(path) in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def refusal(path: Path) -> str:
+    """The one-line message a bad file gets."""
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    return message.removeprefix(f"{path}: ")
+
+
+@pytest.mark.parametrize("word", ["yes", "no", "on", "off", "y", "n", "Yes", "NO", "On", "OFF"])
+def test_yaml_1_1_words_are_not_booleans(tmp_path, word):
+    path = write(tmp_path / "config.yaml", f"cron:\n  mirror_delivery: {word}\n")
+    assert refusal(path) == f"cron.mirror_delivery: expected true or false, got {word!r}"
+
+
+@pytest.mark.parametrize("word", ["true", "True", "TRUE", "false", "False", "FALSE"])
+def test_only_true_and_false_are_booleans(tmp_path, word):
+    path = write(tmp_path / "config.yaml", f"gateway:\n  group_sessions_per_user: {word}\n")
+    assert load_config(path).gateway.group_sessions_per_user is (word.lower() == "true")
+
+
+def test_yaml_1_1_words_stay_text_where_text_belongs(tmp_path):
+    path = write(tmp_path / "config.yaml", "model:\n  provider: on\n  model: yes\n")
+    assert load_config(path).model.provider == "on"
+    assert load_config(path).model.model == "yes"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "gateway:\n  drain_timeout: .nan\n",
+            "gateway.drain_timeout: expected a finite number, got nan",
+        ),
+        ("cron:\n  lease_seconds: .inf\n", "cron.lease_seconds: expected a finite number, got inf"),
+        (
+            "cron:\n  heartbeat_seconds: -.inf\n",
+            "cron.heartbeat_seconds: expected a finite number, got -inf",
+        ),
+        ("agent:\n  max_turns: .NaN\n", "agent.max_turns: expected a finite number, got nan"),
+    ],
+)
+def test_nan_and_infinity_are_refused(tmp_path, text, message):
+    assert refusal(write(tmp_path / "config.yaml", text)) == message
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_floats_from_anywhere_are_refused(value):
+    data = {"gateway": {"local": {"port": value}}, "cron": {"lease_seconds": value}}
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, "test")
+    assert str(info.value) == (
+        f"test: gateway.local.port: expected a finite number, got {value!r}; "
+        f"cron.lease_seconds: expected a finite number, got {value!r}"
+    )
+
+
+def test_a_latin_1_file_is_refused(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_bytes("# my settings\ntimezone: Europe/Berlin  # café\n".encode("latin-1"))
+    assert refusal(path) == "not UTF-8 text (line 2: byte 0xe9)"
+
+
+def test_a_binary_file_is_refused(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_bytes(bytes(range(256)))
+    assert refusal(path) == "not UTF-8 text (line 2: byte 0x80)"
+    path.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00")  # valid UTF-8, but control characters
+    assert refusal(path) == "not a YAML text file: character U+007F at offset 0"
+
+
+def test_a_dotenv_that_is_not_utf_8_is_refused(tmp_path):
+    path = tmp_path / ".env"
+    path.write_bytes(b"KEY=\xff\xfe\n")
+    with pytest.raises(ConfigError) as info:
+        Secrets.load(path, environ={})
+    assert str(info.value) == f"{path}: not UTF-8 text (line 1: byte 0xff)"
 
 
 def test_secrets_come_from_environment_first_then_dotenv(tmp_path):
@@ -99,6 +182,25 @@ def test_cli_bad_config_is_one_line_and_status_2(home):
         assert "unknown key colour in gateway" in lines[0]
         assert str(home.config_path) in lines[0]
         assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (bytes(range(256)), "not UTF-8 text"),
+        (b"cron:\n  mirror_delivery: yes\n", "cron.mirror_delivery: expected true or false"),
+        (b"gateway:\n  drain_timeout: .nan\n", "gateway.drain_timeout: expected a finite number"),
+    ],
+)
+def test_cli_unusable_config_is_one_line_and_status_2(home, content, message):
+    home.config_path.write_bytes(content)
+    for command in (["config", "show"], ["serve"]):
+        result = hermes(*command)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines() == [result.stderr.strip()], result.stderr
+        assert result.stderr.startswith(f"hermes: {home.config_path}: {message}")
+        assert "Traceback" not in result.stderr
+        assert READY_LINE not in result.stdout
 
 
 def test_cli_config_show_masks_secrets(home, monkeypatch):

@@ -50,6 +50,16 @@ def db(args: argparse.Namespace) -> int:
         mode = "TRUNCATE" if args.truncate else "PASSIVE"
         print(f"{mode} checkpoint: {done} of {frames} WAL frames written to the database")
         return exit_codes.OK
+    return _stats(path)
+
+
+def _stats(path: Path) -> int:
+    """Row counts; a home where serve never ran has none, and nothing is created for it."""
+    if not path.exists():
+        print(f"no state.db yet at {path}: hermes serve creates it")
+        for key in ("sessions", "live_sessions", "messages"):
+            print(f"{key}: 0")
+        return exit_codes.OK
     for key, value in maintenance.stats(path).items():
         print(f"{key}: {value}")
     return exit_codes.OK

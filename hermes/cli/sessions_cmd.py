@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import UTC, datetime
 
 from hermes.cli import exit_codes
@@ -12,6 +13,8 @@ from hermes.state.maintenance import open_plain
 from hermes.state.messages import messages_of
 from hermes.state.search import search_messages
 from hermes.state.sessions import get_session, list_sessions
+
+NO_DB_YET = "no state.db yet: hermes serve creates it"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,11 +40,25 @@ def _when(ts: float | None) -> str:
 
 
 def sessions(args: argparse.Namespace) -> int:
-    conn = open_plain(HermesHome.from_env().state_db)
+    path = HermesHome.from_env().state_db
+    if not path.exists():
+        return _without_db(args)
+    conn = open_plain(path)
     try:
         return ACTIONS[args.action](conn, args)
     finally:
         conn.close()
+
+
+def _without_db(args: argparse.Namespace) -> int:
+    """A home where serve never ran has no sessions yet: say so and create nothing."""
+    if args.action == "list":
+        print(f"no sessions ({NO_DB_YET})")
+        return exit_codes.OK
+    if args.action == "search":
+        print(f"no matches ({NO_DB_YET})")
+        return exit_codes.OK
+    return _missing(args.id)
 
 
 def _list(conn, args: argparse.Namespace) -> int:
@@ -58,7 +75,7 @@ def _list(conn, args: argparse.Namespace) -> int:
 
 
 def _missing(session_id: str) -> int:
-    print(f"hermes: no session {session_id!r}")
+    print(f"hermes: no session {session_id!r}", file=sys.stderr)
     return exit_codes.FAILED
 
 
