@@ -157,6 +157,10 @@ class FakeOpenAI:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
                 length = int(self.headers.get("content-length", 0))
                 raw = self.rfile.read(length)
@@ -177,22 +181,23 @@ class FakeOpenAI:
                 if body.get("stream") and answer.status == 200 and answer.chunks is None:
                     answer = as_stream(answer)  # a real server streams whatever it answers
                 if answer.chunks is not None:
+                    # Chunked, and the connection kept alive for the next request, as a
+                    # real API does (a client pays for a new connection per call otherwise).
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
-                    self.send_header("connection", "close")
+                    self.send_header("transfer-encoding", "chunked")
                     self.end_headers()
                     try:
                         for chunk in answer.chunks:
-                            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                            self.wfile.flush()
+                            self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
                             if answer.pause > 0:
                                 fake.pacing.wait(answer.pause)  # pace the stream
-                        self.wfile.write(b"data: [DONE]\n\n")
-                        self.wfile.flush()
+                        self._chunk(b"data: [DONE]\n\n")
+                        self._chunk(b"")  # the end of the body
                     except (BrokenPipeError, ConnectionResetError):
                         with fake.lock:
                             fake.aborted += 1
-                    self.close_connection = True
+                        self.close_connection = True
                     return
                 data = json.dumps(answer.body or {}).encode()
                 self.send_response(answer.status)
