@@ -14,12 +14,14 @@ import re
 import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import attrs
 import cattrs
 import dotenv
 import yaml
+
+T = TypeVar("T")
 
 
 class ConfigError(Exception):
@@ -221,6 +223,20 @@ def _errors(exc: cattrs.BaseValidationError) -> list[str]:
     return lines
 
 
+class InputError(ValueError):
+    """Input that does not fit its record; the message names each bad key."""
+
+
+def structure(data: Any, kind: type[T]) -> T:
+    """`data` (parsed YAML or JSON) as a `kind` attrs record, strictly: no coercion
+    ("30" is not a number, "yes" not a flag), no NaN or infinity, no unknown keys.
+    The one way hermes checks structured input (config.yaml, the endpoint's params)."""
+    try:
+        return _converter.structure(data, kind)
+    except cattrs.BaseValidationError as exc:
+        raise InputError("; ".join(_errors(exc))) from None
+
+
 def parse_config(data: Any, source: str) -> Config:
     """Structure already-parsed YAML into a Config, or raise ConfigError."""
     if data is None:
@@ -228,9 +244,9 @@ def parse_config(data: Any, source: str) -> Config:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping of settings")
     try:
-        return _converter.structure(data, Config)
-    except cattrs.BaseValidationError as exc:
-        raise ConfigError(f"{source}: " + "; ".join(_errors(exc))) from None
+        return structure(data, Config)
+    except InputError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"

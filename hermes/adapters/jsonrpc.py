@@ -34,6 +34,8 @@ def parse(text: str) -> Request:
         msg = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RpcError(PARSE_ERROR, f"not valid JSON: {exc}") from None
+    except RecursionError:  # the parser's own bound on nesting; the connection lives on
+        raise RpcError(PARSE_ERROR, "not valid JSON: nested too deeply") from None
     if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
         raise RpcError(INVALID_REQUEST, 'a request is an object with "jsonrpc": "2.0"')
     method = msg.get("method")

@@ -151,6 +151,8 @@ class LocalEndpoint(Actor):
         try:
             value = await self.handler(client, req.method, req.params)
             reply = jsonrpc.result(req.id, value)
+        except ConnectionClosed:
+            return  # the client left while its call ran (a turn streaming): not an error
         except RpcError as exc:
             reply = jsonrpc.error(req.id, exc)
         except Exception as exc:  # a bug in one method must not end the connection

@@ -6,7 +6,16 @@ import argparse
 import importlib.metadata
 import sys
 
-from hermes.cli import chat_cmd, config_cmd, cron_cmd, db_cmd, exit_codes, serve_cmd, sessions_cmd
+from hermes.cli import (
+    chat_cmd,
+    config_cmd,
+    cron_cmd,
+    db_cmd,
+    exit_codes,
+    pairing_cmd,
+    serve_cmd,
+    sessions_cmd,
+)
 from hermes.config import ConfigError
 from hermes.cron.injection import InjectionRefused
 from hermes.cron.schedule import ScheduleError
@@ -26,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions_cmd.register(sub)
     db_cmd.register(sub)
     cron_cmd.register(sub)
+    pairing_cmd.register(sub)
     return parser
 
 

@@ -10,19 +10,22 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import attrs
 import trio
 
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
+from hermes.actors.snapshot import RunState
 from hermes.actors.supervisor import Supervisor
 from hermes.adapters.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_BUSY, RpcError
 from hermes.adapters.local_ws import Client
+from hermes.config import InputError, structure
 from hermes.cron.injection import InjectionRefused
 from hermes.cron.jobs import Origin
 from hermes.cron.schedule import ScheduleError, parse_schedule
 from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow
 from hermes.cron.store import JobError, NewJob, cancel_job, create_job, list_jobs
-from hermes.gateway.gateway import Chat, Draining
+from hermes.gateway.gateway import DRAIN_NOTICE, Chat, Draining
 from hermes.state.db import Db
 from hermes.state.errors import SearchQueryError, StateError
 from hermes.state.messages import messages_of
@@ -30,12 +33,87 @@ from hermes.state.registry import Registry
 from hermes.state.search import search_messages
 from hermes.state.sessions import get_session, list_sessions
 
+# -- each method's parameters, declared once and checked in one place ------------------
 
-def _need(params: dict[str, Any], key: str, kind: type = str) -> Any:
-    value = params.get(key)
-    if not isinstance(value, kind) or value in ("", None):
-        raise RpcError(INVALID_PARAMS, f"param {key!r} must be a non-empty {kind.__name__}")
-    return value
+
+def _text(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
+    if value is not None and not value.strip():
+        raise ValueError(f"{attr.name}: must not be empty")
+
+
+def _limit(_inst: Any, attr: attrs.Attribute, value: int) -> None:
+    if not 1 <= value <= MAX_LIMIT:
+        raise ValueError(f"{attr.name}: must be between 1 and {MAX_LIMIT}, got {value}")
+
+
+MAX_LIMIT = 1000
+
+
+@attrs.frozen
+class ChatSend:
+    text: str = attrs.field(validator=_text)
+    session: str | None = attrs.field(default=None, validator=_text)
+
+
+@attrs.frozen
+class SessionsList:
+    limit: int = attrs.field(default=20, validator=_limit)
+    source: str | None = None
+
+
+@attrs.frozen
+class SessionsShow:
+    id: str = attrs.field(validator=_text)
+
+
+@attrs.frozen
+class SessionsSearch:
+    query: str = attrs.field(validator=_text)
+    limit: int = attrs.field(default=20, validator=_limit)
+
+
+@attrs.frozen
+class CronList:
+    all: bool = False
+
+
+@attrs.frozen
+class CronAdd:
+    schedule: str = attrs.field(validator=_text)
+    prompt: str = attrs.field(validator=_text)
+    name: str | None = None
+    deliver: str | None = None
+    session: str | None = attrs.field(default=None, validator=_text)
+
+
+@attrs.frozen
+class CronRun:
+    job: str = attrs.field(validator=_text)
+    prompt: str | None = None
+
+
+@attrs.frozen
+class CronCancel:
+    job: str = attrs.field(validator=_text)
+    run: int | None = None
+
+
+@attrs.frozen
+class NoParams:
+    pass
+
+
+PARAMS: dict[str, type] = {
+    "chat.send": ChatSend,
+    "sessions.list": SessionsList,
+    "sessions.show": SessionsShow,
+    "sessions.search": SessionsSearch,
+    "cron.list": CronList,
+    "cron.add": CronAdd,
+    "cron.run": CronRun,
+    "cron.cancel": CronCancel,
+    "status": NoParams,
+}
 
 
 class Methods:
@@ -63,21 +141,28 @@ class Methods:
         return self._db
 
     async def __call__(self, client: Client, method: str, params: dict[str, Any]) -> Any:
-        handler: Callable | None = getattr(self, "m_" + method.replace(".", "_"), None)
-        if handler is None:
+        kind = PARAMS.get(method)
+        if kind is None:
             raise RpcError(METHOD_NOT_FOUND, f"no method {method!r}")
         try:
-            return await handler(client, params)
-        except (Draining, ActorStopped) as exc:
+            args = structure(params, kind)
+        except InputError as exc:
+            raise RpcError(INVALID_PARAMS, f"invalid params of {method}: {exc}") from None
+        handler: Callable = getattr(self, "m_" + method.replace(".", "_"))
+        try:
+            return await handler(client, args)
+        except Draining as exc:
             raise RpcError(SERVER_BUSY, str(exc)) from None
+        except ActorStopped as exc:  # the gateway stops first in a drain; else it restarts
+            why = DRAIN_NOTICE if self.root.state is RunState.DRAINING else str(exc)
+            raise RpcError(SERVER_BUSY, why) from None
         except (JobError, ScheduleError, InjectionRefused, SearchQueryError) as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         except StateError as exc:
             raise RpcError(SERVER_BUSY, str(exc)) from None
 
-    async def m_chat_send(self, client: Client, params: dict[str, Any]) -> Any:
-        text = _need(params, "text")
-        session = params.get("session")
+    async def m_chat_send(self, client: Client, params: ChatSend) -> Any:
+        text, session = params.text, params.session
         send, events = trio.open_memory_channel[dict[str, Any]](math.inf)  # the turn's events
         with events:
             # Submitted, not awaited: the gateway answers (the session id) before the
@@ -116,35 +201,34 @@ class Methods:
             event = await _next_event(events)
         return {"session": session_id, "text": final, "status": status}
 
-    async def m_sessions_list(self, client: Client, params: dict[str, Any]) -> Any:
+    async def m_sessions_list(self, client: Client, params: SessionsList) -> Any:
         db = await self.db()
-        rows = await db.read(list_sessions, int(params.get("limit", 20)), params.get("source"))
+        rows = await db.read(list_sessions, params.limit, params.source)
         return [r.to_dict() for r in rows]
 
-    async def m_sessions_show(self, client: Client, params: dict[str, Any]) -> Any:
+    async def m_sessions_show(self, client: Client, params: SessionsShow) -> Any:
         db = await self.db()
-        session = await db.read(get_session, _need(params, "id"))
+        session = await db.read(get_session, params.id)
         if session is None:
-            raise RpcError(INVALID_PARAMS, f"no session {params['id']!r}")
+            raise RpcError(INVALID_PARAMS, f"no session {params.id!r}")
         messages = await db.read(messages_of, session.id)
         return {"session": session.to_dict(), "messages": [m.to_dict() for m in messages]}
 
-    async def m_sessions_search(self, client: Client, params: dict[str, Any]) -> Any:
-        hits = await (await self.db()).read(search_messages, _need(params, "query"))
+    async def m_sessions_search(self, client: Client, params: SessionsSearch) -> Any:
+        hits = await (await self.db()).read(search_messages, params.query, params.limit)
         return [{"session": h.session_id, "role": h.role, "snippet": h.snippet} for h in hits]
 
-    async def m_cron_list(self, client: Client, params: dict[str, Any]) -> Any:
-        jobs = await (await self.db()).read(list_jobs, bool(params.get("all")))
+    async def m_cron_list(self, client: Client, params: CronList) -> Any:
+        jobs = await (await self.db()).read(list_jobs, params.all)
         return [j.to_dict() for j in jobs]
 
-    async def m_cron_add(self, client: Client, params: dict[str, Any]) -> Any:
-        prompt = _need(params, "prompt")
+    async def m_cron_add(self, client: Client, params: CronAdd) -> Any:
+        prompt, session = params.prompt, params.session
         now = time.time()
-        schedule = parse_schedule(_need(params, "schedule"), self.tz, now)
-        session = params.get("session")
+        schedule = parse_schedule(params.schedule, self.tz, now)
         origin = Origin("local", session) if session else None
-        new = NewJob(params.get("name") or prompt[:40], schedule, prompt=prompt,
-                     deliver=params.get("deliver") or ("origin" if origin else "local"),
+        new = NewJob(params.name or prompt[:40], schedule, prompt=prompt,
+                     deliver=params.deliver or ("origin" if origin else "local"),
                      origin=origin)  # fmt: skip
         job = await (await self.db()).write(create_job, new, now, self.tz)
         if session:
@@ -152,20 +236,18 @@ class Methods:
         await self._address("scheduler").cast(JobsChanged())
         return job.to_dict()
 
-    async def m_cron_run(self, client: Client, params: dict[str, Any]) -> Any:
-        job_id, fence = await self._address("scheduler").call(
-            RunNow(_need(params, "job"), params.get("prompt"))
-        )
+    async def m_cron_run(self, client: Client, params: CronRun) -> Any:
+        job_id, fence = await self._address("scheduler").call(RunNow(params.job, params.prompt))
         return {"job": job_id, "run": fence}
 
-    async def m_cron_cancel(self, client: Client, params: dict[str, Any]) -> Any:
-        ref = _need(params, "job")
-        cancelled = await self._address("scheduler").call(CancelFire(ref, params.get("run")))
+    async def m_cron_cancel(self, client: Client, params: CronCancel) -> Any:
+        ref = params.job
+        cancelled = await self._address("scheduler").call(CancelFire(ref, params.run))
         if not cancelled:
             await (await self.db()).write(cancel_job, ref, time.time())
         return {"cancelled": cancelled or [ref]}
 
-    async def m_status(self, client: Client, params: dict[str, Any]) -> Any:
+    async def m_status(self, client: Client, params: NoParams) -> Any:
         return self.root.snapshot().to_dict()
 
 

@@ -139,7 +139,10 @@ class SessionActor(Actor):
                     log.warning("turn in %s failed: %s", self.ctx.session_id, exc)
                     send(_event(Event("error", str(exc))))
             if scope.cancelled_caught:
-                send(_event(Event("interrupted")))
+                send(_event(Event("interrupted", "interrupted by a new message or /stop")))
+        except trio.Cancelled:
+            send(_event(Event("interrupted", "interrupted: hermes is shutting down")))
+            raise
         finally:
             turn.events.close()
             self.current = None

@@ -204,6 +204,76 @@ def _step_5_compactions(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS compactions_by_session ON compactions(session_id, id)")
 
 
+def _step_6_pairing(conn: apsw.Connection) -> None:
+    """DM pairing: pending requests (the code only as a hash), users approved by pairing
+    (the first approved of a platform is its owner), failed approvals for the lockout."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS pairing_requests (
+            platform TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            user_name TEXT,
+            code_hash TEXT NOT NULL,
+            code_hint TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (platform, user_id)
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS pairing_approved (
+            platform TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            user_name TEXT,
+            approved_at REAL NOT NULL,
+            approved_by TEXT NOT NULL,
+            owner INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (platform, user_id)
+        )
+        """
+    )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS pairing_failures (platform TEXT NOT NULL, at REAL NOT NULL)"
+    )
+
+
+def _step_7_inbound_journal(conn: apsw.Connection) -> None:
+    """Every inbound event, recorded before its platform is told it arrived: keyed by
+    (platform, event id), so a duplicate starts nothing and a crash loses nothing."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS inbound_journal (
+            platform TEXT NOT NULL,
+            event_id TEXT NOT NULL,
+            chat_type TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            text TEXT NOT NULL,
+            scope_id TEXT,
+            thread_id TEXT,
+            user_name TEXT,
+            is_bot INTEGER NOT NULL DEFAULT 0,
+            message_id TEXT,
+            reply_to TEXT,
+            mentioned INTEGER NOT NULL DEFAULT 0,
+            attachments TEXT NOT NULL DEFAULT '[]',
+            state TEXT NOT NULL,
+            owner TEXT,
+            session_id TEXT,
+            received_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL,
+            PRIMARY KEY (platform, event_id)
+        )
+        """
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS inbound_by_state ON inbound_journal(state, received_at)"
+    )
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_base,
@@ -211,6 +281,8 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_3_cron,
     _step_4_outbox,
     _step_5_compactions,
+    _step_6_pairing,
+    _step_7_inbound_journal,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,0 +1,96 @@
+"""The seam every chat platform plugs into: what an adapter hands the gateway, and
+what the gateway asks an adapter to send.
+
+An adapter turns its platform's wire protocol into platform-neutral inbound
+events and performs sends that answer with a typed result. It knows nothing
+of sessions, agents or authorization.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+
+class ChatType(enum.StrEnum):
+    DM = "dm"
+    GROUP = "group"
+    CHANNEL = "channel"
+
+
+@attrs.frozen
+class InboundEvent:
+    """One message from a platform, as the gateway sees every platform's.
+
+    `event_id` is the platform's own id for this delivery (Telegram's
+    update_id, Slack's event_id, Discord's message id): admission is keyed by
+    (platform, event_id), so a retried or replayed event is recognised.
+    `mentioned` says whether the bot was mentioned or replied to (the router
+    applies require_mention in groups); `attachments` are local file paths.
+    """
+
+    platform: str
+    event_id: str
+    chat_type: ChatType
+    chat_id: str
+    user_id: str
+    text: str
+    scope_id: str | None = None  # Slack workspace, Discord guild
+    thread_id: str | None = None
+    user_name: str | None = None
+    is_bot: bool = False
+    message_id: str | None = None
+    reply_to: str | None = None
+    mentioned: bool = False
+    attachments: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Target:
+    """Where a message goes: a chat on a platform, maybe a thread, maybe a scope."""
+
+    platform: str
+    chat_id: str
+    thread_id: str | None = None
+    scope_id: str | None = None
+
+    def __str__(self) -> str:
+        return ":".join(p for p in (self.platform, self.chat_id, self.thread_id) if p)
+
+
+@attrs.frozen
+class SendRequest:
+    """One chunk to send. `idempotency_key` is stable across retries and restarts."""
+
+    target: Target
+    text: str
+    idempotency_key: str
+    reply_to: str | None = None
+
+
+@attrs.frozen
+class Sent:
+    """The platform took it; `message_id` is its id there."""
+
+    message_id: str
+
+
+@attrs.frozen
+class RetryAfter:
+    """Rate limited or a passing fault: try again after `seconds`, for this chat or
+    (`scope_wide`) for the whole platform."""
+
+    seconds: float
+    reason: str
+    scope_wide: bool = False
+
+
+@attrs.frozen
+class Permanent:
+    """It will never be sent (chat not found, blocked, invalid): a dead letter at once."""
+
+    reason: str
+
+
+SendResult = Sent | RetryAfter | Permanent

@@ -1,0 +1,103 @@
+"""Who may talk to the agent: one pure decision per inbound event.
+
+Default deny. The router asks `decide` for every event before anything else
+happens, logs each refusal once with its reason, and never answers a refusal
+in a group or channel. Kept pure (no I/O, no clock) so the whole policy can be
+tested as a table: the caller passes the users approved by pairing
+(state.db) and the global `gateway.allowed_users`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from hermes.adapters.contract import ChatType, InboundEvent
+
+GroupPolicy = Literal["allowlist", "open", "disabled"]
+
+
+@attrs.frozen
+class PlatformPolicy:
+    """One platform's access settings from config.yaml.
+
+    `group_policy`: "allowlist" (the chat must be in `allowed_chats`), "open"
+    (any chat), "disabled" (no groups at all). In every case but
+    `allow_all_users` the sender must be authorized too.
+    """
+
+    allowed_users: frozenset[str] = frozenset()
+    allow_all_users: bool = False
+    allowed_chats: frozenset[str] = frozenset()
+    group_policy: GroupPolicy = "allowlist"
+    require_mention: bool = True
+
+    @property
+    def has_allowlist(self) -> bool:
+        """Whether the owner said who may talk; then strangers get no pairing codes."""
+        return bool(self.allowed_users) or self.allow_all_users
+
+
+@attrs.frozen
+class Decision:
+    """The router's answer. `reason` is a short phrase for the log; `silent` means the
+    refusal is not answered at all; `offer_pairing` means answer with a pairing code."""
+
+    allowed: bool
+    reason: str
+    offer_pairing: bool = False
+    silent: bool = False
+
+
+def _allow(reason: str) -> Decision:
+    return Decision(allowed=True, reason=reason)
+
+
+def _refuse(reason: str, *, offer_pairing: bool = False) -> Decision:
+    return Decision(
+        allowed=False, reason=reason, offer_pairing=offer_pairing, silent=not offer_pairing
+    )
+
+
+def _sender(
+    user_id: str, policy: PlatformPolicy, approved: frozenset[str], global_allowed: frozenset[str]
+) -> str | None:
+    """Why the sender is authorized, or None when they are not."""
+    if user_id in policy.allowed_users:
+        return "in allowed_users"
+    if user_id in approved:
+        return "approved by pairing"
+    if user_id in global_allowed:
+        return "in gateway.allowed_users"
+    if policy.allow_all_users:
+        return "allow_all_users"
+    return None
+
+
+def decide(
+    event: InboundEvent,
+    policy: PlatformPolicy,
+    approved: frozenset[str],
+    global_allowed: frozenset[str],
+) -> Decision:
+    """Whether `event` reaches the agent, and how a refusal is handled."""
+    if event.is_bot:
+        return _refuse("a bot")
+    why = _sender(event.user_id, policy, approved, global_allowed)
+    if event.chat_type == ChatType.DM:
+        if why is not None:
+            return _allow(why)
+        if policy.has_allowlist:
+            return _refuse("unknown user (allowlist configured)")
+        return _refuse("unknown user; pairing offered", offer_pairing=True)
+    kind = event.chat_type.value
+    if policy.group_policy == "disabled":
+        return _refuse(f"{kind} chats disabled")
+    if policy.group_policy == "allowlist" and event.chat_id not in policy.allowed_chats:
+        return _refuse(f"{kind} not in allowed_chats")
+    if policy.require_mention and not event.mentioned:
+        return _refuse("not mentioned")
+    if why is None:
+        return _refuse(f"unknown user in {kind}")
+    return _allow(f"{why}, {kind} {policy.group_policy}")

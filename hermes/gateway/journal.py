@@ -1,0 +1,119 @@
+"""The inbound journal: every event an adapter receives, recorded before it is acknowledged.
+
+Admission before acknowledgement: an adapter hands each event to `admit`,
+which commits a row keyed by (platform, event id) and only then lets the
+adapter acknowledge it to the platform. A duplicate (a retried envelope, a
+replay after a resume) finds its key and starts nothing. Turns start from
+the journal: `claim` moves a row from admitted to started exactly once, so
+an event admitted just before a crash starts its turn after the restart, and
+an event that reached a turn never starts a second one. A turn that was
+started and never answered (a drain or a crash cut it) is resumed once after
+a restart if it is young enough (`claim_interrupted`). Rows are pruned after
+a retention window.
+
+These are functions of a connection, run through the Db handle.
+"""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+import attrs
+
+from hermes.adapters.contract import ChatType, InboundEvent
+
+ADMITTED, STARTED, ANSWERED, REFUSED, RESUMED = (
+    "admitted",
+    "started",
+    "answered",
+    "refused",
+    "resumed",
+)
+
+_FIELDS = [f.name for f in attrs.fields(InboundEvent)]
+
+
+def admit(conn: apsw.Connection, event: InboundEvent, now: float) -> bool:
+    """Record the event; False if its key was already admitted (a duplicate)."""
+    values = attrs.asdict(event)
+    values["chat_type"] = str(event.chat_type)
+    values["attachments"] = json.dumps(list(event.attachments))
+    values["is_bot"] = int(event.is_bot)
+    values["mentioned"] = int(event.mentioned)
+    names = ", ".join(values)
+    marks = ", ".join(f":{n}" for n in values)
+    conn.execute(
+        f"INSERT INTO inbound_journal ({names}, state, received_at) VALUES ({marks}, :state, :now)"
+        " ON CONFLICT (platform, event_id) DO NOTHING",
+        {**values, "state": ADMITTED, "now": now},
+    )
+    return conn.changes() == 1
+
+
+def _event(row: tuple) -> InboundEvent:
+    values = dict(zip(_FIELDS, row, strict=True))
+    values["chat_type"] = ChatType(values["chat_type"])
+    values["attachments"] = tuple(json.loads(values["attachments"]))
+    values["is_bot"] = bool(values["is_bot"])
+    values["mentioned"] = bool(values["mentioned"])
+    return InboundEvent(**values)
+
+
+_SELECT = f"SELECT {', '.join(_FIELDS)} FROM inbound_journal"
+
+
+def claim(conn: apsw.Connection, platform: str, event_id: str, owner: str, now: float) -> bool:
+    """Move an admitted event to started; False if it was already taken (never twice)."""
+    conn.execute(
+        "UPDATE inbound_journal SET state = ?, owner = ?, started_at = ?"
+        " WHERE platform = ? AND event_id = ? AND state = ?",
+        (STARTED, owner, now, platform, event_id, ADMITTED),
+    )
+    return conn.changes() == 1
+
+
+def finish(
+    conn: apsw.Connection, platform: str, event_id: str, state: str, session_id: str | None,
+    now: float,
+) -> None:  # fmt: skip
+    """The event's turn ended (answered) or it was refused: it is never taken again."""
+    conn.execute(
+        "UPDATE inbound_journal SET state = ?, session_id = COALESCE(?, session_id),"
+        " finished_at = ? WHERE platform = ? AND event_id = ?",
+        (state, session_id, now, platform, event_id),
+    )
+
+
+def admitted(conn: apsw.Connection) -> list[InboundEvent]:
+    """Events admitted and never started (the process stopped between the two)."""
+    rows = conn.execute(f"{_SELECT} WHERE state = ? ORDER BY received_at", (ADMITTED,))
+    return [_event(r) for r in rows]
+
+
+def claim_interrupted(
+    conn: apsw.Connection, owner: str, now: float, window: float
+) -> list[InboundEvent]:
+    """Turns started and never answered, younger than `window` seconds: claimed for one
+    resume by `owner` (another serve or a later restart cannot take them again)."""
+    rows = conn.execute(
+        f"{_SELECT} WHERE state = ? AND started_at >= ? AND owner != ? ORDER BY received_at",
+        (STARTED, now - window, owner),
+    ).fetchall()
+    taken = []
+    for row in rows:
+        event = _event(row)
+        conn.execute(
+            "UPDATE inbound_journal SET state = ?, owner = ? WHERE platform = ? AND event_id = ?"
+            " AND state = ?",
+            (RESUMED, owner, event.platform, event.event_id, STARTED),
+        )
+        if conn.changes() == 1:
+            taken.append(event)
+    return taken
+
+
+def prune(conn: apsw.Connection, before: float) -> int:
+    """Forget events received before `before` (the retention window); returns how many."""
+    conn.execute("DELETE FROM inbound_journal WHERE received_at < ?", (before,))
+    return conn.changes()

@@ -1,0 +1,259 @@
+"""DM pairing: a stranger gets a code, the owner approves it with `hermes pairing approve`.
+
+Every function takes an apsw connection and runs inside a write transaction
+(`await db.write(request_code, ...)`, or `schema.immediate(conn)` in the CLI).
+Codes are stored only as a hash, so a state.db that leaks hands out no codes;
+the owner sees a two-character hint. The lockout counts failed approvals per
+platform: five within an hour lock approvals for an hour, valid codes
+included, so guessing a code is hopeless even within its hour.
+
+`attempt_approval` returns a refusal instead of raising it: the failure it
+records must commit, and a write that raises is rolled back. Raise the
+returned refusal after the commit (`approve` does, through a Db handle).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import UTC, datetime
+
+import apsw
+import attrs
+
+from hermes.state.db import Db
+
+ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, no 1/I: nothing to misread
+CODE_LENGTH = 8
+HINT_LENGTH = 2
+CODE_TTL = 3600.0
+MAX_PENDING = 3  # per platform
+LOCK_FAILURES = 5  # failed approvals within LOCK_WINDOW lock a platform ...
+LOCK_WINDOW = 3600.0
+LOCK_SECONDS = 3600.0  # ... for this long after the last of them
+
+
+class PairingRefused(Exception):
+    """A pairing request or approval that cannot be done; the message says why."""
+
+
+class PairingLocked(PairingRefused):
+    """Approvals on a platform are locked after too many failed ones."""
+
+    def __init__(self, platform: str, until: float) -> None:
+        when = datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        super().__init__(
+            f"approvals for {platform} are locked until {when}: {LOCK_FAILURES} failed"
+            f" approvals within {LOCK_WINDOW / 60:.0f} minutes (valid codes are refused too)"
+        )
+        self.platform = platform
+        self.until = until
+
+
+@attrs.frozen
+class PairingOffer:
+    """What to tell a user who asked to pair.
+
+    `code` is set only for a new request. `again`: their request is still
+    pending, and its code cannot be shown again (only its hash is stored).
+    `already_approved`: they are in already.
+    """
+
+    platform: str
+    user_id: str
+    code: str | None
+    expires_at: float | None
+    again: bool = False
+    already_approved: bool = False
+
+    def message(self, now: float) -> str:
+        """The text to send back to the user."""
+        if self.already_approved:
+            return "You are already approved; just write your message."
+        minutes = max(1, round(((self.expires_at or now) - now) / 60))
+        if self.again:
+            return (
+                "Your pairing request is pending; use the code you were sent."
+                f" It expires in {minutes} min."
+            )
+        return (
+            f"I don't know you yet. Your pairing code is {self.code}. Ask my owner to run\n"
+            f"  hermes pairing approve {self.platform} {self.code}\n"
+            f"The code expires in {minutes} min."
+        )
+
+
+@attrs.frozen
+class Approved:
+    platform: str
+    user_id: str
+    user_name: str | None
+    owner: bool
+    approved_at: float
+
+
+@attrs.frozen
+class PendingRequest:
+    platform: str
+    user_id: str
+    user_name: str | None
+    age: float  # seconds since the code was sent
+    code_hint: str
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
+
+
+def code_hash(platform: str, code: str) -> str:
+    """Bound to the platform: a code sent on one platform approves nothing on another."""
+    return hashlib.sha256(f"{platform}\0{code}".encode()).hexdigest()
+
+
+def _normalise(code: str) -> str:
+    """What the owner typed, as the code was sent: spaces and dashes dropped, upper case."""
+    return code.strip().replace(" ", "").replace("-", "").upper()
+
+
+def _is_approved(conn: apsw.Connection, platform: str, user_id: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM pairing_approved WHERE platform = ? AND user_id = ?", (platform, user_id)
+    ).fetchone()
+    return row is not None
+
+
+def request_code(
+    conn: apsw.Connection, platform: str, user_id: str, user_name: str | None, now: float
+) -> PairingOffer:
+    """A new pairing code for a user, or what to tell them if they need none.
+
+    Raises PairingRefused when the platform has MAX_PENDING requests pending.
+    """
+    conn.execute("DELETE FROM pairing_requests WHERE expires_at <= ?", (now,))
+    if _is_approved(conn, platform, user_id):
+        return PairingOffer(platform, user_id, None, None, already_approved=True)
+    row = conn.execute(
+        "SELECT expires_at FROM pairing_requests WHERE platform = ? AND user_id = ?",
+        (platform, user_id),
+    ).fetchone()
+    if row is not None:
+        return PairingOffer(platform, user_id, None, row[0], again=True)
+    count, soonest = conn.execute(
+        "SELECT count(*), min(expires_at) FROM pairing_requests WHERE platform = ?", (platform,)
+    ).fetchone()
+    if count >= MAX_PENDING:
+        raise PairingRefused(
+            f"{platform} has {count} pairing requests pending, the most allowed; approve one"
+            f" or wait until one expires (in {max(1, round((soonest - now) / 60))} min)"
+        )
+    code = new_code()
+    conn.execute(
+        "INSERT INTO pairing_requests (platform, user_id, user_name, code_hash, code_hint,"
+        " created_at, expires_at) VALUES (?,?,?,?,?,?,?)",
+        (platform, user_id, user_name, code_hash(platform, code), code[:HINT_LENGTH], now,
+         now + CODE_TTL),
+    )  # fmt: skip
+    return PairingOffer(platform, user_id, code, now + CODE_TTL)
+
+
+def locked_until(conn: apsw.Connection, platform: str, now: float) -> float | None:
+    """When approvals on `platform` unlock, or None if they are not locked.
+
+    Locked for LOCK_SECONDS after any failure that was the LOCK_FAILURES-th
+    within LOCK_WINDOW. Attempts while locked are not counted, so the lock
+    cannot be stretched forever by someone who keeps guessing.
+    """
+    since = now - LOCK_WINDOW - LOCK_SECONDS
+    times = [
+        r[0]
+        for r in conn.execute(
+            "SELECT at FROM pairing_failures WHERE platform = ? AND at > ? ORDER BY at",
+            (platform, since),
+        )
+    ]
+    until = None
+    for i in range(LOCK_FAILURES - 1, len(times)):
+        if times[i] - times[i - LOCK_FAILURES + 1] <= LOCK_WINDOW:
+            until = times[i] + LOCK_SECONDS
+    return until if until is not None and now < until else None
+
+
+def attempt_approval(
+    conn: apsw.Connection, platform: str, code: str, now: float, approved_by: str = "cli"
+) -> Approved | PairingRefused:
+    """Approve the user whose pending request has this code, or say why not.
+
+    A wrong or expired code is recorded as a failure (the lockout counts
+    them); the refusal is returned, not raised, so that record commits.
+    """
+    conn.execute("DELETE FROM pairing_failures WHERE at <= ?", (now - LOCK_WINDOW - LOCK_SECONDS,))
+    until = locked_until(conn, platform, now)
+    if until is not None:
+        return PairingLocked(platform, until)
+    row = conn.execute(
+        "SELECT user_id, user_name FROM pairing_requests"
+        " WHERE platform = ? AND code_hash = ? AND expires_at > ?",
+        (platform, code_hash(platform, _normalise(code)), now),
+    ).fetchone()
+    if row is None:
+        conn.execute("INSERT INTO pairing_failures (platform, at) VALUES (?, ?)", (platform, now))
+        return PairingRefused(
+            f"no pending request with that code on {platform} (wrong, expired or already"
+            " used; `hermes pairing list` shows the pending ones)"
+        )
+    user_id, user_name = row
+    has_owner = conn.execute(
+        "SELECT 1 FROM pairing_approved WHERE platform = ? AND owner = 1", (platform,)
+    ).fetchone()
+    owner = has_owner is None
+    conn.execute(
+        "INSERT INTO pairing_approved (platform, user_id, user_name, approved_at, approved_by,"
+        " owner) VALUES (?,?,?,?,?,?)",
+        (platform, user_id, user_name, now, approved_by, int(owner)),
+    )
+    conn.execute(
+        "DELETE FROM pairing_requests WHERE platform = ? AND user_id = ?", (platform, user_id)
+    )
+    return Approved(platform, user_id, user_name, owner, now)
+
+
+async def approve(
+    db: Db, platform: str, code: str, now: float, approved_by: str = "cli"
+) -> Approved:
+    """`attempt_approval` through the writer; raises its refusal after the commit."""
+    result = await db.write(attempt_approval, platform, code, now, approved_by)
+    if isinstance(result, PairingRefused):
+        raise result
+    return result
+
+
+def revoke(conn: apsw.Connection, platform: str, user_id: str) -> bool:
+    """Remove a user approved by pairing; False if they were not. Config allowlists
+    are not touched (they live in config.yaml)."""
+    conn.execute(
+        "DELETE FROM pairing_approved WHERE platform = ? AND user_id = ?", (platform, user_id)
+    )
+    return conn.changes() > 0
+
+
+def approved_users(conn: apsw.Connection, platform: str) -> frozenset[str]:
+    rows = conn.execute("SELECT user_id FROM pairing_approved WHERE platform = ?", (platform,))
+    return frozenset(r[0] for r in rows)
+
+
+def owners(conn: apsw.Connection, platform: str) -> frozenset[str]:
+    rows = conn.execute(
+        "SELECT user_id FROM pairing_approved WHERE platform = ? AND owner = 1", (platform,)
+    )
+    return frozenset(r[0] for r in rows)
+
+
+def pending(conn: apsw.Connection, now: float) -> list[PendingRequest]:
+    """Unexpired requests on every platform, oldest first (read-only: expired rows stay
+    until the next write sees them)."""
+    rows = conn.execute(
+        "SELECT platform, user_id, user_name, created_at, code_hint FROM pairing_requests"
+        " WHERE expires_at > ? ORDER BY created_at, platform, user_id",
+        (now,),
+    )
+    return [PendingRequest(p, u, name, now - created, hint) for p, u, name, created, hint in rows]

@@ -1,0 +1,53 @@
+"""The inbound journal: admitted once per key, claimed once, resumed once, pruned."""
+
+from __future__ import annotations
+
+from hermes.adapters.contract import ChatType, InboundEvent
+from hermes.gateway.journal import (
+    ANSWERED,
+    admit,
+    admitted,
+    claim,
+    claim_interrupted,
+    finish,
+    prune,
+)
+from hermes.state.db import Db
+
+T0 = 1_800_000_000.0
+
+
+def event(n: int, **kw) -> InboundEvent:
+    return InboundEvent("tg", f"u{n}", ChatType.DM, "c1", "42", f"message {n}", **kw)
+
+
+async def test_a_duplicate_is_recognised_and_an_event_is_claimed_once(registry, db_path):
+    async with Db(registry, db_path) as db:
+        first = event(1, attachments=("/tmp/a.jpg",), mentioned=True, user_name="ann")
+        assert await db.write(admit, first, T0)
+        assert not await db.write(admit, first, T0 + 1)  # a retry of the same delivery
+        assert await db.read(admitted) == [first]  # stored whole, read back whole
+        assert await db.write(claim, "tg", "u1", "serve-a", T0 + 2)
+        assert not await db.write(claim, "tg", "u1", "serve-b", T0 + 2)  # never twice
+        assert await db.read(admitted) == []
+
+
+async def test_an_interrupted_turn_is_resumed_once_and_only_if_young(registry, db_path):
+    async with Db(registry, db_path) as db:
+        for n, started in ((1, T0), (2, T0 + 500), (3, T0 + 550)):
+            await db.write(admit, event(n), started)
+            await db.write(claim, "tg", f"u{n}", "serve-old", started)
+        await db.write(finish, "tg", "u3", ANSWERED, "s1", T0 + 560)  # this one was answered
+        now = T0 + 600
+        taken = await db.write(claim_interrupted, "serve-new", now, 300.0)
+        assert [e.event_id for e in taken] == ["u2"]  # u1 is older than the window
+        assert await db.write(claim_interrupted, "serve-other", now, 300.0) == []
+        assert await db.write(claim_interrupted, "serve-new-again", now + 1, 300.0) == []
+
+
+async def test_old_rows_are_pruned(registry, db_path):
+    async with Db(registry, db_path) as db:
+        await db.write(admit, event(1), T0)
+        await db.write(admit, event(2), T0 + 100)
+        assert await db.write(prune, T0 + 50) == 1
+        assert [e.event_id for e in await db.read(admitted)] == ["u2"]

@@ -1,0 +1,238 @@
+"""DM pairing on a real state.db: codes, expiry, caps, approval, owners, revocation, lockout,
+and `hermes pairing ...`."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import apsw
+import pytest
+
+from hermes.cli import exit_codes
+from hermes.cli.pairing_cmd import register
+from hermes.gateway.pairing import (
+    ALPHABET,
+    PairingLocked,
+    PairingRefused,
+    approve,
+    approved_users,
+    new_code,
+    owners,
+    pending,
+    request_code,
+    revoke,
+)
+from hermes.state import schema
+from hermes.state.db import Db
+from hermes.state.maintenance import open_for_writing
+from hermes.state.schema import immediate
+
+T0 = 1_800_000_000.0
+HOUR = 3600.0
+
+
+@pytest.fixture
+async def db(registry, db_path):
+    async with Db(registry, db_path) as gen:
+        yield gen
+
+
+async def ask(db, user: str, now: float = T0, platform: str = "telegram"):
+    return await db.write(request_code, platform, user, f"name-{user}", now)
+
+
+async def count(db, sql: str) -> int:
+    return await db.read(lambda conn: conn.execute(sql).get)
+
+
+def test_codes_are_eight_unambiguous_characters():
+    assert not set("0O1I") & set(ALPHABET)
+    codes = [new_code() for _ in range(200)]
+    for code in codes:
+        assert len(code) == 8 and set(code) <= set(ALPHABET), code
+    assert len(set(codes)) > 195  # random, not a counter or a constant
+
+
+async def test_a_request_gets_a_code_in_that_format(db):
+    offer = await ask(db, "42")
+    assert len(offer.code) == 8 and set(offer.code) <= set(ALPHABET)
+    assert (offer.again, offer.already_approved, offer.expires_at) == (False, False, T0 + HOUR)
+    assert offer.code in offer.message(T0) and "60 min" in offer.message(T0)
+
+
+async def test_the_code_is_stored_only_hashed(db, db_path):
+    offer = await ask(db, "42")
+
+    def everything(conn) -> list[str]:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return [repr(row) for t in tables for row in conn.execute(f"SELECT * FROM [{t}]")]
+
+    rows = await db.read(everything)
+    assert any("42" in row and offer.code[:2] in row for row in rows)  # the request is there
+    assert not any(offer.code in row for row in rows)
+    for path in (db_path, db_path.with_name("state.db-wal")):
+        if path.exists():
+            assert offer.code.encode() not in path.read_bytes()
+    hints = await db.read(pending, T0)
+    assert [(p.user_id, p.code_hint) for p in hints] == [("42", offer.code[:2])]
+
+
+async def test_a_code_is_valid_for_one_hour(db):
+    early = await ask(db, "1")
+    late = await ask(db, "2")
+    assert (await approve(db, "telegram", early.code, T0 + HOUR - 1)).user_id == "1"
+    with pytest.raises(PairingRefused, match="no pending request with that code") as refused:
+        await approve(db, "telegram", late.code, T0 + HOUR + 1)
+    assert not isinstance(refused.value, PairingLocked)
+    assert await db.read(approved_users, "telegram") == frozenset({"1"})
+    assert await db.read(pending, T0 + HOUR + 1) == []
+
+
+async def test_at_most_three_pending_per_platform(db):
+    for i, user in enumerate(["1", "2", "3"]):
+        await ask(db, user, T0 + i * 60)
+    with pytest.raises(PairingRefused, match="telegram has 3 pairing requests pending"):
+        await ask(db, "4", T0 + 200)
+    assert await count(db, "SELECT count(*) FROM pairing_requests") == 3
+    assert (await ask(db, "4", T0 + 200, platform="slack")).code  # per platform
+    # The first request expires at T0 + 1h: it is deleted when seen, and "4" gets a code.
+    offer = await ask(db, "4", T0 + HOUR)
+    assert offer.code is not None
+    users = {p.user_id for p in await db.read(pending, T0 + HOUR) if p.platform == "telegram"}
+    assert users == {"2", "3", "4"}
+
+
+async def test_asking_again_resends_the_pending_request(db):
+    first = await ask(db, "42")
+    again = await ask(db, "42", T0 + 600)
+    assert (again.code, again.again, again.expires_at) == (None, True, T0 + HOUR)
+    assert "pending" in again.message(T0 + 600) and "50 min" in again.message(T0 + 600)
+    assert await count(db, "SELECT count(*) FROM pairing_requests") == 1
+    assert (await approve(db, "telegram", first.code, T0 + 700)).user_id == "42"
+
+
+async def test_approval_lets_the_user_in_and_the_first_is_owner(db):
+    alice, bob = await ask(db, "1"), await ask(db, "2")
+    first = await approve(db, "telegram", alice.code.lower(), T0 + 60)  # typed in lower case
+    assert (first.user_id, first.user_name, first.owner) == ("1", "name-1", True)
+    assert await db.read(approved_users, "telegram") == frozenset({"1"})
+    second = await approve(db, "telegram", bob.code, T0 + 120)
+    assert (second.user_id, second.owner) == ("2", False)
+    assert await db.read(approved_users, "telegram") == frozenset({"1", "2"})
+    assert await db.read(owners, "telegram") == frozenset({"1"})
+    assert await db.read(pending, T0 + 120) == []
+    assert (await ask(db, "1", T0 + 180)).already_approved
+    with pytest.raises(PairingRefused):  # a code approves once
+        await approve(db, "telegram", alice.code, T0 + 240)
+
+
+async def test_a_code_approves_only_on_its_platform(db):
+    offer = await ask(db, "1")
+    with pytest.raises(PairingRefused, match="on slack"):
+        await approve(db, "slack", offer.code, T0 + 60)
+    assert await db.read(approved_users, "slack") == frozenset()
+
+
+async def test_revoke(db):
+    offer = await ask(db, "1")
+    await approve(db, "telegram", offer.code, T0 + 60)
+    assert await db.write(revoke, "telegram", "1") is True
+    assert await db.read(approved_users, "telegram") == frozenset()
+    assert await db.write(revoke, "telegram", "1") is False
+    assert (await ask(db, "1", T0 + 120)).code is not None  # a stranger again
+
+
+async def test_five_failures_lock_approvals_for_an_hour(db):
+    for i in range(5):
+        with pytest.raises(PairingRefused) as refused:
+            await approve(db, "telegram", "WRONGCDE", T0 + i)
+        assert not isinstance(refused.value, PairingLocked)
+    offer = await ask(db, "42", T0 + 1800)  # valid until T0 + 5400
+    with pytest.raises(PairingLocked, match="locked until") as locked:
+        await approve(db, "telegram", offer.code, T0 + 1801)  # a valid code, refused
+    assert locked.value.until == T0 + 4 + HOUR
+    with pytest.raises(PairingLocked):  # guessing on while locked does not stretch the lock
+        await approve(db, "telegram", "WRONGCDE", T0 + 3000)
+    other = await ask(db, "7", T0 + 1900, platform="slack")
+    assert (await approve(db, "slack", other.code, T0 + 1901)).user_id == "7"  # per platform
+    assert await db.read(approved_users, "telegram") == frozenset()
+    assert (await approve(db, "telegram", offer.code, T0 + 4 + HOUR)).user_id == "42"
+
+
+async def test_failures_spread_over_more_than_an_hour_do_not_lock(db):
+    for at in (T0, T0 + 1, T0 + 2, T0 + 3, T0 + HOUR + 1):
+        with pytest.raises(PairingRefused) as refused:
+            await approve(db, "telegram", "WRONGCDE", at)
+        assert not isinstance(refused.value, PairingLocked)
+    offer = await ask(db, "42", T0 + HOUR + 2)
+    assert (await approve(db, "telegram", offer.code, T0 + HOUR + 3)).user_id == "42"
+
+
+# -- hermes pairing ... ---------------------------------------------------------------
+
+
+def run_cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["pairing", *argv])
+    return args.func(args)
+
+
+def ask_now(home, user: str, name: str | None) -> str:
+    conn = open_for_writing(home.state_db)
+    try:
+        with immediate(conn):
+            return request_code(conn, "telegram", user, name, time.time()).code
+    finally:
+        conn.close()
+
+
+def test_cli_list_on_a_fresh_home_creates_nothing(home, capsys):
+    assert run_cli("list") == exit_codes.OK
+    assert capsys.readouterr().out == "no pending pairing requests\n"
+    assert not home.state_db.exists()
+
+
+def test_cli_list_shows_pending_requests(home, capsys):
+    code = ask_now(home, "12345", "alice")
+    assert run_cli("list") == exit_codes.OK
+    out = capsys.readouterr().out
+    assert "12345" in out and "alice" in out and "telegram" in out
+    assert f"{code[:2]}******" in out and code not in out
+
+
+def test_cli_approve_and_revoke(home, capsys):
+    alice, bob = ask_now(home, "12345", "alice"), ask_now(home, "678", None)
+    assert run_cli("approve", "telegram", alice) == exit_codes.OK
+    assert capsys.readouterr().out == (
+        "approved telegram user 12345 (alice); they are the owner of telegram\n"
+    )
+    assert run_cli("approve", "telegram", bob) == exit_codes.OK
+    assert capsys.readouterr().out == (
+        "approved telegram user 678; they can talk to the agent now\n"
+    )
+    assert run_cli("list") == exit_codes.OK
+    assert capsys.readouterr().out == "no pending pairing requests\n"
+    assert run_cli("revoke", "telegram", "678") == exit_codes.OK
+    assert "revoked telegram user 678" in capsys.readouterr().out
+    assert run_cli("revoke", "telegram", "678") == exit_codes.FAILED
+    assert "not approved by pairing" in capsys.readouterr().err
+
+
+def test_cli_wrong_code_is_one_line_on_stderr(home, capsys):
+    ask_now(home, "12345", "alice")
+    assert run_cli("approve", "telegram", "WRONGCDE") == exit_codes.FAILED
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("hermes: no pending request with that code")
+    assert captured.err.count("\n") == 1
+
+
+def test_cli_list_on_a_state_db_from_before_pairing(home, capsys):
+    """A read-only list cannot migrate: a file without the pairing tables has none pending."""
+    conn = apsw.Connection(str(home.state_db))
+    schema.migrate(conn, schema.MIGRATIONS.index(schema._step_6_pairing))
+    conn.close()
+    assert run_cli("list") == exit_codes.OK
+    assert capsys.readouterr().out == "no pending pairing requests\n"
