@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from zoneinfo import ZoneInfo
 
 import apsw
@@ -56,15 +56,17 @@ def test_two_serves_fire_every_occurrence_exactly_once(home, spawn):
     rows = list(conn.execute("SELECT job_id, due_at, status, owner FROM cron_runs ORDER BY due_at"))
     conn.close()
     fired = defaultdict(list)
-    owners = set()
+    fires_by_pid = Counter()
     for job_id, due_at, status, owner in rows:
         assert status in ("ok", "interrupted"), (job_id, due_at, status)
         if status == "ok":
             fired[job_id].append(due_at)
-            owners.add(owner)
+            fires_by_pid[int(owner.rsplit(":", 2)[1])] += 1  # owner: "host:pid:random"
     assert len(fired) == JOBS
     for job_id, dues in fired.items():
         assert len(dues) == len(set(dues)), f"{job_id} fired an occurrence twice"
         gaps = {round(b - a, 3) for a, b in zip(dues, dues[1:], strict=False)}
         assert gaps == {EVERY}, f"{job_id} missed an occurrence: gaps {gaps}"
     assert sum(len(d) for d in fired.values()) >= FIRES
+    # Both serves took part: each owns fires, and no one else does.
+    assert set(fires_by_pid) == {serve.pid for serve in serves}, fires_by_pid

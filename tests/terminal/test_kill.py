@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 
 import psutil
+import pytest
 import trio
 import trio.testing
 
 from hermes.terminal.command import OutputPump, RunOptions, run_command, spawned
-from hermes.terminal.tree import ProcessId, _stat
+from hermes.terminal.tree import ProcessId, TreeKiller, _stat
 
 GRACE = 1.0
 ENV = dict(os.environ)
@@ -130,3 +132,87 @@ async def test_interrupt_gives_130(tmp_path):
         interrupt.set()
     assert result.exit_code == 130
     assert result.status == "interrupted"
+
+
+async def reused(new_session: bool = False) -> tuple[trio.Process, ProcessId, ProcessId]:
+    """A live `sleep`, its ProcessId, and a ProcessId of the same pid with another start
+    time: what a recorded process looks like once its pid names an unrelated process."""
+    child = await trio.lowlevel.open_process(["sleep", "1000"], start_new_session=new_session)
+    real = ProcessId.of(child.pid)
+    assert real is not None and real.alive()
+    return child, real, ProcessId(real.pid, real.started - 1)
+
+
+async def ended_by(child: trio.Process, real: ProcessId) -> int:
+    """Send SIGUSR1 to the child and say which signal ended it.
+
+    The first deadly signal sent to a process decides its exit status (the
+    kernel marks the group as exiting at once), so a SIGKILL or SIGTERM that
+    had been sent before would show here instead of SIGUSR1.
+    """
+    real.signal(signal.SIGUSR1)
+    with trio.fail_after(10):
+        return -(await child.wait())
+
+
+async def finish(*procs: trio.Process) -> None:
+    for proc in procs:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+
+
+async def test_a_reused_pid_is_never_signalled():
+    """A ProcessId whose start time does not match is not alive and signal() sends nothing."""
+    child, real, stale = await reused()
+    try:
+        assert not stale.alive()
+        stale.signal(signal.SIGKILL)
+        assert real.alive()
+        assert await ended_by(child, real) == signal.SIGUSR1
+    finally:
+        await finish(child)
+
+
+@pytest.mark.parametrize(
+    "new_session",
+    [
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="TreeKiller.kill signals the process group named by the stale pid "
+                "(os.killpg(self.pgid)) without checking the leader is still the one recorded",
+            ),
+        ),
+    ],
+    ids=["in-our-group", "leads-its-own-group"],
+)
+async def test_tree_killer_never_signals_a_reused_pid(new_session):
+    """Killing the tree of a leader whose pid was reused leaves the new process alone."""
+    child, real, stale = await reused(new_session)
+    try:
+        killer = TreeKiller(stale)
+        await killer.kill(grace=GRACE)
+        assert killer.alive() == []
+        assert real.alive()
+        assert await ended_by(child, real) == signal.SIGUSR1
+    finally:
+        await finish(child)
+
+
+async def test_tree_killer_spares_a_reused_pid_it_had_seen_in_the_tree():
+    """A descendant recorded earlier whose pid now names another process is not signalled
+    when the rest of the tree is killed."""
+    child, real, stale = await reused()
+    leader = await trio.lowlevel.open_process(["sleep", "1000"], start_new_session=True)
+    try:
+        killer = TreeKiller(ProcessId.of(leader.pid))
+        killer.seen.add(stale)  # seen in the tree before it exited and its pid was reused
+        await killer.kill(grace=GRACE)
+        with trio.fail_after(10):
+            assert await leader.wait() == -signal.SIGTERM
+        assert await ended_by(child, real) == signal.SIGUSR1
+    finally:
+        await finish(child, leader)
