@@ -162,11 +162,23 @@ class TreeKiller:
     def alive(self) -> list[ProcessId]:
         return [p for p in self.seen if p.alive()]
 
-    def _signal_all(self, signum: int) -> None:
+    def _group_is_ours(self) -> bool:
+        """Whether the group id still names this tree's group. Linux keeps a pid
+        reserved while a group of that id exists, so if the pid now names another
+        process that leads a group of its own, our group is gone and the id is its."""
+        if self.leader.alive():
+            return True
         try:
-            os.killpg(self.pgid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+            return os.getpgid(self.pgid) != self.pgid
+        except ProcessLookupError:
+            return True  # nobody has the pid: any group of that id is ours (or gone)
+
+    def _signal_all(self, signum: int) -> None:
+        if self._group_is_ours():
+            try:
+                os.killpg(self.pgid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
         for proc in self.seen:
             proc.signal(signum)
 
@@ -174,7 +186,7 @@ class TreeKiller:
         """SIGTERM the group and every descendant, wait up to `grace`, SIGKILL what
         is left, reap what we adopted. Call it shielded: it must finish."""
         self.refresh(scan_tags=True)
-        if not self.alive() and not group_alive(self.pgid):
+        if not self.alive() and not (self._group_is_ours() and group_alive(self.pgid)):
             return
         self._signal_all(signal.SIGTERM)
         self.refresh(scan_tags=True)  # children forked while the signal was on its way

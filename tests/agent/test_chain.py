@@ -8,9 +8,14 @@ import trio
 
 from hermes.agent.chain import AllProvidersFailed, ProviderChain
 from hermes.agent.openai_compat import OpenAICompatible
-from tests.agent.fake_openai import FakeOpenAI, error_answer, text_answer
+from tests.fakes.openai import FakeOpenAI, error_answer, text_answer
 
 MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+async def prompt(provider) -> list[dict]:
+    """The prompt the chain asks for before each provider (the same for both here)."""
+    return MESSAGES
 
 
 @pytest.fixture
@@ -39,7 +44,7 @@ async def test_two_429s_are_retried_and_the_third_answer_arrives(io_clock, fake,
     """429, 429, 200: the default chain retries twice, with backoff, and returns the answer."""
     fake.script(error_answer(429, "slow down"), error_answer(429, "slow down"), text_answer("hi!"))
     start = trio.current_time()
-    reply = await ProviderChain([providers[0]]).complete(MESSAGES, [], None)
+    reply = await ProviderChain([providers[0]]).complete(prompt, [], None)
     assert (reply.content, reply.provider, reply.model) == ("hi!", "A", "model-a")
     assert len(fake.requests) == 3
     assert trio.current_time() - start >= 1 + 2  # backoff 1 s, then 2 s
@@ -50,7 +55,7 @@ async def test_three_503s_fall_back_after_exactly_three_requests(io_clock, fake,
     fake.script(*[error_answer(503, "overloaded")] * 3)
     fake.default = text_answer("A should not be asked a fourth time")
     other.script(text_answer("B here"))
-    reply = await ProviderChain(list(providers)).complete(MESSAGES, [], None)
+    reply = await ProviderChain(list(providers)).complete(prompt, [], None)
     assert (reply.content, reply.provider, reply.model) == ("B here", "B", "model-b")
     assert len(fake.requests) == 3
     assert [r["body"]["model"] for r in other.requests] == ["model-b"]
@@ -64,6 +69,6 @@ async def test_when_the_last_provider_keeps_failing_the_chain_fails(
     fake.script(*[error_answer(500, "a is down")] * 3)
     other.script(*[error_answer(429, "b is busy")] * 3)
     with pytest.raises(AllProvidersFailed) as failed:
-        await ProviderChain(list(providers)).complete(MESSAGES, [], None)
+        await ProviderChain(list(providers)).complete(prompt, [], None)
     assert "a is down" in str(failed.value) and "b is busy" in str(failed.value)
     assert (len(fake.requests), len(other.requests)) == (3, 3)

@@ -178,14 +178,7 @@ async def test_a_reused_pid_is_never_signalled():
     "new_session",
     [
         False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="TreeKiller.kill signals the process group named by the stale pid "
-                "(os.killpg(self.pgid)) without checking the leader is still the one recorded",
-            ),
-        ),
+        True,
     ],
     ids=["in-our-group", "leads-its-own-group"],
 )
