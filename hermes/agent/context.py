@@ -13,7 +13,9 @@ conversation is compacted in steps until it fits again:
    the messages it covers, so a restarted serve continues from it; if the
    summary call fails or times out, the turns are dropped with a visible
    marker instead (the user's turn never fails because history is long);
-3. if the turns kept are still too big, every tool output is cut harder.
+3. if the turns kept are still too big, every tool output is cut harder,
+   then every turn but the current one is summarized, then long messages
+   (never the user's current one) are cut to a head and a tail.
 
 The transcript keeps every message; only the prompt is compacted. A
 session actor holds a Conversation, which is therefore bounded by the budget.
@@ -23,6 +25,7 @@ Sizes are estimated from characters, calibrated per provider by the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Sequence
@@ -215,17 +218,24 @@ class Compactor:
         target = int(self.budgets.threshold(provider) * TARGET_SHARE)
         keep = self._kept_from(conversation)
 
-        def fits() -> bool:
-            return not force and self._size(conversation, system, extra_chars, provider) <= target
+        def over() -> bool:
+            return self._size(conversation, system, extra_chars, provider) > target
 
         trimmed = await self._trim_tools(conversation, end=keep)
         summarized = dropped = summary_chars = 0
-        if not fits() and keep > 0:
+        if (force or over()) and keep > 0:
             summarized, dropped = await self._summarize(conversation, keep, provider)
             summary_chars = len(conversation.summary or "") if summarized else 0
-        if not fits():
+        if over():
             trimmed += await self._trim_tools(conversation, end=len(conversation.messages),
                                               head=TOOL_HEAD_HARD, tail=TOOL_TAIL_HARD)  # fmt: skip
+        current = conversation.turn_starts()[-1:] or [0]
+        if over() and current[0] > 0:  # the recent turns alone are too big
+            more, lost = await self._summarize(conversation, current[0], provider)
+            summarized, dropped = summarized + more, dropped + lost
+            summary_chars = len(conversation.summary or "")
+        if over():
+            _cut_long_messages(conversation, share=target * self.budgets.chars_per_token(provider))
         done = Compacted(trimmed, summarized, dropped, summary_chars)
         log.info("session %s: compacted for %s/%s: %s", self.session_id, provider.name,
                  provider.model, done.describe())  # fmt: skip
@@ -253,19 +263,28 @@ class Compactor:
             if message["role"] != "tool" or len(content) <= head + tail + 200:
                 continue
             path = await self._spill(message, content, conversation.ids[i])
+            where = f"the whole output is in {path}" if path else "the transcript keeps it whole"
             note = (f"[… {len(content) - head - tail} characters cut to fit the context window;"
-                    f" the whole output is in {path} …]")  # fmt: skip
+                    f" {where} …]")  # fmt: skip
             kept = f"{content[:head]}\n{note}\n{content[-tail:]}"
             conversation.messages[i] = {**message, "content": kept}
             cut += 1
         return cut
 
-    async def _spill(self, message: dict[str, Any], content: str, row_id: int | None) -> Path:
-        name = f"{self.session_id}-{row_id or message.get('tool_call_id', 'tool')}.txt"
-        path = self.spill_dir / name
-        await trio.Path(self.spill_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not await trio.Path(path).exists():  # a cut output keeps the path of its first cut
-            await trio.Path(path).write_text(content, encoding="utf-8")
+    async def _spill(
+        self, message: dict[str, Any], content: str, row_id: int | None
+    ) -> Path | None:
+        """The file that keeps a cut output whole (None if it cannot be written: the
+        output is cut anyway; the transcript in state.db still has it)."""
+        which = f"{self.session_id}\0{row_id or message.get('tool_call_id', 'tool')}"
+        path = self.spill_dir / f"cut-{hashlib.sha256(which.encode()).hexdigest()[:24]}.txt"
+        try:
+            await trio.Path(self.spill_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not await trio.Path(path).exists():  # a cut output keeps its first file
+                await trio.Path(path).write_text(content, encoding="utf-8")
+        except OSError as exc:
+            log.warning("session %s: cannot keep a cut tool output: %s", self.session_id, exc)
+            return None
         return path
 
     async def _summarize(
@@ -297,6 +316,7 @@ class Compactor:
             marker = (f"[{len(old)} earlier messages were left out to fit the context window; "
                       "the transcript keeps them]")  # fmt: skip
             summary = f"{conversation.summary}\n\n{marker}" if conversation.summary else marker
+            summary = summary[-(budget_chars // 2) :]  # repeated failures do not grow it
             kind = "dropped"
         record = Compaction(self.session_id, min(ids), max(ids), kind, summary, provider.model)
         await self.db.write(add_compaction, record)
@@ -304,6 +324,20 @@ class Compactor:
         del conversation.messages[:keep]
         del conversation.ids[:keep]
         return (len(old), 0) if kind == "summary" else (0, len(old))
+
+
+def _cut_long_messages(conversation: Conversation, share: float) -> None:
+    """The last resort: cut long messages to a head and a tail so the prompt fits,
+    sparing the user's current message (the question must reach the model)."""
+    current = conversation.turn_starts()[-1:] or [-1]
+    limit = max(400, int(share) // max(1, len(conversation.messages)))
+    for i, message in enumerate(conversation.messages):
+        content = message.get("content") or ""
+        if i == current[0] or len(content) <= limit:
+            continue
+        half = limit // 2
+        cut = f"{content[:half]}\n[… {len(content) - limit} characters cut …]\n{content[-half:]}"
+        conversation.messages[i] = {**message, "content": cut}
 
 
 def render(summary: str | None, messages: Sequence[dict[str, Any]], budget_chars: int) -> str:

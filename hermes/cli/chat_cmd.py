@@ -69,8 +69,6 @@ async def _chat(url: str, token: str, args: argparse.Namespace) -> int:
                 print(f"\n[{result['status']}] {result['text']}", file=sys.stderr)
             elif "text" in result:
                 print()
-            elif "reply" in result:  # a command answered without the agent
-                print(result["reply"])
             else:
                 print(result)
             if lines is None:

@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = actions.add_parser("run", help="fire a job now, in this process")
     run.add_argument("job", help="id or unique name")
     run.add_argument("--prompt", help="extra context for this fire only (## Run Context)")
-    cancel = actions.add_parser("cancel", help="cancel a running fire (serve stops it)")
+    cancel = actions.add_parser("cancel", help="cancel a running fire, wherever it runs")
     cancel.add_argument("job", help="id or unique name")
     history = actions.add_parser("history", help="a job's recent runs")
     history.add_argument("job", help="id or unique name")
@@ -196,7 +196,7 @@ def _rm(conn, args, home, config) -> int:
 
 def _cancel(conn, args, home, config) -> int:
     job = _write(conn, cancel_job, args.job, time.time())
-    print(f"cancelled the running fire of {job.id}; serve stops it at its next heartbeat")
+    print(f"cancelled the running fire of {job.id}; it stops within a second, wherever it runs")
     return exit_codes.OK
 
 

@@ -191,14 +191,20 @@ async def _keep_lease(fire: Fire, ctx: FireContext, db: Db) -> None:
     claim, config = fire.claim, ctx.config
     job_id, fence, owner = claim.job.id, claim.fence, claim.owner
     renew_at = trio.current_time() + config.heartbeat_seconds
+    held_until = ctx.clock.now() + config.lease_seconds  # as far as this fire knows
     while True:
         await trio.sleep(min(ctx.lease_watch, max(0.0, renew_at - trio.current_time())))
-        if trio.current_time() >= renew_at:
-            renew_at = trio.current_time() + config.heartbeat_seconds
-            now = ctx.clock.now()
-            ours = await db.write(heartbeat, job_id, fence, owner, now, config.lease_seconds)
-        else:
-            ours = await db.read(holds_lease, job_id, fence, owner)
+        try:
+            if trio.current_time() >= renew_at:
+                renew_at = trio.current_time() + config.heartbeat_seconds
+                now = ctx.clock.now()
+                ours = await db.write(heartbeat, job_id, fence, owner, now, config.lease_seconds)
+                held_until = now + config.lease_seconds if ours else held_until
+            else:
+                ours = await db.read(holds_lease, job_id, fence, owner)
+        except StateError as exc:  # state.db busy or being replaced: the lease may stand
+            log.warning("cron %s run %d: cannot check its lease: %s", job_id, fence, exc)
+            ours = ctx.clock.now() < held_until
         if not ours:
             fire.cancel("lost its lease (cancelled, or taken over)")
             return
@@ -235,7 +241,10 @@ async def _finish(claim: Claim, result: FireResult, ctx: FireContext, db: Db) ->
         return "stale"
     if not result.silent:
         text = brief_text(job, result, streak, ctx.config)
-        await deliver_brief(db, claim, text, ctx.deliverer, ctx.homes, ctx.config, ctx.clock)
+        try:
+            await deliver_brief(db, claim, text, ctx.deliverer, ctx.homes, ctx.config, ctx.clock)
+        except (StateError, OSError) as exc:  # the run is recorded; the outbox keeps the rest
+            log.error("cron %s run %d: cannot deliver the brief: %s", job.id, claim.fence, exc)
     return result.status
 
 

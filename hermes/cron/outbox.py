@@ -63,6 +63,16 @@ def mark_delivery(
     )
 
 
+def start_delivery(conn: apsw.Connection, delivery_id: int, now: float) -> bool:
+    """Mark a pending delivery attempted; False if another process took it first."""
+    conn.execute(
+        "UPDATE cron_deliveries SET status = 'attempted', updated_at = ?"
+        " WHERE id = ? AND status = 'pending'",
+        (now, delivery_id),
+    )
+    return conn.changes() == 1
+
+
 def recover_deliveries(conn: apsw.Connection, now: float) -> list[Delivery]:
     """At start: unconfirmed sends become unknown; never-started ones are returned to send."""
     conn.execute(
@@ -126,9 +136,11 @@ async def resume_deliveries(db: Db, deliverer: Deliverer, clock: WallClock) -> N
 
 
 async def _send(db: Db, delivery: Delivery, deliverer: Deliverer, clock: WallClock) -> str | None:
-    """One send, recorded as attempted before it starts; returns the error, if any."""
+    """One send, recorded as attempted before it starts; returns the error, if any.
+    A delivery another process (a second serve, a `cron run`) took is left to it."""
     planned = delivery.planned
-    await db.write(mark_delivery, delivery.id, "attempted", clock.now())
+    if not await db.write(start_delivery, delivery.id, clock.now()):
+        return None
     try:
         sent = await deliverer.send(planned, delivery.text)
         error = None if sent.success else f"{planned.target}: {sent.error}"

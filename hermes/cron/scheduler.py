@@ -77,7 +77,6 @@ class Scheduler(Actor):
         self.poll_max = poll_max
         self.db: Db | None = None
         self.running: dict[tuple[str, int], Fire] = {}
-        self.finished = 0
         self._wake = trio.Event()
         self._loop_scope = trio.CancelScope()
         self._dispatching = True
@@ -115,6 +114,8 @@ class Scheduler(Actor):
                 self._wake.set()
                 return None
             case RunNow(ref=ref, context=context):
+                if not self._dispatching:
+                    raise JobError("the gateway is shutting down; nothing new is fired")
                 claim = await self.db.write(
                     claim_now, ref, self.owner, clock.now(), config.lease_seconds, context
                 )
@@ -176,6 +177,5 @@ class Scheduler(Actor):
             await run_fire(fire, self.ctx, self.db)
         finally:
             self.running.pop((claim.job.id, claim.fence), None)
-            self.finished += 1
             if not self.running:
                 self._idle.set()

@@ -193,11 +193,7 @@ def _take(conn: apsw.Connection, job: Job, owner: str, now: float, lease: float,
     """Claim the job: a new fence, the lease, and its next run, in the caller's transaction."""
     if job.running_fence is not None:
         # The fire that held it lost its lease (its owner died): record that on its own token.
-        conn.execute(
-            "UPDATE cron_runs SET status = 'interrupted', finished_at = ?,"
-            " error = ? WHERE job_id = ? AND fence = ? AND status = 'running'",
-            (now, EXPIRED, job.id, job.running_fence),
-        )
+        record_interrupted(conn, job.id, job.running_fence, EXPIRED, now)
     fence = job.fence + 1
     conn.execute(
         "UPDATE cron_jobs SET fence = ?, running_fence = ?, lease_owner = ?,"

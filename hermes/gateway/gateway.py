@@ -25,7 +25,7 @@ from hermes.agent.tools.base import ToolContext
 from hermes.config import GatewayConfig
 from hermes.cron.delivery import Deliverer, NoAdapters
 from hermes.cron.jobs import Origin
-from hermes.gateway.session_actor import Compress, Interrupt, SessionActor, Turn, Usage
+from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
 from hermes.state.db import Db
 from hermes.state.errors import SessionNotFound
 from hermes.state.registry import Registry
@@ -121,11 +121,6 @@ class Gateway(Actor):
         if text in ("/new", "/stop"):
             msg.events.close()
             return await (self._new(session_id) if text == "/new" else self._stop(session_id))
-        if text in ("/compress", "/usage"):
-            msg.events.close()
-            address = await self._session(session_id)
-            reply = await address.call(Compress() if text == "/compress" else Usage(), timeout=None)
-            return {"session": session_id, "command": text, "reply": reply}
         address = await self._session(session_id)
         # A cast: the turn's events go straight to the caller.
         try:

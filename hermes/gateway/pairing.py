@@ -2,8 +2,8 @@
 
 Every function takes an apsw connection and runs inside a write transaction
 (`await db.write(request_code, ...)`, or `schema.immediate(conn)` in the CLI).
-Codes are stored only as a hash, so a state.db that leaks hands out no codes;
-the owner sees a two-character hint. The lockout counts failed approvals per
+Codes are stored only as a hash, never in plain text, and live an hour; the
+owner sees a two-character hint. The lockout counts failed approvals per
 platform: five within an hour lock approvals for an hour, valid codes
 included, so guessing a code is hopeless even within its hour.
 

@@ -137,9 +137,6 @@ class Methods:
     def _address(self, name: str) -> Address:
         return self.root.handle_of(name, Address)
 
-    async def db(self) -> Db:
-        return self._db
-
     async def __call__(self, client: Client, method: str, params: dict[str, Any]) -> Any:
         kind = PARAMS.get(method)
         if kind is None:
@@ -202,12 +199,12 @@ class Methods:
         return {"session": session_id, "text": final, "status": status}
 
     async def m_sessions_list(self, client: Client, params: SessionsList) -> Any:
-        db = await self.db()
+        db = self._db
         rows = await db.read(list_sessions, params.limit, params.source)
         return [r.to_dict() for r in rows]
 
     async def m_sessions_show(self, client: Client, params: SessionsShow) -> Any:
-        db = await self.db()
+        db = self._db
         session = await db.read(get_session, params.id)
         if session is None:
             raise RpcError(INVALID_PARAMS, f"no session {params.id!r}")
@@ -215,11 +212,11 @@ class Methods:
         return {"session": session.to_dict(), "messages": [m.to_dict() for m in messages]}
 
     async def m_sessions_search(self, client: Client, params: SessionsSearch) -> Any:
-        hits = await (await self.db()).read(search_messages, params.query, params.limit)
+        hits = await self._db.read(search_messages, params.query, params.limit)
         return [{"session": h.session_id, "role": h.role, "snippet": h.snippet} for h in hits]
 
     async def m_cron_list(self, client: Client, params: CronList) -> Any:
-        jobs = await (await self.db()).read(list_jobs, params.all)
+        jobs = await self._db.read(list_jobs, params.all)
         return [j.to_dict() for j in jobs]
 
     async def m_cron_add(self, client: Client, params: CronAdd) -> Any:
@@ -230,7 +227,7 @@ class Methods:
         new = NewJob(params.name or prompt[:40], schedule, prompt=prompt,
                      deliver=params.deliver or ("origin" if origin else "local"),
                      origin=origin)  # fmt: skip
-        job = await (await self.db()).write(create_job, new, now, self.tz)
+        job = await self._db.write(create_job, new, now, self.tz)
         if session:
             client.sessions.add(session)
         await self._address("scheduler").cast(JobsChanged())
@@ -244,7 +241,7 @@ class Methods:
         ref = params.job
         cancelled = await self._address("scheduler").call(CancelFire(ref, params.run))
         if not cancelled:
-            await (await self.db()).write(cancel_job, ref, time.time())
+            await self._db.write(cancel_job, ref, time.time())
         return {"cancelled": cancelled or [ref]}
 
     async def m_status(self, client: Client, params: NoParams) -> Any:

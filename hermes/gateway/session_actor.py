@@ -32,14 +32,7 @@ class Interrupt:
     """/stop: cancel the running turn, if any."""
 
 
-@attrs.frozen
-class Compress:
-    """/compress: compact the conversation now; replies what was done."""
-
-
-@attrs.frozen
-class Usage:
-    """/usage: the next prompt's size against the budget, tokens used; replies text."""
+COMMANDS = ("/compress", "/usage")  # answered by the session without the agent, as turns
 
 
 def _event(event: Event) -> dict[str, Any]:
@@ -79,8 +72,8 @@ class SessionActor(Actor):
         if isinstance(msg, Turn):
             if self.current is None:
                 self._begin(msg)
-            elif self.busy_mode == "queue":
-                self.queue.append(msg)
+            elif self.busy_mode == "queue" or msg.text.strip() in COMMANDS:
+                self.queue.append(msg)  # a command waits for the turn; it never interrupts it
             else:
                 self.current.cancel()
                 self.queue.clear()
@@ -92,14 +85,6 @@ class SessionActor(Actor):
                 self.current.cancel()
             self.queue.clear()
             return stopped
-        if isinstance(msg, Compress | Usage):
-            if self.current is not None:
-                return "a turn is running; ask again when it has finished"
-            if self.conversation is None:
-                self.conversation = await self.agent.load(self.ctx)
-            if isinstance(msg, Compress):
-                return await self.agent.compress(self.ctx, self.conversation, self.source)
-            return await self.agent.usage(self.ctx, self.conversation, self.source)
         raise TypeError(f"a session cannot handle {type(msg).__name__}")
 
     def dropped(self, msg: Any) -> None:
@@ -130,11 +115,18 @@ class SessionActor(Actor):
             with scope:
                 conversation, self.conversation = self.conversation, None
                 try:
-                    result = await self.agent.run_turn(
-                        self.ctx, turn.text, lambda e: send(_event(e)), source=self.source,
-                        conversation=conversation,
-                    )  # fmt: skip
-                    self.conversation = result.conversation
+                    if turn.text.strip() in COMMANDS:  # queued and interrupted like a turn
+                        conversation = conversation or await self.agent.load(self.ctx)
+                        answer = await self._command(turn.text.strip(), conversation)
+                        send(_event(Event("text", answer)))
+                        send(_event(Event("done", answer)))
+                        self.conversation = conversation
+                    else:
+                        result = await self.agent.run_turn(
+                            self.ctx, turn.text, lambda e: send(_event(e)), source=self.source,
+                            conversation=conversation,
+                        )  # fmt: skip
+                        self.conversation = result.conversation
                 except Exception as exc:
                     log.warning("turn in %s failed: %s", self.ctx.session_id, exc)
                     send(_event(Event("error", str(exc))))
@@ -150,6 +142,11 @@ class SessionActor(Actor):
                 self._begin(self.queue.popleft())
             else:
                 self.idle.set()
+
+    async def _command(self, command: str, conversation: Conversation) -> str:
+        if command == "/compress":
+            return await self.agent.compress(self.ctx, conversation, self.source)
+        return await self.agent.usage(self.ctx, conversation, self.source)
 
     async def _stop_when_idle(self) -> None:
         while True:

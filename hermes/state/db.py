@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import attrs
+import trio
 
 from hermes.actors.errors import ActorStopped
 from hermes.actors.reply import Reply
@@ -42,6 +43,7 @@ class Db:
         self.registry = registry
         self.path = path
         self._gen: Generation | None = None
+        self._swapping = trio.Lock()  # many tasks share a handle (a gateway's sessions)
 
     async def __aenter__(self) -> Db:
         self._gen = await self.registry.acquire(self.path)
@@ -70,13 +72,20 @@ class Db:
         return await self._retry_once(lambda gen: _read(gen, fn, args, kwargs))
 
     async def _live(self) -> Generation:
-        """The generation to use now: the held one, or its replacement once it retired."""
+        """The generation to use now: the held one, or its replacement once it retired.
+        One task swaps while the others wait; the old one is let go only once the new
+        one is held, so a failed open leaves the handle as it was, to try again."""
         if self._gen is None:
             raise RuntimeError("a Db handle used outside its async with block")
-        if not self._gen.usable:
-            old, self._gen = self._gen, None
-            await self.registry.release(old)
-            self._gen = await self.registry.acquire(self.path)
+        if self._gen.usable:
+            return self._gen
+        async with self._swapping:
+            old = self._gen
+            if not old.usable:
+                new = await self.registry.acquire(self.path)
+                self._gen = new
+                with trio.CancelScope(shield=True):
+                    await self.registry.release(old)
         return self._gen
 
     async def _retry_once(

@@ -238,17 +238,20 @@ class Registry:
             gen.stopped.set()
 
     async def _teardown(self, gen: Generation) -> None:
+        """Stop the generation's writer (flush, checkpoint, close) and its read pool.
+        Shielded and bounded: a release in a cancelled scope must not orphan a writer."""
         if gen not in self._generations:
             return
         self._generations.discard(gen)
-        await gen.reads.close()
         gen.actor.request_drain(trio.current_time() + WRITER_SHUTDOWN)
-        with trio.move_on_after(WRITER_SHUTDOWN):
-            await gen.stopped.wait()
-        if not gen.stopped.is_set():
-            log.error("the writer of %s did not stop in time; cancelling it", gen.path)
-            gen.scope.cancel()
-            await gen.stopped.wait()
+        with trio.CancelScope(shield=True):
+            await gen.reads.close()
+            with trio.move_on_after(WRITER_SHUTDOWN):
+                await gen.stopped.wait()
+            if not gen.stopped.is_set():
+                log.error("the writer of %s did not stop in time; cancelling it", gen.path)
+                gen.scope.cancel()
+                await gen.stopped.wait()
 
 
 class _Ready:

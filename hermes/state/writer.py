@@ -60,10 +60,6 @@ class DbWriter(BatchActor):
         self._checkpointing = False
         self._checkpointer_closed = False
 
-    @property
-    def retired(self) -> str | None:
-        return self.core.retired
-
     async def _on_lane(self, lane: trio.CapacityLimiter, fn: Callable[..., Any], *args: Any) -> Any:
         # Not abandoned on cancel: a caller is answered only after the thread's work
         # is done, so a write that committed is never reported as failed.

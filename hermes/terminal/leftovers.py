@@ -35,8 +35,8 @@ def mark_trees(home_root: Path) -> None:
     """From now on every tree this process starts says it belongs to `home_root`."""
     me = ProcessId.of(os.getpid())
     _marker.clear()
-    _marker[HOME_VARIABLE] = str(home_root.resolve())
-    if me is not None:
+    if me is not None:  # without an owner, another hermes would take our trees for leftovers
+        _marker[HOME_VARIABLE] = str(home_root.resolve())
         _marker[OWNER_VARIABLE] = _owner_text(me)
 
 

@@ -7,11 +7,12 @@ import pytest
 import trio
 
 from hermes.agent.chain import ProviderChain
-from hermes.agent.context import SUMMARY_HEADING, Budgets, Conversation
+from hermes.agent.context import SUMMARY_HEADING, Budgets
 from hermes.agent.loop import Agent
 from hermes.agent.offline import OfflineProvider, tool_line
 from hermes.agent.tools.catalog import default_tools
 from hermes.state.messages import latest_compaction, messages_of
+from tests.agent.exchanges import exchanges_whole
 
 WINDOW = 2_000  # tokens: small, so compaction comes every few dozen turns
 
@@ -19,21 +20,6 @@ WINDOW = 2_000  # tokens: small, so compaction comes every few dozen turns
 def agent(window: int = WINDOW, keep_turns: int = 3) -> Agent:
     provider = OfflineProvider(context_tokens=window)
     return Agent(ProviderChain([provider]), default_tools(), budgets=Budgets(0.75, keep_turns))
-
-
-def exchanges_whole(conversation: Conversation) -> bool:
-    """Every tool result follows the call that asked for it; every call has its result."""
-    waiting: list[str] = []
-    for message in conversation.messages:
-        if message["role"] == "tool":
-            if message["tool_call_id"] not in waiting:
-                return False
-            waiting.remove(message["tool_call_id"])
-        elif waiting:
-            return False
-        if message.get("tool_calls"):
-            waiting = [c["id"] for c in message["tool_calls"]]
-    return not waiting
 
 
 async def test_a_long_chat_stays_in_budget_compacts_and_reloads(ctx):
@@ -50,7 +36,7 @@ async def test_a_long_chat_stays_in_budget_compacts_and_reloads(ctx):
         size = model.budgets.estimate(conversation.prompt(model.system(ctx, "local")),
                                       model._schema_chars, provider)  # fmt: skip
         assert size <= provider.context_tokens, (n, size)
-        assert exchanges_whole(conversation), n
+        assert exchanges_whole(conversation.messages), n
     compaction = await ctx.db.read(latest_compaction, ctx.session_id)
     assert compaction is not None and compaction.kind == "summary"
     transcript = await ctx.db.read(messages_of, ctx.session_id)
@@ -97,3 +83,19 @@ async def test_a_huge_tool_output_is_cut_with_its_file_named(ctx, outputs):
         assert len(message["content"]) < 2_000 and "characters cut" in message["content"]
         path = message["content"].split("the whole output is in ")[1].split(" …]")[0]
         assert "20000" in await trio.Path(path).read_text()  # the whole output, in its file
+
+
+async def test_recent_turns_too_big_for_the_window_are_compacted_too(ctx):
+    """Long pasted messages: the last few turns alone pass the window; the prompt must
+    still fit, with the user's current message whole."""
+    model = agent(window=3_000, keep_turns=4)
+    provider = model.chain.providers[0]
+    conversation = None
+    for n in range(8):
+        text = f"paste {n}: " + "lorem ipsum dolor sit amet " * 100  # 2,700 characters
+        result = await model.run_turn(ctx, text, stream=False, conversation=conversation)
+        conversation = result.conversation
+        assert result.text.startswith(f"You said: paste {n}")
+        prompt = conversation.prompt(model.system(ctx, "local"))
+        assert model.budgets.estimate(prompt, model._schema_chars, provider) <= 3_000
+    assert exchanges_whole(conversation.messages)

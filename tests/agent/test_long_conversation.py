@@ -13,6 +13,7 @@ from hermes.agent.offline import OfflineProvider
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
 from hermes.state.messages import messages_of
+from tests.agent.exchanges import exchanges_whole
 from tests.fakes.openai import error_answer, text_answer, tool_answer
 
 WINDOW = 3_000  # tokens; the fake counts four characters a token
@@ -23,21 +24,6 @@ def agent(url: str, window: int = WINDOW, fallback=None) -> Agent:
     if fallback is not None:
         providers.append(fallback)
     return Agent(ProviderChain(providers), default_tools(), budgets=Budgets(0.75, 4))
-
-
-def split_exchange(messages: list[dict]) -> bool:
-    """Whether a request shows a tool result without its call, or a call without results."""
-    waiting: list[str] = []
-    for message in messages:
-        if message["role"] == "tool":
-            if message["tool_call_id"] not in waiting:
-                return True
-            waiting.remove(message["tool_call_id"])
-        elif waiting:
-            return True
-        if message.get("tool_calls"):
-            waiting = [c["id"] for c in message["tool_calls"]]
-    return bool(waiting)
 
 
 async def compactions(ctx) -> list[tuple]:
@@ -63,7 +49,7 @@ async def test_two_thousand_turns_stay_in_the_window_and_continue_after_a_restar
         assert result.text in ("noted.", "searched.")
         conversation = result.conversation
     assert max(fake.prompt_tokens) <= WINDOW  # what the fake counted, request by request
-    assert not any(split_exchange(r["body"]["messages"]) for r in fake.requests)
+    assert all(exchanges_whole(r["body"]["messages"]) for r in fake.requests)
     stored = await compactions(ctx)
     assert stored and all(kind == "summary" for kind, *_ in stored)
     summaries = [r for r in fake.requests if r["body"]["messages"][0]["content"]
