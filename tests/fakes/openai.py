@@ -137,6 +137,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a hung client never holds up shutdown
     request_queue_size = 1024  # the listen backlog: bursts of connections wait, not fail
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops a kept-alive connection is not worth a traceback."""
+
 
 class FakeOpenAI:
     def __init__(self, delay: float = 0.0) -> None:
