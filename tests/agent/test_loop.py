@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 
 import httpx
 import pytest
@@ -209,3 +210,19 @@ async def test_max_turns_bounds_the_loop(fake, ctx):
 
 def test_httpx_is_the_client():
     assert isinstance(OpenAICompatible("a", "m", "http://x/v1", None)._client, httpx.AsyncClient)
+
+
+async def test_independent_tool_calls_run_at_the_same_time(ctx, home):
+    """Two commands that can only finish together (each waits for the other through a
+    fifo): run one after the other, the first would time out. Results keep call order."""
+    ping, pong = home.root / "ping", home.root / "pong"
+    for fifo in (ping, pong):
+        os.mkfifo(fifo)
+    first = f"timeout 10 sh -c 'echo one > {ping}; cat {pong}'"
+    second = f"timeout 10 sh -c 'cat {ping}; echo two > {pong}'"
+    text = "\n".join([tool_line("terminal", command=first), tool_line("terminal", command=second)])
+    result = await agent(OfflineProvider()).run_turn(ctx, text, stream=False)
+    rows = [m for m in await ctx.db.read(messages_of, ctx.session_id) if m.role == "tool"]
+    outputs = [json.loads(m.content) for m in rows]
+    assert [(o["exit_code"], o["output"].strip()) for o in outputs] == [(0, "two"), (0, "one")]
+    assert "Tool results" in result.text

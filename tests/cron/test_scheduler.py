@@ -107,6 +107,17 @@ async def wait_runs(runner: Runner, count: int) -> None:
         await runner.calls.wait()
 
 
+async def fire_once(sched, runner, registry, home, schedule, **job) -> Job:
+    """Run the scheduler until the job's first fire has recorded and delivered."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sched.run)
+        made = await add_job(registry, home, schedule, **job)
+        await wait_runs(runner, 1)
+        await settle(sched)
+        sched.request_drain(trio.current_time() + 5)
+    return made
+
+
 async def settle(sched: Scheduler) -> None:
     """Until every fire in flight has recorded its result and delivered its brief."""
     for fire in list(sched.running.values()):
@@ -214,12 +225,7 @@ async def test_a_stale_fires_result_is_refused_and_not_delivered(setup, registry
 
     deliveries = Deliveries()
     sched, runner = setup(runner=TakenOver(["the brief"]), deliverer=deliveries)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
-        job = await add_job(registry, home, "in 1m", deliver="telegram:42")
-        await wait_runs(runner, 1)
-        await settle(sched)
-        sched.request_drain(trio.current_time() + 5)
+    job = await fire_once(sched, runner, registry, home, "in 1m", deliver="telegram:42")
     assert deliveries.sent == []
     runs, final = await history(registry, home, job.id)
     assert [(r.status, r.error) for r in runs] == [("stale", "refused: a newer fire owns the job")]
@@ -257,12 +263,7 @@ async def test_silent_replies_are_not_delivered(
 ):
     deliveries = Deliveries()
     sched, runner = setup(runner=Runner([reply]), deliverer=deliveries)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
-        job = await add_job(registry, home, "in 1m", deliver="telegram:42")
-        await wait_runs(runner, 1)
-        await settle(sched)
-        sched.request_drain(trio.current_time() + 5)
+    job = await fire_once(sched, runner, registry, home, "in 1m", deliver="telegram:42")
     assert bool(deliveries.sent) is delivered
     runs, _ = await history(registry, home, job.id)
     assert runs[0].status == "ok" and runs[0].output_path  # a silent run is still recorded
@@ -295,12 +296,9 @@ async def test_output_files_and_delivery_failures_are_recorded(setup, registry, 
 
     deliveries = Flaky()
     sched, runner = setup(runner=Runner(["the brief"]), deliverer=deliveries)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
-        job = await add_job(registry, home, "in 1m", deliver="slack:C1,telegram:42,local")
-        await wait_runs(runner, 1)
-        await settle(sched)
-        sched.request_drain(trio.current_time() + 5)
+    job = await fire_once(
+        sched, runner, registry, home, "in 1m", deliver="slack:C1,telegram:42,local"
+    )
     assert deliveries.sent == [("telegram:42", "the brief")]  # one failure stopped nothing
     runs, final = await history(registry, home, job.id)
     assert "slack is unreachable" in runs[0].delivery_error
