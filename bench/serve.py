@@ -349,10 +349,8 @@ async def baseline_phase(url: str, pids: list[int]) -> Timing:
                 if response.status_code != 200:
                     raise RuntimeError(f"the fake answered {response.status_code}")
                 text = []
-                async for line in response.aiter_lines():
-                    if line == "data: [DONE]":
-                        break
-                    if line.startswith("data:"):
+                async for line in response.aiter_lines():  # to the end: the connection is reused
+                    if line.startswith("data:") and line != "data: [DONE]":
                         for choice in json.loads(line[5:]).get("choices") or ():
                             text.append((choice.get("delta") or {}).get("content") or "")
             if "".join(text).strip() != FAKE_TEXT:

@@ -115,7 +115,7 @@ class OpenAICompatible:
                 continue
             payload = line[5:].strip()
             if payload == "[DONE]":
-                break
+                continue  # read to the end: a body read whole lets the connection be reused
             chunk = json.loads(payload)
             usage = chunk.get("usage") or usage
             for choice in chunk.get("choices") or ():
