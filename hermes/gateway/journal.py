@@ -17,6 +17,8 @@ These are functions of a connection, run through the Db handle.
 from __future__ import annotations
 
 import json
+import os
+import socket
 
 import apsw
 import attrs
@@ -91,18 +93,39 @@ def admitted(conn: apsw.Connection) -> list[InboundEvent]:
     return [_event(r) for r in rows]
 
 
+def owner_gone(owner: str) -> bool:
+    """Whether the serve that started a turn is gone: owners are `host:pid:nonce`, and
+    only a process of this host can be known to be dead (a live second serve's turns
+    are its own to finish)."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def claim_interrupted(
     conn: apsw.Connection, owner: str, now: float, window: float
 ) -> list[InboundEvent]:
-    """Turns started and never answered, younger than `window` seconds: claimed for one
-    resume by `owner` (another serve or a later restart cannot take them again)."""
+    """Turns started and never answered by a serve that is gone, younger than `window`
+    seconds: claimed for one resume by `owner` (another serve or a later restart cannot
+    take them again)."""
     rows = conn.execute(
-        f"{_SELECT} WHERE state = ? AND started_at >= ? AND owner != ? ORDER BY received_at",
-        (STARTED, now - window, owner),
+        f"SELECT {', '.join(_FIELDS)}, owner FROM inbound_journal"
+        " WHERE state = ? AND started_at >= ? ORDER BY received_at",
+        (STARTED, now - window),
     ).fetchall()
     taken = []
-    for row in rows:
-        event = _event(row)
+    for *row, started_by in rows:
+        if started_by == owner or not owner_gone(started_by or ""):
+            continue
+        event = _event(tuple(row))
         conn.execute(
             "UPDATE inbound_journal SET state = ?, owner = ? WHERE platform = ? AND event_id = ?"
             " AND state = ?",

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
+import trio
+
 from hermes.adapters.contract import ChatType, InboundEvent
 from hermes.gateway.journal import (
     ANSWERED,
@@ -33,14 +38,20 @@ async def test_a_duplicate_is_recognised_and_an_event_is_claimed_once(registry, 
 
 
 async def test_an_interrupted_turn_is_resumed_once_and_only_if_young(registry, db_path):
+    """Only turns of a serve that is gone are resumed: a live one finishes its own."""
+    gone = await trio.lowlevel.open_process(["true"])
+    await gone.wait()  # reaped: a pid that no longer runs
+    dead = f"{socket.gethostname()}:{gone.pid}:old"
+    alive = f"{socket.gethostname()}:{os.getpid()}:live"
     async with Db(registry, db_path) as db:
-        for n, started in ((1, T0), (2, T0 + 500), (3, T0 + 550)):
+        for n, started, owner in ((1, T0, dead), (2, T0 + 500, dead), (3, T0 + 550, dead),
+                                  (4, T0 + 560, alive)):  # fmt: skip
             await db.write(admit, event(n), started)
-            await db.write(claim, "tg", f"u{n}", "serve-old", started)
+            await db.write(claim, "tg", f"u{n}", owner, started)
         await db.write(finish, "tg", "u3", ANSWERED, "s1", T0 + 560)  # this one was answered
         now = T0 + 600
         taken = await db.write(claim_interrupted, "serve-new", now, 300.0)
-        assert [e.event_id for e in taken] == ["u2"]  # u1 is older than the window
+        assert [e.event_id for e in taken] == ["u2"]  # u1 is too old; u4's serve still runs
         assert await db.write(claim_interrupted, "serve-other", now, 300.0) == []
         assert await db.write(claim_interrupted, "serve-new-again", now + 1, 300.0) == []
 
