@@ -33,6 +33,16 @@ class Interrupt:
 
 
 COMMANDS = ("/compress", "/usage")  # answered by the session without the agent, as turns
+QUEUE_MAX = 16  # turns waiting behind the running one; more are refused, not buffered
+
+
+def _end(turn: Turn, why: str) -> None:
+    """A turn that will never run: its caller waits on the events, so end them and say why."""
+    with turn.events:
+        try:
+            turn.events.send_nowait(_event(Event("error", why)))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the caller has gone too
 
 
 def _event(event: Event) -> dict[str, Any]:
@@ -72,29 +82,30 @@ class SessionActor(Actor):
         if isinstance(msg, Turn):
             if self.current is None:
                 self._begin(msg)
+            elif len(self.queue) >= QUEUE_MAX:
+                _end(msg, f"{QUEUE_MAX} messages are already waiting; send it again later")
             elif self.busy_mode == "queue" or msg.text.strip() in COMMANDS:
                 self.queue.append(msg)  # a command waits for the turn; it never interrupts it
             else:
                 self.current.cancel()
-                self.queue.clear()
+                self._clear_queue("a newer message took its place")
                 self.queue.append(msg)
             return None
         if isinstance(msg, Interrupt):
             stopped = self.current is not None
             if self.current is not None:
                 self.current.cancel()
-            self.queue.clear()
+            self._clear_queue("stopped with /stop before it began")
             return stopped
         raise TypeError(f"a session cannot handle {type(msg).__name__}")
 
     def dropped(self, msg: Any) -> None:
-        if isinstance(msg, Turn):  # its caller waits on the events: end them, and say why
-            error = _event(Event("error", f"{self.name} stopped before the turn began"))
-            with msg.events:
-                try:
-                    msg.events.send_nowait(error)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    pass  # the caller has gone too
+        if isinstance(msg, Turn):
+            _end(msg, f"{self.name} stopped before the turn began")
+
+    def _clear_queue(self, why: str) -> None:
+        while self.queue:
+            _end(self.queue.popleft(), why)
 
     async def finish_in_flight(self) -> None:
         await self.idle.wait()

@@ -17,7 +17,7 @@ from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import GatewayConfig
 from hermes.gateway.gateway import Chat, Draining, Gateway
-from hermes.gateway.session_actor import IDLE_TIMEOUT, Turn
+from hermes.gateway.session_actor import IDLE_TIMEOUT, QUEUE_MAX, Turn
 from hermes.state.sessions import get_session
 from tests.fakes.openai import stream_answer, text_answer
 from tests.processes import HERMES, hermes, wait_ready
@@ -66,6 +66,26 @@ async def test_a_message_mid_turn_interrupts_or_queues(registry, home, fake, mod
             assert rest1[-1]["kind"] == "done"  # ran to the end
             second = await collect(events2)
             assert second[-1]["text"] == "second"
+        gateway.request_drain(trio.current_time() + 5)
+
+
+async def test_waiting_turns_are_bounded_and_never_left_hanging(registry, home, fake):
+    """In queue mode at most QUEUE_MAX turns wait; more are refused at once. /stop ends
+    the waiting ones with a reason: no caller waits on events that never come."""
+    fake.script(stream_answer([f"w{i} " for i in range(100)], pause=0.1))
+    gateway = make(registry, home, fake, "queue")
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(gateway.run)
+        _, running = await chat(address, "s1", "long one")
+        assert (await running.receive())["kind"] == "text"
+        waiting = [(await chat(address, "s1", f"queued {n}"))[1] for n in range(QUEUE_MAX)]
+        _, refused = await chat(address, "s1", "one too many")
+        assert [e["kind"] for e in await collect(refused)] == ["error"]
+        await address.call(Chat("s1", "/stop", trio.open_memory_channel(1)[0]))
+        for events in waiting:
+            (ended,) = await collect(events)
+            assert ended["kind"] == "error" and "/stop" in ended["text"]
+        assert (await collect(running))[-1]["kind"] == "interrupted"
         gateway.request_drain(trio.current_time() + 5)
 
 
