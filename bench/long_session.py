@@ -166,7 +166,7 @@ async def load(url: str, auth, seconds: float, pid: int) -> list[tuple[float, fl
     return samples
 
 
-def serve_slope(root: Path, minutes: float) -> tuple[float, float, float]:
+def serve_slope(root: Path, minutes: float) -> tuple[float, float, float, list[float]]:
     home = root / "home"
     home.mkdir()
     (home / "config.yaml").write_text("gateway:\n  local:\n    port: 0\n")
@@ -183,7 +183,8 @@ def serve_slope(root: Path, minutes: float) -> tuple[float, float, float]:
         proc.terminate()
         proc.wait(timeout=120)
     after = [(t, m) for t, m in samples if t >= 60]
-    return samples[0][1], samples[-1][1], slope_per_hour(after)
+    by_minute = [m for t, m in samples if t % 60 < SAMPLE_EVERY]
+    return samples[0][1], samples[-1][1], slope_per_hour(after), by_minute
 
 
 def main() -> None:
