@@ -201,11 +201,12 @@ def main() -> None:
             f"retained conversation at 5,000: {size / 1024:.1f} KB "
             f"(budget {budget_bytes / 1024:.1f} KB: 75% of {OFFLINE_CONTEXT} tokens x 4 bytes)"
         )
-        start, end, slope = serve_slope(root, args.minutes)
+        start, end, slope, by_minute = serve_slope(root, args.minutes)
         print(
             f"serve RSS under {RATE:g} msg/s over {SESSIONS} sessions for {args.minutes:g} min: "
             f"{start:.1f} -> {end:.1f} MB, slope {slope:.1f} MB/h after the first minute"
         )
+        print("serve RSS at each minute (MB): " + " ".join(f"{m:.1f}" for m in by_minute))
     print(
         f"RESULT turn_growth={t5000 / t10:.2f} session_kb_at_5000={size / 1024:.1f} "
         f"rss_slope_mb_per_hour={slope:.1f}"
