@@ -92,8 +92,9 @@ class _Exit:
     error: BaseException | None
 
 
-class _Status:
-    """Wraps a task_status to learn whether the child reached ready."""
+class ReadyStatus:
+    """Wraps a task_status to learn whether a hosted child reached ready (a crash
+    before it is a failed start; after it, a crash the host handles)."""
 
     def __init__(self, inner: trio.TaskStatus[Any]) -> None:
         self.inner = inner
@@ -264,7 +265,7 @@ class Supervisor:
     async def _host(
         self, slot: _Slot, child: Child, incarnation: int, task_status: trio.TaskStatus[Any]
     ) -> None:
-        status = _Status(task_status)
+        status = ReadyStatus(task_status)
         error: BaseException | None = None
         try:
             with trio.CancelScope() as scope:

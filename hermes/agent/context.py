@@ -80,7 +80,7 @@ class Conversation:
 
     def chars(self) -> int:
         """What it holds, in characters (the session actor's retained size)."""
-        return len(self.summary or "") + sum(_message_chars(m) for m in self.messages)
+        return len(self.summary or "") + prompt_chars(self.messages)
 
     def turn_starts(self) -> list[int]:
         """Indexes of the messages that begin a turn (a user message)."""
@@ -141,11 +141,13 @@ class Budgets:
         self._chars_per_token: dict[str, float] = {}
 
     def chars_per_token(self, provider: Provider) -> float:
-        return self._chars_per_token.get(f"{provider.name}/{provider.model}", CHARS_PER_TOKEN)
+        return self._chars_per_token.get(
+            provider_key(provider.name, provider.model), CHARS_PER_TOKEN
+        )
 
     def estimate(self, messages: Sequence[dict[str, Any]], extra_chars: int, p: Provider) -> int:
         """The prompt's size in tokens, as `p` would count it."""
-        chars = sum(_message_chars(m) for m in messages) + extra_chars
+        chars = prompt_chars(messages) + extra_chars
         return int(chars / self.chars_per_token(p)) + MESSAGE_OVERHEAD * len(messages)
 
     def threshold(self, provider: Provider) -> int:
@@ -162,6 +164,11 @@ class Budgets:
 
 def prompt_chars(messages: Sequence[dict[str, Any]]) -> int:
     return sum(_message_chars(m) for m in messages)
+
+
+def provider_key(name: str, model: str) -> str:
+    """How calibration names a provider: "name/model"."""
+    return f"{name}/{model}"
 
 
 @attrs.frozen

@@ -20,7 +20,14 @@ import attrs
 import trio
 
 from hermes.agent.chain import ProviderChain
-from hermes.agent.context import INTERRUPTED, Budgets, Compactor, Conversation, prompt_chars
+from hermes.agent.context import (
+    INTERRUPTED,
+    Budgets,
+    Compactor,
+    Conversation,
+    prompt_chars,
+    provider_key,
+)
 from hermes.agent.prompt import system_prompt
 from hermes.agent.provider import ModelReply, Provider, ToolCall
 from hermes.agent.tools.base import Tool, ToolContext, ToolError, schema
@@ -138,7 +145,9 @@ class Agent:
         async def prepare(provider: Provider) -> list[dict[str, Any]]:
             await compactor.fit(conversation, system, self._schema_chars, provider)
             messages = conversation.prompt(system)
-            sent[f"{provider.name}/{provider.model}"] = prompt_chars(messages) + self._schema_chars
+            sent[provider_key(provider.name, provider.model)] = (
+                prompt_chars(messages) + self._schema_chars
+            )
             return messages
 
         on_text = (lambda piece: emit(Event("text", piece))) if stream else None
@@ -146,7 +155,7 @@ class Agent:
         try:
             for calls_made in range(1, self.max_turns + 1):
                 reply = await self.chain.complete(prepare, self._schemas, on_text)
-                key = f"{reply.provider}/{reply.model}"
+                key = provider_key(reply.provider, reply.model)
                 self.budgets.calibrate(key, sent.get(key, 0), reply.input_tokens)
                 earlier, user_write = user_write, None
                 reply_id, user_id = await self._record_reply(ctx, reply, earlier)

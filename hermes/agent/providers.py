@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from hermes.agent.chain import ProviderChain
+from hermes.agent.context import Budgets
+from hermes.agent.loop import Agent
 from hermes.agent.offline import OFFLINE_CONTEXT, OfflineProvider
 from hermes.agent.openai_compat import DEFAULT_CONTEXT, OpenAICompatible
 from hermes.agent.provider import Provider
+from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config, ConfigError, ModelConfig, Secrets
 
 
@@ -24,3 +27,10 @@ def build_provider(entry: ModelConfig, secrets: Secrets) -> Provider:
 def build_chain(config: Config, secrets: Secrets) -> ProviderChain:
     entries = [config.model, *config.fallback_providers]
     return ProviderChain([build_provider(e, secrets) for e in entries])
+
+
+def build_agent(config: Config, secrets: Secrets) -> Agent:
+    """The agent config.yaml describes: its providers, tools, turn bound and context budget."""
+    agent = config.agent
+    budgets = Budgets(agent.compact_at, agent.keep_turns)
+    return Agent(build_chain(config, secrets), default_tools(), agent.max_turns, budgets)

@@ -21,8 +21,7 @@ import trio
 
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.loop import Agent
-from hermes.agent.providers import build_chain
-from hermes.agent.tools.catalog import default_tools
+from hermes.agent.providers import build_agent
 from hermes.cli import exit_codes
 from hermes.config import Config, Secrets, load_config
 from hermes.cron.fire import Fire, run_fire
@@ -236,8 +235,7 @@ def _run(args: argparse.Namespace, home: HermesHome, config: Config) -> int:
     """Fire now, in this process, with the configured model (its state.db writer is
     this process's only one: no plain connection is open meanwhile)."""
     injection_check(args.prompt, "run context")
-    agent = Agent(build_chain(config, Secrets.load(home.env_path)), default_tools(),
-                  config.agent.max_turns)  # fmt: skip
+    agent = build_agent(config, Secrets.load(home.env_path))
     become_subreaper()  # a script's double-forked children stay ours to kill
     mark_trees(home.root)
     return trio.run(_fire_now, args, home, config, agent)

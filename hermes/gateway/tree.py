@@ -15,9 +15,7 @@ from hermes.actors.address import Address
 from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
 from hermes.adapters.local_ws import EndpointHandle, LocalEndpoint
 from hermes.agent.cron_runner import cron_fire_context
-from hermes.agent.loop import Agent
-from hermes.agent.providers import build_chain
-from hermes.agent.tools.catalog import default_tools
+from hermes.agent.providers import build_agent
 from hermes.config import Config, Secrets
 from hermes.cron.scheduler import Scheduler
 from hermes.gateway.gateway import Gateway, SessionServices
@@ -48,9 +46,7 @@ def build_root(home: HermesHome, config: Config, on_bound: Callable[[int], None]
     while all else still runs. `on_bound(port)` is told the endpoint's port
     each time it binds.
     """
-    agent = Agent(
-        build_chain(config, Secrets.load(home.env_path)), default_tools(), config.agent.max_turns
-    )
+    agent = build_agent(config, Secrets.load(home.env_path))
     token = serve_token(home)
     tz = config.zone()
 

@@ -27,6 +27,7 @@ import trio
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
 from hermes.actors.snapshot import RunState, Snapshot
+from hermes.actors.supervisor import ReadyStatus
 from hermes.state.errors import StateError
 from hermes.state.readpool import ReadPool
 from hermes.state.writer import DbWriter
@@ -225,12 +226,12 @@ class Registry:
 
     async def _host(self, gen: Generation, task_status: trio.TaskStatus[Address]) -> None:
         """Runs one writer; a crash after it was ready marks its generation, nothing more."""
-        status = _Ready(task_status)
+        status = ReadyStatus(task_status)
         try:
             with gen.scope:
                 await gen.actor.run(task_status=status)
         except Exception as exc:
-            if not status.ready:
+            if not status.started_ok:
                 raise
             log.error("the writer of %s crashed: %r", gen.path, exc, exc_info=exc)
         finally:
@@ -252,18 +253,6 @@ class Registry:
                 log.error("the writer of %s did not stop in time; cancelling it", gen.path)
                 gen.scope.cancel()
                 await gen.stopped.wait()
-
-
-class _Ready:
-    """A task_status that remembers whether the writer reached ready."""
-
-    def __init__(self, inner: trio.TaskStatus[Address]) -> None:
-        self.inner = inner
-        self.ready = False
-
-    def started(self, value: Address) -> None:
-        self.ready = True
-        self.inner.started(value)
 
 
 async def _same_file(gen: Generation) -> bool:
