@@ -104,11 +104,41 @@ class LocalEndpointConfig:
 
 @attrs.frozen
 class GatewayConfig:
+    """`allowed_users`: platform user ids allowed on every platform; `resume_window`:
+    how old a turn cut by a restart may be and still be resumed (seconds);
+    `journal_days`: how long inbound events are remembered (duplicates recognised)."""
+
     drain_timeout: float = attrs.field(default=30.0, validator=_positive)
     busy_mode: Literal["interrupt", "queue"] = "interrupt"
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
     local: LocalEndpointConfig = LocalEndpointConfig()
+    allowed_users: tuple[str, ...] = ()
+    resume_window: float = attrs.field(default=600.0, validator=_positive)
+    journal_days: float = attrs.field(default=7.0, validator=_positive)
+
+
+@attrs.frozen
+class PlatformConfig:
+    """One chat platform under `platforms:`. `token_env` (and Slack's `app_token_env`)
+    name the variables holding its tokens; the values come from the environment or
+    .env. `group_policy`: "allowlist" (only `allowed_chats`), "open", "disabled".
+    `home_channel` is `chat[:thread]`; `owner` a user id (else the first approved)."""
+
+    enabled: bool = True
+    token_env: str | None = None
+    app_token_env: str | None = None
+    base_url: str | None = None
+    allowed_users: tuple[str, ...] = ()
+    allow_all_users: bool = False
+    allowed_chats: tuple[str, ...] = ()
+    group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
+    require_mention: bool = True
+    home_channel: str | None = None
+    owner: str | None = None
+
+    def token_names(self) -> list[str]:
+        return [n for n in (self.token_env, self.app_token_env) if n]
 
 
 @attrs.frozen
@@ -130,6 +160,7 @@ class Config:
     gateway: GatewayConfig = GatewayConfig()
     cron: CronConfig = CronConfig()
     timezone: str | None = attrs.field(default=None, validator=_timezone)
+    platforms: dict[str, PlatformConfig] = attrs.field(factory=dict)
 
     def zone(self) -> zoneinfo.ZoneInfo:
         """The configured timezone, else the machine's ($TZ, then /etc/localtime), else UTC."""
@@ -138,7 +169,12 @@ class Config:
     def secret_names(self) -> list[str]:
         """The environment variables this config takes secrets from."""
         names = [m.api_key_env for m in (self.model, *self.fallback_providers)]
+        for platform in self.platforms.values():
+            names.extend(platform.token_names())
         return sorted({n for n in names if n})
+
+    def enabled_platforms(self) -> dict[str, PlatformConfig]:
+        return {name: p for name, p in self.platforms.items() if p.enabled}
 
 
 def resolve_zone(name: str | None) -> zoneinfo.ZoneInfo:

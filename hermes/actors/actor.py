@@ -71,6 +71,10 @@ class Actor:
     async def handle(self, msg: Any) -> Any:
         raise NotImplementedError(f"{self.kind} does not handle {type(msg).__name__}")
 
+    def detail(self) -> dict[str, Any]:
+        """What `hermes status` shows of this actor beyond its run state."""
+        return {}
+
     async def finish_in_flight(self) -> None:
         """Phase 2, after the kept messages are handled; bounded by the deadline."""
 
@@ -100,7 +104,13 @@ class Actor:
         depth = 0
         if self._recv is not None:
             depth = self._recv.statistics().current_buffer_used + len(self._pending)
-        return Snapshot(name=self.name, kind=self.kind, state=self.state, mailbox_depth=depth)
+        return Snapshot(
+            name=self.name,
+            kind=self.kind,
+            state=self.state,
+            mailbox_depth=depth,
+            detail=self.detail(),
+        )
 
     # -- the loop -------------------------------------------------------------
 

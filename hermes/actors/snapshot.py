@@ -25,6 +25,7 @@ class Snapshot:
     restarts: int = 0
     mailbox_depth: int = 0
     children: tuple[Snapshot, ...] = ()
+    detail: dict[str, Any] = attrs.field(factory=dict)  # what the node adds (an adapter's state)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -34,6 +35,7 @@ class Snapshot:
             "restarts": self.restarts,
             "mailbox_depth": self.mailbox_depth,
             "children": [c.to_dict() for c in self.children],
+            "detail": self.detail,
         }
 
     @classmethod
@@ -45,6 +47,7 @@ class Snapshot:
             restarts=data["restarts"],
             mailbox_depth=data["mailbox_depth"],
             children=tuple(cls.from_dict(c) for c in data["children"]),
+            detail=data.get("detail", {}),
         )
 
     def render(self, indent: int = 0) -> str:
@@ -54,4 +57,6 @@ class Snapshot:
             f"{pad}{self.name:<{max(1, 28 - len(pad))}} {self.kind:<14} {self.state:<9} "
             f"restarts={self.restarts} mailbox={self.mailbox_depth}"
         )
+        if self.detail:
+            line += " " + " ".join(f"{k}={v}" for k, v in self.detail.items() if v is not None)
         return "\n".join([line, *(c.render(indent + 1) for c in self.children)])

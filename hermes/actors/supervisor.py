@@ -61,12 +61,15 @@ class ChildSpec:
 
     `factory` builds a fresh child for every (re)start. `shutdown` is the
     child's own drain deadline in seconds, counted from when it is asked to stop.
+    `grace`: seconds it gets to stop even when the parent's drain deadline has
+    passed (adapters delivering the last answers of turns cut at that deadline).
     """
 
     name: str
     factory: Callable[[], Child]
     restart: Restart = Restart.PERMANENT
     shutdown: float = 5.0
+    grace: float = 0.0
 
 
 @attrs.define(eq=False)
@@ -348,7 +351,9 @@ class Supervisor:
         """Phase 1 for every child first, then stop them one by one in reverse order."""
         self.stop_intake()
         for slot in reversed(self._slots):
-            await self._stop(slot, min(deadline, trio.current_time() + slot.spec.shutdown))
+            now = trio.current_time()
+            await self._stop(slot, max(min(deadline, now + slot.spec.shutdown),
+                                       now + slot.spec.grace))  # fmt: skip
 
     # -- helpers --------------------------------------------------------------
 

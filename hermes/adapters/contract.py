@@ -9,6 +9,7 @@ of sessions, agents or authorization.
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable, Callable
 
 import attrs
 
@@ -28,6 +29,8 @@ class InboundEvent:
     (platform, event_id), so a retried or replayed event is recognised.
     `mentioned` says whether the bot was mentioned or replied to (the router
     applies require_mention in groups); `attachments` are local file paths.
+    `session_hint` is set only by an adapter that picks the session at its edge
+    (the local endpoint: the session its client names, or a new id).
     """
 
     platform: str
@@ -44,6 +47,16 @@ class InboundEvent:
     reply_to: str | None = None
     mentioned: bool = False
     attachments: tuple[str, ...] = ()
+    session_hint: str | None = None
+
+    def target(self) -> Target:
+        """Where an answer to this event goes."""
+        return Target(self.platform, self.chat_id, self.thread_id, self.scope_id)
+
+
+Admit = Callable[[InboundEvent], Awaitable[bool]]
+"""Hand an event to the gateway: True once it is committed to the journal, False for a
+duplicate. An adapter acknowledges the event to its platform only after this returns."""
 
 
 @attrs.frozen
@@ -94,3 +107,33 @@ class Permanent:
 
 
 SendResult = Sent | RetryAfter | Permanent
+
+
+@attrs.frozen
+class Send:
+    """Ask an adapter to send one chunk; it replies a SendResult."""
+
+    request: SendRequest
+
+
+@attrs.frozen
+class TurnEvent:
+    """A step of the turn answering inbound event `event_id`: text, tool_call,
+    tool_result, and one final step (done, interrupted, error, refused). Adapters that
+    show progress (the local endpoint streams it) take these; others ignore them. The
+    answer itself is sent as a SendRequest."""
+
+    event_id: str
+    target: Target
+    session_id: str | None
+    kind: str
+    text: str
+    tool: str | None = None
+    call_id: str | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.kind in FINAL_KINDS
+
+
+FINAL_KINDS = frozenset({"done", "interrupted", "error", "refused"})

@@ -1,18 +1,27 @@
-"""The local endpoint: JSON-RPC 2.0 over WebSocket on 127.0.0.1.
+"""The local endpoint: an adapter speaking JSON-RPC 2.0 over WebSocket on 127.0.0.1.
 
 Every connection presents the token from HERMES_HOME/serve.token in an
 `Authorization: Bearer` header; anything else is refused before the
 WebSocket opens. Malformed JSON, unknown methods and bad params get JSON-RPC
 errors and the connection lives on; a frame over 1 MiB is refused (the
-connection is closed with 1009). What the methods do is the gateway's
-business: this actor only speaks the protocol.
+connection is closed with 1009).
+
+`chat.send` is a chat message like any platform's: the endpoint picks the
+session at its edge (the one the client names, or a new id), admits the
+event, and streams the turn's steps back as `turn.event` notifications; the
+call's result is the final step. Steps of turns no call waits for (a turn
+resumed after a restart) and answers sent to a session go to every client
+that follows it. The other methods are handed to `methods`.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hmac
 import logging
+import math
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,10 +29,19 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
-from hermes.actors.actor import Actor
-from hermes.actors.address import Address
 from hermes.adapters import jsonrpc
-from hermes.adapters.jsonrpc import INTERNAL_ERROR, RpcError
+from hermes.adapters.base import AdapterStatus, PlatformAdapter
+from hermes.adapters.contract import (
+    Admit,
+    ChatType,
+    InboundEvent,
+    SendRequest,
+    SendResult,
+    Sent,
+    TurnEvent,
+)
+from hermes.adapters.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, RpcError
+from hermes.config import InputError, structure
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +66,6 @@ Handler = Callable[[Client, str, dict[str, Any]], Awaitable[Any]]
 
 
 @attrs.frozen
-class EndpointHandle:
-    """What the endpoint hands out when ready: its address and the port it bound."""
-
-    address: Address
-    port: int
-
-
-@attrs.frozen
 class Deliver:
     """Push a message to every client following `session_id`; replies the count reached."""
 
@@ -64,55 +74,135 @@ class Deliver:
     params: dict[str, Any]
 
 
-class LocalEndpoint(Actor):
+def _text(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
+    if value is not None and not value.strip():
+        raise ValueError(f"{attr.name}: must not be empty")
+
+
+@attrs.frozen
+class ChatSend:
+    """`chat.send`'s parameters."""
+
+    text: str = attrs.field(validator=_text)
+    session: str | None = attrs.field(default=None, validator=_text)
+
+
+ASKED_KEPT = 1024  # recent chat.send calls whose asker already saw the answer streamed
+
+
+class LocalEndpoint(PlatformAdapter):
+    platform = "local"
+    progress_deadline = math.inf  # a server: it is alive while it runs
+
     def __init__(
         self,
         host: str,
         port: int,
         token: str,
-        handler: Handler,
+        methods: Handler,
+        status: AdapterStatus,
+        admit: Admit,
         on_bound: Callable[[int], None] = lambda port: None,
         name: str = "local",
     ) -> None:
-        super().__init__(name)
+        super().__init__(name, status, admit)
         self.host = host
         self.port = port
         self.token = token
-        self.handler = handler
+        self.methods = methods
         self.on_bound = on_bound
         self.clients: set[Client] = set()
+        self.waiting: dict[str, trio.MemorySendChannel[TurnEvent]] = {}  # by event id
+        self.asked: collections.OrderedDict[str, Client] = collections.OrderedDict()
+        self._call_ended = trio.Event()
 
     async def on_start(self) -> None:
-        if isinstance(self.handler, contextlib.AbstractAsyncContextManager):
-            await self.exits.enter_async_context(self.handler)  # what the methods hold open
+        if isinstance(self.methods, contextlib.AbstractAsyncContextManager):
+            await self.exits.enter_async_context(self.methods)  # what the methods hold open
         server = await self.nursery.start(
             lambda task_status: serve_websocket(
-                self._connection, self.host, self.port, None,
+                self._client, self.host, self.port, None,
                 handler_nursery=self.nursery, max_message_size=MAX_FRAME, task_status=task_status,
             )
         )  # fmt: skip
         self.port = server.port
+        await super().on_start()
+        self.progress()
         self.on_bound(self.port)
 
-    def ready_handle(self) -> EndpointHandle:
-        return EndpointHandle(self.address, self.port)
+    async def finish_in_flight(self) -> None:
+        """Calls waiting on a turn get its final step (the router's flush sends it)."""
+        while self.waiting:
+            await self._call_ended.wait()
+            self._call_ended = trio.Event()
 
-    def stop_intake(self) -> None:
-        """Cron briefs reach clients until the endpoint itself is stopped, after the
-        scheduler and the gateway (its connections live until then too)."""
+    async def connect(self) -> None:
+        await trio.sleep_forever()  # the server runs in the actor's nursery
 
     async def handle(self, msg: Any) -> Any:
         if isinstance(msg, Deliver):
-            reached = 0
-            for client in list(self.clients):
-                if msg.session_id in client.sessions:
-                    try:
-                        await client.notify(msg.method, msg.params)
-                        reached += 1
-                    except ConnectionClosed:
-                        self.clients.discard(client)
-            return reached
-        raise TypeError(f"the local endpoint cannot handle {type(msg).__name__}")
+            return await self._publish(msg.session_id, msg.method, msg.params)
+        return await super().handle(msg)
+
+    async def _publish(
+        self, session_id: str, method: str, params: dict[str, Any], skip: Client | None = None
+    ) -> int:
+        """Notify every client following the session; how many it reached."""
+        reached = 0
+        for client in list(self.clients):
+            if session_id in client.sessions and client is not skip:
+                try:
+                    await client.notify(method, params)
+                    reached += 1
+                except ConnectionClosed:
+                    self.clients.discard(client)
+        return reached
+
+    async def show(self, event: TurnEvent) -> None:
+        waiting = self.waiting.get(event.event_id)
+        if waiting is not None:
+            waiting.send_nowait(event)  # unbounded: the call streams them in order
+            return
+        params = {"session": event.session_id or event.target.chat_id, **_step(event)}
+        await self._publish(event.target.chat_id, "turn.event", params)
+
+    async def send(self, request: SendRequest) -> SendResult:
+        """An answer to a session: its followers get it, except the client whose call
+        streamed it already."""
+        asker = self.asked.pop(request.reply_to, None) if request.reply_to else None
+        session = request.target.chat_id
+        params = {"session": session, "text": request.text, "reply_to": request.reply_to}
+        reached = await self._publish(session, "chat.message", params, skip=asker)
+        return Sent(f"{session}:{reached}")
+
+    async def _chat_send(self, client: Client, params: ChatSend) -> dict[str, Any]:
+        session = params.session or f"local_{secrets.token_hex(6)}"
+        event_id = secrets.token_hex(8)
+        event = InboundEvent(
+            "local", event_id, ChatType.DM, session, "local", params.text,
+            message_id=event_id, session_hint=session,
+        )  # fmt: skip
+        send, steps = trio.open_memory_channel[TurnEvent](math.inf)
+        self.waiting[event_id] = send
+        client.sessions.add(session)
+        self.asked[event_id] = client
+        while len(self.asked) > ASKED_KEPT:
+            self.asked.popitem(last=False)
+        try:
+            await self.admit(event)
+            async for step in steps:
+                if step.final:
+                    return self._result(session, step)
+                await client.notify("turn.event", {"session": step.session_id, **_step(step)})
+        finally:
+            del self.waiting[event_id]
+            self._call_ended.set()
+        raise AssertionError("unreachable: the steps end with a final one")
+
+    def _result(self, session: str, step: TurnEvent) -> dict[str, Any]:
+        if step.kind == "refused":  # the router took no turn (draining)
+            raise RpcError(SERVER_BUSY, step.text or "refused")
+        return {"session": step.session_id or session, "text": step.text, "status": step.kind}
 
     def _authorized(self, request: WebSocketRequest) -> bool:
         for key, value in request.headers:
@@ -121,7 +211,7 @@ class LocalEndpoint(Actor):
                 return hmac.compare_digest(given.encode(), self.token.encode())
         return False
 
-    async def _connection(self, request: WebSocketRequest) -> None:
+    async def _client(self, request: WebSocketRequest) -> None:
         if not self._authorized(request):
             await request.reject(403, body=b"a valid token from serve.token is required\n")
             return
@@ -147,9 +237,18 @@ class LocalEndpoint(Actor):
                 continue
             calls.start_soon(self._call, client, req)
 
+    async def _dispatch_call(self, client: Client, req: jsonrpc.Request) -> Any:
+        if req.method != "chat.send":
+            return await self.methods(client, req.method, req.params)
+        try:
+            params = structure(req.params, ChatSend)
+        except InputError as exc:
+            raise RpcError(INVALID_PARAMS, f"invalid params of chat.send: {exc}") from None
+        return await self._chat_send(client, params)
+
     async def _call(self, client: Client, req: jsonrpc.Request) -> None:
         try:
-            value = await self.handler(client, req.method, req.params)
+            value = await self._dispatch_call(client, req)
             reply = jsonrpc.result(req.id, value)
         except ConnectionClosed:
             return  # the client left while its call ran (a turn streaming): not an error
@@ -163,3 +262,8 @@ class LocalEndpoint(Actor):
                 await client.send(reply)
             except ConnectionClosed:
                 pass
+
+
+def _step(event: TurnEvent) -> dict[str, Any]:
+    return {"kind": event.kind, "text": event.text, "tool": event.tool or "",
+            "call_id": event.call_id or ""}  # fmt: skip

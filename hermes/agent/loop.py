@@ -121,15 +121,19 @@ class Agent:
         stream: bool = True,
         source: str = "local",
         conversation: Conversation | None = None,
+        resume: bool = False,
     ) -> TurnResult:
         """`conversation`: what the last turn's result kept, if the caller kept it;
         otherwise what the prompt needs is read from state.db (the latest compaction
-        and the messages after it)."""
+        and the messages after it). `resume`: answer `user_text` again after a restart
+        cut its turn; it is recorded already, so it is not recorded twice."""
         emit = on_event or (lambda event: None)
         db = ctx.db
         user_write: PendingWrite | None = None
         user_message = {"role": "user", "content": user_text}
-        if conversation is None:
+        if resume:
+            conversation = await self.load(ctx)
+        elif conversation is None:
             history, user_id = await db.write(begin_turn, ctx.session_id, source, user_text)
             conversation = Conversation.from_history(history)
             conversation.add(user_message, user_id)

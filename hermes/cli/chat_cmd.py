@@ -35,15 +35,25 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
     return endpoint_url(home, config, args.port), token
 
 
-def _show(note: dict) -> None:
-    params = note.get("params", {})
-    if note.get("method") == "turn.event":
-        if params["kind"] == "text":
-            print(params["text"], end="", flush=True)
-        elif params["kind"] == "tool_call":
-            print(f"\n[{params['tool']} {params['text']}]", flush=True)
-    elif note.get("method") == "cron.brief":
-        print(f"\n[cron] {params['text']}", flush=True)
+class _Shown:
+    """Prints what the endpoint pushes; remembers whether the reply's text streamed."""
+
+    def __init__(self) -> None:
+        self.streamed = False
+
+    def __call__(self, note: dict) -> None:
+        params = note.get("params", {})
+        method = note.get("method")
+        if method == "turn.event":
+            if params["kind"] == "text":
+                self.streamed = True
+                print(params["text"], end="", flush=True)
+            elif params["kind"] == "tool_call":
+                print(f"\n[{params['tool']} {params['text']}]", flush=True)
+        elif method == "cron.brief":
+            print(f"\n[cron] {params['text']}", flush=True)
+        elif method == "chat.message":
+            print(f"\n{params['text']}", flush=True)
 
 
 async def _chat(url: str, token: str, args: argparse.Namespace) -> int:
@@ -62,15 +72,16 @@ async def _chat(url: str, token: str, args: argparse.Namespace) -> int:
                     return exit_codes.OK
             if not text.strip():
                 continue
-            result = await rpc.call("chat.send", {"text": text, "session": session}, _show)
-            session = result.get("session", session)
-            failed = "text" in result and result.get("status") != "done"
+            shown = _Shown()
+            result = await rpc.call("chat.send", {"text": text, "session": session}, shown)
+            session = result["session"]
+            failed = result["status"] != "done"
             if failed:
                 print(f"\n[{result['status']}] {result['text']}", file=sys.stderr)
-            elif "text" in result:
+            elif shown.streamed:
                 print()
-            else:
-                print(result)
+            else:  # a command's answer, or a reply that did not stream
+                print(result["text"])
             if lines is None:
                 print(f"(session {session})", file=sys.stderr)
             elif failed:  # one shot: the exit status says the turn did not finish

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 
 import apsw
@@ -93,14 +94,17 @@ def admitted(conn: apsw.Connection) -> list[InboundEvent]:
     return [_event(r) for r in rows]
 
 
-def owner_gone(owner: str) -> bool:
-    """Whether the serve that started a turn is gone: owners are `host:pid:nonce`, and
-    only a process of this host can be known to be dead (a live second serve's turns
-    are its own to finish)."""
+def owner_gone(owner: str, me: str) -> bool:
+    """Whether the router that started a turn is gone: owners are `host:pid:nonce`, one
+    nonce per router incarnation. Only a router of this host can be known to be gone:
+    an earlier incarnation in this process, or a process that is dead (a live second
+    serve's turns are its own to finish)."""
     host, _, rest = owner.partition(":")
     pid = rest.partition(":")[0]
     if host != socket.gethostname() or not pid.isdigit():
         return False
+    if owner != me and owner.rpartition(":")[0] == me.rpartition(":")[0]:
+        return True  # this process, an earlier router
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -123,7 +127,7 @@ def claim_interrupted(
     ).fetchall()
     taken = []
     for *row, started_by in rows:
-        if started_by == owner or not owner_gone(started_by or ""):
+        if started_by == owner or not owner_gone(started_by or "", owner):
             continue
         event = _event(tuple(row))
         conn.execute(
@@ -134,6 +138,11 @@ def claim_interrupted(
         if conn.changes() == 1:
             taken.append(event)
     return taken
+
+
+def new_owner() -> str:
+    """A router incarnation's name in the journal."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 def prune(conn: apsw.Connection, before: float) -> int:

@@ -123,9 +123,15 @@ def _is_approved(conn: apsw.Connection, platform: str, user_id: str) -> bool:
 
 
 def request_code(
-    conn: apsw.Connection, platform: str, user_id: str, user_name: str | None, now: float
+    conn: apsw.Connection,
+    platform: str,
+    user_id: str,
+    user_name: str | None,
+    now: float,
+    chat_id: str | None = None,
 ) -> PairingOffer:
-    """A new pairing code for a user, or what to tell them if they need none.
+    """A new pairing code for a user, or what to tell them if they need none. `chat_id`
+    is their DM, where they are told once they are approved.
 
     Raises PairingRefused when the platform has MAX_PENDING requests pending.
     """
@@ -149,9 +155,9 @@ def request_code(
     code = new_code()
     conn.execute(
         "INSERT INTO pairing_requests (platform, user_id, user_name, code_hash, code_hint,"
-        " created_at, expires_at) VALUES (?,?,?,?,?,?,?)",
+        " created_at, expires_at, chat_id) VALUES (?,?,?,?,?,?,?,?)",
         (platform, user_id, user_name, code_hash(platform, code), code[:HINT_LENGTH], now,
-         now + CODE_TTL),
+         now + CODE_TTL, chat_id),
     )  # fmt: skip
     return PairingOffer(platform, user_id, code, now + CODE_TTL)
 
@@ -191,7 +197,7 @@ def attempt_approval(
     if until is not None:
         return PairingLocked(platform, until)
     row = conn.execute(
-        "SELECT user_id, user_name FROM pairing_requests"
+        "SELECT user_id, user_name, chat_id FROM pairing_requests"
         " WHERE platform = ? AND code_hash = ? AND expires_at > ?",
         (platform, code_hash(platform, _normalise(code)), now),
     ).fetchone()
@@ -201,15 +207,15 @@ def attempt_approval(
             f"no pending request with that code on {platform} (wrong, expired or already"
             " used; `hermes pairing list` shows the pending ones)"
         )
-    user_id, user_name = row
+    user_id, user_name, chat_id = row
     has_owner = conn.execute(
         "SELECT 1 FROM pairing_approved WHERE platform = ? AND owner = 1", (platform,)
     ).fetchone()
     owner = has_owner is None
     conn.execute(
         "INSERT INTO pairing_approved (platform, user_id, user_name, approved_at, approved_by,"
-        " owner) VALUES (?,?,?,?,?,?)",
-        (platform, user_id, user_name, now, approved_by, int(owner)),
+        " owner, chat_id) VALUES (?,?,?,?,?,?,?)",
+        (platform, user_id, user_name, now, approved_by, int(owner), chat_id),
     )
     conn.execute(
         "DELETE FROM pairing_requests WHERE platform = ? AND user_id = ?", (platform, user_id)
@@ -246,6 +252,36 @@ def owners(conn: apsw.Connection, platform: str) -> frozenset[str]:
         "SELECT user_id FROM pairing_approved WHERE platform = ? AND owner = 1", (platform,)
     )
     return frozenset(r[0] for r in rows)
+
+
+@attrs.frozen
+class Welcome:
+    """An approved user not yet told they are in: where to tell them."""
+
+    platform: str
+    user_id: str
+    chat_id: str
+    owner: bool
+
+    def message(self) -> str:
+        extra = " You are the owner: /sethome makes a chat my home channel." if self.owner else ""
+        return f"You are approved: write your message and I will answer.{extra}"
+
+
+def to_welcome(conn: apsw.Connection) -> list[Welcome]:
+    """Approvals whose user has not been told yet (the CLI approves; serve tells)."""
+    rows = conn.execute(
+        "SELECT platform, user_id, chat_id, owner FROM pairing_approved"
+        " WHERE notified_at IS NULL AND chat_id IS NOT NULL ORDER BY approved_at"
+    )
+    return [Welcome(p, u, c, bool(o)) for p, u, c, o in rows]
+
+
+def welcomed(conn: apsw.Connection, platform: str, user_id: str, now: float) -> None:
+    conn.execute(
+        "UPDATE pairing_approved SET notified_at = ? WHERE platform = ? AND user_id = ?",
+        (now, platform, user_id),
+    )
 
 
 def pending(conn: apsw.Connection, now: float) -> list[PendingRequest]:

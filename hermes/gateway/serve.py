@@ -10,15 +10,16 @@ import contextlib
 import errno
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import trio
 
 from hermes.actors.errors import ChildStartError
 from hermes.actors.supervisor import Supervisor
+from hermes.adapters.base import AdapterFactory
 from hermes.config import Config
 from hermes.gateway.pidfile import hold_pid_file
-from hermes.gateway.tree import build_root
+from hermes.gateway.tree import BUILT_IN, build_root
 from hermes.home import HermesHome
 from hermes.state.errors import StateError
 from hermes.terminal.leftovers import kill_leftovers, mark_trees
@@ -86,12 +87,17 @@ def _start_failure(exc: BaseException | None, kind: type[BaseException]) -> Base
 
 
 def run_serve(
-    home: HermesHome, config: Config, on_ready: Callable[[int], None], lock: bool = True
+    home: HermesHome,
+    config: Config,
+    on_ready: Callable[[int], None],
+    lock: bool = True,
+    platforms: Mapping[str, AdapterFactory] = BUILT_IN,
 ) -> None:
     """Hold the pid file for the life of the tree; AlreadyRunning if another serve has it.
 
     `lock=False` skips the one-serve-per-home lock (for a second serve on purpose:
     cron stays exactly-once through its leases, and state.db through SQLite's locks).
+    `platforms`: the chat platforms' adapters by name (tests add their fake's).
     """
     home.ensure()
     become_subreaper()  # process trees that double-fork away stay ours to kill and reap
@@ -103,7 +109,7 @@ def run_serve(
             nonlocal port
             port = actual
 
-        root = build_root(home, config, bound)
+        root = build_root(home, config, bound, platforms)
 
         def ready() -> None:
             on_ready(port)

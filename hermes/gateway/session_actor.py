@@ -21,10 +21,12 @@ IDLE_TIMEOUT = 600.0
 
 @attrs.frozen
 class Turn:
-    """Run `text` as a turn; its events go to `events` (closed when the turn ends)."""
+    """Run `text` as a turn; its events go to `events` (closed when the turn ends).
+    `resume`: answer it again after a restart cut it (it is recorded already)."""
 
     text: str
     events: trio.MemorySendChannel[dict[str, Any]]
+    resume: bool = False
 
 
 @attrs.frozen
@@ -135,7 +137,7 @@ class SessionActor(Actor):
                     else:
                         result = await self.agent.run_turn(
                             self.ctx, turn.text, lambda e: send(_event(e)), source=self.source,
-                            conversation=conversation,
+                            conversation=conversation, resume=turn.resume,
                         )  # fmt: skip
                         self.conversation = result.conversation
                 except Exception as exc:

@@ -3,27 +3,38 @@
 rest_for_one: a child that crashes restarts everything started after it,
 which is everything that was given its address. So each factory passes the
 current handles of earlier children, explicitly and typed, when it builds
-its child; only the endpoint's methods look later children up at call time.
+its child. Adapters start before the router and hand it events through the
+journal, so they look the router up at call time (and the router takes from
+the journal what arrived while it was down).
 """
 
 from __future__ import annotations
 
+import math
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from hermes.actors.address import Address
-from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
-from hermes.adapters.local_ws import EndpointHandle, LocalEndpoint
+from hermes.actors.backoff import Backoff
+from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
+from hermes.adapters.base import AdapterFactory, AdapterStatus
+from hermes.adapters.local_ws import LocalEndpoint
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.providers import build_agent
-from hermes.config import Config, Secrets
+from hermes.config import Config, ConfigError, Secrets
 from hermes.cron.scheduler import Scheduler
-from hermes.gateway.gateway import Gateway, SessionServices
+from hermes.delivery.replies import DirectReplies
+from hermes.gateway.admission import Admission
+from hermes.gateway.journal import new_owner
 from hermes.gateway.local_delivery import LocalDeliverer
-from hermes.gateway.rpc import Methods
+from hermes.gateway.local_methods import Methods
+from hermes.gateway.router import Router, SessionServices
 from hermes.home import HermesHome, write_secret_file
 from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
+
+BUILT_IN: dict[str, AdapterFactory] = {}  # chat platforms by name; the local endpoint is always on
+ADAPTER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
 
 
 def serve_token(home: HermesHome) -> str:
@@ -38,24 +49,65 @@ def serve_token(home: HermesHome) -> str:
     return token
 
 
-def build_root(home: HermesHome, config: Config, on_bound: Callable[[int], None]) -> Supervisor:
+def check_platforms(
+    config: Config, secrets_: Secrets, known: Mapping[str, AdapterFactory], env_path: object
+) -> None:
+    """Every enabled platform has an adapter and its token variables are set; else a
+    ConfigError naming the platform and the variable, before anything starts."""
+    for name, platform in config.enabled_platforms().items():
+        if name not in known:
+            have = ", ".join(sorted(known)) or "none yet"
+            raise ConfigError(f"platforms.{name}: hermes has no adapter for {name!r} ({have})")
+        if not platform.token_env:
+            raise ConfigError(f"platforms.{name}.token_env: name the variable holding its token")
+        for variable in platform.token_names():
+            if not secrets_.get(variable):
+                raise ConfigError(
+                    f"platforms.{name}: the token variable {variable} is not set"
+                    f" (set it in the environment or in {env_path})"
+                )
+
+
+def build_root(
+    home: HermesHome,
+    config: Config,
+    on_bound: Callable[[int], None],
+    platforms: Mapping[str, AdapterFactory] = BUILT_IN,
+) -> Supervisor:
     """The serve tree, children in start order (they stop in reverse).
 
     The state registry holds HERMES_HOME/state.db open from the start and,
-    being first, stops last; the gateway, last, stops first: its turns finish
-    while all else still runs. `on_bound(port)` is told the endpoint's port
-    each time it binds.
+    being first, stops last; the gateway (the router), last, stops first: its
+    turns finish while all else still runs, adapters included. `on_bound(port)`
+    is told the endpoint's port each time it binds.
     """
-    agent = build_agent(config, Secrets.load(home.env_path))
+    secrets_ = Secrets.load(home.env_path)
+    check_platforms(config, secrets_, platforms, home.env_path)
+    agent = build_agent(config, secrets_)
     token = serve_token(home)
     tz = config.zone()
+    statuses = {name: AdapterStatus() for name in ("local", *config.enabled_platforms())}
 
     def registry() -> Registry:
         return root.handle_of("state", Registry)
 
+    def router() -> Address | None:
+        try:
+            return root.handle_of("gateway", Address)
+        except (KeyError, TypeError):  # not started yet
+            return None
+
+    def adapter_of(platform: str) -> Address | None:
+        try:
+            return root.handle_of("adapters", Supervisor).handle_of(platform, Address)
+        except (KeyError, TypeError):
+            return None
+
+    def admission() -> Admission:
+        return Admission(registry(), home.state_db, router)
+
     def deliverer() -> LocalDeliverer:
-        endpoint = root.handle_of("local", EndpointHandle).address
-        return LocalDeliverer(endpoint, registry(), home.state_db)
+        return LocalDeliverer(adapter_of("local"), registry(), home.state_db)
 
     def endpoint() -> LocalEndpoint:
         local = config.gateway.local
@@ -65,21 +117,38 @@ def build_root(home: HermesHome, config: Config, on_bound: Callable[[int], None]
             write_secret_file(home.root / "serve.port", f"{port}\n")  # where clients look
             on_bound(port)
 
-        return LocalEndpoint(local.host, local.port, token, methods, bound)
+        return LocalEndpoint(local.host, local.port, token, methods, statuses["local"],
+                             admission(), bound)  # fmt: skip
+
+    def platform_spec(name: str, factory: AdapterFactory) -> ChildSpec:
+        settings = config.platforms[name]
+        return ChildSpec(
+            name,
+            lambda: factory(name, settings, secrets_, statuses[name], admission()),
+            restart=Restart.TRANSIENT,  # a fatal error ends it normally: not restarted
+            shutdown=5.0,
+        )
+
+    def adapters() -> Supervisor:
+        children = [ChildSpec("local", endpoint, shutdown=5.0)]
+        children += [platform_spec(n, platforms[n]) for n in config.enabled_platforms()]
+        # One platform's outage never stops the others, nor the serve: no give-up.
+        return Supervisor("adapters", children, strategy=Strategy.ONE_FOR_ONE,
+                          max_restarts=math.inf, period=600.0, backoff=ADAPTER_BACKOFF)  # fmt: skip
 
     def scheduler() -> Scheduler:
         ctx = cron_fire_context(agent, registry(), home, tz, config.cron, deliverer())
         return Scheduler(registry(), home.state_db, ctx, tz)
 
-    def gateway() -> Gateway:
+    def gateway() -> Router:
         services = SessionServices(
             background=root.handle_of("terminal", Address),
             scheduler=root.handle_of("scheduler", Address),
             deliverer=deliverer(),
             tz=tz,
         )
-        return Gateway(registry(), home.state_db, home.root, home.memories, agent,
-                       config.gateway, services)  # fmt: skip
+        return Router(registry(), home.state_db, home.root, home.memories, agent, config,
+                      DirectReplies(adapter_of), new_owner(), services)  # fmt: skip
 
     drain = config.gateway.drain_timeout
     root = Supervisor(
@@ -87,7 +156,7 @@ def build_root(home: HermesHome, config: Config, on_bound: Callable[[int], None]
         [
             ChildSpec("state", lambda: Registry(keep_open=[home.state_db]), shutdown=30.0),
             ChildSpec("terminal", BackgroundProcesses, shutdown=10.0),
-            ChildSpec("local", endpoint, shutdown=5.0),
+            ChildSpec("adapters", adapters, shutdown=10.0, grace=3.0),
             ChildSpec("scheduler", scheduler, shutdown=drain),
             ChildSpec("gateway", gateway, shutdown=drain),
         ],

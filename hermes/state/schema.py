@@ -274,6 +274,27 @@ def _step_7_inbound_journal(conn: apsw.Connection) -> None:
     )
 
 
+def _step_8_gateway(conn: apsw.Connection) -> None:
+    """What the router needs: the session an edge picked for an event, where an approved
+    user is told they are in (and whether they were), and each platform's home channel."""
+    conn.execute("ALTER TABLE inbound_journal ADD COLUMN session_hint TEXT")
+    conn.execute("ALTER TABLE pairing_requests ADD COLUMN chat_id TEXT")
+    conn.execute("ALTER TABLE pairing_approved ADD COLUMN chat_id TEXT")
+    conn.execute("ALTER TABLE pairing_approved ADD COLUMN notified_at REAL")
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS home_channels (
+            platform TEXT PRIMARY KEY,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            scope_id TEXT,
+            set_by TEXT NOT NULL,
+            set_at REAL NOT NULL
+        )
+        """
+    )
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_base,
@@ -283,6 +304,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_5_compactions,
     _step_6_pairing,
     _step_7_inbound_journal,
+    _step_8_gateway,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

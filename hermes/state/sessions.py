@@ -68,6 +68,16 @@ def ensure_session(conn: apsw.Connection, new: NewSession) -> SessionRow:
     return get_session(conn, new.id)
 
 
+def current_session(conn: apsw.Connection, session_key: str) -> str | None:
+    """The live session of a key (the newest not ended), if it has one."""
+    row = conn.execute(
+        "SELECT id FROM sessions WHERE session_key = ? AND ended_at IS NULL"
+        " ORDER BY started_at DESC LIMIT 1",
+        (session_key,),
+    ).fetchone()
+    return row[0] if row else None
+
+
 def get_session(conn: apsw.Connection, session_id: str) -> SessionRow | None:
     row = conn.execute(f"{SESSION_SELECT} WHERE id = ?", (session_id,)).fetchone()
     return SessionRow(*row) if row else None

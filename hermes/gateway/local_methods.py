@@ -1,9 +1,12 @@
-"""The local endpoint's methods: chat with streamed turn events, sessions, cron, status."""
+"""The local endpoint's methods other than chat: sessions, cron, status.
+
+Plain functions of the layers below and the scheduler's address; chat itself
+goes through the endpoint's admission like any platform's message.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +14,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import attrs
-import trio
 
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
@@ -25,7 +27,7 @@ from hermes.cron.jobs import Origin
 from hermes.cron.schedule import ScheduleError, parse_schedule
 from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow
 from hermes.cron.store import JobError, NewJob, cancel_job, create_job, list_jobs
-from hermes.gateway.gateway import DRAIN_NOTICE, Chat, Draining
+from hermes.gateway.router import DRAIN_NOTICE
 from hermes.state.db import Db
 from hermes.state.errors import SearchQueryError, StateError
 from hermes.state.messages import messages_of
@@ -47,12 +49,6 @@ def _limit(_inst: Any, attr: attrs.Attribute, value: int) -> None:
 
 
 MAX_LIMIT = 1000
-
-
-@attrs.frozen
-class ChatSend:
-    text: str = attrs.field(validator=_text)
-    session: str | None = attrs.field(default=None, validator=_text)
 
 
 @attrs.frozen
@@ -104,7 +100,6 @@ class NoParams:
 
 
 PARAMS: dict[str, type] = {
-    "chat.send": ChatSend,
     "sessions.list": SessionsList,
     "sessions.show": SessionsShow,
     "sessions.search": SessionsSearch,
@@ -118,8 +113,8 @@ PARAMS: dict[str, type] = {
 
 class Methods:
     """Bound to the serve tree. The endpoint holds them open (`async with`: their
-    state.db handle); the scheduler and gateway start after the endpoint and may
-    restart without it, so their addresses are looked up at call time."""
+    state.db handle); the scheduler starts after the endpoint and may restart
+    without it, so its address is looked up at call time."""
 
     def __init__(self, root: Supervisor, registry: Registry, state_db: Path, tz: ZoneInfo) -> None:
         self.root = root
@@ -148,8 +143,6 @@ class Methods:
         handler: Callable = getattr(self, "m_" + method.replace(".", "_"))
         try:
             return await handler(client, args)
-        except Draining as exc:
-            raise RpcError(SERVER_BUSY, str(exc)) from None
         except ActorStopped as exc:  # the gateway stops first in a drain; else it restarts
             why = DRAIN_NOTICE if self.root.state is RunState.DRAINING else str(exc)
             raise RpcError(SERVER_BUSY, why) from None
@@ -157,46 +150,6 @@ class Methods:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         except StateError as exc:
             raise RpcError(SERVER_BUSY, str(exc)) from None
-
-    async def m_chat_send(self, client: Client, params: ChatSend) -> Any:
-        text, session = params.text, params.session
-        send, events = trio.open_memory_channel[dict[str, Any]](math.inf)  # the turn's events
-        with events:
-            # Submitted, not awaited: the gateway answers (the session id) before the
-            # turn's first event exists, so waiting on the events waits for both.
-            try:
-                answer = await self._address("gateway").submit(Chat(session, text, send))
-            except BaseException:
-                send.close()
-                raise
-            try:
-                first = await _next_event(events)
-                reply = await answer.wait()
-            finally:
-                answer.abandon()
-            if isinstance(reply, dict):  # /new or /stop
-                return reply
-            session_id = reply
-            client.sessions.add(session_id)
-            return await self._stream(client, session_id, first, events)
-
-    async def _stream(
-        self,
-        client: Client,
-        session_id: str,
-        event: dict[str, Any] | None,
-        events: trio.MemoryReceiveChannel[dict[str, Any]],
-    ) -> dict[str, Any]:
-        """Send the turn's events to the client as they come; the turn's outcome."""
-        final, status = "", "done"
-        while event is not None:
-            await client.notify("turn.event", {"session": session_id, **event})
-            if event["kind"] == "done":
-                final = event["text"]
-            elif event["kind"] in ("interrupted", "error"):
-                status, final = event["kind"], event["text"]
-            event = await _next_event(events)
-        return {"session": session_id, "text": final, "status": status}
 
     async def m_sessions_list(self, client: Client, params: SessionsList) -> Any:
         db = self._db
@@ -246,18 +199,3 @@ class Methods:
 
     async def m_status(self, client: Client, params: NoParams) -> Any:
         return self.root.snapshot().to_dict()
-
-
-async def _next_event(events: trio.MemoryReceiveChannel[dict[str, Any]]) -> dict[str, Any] | None:
-    """The turn's next event, None at its end; one already waiting is taken
-    without a schedule point (the text and done of a quick turn arrive together)."""
-    try:
-        return events.receive_nowait()
-    except trio.WouldBlock:
-        pass
-    except trio.EndOfChannel:
-        return None
-    try:
-        return await events.receive()
-    except trio.EndOfChannel:
-        return None

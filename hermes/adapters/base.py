@@ -1,0 +1,202 @@
+"""The adapter base: one platform connection, alive only while it makes progress.
+
+A subclass implements `connect()` (speak the wire protocol: receive, `admit`,
+acknowledge, and call `progress()` whenever the platform shows it is alive)
+and `send()`. The base runs the connection under its own cancel scope with a
+watchdog: no progress within `progress_deadline` seconds cancels it and the
+actor crashes, so its supervisor restarts it with jittered backoff. Raising
+`AdapterFatal` (a bad token, a disabled app) ends the actor normally instead:
+under a TRANSIENT child spec it is not restarted, and its status says why.
+
+The status outlives each incarnation (the tree makes one per platform and
+hands it to every restart), so `hermes status` shows restarts, backoff and a
+fatal reason across them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from hermes.actors.actor import Actor
+from hermes.adapters.contract import (
+    Admit,
+    InboundEvent,
+    Send,
+    SendRequest,
+    SendResult,
+    TurnEvent,
+)
+from hermes.config import PlatformConfig, Secrets
+
+log = logging.getLogger(__name__)
+
+CONNECTING, LIVE, BACKING_OFF, FATAL, STOPPED = (
+    "connecting",
+    "live",
+    "backing off",
+    "fatal",
+    "stopped",
+)
+
+
+class AdapterFatal(Exception):
+    """The platform refused us for good (bad token, disabled app): no more restarts."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ProgressLost(Exception):
+    """No progress within the deadline: the connection is presumed dead."""
+
+
+class ConnectionEnded(Exception):
+    """The platform closed the connection; the supervisor connects again."""
+
+
+@attrs.define
+class AdapterStatus:
+    """One platform's connection state, kept across the adapter's restarts."""
+
+    state: str = CONNECTING
+    reason: str | None = None
+    last_progress: float | None = None  # trio time
+
+    def detail(self) -> dict[str, Any]:
+        age = None
+        if self.last_progress is not None:
+            age = round(trio.current_time() - self.last_progress, 1)
+        return {"adapter": self.state, "reason": self.reason, "progress_age": age}
+
+
+class PlatformAdapter(Actor):
+    """Subclass per platform; set `platform` and `progress_deadline`."""
+
+    platform: str = "?"
+    progress_deadline: float = 90.0
+
+    def __init__(self, name: str, status: AdapterStatus, admit: Admit) -> None:
+        super().__init__(name)
+        self.status = status
+        self._admit = admit
+        self._last = 0.0
+
+    # -- for subclasses -------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Run the connection until it fails; call `progress()` as the platform answers."""
+        raise NotImplementedError
+
+    async def send(self, request: SendRequest) -> SendResult:
+        raise NotImplementedError
+
+    async def show(self, event: TurnEvent) -> None:
+        """A step of a turn in progress; most platforms show nothing."""
+
+    async def admit(self, event: InboundEvent) -> bool:
+        """Hand the event to the gateway; acknowledge it to the platform only after this
+        returns (False: a duplicate, acknowledge it too). Shielded: once the journal has
+        it, the router must hear of it, even if the connection is being cancelled; the
+        time it takes is the gateway's, not the platform's, so it never counts against
+        the progress deadline."""
+        with trio.CancelScope(shield=True):
+            new = await self._admit(event)
+        self._last = max(self._last, trio.current_time())
+        return new
+
+    def progress(self) -> None:
+        """The platform answered: the connection is alive."""
+        self._last = trio.current_time()
+        self.status.last_progress = self._last
+        if self.status.state != LIVE:
+            self.status.state, self.status.reason = LIVE, None
+
+    # -- the base -------------------------------------------------------------
+
+    def detail(self) -> dict[str, Any]:
+        return self.status.detail()
+
+    async def flush(self) -> None:
+        if self.status.state in (CONNECTING, LIVE):  # not a crash: keep what that said
+            self.status.state, self.status.reason = STOPPED, None
+
+    def stop_intake(self) -> None:
+        """Keep the connection through the drain: events still arrive and are admitted
+        (the router answers them with the drain notice, or after the restart)."""
+
+    async def on_start(self) -> None:
+        if isinstance(self._admit, contextlib.AbstractAsyncContextManager):
+            await self.exits.enter_async_context(self._admit)  # what admission holds open
+        if self.status.state != FATAL:
+            self.status.state, self.status.reason = CONNECTING, None
+        self._last = trio.current_time()
+        self.nursery.start_soon(self._connection)
+
+    async def handle(self, msg: Any) -> Any:
+        if isinstance(msg, Send):
+            return await self.send(msg.request)
+        if isinstance(msg, TurnEvent):
+            return await self.show(msg)
+        raise TypeError(f"{self.name} cannot handle {type(msg).__name__}")
+
+    async def _connection(self) -> None:
+        watch = trio.CancelScope()
+        with trio.CancelScope() as connection:
+            self.nursery.start_soon(self._watch, connection, watch)
+            try:
+                await self.connect()
+                raise ConnectionEnded(f"{self.platform}: the platform closed the connection")
+            except Exception as exc:
+                fatal = _fatal_in(exc)
+                if fatal is None:
+                    self.status.state, self.status.reason = BACKING_OFF, _describe(exc)
+                    raise
+                log.error("%s: %s; not restarting", self.name, fatal.reason)
+                self.status.state, self.status.reason = FATAL, fatal.reason
+                self.stop()
+                return
+            finally:
+                watch.cancel()
+        why = f"no progress for {self.progress_deadline:g} s"
+        self.status.state, self.status.reason = BACKING_OFF, why
+        raise ProgressLost(f"{self.name}: {why}")
+
+    async def _watch(self, connection: trio.CancelScope, watch: trio.CancelScope) -> None:
+        """Cancel the connection when no progress came within the deadline."""
+        with watch:
+            deadline = self._last + self.progress_deadline
+            while deadline > trio.current_time():
+                await trio.sleep_until(deadline)
+                deadline = self._last + self.progress_deadline  # moved on by progress
+            connection.cancel()
+
+
+AdapterFactory = Callable[[str, PlatformConfig, Secrets, AdapterStatus, Admit], PlatformAdapter]
+"""Builds one incarnation of a platform's adapter: (platform name, its config, the
+secrets its token variables name, the status kept across restarts, admission)."""
+
+
+def _fatal_in(exc: BaseException) -> AdapterFatal | None:
+    """The AdapterFatal that ended a connection, also from inside an exception group
+    (a connection that runs tasks of its own)."""
+    if isinstance(exc, AdapterFatal):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _fatal_in(inner)) is not None:
+                return found
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,51 @@
+"""Home channels: one per platform, where cron briefs and notices go when no chat is named.
+
+Set from a chat with /sethome (by an owner) or in config.yaml (`platforms.<name>.
+home_channel`, as `chat[:thread]`); one set by /sethome wins, and is kept in
+state.db with who set it and when.
+"""
+
+from __future__ import annotations
+
+import apsw
+import attrs
+
+from hermes.adapters.contract import Target
+from hermes.config import Config
+
+
+@attrs.frozen
+class HomeChannel:
+    target: Target
+    set_by: str  # "config", or the platform user who sent /sethome
+    set_at: float | None
+
+
+def set_home(conn: apsw.Connection, target: Target, set_by: str, now: float) -> None:
+    conn.execute(
+        "INSERT INTO home_channels (platform, chat_id, thread_id, scope_id, set_by, set_at)"
+        " VALUES (?,?,?,?,?,?) ON CONFLICT (platform) DO UPDATE SET chat_id = excluded.chat_id,"
+        " thread_id = excluded.thread_id, scope_id = excluded.scope_id,"
+        " set_by = excluded.set_by, set_at = excluded.set_at",
+        (target.platform, target.chat_id, target.thread_id, target.scope_id, set_by, now),
+    )
+
+
+def _configured(config: Config) -> dict[str, HomeChannel]:
+    homes = {}
+    for platform, settings in config.platforms.items():
+        if settings.home_channel:
+            chat, _, thread = settings.home_channel.partition(":")
+            homes[platform] = HomeChannel(Target(platform, chat, thread or None), "config", None)
+    return homes
+
+
+def home_channels(conn: apsw.Connection, config: Config) -> dict[str, HomeChannel]:
+    """Every platform's home channel by platform name: state.db's, else config's."""
+    homes = _configured(config)
+    rows = conn.execute(
+        "SELECT platform, chat_id, thread_id, scope_id, set_by, set_at FROM home_channels"
+    )
+    for platform, chat, thread, scope, by, at in rows:
+        homes[platform] = HomeChannel(Target(platform, chat, thread, scope), by, at)
+    return dict(sorted(homes.items()))

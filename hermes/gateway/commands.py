@@ -1,0 +1,135 @@
+"""Commands the router answers itself, without the agent, on every platform.
+
+`/compress` and `/usage` are not here: they need the session's conversation,
+so the session actor answers them as turns (queued, never interrupting).
+Unknown `/words` go to the agent as text.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import attrs
+
+from hermes.adapters.contract import InboundEvent
+from hermes.delivery.channels import set_home
+from hermes.gateway.pairing import owners
+from hermes.state.errors import SessionNotFound
+from hermes.state.sessions import end_session
+
+if TYPE_CHECKING:
+    from hermes.gateway.router import Router
+
+HELP = """\
+/new      start a new session here
+/stop     stop the running turn
+/status   this session: id, model, running or idle
+/whoami   who you are to me
+/sethome  make this chat the home channel (owners)
+/model    the model that answers
+/compress summarize older turns now
+/usage    how full the context is
+/help     this list"""
+
+
+@attrs.frozen
+class CommandContext:
+    router: Router
+    event: InboundEvent
+    session_id: str
+
+
+@attrs.frozen
+class CommandReply:
+    text: str
+    session_id: str | None  # the session the user is in afterwards
+
+
+async def _new(c: CommandContext) -> CommandReply:
+    await c.router.interrupt(c.session_id)
+    try:
+        await c.router.db.write(end_session, c.session_id, "new session")
+    except SessionNotFound:
+        pass  # it never had a turn
+    new = c.router.start_new(c.event)
+    return CommandReply(f"Started a new session ({new}).", new)
+
+
+async def _stop(c: CommandContext) -> CommandReply:
+    stopped = await c.router.interrupt(c.session_id)
+    return CommandReply("Stopped the running turn." if stopped else "Nothing is running.",
+                        c.session_id)  # fmt: skip
+
+
+def _model(c: CommandContext) -> str:
+    first, *rest = c.router.agent.chain.providers
+    line = f"{first.name}/{first.model}"
+    if rest:
+        line += " (then " + ", ".join(f"{p.name}/{p.model}" for p in rest) + ")"
+    return line
+
+
+async def _status(c: CommandContext) -> CommandReply:
+    actor = c.router.session_actor(c.session_id)
+    running = actor is not None and actor.current is not None
+    waiting = len(actor.queue) if actor is not None else 0
+    text = (
+        f"session {c.session_id} · model {_model(c)} · {'running' if running else 'idle'}"
+        f" · {waiting} waiting"
+    )
+    return CommandReply(text, c.session_id)
+
+
+async def is_owner(router: Router, event: InboundEvent) -> bool:
+    """Owners: the local endpoint's user, the one config names, else the first approved."""
+    if event.platform == "local":
+        return True
+    configured = router.config.platforms.get(event.platform)
+    if configured is not None and configured.owner:
+        return event.user_id == configured.owner
+    return event.user_id in await router.db.read(owners, event.platform)
+
+
+async def _whoami(c: CommandContext) -> CommandReply:
+    e = c.event
+    name = f" ({e.user_name})" if e.user_name else ""
+    owner = "yes" if await is_owner(c.router, e) else "no"
+    return CommandReply(f"{e.platform} user {e.user_id}{name} · authorized · owner: {owner}",
+                        c.session_id)  # fmt: skip
+
+
+async def _sethome(c: CommandContext) -> CommandReply:
+    if not await is_owner(c.router, c.event):
+        return CommandReply("Only an owner can set the home channel.", c.session_id)
+    target = c.event.target()
+    await c.router.db.write(set_home, target, c.event.user_id, time.time())
+    return CommandReply(
+        f"This chat is now the home channel of {target.platform}: cron briefs and notices"
+        " without a chat of their own come here.",
+        c.session_id,
+    )
+
+
+async def _model_cmd(c: CommandContext) -> CommandReply:
+    return CommandReply(f"model: {_model(c)}", c.session_id)
+
+
+async def _help(c: CommandContext) -> CommandReply:
+    return CommandReply(HELP, c.session_id)
+
+
+_ANSWERS = {
+    "/new": _new,
+    "/stop": _stop,
+    "/status": _status,
+    "/help": _help,
+    "/whoami": _whoami,
+    "/sethome": _sethome,
+    "/model": _model_cmd,
+}
+COMMANDS = frozenset(_ANSWERS)
+
+
+async def answer_command(word: str, context: CommandContext) -> CommandReply:
+    return await _ANSWERS[word](context)

@@ -1,0 +1,467 @@
+"""The router: every inbound event's way from the journal to an answer.
+
+Adapters admit events into the journal and cast them here. The router claims
+each one (so it is taken once), authorizes it, answers commands itself, and
+hands the rest to the session actor of its session (started on demand,
+stopped when idle). Every event it takes ends with one final step on the
+reply interface and, where the user should hear something, one answer.
+
+At start it takes what the journal holds: events admitted and never taken,
+and turns a gone router started and never answered, resumed once when they
+are younger than `gateway.resume_window`. While draining, new events get the
+drain notice; turns in flight get until the drain deadline, then are
+cancelled and left resumable, except one that was running a terminal command
+when the drain began (it may be what asked for the restart).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import attrs
+import trio
+
+from hermes.actors.actor import Actor
+from hermes.actors.address import Address
+from hermes.actors.errors import ActorStopped
+from hermes.adapters.contract import InboundEvent, Target, TurnEvent
+from hermes.agent.loop import Agent
+from hermes.agent.memory import MemoryStore
+from hermes.agent.tools.base import ToolContext
+from hermes.config import Config
+from hermes.cron.delivery import Deliverer, NoAdapters
+from hermes.cron.jobs import Origin
+from hermes.delivery.replies import Replies
+from hermes.gateway.admission import Admitted
+from hermes.gateway.authorization import PlatformPolicy, decide
+from hermes.gateway.commands import COMMANDS, CommandContext, answer_command
+from hermes.gateway.journal import (
+    ANSWERED,
+    REFUSED,
+    admitted,
+    claim,
+    claim_interrupted,
+    finish,
+    prune,
+)
+from hermes.gateway.pairing import (
+    PairingRefused,
+    approved_users,
+    request_code,
+    to_welcome,
+    welcomed,
+)
+from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
+from hermes.gateway.session_keys import session_key
+from hermes.state.db import Db
+from hermes.state.registry import Registry
+from hermes.state.sessions import NewSession, current_session, ensure_session
+from hermes.terminal.session import TerminalSession
+
+log = logging.getLogger(__name__)
+
+DRAIN_NOTICE = "hermes is shutting down; send your message again in a moment"
+RESUMED_PREFIX = "(answered after hermes restarted) "
+CUT_NOTICE = "hermes restarted while answering this; please send it again"
+HOUSEKEEPING = 5.0  # seconds between looks for approvals to announce
+PRUNE_EVERY = 3600.0
+LOCAL_POLICY = PlatformPolicy(allow_all_users=True, group_policy="open", require_mention=False)
+
+
+@attrs.frozen
+class SessionServices:
+    """What a session's tools reach beyond state.db: handles of the serve tree's children."""
+
+    background: Address | None = None
+    scheduler: Address | None = None
+    deliverer: Deliverer = attrs.field(factory=NoAdapters)
+    tz: ZoneInfo = ZoneInfo("UTC")
+
+
+def policies(config: Config) -> dict[str, PlatformPolicy]:
+    """Each platform's access settings; the local endpoint is gated by its token alone."""
+    out = {"local": LOCAL_POLICY}
+    for name, p in config.enabled_platforms().items():
+        out[name] = PlatformPolicy(
+            allowed_users=frozenset(p.allowed_users),
+            allow_all_users=p.allow_all_users,
+            allowed_chats=frozenset(p.allowed_chats),
+            group_policy=p.group_policy,
+            require_mention=p.require_mention,
+        )
+    return out
+
+
+def new_session_id(platform: str) -> str:
+    return f"{platform}_{time.strftime('%Y%m%d_%H%M%S')}_{secrets.token_hex(3)}"
+
+
+@attrs.define
+class _Following:
+    """A turn in flight, as the router follows it."""
+
+    event: InboundEvent
+    session_id: str
+    resume: bool
+    in_terminal: set[str] = attrs.Factory(set)  # open terminal calls
+    resumable: bool = True
+    scope: trio.CancelScope = attrs.Factory(lambda: trio.CancelScope(shield=True))
+
+
+class Router(Actor):
+    mailbox_size = 64
+
+    def __init__(
+        self,
+        registry: Registry,
+        state_db: Path,
+        home_root: Path,
+        memories: Path,
+        agent: Agent,
+        config: Config,
+        replies: Replies,
+        owner: str,
+        services: SessionServices | None = None,
+        name: str = "gateway",
+    ) -> None:
+        super().__init__(name)
+        self.registry = registry
+        self.state_db = state_db
+        self.home_root = home_root
+        self.memory = MemoryStore(memories)
+        self.agent = agent
+        self.config = config
+        self.gateway = config.gateway
+        self.replies = replies
+        self.owner = owner
+        self.services = services or SessionServices()
+        self.policies = policies(config)
+        self.global_allowed = frozenset(config.gateway.allowed_users)
+        self.sessions: dict[str, tuple[SessionActor, Address]] = {}
+        self.current: dict[str, str] = {}  # session key -> its session id
+        self.following: dict[str, _Following] = {}  # by event id
+        self._hosting: dict[SessionActor, trio.Event] = {}  # set when an actor's run ends
+        self._refusals_logged: set[tuple[str, str, str]] = set()
+        self._followers_done = trio.Event()
+        self._followers_done.set()
+        self.db: Db | None = None
+        self.draining = False
+        self.flushing = False
+        self._drain_by = math.inf
+        self._drain_asked = trio.Event()
+
+    # -- life -----------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        self.db = await self.exits.enter_async_context(Db(self.registry, self.state_db))
+        now = time.time()
+        waiting = await self.db.read(admitted)
+        resumed = await self.db.write(
+            claim_interrupted, self.owner, now, self.gateway.resume_window
+        )
+        await self.db.write(prune, now - self.gateway.journal_days * 86400)
+        self.nursery.start_soon(self._take, waiting, resumed)
+        self.nursery.start_soon(self._housekeeping)
+        self.nursery.start_soon(self._close_when_drained)
+
+    async def _take(self, waiting: list[InboundEvent], resumed: list[InboundEvent]) -> None:
+        for event in resumed:
+            log.info("resuming %s:%s after a restart", event.platform, event.event_id)
+            await self._turn(event, event.text.strip(), resume=True)
+        for event in waiting:
+            await self._admitted(event)
+
+    def stop_intake(self) -> None:
+        """Events still arrive, and get the drain notice. A turn running a terminal
+        command now may be what asked for the restart: it is not resumed after it."""
+        if not self.draining:
+            for follow in self.following.values():
+                if follow.in_terminal:
+                    follow.resumable = False
+        self.draining = True
+
+    def request_drain(self, deadline: float) -> None:
+        """The mailbox stays open while turns finish, so events that arrive meanwhile
+        get the drain notice; it closes when they are done or at the deadline."""
+        self.stop_intake()
+        self._drain_by = min(self._drain_by, deadline)
+        self._drain_asked.set()
+
+    async def _close_when_drained(self) -> None:
+        await self._drain_asked.wait()
+        with trio.move_on_at(self._drain_by):
+            await self.finish_in_flight()
+        super().request_drain(self._drain_by)  # now: finish, flush (cancel what runs), end
+
+    async def finish_in_flight(self) -> None:
+        for actor, _ in list(self.sessions.values()):
+            await actor.idle.wait()
+        await self._followers_done.wait()
+
+    async def flush(self) -> None:
+        """Cancel the turns still running (each records its interruption), then let go."""
+        self.flushing = True
+        for actor, _ in list(self.sessions.values()):
+            actor.request_drain(trio.current_time())
+        try:
+            for ended in list(self._hosting.values()):
+                await ended.wait()
+            await self._followers_done.wait()
+        finally:
+            for follow in list(self.following.values()):
+                follow.scope.cancel()  # out of time: what was not sent is not sent
+
+    async def handle(self, msg: Any) -> Any:
+        if isinstance(msg, Admitted):
+            return await self._admitted(msg.event)
+        raise TypeError(f"the router cannot handle {type(msg).__name__}")
+
+    # -- one event --------------------------------------------------------------
+
+    async def _admitted(self, event: InboundEvent) -> None:
+        now = time.time()
+        if not await self.db.write(claim, event.platform, event.event_id, self.owner, now):
+            return  # taken already (a duplicate cast, or another router)
+        if self.draining:
+            await self._end(event, None, "refused", DRAIN_NOTICE, REFUSED)
+            return
+        if await self._refused(event, now):
+            return
+        text = event.text.strip()
+        word = text.split(maxsplit=1)[0].split("@", 1)[0].lower() if text else ""
+        if word in COMMANDS:
+            session_id = await self._session_id(event)
+            reply = await answer_command(word, CommandContext(self, event, session_id))
+            await self._end(event, reply.session_id, "done", reply.text, ANSWERED)
+            return
+        await self._turn(event, text)
+
+    async def _refused(self, event: InboundEvent, now: float) -> bool:
+        """Whether authorization refuses the event (and it was handled as such)."""
+        policy = self.policies.get(event.platform)
+        if policy is None:
+            self._log_refusal(event, "no such platform is configured")
+            await self._end(event, None, "refused", "", REFUSED, answer=False)
+            return True
+        approved = await self.db.read(approved_users, event.platform)
+        decision = decide(event, policy, approved, self.global_allowed)
+        if decision.allowed:
+            return False
+        self._log_refusal(event, decision.reason)
+        text = ""
+        if decision.offer_pairing:
+            try:
+                offer = await self.db.write(
+                    request_code, event.platform, event.user_id, event.user_name, now,
+                    event.chat_id,
+                )  # fmt: skip
+                text = offer.message(now)
+            except PairingRefused as exc:
+                log.warning("pairing on %s: %s", event.platform, exc)
+                text = "I cannot take more pairing requests right now; try again in an hour."
+        await self._end(event, None, "refused", text, REFUSED, answer=bool(text))
+        return True
+
+    def _log_refusal(self, event: InboundEvent, reason: str) -> None:
+        key = (event.platform, event.user_id, reason)
+        if key in self._refusals_logged:
+            return
+        if len(self._refusals_logged) > 10_000:
+            self._refusals_logged.clear()
+        self._refusals_logged.add(key)
+        log.info(
+            "refused %s user %s in %s %s: %s",
+            event.platform, event.user_id, event.chat_type, event.chat_id, reason,
+        )  # fmt: skip
+
+    async def _end(
+        self,
+        event: InboundEvent,
+        session_id: str | None,
+        kind: str,
+        text: str,
+        state: str,
+        answer: bool = True,
+    ) -> None:
+        """The event's final step, its answer, and its journal row closed."""
+        target = event.target()
+        await self.replies.progress(TurnEvent(event.event_id, target, session_id, kind, text))
+        if answer and text:
+            await self.replies.answer(event, target, text, f"{event.platform}:{event.event_id}")
+        await self.db.write(finish, event.platform, event.event_id, state, session_id, time.time())
+
+    # -- sessions ---------------------------------------------------------------
+
+    def key_of(self, event: InboundEvent) -> str:
+        return session_key(event, self.gateway)
+
+    async def _session_id(self, event: InboundEvent) -> str:
+        """The session an event belongs to: the one its edge picked, else its key's live
+        session, else a new one."""
+        if event.session_hint:
+            return event.session_hint
+        key = self.key_of(event)
+        session_id = self.current.get(key)
+        if session_id is None:
+            session_id = await self.db.read(current_session, key) or new_session_id(event.platform)
+            self.current[key] = session_id
+        return session_id
+
+    def start_new(self, event: InboundEvent) -> str:
+        """/new: the key's next message starts a new session; returns its id."""
+        session_id = new_session_id(event.platform)
+        if not event.session_hint:
+            self.current[self.key_of(event)] = session_id
+        return session_id
+
+    def session_actor(self, session_id: str) -> SessionActor | None:
+        entry = self.sessions.get(session_id)
+        return entry[0] if entry is not None and entry[0].state != "stopped" else None
+
+    async def interrupt(self, session_id: str) -> bool:
+        entry = self.sessions.get(session_id)
+        if entry is None:
+            return False
+        try:
+            return await entry[1].call(Interrupt())
+        except ActorStopped:
+            return False
+
+    async def _session(self, session_id: str, event: InboundEvent) -> Address:
+        entry = self.sessions.get(session_id)
+        if entry is not None and entry[0].state != "stopped":
+            return entry[1]
+        await self.db.write(ensure_session, NewSession(
+            session_id, source=event.platform, session_key=self.key_of(event),
+            chat_id=event.chat_id, chat_type=str(event.chat_type), thread_id=event.thread_id,
+            user_id=event.user_id, user_name=event.user_name, scope_id=event.scope_id,
+        ))  # fmt: skip
+        services = self.services
+        ctx = ToolContext(
+            session_id,
+            self.db,
+            TerminalSession(self.home_root, state_dir=self.home_root / ".terminal"),
+            self.memory,
+            background=services.background,
+            scheduler=services.scheduler,
+            origin=Origin(
+                event.platform, event.chat_id, event.thread_id, event.user_id, event.scope_id
+            ),  # fmt: skip
+            deliverer=services.deliverer,
+            tz=services.tz,
+        )
+        actor = SessionActor(ctx, self.agent, self.gateway.busy_mode, source=event.platform)
+        address = await self.nursery.start(self._host, actor)
+        self.sessions[session_id] = (actor, address)
+        return address
+
+    async def _host(self, actor: SessionActor, task_status: trio.TaskStatus[Address]) -> None:
+        self._hosting[actor] = ended = trio.Event()
+        try:
+            await actor.run(task_status=task_status)
+        except Exception:
+            log.exception("session actor %s crashed", actor.name)
+        finally:
+            if self.sessions.get(actor.ctx.session_id, (None,))[0] is actor:
+                del self.sessions[actor.ctx.session_id]
+            del self._hosting[actor]
+            ended.set()
+
+    # -- turns ------------------------------------------------------------------
+
+    async def _turn(self, event: InboundEvent, text: str, resume: bool = False) -> None:
+        session_id = await self._session_id(event)
+        send, events = trio.open_memory_channel[dict[str, Any]](float("inf"))
+        turn = Turn(text, send, resume=resume)
+        follow = _Following(event, session_id, resume)
+        self.following[event.event_id] = follow
+        self._followers_done = trio.Event()
+        self.nursery.start_soon(self._follow, follow, events)
+        try:
+            address = await self._session(session_id, event)
+            try:
+                await address.cast(turn)
+            except ActorStopped:  # it stopped for idleness a moment ago: start it again
+                self.sessions.pop(session_id, None)
+                await (await self._session(session_id, event)).cast(turn)
+        except BaseException:
+            send.close()  # no turn will send its events
+            raise
+
+    async def _follow(
+        self, follow: _Following, events: trio.MemoryReceiveChannel[dict[str, Any]]
+    ) -> None:
+        """Pass a turn's steps on as they come, then answer and close its journal row.
+
+        Shielded: when the router is cancelled at the drain deadline, its turns end
+        with an interrupted step that must still reach the user. The turn's events
+        end when its session actor does; `flush` cancels what is left after that."""
+        event, session_id = follow.event, follow.session_id
+        target = event.target()
+        final: dict[str, Any] | None = None
+        try:
+            with follow.scope:
+                async with events:
+                    async for step in events:
+                        kind, text = step["kind"], step["text"]
+                        if kind == "tool_call" and step["tool"] in ("terminal", "process"):
+                            follow.in_terminal.add(step["call_id"])
+                        elif kind == "tool_result":
+                            follow.in_terminal.discard(step["call_id"])
+                        if kind in ("done", "interrupted", "error"):
+                            final = step
+                            if kind == "done" and follow.resume:
+                                text = RESUMED_PREFIX + text
+                        await self.replies.progress(TurnEvent(
+                            event.event_id, target, session_id, kind, text,
+                            step["tool"] or None, step["call_id"] or None,
+                        ))  # fmt: skip
+                await self._close(follow, final)
+        finally:
+            del self.following[event.event_id]
+            if not self.following:
+                self._followers_done.set()
+
+    async def _close(self, follow: _Following, final: dict[str, Any] | None) -> None:
+        event, session_id = follow.event, follow.session_id
+        target, key = event.target(), f"{event.platform}:{event.event_id}"
+        kind = final["kind"] if final else "error"
+        if kind == "interrupted" and self.flushing and follow.resumable and not follow.resume:
+            return  # left started: the next start resumes it, if it is young enough
+        text = None
+        if kind == "done":
+            text = (RESUMED_PREFIX if follow.resume else "") + final["text"]
+        elif kind == "error":
+            text = f"Sorry, that failed: {final['text'] if final else 'the turn ended early'}"
+        elif self.flushing:
+            text = CUT_NOTICE
+        if text:
+            await self.replies.answer(event, target, text, key)
+        await self.db.write(finish, event.platform, event.event_id, ANSWERED, session_id,
+                            time.time())  # fmt: skip
+
+    # -- housekeeping -------------------------------------------------------------
+
+    async def _housekeeping(self) -> None:
+        """Tell users approved by `hermes pairing approve` that they are in (the CLI
+        cannot reach them), and forget journal rows past their retention."""
+        last_prune = trio.current_time()
+        while True:
+            for welcome in await self.db.read(to_welcome):
+                if welcome.platform not in self.policies:
+                    continue
+                target = Target(welcome.platform, welcome.chat_id)
+                await self.replies.answer(
+                    None, target, welcome.message(), f"welcome:{welcome.platform}:{welcome.user_id}"
+                )
+                await self.db.write(welcomed, welcome.platform, welcome.user_id, time.time())
+            if trio.current_time() - last_prune >= PRUNE_EVERY:
+                await self.db.write(prune, time.time() - self.gateway.journal_days * 86400)
+                last_prune = trio.current_time()
+            await trio.sleep(HOUSEKEEPING)
