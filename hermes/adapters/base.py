@@ -86,6 +86,7 @@ class PlatformAdapter(Actor):
         super().__init__(name)
         self.status = status
         self._admit = admit
+        self._admitting = 0
         self._last = 0.0
 
     # -- for subclasses -------------------------------------------------------
@@ -102,14 +103,14 @@ class PlatformAdapter(Actor):
 
     async def admit(self, event: InboundEvent) -> bool:
         """Hand the event to the gateway; acknowledge it to the platform only after this
-        returns (False: a duplicate, acknowledge it too). Shielded: once the journal has
-        it, the router must hear of it, even if the connection is being cancelled; the
-        time it takes is the gateway's, not the platform's, so it never counts against
-        the progress deadline."""
-        with trio.CancelScope(shield=True):
-            new = await self._admit(event)
-        self._last = max(self._last, trio.current_time())
-        return new
+        returns (False: a duplicate, acknowledge it too). The time it takes is the
+        gateway's, not the platform's: the progress deadline waits for it."""
+        self._admitting += 1
+        try:
+            return await self._admit(event)
+        finally:
+            self._admitting -= 1
+            self._last = max(self._last, trio.current_time())
 
     def progress(self) -> None:
         """The platform answered: the connection is alive."""
@@ -172,8 +173,8 @@ class PlatformAdapter(Actor):
         """Cancel the connection when no progress came within the deadline."""
         with watch:
             deadline = self._last + self.progress_deadline
-            while deadline > trio.current_time():
-                await trio.sleep_until(deadline)
+            while deadline > trio.current_time() or self._admitting:
+                await trio.sleep_until(max(deadline, trio.current_time() + 1.0))
                 deadline = self._last + self.progress_deadline  # moved on by progress
             connection.cancel()
 

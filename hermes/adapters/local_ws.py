@@ -85,6 +85,7 @@ class ChatSend:
 
     text: str = attrs.field(validator=_text)
     session: str | None = attrs.field(default=None, validator=_text)
+    message_id: str | None = attrs.field(default=None, validator=_text)  # names a retry
 
 
 ASKED_KEPT = 1024  # recent chat.send calls whose asker already saw the answer streamed
@@ -177,11 +178,15 @@ class LocalEndpoint(PlatformAdapter):
 
     async def _chat_send(self, client: Client, params: ChatSend) -> dict[str, Any]:
         session = params.session or f"local_{secrets.token_hex(6)}"
-        event_id = secrets.token_hex(8)
+        # A client that sends a message again (after a lost connection) names it with the
+        # same message_id: admission recognises it and it is not answered twice.
+        event_id = params.message_id or secrets.token_hex(8)
         event = InboundEvent(
             "local", event_id, ChatType.DM, session, "local", params.text,
             message_id=event_id, session_hint=session,
         )  # fmt: skip
+        if event_id in self.waiting:  # the same message, still being answered
+            return {"session": session, "text": "", "status": "duplicate"}
         send, steps = trio.open_memory_channel[TurnEvent](math.inf)
         self.waiting[event_id] = send
         client.sessions.add(session)
@@ -189,7 +194,8 @@ class LocalEndpoint(PlatformAdapter):
         while len(self.asked) > ASKED_KEPT:
             self.asked.popitem(last=False)
         try:
-            await self.admit(event)
+            if not await self.admit(event):
+                return {"session": session, "text": "", "status": "duplicate"}
             async for step in steps:
                 if step.final:
                     return self._result(session, step)

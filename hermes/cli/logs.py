@@ -13,6 +13,9 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 def setup_logging(home: HermesHome | None, verbose: bool = False) -> None:
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    # httpx logs every request's URL, and some platforms put the bot token in the path.
+    for chatty in ("httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     stderr = logging.StreamHandler()
     stderr.setFormatter(logging.Formatter(FORMAT))
     root.addHandler(stderr)

@@ -154,7 +154,7 @@ class Admissions:
         with trio.fail_after(timeout):
             while True:
                 for event in self.events:
-                    if event.event_id == str(event_id):
+                    if event.event_id == f"e{event_id}":
                         return event
                 await self._arrived.wait()
 
@@ -197,7 +197,7 @@ async def test_fake_long_poll_answers_on_inject_and_acknowledges_by_offset():
             assert update == {
                 "update_id": first, "chat_type": "group", "chat_id": "c1", "user_id": "u1",
                 "user_name": "Ann", "text": "hello", "thread_id": None, "is_bot": False,
-                "mentioned": True, "message_id": f"in{first}",
+                "mentioned": True, "message_id": f"in{first}", "event_id": f"e{first}",
             }  # fmt: skip
             assert platform.acked == 0
 
@@ -311,7 +311,7 @@ async def test_update_is_admitted_before_it_is_acknowledged():
             update_id = platform.inject("hello", chat_type="group", thread_id="th", mentioned=True)
             event = await admissions.wait_for(update_id)
             assert event == InboundEvent(
-                platform="testplatform", event_id=str(update_id), chat_type=ChatType.GROUP,
+                platform="testplatform", event_id=f"e{update_id}", chat_type=ChatType.GROUP,
                 chat_id="c1", user_id="u1", text="hello", thread_id="th", user_name="Ann",
                 message_id=f"in{update_id}", mentioned=True,
             )  # fmt: skip
@@ -335,7 +335,7 @@ async def test_an_update_whose_admission_failed_is_not_acknowledged_and_comes_ag
             assert platform.acked < update_id and platform.pending == [update_id]
             await run.status.reach(CONNECTING, since=mark)
             await in_thread(platform.wait_acked, update_id, 5.0)  # the next connection's
-            assert [e.event_id for e in admissions.events] == [str(update_id)] * 2
+            assert [e.event_id for e in admissions.events] == [f"e{update_id}"] * 2
             assert run.restarts == 1
 
 

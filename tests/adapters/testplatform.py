@@ -121,7 +121,7 @@ class FakePlatformAdapter(PlatformAdapter):
         try:
             return InboundEvent(
                 platform=self.platform,
-                event_id=str(update["update_id"]),
+                event_id=str(update.get("event_id", update["update_id"])),
                 chat_type=ChatType(update["chat_type"]),
                 chat_id=str(update["chat_id"]),
                 user_id=str(update["user_id"]),

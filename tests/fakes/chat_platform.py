@@ -70,6 +70,7 @@ Answer = tuple[int, dict[str, Any]]
 
 class FakeChatPlatform:
     def __init__(self, token: str = "t0k") -> None:
+        self._history: dict[int, dict[str, Any]] = {}
         self.token = token
         self.revoked = False
         self.acked = 0  # the highest update_id acknowledged by a poll's offset
@@ -201,9 +202,22 @@ class FakeChatPlatform:
                 "is_bot": is_bot,
                 "mentioned": mentioned,
                 "message_id": f"in{update_id}",
+                "event_id": f"e{update_id}",
             })  # fmt: skip
+            self._history[update_id] = self._updates[-1]
             self._cond.notify_all()
             return update_id
+
+    def replay(self, update_id: int) -> int:
+        """Deliver an earlier update again, as a platform does after a reconnect: a new
+        update id, the same event id and message."""
+        with self._cond:
+            self._next_update += 1
+            again = {**self._history[update_id], "update_id": self._next_update}
+            self._updates.append(again)
+            self._history[self._next_update] = again
+            self._cond.notify_all()
+            return self._next_update
 
     @property
     def sent(self) -> list[dict[str, Any]]:

@@ -151,6 +151,7 @@ class FakeOpenAI:
         self.prompt_tokens: list[int] = []  # per request: what the fake counted, in tokens
         self.triggers: list[_Trigger] = []
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)  # notified per request recorded
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -171,6 +172,7 @@ class FakeOpenAI:
                 with fake.lock:
                     fake.requests.append({"path": self.path, "body": body,
                                           "auth": self.headers.get("authorization")})  # fmt: skip
+                    fake.arrived.notify_all()
                     fake.prompt_sizes.append(prompt_size(body))
                     tokens = count_tokens(body)
                     fake.prompt_tokens.append(tokens)
@@ -228,6 +230,12 @@ class FakeOpenAI:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def wait_requests(self, count: int, timeout: float = 30.0) -> None:
+        """Block (in a thread) until `count` requests have arrived in all."""
+        with self.arrived:
+            if not self.arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise TimeoutError(f"{len(self.requests)} of {count} model requests arrived")
 
     def script(self, *answers: Answer) -> None:
         with self.lock:

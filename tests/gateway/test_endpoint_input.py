@@ -10,8 +10,8 @@ import pytest
 import trio
 from trio_websocket import open_websocket_url
 
-from hermes.gateway.router import DRAIN_NOTICE
 from hermes.gateway.local_methods import PARAMS
+from hermes.gateway.router import DRAIN_NOTICE
 from tests.fakes.openai import stream_answer
 from tests.processes import wait_ready
 
