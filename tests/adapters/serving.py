@@ -1,0 +1,113 @@
+"""What the adapter tests share: `hermes serve` with the test platform as a real
+process on the test's home (restartable), the fake model, the fake platform."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import apsw
+import attrs
+import trio
+from trio_websocket import open_websocket_url
+
+from hermes.actors.snapshot import Snapshot
+from tests.fakes.chat_platform import FakeChatPlatform
+from tests.fakes.openai import FakeOpenAI
+from tests.processes import wait_ready
+
+TOKEN_VAR = "TESTPLATFORM_TOKEN"
+TOKEN = "t0k-secret"
+
+
+def in_thread(fn, *args):
+    return trio.to_thread.run_sync(fn, *args)
+
+
+def until_line(proc: subprocess.Popen[str], text: str) -> None:
+    """Read serve's log until a line says `text` (blocks; pytest-timeout guards)."""
+    for line in proc.stderr:
+        if text in line:
+            return
+    raise AssertionError(f"serve ended without logging {text!r}")
+
+
+@attrs.define
+class Serve:
+    """`hermes serve` (with the test platform) on the test's home, restartable."""
+
+    home: Any
+    platform: FakeChatPlatform
+    model: FakeOpenAI
+    procs: list[subprocess.Popen[str]] = attrs.Factory(list)
+    port: int = 0
+
+    def configure(self, drain: float = 10, resume_window: float = 600) -> None:
+        self.home.config_path.write_text(
+            f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
+            f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
+            "  local:\n    port: 0\n"
+            "platforms:\n"
+            f"  testplatform:\n    token_env: {TOKEN_VAR}\n    base_url: '{self.platform.url}'\n"
+            "    allowed_users: ['u1']\n"
+        )
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        env = {**os.environ, TOKEN_VAR: TOKEN}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.adapters.serve", *args], env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        self.procs.append(proc)
+        self.port = wait_ready(proc)
+        return proc
+
+    def kill(self) -> None:
+        proc = self.procs[-1]
+        proc.kill()
+        proc.wait(30)
+
+    def stop(self, proc: subprocess.Popen[str] | None = None) -> str:
+        """SIGTERM: drain and exit 0; its log."""
+        proc = proc or self.procs[-1]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)  # what until_line did not read
+        assert proc.returncode == 0, err[-3000:]
+        return err
+
+    def journal(self) -> list[tuple[str, str, str]]:
+        conn = apsw.Connection(str(self.home.state_db), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            return conn.execute(
+                "SELECT platform, event_id, state FROM inbound_journal ORDER BY received_at"
+            ).fetchall()
+        finally:
+            conn.close()
+
+    def assistant_replies(self) -> list[str]:
+        conn = apsw.Connection(str(self.home.state_db), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            rows = conn.execute("SELECT content FROM messages WHERE role = 'assistant'")
+            return [r[0] for r in rows]
+        finally:
+            conn.close()
+
+    async def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        token = self.home.serve_token.read_text().strip()
+        headers = [(b"authorization", f"Bearer {token}".encode())]
+        async with open_websocket_url(f"ws://127.0.0.1:{self.port}/", extra_headers=headers) as ws:
+            await ws.send_message(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
+                                              "params": params}))  # fmt: skip
+            while True:
+                msg = json.loads(await ws.get_message())
+                if msg.get("id") == 1:
+                    return msg
+
+    async def status(self) -> dict[str, Snapshot]:
+        tree = Snapshot.from_dict((await self.rpc("status", {}))["result"])
+        adapters = next(c for c in tree.children if c.name == "adapters")
+        return {c.name: c for c in adapters.children}

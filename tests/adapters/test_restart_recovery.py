@@ -1,0 +1,65 @@
+"""Restart recovery (spec/gateway.md): a turn cut by a drain is answered once after the
+restart, by one serve even when two start on the home, and not when it is too old."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.adapters.serving import in_thread
+from tests.fakes.openai import text_answer
+
+RESUMED = "(answered after hermes restarted) "
+
+
+async def _cut_by_a_drain(serve, model) -> None:
+    """A message whose turn is in flight (the model is slow) when serve drains."""
+    model.delay = 30.0
+    serve.start()
+    serve.platform.inject("what is the answer?")
+    await in_thread(model.wait_requests, 1)
+    log = serve.stop()  # the drain deadline (1 s) cuts the turn
+    assert "still running at its drain deadline" in log
+    assert [state for *_, state in serve.journal()] == ["started"]  # left resumable
+    assert serve.platform.sent == []  # no "please send it again": it will be answered
+    model.delay = 0.0
+    model.script(text_answer("42"))
+
+
+@pytest.mark.timeout(90)
+async def test_a_turn_cut_by_a_drain_is_answered_once_after_the_restart(serve, model):
+    serve.configure(drain=1)
+    await _cut_by_a_drain(serve, model)
+    serve.start()
+    sent = await in_thread(serve.platform.wait_sent, 1, 30.0)
+    assert [s["text"] for s in sent] == [RESUMED + "42"]
+    serve.stop()
+    assert [state for *_, state in serve.journal()] == ["answered"]
+    serve.start()  # a second restart resumes nothing
+    serve.stop()
+    assert len(serve.platform.sent) == 1 and len(model.requests) == 2
+
+
+@pytest.mark.timeout(90)
+async def test_two_serves_on_one_home_resume_it_once(serve, model):
+    serve.configure(drain=1)
+    await _cut_by_a_drain(serve, model)
+    first = serve.start()
+    second = serve.start("--no-lock")
+    await in_thread(serve.platform.wait_sent, 1, 30.0)
+    for proc in (second, first):
+        serve.stop(proc)
+    assert [s["text"] for s in serve.platform.sent] == [RESUMED + "42"]
+    assert len(model.requests) == 2
+    assert serve.assistant_replies() == ["42"]
+
+
+@pytest.mark.timeout(90)
+async def test_a_turn_older_than_the_resume_window_is_not_resumed(serve, model):
+    serve.configure(drain=1)
+    await _cut_by_a_drain(serve, model)
+    serve.configure(drain=1, resume_window=0.001)  # any restart comes later than that
+    serve.start()  # ready: the router has looked at the journal already
+    log = serve.stop()
+    assert "resuming" not in log
+    assert len(model.requests) == 1 and serve.platform.sent == []
+    assert [state for *_, state in serve.journal()] == ["started"]
