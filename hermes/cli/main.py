@@ -7,6 +7,7 @@ import importlib.metadata
 import sys
 
 from hermes.cli import (
+    channels_cmd,
     chat_cmd,
     config_cmd,
     cron_cmd,
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     db_cmd.register(sub)
     cron_cmd.register(sub)
     pairing_cmd.register(sub)
+    channels_cmd.register(sub)
     return parser
 
 

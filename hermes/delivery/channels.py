@@ -40,11 +40,16 @@ def _configured(config: Config) -> dict[str, HomeChannel]:
     return homes
 
 
-def home_channels(conn: apsw.Connection, config: Config) -> dict[str, HomeChannel]:
-    """Every platform's home channel by platform name: state.db's, else config's."""
+def home_channels(conn: apsw.Connection | None, config: Config) -> dict[str, HomeChannel]:
+    """Every platform's home channel by platform name: state.db's, else config's (`conn`
+    None: a state.db without the table yet)."""
     homes = _configured(config)
-    rows = conn.execute(
-        "SELECT platform, chat_id, thread_id, scope_id, set_by, set_at FROM home_channels"
+    rows = (
+        conn.execute(
+            "SELECT platform, chat_id, thread_id, scope_id, set_by, set_at FROM home_channels"
+        )
+        if conn is not None
+        else []
     )
     for platform, chat, thread, scope, by, at in rows:
         homes[platform] = HomeChannel(Target(platform, chat, thread, scope), by, at)

@@ -1,0 +1,48 @@
+"""`hermes channels`: each platform's home channel, where briefs and notices go."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+
+from hermes.cli import exit_codes
+from hermes.config import Config, load_config
+from hermes.delivery.channels import HomeChannel, home_channels
+from hermes.home import HermesHome
+from hermes.state.maintenance import open_plain
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("channels", help="home channels (set with /sethome or in config)")
+    parser.set_defaults(func=channels)
+
+
+def _homes(home: HermesHome, config: Config) -> dict[str, HomeChannel]:
+    """Read-only: a home where serve never ran (or ran before home channels existed) has
+    only what config.yaml names."""
+    if not home.state_db.exists():
+        return home_channels(None, config)
+    conn = open_plain(home.state_db)
+    try:
+        has = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'home_channels'"
+        ).fetchone()
+        return home_channels(conn if has else None, config)
+    finally:
+        conn.close()
+
+
+def channels(args: argparse.Namespace) -> int:
+    home = HermesHome.from_env()
+    config = load_config(home.config_path)
+    homes = _homes(home, config)
+    if not homes:
+        print("no home channels: send /sethome in a chat as its owner, or set")
+        print("platforms.<name>.home_channel in config.yaml")
+        return exit_codes.OK
+    print(f"{'PLATFORM':<12} {'CHAT':<24} {'THREAD':<12} {'SET BY':<16} WHEN")
+    for platform, h in homes.items():
+        when = datetime.fromtimestamp(h.set_at).strftime("%Y-%m-%d %H:%M") if h.set_at else "-"
+        print(f"{platform:<12} {h.target.chat_id:<24} {h.target.thread_id or '-':<12} "
+              f"{h.set_by:<16} {when}")  # fmt: skip
+    return exit_codes.OK
