@@ -60,6 +60,7 @@ from hermes.gateway.pairing import (
 from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
 from hermes.gateway.session_keys import session_key
 from hermes.state.db import Db
+from hermes.state.errors import StateError
 from hermes.state.registry import Registry
 from hermes.state.sessions import NewSession, current_session, ensure_session
 from hermes.terminal.session import TerminalSession
@@ -422,7 +423,11 @@ class Router(Actor):
                             event.event_id, target, session_id, kind, text,
                             step["tool"] or None, step["call_id"] or None,
                         ))  # fmt: skip
-                await self._close(follow, final)
+                try:
+                    await self._close(follow, final)
+                except (ActorStopped, StateError) as exc:  # a hurried stop: state.db is gone
+                    log.warning("the end of %s:%s is not recorded: %s", event.platform,
+                                event.event_id, exc)  # fmt: skip
         finally:
             del self.following[event.event_id]
             if not self.following:
