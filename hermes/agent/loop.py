@@ -126,13 +126,16 @@ class Agent:
         """`conversation`: what the last turn's result kept, if the caller kept it;
         otherwise what the prompt needs is read from state.db (the latest compaction
         and the messages after it). `resume`: answer `user_text` again after a restart
-        cut its turn; it is recorded already, so it is not recorded twice."""
+        cut its turn; it is not recorded twice if it was recorded already."""
         emit = on_event or (lambda event: None)
         db = ctx.db
         user_write: PendingWrite | None = None
         user_message = {"role": "user", "content": user_text}
         if resume:
             conversation = await self.load(ctx)
+            if not _asked(conversation, user_text):  # cut before it began: ask it now
+                user_write = await db.submit(continue_turn, ctx.session_id, source, user_text)
+                conversation.add(user_message)
         elif conversation is None:
             history, user_id = await db.write(begin_turn, ctx.session_id, source, user_text)
             conversation = Conversation.from_history(history)
@@ -247,6 +250,14 @@ def _assistant_message(reply: ModelReply) -> dict[str, Any]:
     if reply.tool_calls:
         message["tool_calls"] = [c.to_message() for c in reply.tool_calls]
     return message
+
+
+def _asked(conversation: Conversation, text: str) -> bool:
+    """Whether the conversation's last user message is `text` (recorded already)."""
+    for message in reversed(conversation.messages):
+        if message["role"] == "user":
+            return message.get("content") == text
+    return False
 
 
 def _index_of(conversation: Conversation, message: dict[str, Any]) -> int:

@@ -13,7 +13,15 @@ import time
 import apsw
 
 from hermes.cli import exit_codes
-from hermes.gateway.pairing import CODE_LENGTH, PairingRefused, attempt_approval, pending, revoke
+from hermes.config import load_config
+from hermes.gateway.pairing import (
+    CODE_LENGTH,
+    PairingRefused,
+    attempt_approval,
+    owner_rule,
+    pending,
+    revoke,
+)
 from hermes.home import HermesHome
 from hermes.state.maintenance import open_for_writing, open_plain
 from hermes.state.schema import immediate
@@ -53,9 +61,11 @@ def pairing(args: argparse.Namespace) -> int:
         return exit_codes.FAILED
     if args.action == "approve":
         who = f"{result.user_id} ({result.user_name})" if result.user_name else result.user_id
+        named = load_config(home.config_path).platforms.get(result.platform)
+        owner = owner_rule(named.owner if named else None, result.user_id, result.owner)
         then = (
             f"they are the owner of {result.platform}"
-            if result.owner
+            if owner
             else "they can talk to the agent now"
         )
         print(f"approved {result.platform} user {who}; {then}")

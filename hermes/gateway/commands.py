@@ -14,7 +14,7 @@ import attrs
 
 from hermes.adapters.contract import InboundEvent
 from hermes.delivery.channels import set_home
-from hermes.gateway.pairing import owners
+from hermes.gateway.pairing import owner_rule, owners
 from hermes.state.errors import SessionNotFound
 from hermes.state.sessions import end_session
 
@@ -86,9 +86,12 @@ async def is_owner(router: Router, event: InboundEvent) -> bool:
     if event.platform == "local":
         return True
     configured = router.config.platforms.get(event.platform)
-    if configured is not None and configured.owner:
-        return event.user_id == configured.owner
-    return event.user_id in await router.db.read(owners, event.platform)
+    named = configured.owner if configured is not None else None
+    if named:
+        return owner_rule(named, event.user_id, False)
+    return owner_rule(
+        None, event.user_id, event.user_id in await router.db.read(owners, event.platform)
+    )
 
 
 async def _whoami(c: CommandContext) -> CommandReply:

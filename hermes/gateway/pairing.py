@@ -268,6 +268,12 @@ class Welcome:
         return f"You are approved: write your message and I will answer.{extra}"
 
 
+def owner_rule(config_owner: str | None, user_id: str, first_approved: bool) -> bool:
+    """Owners of a platform: the user its config names, else the first approved by
+    pairing (`first_approved`: the user is that one)."""
+    return user_id == config_owner if config_owner else first_approved
+
+
 def to_welcome(conn: apsw.Connection) -> list[Welcome]:
     """Approvals whose user has not been told yet (the CLI approves; serve tells)."""
     rows = conn.execute(

@@ -53,6 +53,7 @@ from hermes.gateway.journal import (
 from hermes.gateway.pairing import (
     PairingRefused,
     approved_users,
+    owner_rule,
     request_code,
     to_welcome,
     welcomed,
@@ -146,7 +147,7 @@ class Router(Actor):
         self.global_allowed = frozenset(config.gateway.allowed_users)
         self.sessions: dict[str, tuple[SessionActor, Address]] = {}
         self.current: dict[str, str] = {}  # session key -> its session id
-        self.following: dict[str, _Following] = {}  # by event id
+        self.following: dict[tuple[str, str], _Following] = {}  # by (platform, event id)
         self._hosting: dict[SessionActor, trio.Event] = {}  # set when an actor's run ends
         self._refusals_logged: set[tuple[str, str, str]] = set()
         self._followers_done = trio.Event()
@@ -174,7 +175,7 @@ class Router(Actor):
     async def _take(self, waiting: list[InboundEvent], resumed: list[InboundEvent]) -> None:
         for event in resumed:
             log.info("resuming %s:%s after a restart", event.platform, event.event_id)
-            await self._turn(event, event.text.strip(), resume=True)
+            await self._route(event, resume=True)
         for event in waiting:
             await self._admitted(event)
 
@@ -229,6 +230,12 @@ class Router(Actor):
         now = time.time()
         if not await self.db.write(claim, event.platform, event.event_id, self.owner, now):
             return  # taken already (a duplicate cast, or another router)
+        await self._route(event)
+
+    async def _route(self, event: InboundEvent, resume: bool = False) -> None:
+        """A claimed event: refused, a command, or a turn. A resumed one (its turn was
+        cut by a restart) goes the same way: authorized again, never a turn unasked."""
+        now = time.time()
         if self.draining:
             await self._end(event, None, "refused", DRAIN_NOTICE, REFUSED)
             return
@@ -241,7 +248,7 @@ class Router(Actor):
             reply = await answer_command(word, CommandContext(self, event, session_id))
             await self._end(event, reply.session_id, "done", reply.text, ANSWERED)
             return
-        await self._turn(event, text)
+        await self._turn(event, text, resume=resume)
 
     async def _refused(self, event: InboundEvent, now: float) -> bool:
         """Whether authorization refuses the event (and it was handled as such)."""
@@ -381,7 +388,7 @@ class Router(Actor):
         send, events = trio.open_memory_channel[dict[str, Any]](float("inf"))
         turn = Turn(text, send, resume=resume)
         follow = _Following(event, session_id, resume)
-        self.following[event.event_id] = follow
+        self.following[event.platform, event.event_id] = follow
         self._followers_done = trio.Event()
         self.nursery.start_soon(self._follow, follow, events)
         try:
@@ -429,7 +436,7 @@ class Router(Actor):
                     log.warning("the end of %s:%s is not recorded: %s", event.platform,
                                 event.event_id, exc)  # fmt: skip
         finally:
-            del self.following[event.event_id]
+            del self.following[event.platform, event.event_id]
             if not self.following:
                 self._followers_done.set()
 
@@ -461,6 +468,10 @@ class Router(Actor):
             for welcome in await self.db.read(to_welcome):
                 if welcome.platform not in self.policies:
                     continue
+                named = self.config.platforms.get(welcome.platform)
+                owner = owner_rule(named.owner if named else None, welcome.user_id,
+                                   welcome.owner)  # fmt: skip
+                welcome = attrs.evolve(welcome, owner=owner)
                 target = Target(welcome.platform, welcome.chat_id)
                 await self.replies.answer(
                     None, target, welcome.message(), f"welcome:{welcome.platform}:{welcome.user_id}"

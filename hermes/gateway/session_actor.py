@@ -114,7 +114,8 @@ class SessionActor(Actor):
 
     def _begin(self, turn: Turn) -> None:
         self.current = trio.CancelScope()
-        self.idle = trio.Event()
+        if self.idle.is_set():  # from idle to busy; a queued turn keeps the one waited on
+            self.idle = trio.Event()
         self.nursery.start_soon(self._run, turn, self.current)
 
     async def _run(self, turn: Turn, scope: trio.CancelScope) -> None:
