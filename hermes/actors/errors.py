@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import trio
+
 
 class ActorError(Exception):
     """Base for every error raised by the actor kernel."""
@@ -43,3 +45,13 @@ class ChildStartError(ActorError):
         super().__init__(f"child {child!r} of supervisor {supervisor!r} failed to start")
         self.supervisor = supervisor
         self.child = child
+
+
+def is_cancel(exc: BaseException) -> bool:
+    """Whether `exc` is a cancellation: trio.Cancelled, or a group of nothing else (what
+    a nursery raises when the scope around it was cancelled while its tasks ran)."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_cancel(e) for e in exc.exceptions)
+    return False

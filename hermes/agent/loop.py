@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import trio
 
+from hermes.actors.errors import is_cancel
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import (
     INTERRUPTED,
@@ -190,7 +191,7 @@ class Agent:
             conversation.add({"role": "assistant", "content": text}, row_id)
             return TurnResult(text, self.max_turns, reply.provider, reply.model, conversation)
         except BaseException as exc:
-            note = INTERRUPTED if _is_cancel(exc) else f"[the turn failed: {exc}]"
+            note = INTERRUPTED if is_cancel(exc) else f"[the turn failed: {exc}]"
             with trio.CancelScope(shield=True):
                 try:
                     if user_write is not None:  # the model call failed or was cancelled
@@ -263,11 +264,3 @@ def _asked(conversation: Conversation, text: str) -> bool:
 def _index_of(conversation: Conversation, message: dict[str, Any]) -> int:
     """Where `message` is now (compaction may have removed what came before it)."""
     return next(i for i, m in enumerate(conversation.messages) if m is message)
-
-
-def _is_cancel(exc: BaseException) -> bool:
-    if isinstance(exc, trio.Cancelled):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_is_cancel(e) for e in exc.exceptions)
-    return False

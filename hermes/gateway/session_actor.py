@@ -10,6 +10,7 @@ import attrs
 import trio
 
 from hermes.actors.actor import Actor
+from hermes.actors.errors import is_cancel
 from hermes.agent.context import Conversation
 from hermes.agent.loop import Agent, Event
 from hermes.agent.tools.base import ToolContext
@@ -146,8 +147,9 @@ class SessionActor(Actor):
                     send(_event(Event("error", str(exc))))
             if scope.cancelled_caught:
                 send(_event(Event("interrupted", "interrupted by a new message or /stop")))
-        except trio.Cancelled:
-            send(_event(Event("interrupted", "interrupted: hermes is shutting down")))
+        except BaseException as exc:  # a cancel from a tool's nursery comes as a group
+            if is_cancel(exc):
+                send(_event(Event("interrupted", "interrupted: hermes is shutting down")))
             raise
         finally:
             turn.events.close()

@@ -10,6 +10,7 @@ import pytest
 import trio
 from trio_websocket import open_websocket_url
 
+from hermes.adapters.local_ws import ChatSend
 from hermes.gateway.local_methods import PARAMS
 from hermes.gateway.router import DRAIN_NOTICE
 from tests.fakes.openai import stream_answer
@@ -59,7 +60,7 @@ async def test_wrong_params_deep_nesting_and_leaving_clients(serve, fake):
     proc, port, token = serve
     async with connect(port, token) as ws:
         n = 0
-        for method, kind in PARAMS.items():
+        for method, kind in {"chat.send": ChatSend, **PARAMS}.items():
             for field in attrs.fields(kind):
                 for value in WRONG[field.type.split(" |")[0]]:
                     n += 1

@@ -36,10 +36,10 @@ from hermes.gateway.pairing import (
     attempt_approval,
     revoke,
 )
-from hermes.gateway.router import DRAIN_NOTICE, RESUMED_PREFIX
+from hermes.gateway.router import CUT_NOTICE, DRAIN_NOTICE, RESUMED_PREFIX
 from hermes.gateway.session_actor import IDLE_TIMEOUT, QUEUE_MAX, Turn
 from hermes.state.db import Db
-from tests.fakes.openai import error_answer, stream_answer, text_answer
+from tests.fakes.openai import error_answer, stream_answer, text_answer, tool_answer
 from tests.gateway.router_harness import running_router
 
 CODE = re.compile(r"pairing code is ([A-Z0-9]+)\.")
@@ -528,6 +528,22 @@ async def test_a_turn_cut_by_a_drain_is_resumed_by_the_next_router(registry, hom
         assert user_texts(fake) == ["a big question", "a big question"]
         users = await h.rows("SELECT count(*) FROM messages WHERE role = 'user'")
         assert users == [(1,)]  # resumed, not recorded twice
+
+
+async def test_a_turn_running_a_terminal_command_at_the_drain_is_not_resumed(registry, home, fake):
+    """It may be what asked for the restart (`systemctl restart hermes`): resuming it
+    would ask again. Its user is told to send it again instead."""
+    fake.script(tool_answer(("terminal", {"command": "sleep 30"})))
+    async with running_router(registry, home, fake, CMD) as h:
+        asked = await h.send("alice", "restart yourself")
+        await h.first_step(asked, kind="tool_call")
+        h.router.request_drain(trio.current_time() + 0.2)
+        assert (await h.final(asked)).kind == "interrupted"
+        assert (await h.answer_to(asked)).text == CUT_NOTICE
+    assert (await _journal_row(registry, home, asked))[0] == "answered"
+    async with running_router(registry, home, fake, CMD, owner=new_owner()) as h:
+        await h.settle()
+        assert h.replies.answers == [] and len(fake.requests) == 1
 
 
 async def _journal_row(registry, home, event):

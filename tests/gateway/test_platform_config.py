@@ -1,0 +1,45 @@
+"""`platforms:` in config.yaml as a user meets it: tokens checked before anything starts,
+secrets shown only as set or missing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.processes import hermes
+
+TOKEN_VAR = "TESTPLATFORM_TOKEN"
+
+
+def test_a_missing_token_variable_stops_serve_naming_it(home, monkeypatch):
+    monkeypatch.delenv(TOKEN_VAR, raising=False)
+    home.config_path.write_text(
+        "gateway:\n  local:\n    port: 0\n"
+        f"platforms:\n  testplatform:\n    token_env: {TOKEN_VAR}\n    base_url: http://x\n"
+    )
+    done = subprocess.run([sys.executable, "-m", "tests.adapters.serve"], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"the token variable {TOKEN_VAR} is not set" in done.stderr
+    assert not home.state_db.exists()  # nothing started
+
+    shown = hermes("config", "show")
+    assert shown.returncode == 0
+    assert f"{TOKEN_VAR}: missing" in shown.stdout
+    monkeypatch.setenv(TOKEN_VAR, "s3cr3t-value")
+    shown = hermes("config", "show")
+    assert f"{TOKEN_VAR}: environment" in shown.stdout and "s3cr3t-value" not in shown.stdout
+
+
+def test_a_platform_hermes_has_no_adapter_for_is_refused_at_start(home):
+    home.config_path.write_text("platforms:\n  telegram:\n    token_env: TG\n")
+    done = hermes("serve")
+    assert done.returncode == 2
+    assert "platforms.telegram: hermes has no adapter for 'telegram'" in done.stderr
+
+
+def test_platform_settings_are_checked_like_the_rest_of_config(home):
+    home.config_path.write_text("platforms:\n  telegram:\n    group_policy: everyone\n")
+    done = hermes("config", "show")
+    assert done.returncode == 2
+    assert "platforms['telegram'].group_policy: must be one of" in done.stderr
