@@ -376,8 +376,13 @@ class Router(Actor):
         except Exception:
             log.exception("session actor %s crashed", actor.name)
         finally:
-            if self.sessions.get(actor.ctx.session_id, (None,))[0] is actor:
-                del self.sessions[actor.ctx.session_id]
+            session_id = actor.ctx.session_id
+            if self.sessions.get(session_id, (None,))[0] is actor:
+                del self.sessions[session_id]
+                # Forget its key too (state.db has it): what is kept stays bounded by the
+                # live sessions over months of new chats.
+                for key in [k for k, v in self.current.items() if v == session_id]:
+                    del self.current[key]
             del self._hosting[actor]
             ended.set()
 

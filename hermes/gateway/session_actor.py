@@ -39,11 +39,12 @@ COMMANDS = ("/compress", "/usage")  # answered by the session without the agent,
 QUEUE_MAX = 16  # turns waiting behind the running one; more are refused, not buffered
 
 
-def _end(turn: Turn, why: str) -> None:
-    """A turn that will never run: its caller waits on the events, so end them and say why."""
+def _end(turn: Turn, why: str, kind: str = "error") -> None:
+    """A turn that will never run: its caller waits on the events, so end them and say why
+    (`interrupted` when the user meant it: /stop, or a newer message took its place)."""
     with turn.events:
         try:
-            turn.events.send_nowait(_event(Event("error", why)))
+            turn.events.send_nowait(_event(Event(kind, why)))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the caller has gone too
 
@@ -108,7 +109,7 @@ class SessionActor(Actor):
 
     def _clear_queue(self, why: str) -> None:
         while self.queue:
-            _end(self.queue.popleft(), why)
+            _end(self.queue.popleft(), why, "interrupted")
 
     async def finish_in_flight(self) -> None:
         await self.idle.wait()
@@ -169,7 +170,8 @@ class SessionActor(Actor):
             await trio.sleep_until(self._last_activity + self.idle_timeout)
             if trio.current_time() < self._last_activity + self.idle_timeout:
                 continue  # a message came while it slept
-            if self.current is None and not self.queue:
-                self.stop()
+            waiting = self._recv.statistics().current_buffer_used if self._recv else 0
+            if self.current is None and not self.queue and not waiting:
+                self.stop()  # nothing runs, waits, or sits unread in the mailbox
                 return
             self._last_activity = trio.current_time()  # mid-turn: look again a timeout later
