@@ -91,10 +91,11 @@ class Sent:
 
 @attrs.frozen
 class RetryAfter:
-    """Rate limited or a passing fault: try again after `seconds`, for this chat or
-    (`scope_wide`) for the whole platform."""
+    """Not now. Rate limited: the platform said `seconds`, for this chat or
+    (`scope_wide`) for the whole platform. A passing fault (network, 5xx): `seconds`
+    is None, and the sender backs off, longer with each attempt."""
 
-    seconds: float
+    seconds: float | None
     reason: str
     scope_wide: bool = False
 

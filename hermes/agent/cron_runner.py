@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from hermes.actors.clock import WallClock
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
 from hermes.config import CronConfig
-from hermes.cron.clock import WallClock
 from hermes.cron.delivery import Deliverer, NoAdapters
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job

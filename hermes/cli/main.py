@@ -13,6 +13,7 @@ from hermes.cli import (
     cron_cmd,
     db_cmd,
     exit_codes,
+    outbox_cmd,
     pairing_cmd,
     serve_cmd,
     sessions_cmd,
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     cron_cmd.register(sub)
     pairing_cmd.register(sub)
     channels_cmd.register(sub)
+    outbox_cmd.register(sub)
     return parser
 
 

@@ -26,8 +26,8 @@ from typing import Protocol
 import attrs
 import trio
 
+from hermes.actors.clock import WallClock
 from hermes.config import CronConfig
-from hermes.cron.clock import WallClock
 from hermes.cron.delivery import Deliverer, NoAdapters, Target
 from hermes.cron.jobs import Job
 from hermes.cron.outbox import deliver_brief

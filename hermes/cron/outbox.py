@@ -15,8 +15,8 @@ from collections.abc import Mapping
 import apsw
 import attrs
 
+from hermes.actors.clock import WallClock
 from hermes.config import CronConfig
-from hermes.cron.clock import WallClock
 from hermes.cron.delivery import Deliverer, PlannedTarget, Target, plan_delivery
 from hermes.cron.store import Claim, record_delivery
 from hermes.state.db import Db

@@ -1,31 +1,30 @@
 """How the gateway answers: the one narrow way a reply leaves hermes.
 
 The router knows only this interface: `progress` for the steps of a turn (an
-adapter that shows progress, the local endpoint, streams them) and `answer`
-for what the user is sent. `DirectReplies` sends each answer straight
-through the platform's adapter; the outbox takes its place without the
-router noticing.
+adapter that shows progress, the local endpoint, streams them; best effort,
+straight to the adapter) and `answer` for what the user is sent, which goes
+into the outbox (split for the platform, one row per chunk, idempotent by
+the answer's key) and out through the Outbox actor.
 """
 
 from __future__ import annotations
 
-import logging
+import contextlib
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
+
+import trio
 
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
-from hermes.adapters.contract import (
-    InboundEvent,
-    Permanent,
-    RetryAfter,
-    Send,
-    SendRequest,
-    Target,
-    TurnEvent,
-)
-
-log = logging.getLogger(__name__)
+from hermes.adapters.contract import InboundEvent, Target, TurnEvent
+from hermes.delivery.outbox import Enqueued
+from hermes.delivery.outbox_store import enqueue
+from hermes.delivery.split import limit_of, split
+from hermes.state.db import Db
+from hermes.state.registry import Registry
 
 
 class Replies(Protocol):
@@ -39,11 +38,35 @@ class Replies(Protocol):
         this answer across retries and restarts."""
 
 
-class DirectReplies:
-    """Answers sent at once through the adapter; a failure is logged, not retried."""
+def nudge(outbox: Address | None) -> None:
+    """Tell the Outbox actor rows were queued (it also looks at its start)."""
+    if outbox is None:
+        return
+    with contextlib.suppress(ActorStopped, trio.WouldBlock):
+        outbox.cast_nowait(Enqueued())  # a full mailbox already holds a nudge
 
-    def __init__(self, adapter_of: Callable[[str], Address | None]) -> None:
+
+class OutboxReplies:
+    """Held open by the router (`async with`: a state.db handle)."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        state_db: Path,
+        adapter_of: Callable[[str], Address | None],
+        outbox: Callable[[], Address | None],
+    ) -> None:
+        self.db = Db(registry, state_db)
         self.adapter_of = adapter_of
+        self.outbox = outbox
+        self._exits = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> OutboxReplies:
+        await self._exits.enter_async_context(self.db)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._exits.aclose()
 
     async def progress(self, event: TurnEvent) -> None:
         adapter = self.adapter_of(event.target.platform)
@@ -57,17 +80,8 @@ class DirectReplies:
     async def answer(
         self, source: InboundEvent | None, target: Target, text: str, key: str
     ) -> None:
-        adapter = self.adapter_of(target.platform)
-        if adapter is None:
-            log.warning("no adapter for %s: an answer to %s is not sent", target.platform, target)
-            return
+        chunks = split(text, limit_of(target.platform))
         reply_to = source.message_id if source is not None else None
-        request = SendRequest(target, text, key, reply_to=reply_to)
-        try:
-            result = await adapter.call(Send(request))
-        except ActorStopped:
-            log.warning("the %s adapter stopped: an answer to %s is not sent", target.platform,
-                        target)  # fmt: skip
-            return
-        if isinstance(result, RetryAfter | Permanent):
-            log.warning("an answer to %s was not sent: %s", target, result.reason)
+        kind = "reply" if source is not None else "notice"
+        await self.db.write(enqueue, target, chunks, kind, key, time.time(), reply_to)
+        nudge(self.outbox())

@@ -16,6 +16,7 @@ when the drain began (it may be what asked for the restart).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import secrets
@@ -162,6 +163,8 @@ class Router(Actor):
 
     async def on_start(self) -> None:
         self.db = await self.exits.enter_async_context(Db(self.registry, self.state_db))
+        if isinstance(self.replies, contextlib.AbstractAsyncContextManager):
+            await self.exits.enter_async_context(self.replies)  # what it holds open
         now = time.time()
         waiting = await self.db.read(admitted)
         resumed = await self.db.write(

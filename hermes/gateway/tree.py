@@ -23,7 +23,8 @@ from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.providers import build_agent
 from hermes.config import Config, ConfigError, Secrets
 from hermes.cron.scheduler import Scheduler
-from hermes.delivery.replies import DirectReplies
+from hermes.delivery.outbox import Outbox
+from hermes.delivery.replies import OutboxReplies
 from hermes.gateway.admission import Admission
 from hermes.gateway.journal import new_owner
 from hermes.gateway.local_delivery import LocalDeliverer
@@ -103,6 +104,12 @@ def build_root(
         except (KeyError, TypeError):
             return None
 
+    def outbox() -> Address | None:
+        try:
+            return root.handle_of("outbox", Address)
+        except (KeyError, TypeError):
+            return None
+
     def admission() -> Admission:
         return Admission(registry(), home.state_db, router)
 
@@ -147,8 +154,9 @@ def build_root(
             deliverer=deliverer(),
             tz=tz,
         )
+        replies = OutboxReplies(registry(), home.state_db, adapter_of, outbox)
         return Router(registry(), home.state_db, home.root, home.memories, agent, config,
-                      DirectReplies(adapter_of), new_owner(), services)  # fmt: skip
+                      replies, new_owner(), services)  # fmt: skip
 
     drain = config.gateway.drain_timeout
     root = Supervisor(
@@ -157,6 +165,13 @@ def build_root(
             ChildSpec("state", lambda: Registry(keep_open=[home.state_db]), shutdown=30.0),
             ChildSpec("terminal", BackgroundProcesses, shutdown=10.0),
             ChildSpec("adapters", adapters, shutdown=10.0, grace=3.0),
+            # After the adapters: it stops before them, so a send in flight can finish.
+            ChildSpec(
+                "outbox",
+                lambda: Outbox(registry(), home.state_db, adapter_of),
+                shutdown=drain,
+                grace=3.0,
+            ),  # fmt: skip
             ChildSpec("scheduler", scheduler, shutdown=drain),
             ChildSpec("gateway", gateway, shutdown=drain),
         ],

@@ -295,6 +295,36 @@ def _step_8_gateway(conn: apsw.Connection) -> None:
     )
 
 
+def _step_9_outbox(conn: apsw.Connection) -> None:
+    """Everything that leaves hermes, one row per chunk, written before its send starts."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS outbox (
+            id INTEGER PRIMARY KEY,
+            platform TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            scope_id TEXT,
+            text TEXT NOT NULL,
+            reply_to TEXT,
+            kind TEXT NOT NULL CHECK (kind IN ('reply', 'cron', 'send', 'notice')),
+            origin TEXT,
+            idempotency_key TEXT NOT NULL UNIQUE,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN
+                ('pending', 'sending', 'sent', 'retry', 'dead', 'unknown')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            not_before REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL,
+            last_error TEXT,
+            message_id TEXT
+        )
+        """
+    )
+    conn.execute("CREATE INDEX IF NOT EXISTS outbox_by_chat ON outbox(platform, chat_id, id)")
+    conn.execute("CREATE INDEX IF NOT EXISTS outbox_by_state ON outbox(state, id)")
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_base,
@@ -305,6 +335,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_6_pairing,
     _step_7_inbound_journal,
     _step_8_gateway,
+    _step_9_outbox,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

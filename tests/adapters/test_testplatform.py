@@ -401,7 +401,7 @@ async def test_send_maps_the_platform_answers():
             platform.fail_sends(503, times=2)
             for _ in range(2):
                 result = await run.send(request("k2"))
-                assert isinstance(result, RetryAfter) and result.seconds == 1.0
+                assert isinstance(result, RetryAfter) and result.seconds is None
             assert await run.send(request("k2")) == Sent("m2")
 
             platform.fail_sends(400)
@@ -418,5 +418,5 @@ async def test_send_after_a_transport_error_is_retried_later():
     async with httpx.AsyncClient(timeout=5) as http:
         adapter.http = http
         result = await adapter.send(request())
-    assert isinstance(result, RetryAfter) and result.seconds == 1.0
+    assert isinstance(result, RetryAfter) and result.seconds is None
     assert "ConnectError" in result.reason

@@ -11,7 +11,7 @@ It is the reference a real long-polling adapter (Telegram's) follows:
   connects again after a backoff. A 401 at any time is fatal.
 - `send()` uses a client kept for the adapter's life and never raises for the
   platform's answers: 200 Sent, 429 RetryAfter(retry_after), 5xx or a transport
-  error RetryAfter(1 s), any other 4xx Permanent.
+  error RetryAfter(None: back off), any other 4xx Permanent.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class FakePlatformAdapter(PlatformAdapter):
 
     async def send(self, request: SendRequest) -> SendResult:
         if self.http is None:
-            return RetryAfter(1.0, "the adapter is not started")
+            return RetryAfter(None, "the adapter is not started")
         if not self.token or not self.base_url:
             return Permanent("the adapter has no token or base_url")
         payload = {
@@ -153,7 +153,7 @@ class FakePlatformAdapter(PlatformAdapter):
         try:
             response = await self.http.post(self._url("send"), json=payload)
         except httpx.TransportError as exc:
-            return RetryAfter(1.0, f"transport error: {type(exc).__name__}: {exc}")
+            return RetryAfter(None, f"transport error: {type(exc).__name__}: {exc}")
         status = response.status_code
         body = _json(response)
         reason = f"{status} {body.get('error') or response.reason_phrase}"
@@ -164,7 +164,7 @@ class FakePlatformAdapter(PlatformAdapter):
         if status == 429:
             return RetryAfter(_seconds(body.get("retry_after")) or 1.0, reason)
         if status >= 500:
-            return RetryAfter(1.0, reason)
+            return RetryAfter(None, reason)
         return Permanent(reason)
 
     def _url(self, call: str) -> str:

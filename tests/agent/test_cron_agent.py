@@ -8,13 +8,13 @@ from zoneinfo import ZoneInfo
 import pytest
 import trio
 
+from hermes.actors.clock import WallClock
 from hermes.agent.chain import ProviderChain
 from hermes.agent.cron_runner import CronAgentRunner
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import CronConfig
-from hermes.cron.clock import WallClock
 from hermes.cron.fire import FireContext
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.scheduler import JobsChanged, Scheduler

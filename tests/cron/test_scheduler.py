@@ -15,8 +15,8 @@ import pytest
 import trio
 import trio.testing
 
+from hermes.actors.clock import WallClock
 from hermes.config import CronConfig
-from hermes.cron.clock import WallClock
 from hermes.cron.delivery import PlannedTarget, SendResult
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job

@@ -79,6 +79,7 @@ class FakeChatPlatform:
         self._updates: list[dict[str, Any]] = []  # not yet acknowledged
         self._next_update = 0
         self._sent: list[dict[str, Any]] = []
+        self.refused: list[dict[str, Any]] = []  # sends answered with an injected fault
         self._fault: _Fault | None = None
         self._poll_generation = 0  # the newest poll's number; older waiting ones answer 409
         self._stalled = False
@@ -236,6 +237,17 @@ class FakeChatPlatform:
         with self._cond:
             self._fault = _Fault(status, retry_after, times)
 
+    def clear_faults(self) -> None:
+        """Sends succeed again (the outage is over)."""
+        with self._cond:
+            self._fault = None
+
+    def wait_refused(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The sends answered with a fault, once at least `count` were."""
+        self._wait(lambda: len(self.refused) >= count, timeout, f"{count} refused send(s)")
+        with self._cond:
+            return [dict(s) for s in self.refused]
+
     def stall(self) -> None:
         """Go deaf: polls still arrive (and count) but get no answer until `unstall()`."""
         with self._cond:
@@ -333,6 +345,8 @@ class FakeChatPlatform:
                 fault.times -= 1
                 if fault.times <= 0:
                     self._fault = None
+                self.refused.append(dict(body))
+                self._cond.notify_all()
                 answer: dict[str, Any] = {"ok": False, "error": f"injected fault {fault.status}"}
                 if fault.retry_after is not None:
                     answer["retry_after"] = fault.retry_after

@@ -114,7 +114,7 @@ async def test_serve_end_to_end(home, fake, serve):
 
         status = await client.call("status", {})
         names = [c["name"] for c in status["result"]["children"]]
-        assert names == ["state", "terminal", "adapters", "scheduler", "gateway"]
+        assert names == ["state", "terminal", "adapters", "outbox", "scheduler", "gateway"]
         local = status["result"]["children"][2]["children"][0]
         assert (local["name"], local["detail"]["adapter"]) == ("local", "live")
 

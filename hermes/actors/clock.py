@@ -1,4 +1,4 @@
-"""Wall-clock time for schedules, on top of Trio's clock.
+"""Wall-clock time on top of Trio's clock (schedules, leases, outbox retries).
 
 Jobs are due at wall-clock instants. In production `now()` is time.time() and
 sleeps are measured against it afresh each time (so months of drift between

@@ -1,0 +1,218 @@
+"""The Outbox actor: the one way out. It sends the outbox's rows through the adapters.
+
+In order per chat (one send in flight per chat), concurrently across chats,
+under per-platform and per-chat pacing. A 429's retry-after sets the row's
+not-before (or the whole platform's, when the platform says the limit is
+global); nothing sleeps on an adapter's receive path, and other chats keep
+going. Network errors and 5xx retry with jittered backoff until the row is
+older than the freshness limit; permanent errors are dead at once. It wakes
+when rows are queued (`Enqueued`), when a not-before passes, or when a send
+ends: no polling tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from hermes.actors.actor import Actor
+from hermes.actors.address import Address
+from hermes.actors.backoff import Backoff
+from hermes.actors.clock import WallClock
+from hermes.actors.errors import ActorStopped, CallTimeout
+from hermes.adapters.contract import Permanent, RetryAfter, Send, SendRequest, SendResult, Sent
+from hermes.delivery.outbox_store import (
+    OutboxRow,
+    due,
+    mark_dead,
+    mark_retry,
+    mark_sending,
+    mark_sent,
+    next_not_before,
+    prune_sent,
+    recover,
+)
+from hermes.state.db import Db
+from hermes.state.registry import Registry
+
+log = logging.getLogger(__name__)
+
+FRESHNESS = 24 * 3600.0  # a reply that old is noise
+SEND_TIMEOUT = 60.0
+RETRY_BACKOFF = Backoff(minimum=1.0, maximum=300.0)
+KEEP_SENT = 7 * 86400.0
+
+
+@attrs.frozen
+class Pace:
+    """A platform's documented steady rates: sends per second overall and per chat."""
+
+    per_second: float = math.inf
+    per_chat_per_second: float = math.inf
+
+
+PACES: dict[str, Pace] = {
+    "telegram": Pace(30.0, 1.0),
+    "discord": Pace(50.0, 1.0),
+    "slack": Pace(50.0, 1.0),
+}
+
+
+@attrs.frozen
+class Enqueued:
+    """Rows were added: look again."""
+
+
+class _Clock:
+    """Next free send slot of a platform or a chat, by its steady rate."""
+
+    def __init__(self) -> None:
+        self.free: dict[Any, float] = {}
+
+    def take(self, key: Any, rate: float, now: float) -> float:
+        """When a send for `key` may start; reserves that slot."""
+        if math.isinf(rate):
+            return now
+        start = max(now, self.free.get(key, now))
+        self.free[key] = start + 1.0 / rate
+        return start
+
+
+class Outbox(Actor):
+    mailbox_size = 256
+
+    def __init__(
+        self,
+        registry: Registry,
+        state_db: Path,
+        adapter_of: Callable[[str], Address | None],
+        deduplicating: frozenset[str] = frozenset(),
+        paces: Mapping[str, Pace] = PACES,
+        freshness: float = FRESHNESS,
+        name: str = "outbox",
+        rng: random.Random | None = None,
+        clock: WallClock | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.registry = registry
+        self.state_db = state_db
+        self.adapter_of = adapter_of
+        self.deduplicating = deduplicating
+        self.paces = paces
+        self.freshness = freshness
+        self.rng = rng or random.Random()
+        self.clock = clock or WallClock()
+        self.db: Db | None = None
+        self.busy: set[tuple[str, str]] = set()  # chats with a send in flight
+        self.held: dict[str, float] = {}  # platform -> not before (a global 429)
+        self._wake = trio.Event()
+        self._slots = _Clock()
+        self._draining = False
+        self._drained = trio.Event()
+
+    async def on_start(self) -> None:
+        self.db = await self.exits.enter_async_context(Db(self.registry, self.state_db))
+        now = self.clock.now()
+        done = await self.db.write(recover, self.deduplicating, now, self.freshness)
+        if any(done.values()):
+            log.info("outbox after the restart: %s", done)
+        await self.db.write(prune_sent, now - KEEP_SENT)
+        self.nursery.start_soon(self._dispatch_loop)
+
+    def stop_intake(self) -> None:
+        """Keep sending through the drain: turns that finish in it are answered."""
+
+    async def finish_in_flight(self) -> None:
+        """Asked to stop (after the router and the scheduler): send what is due now, then
+        end; rows not started by the deadline stay for the next start."""
+        self._draining = True
+        self._wake.set()
+        await self._drained.wait()
+
+    async def handle(self, msg: Any) -> Any:
+        if isinstance(msg, Enqueued):
+            self._wake.set()
+            return None
+        raise TypeError(f"the outbox cannot handle {type(msg).__name__}")
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            self._wake = trio.Event()
+            now = self.clock.now()
+            started = False
+            for row in await self.db.read(due, now):
+                if row.chat in self.busy:
+                    continue
+                if self.held.get(row.target.platform, 0.0) > now:
+                    continue
+                self.busy.add(row.chat)
+                self.nursery.start_soon(self._send, row)
+                started = True
+            if self._draining and not started and not self.busy:
+                self._drained.set()
+                return
+            wake_at = await self.db.read(next_not_before)
+            held = [t for t in self.held.values() if t > now]
+            soonest = min([t for t in (wake_at, *held) if t is not None], default=None)
+            wait = max(0.0, soonest - self.clock.now()) if soonest is not None else math.inf
+            with trio.move_on_after(wait):
+                await self._wake.wait()
+
+    async def _send(self, row: OutboxRow) -> None:
+        try:
+            await self._pace(row)
+            await self.db.write(mark_sending, row.id, self.clock.now())
+            result = await self._attempt(row)
+            await self._record(row, result)
+        finally:
+            self.busy.discard(row.chat)
+            self._wake.set()
+
+    async def _pace(self, row: OutboxRow) -> None:
+        """Wait for the platform's and the chat's steady-rate slot (this chat's task only)."""
+        pace = self.paces.get(row.target.platform, Pace())
+        now = trio.current_time()
+        start = max(
+            self._slots.take(row.target.platform, pace.per_second, now),
+            self._slots.take(row.chat, pace.per_chat_per_second, now),
+        )
+        await trio.sleep_until(start)
+
+    async def _attempt(self, row: OutboxRow) -> SendResult:
+        adapter = self.adapter_of(row.target.platform)
+        if adapter is None:
+            return RetryAfter(None, f"no {row.target.platform} adapter is running")
+        request = SendRequest(row.target, row.text, row.idempotency_key, reply_to=row.reply_to)
+        try:
+            return await adapter.call(Send(request), timeout=SEND_TIMEOUT)
+        except ActorStopped:
+            return RetryAfter(None, f"the {row.target.platform} adapter is restarting")
+        except CallTimeout:
+            return RetryAfter(None, f"no answer from {row.target.platform} in {SEND_TIMEOUT:g} s")
+
+    async def _record(self, row: OutboxRow, result: SendResult) -> None:
+        now = self.clock.now()
+        if isinstance(result, Sent):
+            await self.db.write(mark_sent, row.id, result.message_id, now)
+        elif isinstance(result, Permanent):
+            log.warning("outbox row %d to %s is dead: %s", row.id, row.target, result.reason)
+            await self.db.write(mark_dead, row.id, result.reason, now)
+        elif now - row.created_at > self.freshness:
+            await self.db.write(mark_dead, row.id, f"still failing when stale: {result.reason}",
+                                now)  # fmt: skip
+        else:
+            # A 429 says how long; a passing fault backs off, longer each attempt.
+            if result.seconds is None:
+                wait = RETRY_BACKOFF.delay(row.attempts + 1, self.rng)
+            else:
+                wait = result.seconds
+                if result.scope_wide:
+                    self.held[row.target.platform] = now + wait
+            await self.db.write(mark_retry, row.id, now + wait, result.reason, now)

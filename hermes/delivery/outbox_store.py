@@ -1,0 +1,201 @@
+"""The outbox table: one row per chunk, its state, and the queries the Outbox actor runs.
+
+States: pending -> sending -> sent | retry (with not-before) | dead (with reason)
+| unknown (the send started and its answer was lost in a crash, on a platform
+that does not deduplicate). Per chat, a row is due only when every earlier
+row of that chat is done: chunk 2 never goes before chunk 1.
+
+Functions of an apsw connection, run through the Db handle (or in the CLI
+inside `schema.immediate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apsw
+import attrs
+
+from hermes.adapters.contract import Target
+
+PENDING, SENDING, SENT, RETRY, DEAD, UNKNOWN = (
+    "pending", "sending", "sent", "retry", "dead", "unknown"
+)  # fmt: skip
+OPEN = (PENDING, RETRY, SENDING)  # not finished: later chunks of the chat wait
+KINDS = ("reply", "cron", "send", "notice")
+
+
+@attrs.frozen
+class OutboxRow:
+    id: int
+    target: Target
+    text: str
+    reply_to: str | None
+    kind: str
+    origin: str | None
+    idempotency_key: str
+    state: str
+    attempts: int
+    not_before: float | None
+    created_at: float
+    last_error: str | None
+    message_id: str | None
+
+    @property
+    def chat(self) -> tuple[str, str]:
+        return (self.target.platform, self.target.chat_id)
+
+
+_COLUMNS = (
+    "id, platform, chat_id, thread_id, scope_id, text, reply_to, kind, origin,"
+    " idempotency_key, state, attempts, not_before, created_at, last_error, message_id"
+)
+
+
+def _row(values: tuple) -> OutboxRow:
+    (id_, platform, chat, thread, scope, text, reply_to, kind, origin, key, state, attempts,
+     not_before, created, error, message_id) = values  # fmt: skip
+    return OutboxRow(id_, Target(platform, chat, thread, scope), text, reply_to, kind, origin,
+                     key, state, attempts, not_before, created, error, message_id)  # fmt: skip
+
+
+def enqueue(
+    conn: apsw.Connection,
+    target: Target,
+    chunks: Sequence[str],
+    kind: str,
+    key: str,
+    now: float,
+    reply_to: str | None = None,
+    origin: str | None = None,
+) -> list[int]:
+    """Queue the chunks of one message; chunk i's idempotency key is `key:i`. Queuing a
+    key again (a retried write, a replayed event) adds nothing. Returns the new row ids."""
+    if kind not in KINDS:
+        raise ValueError(f"outbox kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    ids = []
+    for i, chunk in enumerate(chunks):
+        conn.execute(
+            "INSERT INTO outbox (platform, chat_id, thread_id, scope_id, text, reply_to, kind,"
+            " origin, idempotency_key, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT (idempotency_key) DO NOTHING",
+            (target.platform, target.chat_id, target.thread_id, target.scope_id, chunk,
+             reply_to if i == 0 else None, kind, origin, f"{key}:{i}", now),
+        )  # fmt: skip
+        if conn.changes():
+            ids.append(conn.last_insert_rowid())
+    return ids
+
+
+def due(conn: apsw.Connection, now: float, limit: int = 500) -> list[OutboxRow]:
+    """The first unfinished row of each chat, if it may go now (pending, or a retry whose
+    not-before has passed)."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM outbox WHERE id IN (SELECT min(id) FROM outbox"
+        " WHERE state IN (?,?,?) GROUP BY platform, chat_id)"
+        " AND state IN (?,?) AND (not_before IS NULL OR not_before <= ?) ORDER BY id LIMIT ?",
+        (*OPEN, PENDING, RETRY, now, limit),
+    )
+    return [_row(r) for r in rows]
+
+
+def next_not_before(conn: apsw.Connection) -> float | None:
+    """When the earliest waiting retry may go."""
+    return conn.execute("SELECT min(not_before) FROM outbox WHERE state = ?", (RETRY,)).fetchone()[
+        0
+    ]
+
+
+def mark_sending(conn: apsw.Connection, row_id: int, now: float) -> None:
+    conn.execute(
+        "UPDATE outbox SET state = ?, attempts = attempts + 1, updated_at = ? WHERE id = ?",
+        (SENDING, now, row_id),
+    )
+
+
+def mark_sent(conn: apsw.Connection, row_id: int, message_id: str, now: float) -> None:
+    conn.execute(
+        "UPDATE outbox SET state = ?, message_id = ?, last_error = NULL, updated_at = ?"
+        " WHERE id = ?",
+        (SENT, message_id, now, row_id),
+    )
+
+
+def mark_retry(
+    conn: apsw.Connection, row_id: int, not_before: float, error: str, now: float
+) -> None:
+    conn.execute(
+        "UPDATE outbox SET state = ?, not_before = ?, last_error = ?, updated_at = ? WHERE id = ?",
+        (RETRY, not_before, error, now, row_id),
+    )
+
+
+def mark_dead(conn: apsw.Connection, row_id: int, reason: str, now: float) -> None:
+    conn.execute(
+        "UPDATE outbox SET state = ?, last_error = ?, updated_at = ? WHERE id = ?",
+        (DEAD, reason, now, row_id),
+    )
+
+
+def recover(
+    conn: apsw.Connection, deduplicating: frozenset[str], now: float, freshness: float
+) -> dict[str, int]:
+    """After a restart: a send that started and has no answer recorded goes again only on
+    a platform that deduplicates by the idempotency key, else it is `unknown` (never sent
+    twice); what is older than `freshness` is dead. Returns counts by what was done."""
+    marks = ",".join("?" * len(deduplicating)) or "NULL"
+    conn.execute(
+        f"UPDATE outbox SET state = ?, updated_at = ? WHERE state = ? AND platform IN ({marks})",
+        (PENDING, now, SENDING, *deduplicating),
+    )
+    resent = conn.changes()
+    conn.execute(
+        "UPDATE outbox SET state = ?, last_error = ?, updated_at = ? WHERE state = ?",
+        (UNKNOWN, "the send started before a restart and its answer was lost", now, SENDING),
+    )
+    unknown = conn.changes()
+    conn.execute(
+        "UPDATE outbox SET state = ?, last_error = ?, updated_at = ?"
+        " WHERE state IN (?,?) AND created_at < ?",
+        (DEAD, f"older than {freshness:g} s: not sent", now, PENDING, RETRY, now - freshness),
+    )
+    return {"resent": resent, "unknown": unknown, "expired": conn.changes()}
+
+
+def listing(conn: apsw.Connection, dead_only: bool = False) -> list[OutboxRow]:
+    """Rows an operator looks at: dead and unknown with --dead, else everything unsent."""
+    states = (DEAD, UNKNOWN) if dead_only else (PENDING, RETRY, SENDING, DEAD, UNKNOWN)
+    marks = ",".join("?" * len(states))
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE state IN ({marks}) ORDER BY id",
+                        states)  # fmt: skip
+    return [_row(r) for r in rows]
+
+
+def depth(conn: apsw.Connection) -> tuple[int, float | None]:
+    """How many rows wait to be sent, and when the oldest of them was created."""
+    count, oldest = conn.execute(
+        "SELECT count(*), min(created_at) FROM outbox WHERE state IN (?,?,?)", OPEN
+    ).fetchone()
+    return count, oldest
+
+
+def retry_row(conn: apsw.Connection, row_id: int, now: float) -> bool:
+    """A dead or unknown row goes out again (an operator's decision; its freshness counts
+    from now); False if there is no such row in those states."""
+    conn.execute(
+        "UPDATE outbox SET state = ?, not_before = NULL, created_at = ?, updated_at = ?"
+        " WHERE id = ? AND state IN (?,?)",
+        (PENDING, now, now, row_id, DEAD, UNKNOWN),
+    )
+    return conn.changes() == 1
+
+
+def purge_dead(conn: apsw.Connection) -> int:
+    conn.execute("DELETE FROM outbox WHERE state = ?", (DEAD,))
+    return conn.changes()
+
+
+def prune_sent(conn: apsw.Connection, before: float) -> int:
+    """Forget sent rows older than `before` (their keys have done their job)."""
+    conn.execute("DELETE FROM outbox WHERE state = ? AND updated_at < ?", (SENT, before))
+    return conn.changes()
