@@ -85,6 +85,7 @@ class SessionServices:
     scheduler: Address | None = None
     deliverer: Deliverer = attrs.field(factory=NoAdapters)
     tz: ZoneInfo = ZoneInfo("UTC")
+    outbox: Address | None = None
 
 
 def policies(config: Config) -> dict[str, PlatformPolicy]:
@@ -366,6 +367,8 @@ class Router(Actor):
             ),  # fmt: skip
             deliverer=services.deliverer,
             tz=services.tz,
+            outbox=services.outbox,
+            platforms=frozenset(self.policies),
         )
         actor = SessionActor(ctx, self.agent, self.gateway.busy_mode, source=event.platform)
         address = await self.nursery.start(self._host, actor)

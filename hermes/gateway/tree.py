@@ -153,6 +153,7 @@ def build_root(
             scheduler=root.handle_of("scheduler", Address),
             deliverer=deliverer(),
             tz=tz,
+            outbox=outbox(),
         )
         replies = OutboxReplies(registry(), home.state_db, adapter_of, outbox)
         return Router(registry(), home.state_db, home.root, home.memories, agent, config,

@@ -30,6 +30,8 @@ class ToolContext:
     origin: Origin | None = None
     deliverer: Deliverer = attrs.Factory(NoAdapters)
     tz: ZoneInfo = ZoneInfo("UTC")
+    outbox: Address | None = None  # told when a send is queued (it also looks at its start)
+    platforms: frozenset[str] = frozenset({"local"})  # where send_message may send
 
 
 class Tool(Protocol):

@@ -1,14 +1,23 @@
-"""send_message: send text to a chat, named strictly as platform:chat_id[:thread_id]."""
+"""send_message: send text to a chat, named strictly as platform:chat_id[:thread_id].
+
+The message goes into the outbox (split for the platform, one row per chunk) and
+out through the Outbox actor, like every other send; the tool returns the rows.
+"""
 
 from __future__ import annotations
 
 import json
+import secrets
+import time
 from typing import Any
 
 import attrs
 
+from hermes.adapters.contract import Target
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
-from hermes.cron.delivery import PlannedTarget, Target
+from hermes.delivery.outbox_store import enqueue
+from hermes.delivery.replies import nudge
+from hermes.delivery.split import limit_of, split
 
 
 @attrs.frozen
@@ -23,8 +32,13 @@ class SendMessageTool:
         chat, _, thread = rest.partition(":")
         if not platform or not chat:
             raise ToolError(f"target {target!r} must be platform:chat_id[:thread_id]")
-        planned = PlannedTarget(Target(platform, chat, thread or None), "explicit", False)
-        result = await ctx.deliverer.send(planned, need(args, "text"))
-        if not result.success:
-            raise ToolError(f"not sent: {result.error}")
-        return json.dumps({"sent": True, "message_id": result.message_id})
+        if platform not in ctx.platforms:
+            known = ", ".join(sorted(ctx.platforms))
+            raise ToolError(f"no platform {platform!r} is configured (configured: {known})")
+        text = need(args, "text")
+        key = f"send:{ctx.session_id}:{secrets.token_hex(6)}"
+        chunks = split(text, limit_of(platform))
+        rows = await ctx.db.write(enqueue, Target(platform, chat, thread or None), chunks, "send",
+                                  key, time.time(), origin=ctx.session_id)  # fmt: skip
+        nudge(ctx.outbox)
+        return json.dumps({"queued": True, "outbox_rows": rows})
