@@ -41,8 +41,7 @@ async def test_send_message_queues_chunks_and_tells_the_outbox(ctx):
         assert [r[:6] for r in rows] == [("discord", "c9", "t1", "send", "pending", "s1")] * 2
         assert all(r[6] <= 2000 for r in rows)
         with trio.fail_after(5):
-            while outbox.nudges < 1:
-                await trio.lowlevel.checkpoint()
+            await outbox.nudged.wait()
         outbox.stop()
 
 
