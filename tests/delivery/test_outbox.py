@@ -229,11 +229,13 @@ async def test_a_row_older_than_the_freshness_limit_is_not_sent(registry, home, 
 
 
 @asynccontextmanager
-async def http_platform(platform: FakeChatPlatform):
+async def http_platform(platform: FakeChatPlatform, admitted: list | None = None):
     secrets = Secrets({"TP_TOKEN": TOKEN}, frozenset())
     config = PlatformConfig(token_env="TP_TOKEN", base_url=platform.url)
 
     async def admit(event) -> bool:
+        if admitted is not None:
+            admitted.append(event)
         return True
 
     adapter = FakePlatformAdapter(PLATFORM, config, secrets, AdapterStatus(), admit)
@@ -296,3 +298,22 @@ async def test_a_failing_send_retries_and_a_rejected_one_is_dead(registry, home)
     assert [(c, s) for c, _, s, _, _ in await settled_rows(registry, home)] == [
         ("a", SENT), ("b", DEAD), ("b", SENT)
     ]  # fmt: skip
+
+
+async def test_a_held_send_never_blocks_the_adapters_receiving(registry, home):
+    """A 429 with a long retry-after holds the chat's row in the outbox, not in the
+    adapter: the adapter keeps taking messages from the platform meanwhile."""
+    admitted: list = []
+    with FakeChatPlatform(token=TOKEN) as platform:
+        platform.fail_sends(429, retry_after=3600)
+        async with http_platform(platform, admitted) as adapter, running(
+            registry, home, adapter, REAL
+        ) as (box, outbox, db):  # fmt: skip
+            await queue(db, outbox, "a", "held for an hour", clock=REAL)
+            await trio.to_thread.run_sync(platform.wait_refused, 1, 30.0)
+            update = platform.inject("are you there?")
+            await trio.to_thread.run_sync(platform.wait_acked, update, 30.0)
+            assert [e.text for e in admitted] == ["are you there?"]
+            assert platform.sent == []
+        [(_, _, state, _, error)] = await settled_rows(registry, home)
+        assert state == "retry" and "429" in error
