@@ -80,6 +80,7 @@ class SendRequest:
     text: str
     idempotency_key: str
     reply_to: str | None = None
+    plain: bool = False  # send without formatting (the formatted send was rejected)
 
 
 @attrs.frozen
@@ -102,9 +103,12 @@ class RetryAfter:
 
 @attrs.frozen
 class Permanent:
-    """It will never be sent (chat not found, blocked, invalid): a dead letter at once."""
+    """It will never be sent (chat not found, blocked, invalid): a dead letter at once.
+    `formatting`: the platform could not parse the formatting ("can't parse
+    entities"); the same chunk as plain text may go, so it is sent once more so."""
 
     reason: str
+    formatting: bool = False
 
 
 SendResult = Sent | RetryAfter | Permanent

@@ -32,6 +32,7 @@ from hermes.delivery.outbox_store import (
     OutboxRow,
     due,
     mark_dead,
+    mark_plain,
     mark_retry,
     mark_sending,
     mark_sent,
@@ -189,7 +190,8 @@ class Outbox(Actor):
         adapter = self.adapter_of(row.target.platform)
         if adapter is None:
             return RetryAfter(None, f"no {row.target.platform} adapter is running")
-        request = SendRequest(row.target, row.text, row.idempotency_key, reply_to=row.reply_to)
+        request = SendRequest(row.target, row.text, row.idempotency_key, reply_to=row.reply_to,
+                              plain=row.plain)  # fmt: skip
         try:
             return await adapter.call(Send(request), timeout=SEND_TIMEOUT)
         except ActorStopped:
@@ -201,6 +203,10 @@ class Outbox(Actor):
         now = self.clock.now()
         if isinstance(result, Sent):
             await self.db.write(mark_sent, row.id, result.message_id, now)
+        elif isinstance(result, Permanent) and result.formatting and not row.plain:
+            log.info("outbox row %d: formatting rejected (%s); as plain text", row.id,
+                     result.reason)  # fmt: skip
+            await self.db.write(mark_plain, row.id, result.reason, now)
         elif isinstance(result, Permanent):
             log.warning("outbox row %d to %s is dead: %s", row.id, row.target, result.reason)
             await self.db.write(mark_dead, row.id, result.reason, now)

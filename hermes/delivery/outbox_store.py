@@ -40,6 +40,7 @@ class OutboxRow:
     created_at: float
     last_error: str | None
     message_id: str | None
+    plain: bool
 
     @property
     def chat(self) -> tuple[str, str]:
@@ -48,15 +49,16 @@ class OutboxRow:
 
 _COLUMNS = (
     "id, platform, chat_id, thread_id, scope_id, text, reply_to, kind, origin,"
-    " idempotency_key, state, attempts, not_before, created_at, last_error, message_id"
+    " idempotency_key, state, attempts, not_before, created_at, last_error, message_id, plain"
 )
 
 
 def _row(values: tuple) -> OutboxRow:
     (id_, platform, chat, thread, scope, text, reply_to, kind, origin, key, state, attempts,
-     not_before, created, error, message_id) = values  # fmt: skip
+     not_before, created, error, message_id, plain) = values  # fmt: skip
     return OutboxRow(id_, Target(platform, chat, thread, scope), text, reply_to, kind, origin,
-                     key, state, attempts, not_before, created, error, message_id)  # fmt: skip
+                     key, state, attempts, not_before, created, error, message_id,
+                     bool(plain))  # fmt: skip
 
 
 def enqueue(
@@ -127,6 +129,15 @@ def mark_retry(
     conn.execute(
         "UPDATE outbox SET state = ?, not_before = ?, last_error = ?, updated_at = ? WHERE id = ?",
         (RETRY, not_before, error, now, row_id),
+    )
+
+
+def mark_plain(conn: apsw.Connection, row_id: int, error: str, now: float) -> None:
+    """The platform rejected the chunk's formatting: it goes once more, as plain text."""
+    conn.execute(
+        "UPDATE outbox SET state = ?, plain = 1, not_before = NULL, last_error = ?,"
+        " updated_at = ? WHERE id = ?",
+        (PENDING, error, now, row_id),
     )
 
 

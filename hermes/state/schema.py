@@ -325,6 +325,11 @@ def _step_9_outbox(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS outbox_by_state ON outbox(state, id)")
 
 
+def _step_10_outbox_plain(conn: apsw.Connection) -> None:
+    """A chunk whose formatting the platform rejected goes once more as plain text."""
+    conn.execute("ALTER TABLE outbox ADD COLUMN plain INTEGER NOT NULL DEFAULT 0")
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_base,
@@ -336,6 +341,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_7_inbound_journal,
     _step_8_gateway,
     _step_9_outbox,
+    _step_10_outbox_plain,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -209,6 +209,28 @@ async def test_a_permanent_error_is_dead_at_once_and_never_retried(registry, hom
         platform.request_drain(trio.current_time())
 
 
+async def test_rejected_formatting_is_sent_once_more_as_plain_text(registry, home, io_clock):
+    def answer(request: SendRequest) -> SendResult:
+        if not request.plain:
+            return Permanent("400: can't parse entities", formatting=True)
+        if request.text == "still bad":
+            return Permanent("400: message is too long")
+        return sent_ok(request)
+
+    platform = ScriptedPlatform(answer)
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter) as (box, outbox, db):
+            await queue(db, outbox, "a", "*bold", "still bad")
+            await queue(db, outbox, "b", "next")
+            await platform.until(lambda: platform.texts("a") == ["*bold"])
+            await platform.until(lambda: platform.texts("b") == ["next"])
+            assert all(r.plain for _, r in platform.taken)
+        platform.request_drain(trio.current_time())
+    done = [(text, state) for _, text, state, _, _ in await settled_rows(registry, home)]
+    assert done == [("*bold", SENT), ("still bad", DEAD), ("next", SENT)]
+
+
 async def test_a_row_older_than_the_freshness_limit_is_not_sent(registry, home, io_clock):
     platform = ScriptedPlatform(sent_ok)
     async with trio.open_nursery() as nursery:

@@ -1,0 +1,423 @@
+"""The Outbox actor against sending straight through the adapter, on a real HTTP platform.
+
+Run: python bench/outbox.py   (from the repository root; takes well under a minute)
+- The fake chat platform (tests/fakes/chat_platform.py) runs in its own process:
+  a real HTTP server that answers each send at once with message id m<n>, n its
+  count of sends taken in its life (so an id says where the send arrived).
+- direct (the baseline): a FakePlatformAdapter running as an actor sends 10,000
+  messages over 100 chats: 100 chat tasks, each awaiting
+  `adapter.call(Send(...))` for its messages in turn (in order per chat, one in
+  flight per chat). Latency: the chat task starting a message's send -> its answer.
+- hermes: a fresh state.db, a Registry, and an Outbox whose `adapter_of` gives a
+  fresh FakePlatformAdapter on the same fake. The same 10,000 messages are
+  enqueued, one `db.write(enqueue, ...)` per chat (its 100 messages as chunks)
+  and an `Enqueued()` cast after each, from 100 concurrent producers. The clock
+  runs from before the first enqueue until every row is `sent` in state.db.
+  Latency, comparable with direct's: the row becoming ready (enqueued, and the
+  chat's previous row answered: max(created_at, previous updated_at)) -> the fake
+  answering (updated_at); both are the outbox's wall clock. The queue-inclusive
+  figure (updated_at - created_at, the whole backlog being enqueued at once) is
+  printed beside it, for information.
+- Both phases start after a warm-up (one message per chat) and are checked: per
+  chat, the message ids the fake gave are increasing in the chat's order (the
+  fake's arrival order); each message answered once; for hermes, every row
+  `sent` after one attempt, and a probe send before and after the phase shows the
+  fake took exactly 10,000 sends in between.
+Last line: RESULT vs_direct=<hermes rate / direct rate> p99_ms=<hermes p99 latency>
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psutil
+import trio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from hermes.adapters.base import AdapterStatus  # noqa: E402
+from hermes.adapters.contract import Send, SendRequest, SendResult, Sent, Target  # noqa: E402
+from hermes.config import PlatformConfig, Secrets  # noqa: E402
+from hermes.delivery.outbox import Enqueued, Outbox  # noqa: E402
+from hermes.delivery.outbox_store import SENT, enqueue  # noqa: E402
+from hermes.state.db import Db  # noqa: E402
+from hermes.state.registry import Registry  # noqa: E402
+from tests.adapters.testplatform import FakePlatformAdapter  # noqa: E402
+
+PLATFORM = "testplatform"
+TOKEN = "bench-token"
+TOKEN_ENV = "BENCH_PLATFORM_TOKEN"
+CHATS = 100
+PER_CHAT = 100
+TOTAL = CHATS * PER_CHAT
+PHASE_LIMIT = 120.0  # seconds; a phase that takes longer is a failure
+BUSY_OTHERS = 0.1  # CPUs taken by other processes during a timed phase worth a warning
+TARGET_VS_DIRECT = 0.3
+TARGET_P99_MS = 50.0
+
+
+# --- the fake, the adapter, CPU --------------------------------------------------------------
+
+
+def start_fake() -> tuple[subprocess.Popen, str]:
+    argv = [sys.executable, "-m", "tests.fakes.chat_platform", "--token", TOKEN]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    url = proc.stdout.readline().strip()
+    if not url:
+        proc.kill()
+        raise SystemExit("the fake chat platform did not start")
+    return proc, url
+
+
+def kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+class BenchAdapter(FakePlatformAdapter):
+    """The test platform's adapter, unchanged but for a long progress deadline, an
+    event when `expect` sends were answered (hermes's phase waits on it), and when
+    each send began and ended in its handler (wall clock, by idempotency key)."""
+
+    progress_deadline = 3600.0
+
+    def __init__(self, url: str) -> None:
+        async def admit(event: Any) -> bool:
+            return True
+
+        secrets = Secrets({TOKEN_ENV: TOKEN}, frozenset())
+        config = PlatformConfig(token_env=TOKEN_ENV, base_url=url)
+        super().__init__(PLATFORM, config, secrets, AdapterStatus(), admit)
+        self.answered = 0
+        self.expect = math.inf
+        self.reached = trio.Event()
+        self.spans: dict[str, tuple[float, float]] = {}
+
+    def await_count(self, more: int) -> trio.Event:
+        self.expect = self.answered + more
+        self.reached = trio.Event()
+        return self.reached
+
+    async def send(self, request: SendRequest) -> SendResult:
+        began = time.time()
+        result = await super().send(request)
+        self.spans[request.idempotency_key] = (began, time.time())
+        self.answered += 1
+        if self.answered >= self.expect:
+            self.reached.set()
+        return result
+
+
+class Handover:
+    """The adapter's address as the outbox gets it from `adapter_of`: notes when each
+    send was handed to the adapter (its `call`), then passes it on."""
+
+    def __init__(self, address: Any) -> None:
+        self.address = address
+        self.handed: dict[str, float] = {}
+
+    async def call(self, msg: Send, timeout: float | None = 30.0) -> Any:
+        self.handed[msg.request.idempotency_key] = time.time()
+        return await self.address.call(msg, timeout=timeout)
+
+
+def message_number(result: SendResult) -> int:
+    """The fake's count of sends when it took this one (its id is m<n>)."""
+    if not isinstance(result, Sent):
+        raise RuntimeError(f"the fake did not take a send: {result!r}")
+    return int(result.message_id.removeprefix("m"))
+
+
+def text(chat: int, i: int) -> str:
+    return f"chat {chat} message {i}: the quick brown fox jumps over the lazy dog"
+
+
+def chat_id(chat: int) -> str:
+    return f"chat-{chat}"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile of seconds, in milliseconds."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] * 1000
+
+
+class CpuWatch:
+    """CPU seconds the bench process (all its threads: trio, SQLite's writer and
+    readers) and the fake used during a phase, and what the rest of the machine
+    took meanwhile, in CPUs (1.0: one core busy)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.start = self._sample()
+        self.others = 0.0
+        self.used: list[float] = []
+
+    def _sample(self) -> tuple[float, float, list[float]]:
+        cpu = psutil.cpu_times()
+        extra = sum(getattr(cpu, name, 0.0) for name in ("irq", "softirq", "steal"))
+        busy = cpu.user + cpu.nice + cpu.system + extra
+        ours = []
+        for pid in self.pids:
+            times = psutil.Process(pid).cpu_times()
+            ours.append(times.user + times.system)
+        return time.monotonic(), busy, ours
+
+    def stop(self) -> None:
+        (t0, busy0, ours0), (t1, busy1, ours1) = self.start, self._sample()
+        self.used = [b - a for a, b in zip(ours0, ours1, strict=True)]
+        self.others = max(0.0, (busy1 - busy0) - sum(self.used)) / (t1 - t0)
+
+
+STEPS = (
+    ("to adapter", "ready -> handed to the adapter"),
+    ("mailbox", "handed -> the adapter's handler starts it"),
+    ("http", "the HTTP round trip in the handler"),
+    ("recorded", "answer -> the time the row records"),
+)
+
+
+@attrs.define
+class Phase:
+    name: str
+    seconds: float = 0.0
+    latencies: list[float] = attrs.Factory(list)  # ready -> answered
+    queued: list[float] = attrs.Factory(list)  # phase start (or enqueue) -> answered
+    steps: dict[str, list[float]] = attrs.Factory(lambda: {name: [] for name, _ in STEPS})
+    cpu: CpuWatch | None = None
+    notes: list[str] = attrs.Factory(list)
+
+    @property
+    def rate(self) -> float:
+        return TOTAL / self.seconds
+
+    def p(self, q: float) -> float:
+        return percentile(self.latencies, q)
+
+    def line(self, what: str) -> str:
+        bench, fake = self.cpu.used
+        return (
+            f"{self.name:<7} {self.rate:7.0f} msgs/s  ({TOTAL} in {self.seconds:.2f} s)  "
+            f"latency p50 {self.p(50):6.2f} ms  p99 {self.p(99):6.2f} ms  "
+            f"max {self.p(100):6.2f} ms  ({what})\n"
+            f"        queue-inclusive p50 {percentile(self.queued, 50):7.1f} ms  "
+            f"p99 {percentile(self.queued, 99):7.1f} ms; cpu per message: bench "
+            f"{bench * 1e3 / TOTAL:.3f} ms, fake {fake * 1e3 / TOTAL:.3f} ms "
+            f"({bench / self.seconds:.2f} + {fake / self.seconds:.2f} CPUs); "
+            f"other processes {self.cpu.others:.2f} CPUs"
+        )
+
+    def breakdown(self) -> str:
+        parts = []
+        for name, _ in STEPS:
+            values = self.steps[name]
+            if values:
+                mean = sum(values) / len(values) * 1000
+                parts.append(f"{name} {mean:.2f}/{percentile(values, 99):.2f}")
+        return "        where, mean/p99 ms: " + ", ".join(parts)
+
+
+# --- direct: the adapter called by 100 chat tasks --------------------------------------------
+
+
+async def direct_phase(url: str, pids: list[int]) -> Phase:
+    phase = Phase("direct")
+    adapter = BenchAdapter(url)
+    numbers: dict[int, list[int]] = defaultdict(list)
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(adapter.run)
+
+        async def send(chat: str, body: str, key: str) -> SendResult:
+            return await address.call(Send(SendRequest(Target(PLATFORM, chat), body, key)))
+
+        async with trio.open_nursery() as warm:  # the connection, the fake's threads
+            for c in range(CHATS):
+                warm.start_soon(send, f"warm-{c}", "warm", f"direct-warm:{c}")
+
+        async def chat_task(c: int, t0: float) -> None:
+            for i in range(PER_CHAT):
+                key = f"direct:{c}:{i}"
+                handed, began = time.time(), time.perf_counter()
+                result = await send(chat_id(c), text(c, i), key)
+                answered, done = time.perf_counter(), time.time()
+                phase.latencies.append(answered - began)
+                phase.queued.append(answered - t0)
+                numbers[c].append(message_number(result))
+                start, end = adapter.spans.pop(key)
+                phase.steps["mailbox"].append(start - handed)
+                phase.steps["http"].append(end - start)
+                phase.steps["recorded"].append(done - end)
+
+        phase.cpu = CpuWatch(pids)
+        t0 = time.perf_counter()
+        with trio.fail_after(PHASE_LIMIT):
+            async with trio.open_nursery() as chats:
+                for c in range(CHATS):
+                    chats.start_soon(chat_task, c, t0)
+        phase.seconds = time.perf_counter() - t0
+        phase.cpu.stop()
+        adapter.request_drain(trio.current_time() + 5)
+
+    for c in range(CHATS):  # sent one at a time per chat: the fake took them in order
+        got = numbers[c]
+        assert len(got) == PER_CHAT, (c, len(got))
+        assert all(a < b for a, b in zip(got, got[1:], strict=False)), f"chat {c} out of order"
+    assert len({n for got in numbers.values() for n in got}) == TOTAL, "a message id came twice"
+    phase.notes.append(f"order checked on the {CHATS} chats' answers (the fake's ids)")
+    return phase
+
+
+# --- hermes: enqueue, the Outbox sends -------------------------------------------------------
+
+
+ROWS = (
+    "SELECT id, chat_id, text, state, attempts, message_id, created_at, updated_at,"
+    " idempotency_key FROM outbox WHERE idempotency_key LIKE 'hermes:%' ORDER BY id"
+)
+
+
+def count_sent(conn: Any) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM outbox WHERE state = ? AND idempotency_key LIKE 'hermes:%'",
+        (SENT,),
+    ).fetchone()[0]
+
+
+async def hermes_phase(url: str, state_db: Path, pids: list[int]) -> Phase:
+    phase = Phase("hermes")
+    registry = Registry()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.run)
+        adapter = BenchAdapter(url)
+        adapter_address = await nursery.start(adapter.run)
+
+        async def probe(key: str) -> int:
+            request = SendRequest(Target(PLATFORM, "probe"), "probe", key)
+            return message_number(await adapter_address.call(Send(request)))
+
+        handover = Handover(adapter_address)
+        outbox = Outbox(
+            registry, state_db, lambda p: handover if p == PLATFORM else None
+        )  # real wall clock; the platform has no pace (the fake has no rate limit)
+        async with Db(registry, state_db) as db, trio.open_nursery() as inner:
+            outbox_address = await inner.start(outbox.run)
+
+            async def produce(c: int, chat: str, chunks: list[str], key: str) -> None:
+                now = time.time()
+                await db.write(enqueue, Target(PLATFORM, chat), chunks, "send", key, now)
+                outbox_address.cast_nowait(Enqueued())
+
+            warmed = adapter.await_count(CHATS)
+            async with trio.open_nursery() as warm:
+                for c in range(CHATS):
+                    warm.start_soon(produce, c, f"warm-{c}", ["warm"], f"warm:{c}")
+            await warmed.wait()
+            first = await probe("probe-before")
+
+            [generation] = registry.generations()
+            commits = generation.actor.core.batches
+            done = adapter.await_count(TOTAL)
+            phase.cpu = CpuWatch(pids)
+            t0 = time.perf_counter()
+            with trio.fail_after(PHASE_LIMIT):
+                async with trio.open_nursery() as producers:
+                    for c in range(CHATS):
+                        chunks = [text(c, i) for i in range(PER_CHAT)]
+                        producers.start_soon(produce, c, chat_id(c), chunks, f"hermes:{c}")
+                enqueued = time.perf_counter() - t0
+                await done.wait()  # the fake answered the last one; its row is marked next
+                while await db.read(count_sent) < TOTAL:
+                    await trio.sleep(0.002)
+            phase.seconds = time.perf_counter() - t0
+            phase.cpu.stop()
+            commits = generation.actor.core.batches - commits
+            last = await probe("probe-after")
+            rows = await db.read(lambda conn: conn.execute(ROWS).fetchall())
+            outbox.request_drain(trio.current_time() + 5)
+        adapter.request_drain(trio.current_time() + 5)
+        registry.request_drain(trio.current_time() + 30)
+
+    assert len(rows) == TOTAL, len(rows)
+    by_chat: dict[str, list[tuple]] = defaultdict(list)
+    keys = {}
+    for row in rows:
+        by_chat[row[1]].append(row[:-1])
+        keys[row[0]] = row[-1]
+    numbers = []
+    for c in range(CHATS):
+        chat_rows = by_chat[chat_id(c)]
+        assert [r[2] for r in chat_rows] == [text(c, i) for i in range(PER_CHAT)], c
+        assert all(r[3] == SENT and r[4] == 1 for r in chat_rows), f"chat {c}: not sent once"
+        got = [int(r[5].removeprefix("m")) for r in chat_rows]
+        assert all(a < b for a, b in zip(got, got[1:], strict=False)), f"chat {c} out of order"
+        numbers.extend(got)
+        ready = chat_rows[0][6]
+        for row_id, _, _, _, _, _, created, answered in chat_rows:
+            start = max(created, ready)
+            phase.latencies.append(answered - start)
+            phase.queued.append(answered - created)
+            ready = answered
+            key = keys[row_id]
+            handed, (began, ended) = handover.handed[key], adapter.spans[key]
+            phase.steps["to adapter"].append(handed - start)
+            phase.steps["mailbox"].append(began - handed)
+            phase.steps["http"].append(ended - began)
+            phase.steps["recorded"].append(answered - ended)
+    # The fake numbers every send it takes: exactly TOTAL between the two probes.
+    assert sorted(numbers) == list(range(first + 1, last)), "the fake took other sends"
+    phase.notes.append(
+        f"enqueued in {enqueued * 1000:.0f} ms ({CHATS} writes of {PER_CHAT} rows); "
+        f"{commits} state.db commits ({commits / TOTAL:.2f} per message); order "
+        f"checked on the rows' message ids; the fake took exactly {TOTAL} sends "
+        "(probes before and after)"
+    )
+    return phase
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="hermes-bench-") as tmp, contextlib.ExitStack() as st:
+        fake, url = start_fake()
+        st.callback(kill, fake)
+        pids = [os.getpid(), fake.pid]
+        direct = trio.run(direct_phase, url, pids)
+        hermes = trio.run(hermes_phase, url, Path(tmp) / "state.db", pids)
+
+    print(f"fake       chat platform in its own process at {url}, answering at once; "
+          f"{TOTAL} messages over {CHATS} chats, {PER_CHAT} each, one in flight per chat")  # fmt: skip
+    print(direct.line("the chat task starting a send -> its answer"))
+    print(direct.breakdown())
+    print(f"        {direct.notes[0]}")
+    print(hermes.line("row ready -> answered, from the rows' created_at/updated_at"))
+    print(hermes.breakdown())
+    print(f"        {hermes.notes[0]}")
+    print("        the hermes adapter is a fresh one on the same fake; queue-inclusive: from "
+          "the phase's start (direct) or the row's enqueue (hermes)")  # fmt: skip
+    print("        where: " + "; ".join(f"{name}: {what}" for name, what in STEPS))
+    vs_direct = hermes.rate / direct.rate
+    p99 = hermes.p(99)
+    print(f"hermes/direct  rate {vs_direct:.2f} (target >= {TARGET_VS_DIRECT}), hermes p99 "
+          f"{p99:.1f} ms (target <= {TARGET_P99_MS:.0f}; direct p99 {direct.p(99):.1f} ms)")  # fmt: skip
+    for phase in (direct, hermes):
+        if phase.cpu.others > BUSY_OTHERS:
+            print(f"WARNING: other processes took {phase.cpu.others:.2f} CPUs during the "
+                  f"{phase.name} phase: the figures are not this code's alone")  # fmt: skip
+    print(f"RESULT vs_direct={vs_direct:.2f} p99_ms={p99:.1f}")
+
+
+if __name__ == "__main__":
+    main()
