@@ -24,9 +24,11 @@ import attrs
 import trio
 
 from hermes.actors.actor import Actor
+from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import (
     Admit,
     InboundEvent,
+    RetryAfter,
     Send,
     SendRequest,
     SendResult,
@@ -81,6 +83,8 @@ class PlatformAdapter(Actor):
 
     platform: str = "?"
     progress_deadline: float = 90.0
+    concurrent_sends: int = 16  # in flight at once, across chats
+    deduplicates: bool = False  # the platform drops a repeat of a send's idempotency key
 
     def __init__(self, name: str, status: AdapterStatus, admit: Admit) -> None:
         super().__init__(name)
@@ -88,6 +92,7 @@ class PlatformAdapter(Actor):
         self._admit = admit
         self._admitting = 0
         self._last = 0.0
+        self._sends = trio.Semaphore(self.concurrent_sends)
 
     # -- for subclasses -------------------------------------------------------
 
@@ -124,6 +129,24 @@ class PlatformAdapter(Actor):
     def detail(self) -> dict[str, Any]:
         return self.status.detail()
 
+    async def _send(self, msg: Send) -> None:
+        try:
+            try:
+                result = await self.send(msg.request)
+            except Exception as exc:  # a bug in send: the row waits and goes again
+                log.exception("%s: a send failed", self.name)
+                result = RetryAfter(None, f"{self.name} failed to send: {exc!r}")
+            msg.reply.set(result)
+        except BaseException:  # cancelled with the adapter
+            msg.reply.fail(ActorStopped(self.name))
+            raise
+        finally:
+            self._sends.release()
+
+    def dropped(self, msg: Any) -> None:
+        if isinstance(msg, Send):
+            msg.reply.fail(ActorStopped(self.name))
+
     async def flush(self) -> None:
         if self.status.state in (CONNECTING, LIVE):  # not a crash: keep what that said
             self.status.state, self.status.reason = STOPPED, None
@@ -142,7 +165,9 @@ class PlatformAdapter(Actor):
 
     async def handle(self, msg: Any) -> Any:
         if isinstance(msg, Send):
-            return await self.send(msg.request)
+            await self._sends.acquire()  # backpressure: the mailbox waits, not a task pile
+            self.nursery.start_soon(self._send, msg)
+            return None
         if isinstance(msg, TurnEvent):
             return await self.show(msg)
         raise TypeError(f"{self.name} cannot handle {type(msg).__name__}")

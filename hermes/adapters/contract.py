@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 
+from hermes.actors.reply import Reply
+
 
 class ChatType(enum.StrEnum):
     DM = "dm"
@@ -116,9 +118,12 @@ SendResult = Sent | RetryAfter | Permanent
 
 @attrs.frozen
 class Send:
-    """Ask an adapter to send one chunk; it replies a SendResult."""
+    """Ask an adapter to send one chunk (a cast); the SendResult goes into `reply`.
+    Adapters run sends concurrently, so one slow send never holds up the others; the
+    outbox keeps one in flight per chat, which keeps each chat in order."""
 
     request: SendRequest
+    reply: Reply = attrs.field(eq=False)
 
 
 @attrs.frozen

@@ -92,6 +92,7 @@ ASKED_KEPT = 1024  # recent chat.send calls whose asker already saw the answer s
 
 
 class LocalEndpoint(PlatformAdapter):
+    mailbox_size = 256  # a turn's steps arrive in bursts; progress is dropped when full
     platform = "local"
     progress_deadline = math.inf  # a server: it is alive while it runs
 

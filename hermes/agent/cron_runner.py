@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from hermes.actors.address import Address
 from hermes.actors.clock import WallClock
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
@@ -32,7 +34,11 @@ class CronAgentRunner:
         workdir: Path,
         state_dir: Path,
         tz: ZoneInfo,
+        platforms: frozenset[str] = frozenset({"local"}),
+        outbox: Callable[[], Address | None] = lambda: None,
     ) -> None:
+        self.platforms = platforms  # where its send_message may send
+        self.outbox = outbox
         self.agent = agent
         self.registry = registry
         self.state_db = state_db
@@ -46,7 +52,8 @@ class CronAgentRunner:
             Path(job.workdir) if job.workdir else self.workdir, state_dir=self.state_dir
         )
         async with Db(self.registry, self.state_db) as db:
-            ctx = ToolContext(session_id, db, terminal, self.memory, origin=job.origin, tz=self.tz)
+            ctx = ToolContext(session_id, db, terminal, self.memory, origin=job.origin, tz=self.tz,
+                              outbox=self.outbox(), platforms=self.platforms)  # fmt: skip
             result = await self.agent.run_turn(ctx, prompt, stream=False, source="cron")
         return result.text
 
@@ -58,12 +65,15 @@ def cron_fire_context(
     tz: ZoneInfo,
     config: CronConfig,
     deliverer: Deliverer | None = None,
+    platforms: frozenset[str] = frozenset({"local"}),
+    outbox: Callable[[], Address | None] = lambda: None,
 ) -> FireContext:
     """How cron fires run in this home: scripts from its scripts/, agent turns with
     memory, outputs under cron/output, briefs through `deliverer`."""
     runner = CronAgentRunner(
-        agent, registry, home.state_db, home.memories, home.root, home.root / ".terminal", tz
-    )
+        agent, registry, home.state_db, home.memories, home.root, home.root / ".terminal", tz,
+        platforms, outbox,
+    )  # fmt: skip
     return FireContext(
         scripts=home.scripts,
         output_dir=home.cron_output,

@@ -1,7 +1,7 @@
 """`hermes outbox [--dead] | retry ID | purge --dead`: what waits to leave, and what died.
 
 Written straight into state.db; a running serve's outbox sends a retried row
-when it next looks (at once if it is idle).
+when it next looks (within 30 seconds).
 """
 
 from __future__ import annotations

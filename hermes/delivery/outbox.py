@@ -26,7 +26,8 @@ from hermes.actors.actor import Actor
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
 from hermes.actors.clock import WallClock
-from hermes.actors.errors import ActorStopped, CallTimeout
+from hermes.actors.errors import ActorStopped
+from hermes.actors.reply import Reply
 from hermes.adapters.contract import Permanent, RetryAfter, Send, SendRequest, SendResult, Sent
 from hermes.delivery.outbox_store import (
     OutboxRow,
@@ -36,6 +37,8 @@ from hermes.delivery.outbox_store import (
     mark_retry,
     mark_sending,
     mark_sent,
+    mark_unknown,
+    next_in_chat,
     next_not_before,
     prune_sent,
     recover,
@@ -47,6 +50,7 @@ log = logging.getLogger(__name__)
 
 FRESHNESS = 24 * 3600.0  # a reply that old is noise
 SEND_TIMEOUT = 60.0
+LOOK_EVERY = 30.0  # also look this often: rows a CLI retried, or queued with no nudge
 RETRY_BACKOFF = Backoff(minimum=1.0, maximum=300.0)
 KEEP_SENT = 7 * 86400.0
 
@@ -64,6 +68,13 @@ PACES: dict[str, Pace] = {
     "discord": Pace(50.0, 1.0),
     "slack": Pace(50.0, 1.0),
 }
+
+
+@attrs.frozen
+class _NoAnswer:
+    """The send was handed over and no answer came: it may have gone out."""
+
+    reason: str
 
 
 @attrs.frozen
@@ -148,7 +159,8 @@ class Outbox(Actor):
             self._wake = trio.Event()
             now = self.clock.now()
             started = False
-            for row in await self.db.read(due, now):
+            rows, wake_at = await self.db.read(_look, now)
+            for row in rows:
                 if row.chat in self.busy:
                     continue
                 if self.held.get(row.target.platform, 0.0) > now:
@@ -159,21 +171,31 @@ class Outbox(Actor):
             if self._draining and not started and not self.busy:
                 self._drained.set()
                 return
-            wake_at = await self.db.read(next_not_before)
             held = [t for t in self.held.values() if t > now]
-            soonest = min([t for t in (wake_at, *held) if t is not None], default=None)
-            wait = max(0.0, soonest - self.clock.now()) if soonest is not None else math.inf
+            soonest = min([t for t in (wake_at, *held) if t is not None], default=now + LOOK_EVERY)
+            wait = min(max(0.0, soonest - self.clock.now()), LOOK_EVERY)
             with trio.move_on_after(wait):
                 await self._wake.wait()
 
-    async def _send(self, row: OutboxRow) -> None:
+    async def _send(self, row: OutboxRow | None) -> None:
+        """Send a chat's rows in order while they are due; one such task per busy chat.
+        A failure here (state.db gone) ends this chat's turn, not the outbox: the row
+        stays as it was, for the next look or the next start."""
+        chat = row.chat
         try:
-            await self._pace(row)
-            await self.db.write(mark_sending, row.id, self.clock.now())
-            result = await self._attempt(row)
-            await self._record(row, result)
+            while row is not None:
+                await self._pace(row)
+                if not await self.db.write(mark_sending, row.id, self.clock.now()):
+                    break  # another serve took it
+                result = await self._attempt(row)
+                await self._record(row, result)
+                if not isinstance(result, Sent | Permanent):
+                    break  # it waits for its not-before; the dispatcher looks then
+                row = await self.db.read(next_in_chat, *chat, self.clock.now())
+        except Exception:
+            log.exception("outbox: sending to %s:%s failed", *chat)
         finally:
-            self.busy.discard(row.chat)
+            self.busy.discard(chat)
             self._wake.set()
 
     async def _pace(self, row: OutboxRow) -> None:
@@ -186,21 +208,31 @@ class Outbox(Actor):
         )
         await trio.sleep_until(start)
 
-    async def _attempt(self, row: OutboxRow) -> SendResult:
+    async def _attempt(self, row: OutboxRow) -> SendResult | _NoAnswer:
         adapter = self.adapter_of(row.target.platform)
         if adapter is None:
             return RetryAfter(None, f"no {row.target.platform} adapter is running")
         request = SendRequest(row.target, row.text, row.idempotency_key, reply_to=row.reply_to,
                               plain=row.plain)  # fmt: skip
+        reply = Reply()
         try:
-            return await adapter.call(Send(request), timeout=SEND_TIMEOUT)
+            with trio.move_on_after(SEND_TIMEOUT):
+                await adapter.cast(Send(request, reply))
+                return await reply.wait()
+            return _NoAnswer(f"no answer from {row.target.platform} in {SEND_TIMEOUT:g} s")
         except ActorStopped:
             return RetryAfter(None, f"the {row.target.platform} adapter is restarting")
-        except CallTimeout:
-            return RetryAfter(None, f"no answer from {row.target.platform} in {SEND_TIMEOUT:g} s")
+        finally:
+            reply.abandon()
 
-    async def _record(self, row: OutboxRow, result: SendResult) -> None:
+    async def _record(self, row: OutboxRow, result: SendResult | _NoAnswer) -> None:
         now = self.clock.now()
+        if isinstance(result, _NoAnswer):
+            if row.target.platform in self.deduplicating:
+                result = RetryAfter(None, result.reason)  # the platform drops a repeat
+            else:
+                await self.db.write(mark_unknown, row.id, result.reason, now)
+                return
         if isinstance(result, Sent):
             await self.db.write(mark_sent, row.id, result.message_id, now)
         elif isinstance(result, Permanent) and result.formatting and not row.plain:
@@ -222,3 +254,8 @@ class Outbox(Actor):
                 if result.scope_wide:
                     self.held[row.target.platform] = now + wait
             await self.db.write(mark_retry, row.id, now + wait, result.reason, now)
+
+
+def _look(conn: Any, now: float) -> tuple[list[OutboxRow], float | None]:
+    """What may go now, and when the next waiting retry may: one read, one thread hop."""
+    return due(conn, now), next_not_before(conn, now)

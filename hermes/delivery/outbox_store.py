@@ -22,6 +22,7 @@ PENDING, SENDING, SENT, RETRY, DEAD, UNKNOWN = (
     "pending", "sending", "sent", "retry", "dead", "unknown"
 )  # fmt: skip
 OPEN = (PENDING, RETRY, SENDING)  # not finished: later chunks of the chat wait
+_OPEN_SQL = "state IN ('pending', 'retry', 'sending')"  # literal: the partial index's own
 KINDS = ("reply", "cron", "send", "notice")
 
 
@@ -94,24 +95,54 @@ def due(conn: apsw.Connection, now: float, limit: int = 500) -> list[OutboxRow]:
     not-before has passed)."""
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM outbox WHERE id IN (SELECT min(id) FROM outbox"
-        " WHERE state IN (?,?,?) GROUP BY platform, chat_id)"
+        f" WHERE {_OPEN_SQL} GROUP BY platform, chat_id)"
         " AND state IN (?,?) AND (not_before IS NULL OR not_before <= ?) ORDER BY id LIMIT ?",
-        (*OPEN, PENDING, RETRY, now, limit),
+        (PENDING, RETRY, now, limit),
     )
     return [_row(r) for r in rows]
 
 
-def next_not_before(conn: apsw.Connection) -> float | None:
-    """When the earliest waiting retry may go."""
-    return conn.execute("SELECT min(not_before) FROM outbox WHERE state = ?", (RETRY,)).fetchone()[
-        0
-    ]
+def next_in_chat(
+    conn: apsw.Connection, platform: str, chat_id: str, now: float
+) -> OutboxRow | None:
+    """The chat's first unfinished row, if it may go now (a chat's sender goes on with
+    it without a look at every chat)."""
+    found = conn.execute(
+        f"SELECT {_COLUMNS} FROM outbox WHERE platform = ? AND chat_id = ? AND {_OPEN_SQL}"
+        " ORDER BY id LIMIT 1",
+        (platform, chat_id),
+    ).fetchone()
+    if found is None:
+        return None
+    row = _row(found)
+    if row.state == SENDING or (row.not_before is not None and row.not_before > now):
+        return None
+    return row
 
 
-def mark_sending(conn: apsw.Connection, row_id: int, now: float) -> None:
+def next_not_before(conn: apsw.Connection, now: float) -> float | None:
+    """When the earliest retry still waiting after `now` may go."""
+    found = conn.execute(
+        "SELECT min(not_before) FROM outbox WHERE state = ? AND not_before > ?", (RETRY, now)
+    )
+    return found.fetchone()[0]
+
+
+def mark_sending(conn: apsw.Connection, row_id: int, now: float) -> bool:
+    """Take a due row for its send; False if it was taken already (a second serve)."""
     conn.execute(
-        "UPDATE outbox SET state = ?, attempts = attempts + 1, updated_at = ? WHERE id = ?",
-        (SENDING, now, row_id),
+        "UPDATE outbox SET state = ?, attempts = attempts + 1, updated_at = ?"
+        " WHERE id = ? AND state IN (?,?)",
+        (SENDING, now, row_id, PENDING, RETRY),
+    )
+    return conn.changes() == 1
+
+
+def mark_unknown(conn: apsw.Connection, row_id: int, reason: str, now: float) -> None:
+    """The send may have gone out and no answer came: never sent twice blindly."""
+    conn.execute(
+        "UPDATE outbox SET state = ?, last_error = ?, updated_at = ? WHERE id = ?",
+        (UNKNOWN, reason, now, row_id),
     )
 
 

@@ -69,12 +69,17 @@ class OutboxReplies:
         await self._exits.aclose()
 
     async def progress(self, event: TurnEvent) -> None:
+        """Best effort: a step is dropped when the adapter's mailbox is full (a slow
+        client never holds up the router); the final one waits for room."""
         adapter = self.adapter_of(event.target.platform)
         if adapter is None:
             return
         try:
-            await adapter.cast(event)
-        except ActorStopped:
+            if event.final:
+                await adapter.cast(event)
+            else:
+                adapter.cast_nowait(event)
+        except (ActorStopped, trio.WouldBlock):
             pass
 
     async def answer(

@@ -108,8 +108,7 @@ async def _sethome(c: CommandContext) -> CommandReply:
     target = c.event.target()
     await c.router.db.write(set_home, target, c.event.user_id, time.time())
     return CommandReply(
-        f"This chat is now the home channel of {target.platform}: cron briefs and notices"
-        " without a chat of their own come here.",
+        f"This chat is now the home channel of {target.platform}.",
         c.session_id,
     )
 

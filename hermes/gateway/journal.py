@@ -17,6 +17,7 @@ These are functions of a connection, run through the Db handle.
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import socket
@@ -88,9 +89,12 @@ def finish(
     )
 
 
-def admitted(conn: apsw.Connection) -> list[InboundEvent]:
-    """Events admitted and never started (the process stopped between the two)."""
-    rows = conn.execute(f"{_SELECT} WHERE state = ? ORDER BY received_at", (ADMITTED,))
+def admitted(conn: apsw.Connection, before: float = math.inf) -> list[InboundEvent]:
+    """Events admitted (before `before`) and never started: the process stopped between
+    the two, or no router was there to tell."""
+    rows = conn.execute(
+        f"{_SELECT} WHERE state = ? AND received_at < ? ORDER BY received_at", (ADMITTED, before)
+    )
     return [_event(r) for r in rows]
 
 

@@ -3,6 +3,7 @@ receives the brief, and the brief is mirrored into that session when planned."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from hermes.actors.address import Address
@@ -16,7 +17,9 @@ from hermes.state.sessions import NewSession, ensure_session
 
 
 class LocalDeliverer:
-    def __init__(self, endpoint: Address, registry: Registry, state_db: Path) -> None:
+    def __init__(
+        self, endpoint: Callable[[], Address | None], registry: Registry, state_db: Path
+    ) -> None:
         self.endpoint = endpoint
         self.registry = registry
         self.state_db = state_db
@@ -30,8 +33,11 @@ class LocalDeliverer:
                 await db.write(ensure_session, NewSession(session_id, source="local"))
                 await db.write(append_message, NewMessage(session_id, "assistant", text))
         params = {"session": session_id, "text": text, **target.meta}
+        endpoint = self.endpoint()  # looked up now: the endpoint restarts on its own
         try:
-            reached = await self.endpoint.call(Deliver(session_id, "cron.brief", params))
+            reached = (
+                await endpoint.call(Deliver(session_id, "cron.brief", params)) if endpoint else 0
+            )
         except ActorStopped:
             reached = 0
         if not reached:

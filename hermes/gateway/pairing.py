@@ -262,6 +262,12 @@ class Welcome:
     user_id: str
     chat_id: str
     owner: bool
+    approved_at: float
+
+    @property
+    def key(self) -> str:
+        """Its outbox key: one welcome per approval (approved again, told again)."""
+        return f"welcome:{self.platform}:{self.user_id}:{self.approved_at!r}"
 
     def message(self) -> str:
         extra = " You are the owner: /sethome makes a chat my home channel." if self.owner else ""
@@ -277,10 +283,10 @@ def owner_rule(config_owner: str | None, user_id: str, first_approved: bool) -> 
 def to_welcome(conn: apsw.Connection) -> list[Welcome]:
     """Approvals whose user has not been told yet (the CLI approves; serve tells)."""
     rows = conn.execute(
-        "SELECT platform, user_id, chat_id, owner FROM pairing_approved"
+        "SELECT platform, user_id, chat_id, owner, approved_at FROM pairing_approved"
         " WHERE notified_at IS NULL AND chat_id IS NOT NULL ORDER BY approved_at"
     )
-    return [Welcome(p, u, c, bool(o)) for p, u, c, o in rows]
+    return [Welcome(p, u, c, bool(o), at) for p, u, c, o, at in rows]
 
 
 def welcomed(conn: apsw.Connection, platform: str, user_id: str, now: float) -> None:

@@ -36,7 +36,6 @@ from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
 from hermes.config import Config
-from hermes.cron.delivery import Deliverer, NoAdapters
 from hermes.cron.jobs import Origin
 from hermes.delivery.replies import Replies
 from hermes.gateway.admission import Admitted
@@ -83,7 +82,6 @@ class SessionServices:
 
     background: Address | None = None
     scheduler: Address | None = None
-    deliverer: Deliverer = attrs.field(factory=NoAdapters)
     tz: ZoneInfo = ZoneInfo("UTC")
     outbox: Address | None = None
 
@@ -156,7 +154,6 @@ class Router(Actor):
         self._followers_done.set()
         self.db: Db | None = None
         self.draining = False
-        self.flushing = False
         self._drain_by = math.inf
         self._drain_asked = trio.Event()
 
@@ -212,7 +209,6 @@ class Router(Actor):
 
     async def flush(self) -> None:
         """Cancel the turns still running (each records its interruption), then let go."""
-        self.flushing = True
         for actor, _ in list(self.sessions.values()):
             actor.request_drain(trio.current_time())
         try:
@@ -240,10 +236,10 @@ class Router(Actor):
         """A claimed event: refused, a command, or a turn. A resumed one (its turn was
         cut by a restart) goes the same way: authorized again, never a turn unasked."""
         now = time.time()
+        if await self._refused(event, now):
+            return  # authorized first: a stranger or a bot never gets the drain notice
         if self.draining:
             await self._end(event, None, "refused", DRAIN_NOTICE, REFUSED)
-            return
-        if await self._refused(event, now):
             return
         text = event.text.strip()
         word = text.split(maxsplit=1)[0].split("@", 1)[0].lower() if text else ""
@@ -316,7 +312,7 @@ class Router(Actor):
     async def _session_id(self, event: InboundEvent) -> str:
         """The session an event belongs to: the one its edge picked, else its key's live
         session, else a new one."""
-        if event.session_hint:
+        if event.session_hint and event.platform == "local":  # the token-gated edge only
             return event.session_hint
         key = self.key_of(event)
         session_id = self.current.get(key)
@@ -328,7 +324,7 @@ class Router(Actor):
     def start_new(self, event: InboundEvent) -> str:
         """/new: the key's next message starts a new session; returns its id."""
         session_id = new_session_id(event.platform)
-        if not event.session_hint:
+        if not (event.session_hint and event.platform == "local"):
             self.current[self.key_of(event)] = session_id
         return session_id
 
@@ -365,7 +361,6 @@ class Router(Actor):
             origin=Origin(
                 event.platform, event.chat_id, event.thread_id, event.user_id, event.scope_id
             ),  # fmt: skip
-            deliverer=services.deliverer,
             tz=services.tz,
             outbox=services.outbox,
             platforms=frozenset(self.policies),
@@ -400,7 +395,8 @@ class Router(Actor):
         turn = Turn(text, send, resume=resume)
         follow = _Following(event, session_id, resume)
         self.following[event.platform, event.event_id] = follow
-        self._followers_done = trio.Event()
+        if self._followers_done.is_set():  # one already waited on stays the one
+            self._followers_done = trio.Event()
         self.nursery.start_soon(self._follow, follow, events)
         try:
             address = await self._session(session_id, event)
@@ -433,10 +429,11 @@ class Router(Actor):
                             follow.in_terminal.add(step["call_id"])
                         elif kind == "tool_result":
                             follow.in_terminal.discard(step["call_id"])
-                        if kind in ("done", "interrupted", "error"):
+                        if kind in ("done", "interrupted", "error", "cut"):
                             final = step
                             if kind == "done" and follow.resume:
                                 text = RESUMED_PREFIX + text
+                            kind = "interrupted" if kind == "cut" else kind
                         await self.replies.progress(TurnEvent(
                             event.event_id, target, session_id, kind, text,
                             step["tool"] or None, step["call_id"] or None,
@@ -455,14 +452,14 @@ class Router(Actor):
         event, session_id = follow.event, follow.session_id
         target, key = event.target(), f"{event.platform}:{event.event_id}"
         kind = final["kind"] if final else "error"
-        if kind == "interrupted" and self.flushing and follow.resumable and not follow.resume:
-            return  # left started: the next start resumes it, if it is young enough
+        if kind == "cut" and follow.resumable and not follow.resume:
+            return  # a drain or a crash cut it: left started, the next start resumes it
         text = None
-        if kind == "done":
+        if kind == "done" and final["text"]:
             text = (RESUMED_PREFIX if follow.resume else "") + final["text"]
         elif kind == "error":
             text = f"Sorry, that failed: {final['text'] if final else 'the turn ended early'}"
-        elif self.flushing:
+        elif kind == "cut":
             text = CUT_NOTICE
         if text:
             await self.replies.answer(event, target, text, key)
@@ -476,6 +473,10 @@ class Router(Actor):
         cannot reach them), and forget journal rows past their retention."""
         last_prune = trio.current_time()
         while True:
+            # An event admitted while this router was starting (or restarting) had no
+            # one to tell: take it from the journal (a claim is atomic: never twice).
+            for event in await self.db.read(admitted, time.time() - HOUSEKEEPING):
+                await self._admitted(event)
             for welcome in await self.db.read(to_welcome):
                 if welcome.platform not in self.policies:
                     continue
@@ -484,9 +485,7 @@ class Router(Actor):
                                    welcome.owner)  # fmt: skip
                 welcome = attrs.evolve(welcome, owner=owner)
                 target = Target(welcome.platform, welcome.chat_id)
-                await self.replies.answer(
-                    None, target, welcome.message(), f"welcome:{welcome.platform}:{welcome.user_id}"
-                )
+                await self.replies.answer(None, target, welcome.message(), welcome.key)
                 await self.db.write(welcomed, welcome.platform, welcome.user_id, time.time())
             if trio.current_time() - last_prune >= PRUNE_EVERY:
                 await self.db.write(prune, time.time() - self.gateway.journal_days * 86400)

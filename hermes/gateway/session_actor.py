@@ -149,8 +149,8 @@ class SessionActor(Actor):
             if scope.cancelled_caught:
                 send(_event(Event("interrupted", "interrupted by a new message or /stop")))
         except BaseException as exc:  # a cancel from a tool's nursery comes as a group
-            if is_cancel(exc):
-                send(_event(Event("interrupted", "interrupted: hermes is shutting down")))
+            if is_cancel(exc):  # cut from outside (a drain, a crash): `cut`, not a user's stop
+                send(_event(Event("cut", "interrupted: hermes is shutting down")))
             raise
         finally:
             turn.events.close()

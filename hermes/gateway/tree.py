@@ -114,7 +114,7 @@ def build_root(
         return Admission(registry(), home.state_db, router)
 
     def deliverer() -> LocalDeliverer:
-        return LocalDeliverer(adapter_of("local"), registry(), home.state_db)
+        return LocalDeliverer(lambda: adapter_of("local"), registry(), home.state_db)
 
     def endpoint() -> LocalEndpoint:
         local = config.gateway.local
@@ -144,14 +144,15 @@ def build_root(
                           max_restarts=math.inf, period=600.0, backoff=ADAPTER_BACKOFF)  # fmt: skip
 
     def scheduler() -> Scheduler:
-        ctx = cron_fire_context(agent, registry(), home, tz, config.cron, deliverer())
+        platforms = frozenset({"local", *config.enabled_platforms()})
+        ctx = cron_fire_context(agent, registry(), home, tz, config.cron, deliverer(), platforms,
+                                outbox)  # fmt: skip
         return Scheduler(registry(), home.state_db, ctx, tz)
 
     def gateway() -> Router:
         services = SessionServices(
             background=root.handle_of("terminal", Address),
             scheduler=root.handle_of("scheduler", Address),
-            deliverer=deliverer(),
             tz=tz,
             outbox=outbox(),
         )
@@ -159,6 +160,7 @@ def build_root(
         return Router(registry(), home.state_db, home.root, home.memories, agent, config,
                       replies, new_owner(), services)  # fmt: skip
 
+    dedup = frozenset(n for n in config.enabled_platforms() if platforms[n].deduplicates)
     drain = config.gateway.drain_timeout
     root = Supervisor(
         "serve",
@@ -169,7 +171,7 @@ def build_root(
             # After the adapters: it stops before them, so a send in flight can finish.
             ChildSpec(
                 "outbox",
-                lambda: Outbox(registry(), home.state_db, adapter_of),
+                lambda: Outbox(registry(), home.state_db, adapter_of, dedup),
                 shutdown=drain,
                 grace=3.0,
             ),  # fmt: skip

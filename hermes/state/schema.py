@@ -330,6 +330,15 @@ def _step_10_outbox_plain(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE outbox ADD COLUMN plain INTEGER NOT NULL DEFAULT 0")
 
 
+def _step_11_outbox_open_index(conn: apsw.Connection) -> None:
+    """The unfinished rows by chat: what the outbox looks up on every send (sent rows,
+    kept for days, stay out of it)."""
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS outbox_open ON outbox(platform, chat_id, id)"
+        " WHERE state IN ('pending', 'retry', 'sending')"
+    )
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_base,
@@ -342,6 +351,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_8_gateway,
     _step_9_outbox,
     _step_10_outbox_plain,
+    _step_11_outbox_open_index,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

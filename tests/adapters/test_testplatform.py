@@ -21,6 +21,7 @@ import trio
 
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
+from hermes.actors.reply import Reply
 from hermes.actors.supervisor import ChildSpec, Restart, Supervisor
 from hermes.adapters.base import BACKING_OFF, CONNECTING, FATAL, LIVE, AdapterStatus
 from hermes.adapters.contract import (
@@ -99,7 +100,10 @@ class Running:
         return self.supervisor.handle_of("testplatform", Address)
 
     async def send(self, request: SendRequest) -> Any:
-        return await self.address.call(Send(request), timeout=5)
+        reply = Reply()
+        with trio.fail_after(5):
+            await self.address.cast(Send(request, reply))
+            return await reply.wait()
 
 
 def make_config(url: str) -> tuple[PlatformConfig, Secrets]:

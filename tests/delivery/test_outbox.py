@@ -63,7 +63,7 @@ class ScriptedPlatform(Actor):
             self.taken.append((trio.current_time(), msg.request))
         self.changed.set()
         self.changed = trio.Event()
-        return result
+        msg.reply.set(result)
 
     async def until(self, found: Callable[[], bool]) -> None:
         with trio.fail_after(3600):

@@ -160,8 +160,9 @@ class RouterHarness:
         return (await self.replies.wait_for(lambda: self.replies.answers_to(event)))[0]
 
     async def answer_with_key(self, key: str) -> Answer:
+        """The first answer whose key starts with `key`."""
         return await self.replies.wait_for(
-            lambda: next((a for a in self.replies.answers if a.key == key), None)
+            lambda: next((a for a in self.replies.answers if a.key.startswith(key)), None)
         )
 
     async def ask(self, user: str = "alice", text: str = "hello", **kw: Any) -> Answer:
@@ -172,7 +173,7 @@ class RouterHarness:
         """Every event cast so far handled, and every turn's journal row closed.
 
         Not while a turn waits in a session's queue: Router.finish_in_flight then waits
-        on an idle Event the session actor replaces (see the xfail in test_router.py)."""
+        on an idle Event the session actor replaces (see a test in test_router.py)."""
         await self.address.call(Admitted(_BARRIER))
         with trio.fail_after(self.replies.timeout):
             await self.router.finish_in_flight()

@@ -9,7 +9,6 @@ import attrs
 
 from hermes.actors.address import Address
 from hermes.agent.memory import MemoryStore
-from hermes.cron.delivery import Deliverer, NoAdapters
 from hermes.cron.jobs import Origin
 from hermes.state.db import Db
 from hermes.terminal.session import TerminalSession
@@ -28,7 +27,6 @@ class ToolContext:
     background: Address | None = None
     scheduler: Address | None = None
     origin: Origin | None = None
-    deliverer: Deliverer = attrs.Factory(NoAdapters)
     tz: ZoneInfo = ZoneInfo("UTC")
     outbox: Address | None = None  # told when a send is queued (it also looks at its start)
     platforms: frozenset[str] = frozenset({"local"})  # where send_message may send
