@@ -23,9 +23,9 @@ Run: python bench/outbox.py   (from the repository root; takes well under a minu
   fake's arrival order); each message answered once; for hermes, every row
   `sent` after one attempt, and a probe send before and after the phase shows the
   fake took exactly 10,000 sends in between.
-- The adapter is an actor that handles one Send at a time: with 100 chats in
-  flight, a send waits in its mailbox behind the others, in both phases. The
-  `where` lines split the latency: ready -> handed to the adapter (hermes: the
+- The adapter runs up to 16 sends at once (a Send carries its reply slot), in
+  both phases; a send beyond those waits in its mailbox. The `where` lines
+  split the latency: ready -> handed to the adapter (hermes: the
   previous row's mark_sent commit, the dispatch loop's `due` read, mark_sending's
   commit), the mailbox, the HTTP round trip, and after the answer.
 Last line: RESULT vs_direct=<hermes rate / direct rate> p99_ms=<hermes p99 latency>
@@ -51,6 +51,7 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from hermes.actors.reply import Reply  # noqa: E402
 from hermes.adapters.base import AdapterStatus  # noqa: E402
 from hermes.adapters.contract import Send, SendRequest, SendResult, Sent, Target  # noqa: E402
 from hermes.config import PlatformConfig, Secrets  # noqa: E402
@@ -127,15 +128,25 @@ class BenchAdapter(FakePlatformAdapter):
 
 class Handover:
     """The adapter's address as the outbox gets it from `adapter_of`: notes when each
-    send was handed to the adapter (its `call`), then passes it on."""
+    send was handed to the adapter (its `cast`), then passes it on."""
 
     def __init__(self, address: Any) -> None:
         self.address = address
         self.handed: dict[str, float] = {}
 
-    async def call(self, msg: Send, timeout: float | None = 30.0) -> Any:
+    async def cast(self, msg: Send) -> None:
         self.handed[msg.request.idempotency_key] = time.time()
-        return await self.address.call(msg, timeout=timeout)
+        await self.address.cast(msg)
+
+
+async def send_through(address: Any, request: SendRequest) -> SendResult:
+    """One send through the adapter, as the outbox makes it: a Send with its reply slot."""
+    reply = Reply()
+    try:
+        await address.cast(Send(request, reply))
+        return await reply.wait()
+    finally:
+        reply.abandon()
 
 
 def message_number(result: SendResult) -> int:
@@ -245,7 +256,7 @@ async def direct_phase(url: str, pids: list[int]) -> Phase:
         address = await nursery.start(adapter.run)
 
         async def send(chat: str, body: str, key: str) -> SendResult:
-            return await address.call(Send(SendRequest(Target(PLATFORM, chat), body, key)))
+            return await send_through(address, SendRequest(Target(PLATFORM, chat), body, key))
 
         async with trio.open_nursery() as warm:  # the connection, the fake's threads
             for c in range(CHATS):
@@ -310,7 +321,7 @@ async def hermes_phase(url: str, state_db: Path, pids: list[int]) -> Phase:
 
         async def probe(key: str) -> int:
             request = SendRequest(Target(PLATFORM, "probe"), "probe", key)
-            return message_number(await adapter_address.call(Send(request)))
+            return message_number(await send_through(adapter_address, request))
 
         handover = Handover(adapter_address)
         outbox = Outbox(
