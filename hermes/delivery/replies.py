@@ -4,7 +4,10 @@ The router knows only this interface: `progress` for the steps of a turn (an
 adapter that shows progress, the local endpoint, streams them; best effort,
 straight to the adapter) and `answer` for what the user is sent, which goes
 into the outbox (split for the platform, one row per chunk, idempotent by
-the answer's key) and out through the Outbox actor.
+the answer's key) and out through the Outbox actor. On a platform that streams
+(the local endpoint) the turn's final step is the answer: its client holds the
+call open for it, and the session's transcript is the durable record, so there
+is nothing for the outbox to retry.
 """
 
 from __future__ import annotations
@@ -55,7 +58,9 @@ class OutboxReplies:
         state_db: Path,
         adapter_of: Callable[[str], Address | None],
         outbox: Callable[[], Address | None],
+        streamed: frozenset[str] = frozenset({"local"}),
     ) -> None:
+        self.streamed = streamed
         self.db = Db(registry, state_db)
         self.adapter_of = adapter_of
         self.outbox = outbox
@@ -85,6 +90,8 @@ class OutboxReplies:
     async def answer(
         self, source: InboundEvent | None, target: Target, text: str, key: str
     ) -> None:
+        if target.platform in self.streamed:
+            return  # its final step carried it
         chunks = split(text, limit_of(target.platform))
         reply_to = source.message_id if source is not None else None
         kind = "reply" if source is not None else "notice"

@@ -156,6 +156,8 @@ class Router(Actor):
         self.draining = False
         self._drain_by = math.inf
         self._drain_asked = trio.Event()
+        self._arrived, self._arrivals = trio.open_memory_channel[InboundEvent](256)
+        self._arrivals_idle = trio.Event()
 
     # -- life -----------------------------------------------------------------
 
@@ -172,6 +174,7 @@ class Router(Actor):
         self.nursery.start_soon(self._take, waiting, resumed)
         self.nursery.start_soon(self._housekeeping)
         self.nursery.start_soon(self._close_when_drained)
+        self.nursery.start_soon(self._route_arrivals)
 
     async def _take(self, waiting: list[InboundEvent], resumed: list[InboundEvent]) -> None:
         for event in resumed:
@@ -203,6 +206,9 @@ class Router(Actor):
         super().request_drain(self._drain_by)  # now: finish, flush (cancel what runs), end
 
     async def finish_in_flight(self) -> None:
+        while not self._arrivals_idle.is_set() or self._arrivals.statistics().current_buffer_used:
+            await self._arrivals_idle.wait()
+            await trio.lowlevel.checkpoint()
         for actor, _ in list(self.sessions.values()):
             await actor.idle.wait()
         await self._followers_done.wait()
@@ -221,8 +227,29 @@ class Router(Actor):
 
     async def handle(self, msg: Any) -> Any:
         if isinstance(msg, Admitted):
-            return await self._admitted(msg.event)
+            await self._arrived.send(msg.event)
+            return None
         raise TypeError(f"the router cannot handle {type(msg).__name__}")
+
+    async def _route_arrivals(self) -> None:
+        """Events in arrival order. The claims of all that wait are queued together (one
+        commit for the lot under load), then each is routed in order."""
+        while True:
+            self._arrivals_idle.set()
+            batch = [await self._arrivals.receive()]
+            self._arrivals_idle = trio.Event()
+            while len(batch) < 64:
+                try:
+                    batch.append(self._arrivals.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            now = time.time()
+            claims = [
+                await self.db.submit(claim, e.platform, e.event_id, self.owner, now) for e in batch
+            ]
+            for event, pending in zip(batch, claims, strict=True):
+                if await pending.result():  # else taken already (a duplicate, another router)
+                    await self._route(event)
 
     # -- one event --------------------------------------------------------------
 
@@ -257,8 +284,10 @@ class Router(Actor):
             self._log_refusal(event, "no such platform is configured")
             await self._end(event, None, "refused", "", REFUSED, answer=False)
             return True
-        approved = await self.db.read(approved_users, event.platform)
-        decision = decide(event, policy, approved, self.global_allowed)
+        decision = decide(event, policy, frozenset(), self.global_allowed)
+        if not decision.allowed:  # only then can pairing's approvals change the answer
+            approved = await self.db.read(approved_users, event.platform)
+            decision = decide(event, policy, approved, self.global_allowed)
         if decision.allowed:
             return False
         self._log_refusal(event, decision.reason)
