@@ -181,7 +181,7 @@ class LocalEndpoint(PlatformAdapter):
         session = params.session or f"local_{secrets.token_hex(6)}"
         # A client that sends a message again (after a lost connection) names it with the
         # same message_id: admission recognises it and it is not answered twice.
-        event_id = params.message_id or secrets.token_hex(8)
+        event_id = f"{session}:{params.message_id}" if params.message_id else secrets.token_hex(8)
         event = InboundEvent(
             "local", event_id, ChatType.DM, session, "local", params.text,
             message_id=event_id, session_hint=session,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
@@ -51,7 +52,7 @@ def serve_token(home: HermesHome) -> str:
 
 
 def check_platforms(
-    config: Config, secrets_: Secrets, known: Mapping[str, AdapterFactory], env_path: object
+    config: Config, secrets_: Secrets, known: Mapping[str, AdapterFactory], env_path: Path
 ) -> None:
     """Every enabled platform has an adapter and its token variables are set; else a
     ConfigError naming the platform and the variable, before anything starts."""
@@ -129,9 +130,11 @@ def build_root(
 
     def platform_spec(name: str, factory: AdapterFactory) -> ChildSpec:
         settings = config.platforms[name]
+        # Its own tokens only: an adapter never holds the model's keys or another's token.
+        own = Secrets({v: secrets_.get(v) or "" for v in settings.token_names()}, frozenset())
         return ChildSpec(
             name,
-            lambda: factory(name, settings, secrets_, statuses[name], admission()),
+            lambda: factory(name, settings, own, statuses[name], admission()),
             restart=Restart.TRANSIENT,  # a fatal error ends it normally: not restarted
             shutdown=5.0,
         )

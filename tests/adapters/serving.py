@@ -56,13 +56,19 @@ class Serve:
             "    allowed_users: ['u1']\n"
         )
 
-    def start(self, *args: str) -> subprocess.Popen[str]:
+    def spawn(self, *args: str) -> subprocess.Popen[str]:
+        """Start serve without waiting for it to be ready."""
         env = {**os.environ, TOKEN_VAR: TOKEN}
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.adapters.serve", *args], env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         self.procs.append(proc)
+        return proc
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """Start serve and wait for its ready line."""
+        proc = self.spawn(*args)
         self.port = wait_ready(proc)
         return proc
 

@@ -7,6 +7,7 @@ import pytest
 
 from tests.adapters.serving import in_thread
 from tests.fakes.openai import text_answer
+from tests.processes import wait_ready
 
 RESUMED = "(answered after hermes restarted) "
 
@@ -43,8 +44,10 @@ async def test_a_turn_cut_by_a_drain_is_answered_once_after_the_restart(serve, m
 async def test_two_serves_on_one_home_resume_it_once(serve, model):
     serve.configure(drain=1)
     await _cut_by_a_drain(serve, model)
-    first = serve.start()
-    second = serve.start("--no-lock")
+    first = serve.spawn()  # both start before either is ready: they race for the claim
+    second = serve.spawn("--no-lock")
+    for proc in (first, second):
+        wait_ready(proc)
     await in_thread(serve.platform.wait_sent, 1, 30.0)
     for proc in (second, first):
         serve.stop(proc)
