@@ -45,11 +45,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import psutil
 import trio
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from cpuwatch import CpuWatch  # noqa: E402
 
 from hermes.actors.reply import Reply  # noqa: E402
 from hermes.adapters.base import AdapterStatus  # noqa: E402
@@ -168,33 +169,6 @@ def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile of seconds, in milliseconds."""
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] * 1000
-
-
-class CpuWatch:
-    """CPU seconds the bench process (all its threads: trio, SQLite's writer and
-    readers) and the fake used during a phase, and what the rest of the machine
-    took meanwhile, in CPUs (1.0: one core busy)."""
-
-    def __init__(self, pids: list[int]) -> None:
-        self.pids = pids
-        self.start = self._sample()
-        self.others = 0.0
-        self.used: list[float] = []
-
-    def _sample(self) -> tuple[float, float, list[float]]:
-        cpu = psutil.cpu_times()
-        extra = sum(getattr(cpu, name, 0.0) for name in ("irq", "softirq", "steal"))
-        busy = cpu.user + cpu.nice + cpu.system + extra
-        ours = []
-        for pid in self.pids:
-            times = psutil.Process(pid).cpu_times()
-            ours.append(times.user + times.system)
-        return time.monotonic(), busy, ours
-
-    def stop(self) -> None:
-        (t0, busy0, ours0), (t1, busy1, ours1) = self.start, self._sample()
-        self.used = [b - a for a, b in zip(ours0, ours1, strict=True)]
-        self.others = max(0.0, (busy1 - busy0) - sum(self.used)) / (t1 - t0)
 
 
 STEPS = (
