@@ -130,6 +130,10 @@ async def test_a_missed_progress_deadline_restarts_the_adapter_with_backoff(serv
     await in_thread(platform.wait_polls, 1)
     platform.stall()  # deaf: polls are taken and never answered
     polls = platform.polls
+    await in_thread(until_line, serve.procs[-1], "no progress for")  # the deadline passed
+    adapter = (await serve.status())["testplatform"]  # within the first backoff (1 s)
+    assert adapter.detail["adapter"] == "backing off", adapter.detail
+    assert "no progress for" in adapter.detail["reason"]
     await in_thread(platform.wait_polls, polls + 1, 30.0)  # a new connection polls again
     adapter = (await serve.status())["testplatform"]
     assert adapter.restarts >= 1

@@ -49,7 +49,7 @@ class PlatformError(Exception):
 
 class FakePlatformAdapter(PlatformAdapter):
     platform = "testplatform"
-    progress_deadline = 5.0
+    progress_deadline = 3.0  # under the poll's HTTP timeout: a deaf platform is caught by it
     poll_timeout = 1.0  # seconds the platform holds a poll open
     http_slack = 3.0  # the client waits this much longer than the poll
     send_timeout = 10.0
