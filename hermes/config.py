@@ -259,6 +259,12 @@ def _errors(exc: cattrs.BaseValidationError) -> list[str]:
     return lines
 
 
+def not_blank(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
+    """A validator for text input that may be absent but never empty."""
+    if value is not None and not value.strip():
+        raise _BadValue(f"{attr.name}: must not be empty")
+
+
 class InputError(ValueError):
     """Input that does not fit its record; the message names each bad key."""
 

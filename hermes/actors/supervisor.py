@@ -159,6 +159,14 @@ class Supervisor:
             )
         return handle
 
+    def find(self, name: str, kind: type[H]) -> H | None:
+        """The named child's handle, or None while it has none to give (not started
+        yet, or no such child): for a caller that looks a sibling up at call time."""
+        for slot in self._slots:
+            if slot.spec.name == name:
+                return None if slot.handle is None else self.handle_of(name, kind)
+        return None
+
     def child_names(self) -> list[str]:
         return [s.spec.name for s in self._slots]
 

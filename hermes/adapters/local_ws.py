@@ -41,7 +41,7 @@ from hermes.adapters.contract import (
     TurnEvent,
 )
 from hermes.adapters.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, RpcError
-from hermes.config import InputError, structure
+from hermes.config import InputError, not_blank, structure
 
 log = logging.getLogger(__name__)
 
@@ -74,18 +74,13 @@ class Deliver:
     params: dict[str, Any]
 
 
-def _text(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
-    if value is not None and not value.strip():
-        raise ValueError(f"{attr.name}: must not be empty")
-
-
 @attrs.frozen
 class ChatSend:
     """`chat.send`'s parameters."""
 
-    text: str = attrs.field(validator=_text)
-    session: str | None = attrs.field(default=None, validator=_text)
-    message_id: str | None = attrs.field(default=None, validator=_text)  # names a retry
+    text: str = attrs.field(validator=not_blank)
+    session: str | None = attrs.field(default=None, validator=not_blank)
+    message_id: str | None = attrs.field(default=None, validator=not_blank)  # names a retry
 
 
 ASKED_KEPT = 1024  # recent chat.send calls whose asker already saw the answer streamed

@@ -9,7 +9,7 @@ from hermes.cli import exit_codes
 from hermes.config import Config, load_config
 from hermes.delivery.channels import HomeChannel, home_channels
 from hermes.home import HermesHome
-from hermes.state.maintenance import open_plain
+from hermes.state.maintenance import has_table, open_plain
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,10 +24,7 @@ def _homes(home: HermesHome, config: Config) -> dict[str, HomeChannel]:
         return home_channels(None, config)
     conn = open_plain(home.state_db)
     try:
-        has = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'home_channels'"
-        ).fetchone()
-        return home_channels(conn if has else None, config)
+        return home_channels(conn if has_table(conn, "home_channels") else None, config)
     finally:
         conn.close()
 

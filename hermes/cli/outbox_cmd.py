@@ -14,7 +14,7 @@ from datetime import datetime
 from hermes.cli import exit_codes
 from hermes.delivery.outbox_store import listing, purge_dead, retry_row
 from hermes.home import HermesHome
-from hermes.state.maintenance import open_for_writing, open_plain
+from hermes.state.maintenance import has_table, open_for_writing, open_plain
 from hermes.state.schema import immediate
 
 
@@ -53,18 +53,13 @@ def outbox(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-def _has_table(conn) -> bool:
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outbox'")
-    return found.fetchone() is not None
-
-
 def _list(home: HermesHome, dead_only: bool) -> int:
     """Read-only: a home where serve never ran creates nothing and shows nothing."""
     rows = []
     if home.state_db.exists():
         conn = open_plain(home.state_db)
         try:
-            rows = listing(conn, dead_only) if _has_table(conn) else []
+            rows = listing(conn, dead_only) if has_table(conn, "outbox") else []
         finally:
             conn.close()
     if not rows:

@@ -10,8 +10,6 @@ import argparse
 import sys
 import time
 
-import apsw
-
 from hermes.cli import exit_codes
 from hermes.config import load_config
 from hermes.gateway.pairing import (
@@ -23,7 +21,7 @@ from hermes.gateway.pairing import (
     revoke,
 )
 from hermes.home import HermesHome
-from hermes.state.maintenance import open_for_writing, open_plain
+from hermes.state.maintenance import has_table, open_for_writing, open_plain
 from hermes.state.schema import immediate
 
 NOTHING_PENDING = "no pending pairing requests"
@@ -81,16 +79,6 @@ def pairing(args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-def _has_table(conn: apsw.Connection) -> bool:
-    """A state.db from before pairing existed has no table yet (serve adds it)."""
-    return (
-        conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pairing_requests'"
-        ).fetchone()
-        is not None
-    )
-
-
 def _age(seconds: float) -> str:
     minutes = int(seconds // 60)
     return f"{minutes} min" if minutes else f"{int(seconds)} s"
@@ -103,7 +91,7 @@ def _list(home: HermesHome) -> int:
         return exit_codes.OK
     conn = open_plain(home.state_db)
     try:
-        rows = pending(conn, time.time()) if _has_table(conn) else []
+        rows = pending(conn, time.time()) if has_table(conn, "pairing_requests") else []
     finally:
         conn.close()
     if not rows:

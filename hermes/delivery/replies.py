@@ -26,7 +26,7 @@ from hermes.adapters.contract import InboundEvent, Target, TurnEvent
 from hermes.delivery.outbox import Enqueued
 from hermes.delivery.outbox_store import enqueue
 from hermes.delivery.split import limit_of, split
-from hermes.state.db import Db
+from hermes.state.db import UsesDb
 from hermes.state.registry import Registry
 
 
@@ -49,7 +49,7 @@ def nudge(outbox: Address | None) -> None:
         outbox.cast_nowait(Enqueued())  # a full mailbox already holds a nudge
 
 
-class OutboxReplies:
+class OutboxReplies(UsesDb):
     """Held open by the router (`async with`: a state.db handle)."""
 
     def __init__(
@@ -61,17 +61,9 @@ class OutboxReplies:
         streamed: frozenset[str] = frozenset({"local"}),
     ) -> None:
         self.streamed = streamed
-        self.db = Db(registry, state_db)
+        super().__init__(registry, state_db)
         self.adapter_of = adapter_of
         self.outbox = outbox
-        self._exits = contextlib.AsyncExitStack()
-
-    async def __aenter__(self) -> OutboxReplies:
-        await self._exits.enter_async_context(self.db)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._exits.aclose()
 
     async def progress(self, event: TurnEvent) -> None:
         """Best effort: a step is dropped when the adapter's mailbox is full (a slow

@@ -8,7 +8,6 @@ waits in the journal, and the router takes it when it starts.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent
 from hermes.gateway.journal import admit
-from hermes.state.db import Db
+from hermes.state.db import UsesDb
 from hermes.state.registry import Registry
 
 
@@ -31,22 +30,14 @@ class Admitted:
     event: InboundEvent
 
 
-class Admission:
+class Admission(UsesDb):
     """An adapter's `admit`: held open by the adapter (`async with`: a state.db handle)."""
 
     def __init__(
         self, registry: Registry, state_db: Path, router: Callable[[], Address | None]
     ) -> None:
-        self.db = Db(registry, state_db)
+        super().__init__(registry, state_db)
         self.router = router
-        self._exits = contextlib.AsyncExitStack()
-
-    async def __aenter__(self) -> Admission:
-        await self._exits.enter_async_context(self.db)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._exits.aclose()
 
     async def __call__(self, event: InboundEvent) -> bool:
         if not await self.db.write(admit, event, time.time()):

@@ -9,34 +9,10 @@ tested as a table: the caller passes the users approved by pairing
 
 from __future__ import annotations
 
-from typing import Literal
-
 import attrs
 
 from hermes.adapters.contract import ChatType, InboundEvent
-
-GroupPolicy = Literal["allowlist", "open", "disabled"]
-
-
-@attrs.frozen
-class PlatformPolicy:
-    """One platform's access settings from config.yaml.
-
-    `group_policy`: "allowlist" (the chat must be in `allowed_chats`), "open"
-    (any chat), "disabled" (no groups at all). In every case but
-    `allow_all_users` the sender must be authorized too.
-    """
-
-    allowed_users: frozenset[str] = frozenset()
-    allow_all_users: bool = False
-    allowed_chats: frozenset[str] = frozenset()
-    group_policy: GroupPolicy = "allowlist"
-    require_mention: bool = True
-
-    @property
-    def has_allowlist(self) -> bool:
-        """Whether the owner said who may talk; then strangers get no pairing codes."""
-        return bool(self.allowed_users) or self.allow_all_users
+from hermes.config import PlatformConfig
 
 
 @attrs.frozen
@@ -61,7 +37,7 @@ def _refuse(reason: str, *, offer_pairing: bool = False) -> Decision:
 
 
 def _sender(
-    user_id: str, policy: PlatformPolicy, approved: frozenset[str], global_allowed: frozenset[str]
+    user_id: str, policy: PlatformConfig, approved: frozenset[str], global_allowed: frozenset[str]
 ) -> str | None:
     """Why the sender is authorized, or None when they are not."""
     if user_id in policy.allowed_users:
@@ -77,7 +53,7 @@ def _sender(
 
 def decide(
     event: InboundEvent,
-    policy: PlatformPolicy,
+    policy: PlatformConfig,
     approved: frozenset[str],
     global_allowed: frozenset[str],
 ) -> Decision:
@@ -88,7 +64,7 @@ def decide(
     if event.chat_type == ChatType.DM:
         if why is not None:
             return _allow(why)
-        if policy.has_allowlist:
+        if policy.allowed_users or policy.allow_all_users:  # the owner said who may talk
             return _refuse("unknown user (allowlist configured)")
         return _refuse("unknown user; pairing offered", offer_pairing=True)
     kind = event.chat_type.value

@@ -6,7 +6,6 @@ goes through the endpoint's admission like any platform's message.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,14 +20,14 @@ from hermes.actors.snapshot import RunState
 from hermes.actors.supervisor import Supervisor
 from hermes.adapters.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_BUSY, RpcError
 from hermes.adapters.local_ws import Client
-from hermes.config import InputError, structure
+from hermes.config import InputError, not_blank, structure
 from hermes.cron.injection import InjectionRefused
 from hermes.cron.jobs import Origin
 from hermes.cron.schedule import ScheduleError, parse_schedule
 from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow
 from hermes.cron.store import JobError, NewJob, cancel_job, create_job, list_jobs
 from hermes.gateway.router import DRAIN_NOTICE
-from hermes.state.db import Db
+from hermes.state.db import UsesDb
 from hermes.state.errors import SearchQueryError, StateError
 from hermes.state.messages import messages_of
 from hermes.state.registry import Registry
@@ -36,11 +35,6 @@ from hermes.state.search import search_messages
 from hermes.state.sessions import get_session, list_sessions
 
 # -- each method's parameters, declared once and checked in one place ------------------
-
-
-def _text(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
-    if value is not None and not value.strip():
-        raise ValueError(f"{attr.name}: must not be empty")
 
 
 def _limit(_inst: Any, attr: attrs.Attribute, value: int) -> None:
@@ -59,12 +53,12 @@ class SessionsList:
 
 @attrs.frozen
 class SessionsShow:
-    id: str = attrs.field(validator=_text)
+    id: str = attrs.field(validator=not_blank)
 
 
 @attrs.frozen
 class SessionsSearch:
-    query: str = attrs.field(validator=_text)
+    query: str = attrs.field(validator=not_blank)
     limit: int = attrs.field(default=20, validator=_limit)
 
 
@@ -75,22 +69,22 @@ class CronList:
 
 @attrs.frozen
 class CronAdd:
-    schedule: str = attrs.field(validator=_text)
-    prompt: str = attrs.field(validator=_text)
+    schedule: str = attrs.field(validator=not_blank)
+    prompt: str = attrs.field(validator=not_blank)
     name: str | None = None
     deliver: str | None = None
-    session: str | None = attrs.field(default=None, validator=_text)
+    session: str | None = attrs.field(default=None, validator=not_blank)
 
 
 @attrs.frozen
 class CronRun:
-    job: str = attrs.field(validator=_text)
+    job: str = attrs.field(validator=not_blank)
     prompt: str | None = None
 
 
 @attrs.frozen
 class CronCancel:
-    job: str = attrs.field(validator=_text)
+    job: str = attrs.field(validator=not_blank)
     run: int | None = None
 
 
@@ -111,7 +105,7 @@ PARAMS: dict[str, type] = {
 }
 
 
-class Methods:
+class Methods(UsesDb):
     """Bound to the serve tree. The endpoint holds them open (`async with`: their
     state.db handle); the scheduler starts after the endpoint and may restart
     without it, so its address is looked up at call time."""
@@ -119,15 +113,7 @@ class Methods:
     def __init__(self, root: Supervisor, registry: Registry, state_db: Path, tz: ZoneInfo) -> None:
         self.root = root
         self.tz = tz
-        self._db = Db(registry, state_db)
-        self._exits = contextlib.AsyncExitStack()
-
-    async def __aenter__(self) -> Methods:
-        await self._exits.enter_async_context(self._db)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._exits.aclose()
+        super().__init__(registry, state_db)
 
     def _address(self, name: str) -> Address:
         return self.root.handle_of(name, Address)
@@ -152,12 +138,12 @@ class Methods:
             raise RpcError(SERVER_BUSY, str(exc)) from None
 
     async def m_sessions_list(self, client: Client, params: SessionsList) -> Any:
-        db = self._db
+        db = self.db
         rows = await db.read(list_sessions, params.limit, params.source)
         return [r.to_dict() for r in rows]
 
     async def m_sessions_show(self, client: Client, params: SessionsShow) -> Any:
-        db = self._db
+        db = self.db
         session = await db.read(get_session, params.id)
         if session is None:
             raise RpcError(INVALID_PARAMS, f"no session {params.id!r}")
@@ -165,11 +151,11 @@ class Methods:
         return {"session": session.to_dict(), "messages": [m.to_dict() for m in messages]}
 
     async def m_sessions_search(self, client: Client, params: SessionsSearch) -> Any:
-        hits = await self._db.read(search_messages, params.query, params.limit)
+        hits = await self.db.read(search_messages, params.query, params.limit)
         return [{"session": h.session_id, "role": h.role, "snippet": h.snippet} for h in hits]
 
     async def m_cron_list(self, client: Client, params: CronList) -> Any:
-        jobs = await self._db.read(list_jobs, params.all)
+        jobs = await self.db.read(list_jobs, params.all)
         return [j.to_dict() for j in jobs]
 
     async def m_cron_add(self, client: Client, params: CronAdd) -> Any:
@@ -180,7 +166,7 @@ class Methods:
         new = NewJob(params.name or prompt[:40], schedule, prompt=prompt,
                      deliver=params.deliver or ("origin" if origin else "local"),
                      origin=origin)  # fmt: skip
-        job = await self._db.write(create_job, new, now, self.tz)
+        job = await self.db.write(create_job, new, now, self.tz)
         if session:
             client.sessions.add(session)
         await self._address("scheduler").cast(JobsChanged())
@@ -194,7 +180,7 @@ class Methods:
         ref = params.job
         cancelled = await self._address("scheduler").call(CancelFire(ref, params.run))
         if not cancelled:
-            await self._db.write(cancel_job, ref, time.time())
+            await self.db.write(cancel_job, ref, time.time())
         return {"cancelled": cancelled or [ref]}
 
     async def m_status(self, client: Client, params: NoParams) -> Any:

@@ -35,11 +35,11 @@ from hermes.adapters.contract import InboundEvent, Target, TurnEvent
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
-from hermes.config import Config
+from hermes.config import Config, PlatformConfig
 from hermes.cron.jobs import Origin
 from hermes.delivery.replies import Replies
 from hermes.gateway.admission import Admitted
-from hermes.gateway.authorization import PlatformPolicy, decide
+from hermes.gateway.authorization import decide
 from hermes.gateway.commands import COMMANDS, CommandContext, answer_command
 from hermes.gateway.journal import (
     ANSWERED,
@@ -73,7 +73,7 @@ RESUMED_PREFIX = "(answered after hermes restarted) "
 CUT_NOTICE = "hermes restarted while answering this; please send it again"
 HOUSEKEEPING = 5.0  # seconds between looks for approvals to announce
 PRUNE_EVERY = 3600.0
-LOCAL_POLICY = PlatformPolicy(allow_all_users=True, group_policy="open", require_mention=False)
+LOCAL_POLICY = PlatformConfig(allow_all_users=True, group_policy="open", require_mention=False)
 
 
 @attrs.frozen
@@ -86,18 +86,9 @@ class SessionServices:
     outbox: Address | None = None
 
 
-def policies(config: Config) -> dict[str, PlatformPolicy]:
+def policies(config: Config) -> dict[str, PlatformConfig]:
     """Each platform's access settings; the local endpoint is gated by its token alone."""
-    out = {"local": LOCAL_POLICY}
-    for name, p in config.enabled_platforms().items():
-        out[name] = PlatformPolicy(
-            allowed_users=frozenset(p.allowed_users),
-            allow_all_users=p.allow_all_users,
-            allowed_chats=frozenset(p.allowed_chats),
-            group_policy=p.group_policy,
-            require_mention=p.require_mention,
-        )
-    return out
+    return {"local": LOCAL_POLICY, **config.enabled_platforms()}
 
 
 def new_session_id(platform: str) -> str:
@@ -181,7 +172,7 @@ class Router(Actor):
             log.info("resuming %s:%s after a restart", event.platform, event.event_id)
             await self._route(event, resume=True)
         for event in waiting:
-            await self._admitted(event)
+            await self._arrived.send(event)  # claimed and routed as any arrival
 
     def stop_intake(self) -> None:
         """Events still arrive, and get the drain notice. A turn running a terminal
@@ -252,12 +243,6 @@ class Router(Actor):
                     await self._route(event)
 
     # -- one event --------------------------------------------------------------
-
-    async def _admitted(self, event: InboundEvent) -> None:
-        now = time.time()
-        if not await self.db.write(claim, event.platform, event.event_id, self.owner, now):
-            return  # taken already (a duplicate cast, or another router)
-        await self._route(event)
 
     async def _route(self, event: InboundEvent, resume: bool = False) -> None:
         """A claimed event: refused, a command, or a turn. A resumed one (its turn was
@@ -505,7 +490,7 @@ class Router(Actor):
             # An event admitted while this router was starting (or restarting) had no
             # one to tell: take it from the journal (a claim is atomic: never twice).
             for event in await self.db.read(admitted, time.time() - HOUSEKEEPING):
-                await self._admitted(event)
+                await self._arrived.send(event)
             for welcome in await self.db.read(to_welcome):
                 if welcome.platform not in self.policies:
                     continue

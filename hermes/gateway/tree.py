@@ -94,22 +94,14 @@ def build_root(
         return root.handle_of("state", Registry)
 
     def router() -> Address | None:
-        try:
-            return root.handle_of("gateway", Address)
-        except (KeyError, TypeError):  # not started yet
-            return None
+        return root.find("gateway", Address)
 
     def adapter_of(platform: str) -> Address | None:
-        try:
-            return root.handle_of("adapters", Supervisor).handle_of(platform, Address)
-        except (KeyError, TypeError):
-            return None
+        adapters = root.find("adapters", Supervisor)
+        return adapters.find(platform, Address) if adapters is not None else None
 
     def outbox() -> Address | None:
-        try:
-            return root.handle_of("outbox", Address)
-        except (KeyError, TypeError):
-            return None
+        return root.find("outbox", Address)
 
     def admission() -> Admission:
         return Admission(registry(), home.state_db, router)

@@ -19,9 +19,11 @@ write twice. If the retry fails too, the error reaches the caller.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, Self, TypeVar
 
 import attrs
 import trio
@@ -156,3 +158,19 @@ def _not_written(gen: Generation) -> NotWritten:
     if gen.retired is not None:
         return StateDbReplacedError(str(gen.path), gen.retired)
     return WriterStopped(f"the writer of {gen.path} has stopped; nothing was written")
+
+
+class UsesDb:
+    """Base for a helper an actor holds open (`async with`, on its exit stack): a
+    state.db handle for as long as the actor lives."""
+
+    def __init__(self, registry: Registry, state_db: Path) -> None:
+        self.db = Db(registry, state_db)
+        self._exits = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> Self:
+        await self._exits.enter_async_context(self.db)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._exits.aclose()

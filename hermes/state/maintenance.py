@@ -18,6 +18,13 @@ from hermes.state.errors import StateError
 from hermes.state.schema import SCHEMA_VERSION, migrate, schema_version
 
 
+def has_table(conn: apsw.Connection, name: str) -> bool:
+    """Whether the file has table `name`: a read-only command on a state.db from before
+    that table existed shows nothing instead of failing (serve adds it)."""
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return found.fetchone() is not None
+
+
 def open_plain(path: Path, readonly: bool = True) -> apsw.Connection:
     """A connection for a one-shot command; the file must exist."""
     if not path.exists():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hermes.adapters.contract import ChatType, InboundEvent
-from hermes.gateway.authorization import PlatformPolicy, decide
+from hermes.config import PlatformConfig
+from hermes.gateway.authorization import decide
 
 ALICE = "111"  # in the platform's allowed_users
 PAIRED = "222"  # approved by pairing
@@ -14,15 +15,13 @@ STRANGER = "999"
 GROUP = "-100"  # an allowed chat
 OTHER_GROUP = "-200"
 
-ALLOWLIST = PlatformPolicy(allowed_users=frozenset({ALICE}), allowed_chats=frozenset({GROUP}))
-NO_ALLOWLIST = PlatformPolicy(allowed_chats=frozenset({GROUP}))
-ALL_USERS = PlatformPolicy(allow_all_users=True, allowed_chats=frozenset({GROUP}))
-OPEN = PlatformPolicy(allowed_users=frozenset({ALICE}), group_policy="open")
-OPEN_ALL = PlatformPolicy(allow_all_users=True, group_policy="open")
-DISABLED = PlatformPolicy(allowed_users=frozenset({ALICE}), group_policy="disabled")
-NO_MENTION = PlatformPolicy(
-    allowed_users=frozenset({ALICE}), allowed_chats=frozenset({GROUP}), require_mention=False
-)
+ALLOWLIST = PlatformConfig(allowed_users=(ALICE,), allowed_chats=(GROUP,))
+NO_ALLOWLIST = PlatformConfig(allowed_chats=(GROUP,))
+ALL_USERS = PlatformConfig(allow_all_users=True, allowed_chats=(GROUP,))
+OPEN = PlatformConfig(allowed_users=(ALICE,), group_policy="open")
+OPEN_ALL = PlatformConfig(allow_all_users=True, group_policy="open")
+DISABLED = PlatformConfig(allowed_users=(ALICE,), group_policy="disabled")
+NO_MENTION = PlatformConfig(allowed_users=(ALICE,), allowed_chats=(GROUP,), require_mention=False)
 
 
 def dm(user: str, **kw) -> InboundEvent:
@@ -86,16 +85,14 @@ CASES = [
     [pytest.param(*case[1:], id=case[0]) for case in CASES],
 )
 def test_decision(event, policy, expected, reason):
-    decision = decide(
-        event, policy, approved=frozenset({PAIRED}), global_allowed=frozenset({GLOBAL})
-    )
+    decision = decide(event, policy, approved=(PAIRED,), global_allowed=(GLOBAL,))
     assert (decision.allowed, decision.offer_pairing, decision.silent) == expected, decision
     assert reason in decision.reason
 
 
 def test_default_deny_with_nothing_configured():
     """No settings, no approvals: a group message is refused and the DM gets only a code."""
-    policy = PlatformPolicy()
+    policy = PlatformConfig()
     assert not decide(group(ALICE), policy, frozenset(), frozenset()).allowed
     first = decide(dm(ALICE), policy, frozenset(), frozenset())
     assert (first.allowed, first.offer_pairing) == (False, True)
@@ -104,6 +101,6 @@ def test_default_deny_with_nothing_configured():
 def test_refusals_never_answered_in_groups():
     """Whatever the reason, a refused group or channel message is silent and offers no code."""
     for event, policy, *_ in (case[1:] for case in CASES):
-        decision = decide(event, policy, frozenset({PAIRED}), frozenset({GLOBAL}))
+        decision = decide(event, policy, (PAIRED,), (GLOBAL,))
         if event.chat_type != ChatType.DM and not decision.allowed:
             assert decision.silent and not decision.offer_pairing, decision
