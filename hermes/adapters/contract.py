@@ -83,6 +83,7 @@ class SendRequest:
     idempotency_key: str
     reply_to: str | None = None
     plain: bool = False  # send without formatting (the formatted send was rejected)
+    kind: str = "reply"  # reply, cron, send, notice: what the outbox row holds
 
 
 @attrs.frozen

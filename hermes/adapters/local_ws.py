@@ -66,15 +66,6 @@ Handler = Callable[[Client, str, dict[str, Any]], Awaitable[Any]]
 
 
 @attrs.frozen
-class Deliver:
-    """Push a message to every client following `session_id`; replies the count reached."""
-
-    session_id: str
-    method: str
-    params: dict[str, Any]
-
-
-@attrs.frozen
 class ChatSend:
     """`chat.send`'s parameters."""
 
@@ -136,11 +127,6 @@ class LocalEndpoint(PlatformAdapter):
     async def connect(self) -> None:
         await trio.sleep_forever()  # the server runs in the actor's nursery
 
-    async def handle(self, msg: Any) -> Any:
-        if isinstance(msg, Deliver):
-            return await self._publish(msg.session_id, msg.method, msg.params)
-        return await super().handle(msg)
-
     async def _publish(
         self, session_id: str, method: str, params: dict[str, Any], skip: Client | None = None
     ) -> int:
@@ -164,11 +150,12 @@ class LocalEndpoint(PlatformAdapter):
         await self._publish(event.target.chat_id, "turn.event", params)
 
     async def send(self, request: SendRequest) -> SendResult:
-        """An answer to a session: its followers get it, except the client whose call
-        streamed it already."""
+        """A message to a session (an answer, a cron brief): its followers get it,
+        except the client whose call streamed it already."""
         asker = self.asked.pop(request.reply_to, None) if request.reply_to else None
         session = request.target.chat_id
-        params = {"session": session, "text": request.text, "reply_to": request.reply_to}
+        params = {"session": session, "text": request.text, "reply_to": request.reply_to,
+                  "kind": request.kind}  # fmt: skip
         reached = await self._publish(session, "chat.message", params, skip=asker)
         return Sent(f"{session}:{reached}")
 

@@ -11,8 +11,7 @@ from hermes.actors.clock import WallClock
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
-from hermes.config import CronConfig
-from hermes.cron.delivery import Deliverer, NoAdapters
+from hermes.config import Config
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job
 from hermes.home import HermesHome
@@ -63,23 +62,25 @@ def cron_fire_context(
     registry: Registry,
     home: HermesHome,
     tz: ZoneInfo,
-    config: CronConfig,
-    deliverer: Deliverer | None = None,
-    platforms: frozenset[str] = frozenset({"local"}),
+    config: Config,
     outbox: Callable[[], Address | None] = lambda: None,
 ) -> FireContext:
     """How cron fires run in this home: scripts from its scripts/, agent turns with
-    memory, outputs under cron/output, briefs through `deliverer`."""
+    memory, outputs under cron/output, briefs into the outbox (`outbox` is the Outbox
+    actor to nudge, when one runs in this process)."""
+    platforms = config.enabled_platforms()
     runner = CronAgentRunner(
         agent, registry, home.state_db, home.memories, home.root, home.root / ".terminal", tz,
-        platforms, outbox,
+        frozenset({"local", *platforms}), outbox,
     )  # fmt: skip
     return FireContext(
         scripts=home.scripts,
         output_dir=home.cron_output,
         spill_dir=home.logs / "cron",
         runner=runner,
-        config=config,
+        config=config.cron,
         clock=WallClock(),
-        deliverer=deliverer or NoAdapters(),
+        platforms=platforms,
+        sessions=config.gateway,
+        outbox=outbox,
     )

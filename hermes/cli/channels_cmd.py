@@ -21,10 +21,10 @@ def _homes(home: HermesHome, config: Config) -> dict[str, HomeChannel]:
     """Read-only: a home where serve never ran (or ran before home channels existed) has
     only what config.yaml names."""
     if not home.state_db.exists():
-        return home_channels(None, config)
+        return home_channels(None, config.platforms)
     conn = open_plain(home.state_db)
     try:
-        return home_channels(conn if has_table(conn, "home_channels") else None, config)
+        return home_channels(conn if has_table(conn, "home_channels") else None, config.platforms)
     finally:
         conn.close()
 

@@ -50,10 +50,9 @@ class _Shown:
                 print(params["text"], end="", flush=True)
             elif params["kind"] == "tool_call":
                 print(f"\n[{params['tool']} {params['text']}]", flush=True)
-        elif method == "cron.brief":
-            print(f"\n[cron] {params['text']}", flush=True)
         elif method == "chat.message":
-            print(f"\n{params['text']}", flush=True)
+            label = "[cron] " if params.get("kind") == "cron" else ""
+            print(f"\n{label}{params['text']}", flush=True)
 
 
 async def _chat(url: str, token: str, args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ from hermes.cron.injection import check as injection_check
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.store import (
     NewJob,
+    TargetRecord,
     cancel_job,
     claim_now,
     create_job,
@@ -37,12 +38,14 @@ from hermes.cron.store import (
     remove_job,
     resolve_job,
     run_history,
+    run_targets,
     set_paused,
     update_job,
 )
+from hermes.delivery.outbox_store import message_state
 from hermes.home import HermesHome
 from hermes.state.db import Db
-from hermes.state.maintenance import open_for_writing, open_plain
+from hermes.state.maintenance import has_table, open_for_writing, open_plain
 from hermes.state.registry import Registry
 from hermes.state.schema import immediate
 from hermes.terminal.leftovers import kill_leftovers, mark_trees
@@ -201,14 +204,38 @@ def _cancel(conn, args, home, config) -> int:
 
 def _history(conn, args, home, config) -> int:
     job = resolve_job(conn, args.job)
+    targets: dict[int, list[TargetRecord]] = {}
+    if has_table(conn, "cron_deliveries"):
+        for record in run_targets(conn, job.id):
+            targets.setdefault(record.fence, []).append(record)
     for run in run_history(conn, job.id, args.limit):
         line = f"{_when(run.started_at, config):<22} run {run.fence or '-':<5} {run.status:<12}"
         if run.error:
             line += f" {run.error.splitlines()[0][:80]}"
-        if run.delivery_error:
-            line += f" [delivery: {run.delivery_error[:60]}]"
         print(line)
+        for record in targets.get(run.fence, []):
+            print(f"    -> {_outcome(conn, record)}")
     return exit_codes.OK
+
+
+def _outcome(conn, record: TargetRecord) -> str:
+    """One target of a run: where, why, and how its delivery went (the outbox's state of
+    the brief's rows, and what the mirror seeded)."""
+    why = record.provenance + (", mirrored" if record.mirror else "")
+    line = f"{record.target} ({why}): "
+    found = None
+    if record.outbox_key and has_table(conn, "outbox"):
+        found = message_state(conn, record.outbox_key)
+    if found is not None:
+        state, error, mirrored = found
+        line += state + (f": {error}" if error else "") + (f"; {mirrored}" if mirrored else "")
+    elif record.status == "queued":
+        line += "no longer in the outbox (sent rows are kept a week)"
+    else:
+        line += record.status
+    if record.note and record.note not in line:
+        line += f" [{record.note}]"
+    return line
 
 
 def _status(conn, args, home, config) -> int:
@@ -259,7 +286,7 @@ async def _fire_with(db: Db, registry: Registry, args, home, config, agent) -> i
     owner = f"cli:{os.getpid()}"
     lease = config.cron.lease_seconds
     claim = await db.write(claim_now, args.job, owner, time.time(), lease, args.prompt)
-    ctx = cron_fire_context(agent, registry, home, config.zone(), config.cron)
+    ctx = cron_fire_context(agent, registry, home, config.zone(), config)
     fire = Fire(claim)
     print(f"firing {claim.job.id} (run {claim.fence}) ...", flush=True)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

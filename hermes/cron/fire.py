@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
@@ -26,13 +26,14 @@ from typing import Protocol
 import attrs
 import trio
 
+from hermes.actors.address import Address
 from hermes.actors.clock import WallClock
-from hermes.config import CronConfig
-from hermes.cron.delivery import Deliverer, NoAdapters, Target
+from hermes.config import CronConfig, GatewayConfig, PlatformConfig
+from hermes.cron.briefs import queue_brief
 from hermes.cron.jobs import Job
-from hermes.cron.outbox import deliver_brief
 from hermes.cron.output import is_silent, write_output
 from hermes.cron.store import Claim, finish_fire, heartbeat, holds_lease, record_interrupted
+from hermes.delivery.outbox import nudge
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.terminal.command import RunOptions, run_command
@@ -74,7 +75,9 @@ class FireResult:
 @attrs.frozen
 class FireContext:
     """How fires run in one home: scripts, outputs, the agent, the cron settings,
-    the clock, and where briefs go."""
+    the clock, and where briefs go: the enabled platforms (their home channels), how
+    their sessions are keyed (for mirrors), and the Outbox actor to nudge (None in a
+    CLI-run fire: a running serve's outbox finds the rows on its next look)."""
 
     scripts: Path
     output_dir: Path
@@ -82,8 +85,9 @@ class FireContext:
     runner: AgentRunner
     config: CronConfig = CronConfig()
     clock: WallClock = attrs.field(factory=WallClock)
-    deliverer: Deliverer = attrs.field(factory=NoAdapters)
-    homes: Mapping[str, Target] = attrs.field(factory=dict)
+    platforms: Mapping[str, PlatformConfig] = attrs.field(factory=dict)
+    sessions: GatewayConfig = GatewayConfig()
+    outbox: Callable[[], Address | None] = lambda: None
     environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
     policy: EnvPolicy = EnvPolicy()
     script_timeout: float = SCRIPT_TIMEOUT
@@ -242,9 +246,11 @@ async def _finish(claim: Claim, result: FireResult, ctx: FireContext, db: Db) ->
     if not result.silent:
         text = brief_text(job, result, streak, ctx.config)
         try:
-            await deliver_brief(db, claim, text, ctx.deliverer, ctx.homes, ctx.config, ctx.clock)
-        except (StateError, OSError) as exc:  # the run is recorded; the outbox keeps the rest
-            log.error("cron %s run %d: cannot deliver the brief: %s", job.id, claim.fence, exc)
+            await db.write(queue_brief, job, claim.fence, text, ctx.platforms, ctx.sessions,
+                           ctx.config.mirror_delivery, ctx.clock.now())  # fmt: skip
+        except StateError as exc:  # the run is recorded; the brief is not queued
+            log.error("cron %s run %d: cannot queue the brief: %s", job.id, claim.fence, exc)
+        nudge(ctx.outbox())
     return result.status
 
 

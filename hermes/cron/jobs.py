@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
 
-
-@attrs.frozen
-class Origin:
-    """The chat a job was created from; delivery to `origin` goes back there."""
-
-    platform: str
-    chat_id: str
-    thread_id: str | None = None
-    user_id: str | None = None
-    scope_id: str | None = None
-
-    def to_json(self) -> str:
-        return json.dumps(attrs.asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str | None) -> Origin | None:
-        return cls(**json.loads(text)) if text else None
+from hermes.delivery.targets import Origin
 
 
 @attrs.frozen

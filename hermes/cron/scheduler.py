@@ -24,7 +24,6 @@ import trio
 
 from hermes.actors.actor import Actor
 from hermes.cron.fire import Fire, FireContext, run_fire
-from hermes.cron.outbox import resume_deliveries
 from hermes.cron.store import JobError, claim_due, claim_now, earliest_due
 from hermes.state.db import Db
 from hermes.state.errors import StateError
@@ -139,7 +138,6 @@ class Scheduler(Actor):
         """Everything the scheduler does with state.db on its own runs in this scope,
         which flush cancels before it lets go of the database."""
         with self._loop_scope:
-            await resume_deliveries(self.db, self.ctx.deliverer, self.ctx.clock)
             await self._plan_until_drained()
 
     async def _plan_until_drained(self) -> None:

@@ -15,8 +15,9 @@ import apsw
 import attrs
 
 from hermes.cron.injection import check as injection_check
-from hermes.cron.jobs import JOB_SELECT, RUN_SELECT, Job, Origin, Run, job_from_row
+from hermes.cron.jobs import JOB_SELECT, RUN_SELECT, Job, Run, job_from_row
 from hermes.cron.schedule import GRACE_MIN, ONE_SHOT_GRACE, Schedule, grace, next_after
+from hermes.delivery.targets import Origin, PlannedTarget
 
 
 class JobError(Exception):
@@ -382,6 +383,52 @@ def record_delivery(conn: apsw.Connection, job_id: str, fence: int, error: str |
             " WHERE id = ? AND fence = ?",
             (error, job_id, fence),
         )
+
+
+def record_target(
+    conn: apsw.Connection,
+    job_id: str,
+    fence: int,
+    planned: PlannedTarget,
+    outbox_key: str | None,
+    status: str,
+    note: str | None,
+    now: float,
+) -> None:
+    """The run's record of one target: where, why (provenance), whether mirrored, and
+    the outbox key of the rows that carry the brief there (their state is its outcome)."""
+    t = planned.target
+    conn.execute(
+        "INSERT INTO cron_deliveries (job_id, fence, platform, chat_id, thread_id, provenance,"
+        " mirror, metadata, text, status, error, created_at, outbox_key)"
+        " VALUES (?,?,?,?,?,?,?,'{}','',?,?,?,?)",
+        (job_id, fence, t.platform, t.chat_id, t.thread_id, planned.provenance,
+         int(planned.mirror), status, note, now, outbox_key),
+    )  # fmt: skip
+
+
+@attrs.frozen
+class TargetRecord:
+    fence: int
+    target: str
+    provenance: str
+    mirror: bool
+    status: str  # queued (the outbox has it) | failed | unknown
+    note: str | None
+    outbox_key: str | None
+
+
+def run_targets(conn: apsw.Connection, job_id: str) -> list[TargetRecord]:
+    rows = conn.execute(
+        "SELECT fence, platform, chat_id, thread_id, provenance, mirror, status, error,"
+        " outbox_key FROM cron_deliveries WHERE job_id = ? ORDER BY id",
+        (job_id,),
+    )
+    return [
+        TargetRecord(fence, ":".join(p for p in (platform, chat, thread) if p), provenance,
+                     bool(mirror), status, note, key)
+        for fence, platform, chat, thread, provenance, mirror, status, note, key in rows
+    ]  # fmt: skip
 
 
 def record_interrupted(

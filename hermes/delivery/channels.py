@@ -7,11 +7,14 @@ state.db with who set it and when.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import apsw
 import attrs
 
 from hermes.adapters.contract import Target
-from hermes.config import Config
+from hermes.config import PlatformConfig
+from hermes.delivery.targets import parse_target
 
 
 @attrs.frozen
@@ -31,19 +34,21 @@ def set_home(conn: apsw.Connection, target: Target, set_by: str, now: float) -> 
     )
 
 
-def _configured(config: Config) -> dict[str, HomeChannel]:
+def _configured(platforms: Mapping[str, PlatformConfig]) -> dict[str, HomeChannel]:
     homes = {}
-    for platform, settings in config.platforms.items():
-        if settings.home_channel:
-            chat, _, thread = settings.home_channel.partition(":")
-            homes[platform] = HomeChannel(Target(platform, chat, thread or None), "config", None)
+    for platform, settings in platforms.items():
+        target = parse_target(f"{platform}:{settings.home_channel or ''}")
+        if target is not None:
+            homes[platform] = HomeChannel(target, "config", None)
     return homes
 
 
-def home_channels(conn: apsw.Connection | None, config: Config) -> dict[str, HomeChannel]:
+def home_channels(
+    conn: apsw.Connection | None, platforms: Mapping[str, PlatformConfig]
+) -> dict[str, HomeChannel]:
     """Every platform's home channel by platform name: state.db's, else config's (`conn`
     None: a state.db without the table yet)."""
-    homes = _configured(config)
+    homes = _configured(platforms)
     rows = (
         conn.execute(
             "SELECT platform, chat_id, thread_id, scope_id, set_by, set_at FROM home_channels"

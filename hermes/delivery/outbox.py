@@ -12,6 +12,7 @@ ends: no polling tick.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
@@ -29,7 +30,9 @@ from hermes.actors.clock import WallClock
 from hermes.actors.errors import ActorStopped
 from hermes.actors.reply import Reply
 from hermes.adapters.contract import Permanent, RetryAfter, Send, SendRequest, SendResult, Sent
+from hermes.config import GatewayConfig
 from hermes.delivery.outbox_store import (
+    DEFAULT_SESSIONS,
     OutboxRow,
     due,
     mark_dead,
@@ -82,6 +85,14 @@ class Enqueued:
     """Rows were added: look again."""
 
 
+def nudge(outbox: Address | None) -> None:
+    """Tell the Outbox actor rows were queued (it also looks at its start)."""
+    if outbox is None:
+        return
+    with contextlib.suppress(ActorStopped, trio.WouldBlock):
+        outbox.cast_nowait(Enqueued())  # a full mailbox already holds a nudge
+
+
 class _Clock:
     """Next free send slot of a platform or a chat, by its steady rate."""
 
@@ -111,6 +122,7 @@ class Outbox(Actor):
         name: str = "outbox",
         rng: random.Random | None = None,
         clock: WallClock | None = None,
+        sessions: GatewayConfig = DEFAULT_SESSIONS,
     ) -> None:
         super().__init__(name)
         self.registry = registry
@@ -121,6 +133,7 @@ class Outbox(Actor):
         self.freshness = freshness
         self.rng = rng or random.Random()
         self.clock = clock or WallClock()
+        self.sessions = sessions  # how a mirrored brief's sessions are keyed
         self.db: Db | None = None
         self.busy: set[tuple[str, str]] = set()  # chats with a send in flight
         self.held: dict[str, float] = {}  # platform -> not before (a global 429)
@@ -213,7 +226,7 @@ class Outbox(Actor):
         if adapter is None:
             return RetryAfter(None, f"no {row.target.platform} adapter is running")
         request = SendRequest(row.target, row.text, row.idempotency_key, reply_to=row.reply_to,
-                              plain=row.plain)  # fmt: skip
+                              plain=row.plain, kind=row.kind)  # fmt: skip
         reply = Reply()
         try:
             with trio.move_on_after(SEND_TIMEOUT):
@@ -234,7 +247,7 @@ class Outbox(Actor):
                 await self.db.write(mark_unknown, row.id, result.reason, now)
                 return
         if isinstance(result, Sent):
-            await self.db.write(mark_sent, row.id, result.message_id, now)
+            await self.db.write(mark_sent, row.id, result.message_id, now, self.sessions)
         elif isinstance(result, Permanent) and result.formatting and not row.plain:
             log.info("outbox row %d: formatting rejected (%s); as plain text", row.id,
                      result.reason)  # fmt: skip

@@ -11,12 +11,18 @@ inside `schema.immediate`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import apsw
 import attrs
 
 from hermes.adapters.contract import Target
+from hermes.config import GatewayConfig
+from hermes.delivery.mirror import Mirror, write_mirror
+
+log = logging.getLogger(__name__)
+DEFAULT_SESSIONS = GatewayConfig()
 
 PENDING, SENDING, SENT, RETRY, DEAD, UNKNOWN = (
     "pending", "sending", "sent", "retry", "dead", "unknown"
@@ -71,19 +77,22 @@ def enqueue(
     now: float,
     reply_to: str | None = None,
     origin: str | None = None,
+    mirror: Mirror | None = None,
 ) -> list[int]:
     """Queue the chunks of one message; chunk i's idempotency key is `key:i`. Queuing a
-    key again (a retried write, a replayed event) adds nothing. Returns the new row ids."""
+    key again (a retried write, a replayed event) adds nothing. A mirror rides on the
+    first chunk: it is written when that chunk is sent. Returns the new row ids."""
     if kind not in KINDS:
         raise ValueError(f"outbox kind must be one of {', '.join(KINDS)}, got {kind!r}")
     ids = []
     for i, chunk in enumerate(chunks):
         conn.execute(
             "INSERT INTO outbox (platform, chat_id, thread_id, scope_id, text, reply_to, kind,"
-            " origin, idempotency_key, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
+            " origin, idempotency_key, created_at, mirror) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
             " ON CONFLICT (idempotency_key) DO NOTHING",
             (target.platform, target.chat_id, target.thread_id, target.scope_id, chunk,
-             reply_to if i == 0 else None, kind, origin, f"{key}:{i}", now),
+             reply_to if i == 0 else None, kind, origin, f"{key}:{i}", now,
+             mirror.to_json() if mirror is not None and i == 0 else None),
         )  # fmt: skip
         if conn.changes():
             ids.append(conn.last_insert_rowid())
@@ -146,12 +155,36 @@ def mark_unknown(conn: apsw.Connection, row_id: int, reason: str, now: float) ->
     )
 
 
-def mark_sent(conn: apsw.Connection, row_id: int, message_id: str, now: float) -> None:
+def mark_sent(
+    conn: apsw.Connection,
+    row_id: int,
+    message_id: str,
+    now: float,
+    sessions: GatewayConfig = DEFAULT_SESSIONS,
+) -> None:
+    """The row is sent; a mirror it carries is written in the same transaction (a
+    failing mirror is its own outcome on the row, logged, and never unsends the row)."""
     conn.execute(
         "UPDATE outbox SET state = ?, message_id = ?, last_error = NULL, updated_at = ?"
         " WHERE id = ?",
         (SENT, message_id, now, row_id),
     )
+    found = conn.execute(
+        "SELECT platform, chat_id, thread_id, scope_id, mirror FROM outbox WHERE id = ?",
+        (row_id,),
+    ).fetchone()
+    if found is None or found[4] is None:
+        return
+    target = Target(*found[:4])
+    try:
+        with conn:  # a savepoint: a failed seed leaves the sent mark standing
+            seeded = write_mirror(conn, Mirror.from_json(found[4]), target, message_id, sessions)
+        outcome = "seeded " + ", ".join(seeded)
+    except (apsw.Error, ValueError, KeyError, TypeError) as exc:
+        log.warning("outbox row %d to %s: the brief was sent but not mirrored: %s",
+                    row_id, target, exc)  # fmt: skip
+        outcome = f"not mirrored: {exc}"
+    conn.execute("UPDATE outbox SET mirror_outcome = ? WHERE id = ?", (outcome, row_id))
 
 
 def mark_retry(
@@ -241,3 +274,26 @@ def prune_sent(conn: apsw.Connection, before: float) -> int:
     """Forget sent rows older than `before` (their keys have done their job)."""
     conn.execute("DELETE FROM outbox WHERE state = ? AND updated_at < ?", (SENT, before))
     return conn.changes()
+
+
+def message_state(conn: apsw.Connection, key: str) -> tuple[str, str | None, str | None] | None:
+    """How the message queued under `key` fared, over all its chunks: dead or unknown
+    if any chunk is, sent when all are, else the first unfinished chunk's state; with
+    the last error and the mirror's outcome. None: no row left (sent rows are pruned
+    after a week; `outbox purge --dead` removes dead ones)."""
+    rows = list(conn.execute(
+        "SELECT state, last_error, mirror_outcome FROM outbox"
+        " WHERE idempotency_key > ? AND idempotency_key < ? ORDER BY id",
+        (f"{key}:", f"{key}:~"),
+    ))  # fmt: skip
+    if not rows:
+        return None
+    mirrored = rows[0][2]
+    for worst in (DEAD, UNKNOWN):
+        for state, error, _ in rows:
+            if state == worst:
+                return state, error, mirrored
+    for state, error, _ in rows:
+        if state != SENT:
+            return state, error, mirrored
+    return SENT, None, mirrored

@@ -12,7 +12,6 @@ is nothing for the outbox to retry.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +22,7 @@ import trio
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent, Target, TurnEvent
-from hermes.delivery.outbox import Enqueued
+from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue
 from hermes.delivery.split import limit_of, split
 from hermes.state.db import UsesDb
@@ -39,14 +38,6 @@ class Replies(Protocol):
     ) -> None:
         """Send `text` to `target` (in reply to `source`, if any); `key` is stable for
         this answer across retries and restarts."""
-
-
-def nudge(outbox: Address | None) -> None:
-    """Tell the Outbox actor rows were queued (it also looks at its start)."""
-    if outbox is None:
-        return
-    with contextlib.suppress(ActorStopped, trio.WouldBlock):
-        outbox.cast_nowait(Enqueued())  # a full mailbox already holds a nudge
 
 
 class OutboxReplies(UsesDb):

@@ -22,10 +22,10 @@ from hermes.adapters.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_BUS
 from hermes.adapters.local_ws import Client
 from hermes.config import InputError, not_blank, structure
 from hermes.cron.injection import InjectionRefused
-from hermes.cron.jobs import Origin
 from hermes.cron.schedule import ScheduleError, parse_schedule
 from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow
 from hermes.cron.store import JobError, NewJob, cancel_job, create_job, list_jobs
+from hermes.delivery.targets import Origin
 from hermes.gateway.router import DRAIN_NOTICE
 from hermes.state.db import UsesDb
 from hermes.state.errors import SearchQueryError, StateError
@@ -162,7 +162,7 @@ class Methods(UsesDb):
         prompt, session = params.prompt, params.session
         now = time.time()
         schedule = parse_schedule(params.schedule, self.tz, now)
-        origin = Origin("local", session) if session else None
+        origin = Origin("local", session, chat_type="dm", session_id=session) if session else None
         new = NewJob(params.name or prompt[:40], schedule, prompt=prompt,
                      deliver=params.deliver or ("origin" if origin else "local"),
                      origin=origin)  # fmt: skip

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -32,12 +31,13 @@ from hermes.actors.actor import Actor
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent, Target, TurnEvent
+from hermes.adapters.session_keys import new_session_id, session_key
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
 from hermes.config import Config, PlatformConfig
-from hermes.cron.jobs import Origin
 from hermes.delivery.replies import Replies
+from hermes.delivery.targets import Origin
 from hermes.gateway.admission import Admitted
 from hermes.gateway.authorization import decide
 from hermes.gateway.commands import COMMANDS, CommandContext, answer_command
@@ -59,7 +59,6 @@ from hermes.gateway.pairing import (
     welcomed,
 )
 from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
-from hermes.gateway.session_keys import session_key
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.state.registry import Registry
@@ -89,10 +88,6 @@ class SessionServices:
 def policies(config: Config) -> dict[str, PlatformConfig]:
     """Each platform's access settings; the local endpoint is gated by its token alone."""
     return {"local": LOCAL_POLICY, **config.enabled_platforms()}
-
-
-def new_session_id(platform: str) -> str:
-    return f"{platform}_{time.strftime('%Y%m%d_%H%M%S')}_{secrets.token_hex(3)}"
 
 
 @attrs.define
@@ -321,7 +316,8 @@ class Router(Actor):
     # -- sessions ---------------------------------------------------------------
 
     def key_of(self, event: InboundEvent) -> str:
-        return session_key(event, self.gateway)
+        key = session_key(event.target(), event.chat_type, event.user_id, self.gateway)
+        return key or f"agent:event:{event.platform}:{event.event_id}"  # nobody to key by
 
     async def _session_id(self, event: InboundEvent) -> str:
         """The session an event belongs to: the one its edge picked, else its key's live
@@ -373,7 +369,13 @@ class Router(Actor):
             background=services.background,
             scheduler=services.scheduler,
             origin=Origin(
-                event.platform, event.chat_id, event.thread_id, event.user_id, event.scope_id
+                event.platform,
+                event.chat_id,
+                event.thread_id,
+                event.user_id,
+                event.scope_id,
+                str(event.chat_type),
+                session_id,
             ),  # fmt: skip
             tz=services.tz,
             outbox=services.outbox,

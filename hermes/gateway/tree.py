@@ -28,7 +28,6 @@ from hermes.delivery.outbox import Outbox
 from hermes.delivery.replies import OutboxReplies
 from hermes.gateway.admission import Admission
 from hermes.gateway.journal import new_owner
-from hermes.gateway.local_delivery import LocalDeliverer
 from hermes.gateway.local_methods import Methods
 from hermes.gateway.router import Router, SessionServices
 from hermes.home import HermesHome, write_secret_file
@@ -106,9 +105,6 @@ def build_root(
     def admission() -> Admission:
         return Admission(registry(), home.state_db, router)
 
-    def deliverer() -> LocalDeliverer:
-        return LocalDeliverer(lambda: adapter_of("local"), registry(), home.state_db)
-
     def endpoint() -> LocalEndpoint:
         local = config.gateway.local
         methods = Methods(root, registry(), home.state_db, tz)
@@ -139,9 +135,7 @@ def build_root(
                           max_restarts=math.inf, period=600.0, backoff=ADAPTER_BACKOFF)  # fmt: skip
 
     def scheduler() -> Scheduler:
-        platforms = frozenset({"local", *config.enabled_platforms()})
-        ctx = cron_fire_context(agent, registry(), home, tz, config.cron, deliverer(), platforms,
-                                outbox)  # fmt: skip
+        ctx = cron_fire_context(agent, registry(), home, tz, config, outbox)
         return Scheduler(registry(), home.state_db, ctx, tz)
 
     def gateway() -> Router:
@@ -166,7 +160,9 @@ def build_root(
             # After the adapters: it stops before them, so a send in flight can finish.
             ChildSpec(
                 "outbox",
-                lambda: Outbox(registry(), home.state_db, adapter_of, dedup),
+                lambda: Outbox(
+                    registry(), home.state_db, adapter_of, dedup, sessions=config.gateway
+                ),
                 shutdown=drain,
                 grace=3.0,
             ),  # fmt: skip

@@ -339,6 +339,34 @@ def _step_11_outbox_open_index(conn: apsw.Connection) -> None:
     )
 
 
+def _step_12_cron_briefs_in_the_outbox(conn: apsw.Connection) -> None:
+    """Cron briefs leave through the outbox: a brief's first row carries its mirror
+    (written when that row is sent), and the run's record of each target
+    (cron_deliveries) names the outbox rows that carry it. Briefs the old cron outbox
+    had not started move into the outbox; ones it had started become unknown."""
+    conn.execute("ALTER TABLE outbox ADD COLUMN mirror TEXT")
+    conn.execute("ALTER TABLE outbox ADD COLUMN mirror_outcome TEXT")
+    conn.execute("ALTER TABLE cron_deliveries ADD COLUMN outbox_key TEXT")
+    conn.execute(
+        "UPDATE cron_deliveries SET outbox_key = 'cron:' || job_id || ':' || fence || ':' || id"
+        " WHERE status = 'pending' AND chat_id IS NOT NULL"
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO outbox (platform, chat_id, thread_id, text, kind, origin,"
+        " idempotency_key, created_at) SELECT platform, chat_id, thread_id, text, 'cron',"
+        " 'cron:' || job_id || ':' || fence, outbox_key || ':0', created_at FROM cron_deliveries"
+        " WHERE outbox_key IS NOT NULL"
+    )
+    conn.execute(
+        "UPDATE cron_deliveries SET status = 'queued', text = '' WHERE outbox_key IS NOT NULL"
+    )
+    conn.execute(
+        "UPDATE cron_deliveries SET status = 'unknown',"
+        " error = 'the gateway stopped during the send; not sent again'"
+        " WHERE status = 'attempted'"
+    )
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_base,
@@ -352,6 +380,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_9_outbox,
     _step_10_outbox_plain,
     _step_11_outbox_open_index,
+    _step_12_cron_briefs_in_the_outbox,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -158,3 +158,14 @@ def find_session_by_origin(
     if len({r.user_id for r in rows}) > 1:
         return None
     return rows[0] if rows else None
+
+
+def chat_type_of(conn: apsw.Connection, source: str, chat_id: str) -> str | None:
+    """What kind of chat (dm, group, channel) a platform's chat is, as its newest
+    session recorded it; None for a chat hermes has not talked in."""
+    row = conn.execute(
+        "SELECT chat_type FROM sessions WHERE source = ? AND chat_id = ? AND chat_type IS NOT NULL"
+        " ORDER BY started_at DESC LIMIT 1",
+        (source, chat_id),
+    ).fetchone()
+    return row[0] if row else None

@@ -94,13 +94,13 @@ def test_cron_run_and_the_scheduler_fire_through_one_lifecycle(home, spawn):
     assert runs[0][1].startswith("cli:") and not runs[1][1].startswith("cli:")
     for fence, _, status, delivery_error, output_path in runs:
         assert status == "ok", (fence, status)
-        assert delivery_error == "telegram:42: no adapter is connected for telegram"
+        assert delivery_error == "telegram:42: no telegram adapter is configured"
         first, then = map(float, open(output_path).read().split("lease ")[1].split()[::2])
         assert then > first  # the lease was renewed while the fire ran: it heartbeats
     deliveries = rows(home, "SELECT fence, platform, chat_id, status, error FROM cron_deliveries"
                             " ORDER BY id")  # fmt: skip
     assert [d[1:] for d in deliveries] == [
-        ("telegram", "42", "failed", "telegram:42: no adapter is connected for telegram")
+        ("telegram", "42", "failed", "telegram:42: no telegram adapter is configured")
     ] * 2
     assert [d[0] for d in deliveries] == [1, 2]
 

@@ -16,8 +16,7 @@ import trio
 import trio.testing
 
 from hermes.actors.clock import WallClock
-from hermes.config import CronConfig
-from hermes.cron.delivery import PlannedTarget, SendResult
+from hermes.config import CronConfig, PlatformConfig
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job
 from hermes.cron.schedule import parse_schedule
@@ -55,20 +54,25 @@ class Runner:
         return self.replies.pop(0) if self.replies else f"done: {prompt}"
 
 
-class Deliveries:
-    def __init__(self):
-        self.sent: list[tuple[str, str]] = []
-        self.arrived = trio.Event()
+PLATFORMS = {"telegram": PlatformConfig()}  # slack has no adapter configured
 
-    async def send(self, target: PlannedTarget, text: str) -> SendResult:
-        self.sent.append((str(target.target), text))
-        self.arrived.set()
-        return SendResult(True, message_id=str(len(self.sent)))
+
+async def queued(registry, home) -> list[tuple[str, str]]:
+    """The briefs the fires put into the outbox: (target, text) in order."""
+    async with Db(registry, home.state_db) as db:
+        rows = await db.read(
+            lambda c: list(
+                c.execute(
+                    "SELECT platform, chat_id, text FROM outbox WHERE kind = 'cron' ORDER BY id"
+                )
+            )
+        )
+    return [(f"{platform}:{chat}", text) for platform, chat, text in rows]
 
 
 @pytest.fixture
 def setup(home, registry, cron_clock):
-    def make(runner=None, deliverer=None, poll_max=5.0, **config):
+    def make(runner=None, poll_max=5.0, **config):
         runner = runner or Runner()
         ctx = FireContext(
             scripts=home.scripts,
@@ -77,7 +81,7 @@ def setup(home, registry, cron_clock):
             runner=runner,
             config=CronConfig(**{"lease_seconds": 30.0, "heartbeat_seconds": 10.0, **config}),
             clock=WallClock(origin=T0),
-            deliverer=deliverer or Deliveries(),
+            platforms=PLATFORMS,
         )
         sched = Scheduler(registry, home.state_db, ctx, UTC, poll_max=poll_max)
         return sched, runner
@@ -187,8 +191,7 @@ async def test_drain_interrupts_the_fire_in_flight_on_its_own_token(
 
 
 async def test_failure_streak_nudges_at_the_threshold(setup, registry, home, cron_clock):
-    deliveries = Deliveries()
-    sched, runner = setup(runner=Runner(fail=RuntimeError("provider down")), deliverer=deliveries,
+    sched, runner = setup(runner=Runner(fail=RuntimeError("provider down")),
                           failure_nudge_threshold=3)  # fmt: skip
     async with trio.open_nursery() as nursery:
         await nursery.start(sched.run)
@@ -198,8 +201,9 @@ async def test_failure_streak_nudges_at_the_threshold(setup, registry, home, cro
         await wait_runs(runner, 5)
         await settle(sched)
         sched.request_drain(trio.current_time() + 5)
-    recurring = [text for target, text in deliveries.sent if target == "telegram:42"]
-    once_job, once = once, [text for target, text in deliveries.sent if target == "telegram:43"]
+    sent = await queued(registry, home)
+    recurring = [text for target, text in sent if target == "telegram:42"]
+    once_job, once = once, [text for target, text in sent if target == "telegram:43"]
     assert all("failed: provider down" in t for t in recurring + once)
     assert len(recurring) >= 3
     nudged = ["times in a row" in t for t in recurring]
@@ -223,10 +227,9 @@ async def test_a_stale_fires_result_is_refused_and_not_delivered(setup, registry
             await write(registry, home, _take_over, job.id)  # after it ran, before it records
             return reply
 
-    deliveries = Deliveries()
-    sched, runner = setup(runner=TakenOver(["the brief"]), deliverer=deliveries)
+    sched, runner = setup(runner=TakenOver(["the brief"]))
     job = await fire_once(sched, runner, registry, home, "in 1m", deliver="telegram:42")
-    assert deliveries.sent == []
+    assert await queued(registry, home) == []
     runs, final = await history(registry, home, job.id)
     assert [(r.status, r.error) for r in runs] == [("stale", "refused: a newer fire owns the job")]
     assert final.lease_owner == "someone-else" and final.last_status is None
@@ -241,16 +244,15 @@ def _take_over(conn, job_id):
 
 
 async def test_nudge_threshold_zero_disables_it(setup, registry, home, cron_clock):
-    deliveries = Deliveries()
-    sched, runner = setup(runner=Runner(fail=RuntimeError("x")), deliverer=deliveries,
-                          failure_nudge_threshold=0)  # fmt: skip
+    sched, runner = setup(runner=Runner(fail=RuntimeError("x")), failure_nudge_threshold=0)
     async with trio.open_nursery() as nursery:
         await nursery.start(sched.run)
         await add_job(registry, home, "every 1m", deliver="telegram:42")
         await wait_runs(runner, 4)
         await settle(sched)
         sched.request_drain(trio.current_time() + 5)
-    assert len(deliveries.sent) >= 3 and not any("in a row" in t for _, t in deliveries.sent)
+    sent = await queued(registry, home)
+    assert len(sent) >= 3 and not any("in a row" in t for _, t in sent)
 
 
 @pytest.mark.parametrize(
@@ -261,10 +263,9 @@ async def test_nudge_threshold_zero_disables_it(setup, registry, home, cron_cloc
 async def test_silent_replies_are_not_delivered(
     setup, registry, home, reply, delivered, cron_clock
 ):
-    deliveries = Deliveries()
-    sched, runner = setup(runner=Runner([reply]), deliverer=deliveries)
+    sched, runner = setup(runner=Runner([reply]))
     job = await fire_once(sched, runner, registry, home, "in 1m", deliver="telegram:42")
-    assert bool(deliveries.sent) is delivered
+    assert bool(await queued(registry, home)) is delivered
     runs, _ = await history(registry, home, job.id)
     assert runs[0].status == "ok" and runs[0].output_path  # a silent run is still recorded
 
@@ -288,20 +289,13 @@ async def test_run_prompt_text_is_for_that_fire_only(setup, registry, home, cron
 
 
 async def test_output_files_and_delivery_failures_are_recorded(setup, registry, home, cron_clock):
-    class Flaky(Deliveries):
-        async def send(self, target, text):
-            if target.target.platform == "slack":
-                raise ConnectionError("slack is unreachable")
-            return await super().send(target, text)
-
-    deliveries = Flaky()
-    sched, runner = setup(runner=Runner(["the brief"]), deliverer=deliveries)
+    sched, runner = setup(runner=Runner(["the brief"]))
     job = await fire_once(
         sched, runner, registry, home, "in 1m", deliver="slack:C1,telegram:42,local"
     )
-    assert deliveries.sent == [("telegram:42", "the brief")]  # one failure stopped nothing
+    assert await queued(registry, home) == [("telegram:42", "the brief")]  # slack stopped nothing
     runs, final = await history(registry, home, job.id)
-    assert "slack is unreachable" in runs[0].delivery_error
+    assert runs[0].delivery_error == "slack:C1: no slack adapter is configured"
     assert final.last_status == "delivery_failed" and final.failure_streak == 0
     text = Path(runs[0].output_path).read_text()
     assert "## Response\n\nthe brief" in text and f"job: `{job.id}`" in text
@@ -326,55 +320,17 @@ async def deliveries_table(registry, home):
     async with Db(registry, home.state_db) as db:
         return await db.read(
             lambda c: list(c.execute(
-                "SELECT platform, chat_id, status, error FROM cron_deliveries ORDER BY id"))
+                "SELECT platform, chat_id, provenance, status, error, outbox_key"
+                " FROM cron_deliveries ORDER BY id"))
         )  # fmt: skip
 
 
-async def test_each_send_is_recorded_in_the_outbox(setup, registry, home, cron_clock):
-    class Flaky(Deliveries):
-        async def send(self, target, text):
-            if target.target.platform == "slack":
-                return SendResult(False, error="channel archived")
-            return await super().send(target, text)
-
-    sched, runner = setup(runner=Runner(["brief"]), deliverer=Flaky())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
-        await add_job(registry, home, "in 1m", deliver="telegram:42,slack:C1,local")
-        await wait_runs(runner, 1)
-        for run in list(sched.running.values()):
-            await run.done.wait()
-        sched.request_drain(trio.current_time() + 5)
+async def test_each_target_is_recorded_on_the_run(setup, registry, home, cron_clock):
+    sched, runner = setup(runner=Runner(["brief"]))
+    job = await fire_once(sched, runner, registry, home, "in 1m",
+                          deliver="telegram:42,slack:C1,local")  # fmt: skip
     rows = await deliveries_table(registry, home)
-    assert rows == [("telegram", "42", "sent", None),
-                    ("slack", "C1", "failed", "slack:C1: channel archived")]  # fmt: skip
-
-
-def leftovers(conn):
-    """Deliveries a previous serve left: one never started, one started, one sent."""
-    for chat, status in (("1", "pending"), ("2", "attempted"), ("3", "sent")):
-        conn.execute(
-            "INSERT INTO cron_deliveries (job_id, fence, platform, chat_id, provenance,"
-            " mirror, metadata, text, status, created_at)"
-            " VALUES ('j', 1, 'telegram', ?, 'explicit', 0, '{}', ?, ?, 0)",
-            (chat, f"brief {chat}", status),
-        )
-
-
-async def test_after_a_restart_pending_sends_go_and_attempted_ones_do_not(
-    setup, registry, home, cron_clock
-):
-    await write(registry, home, leftovers)
-    deliveries = Deliveries()
-    sched, runner = setup(deliverer=deliveries)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
-        await add_job(registry, home, "in 1m")
-        await deliveries.arrived.wait()  # the resumed send happens as the scheduler starts
-        await wait_runs(runner, 1)  # it plans only after resuming: any wrong send came first
-        await settle(sched)
-        sched.request_drain(trio.current_time() + 5)
-    assert deliveries.sent == [("telegram:1", "brief 1")]  # never twice, never the unknown one
-    assert [r for r in runner.prompts]  # (the job's own brief went to local: not a chat send)
-    statuses = [(chat, status) for _, chat, status, _ in await deliveries_table(registry, home)]
-    assert statuses == [("1", "sent"), ("2", "unknown"), ("3", "sent")]
+    assert rows == [
+        ("telegram", "42", "explicit", "queued", None, f"cron:{job.id}:1:telegram:42"),
+        ("slack", "C1", "explicit", "failed", "slack:C1: no slack adapter is configured", None),
+    ]

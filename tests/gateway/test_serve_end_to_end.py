@@ -108,8 +108,10 @@ async def test_serve_end_to_end(home, fake, serve):
         made = await client.call("chat.send", {"text": "remind me", "session": session})
         assert made["result"]["text"] == "Scheduled."
         with trio.fail_after(30):
-            brief = await client.response(-1, until=lambda m: m.get("method") == "cron.brief")
-        assert brief["params"]["text"] == "THE BRIEF"
+            brief = await client.response(
+                -1, until=lambda m: m.get("params", {}).get("kind") == "cron"
+            )
+        assert (brief["method"], brief["params"]["text"]) == ("chat.message", "THE BRIEF")
         assert brief["params"]["session"] == session
 
         status = await client.call("status", {})

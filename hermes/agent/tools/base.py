@@ -9,7 +9,7 @@ import attrs
 
 from hermes.actors.address import Address
 from hermes.agent.memory import MemoryStore
-from hermes.cron.jobs import Origin
+from hermes.delivery.targets import Origin
 from hermes.state.db import Db
 from hermes.terminal.session import TerminalSession
 

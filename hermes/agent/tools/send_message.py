@@ -13,11 +13,11 @@ from typing import Any
 
 import attrs
 
-from hermes.adapters.contract import Target
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
+from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue
-from hermes.delivery.replies import nudge
 from hermes.delivery.split import limit_of, split
+from hermes.delivery.targets import parse_target
 
 
 @attrs.frozen
@@ -28,17 +28,17 @@ class SendMessageTool:
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
         target = need(args, "target")
-        platform, _, rest = target.partition(":")
-        chat, _, thread = rest.partition(":")
-        if not platform or not chat:
+        where = parse_target(target)
+        if where is None:
             raise ToolError(f"target {target!r} must be platform:chat_id[:thread_id]")
+        platform = where.platform
         if platform not in ctx.platforms:
             known = ", ".join(sorted(ctx.platforms))
             raise ToolError(f"no platform {platform!r} is configured (configured: {known})")
         text = need(args, "text")
         key = f"send:{ctx.session_id}:{secrets.token_hex(6)}"
         chunks = split(text, limit_of(platform))
-        rows = await ctx.db.write(enqueue, Target(platform, chat, thread or None), chunks, "send",
+        rows = await ctx.db.write(enqueue, where, chunks, "send",
                                   key, time.time(), origin=ctx.session_id)  # fmt: skip
         nudge(ctx.outbox)
         return json.dumps({"queued": True, "outbox_rows": rows})

@@ -1,37 +1,49 @@
-"""Delivery planning: where a fire's brief goes, and whether it is mirrored.
+"""Where a brief goes: targets with their provenance, and whether each is mirrored.
 
-Pure logic: targets carry where they came from (origin, origin_fallback,
-explicit, broadcast); duplicates merge keeping the strongest; mirroring into
-the chat's session follows per-target eligibility; the origin's scope_id
-travels only with targets that are the origin's own chat.
+Pure logic. A `deliver` string names targets: `origin` (where the job was made),
+a bare platform (its home channel), `platform:chat[:thread]`, `all` (every
+home channel), `local` (the output file only: no chat). Each target carries
+where it came from (origin, origin_fallback, explicit, broadcast); duplicates
+merge keeping the strongest, whatever the order; mirroring into the chat's
+session follows per-target eligibility; the origin's scope goes only with
+targets that are the origin's own chat, and never replaces a scope the
+router recorded (a home channel's).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Protocol
 
 import attrs
 
-from hermes.cron.jobs import Origin
+from hermes.adapters.contract import Target
 
 STRENGTH = {"origin": 3, "origin_fallback": 2, "explicit": 1, "broadcast": 0}
 LOCAL = "local"
 
 
 @attrs.frozen
-class Target:
+class Origin:
+    """The chat (and session) a job or a send was created from."""
+
     platform: str
-    chat_id: str | None = None
+    chat_id: str
     thread_id: str | None = None
+    user_id: str | None = None
+    scope_id: str | None = None
+    chat_type: str | None = None  # dm | group | channel; None where unknown
+    session_id: str | None = None
 
-    @property
-    def key(self) -> tuple[str, str | None, str | None]:
-        return (self.platform, self.chat_id, self.thread_id)
+    def target(self) -> Target:
+        return Target(self.platform, self.chat_id, self.thread_id, self.scope_id)
 
-    def __str__(self) -> str:
-        parts = [self.platform, self.chat_id, self.thread_id]
-        return ":".join(p for p in parts if p)
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Origin | None:
+        return cls(**json.loads(text)) if text else None
 
 
 @attrs.frozen
@@ -39,11 +51,6 @@ class PlannedTarget:
     target: Target
     provenance: str
     mirror: bool
-    metadata: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def meta(self) -> dict[str, str]:
-        return dict(self.metadata)
 
 
 @attrs.frozen
@@ -63,14 +70,23 @@ def mirror_eligible(provenance: str, attach_to_session: bool | None, mirror_defa
     return False
 
 
+def parse_target(token: str) -> Target | None:
+    """`platform:chat[:thread]`, or None when it is not one."""
+    platform, _, rest = token.partition(":")
+    chat, _, thread = rest.partition(":")
+    if not platform or not chat:
+        return None
+    return Target(platform, chat, thread or None)
+
+
 def _resolve(
     token: str, origin: Origin | None, homes: Mapping[str, Target]
 ) -> tuple[list[tuple[Target, str]], str | None]:
     if token == LOCAL:
-        return [(Target(LOCAL), "explicit")], None
+        return [], None  # the output file, written for every fire
     if token == "origin":
         if origin is not None:
-            return [(Target(origin.platform, origin.chat_id, origin.thread_id), "origin")], None
+            return [(origin.target(), "origin")], None
         if homes:
             return [(next(iter(homes.values())), "origin_fallback")], None
         return [], "origin: the job has no origin and no home channel is configured"
@@ -80,11 +96,10 @@ def _resolve(
         if token in homes:
             return [(homes[token], "broadcast")], None
         return [], f"{token}: no home channel is configured for that platform"
-    platform, _, rest = token.partition(":")
-    chat, _, thread = rest.partition(":")
-    if not platform or not chat:
+    target = parse_target(token)
+    if target is None:
         return [], f"{token}: expected platform:chat_id[:thread_id]"
-    return [(Target(platform, chat, thread or None), "explicit")], None
+    return [(target, "explicit")], None
 
 
 def plan_delivery(
@@ -93,9 +108,8 @@ def plan_delivery(
     homes: Mapping[str, Target],
     attach_to_session: bool | None,
     mirror_default: bool,
-    job_id: str = "",
 ) -> Plan:
-    merged: dict[tuple, list] = {}  # key -> [target, strongest provenance, eligible]
+    merged: dict[tuple, list] = {}  # (platform, chat, thread) -> [target, provenance, mirror]
     problems = []
     for token in (t.strip() for t in deliver.split(",")):
         if not token:
@@ -104,48 +118,23 @@ def plan_delivery(
         if problem:
             problems.append(problem)
         for target, provenance in resolved:
-            eligible = target.platform != LOCAL and mirror_eligible(
-                provenance, attach_to_session, mirror_default
-            )
-            entry = merged.get(target.key)
+            eligible = mirror_eligible(provenance, attach_to_session, mirror_default)
+            key = (target.platform, target.chat_id, target.thread_id)
+            entry = merged.get(key)
             if entry is None:
-                merged[target.key] = [target, provenance, eligible]
+                merged[key] = [target, provenance, eligible]
             else:
                 if STRENGTH[provenance] > STRENGTH[entry[1]]:
                     entry[1] = provenance
                 entry[2] = entry[2] or eligible  # eligibility does not depend on token order
     targets = []
     for target, provenance, eligible in merged.values():
-        meta = {"job_id": job_id} if job_id else {}
         if (
-            origin
+            origin is not None
             and origin.scope_id
-            and (target.platform, target.chat_id)
-            == (
-                origin.platform,
-                origin.chat_id,
-            )
+            and target.scope_id is None
+            and (target.platform, target.chat_id) == (origin.platform, origin.chat_id)
         ):
-            meta.setdefault("scope_id", origin.scope_id)
-        targets.append(PlannedTarget(target, provenance, eligible, tuple(sorted(meta.items()))))
+            target = attrs.evolve(target, scope_id=origin.scope_id)
+        targets.append(PlannedTarget(target, provenance, eligible))
     return Plan(targets, problems)
-
-
-@attrs.frozen
-class SendResult:
-    success: bool
-    message_id: str | None = None
-    error: str | None = None
-
-
-class Deliverer(Protocol):
-    """Sends a brief to a chat target (the adapters implement it)."""
-
-    async def send(self, target: PlannedTarget, text: str) -> SendResult: ...
-
-
-class NoAdapters:
-    """The deliverer while no platform adapter is running: every chat send fails, recorded."""
-
-    async def send(self, target: PlannedTarget, text: str) -> SendResult:
-        return SendResult(False, error=f"no adapter is connected for {target.target.platform}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hermes.adapters.contract import ChatType, InboundEvent
+from hermes.adapters.contract import ChatType, InboundEvent, Target
+from hermes.adapters.session_keys import session_key
 from hermes.config import GatewayConfig
-from hermes.gateway.session_keys import session_key
 
 
 def event(chat_type=ChatType.DM, chat="c1", user="u1", thread=None, scope=None, platform="tg"):
@@ -40,4 +40,19 @@ THREAD_PER_USER = GatewayConfig(thread_sessions_per_user=True)
          "slack-dm-scope"],
 )  # fmt: skip
 def test_session_keys(message, config, key):
-    assert session_key(message, config) == key
+    assert session_key(message.target(), message.chat_type, message.user_id, config) == key
+
+
+@pytest.mark.parametrize(
+    ("chat_type", "where", "config"),
+    [(ChatType.GROUP, Target("tg", "c1"), PER_USER),
+     (ChatType.GROUP, Target("tg", "c1", "t9"), THREAD_PER_USER),
+     (ChatType.DM, Target("tg", ""), PER_USER)],
+)  # fmt: skip
+def test_no_key_where_it_needs_a_user_and_there_is_none(chat_type, where, config):
+    assert session_key(where, chat_type, None, config) is None
+
+
+def test_a_shared_thread_needs_no_user():
+    key = session_key(Target("tg", "c1", "t9"), ChatType.GROUP, None, PER_USER)
+    assert key == "agent:main:tg:group:c1:t9"

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hermes.cron.delivery import Target, plan_delivery
-from hermes.cron.jobs import Origin
+from hermes.adapters.contract import Target
+from hermes.delivery.targets import Origin, plan_delivery
 
 ORIGIN = Origin("slack", "C-ORIGIN", None, "U1", "T-TEAM")
 HOMES = {"slack": Target("slack", "C-HOME"), "telegram": Target("telegram", "T-HOME")}
 
 
 def plan(deliver, origin=ORIGIN, attach=None, mirror=False, homes=HOMES):
-    return plan_delivery(deliver, origin, homes, attach, mirror, "job1")
+    return plan_delivery(deliver, origin, homes, attach, mirror)
 
 
 def by_target(p):
@@ -59,17 +59,26 @@ def test_dedup_origin_and_explicit_same_chat(deliver):
 
 
 def test_scope_id_only_on_origin_matching_targets():
-    p = plan("origin,all,slack:C-OTHER")
-    meta = {str(t.target): t.meta for t in p.targets}
-    assert meta["slack:C-ORIGIN"] == {"job_id": "job1", "scope_id": "T-TEAM"}
-    assert meta["slack:C-HOME"] == {"job_id": "job1"}
-    assert meta["slack:C-OTHER"] == {"job_id": "job1"}
-    assert "scope_id" not in meta["telegram:T-HOME"]
+    p = plan("origin,all,slack:C-OTHER,slack:C-ORIGIN:T7")
+    scope = {str(t.target): t.target.scope_id for t in p.targets}
+    assert scope == {
+        "slack:C-ORIGIN": "T-TEAM",
+        "slack:C-ORIGIN:T7": "T-TEAM",
+        "slack:C-HOME": None,
+        "slack:C-OTHER": None,
+        "telegram:T-HOME": None,
+    }
+
+
+def test_a_scope_the_router_recorded_is_never_replaced():
+    homes = {"slack": Target("slack", "C-ORIGIN", scope_id="T-OTHER")}  # set by /sethome
+    (only,) = plan("slack", homes=homes).targets
+    assert only.target.scope_id == "T-OTHER"
 
 
 def test_unresolvable_tokens_are_reported_and_the_rest_still_planned():
-    p = plan_delivery("origin,discord,local,bad:", None, {}, None, False)
-    assert [str(t.target) for t in p.targets] == ["local"]
+    p = plan_delivery("origin,discord,local,bad:,slack:C9", None, {}, None, False)
+    assert [str(t.target) for t in p.targets] == ["slack:C9"]  # local: the output file only
     assert len(p.problems) == 3
     assert any("no home channel is configured for that platform" in x for x in p.problems)
 

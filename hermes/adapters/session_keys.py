@@ -1,0 +1,61 @@
+"""Session keys: which conversation a message in a chat belongs to.
+
+    agent:<profile>:<platform>:<chat_type>[:<scope>]:<chat>[:<thread>][:<user>]
+
+A DM is keyed by its chat (the sender stands in only when there is no chat
+id), then its thread. In a group or channel: the chat, then the thread; the
+sender is added when `group_sessions_per_user` (default true) and the
+message is not in a thread, and inside a thread only when
+`thread_sessions_per_user` (threads are shared by default). A workspace or
+guild (scope) goes before the chat id: Slack's channel ids are unique only
+within their workspace.
+
+The router keys inbound events with it; delivery keys the sessions a cron
+brief seeds, so a reply resolves to the very session the brief was written to.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from hermes.adapters.contract import ChatType, Target
+from hermes.config import GatewayConfig
+
+PROFILE = "main"
+
+
+def session_key(
+    where: Target,
+    chat_type: ChatType,
+    user_id: str | None,
+    config: GatewayConfig,
+    profile: str = PROFILE,
+) -> str | None:
+    """The key of `user_id`'s conversation at `where`; None where the key needs a user
+    and there is none (a per-user group session nobody's message resolves to)."""
+    parts = ["agent", profile, where.platform, str(chat_type)]
+    if where.scope_id:
+        parts.append(where.scope_id)
+    if chat_type is ChatType.DM:
+        if not (where.chat_id or user_id):
+            return None
+        parts.append(where.chat_id or user_id)
+        if where.thread_id:
+            parts.append(where.thread_id)
+        return ":".join(parts)
+    parts.append(where.chat_id)
+    per_user = (
+        config.thread_sessions_per_user if where.thread_id else (config.group_sessions_per_user)
+    )
+    if where.thread_id:
+        parts.append(where.thread_id)
+    if per_user:
+        if not user_id:
+            return None
+        parts.append(user_id)
+    return ":".join(parts)
+
+
+def new_session_id(platform: str) -> str:
+    return f"{platform}_{time.strftime('%Y%m%d_%H%M%S')}_{secrets.token_hex(3)}"
