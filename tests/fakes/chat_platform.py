@@ -19,9 +19,12 @@ Telegram: a new poll makes an earlier one still waiting answer 409 at once.
 The fake keeps its state for its whole life, across restarts of the process
 that talks to it. The test drives it from its own thread (every method is
 thread-safe): `inject()` an update, read `sent`, `fail_sends()`, `stall()` the
-polls (the platform goes deaf: polls arrive and are never answered), and wait
-for what a client did with `wait_sent`, `wait_acked` and `wait_polls`, which
-block on a condition (no sleeping) and raise TimeoutError.
+polls (the platform goes deaf: polls arrive and are never answered),
+`hold_sends()` (sends arrive and get no answer until `release_sends()`, then
+are taken as any send is, whether or not the client is still there to read the
+answer: a platform that took a message from a client killed meanwhile), and
+wait for what a client did with `wait_sent`, `wait_acked`, `wait_polls` and
+`wait_held`, which block on a condition (no sleeping) and raise TimeoutError.
 
 In its own process:
 
@@ -80,6 +83,9 @@ class FakeChatPlatform:
         self._next_update = 0
         self._sent: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []  # sends answered with an injected fault
+        self.held = 0  # sends waiting now for `release_sends()`
+        self._holding = False
+        self._releases = 0  # a held send waits for this to move
         self._fault: _Fault | None = None
         self._poll_generation = 0  # the newest poll's number; older waiting ones answer 409
         self._stalled = False
@@ -158,8 +164,9 @@ class FakeChatPlatform:
         self.close()
 
     def close(self) -> None:
-        """Stop serving: waiting and stalled polls answer 503 at once, kept-alive
-        connections are shut, and nothing is waited for."""
+        """Stop serving: waiting and stalled polls and held sends answer 503 at once
+        (a held send is not recorded), kept-alive connections are shut, and nothing is
+        waited for."""
         with self._cond:
             if self._closing:
                 return
@@ -247,6 +254,24 @@ class FakeChatPlatform:
         self._wait(lambda: len(self.refused) >= count, timeout, f"{count} refused send(s)")
         with self._cond:
             return [dict(s) for s in self.refused]
+
+    def hold_sends(self) -> None:
+        """Sends from now on arrive (and count in `held`) but get no answer until
+        `release_sends()`."""
+        with self._cond:
+            self._holding = True
+
+    def release_sends(self) -> None:
+        """Held sends go on: each is answered like any other send (recorded in `sent`,
+        unless a fault is set), whether or not its client is still there to read it."""
+        with self._cond:
+            self._holding = False
+            self._releases += 1
+            self._cond.notify_all()
+
+    def wait_held(self, count: int, timeout: float = 10.0) -> None:
+        """Until at least `count` sends are held."""
+        self._wait(lambda: self.held >= count, timeout, f"{count} held send(s)")
 
     def stall(self) -> None:
         """Go deaf: polls still arrive (and count) but get no answer until `unstall()`."""
@@ -340,6 +365,16 @@ class FakeChatPlatform:
 
     def _send(self, body: dict[str, Any]) -> Answer:
         with self._cond:
+            if self._holding:
+                releases = self._releases
+                self.held += 1
+                self._cond.notify_all()
+                try:
+                    self._cond.wait_for(lambda: self._releases != releases or self._closing)
+                finally:
+                    self.held -= 1
+                if self._closing:
+                    return 503, {"ok": False, "error": "shutting down"}
             fault = self._fault
             if fault is not None and fault.times > 0:
                 fault.times -= 1
