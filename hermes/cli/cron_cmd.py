@@ -88,6 +88,11 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, help="fire this many times, then complete")
     parser.add_argument("--workdir")
     parser.add_argument("--no-catch-up", action="store_true", help="skip runs missed while down")
+    parser.add_argument(
+        "--attach", dest="attach_to_session", action=argparse.BooleanOptionalAction,
+        help="write each brief into the chat's session, so a reply continues the job"
+        " (default: cron.mirror_delivery, for origin targets only)",
+    )  # fmt: skip
 
 
 def _when(ts: float | None, config: Config) -> str:
@@ -159,6 +164,8 @@ def _new_fields(args, config: Config) -> dict[str, Any]:
         fields["repeat_times"] = args.repeat
     if args.no_catch_up:
         fields["catch_up"] = False
+    if args.attach_to_session is not None:
+        fields["attach_to_session"] = args.attach_to_session
     return fields
 
 

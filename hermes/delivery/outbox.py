@@ -123,6 +123,7 @@ class Outbox(Actor):
         rng: random.Random | None = None,
         clock: WallClock | None = None,
         sessions: GatewayConfig = DEFAULT_SESSIONS,
+        mirrored: Callable[[list[str]], None] = lambda session_ids: None,
     ) -> None:
         super().__init__(name)
         self.registry = registry
@@ -134,6 +135,7 @@ class Outbox(Actor):
         self.rng = rng or random.Random()
         self.clock = clock or WallClock()
         self.sessions = sessions  # how a mirrored brief's sessions are keyed
+        self.mirrored = mirrored  # told which sessions a mirror wrote to
         self.db: Db | None = None
         self.busy: set[tuple[str, str]] = set()  # chats with a send in flight
         self.held: dict[str, float] = {}  # platform -> not before (a global 429)
@@ -247,7 +249,9 @@ class Outbox(Actor):
                 await self.db.write(mark_unknown, row.id, result.reason, now)
                 return
         if isinstance(result, Sent):
-            await self.db.write(mark_sent, row.id, result.message_id, now, self.sessions)
+            seeded = await self.db.write(mark_sent, row.id, result.message_id, now, self.sessions)
+            if seeded:
+                self.mirrored(seeded)
         elif isinstance(result, Permanent) and result.formatting and not row.plain:
             log.info("outbox row %d: formatting rejected (%s); as plain text", row.id,
                      result.reason)  # fmt: skip

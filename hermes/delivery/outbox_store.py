@@ -161,9 +161,10 @@ def mark_sent(
     message_id: str,
     now: float,
     sessions: GatewayConfig = DEFAULT_SESSIONS,
-) -> None:
+) -> list[str]:
     """The row is sent; a mirror it carries is written in the same transaction (a
-    failing mirror is its own outcome on the row, logged, and never unsends the row)."""
+    failing mirror is its own outcome on the row, logged, and never unsends the row).
+    Returns the sessions the mirror wrote to."""
     conn.execute(
         "UPDATE outbox SET state = ?, message_id = ?, last_error = NULL, updated_at = ?"
         " WHERE id = ?",
@@ -174,8 +175,9 @@ def mark_sent(
         (row_id,),
     ).fetchone()
     if found is None or found[4] is None:
-        return
+        return []
     target = Target(*found[:4])
+    seeded: list[str] = []
     try:
         with conn:  # a savepoint: a failed seed leaves the sent mark standing
             seeded = write_mirror(conn, Mirror.from_json(found[4]), target, message_id, sessions)
@@ -185,6 +187,7 @@ def mark_sent(
                     row_id, target, exc)  # fmt: skip
         outcome = f"not mirrored: {exc}"
     conn.execute("UPDATE outbox SET mirror_outcome = ? WHERE id = ?", (outcome, row_id))
+    return seeded
 
 
 def mark_retry(

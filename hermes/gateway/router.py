@@ -90,6 +90,14 @@ def policies(config: Config) -> dict[str, PlatformConfig]:
     return {"local": LOCAL_POLICY, **config.enabled_platforms()}
 
 
+@attrs.frozen
+class Mirrored:
+    """The outbox wrote a brief into these sessions: a live one reads its transcript
+    again before its next turn, so a reply to the brief sees it."""
+
+    session_ids: tuple[str, ...]
+
+
 @attrs.define
 class _Following:
     """A turn in flight, as the router follows it."""
@@ -214,6 +222,12 @@ class Router(Actor):
     async def handle(self, msg: Any) -> Any:
         if isinstance(msg, Admitted):
             await self._arrived.send(msg.event)
+            return None
+        if isinstance(msg, Mirrored):
+            for session_id in msg.session_ids:
+                actor = self.session_actor(session_id)
+                if actor is not None:
+                    actor.reload()
             return None
         raise TypeError(f"the router cannot handle {type(msg).__name__}")
 

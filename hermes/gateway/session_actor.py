@@ -76,6 +76,11 @@ class SessionActor(Actor):
         # What the next prompt needs (bounded by the model's budget), kept between turns
         # so a turn does not re-read it; dropped after a failed or cancelled turn.
         self.conversation: Conversation | None = None
+        self.stale = False  # written to from outside (a brief's mirror): read it again
+
+    def reload(self) -> None:
+        """Its transcript gained messages it did not write: the next turn reads it."""
+        self.stale = True
 
     async def on_start(self) -> None:
         self._last_activity = trio.current_time()
@@ -130,6 +135,8 @@ class SessionActor(Actor):
         try:
             with scope:
                 conversation, self.conversation = self.conversation, None
+                if self.stale:
+                    conversation, self.stale = None, False
                 try:
                     if turn.text.strip() in COMMANDS:  # queued and interrupted like a turn
                         conversation = conversation or await self.agent.load(self.ctx)

@@ -10,13 +10,17 @@ the journal what arrived while it was down).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import trio
+
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
+from hermes.actors.errors import ActorStopped
 from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
 from hermes.adapters.base import AdapterFactory, AdapterStatus
 from hermes.adapters.local_ws import LocalEndpoint
@@ -29,7 +33,7 @@ from hermes.delivery.replies import OutboxReplies
 from hermes.gateway.admission import Admission
 from hermes.gateway.journal import new_owner
 from hermes.gateway.local_methods import Methods
-from hermes.gateway.router import Router, SessionServices
+from hermes.gateway.router import Mirrored, Router, SessionServices
 from hermes.home import HermesHome, write_secret_file
 from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
@@ -102,6 +106,13 @@ def build_root(
     def outbox() -> Address | None:
         return root.find("outbox", Address)
 
+    def mirrored(session_ids: list[str]) -> None:
+        """A brief was written into these sessions: live ones read them again."""
+        address = router()
+        if address is not None:
+            with contextlib.suppress(ActorStopped, trio.WouldBlock):
+                address.cast_nowait(Mirrored(tuple(session_ids)))
+
     def admission() -> Admission:
         return Admission(registry(), home.state_db, router)
 
@@ -161,8 +172,13 @@ def build_root(
             ChildSpec(
                 "outbox",
                 lambda: Outbox(
-                    registry(), home.state_db, adapter_of, dedup, sessions=config.gateway
-                ),
+                    registry(),
+                    home.state_db,
+                    adapter_of,
+                    dedup,
+                    sessions=config.gateway,
+                    mirrored=mirrored,
+                ),  # fmt: skip
                 shutdown=drain,
                 grace=3.0,
             ),  # fmt: skip

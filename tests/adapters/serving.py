@@ -46,14 +46,18 @@ class Serve:
     procs: list[subprocess.Popen[str]] = attrs.Factory(list)
     port: int = 0
 
-    def configure(self, drain: float = 10, resume_window: float = 600) -> None:
+    def configure(
+        self, drain: float = 10, resume_window: float = 600, platform: str = "", top: str = ""
+    ) -> None:
+        """config.yaml: `platform` adds YAML lines under the test platform (indented four
+        spaces), `top` adds top-level sections."""
         self.home.config_path.write_text(
             f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
             f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
             "  local:\n    port: 0\n"
             "platforms:\n"
             f"  testplatform:\n    token_env: {TOKEN_VAR}\n    base_url: '{self.platform.url}'\n"
-            "    allowed_users: ['u1']\n"
+            "    allowed_users: ['u1']\n" + platform + top
         )
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:

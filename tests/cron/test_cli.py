@@ -56,3 +56,25 @@ def test_edit_and_status(home):
     assert "every day at 7am" in listed and "07:00" in listed
     status = cron("status").stdout
     assert '"scheduled": 1' in status and job_id in status
+
+
+def test_history_shows_each_targets_delivery(home):
+    home.config_path.write_text("platforms:\n  testplatform:\n    token_env: NOT_SET\n")
+    (home.scripts / "brief.sh").write_text("echo the brief\n")
+    added = cron("add", "every 1h", "--name", "b", "--script", "brief.sh", "--no-agent",
+                 "--deliver", "testplatform:42,discord:9,local", "--attach")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert cron("run", "b").returncode == 0
+    queued = cron("history", "b").stdout.splitlines()
+    assert queued[1:] == [
+        "    -> testplatform:42 (explicit, mirrored): pending"
+        " [testplatform:42: not mirrored: hermes has not seen what kind of chat it is]",
+        "    -> discord:9 (explicit, mirrored): failed [discord:9: no discord adapter is"
+        " configured]",
+    ]
+    conn = apsw.Connection(str(home.state_db))
+    conn.execute("UPDATE outbox SET state = 'dead', last_error = '403 forbidden'")
+    conn.close()
+    assert (
+        "testplatform:42 (explicit, mirrored): dead: 403 forbidden" in cron("history", "b").stdout
+    )

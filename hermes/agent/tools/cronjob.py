@@ -46,6 +46,11 @@ class CronjobTool:
         prompt={"type": "string"},
         name={"type": "string"},
         deliver={"type": "string", "description": "default: origin (this chat)"},
+        attach_to_session={
+            "type": "boolean",
+            "description": "write each brief into this chat's conversation, so a reply"
+            " continues the job",
+        },
     )
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
@@ -71,6 +76,7 @@ class CronjobTool:
                 prompt=prompt,
                 deliver=args.get("deliver") or "origin",
                 origin=ctx.origin,
+                attach_to_session=_flag(args, "attach_to_session"),
             )
             job = await ctx.db.write(create_job, new, now, ctx.tz)
             return {"created": job.id, "name": job.name, "next_run_at": job.next_run_at}
@@ -89,6 +95,8 @@ class CronjobTool:
                 fields["deliver"] = args["deliver"]
             if args.get("schedule"):
                 fields["schedule"] = parse_schedule(args["schedule"], ctx.tz, now)
+            if _flag(args, "attach_to_session") is not None:
+                fields["attach_to_session"] = args["attach_to_session"]
             updated = await ctx.db.write(update_job, job.id, now, ctx.tz, **fields)
             return {"updated": updated.id, "next_run_at": updated.next_run_at}
         if action in ("pause", "resume"):
@@ -103,3 +111,10 @@ class CronjobTool:
             job_id, fence = await ctx.scheduler.call(RunNow(job.id))
             return {"fired": job_id, "run": fence}
         raise ToolError(f"unknown action {action!r}")
+
+
+def _flag(args: dict[str, Any], name: str) -> bool | None:
+    value = args.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise ToolError(f"{name} must be true or false, got {value!r}")
+    return value
