@@ -33,6 +33,7 @@ from hermes.adapters.contract import (
     SendRequest,
     SendResult,
     TurnEvent,
+    Unconfirmed,
 )
 from hermes.config import PlatformConfig, Secrets
 
@@ -137,8 +138,8 @@ class PlatformAdapter(Actor):
                 log.exception("%s: a send failed", self.name)
                 result = RetryAfter(None, f"{self.name} failed to send: {exc!r}")
             msg.reply.set(result)
-        except BaseException:  # cancelled with the adapter
-            msg.reply.fail(ActorStopped(self.name))
+        except BaseException:  # cancelled with the adapter: the request may have gone out
+            msg.reply.set(Unconfirmed(f"{self.name} stopped during the send"))
             raise
         finally:
             self._sends.release()

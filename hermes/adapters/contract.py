@@ -114,7 +114,17 @@ class Permanent:
     formatting: bool = False
 
 
-SendResult = Sent | RetryAfter | Permanent
+@attrs.frozen
+class Unconfirmed:
+    """The request may have reached the platform and no answer came (a read timeout, a
+    connection dropped after the request was written). Sent again only where the
+    platform drops a repeated idempotency key; otherwise `unknown`, never twice. A
+    failure before the request left (no connection) is a RetryAfter, not this."""
+
+    reason: str
+
+
+SendResult = Sent | RetryAfter | Permanent | Unconfirmed
 
 
 @attrs.frozen

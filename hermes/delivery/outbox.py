@@ -29,7 +29,15 @@ from hermes.actors.backoff import Backoff
 from hermes.actors.clock import WallClock
 from hermes.actors.errors import ActorStopped
 from hermes.actors.reply import Reply
-from hermes.adapters.contract import Permanent, RetryAfter, Send, SendRequest, SendResult, Sent
+from hermes.adapters.contract import (
+    Permanent,
+    RetryAfter,
+    Send,
+    SendRequest,
+    SendResult,
+    Sent,
+    Unconfirmed,
+)
 from hermes.config import GatewayConfig
 from hermes.delivery.outbox_store import (
     DEFAULT_SESSIONS,
@@ -71,13 +79,6 @@ PACES: dict[str, Pace] = {
     "discord": Pace(50.0, 1.0),
     "slack": Pace(50.0, 1.0),
 }
-
-
-@attrs.frozen
-class _NoAnswer:
-    """The send was handed over and no answer came: it may have gone out."""
-
-    reason: str
 
 
 @attrs.frozen
@@ -223,7 +224,7 @@ class Outbox(Actor):
         )
         await trio.sleep_until(start)
 
-    async def _attempt(self, row: OutboxRow) -> SendResult | _NoAnswer:
+    async def _attempt(self, row: OutboxRow) -> SendResult:
         adapter = self.adapter_of(row.target.platform)
         if adapter is None:
             return RetryAfter(None, f"no {row.target.platform} adapter is running")
@@ -234,15 +235,15 @@ class Outbox(Actor):
             with trio.move_on_after(SEND_TIMEOUT):
                 await adapter.cast(Send(request, reply))
                 return await reply.wait()
-            return _NoAnswer(f"no answer from {row.target.platform} in {SEND_TIMEOUT:g} s")
+            return Unconfirmed(f"no answer from {row.target.platform} in {SEND_TIMEOUT:g} s")
         except ActorStopped:
             return RetryAfter(None, f"the {row.target.platform} adapter is restarting")
         finally:
             reply.abandon()
 
-    async def _record(self, row: OutboxRow, result: SendResult | _NoAnswer) -> None:
+    async def _record(self, row: OutboxRow, result: SendResult) -> None:
         now = self.clock.now()
-        if isinstance(result, _NoAnswer):
+        if isinstance(result, Unconfirmed):
             if row.target.platform in self.deduplicating:
                 result = RetryAfter(None, result.reason)  # the platform drops a repeat
             else:

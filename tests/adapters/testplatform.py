@@ -10,8 +10,10 @@ It is the reference a real long-polling adapter (Telegram's) follows:
 - A 409 (another poller has the token) is an ordinary failure: the supervisor
   connects again after a backoff. A 401 at any time is fatal.
 - `send()` uses a client kept for the adapter's life and never raises for the
-  platform's answers: 200 Sent, 429 RetryAfter(retry_after), 5xx or a transport
-  error RetryAfter(None: back off), any other 4xx Permanent.
+  platform's answers: 200 Sent, 429 RetryAfter(retry_after), 5xx or no connection
+  RetryAfter(None: back off), any other 4xx Permanent; a transport error after the
+  request left (a read timeout, a dropped connection) is Unconfirmed: it may have
+  arrived, and the outbox never sends it twice blindly.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from hermes.adapters.contract import (
     SendRequest,
     SendResult,
     Sent,
+    Unconfirmed,
 )
 from hermes.config import PlatformConfig, Secrets
 
@@ -152,8 +155,10 @@ class FakePlatformAdapter(PlatformAdapter):
         }
         try:
             response = await self.http.post(self._url("send"), json=payload)
-        except httpx.TransportError as exc:
-            return RetryAfter(None, f"transport error: {type(exc).__name__}: {exc}")
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            return RetryAfter(None, f"not sent: {type(exc).__name__}: {exc}")  # never left
+        except httpx.TransportError as exc:  # it may have arrived: never sent twice blindly
+            return Unconfirmed(f"no answer: {type(exc).__name__}: {exc}")
         status = response.status_code
         body = _json(response)
         reason = f"{status} {body.get('error') or response.reason_phrase}"

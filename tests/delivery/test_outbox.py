@@ -251,7 +251,9 @@ async def test_a_row_older_than_the_freshness_limit_is_not_sent(registry, home, 
 
 
 @asynccontextmanager
-async def http_platform(platform: FakeChatPlatform, admitted: list | None = None):
+async def http_platform(
+    platform: FakeChatPlatform, admitted: list | None = None, send_timeout: float | None = None
+):
     secrets = Secrets({"TP_TOKEN": TOKEN}, frozenset())
     config = PlatformConfig(token_env="TP_TOKEN", base_url=platform.url)
 
@@ -261,6 +263,8 @@ async def http_platform(platform: FakeChatPlatform, admitted: list | None = None
         return True
 
     adapter = FakePlatformAdapter(PLATFORM, config, secrets, AdapterStatus(), admit)
+    if send_timeout is not None:
+        adapter.send_timeout = send_timeout
     async with trio.open_nursery() as nursery:
         yield await nursery.start(adapter.run)
         adapter.request_drain(trio.current_time())
@@ -339,3 +343,21 @@ async def test_a_held_send_never_blocks_the_adapters_receiving(registry, home):
             assert platform.sent == []
         [(_, _, state, _, error)] = await settled_rows(registry, home)
         assert state == "retry" and "429" in error
+
+
+async def test_a_send_whose_answer_never_came_is_unknown_not_sent_twice(registry, home):
+    """The platform took the request and answered too late (a read timeout): it may have
+    arrived, so on a platform that does not deduplicate it is never sent again."""
+    with FakeChatPlatform(token=TOKEN) as platform:
+        platform.hold_sends()
+        async with http_platform(platform, send_timeout=0.5) as adapter, running(
+            registry, home, adapter, REAL
+        ) as (box, outbox, db):  # fmt: skip
+            await queue(db, outbox, "a", "slow to answer", clock=REAL)
+            await queue(db, outbox, "a", "the next one", key="a-next", clock=REAL)
+            await trio.to_thread.run_sync(platform.wait_held, 2, 30.0)  # resent blindly?
+            platform.release_sends()
+            sent = await trio.to_thread.run_sync(platform.wait_sent, 2, 30.0)
+        assert [s["text"] for s in sent] == ["slow to answer", "the next one"]
+        assert [(state, attempts) for _, _, state, attempts, _ in
+                await settled_rows(registry, home)] == [(UNKNOWN, 1), (SENT, 1)]  # fmt: skip
