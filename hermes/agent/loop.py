@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import apsw
 import attrs
 import trio
 
@@ -32,6 +33,8 @@ from hermes.agent.context import (
 from hermes.agent.prompt import system_prompt
 from hermes.agent.provider import ModelReply, Provider, ToolCall
 from hermes.agent.tools.base import Tool, ToolContext, ToolError, schema
+from hermes.delivery.outbox import nudge
+from hermes.delivery.replies import Answer
 from hermes.state.db import PendingWrite
 from hermes.state.messages import (
     NewMessage,
@@ -123,11 +126,13 @@ class Agent:
         source: str = "local",
         conversation: Conversation | None = None,
         resume: bool = False,
+        answer: Answer | None = None,
     ) -> TurnResult:
         """`conversation`: what the last turn's result kept, if the caller kept it;
         otherwise what the prompt needs is read from state.db (the latest compaction
         and the messages after it). `resume`: answer `user_text` again after a restart
-        cut its turn; it is not recorded twice if it was recorded already."""
+        cut its turn; it is not recorded twice if it was recorded already. `answer`:
+        where the final text goes, queued in the outbox with the message holding it."""
         emit = on_event or (lambda event: None)
         db = ctx.db
         user_write: PendingWrite | None = None
@@ -166,7 +171,8 @@ class Agent:
                 key = provider_key(reply.provider, reply.model)
                 self.budgets.calibrate(key, sent.get(key, 0), reply.input_tokens)
                 earlier, user_write = user_write, None
-                reply_id, user_id = await self._record_reply(ctx, reply, earlier)
+                final = answer if not reply.tool_calls else None
+                reply_id, user_id = await self._record_reply(ctx, reply, earlier, final)
                 if user_id is not None:
                     conversation.ids[_index_of(conversation, user_message)] = user_id
                 conversation.add(_assistant_message(reply), reply_id)
@@ -186,7 +192,9 @@ class Agent:
                     conversation.add({"role": "tool", "tool_call_id": call.id, "content": result},
                                      row_id)  # fmt: skip
             text = f"[stopped after {self.max_turns} model calls without a final answer]"
-            row_id = await db.write(append_message, NewMessage(ctx.session_id, "assistant", text))
+            row_id = await db.write(append_answered, NewMessage(ctx.session_id, "assistant", text),
+                                    answer)  # fmt: skip
+            nudge(ctx.outbox)
             emit(Event("done", text))
             conversation.add({"role": "assistant", "content": text}, row_id)
             return TurnResult(text, self.max_turns, reply.provider, reply.model, conversation)
@@ -202,17 +210,22 @@ class Agent:
             raise
 
     async def _record_reply(
-        self, ctx: ToolContext, reply: ModelReply, earlier: PendingWrite | None
+        self,
+        ctx: ToolContext,
+        reply: ModelReply,
+        earlier: PendingWrite | None,
+        answer: Answer | None,
     ) -> tuple[int, int | None]:
         """The reply is queued behind `earlier` (the user's message), then both are
-        awaited: the writer commits them in that order, usually in one batch.
-        Returns their row ids (the reply's, and the user message's if it was queued)."""
+        awaited: the writer commits them in that order, usually in one batch. A final
+        reply's `answer` rows go in with it. Returns their row ids (the reply's, and
+        the user message's if it was queued)."""
         calls = [c.to_message() for c in reply.tool_calls] or None
         message = NewMessage(
             ctx.session_id, "assistant", reply.content, tool_calls=calls,
             input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
         )  # fmt: skip
-        record = await ctx.db.submit(append_message, message)
+        record = await ctx.db.submit(append_answered, message, answer)
         user_id = None
         try:
             if earlier is not None:
@@ -220,7 +233,10 @@ class Agent:
         except BaseException:
             record.abandon()
             raise
-        return await record.result(), user_id
+        reply_id = await record.result()
+        if answer is not None:
+            nudge(ctx.outbox)
+        return reply_id, user_id
 
     async def _run_tools(self, calls: tuple[ToolCall, ...], ctx: ToolContext) -> list[str]:
         results: list[str] = [""] * len(calls)
@@ -244,6 +260,15 @@ class Agent:
         except Exception as exc:  # a tool bug is the model's problem to route around, not a crash
             log.exception("tool %s failed", call.name)
             return f"error: {type(exc).__name__}: {exc}"
+
+
+def append_answered(conn: apsw.Connection, message: NewMessage, answer: Answer | None) -> int:
+    """The assistant's message and, for a final one, its answer's outbox rows: one
+    transaction."""
+    row_id = append_message(conn, message)
+    if answer is not None and message.content:
+        answer.queue(conn, message.content, time.time())
+    return row_id
 
 
 def _assistant_message(reply: ModelReply) -> dict[str, Any]:

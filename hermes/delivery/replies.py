@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+import apsw
+import attrs
 import trio
 
 from hermes.actors.address import Address
@@ -29,9 +31,30 @@ from hermes.state.db import UsesDb
 from hermes.state.registry import Registry
 
 
+@attrs.frozen
+class Answer:
+    """Where a turn's answer goes. The agent queues it (`queue`) in the transaction that
+    records the assistant message holding it: an answer recorded is an answer sent,
+    and a crash between the two cannot lose it. Its rows are keyed by `key`, so the
+    router's own `answer` afterwards (or a resumed turn's) adds nothing."""
+
+    target: Target
+    key: str
+    reply_to: str | None = None
+    prefix: str = ""  # said before the text (a turn answered after a restart)
+
+    def queue(self, conn: apsw.Connection, text: str, now: float, kind: str = "reply") -> None:
+        chunks = split(self.prefix + text, limit_of(self.target.platform))
+        enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to)
+
+
 class Replies(Protocol):
     async def progress(self, event: TurnEvent) -> None:
         """A step of a turn, in order; lost when its adapter is down."""
+
+    def planned(self, source: InboundEvent, key: str, prefix: str = "") -> Answer | None:
+        """The answer a turn for `source` queues with its final message; None where the
+        turn's final step carries it (a streaming platform)."""
 
     async def answer(
         self, source: InboundEvent | None, target: Target, text: str, key: str
@@ -70,13 +93,17 @@ class OutboxReplies(UsesDb):
         except (ActorStopped, trio.WouldBlock):
             pass
 
+    def planned(self, source: InboundEvent, key: str, prefix: str = "") -> Answer | None:
+        if source.platform in self.streamed:
+            return None
+        return Answer(source.target(), key, source.message_id, prefix)
+
     async def answer(
         self, source: InboundEvent | None, target: Target, text: str, key: str
     ) -> None:
         if target.platform in self.streamed:
             return  # its final step carried it
-        chunks = split(text, limit_of(target.platform))
         reply_to = source.message_id if source is not None else None
         kind = "reply" if source is not None else "notice"
-        await self.db.write(enqueue, target, chunks, kind, key, time.time(), reply_to)
+        await self.db.write(Answer(target, key, reply_to).queue, text, time.time(), kind)
         nudge(self.outbox())

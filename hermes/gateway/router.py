@@ -422,7 +422,9 @@ class Router(Actor):
     async def _turn(self, event: InboundEvent, text: str, resume: bool = False) -> None:
         session_id = await self._session_id(event)
         send, events = trio.open_memory_channel[dict[str, Any]](float("inf"))
-        turn = Turn(text, send, resume=resume)
+        key = f"{event.platform}:{event.event_id}"
+        answer = self.replies.planned(event, key, RESUMED_PREFIX if resume else "")
+        turn = Turn(text, send, resume=resume, answer=answer)
         follow = _Following(event, session_id, resume)
         self.following[event.platform, event.event_id] = follow
         if self._followers_done.is_set():  # one already waited on stays the one

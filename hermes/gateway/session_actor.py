@@ -14,6 +14,7 @@ from hermes.actors.errors import is_cancel
 from hermes.agent.context import Conversation
 from hermes.agent.loop import Agent, Event
 from hermes.agent.tools.base import ToolContext
+from hermes.delivery.replies import Answer
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +24,13 @@ IDLE_TIMEOUT = 600.0
 @attrs.frozen
 class Turn:
     """Run `text` as a turn; its events go to `events` (closed when the turn ends).
-    `resume`: answer it again after a restart cut it (it is recorded already)."""
+    `resume`: answer it again after a restart cut it (it is recorded already).
+    `answer`: queued with the turn's final message (None: its final step carries it)."""
 
     text: str
     events: trio.MemorySendChannel[dict[str, Any]]
     resume: bool = False
+    answer: Answer | None = None
 
 
 @attrs.frozen
@@ -147,7 +150,7 @@ class SessionActor(Actor):
                     else:
                         result = await self.agent.run_turn(
                             self.ctx, turn.text, lambda e: send(_event(e)), source=self.source,
-                            conversation=conversation, resume=turn.resume,
+                            conversation=conversation, resume=turn.resume, answer=turn.answer,
                         )  # fmt: skip
                         self.conversation = result.conversation
                 except Exception as exc:

@@ -11,12 +11,14 @@ import pytest
 import trio
 import trio.testing
 
+from hermes.adapters.contract import Target
 from hermes.agent.chain import AllProvidersFailed, ProviderChain
 from hermes.agent.context import INTERRUPTED
 from hermes.agent.loop import Agent, Event
 from hermes.agent.offline import OfflineProvider, tool_line
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
+from hermes.delivery.replies import Answer
 from hermes.state.messages import messages_of
 from hermes.state.sessions import get_session
 from hermes.terminal.tree import _stat
@@ -226,3 +228,19 @@ async def test_independent_tool_calls_run_at_the_same_time(ctx, home):
     outputs = [json.loads(m.content) for m in rows]
     assert [(o["exit_code"], o["output"].strip()) for o in outputs] == [(0, "two"), (0, "one")]
     assert "Tool results" in result.text
+
+
+async def test_the_final_answer_is_queued_with_the_message_holding_it(fake, ctx):
+    """An answer recorded is an answer sent: its outbox rows commit with the final
+    assistant message (a tool-calling step queues nothing)."""
+    fake.script(tool_answer(("memory", {"action": "add", "target": "user", "text": "tea"})),
+                text_answer("Noted."))  # fmt: skip
+    answer = Answer(Target("telegram", "42"), "telegram:e1", reply_to="in7", prefix="(late) ")
+    await agent(provider(fake)).run_turn(ctx, "remember tea", stream=False, answer=answer)
+
+    def rows(conn):
+        return list(conn.execute(
+            "SELECT o.chat_id, o.text, o.reply_to, o.idempotency_key, m.content"
+            " FROM outbox o JOIN messages m ON m.content = 'Noted.'"))  # fmt: skip
+
+    assert await ctx.db.read(rows) == [("42", "(late) Noted.", "in7", "telegram:e1:0", "Noted.")]
