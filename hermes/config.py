@@ -123,7 +123,8 @@ class PlatformConfig:
     """One chat platform under `platforms:`. `token_env` (and Slack's `app_token_env`)
     name the variables holding its tokens; the values come from the environment or
     .env. `group_policy`: "allowlist" (only `allowed_chats`), "open", "disabled".
-    `home_channel` is `chat[:thread]`; `owner` a user id (else the first approved)."""
+    `home_channel` is `chat[:thread]`; `owner` a user id (else the first approved).
+    `poll_timeout`: how long a long-polling platform (Telegram) holds each poll."""
 
     enabled: bool = True
     token_env: str | None = None
@@ -136,6 +137,7 @@ class PlatformConfig:
     require_mention: bool = True
     home_channel: str | None = None
     owner: str | None = None
+    poll_timeout: float = attrs.field(default=30.0, validator=_positive)  # a long poll's hold
 
     def token_names(self) -> list[str]:
         return [n for n in (self.token_env, self.app_token_env) if n]

@@ -56,6 +56,11 @@ class HermesHome:
         return self.root / "logs"
 
     @property
+    def cache(self) -> Path:
+        """Downloaded media (a chat's photos, documents, voice notes), size-capped."""
+        return self.root / "cache"
+
+    @property
     def serve_token(self) -> Path:
         return self.root / "serve.token"
 
@@ -72,6 +77,7 @@ class HermesHome:
             self.root / "cron",
             self.cron_output,
             self.logs,
+            self.cache,
         ):
             make_private_dir(directory)
         for secret in (self.env_path, self.serve_token):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -35,6 +36,7 @@ from hermes.adapters.contract import (
     TurnEvent,
     Unconfirmed,
 )
+from hermes.adapters.cursors import Cursors
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
@@ -205,9 +207,23 @@ class PlatformAdapter(Actor):
             connection.cancel()
 
 
-AdapterFactory = Callable[[str, PlatformConfig, Secrets, AdapterStatus, Admit], PlatformAdapter]
-"""Builds one incarnation of a platform's adapter: (platform name, its config, the
-secrets its token variables name, the status kept across restarts, admission)."""
+@attrs.frozen
+class AdapterSetup:
+    """What one incarnation of a platform's adapter is built from: the platform's name
+    and config, the secrets its token variables name (only those), the status kept
+    across restarts, admission, what it keeps in state.db between incarnations (a
+    poll offset), and where it may save media (None: it saves none)."""
+
+    name: str
+    config: PlatformConfig
+    secrets: Secrets
+    status: AdapterStatus
+    admit: Admit
+    cursors: Cursors | None = None
+    cache: Path | None = None
+
+
+AdapterFactory = Callable[[AdapterSetup], "PlatformAdapter"]
 
 
 def _fatal_in(exc: BaseException) -> AdapterFatal | None:

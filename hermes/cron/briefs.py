@@ -20,7 +20,7 @@ from hermes.cron.store import record_delivery, record_target
 from hermes.delivery.channels import home_channels
 from hermes.delivery.mirror import LOCAL, Mirror, plan_seeds
 from hermes.delivery.outbox_store import enqueue
-from hermes.delivery.split import limit_of, split
+from hermes.delivery.split import chunks_for
 from hermes.delivery.targets import plan_delivery
 from hermes.state.sessions import chat_type_of
 
@@ -60,7 +60,7 @@ def queue_brief(
         if note:
             log.warning("cron %s run %d: %s", job.id, fence, note)
         key = f"cron:{job.id}:{fence}:{target}"
-        enqueue(conn, target, split(text, limit_of(target.platform)), "cron", key, now,
+        enqueue(conn, target, chunks_for(text, target.platform), "cron", key, now,
                 origin=f"cron:{job.id}:{fence}",
                 mirror=Mirror(text, seeds) if seeds else None)  # fmt: skip
         record_target(conn, job.id, fence, planned, key, "queued", note, now)

@@ -26,7 +26,7 @@ from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent, Target, TurnEvent
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue
-from hermes.delivery.split import limit_of, split
+from hermes.delivery.split import chunks_for
 from hermes.state.db import UsesDb
 from hermes.state.registry import Registry
 
@@ -44,7 +44,7 @@ class Answer:
     prefix: str = ""  # said before the text (a turn answered after a restart)
 
     def queue(self, conn: apsw.Connection, text: str, now: float, kind: str = "reply") -> None:
-        chunks = split(self.prefix + text, limit_of(self.target.platform))
+        chunks = chunks_for(self.prefix + text, self.target.platform)
         enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to)
 
 

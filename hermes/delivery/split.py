@@ -36,6 +36,8 @@ from typing import Literal
 
 import attrs
 
+from hermes.adapters.telegram.markdown import to_markdown_v2
+
 Unit = Literal["chars", "utf16"]
 
 FENCE = "```"
@@ -79,6 +81,14 @@ def limit_of(platform: str) -> Limit:
 
 def _identity(text: str) -> str:
     return text
+
+
+ESCAPES: dict[str, Callable[[str], str]] = {"telegram": to_markdown_v2}  # as the adapter sends
+
+
+def chunks_for(text: str, platform: str) -> list[str]:
+    """`text` split for `platform`: its limit, measured after its adapter's escaping."""
+    return split(text, limit_of(platform), ESCAPES.get(platform, _identity))
 
 
 def split(text: str, limit: Limit, escape: Callable[[str], str] = _identity) -> list[str]:

@@ -22,8 +22,10 @@ from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorStopped
 from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
-from hermes.adapters.base import AdapterFactory, AdapterStatus
+from hermes.adapters.base import AdapterFactory, AdapterSetup, AdapterStatus
+from hermes.adapters.cursors import Cursors
 from hermes.adapters.local_ws import LocalEndpoint
+from hermes.adapters.telegram.adapter import TelegramAdapter
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.providers import build_agent
 from hermes.config import Config, ConfigError, Secrets
@@ -38,7 +40,8 @@ from hermes.home import HermesHome, write_secret_file
 from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
 
-BUILT_IN: dict[str, AdapterFactory] = {}  # chat platforms by name; the local endpoint is always on
+# Chat platforms by name; the local endpoint is always on.
+BUILT_IN: dict[str, AdapterFactory] = {"telegram": TelegramAdapter}
 ADAPTER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
 
 
@@ -133,7 +136,17 @@ def build_root(
         own = Secrets({v: secrets_.get(v) or "" for v in settings.token_names()}, frozenset())
         return ChildSpec(
             name,
-            lambda: factory(name, settings, own, statuses[name], admission()),
+            lambda: factory(
+                AdapterSetup(
+                    name,
+                    settings,
+                    own,
+                    statuses[name],
+                    admission(),
+                    Cursors(registry(), home.state_db),
+                    home.cache,
+                )
+            ),
             restart=Restart.TRANSIENT,  # a fatal error ends it normally: not restarted
             shutdown=5.0,
         )

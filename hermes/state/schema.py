@@ -367,6 +367,14 @@ def _step_12_cron_briefs_in_the_outbox(conn: apsw.Connection) -> None:
     )
 
 
+def _step_13_adapter_cursors(conn: apsw.Connection) -> None:
+    """What an adapter keeps between restarts (Telegram's poll offset, migrated chats)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS adapter_cursors"
+        " (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL)"
+    )
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_base,
@@ -381,6 +389,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_10_outbox_plain,
     _step_11_outbox_open_index,
     _step_12_cron_briefs_in_the_outbox,
+    _step_13_adapter_cursors,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

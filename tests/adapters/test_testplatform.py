@@ -23,7 +23,7 @@ from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
 from hermes.actors.reply import Reply
 from hermes.actors.supervisor import ChildSpec, Restart, Supervisor
-from hermes.adapters.base import BACKING_OFF, CONNECTING, FATAL, LIVE, AdapterStatus
+from hermes.adapters.base import BACKING_OFF, CONNECTING, FATAL, LIVE, AdapterSetup, AdapterStatus
 from hermes.adapters.contract import (
     ChatType,
     InboundEvent,
@@ -74,8 +74,8 @@ class QuickAdapter(FakePlatformAdapter):
     progress_deadline = 1.0
     poll_timeout = 0.2
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, setup: AdapterSetup) -> None:
+        super().__init__(setup)
         self.ended = trio.Event()
 
     async def run(self, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
@@ -119,7 +119,9 @@ async def running(url: str, admit: Callable[[InboundEvent], Any]) -> AsyncIterat
     incarnations: list[QuickAdapter] = []
 
     def make() -> QuickAdapter:
-        incarnations.append(QuickAdapter("testplatform", config, secrets, status, admit))
+        incarnations.append(
+            QuickAdapter(AdapterSetup("testplatform", config, secrets, status, admit))
+        )
         return incarnations[-1]
 
     spec = ChildSpec("testplatform", make, restart=Restart.TRANSIENT, shutdown=2.0)
@@ -418,7 +420,9 @@ async def test_send_maps_the_platform_answers():
 
 async def test_send_after_a_transport_error_is_retried_later():
     config, secrets = make_config(closed_port_url().removesuffix("/v1"))
-    adapter = FakePlatformAdapter("testplatform", config, secrets, AdapterStatus(), Admissions())
+    adapter = FakePlatformAdapter(
+        AdapterSetup("testplatform", config, secrets, AdapterStatus(), Admissions())
+    )
     async with httpx.AsyncClient(timeout=5) as http:
         adapter.http = http
         result = await adapter.send(request())

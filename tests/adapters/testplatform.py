@@ -23,9 +23,8 @@ from typing import Any
 
 import httpx
 
-from hermes.adapters.base import AdapterFatal, AdapterStatus, PlatformAdapter
+from hermes.adapters.base import AdapterFatal, AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import (
-    Admit,
     ChatType,
     InboundEvent,
     Permanent,
@@ -35,7 +34,6 @@ from hermes.adapters.contract import (
     Sent,
     Unconfirmed,
 )
-from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +55,12 @@ class FakePlatformAdapter(PlatformAdapter):
     http_slack = 3.0  # the client waits this much longer than the poll
     send_timeout = 10.0
 
-    def __init__(
-        self,
-        name: str,
-        config: PlatformConfig,
-        secrets: Secrets,
-        status: AdapterStatus,
-        admit: Admit,
-    ) -> None:
-        super().__init__(name, status, admit)
-        self.platform = name
+    def __init__(self, setup: AdapterSetup) -> None:
+        super().__init__(setup.name, setup.status, setup.admit)
+        self.platform = setup.name
+        config = setup.config
         self.token_env = config.token_env
-        self.token = secrets.get(config.token_env) if config.token_env else None
+        self.token = setup.secrets.get(config.token_env) if config.token_env else None
         self.base_url = (config.base_url or "").rstrip("/")
         self.http: httpx.AsyncClient | None = None  # for sends, opened in on_start
 

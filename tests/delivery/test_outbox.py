@@ -16,7 +16,7 @@ import trio
 
 from hermes.actors.actor import Actor
 from hermes.actors.clock import WallClock
-from hermes.adapters.base import AdapterStatus
+from hermes.adapters.base import AdapterSetup, AdapterStatus
 from hermes.adapters.contract import (
     Permanent,
     RetryAfter,
@@ -262,7 +262,7 @@ async def http_platform(
             admitted.append(event)
         return True
 
-    adapter = FakePlatformAdapter(PLATFORM, config, secrets, AdapterStatus(), admit)
+    adapter = FakePlatformAdapter(AdapterSetup(PLATFORM, config, secrets, AdapterStatus(), admit))
     if send_timeout is not None:
         adapter.send_timeout = send_timeout
     async with trio.open_nursery() as nursery:

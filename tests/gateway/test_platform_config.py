@@ -32,10 +32,10 @@ def test_a_missing_token_variable_stops_serve_naming_it(home, monkeypatch):
 
 
 def test_a_platform_hermes_has_no_adapter_for_is_refused_at_start(home):
-    home.config_path.write_text("platforms:\n  telegram:\n    token_env: TG\n")
+    home.config_path.write_text("platforms:\n  smoke_signals:\n    token_env: TG\n")
     done = hermes("serve")
     assert done.returncode == 2
-    assert "platforms.telegram: hermes has no adapter for 'telegram'" in done.stderr
+    assert "platforms.smoke_signals: hermes has no adapter for 'smoke_signals'" in done.stderr
 
 
 def test_platform_settings_are_checked_like_the_rest_of_config(home):

@@ -16,7 +16,7 @@ import attrs
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue
-from hermes.delivery.split import limit_of, split
+from hermes.delivery.split import chunks_for
 from hermes.delivery.targets import parse_target
 
 
@@ -37,7 +37,7 @@ class SendMessageTool:
             raise ToolError(f"no platform {platform!r} is configured (configured: {known})")
         text = need(args, "text")
         key = f"send:{ctx.session_id}:{secrets.token_hex(6)}"
-        chunks = split(text, limit_of(platform))
+        chunks = chunks_for(text, platform)
         rows = await ctx.db.write(enqueue, where, chunks, "send",
                                   key, time.time(), origin=ctx.session_id)  # fmt: skip
         nudge(ctx.outbox)

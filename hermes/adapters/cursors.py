@@ -1,0 +1,46 @@
+"""What an adapter keeps in state.db between its incarnations and hermes's restarts:
+a poll offset, a migrated chat's new id. Small named values, one row each."""
+
+from __future__ import annotations
+
+import time
+
+import apsw
+
+from hermes.state.db import UsesDb
+
+
+def _get(conn: apsw.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM adapter_cursors WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def _put(conn: apsw.Connection, key: str, value: str, now: float) -> None:
+    conn.execute(
+        "INSERT INTO adapter_cursors (key, value, updated_at) VALUES (?,?,?)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
+        " updated_at = excluded.updated_at",
+        (key, value, now),
+    )
+
+
+def _prefixed(conn: apsw.Connection, prefix: str) -> dict[str, str]:
+    rows = conn.execute(
+        "SELECT key, value FROM adapter_cursors WHERE key > ? AND key < ?",
+        (prefix, prefix + "\U0010ffff"),
+    )
+    return {key[len(prefix) :]: value for key, value in rows}
+
+
+class Cursors(UsesDb):
+    """Held open by an adapter (`async with`, on its exit stack)."""
+
+    async def get(self, key: str) -> str | None:
+        return await self.db.read(_get, key)
+
+    async def put(self, key: str, value: str) -> None:
+        await self.db.write(_put, key, value, time.time())
+
+    async def prefixed(self, prefix: str) -> dict[str, str]:
+        """Every value whose key starts with `prefix`, by the rest of its key."""
+        return await self.db.read(_prefixed, prefix)

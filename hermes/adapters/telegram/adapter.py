@@ -1,0 +1,295 @@
+"""The Telegram adapter: long polling that neither drops nor replays, sends with typed
+results, a typing indicator while a turn runs.
+
+- Start: `getMe` (a refused token is fatal: no restart, the status says why),
+  `deleteWebhook` keeping pending updates (what was sent while hermes was down
+  is answered), then `getUpdates` from the offset kept in state.db.
+- An update is admitted (committed to the journal) before a later poll's offset
+  confirms it to Telegram, and the offset is kept after each batch: a restart
+  neither drops nor replays (a repeat is recognised by admission anyway).
+- One poll at a time, in one loop: a connection that is replaced (no progress
+  within poll_timeout + MARGIN, the supervisor's restart) has its poll cancelled
+  and awaited first, so hermes never stacks pollers. A 409 (another poller or
+  a webhook) backs off inside the loop and shows in the status; never fatal.
+- Sends run on their own client, concurrently with the poll: 429 hands its
+  retry_after to the outbox, 5xx and a failed connection retry, a request that
+  may have arrived without an answer is Unconfirmed (never sent twice), a
+  migrated group is followed and remembered, formatting Telegram cannot parse
+  is sent once more as plain text, and blocked / not found / forbidden are dead.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import trio
+
+from hermes.actors.backoff import Backoff
+from hermes.adapters.base import BACKING_OFF, AdapterFatal, AdapterSetup, PlatformAdapter
+from hermes.adapters.contract import (
+    ChatType,
+    InboundEvent,
+    Permanent,
+    RetryAfter,
+    SendRequest,
+    SendResult,
+    Sent,
+    TurnEvent,
+    Unconfirmed,
+)
+from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi
+from hermes.adapters.telegram.inbound import Bot, Incoming, incoming
+from hermes.adapters.telegram.markdown import to_markdown_v2
+from hermes.adapters.telegram.media import MAX_FILE, save
+
+log = logging.getLogger(__name__)
+
+MARGIN = 10.0  # a poll not back within its timeout plus this: the connection is dead
+# (a third of a shorter timeout, at least 1 s: tests poll for a second or two)
+HTTP_SLACK = 15.0  # the poll's HTTP read timeout is later still: the watchdog decides
+SEND_TIMEOUT = 30.0
+TYPING_EVERY = 4.0  # Telegram shows "typing" for about 5 s
+TYPING_AT_MOST = 600.0
+CONFLICT_BACKOFF = Backoff(minimum=1.0, maximum=15.0)
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+FORMATTING = "can't parse entities"
+
+
+def _chat_ref(chat_id: str) -> int | str:
+    """A numeric chat id as the number Telegram uses; a @channel name as it is."""
+    try:
+        return int(chat_id)
+    except ValueError:
+        return chat_id
+
+
+class TelegramAdapter(PlatformAdapter):
+    platform = "telegram"
+    concurrent_sends = 16
+
+    def __init__(self, setup: AdapterSetup) -> None:
+        super().__init__(setup.name, setup.status, setup.admit)
+        config = setup.config
+        self.platform = setup.name
+        self.token_env = config.token_env
+        self.token = setup.secrets.get(config.token_env) if config.token_env else None
+        self.base = config.base_url or DEFAULT_BASE
+        self.poll_timeout = config.poll_timeout
+        self.progress_deadline = config.poll_timeout + min(
+            MARGIN, max(1.0, config.poll_timeout / 3)
+        )
+        self.cursors = setup.cursors
+        self.cache = setup.cache / setup.name if setup.cache is not None else None
+        self.offset_key = f"{setup.name}:offset"
+        self.migrated_key = f"{setup.name}:migrated:"
+        self.migrated: dict[str, str] = {}  # old chat id -> the supergroup it became
+        self.api: BotApi | None = None  # for sends and downloads, opened in on_start
+        self.bot: Bot | None = None
+        self.typing: dict[str, trio.CancelScope] = {}  # event id -> its indicator
+        self.rng = random.Random()
+
+    # -- the actor ------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        if self.cursors is not None:
+            await self.exits.enter_async_context(self.cursors)
+            self.migrated = await self.cursors.prefixed(self.migrated_key)
+        http = await self.exits.enter_async_context(httpx.AsyncClient(timeout=SEND_TIMEOUT))
+        self.api = BotApi(http, self.base, self.token or "")
+        await super().on_start()
+
+    # -- receiving --------------------------------------------------------------
+
+    async def connect(self) -> None:
+        if not self.token:
+            raise AdapterFatal(f"no token: set {self.token_env or 'platforms.telegram.token_env'}")
+        timeout = httpx.Timeout(SEND_TIMEOUT, read=self.poll_timeout + HTTP_SLACK)
+        async with httpx.AsyncClient(timeout=timeout) as http:
+            api = BotApi(http, self.base, self.token)
+            me = await self._call(api, "getMe")
+            self.bot = Bot(int(me["id"]), str(me.get("username") or ""))
+            self.progress()
+            await self._call(api, "deleteWebhook", {"drop_pending_updates": False})
+            offset = await self._offset()
+            conflicts = 0
+            while True:
+                params = {"offset": offset, "timeout": math.ceil(self.poll_timeout),
+                          "allowed_updates": ["message"]}  # fmt: skip
+                try:
+                    updates = await self._call(api, "getUpdates", params)
+                except ApiError as exc:
+                    if exc.status not in (409, 429):
+                        raise
+                    conflicts += 1
+                    await self._hold_off(exc, conflicts)
+                    continue
+                conflicts = 0
+                self.progress()
+                offset = await self._take(updates, offset)
+
+    async def _call(self, api: BotApi, method: str, params: dict[str, Any] | None = None) -> Any:
+        try:
+            return await api.call(method, params)
+        except ApiError as exc:
+            if exc.status == 401:
+                raise AdapterFatal(
+                    f"Telegram refused the token (401 Unauthorized): check {self.token_env}"
+                ) from None
+            raise
+
+    async def _hold_off(self, exc: ApiError, attempt: int) -> None:
+        """409 (another poller, or a webhook) or 429 on the poll: Telegram answered, so
+        the connection lives; wait (less than the progress deadline) and poll again."""
+        self.progress()
+        if exc.status == 429 and exc.retry_after:
+            wait = min(exc.retry_after, self.progress_deadline / 2)
+        else:
+            wait = min(CONFLICT_BACKOFF.delay(attempt, self.rng), self.progress_deadline / 2)
+        why = "another poller has this token" if exc.status == 409 else "rate limited"
+        self.status.state = BACKING_OFF
+        self.status.reason = f"getUpdates {exc.status}: {why}; polling again in {wait:.0f} s"
+        log.warning("%s: %s", self.name, self.status.reason)
+        await trio.sleep(wait)
+        self.progress()
+
+    async def _offset(self) -> int:
+        if self.cursors is None:
+            return 0
+        kept = await self.cursors.get(self.offset_key)
+        return int(kept) if kept and kept.lstrip("-").isdigit() else 0
+
+    async def _take(self, updates: Any, offset: int) -> int:
+        """Admit each update in order; the new offset (kept in state.db) confirms them to
+        Telegram with the next poll, only after all of them are committed."""
+        if not isinstance(updates, list) or not updates:
+            return offset
+        for update in updates:
+            try:
+                update_id = int(update["update_id"])
+                found = incoming(update, self.bot, self.platform)
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("%s: skipping a malformed update: %r", self.name, exc)
+                continue
+            if found is not None:
+                event = await self._with_media(found)
+                if await self.admit(event):
+                    self._start_typing(event)
+            offset = max(offset, update_id + 1)
+        if self.cursors is not None:
+            await self.cursors.put(self.offset_key, str(offset))
+        return offset
+
+    async def _with_media(self, found: Incoming) -> InboundEvent:
+        """The event with its media saved to the cache; one that cannot be fetched is
+        left out and said so in the text (the message is still answered)."""
+        if not found.media:
+            return found.event
+        paths, notes = [], []
+        for ref in found.media:
+            try:
+                paths.append(str(await self._download(ref.file_id, ref.unique_id + ref.suffix,
+                                                      ref.size)))  # fmt: skip
+            except (ApiError, httpx.HTTPError, OSError, KeyError, TypeError) as exc:
+                notes.append(f"[an attachment could not be fetched: {exc}]")
+            self.progress()
+        text = "\n".join([found.event.text, *notes]).strip()
+        return attrs.evolve(found.event, text=text, attachments=tuple(paths))
+
+    async def _download(self, file_id: str, name: str, size: int | None) -> Path:
+        if self.cache is None:
+            raise ApiError("download", 0, "no cache directory")
+        if size is not None and size > MAX_FILE:
+            raise ApiError("download", 413, f"the file is {size} bytes, over {MAX_FILE}")
+        info = await self.api.call("getFile", {"file_id": file_id})
+        data = await self.api.download(str(info["file_path"]), MAX_FILE)
+        return await trio.to_thread.run_sync(save, self.cache, name, data)
+
+    # -- the typing indicator ----------------------------------------------------
+
+    def _start_typing(self, event: InboundEvent) -> None:
+        if not event.mentioned and event.chat_type is not ChatType.DM:
+            return  # not for us: no turn will run
+        scope = trio.CancelScope(deadline=trio.current_time() + TYPING_AT_MOST)
+        self.typing[event.event_id] = scope
+        self.nursery.start_soon(self._typing, event, scope)
+
+    async def _typing(self, event: InboundEvent, scope: trio.CancelScope) -> None:
+        params: dict[str, Any] = {"chat_id": _chat_ref(event.chat_id), "action": "typing"}
+        if event.thread_id:
+            params["message_thread_id"] = _chat_ref(event.thread_id)
+        try:
+            with scope:
+                while True:
+                    try:
+                        await self.api.call("sendChatAction", params)
+                    except (ApiError, httpx.HTTPError) as exc:  # best effort
+                        log.debug("%s: typing: %s", self.name, exc)
+                    await trio.sleep(TYPING_EVERY)
+        finally:
+            self.typing.pop(event.event_id, None)
+
+    async def show(self, event: TurnEvent) -> None:
+        if event.final:
+            scope = self.typing.pop(event.event_id, None)
+            if scope is not None:
+                scope.cancel()
+
+    # -- sending ------------------------------------------------------------------
+
+    async def send(self, request: SendRequest) -> SendResult:
+        if self.api is None:
+            return RetryAfter(None, "the adapter is not started")
+        if not self.token:
+            return Permanent(f"no token: set {self.token_env}")
+        chat = self.migrated.get(request.target.chat_id, request.target.chat_id)
+        params: dict[str, Any] = {"chat_id": _chat_ref(chat), "text": request.text}
+        if not request.plain:
+            params["text"] = to_markdown_v2(request.text)
+            params["parse_mode"] = "MarkdownV2"
+        if request.target.thread_id:
+            params["message_thread_id"] = _chat_ref(request.target.thread_id)
+        if request.reply_to:
+            params["reply_parameters"] = {"message_id": _chat_ref(request.reply_to),
+                                          "allow_sending_without_reply": True}  # fmt: skip
+        for _ in range(2):  # once more in the supergroup a group became
+            try:
+                message = await self.api.call("sendMessage", params)
+            except NOT_SENT as exc:
+                return RetryAfter(None, f"not sent: {type(exc).__name__}")
+            except httpx.TransportError as exc:  # it may have arrived: never twice blindly
+                return Unconfirmed(f"no answer: {type(exc).__name__}")
+            except ApiError as exc:
+                if exc.migrate_to and exc.migrate_to != str(params["chat_id"]):
+                    await self._migrated(request.target.chat_id, exc.migrate_to)
+                    params["chat_id"] = _chat_ref(exc.migrate_to)
+                    continue
+                return _refusal(exc)
+            try:
+                return Sent(str(message["message_id"]))
+            except (KeyError, TypeError):
+                return Permanent(f"sendMessage answered without a message id: {message!r}"[:200])
+        return Permanent(f"chat {chat} migrated more than once in one send")
+
+    async def _migrated(self, old: str, new: str) -> None:
+        log.info("%s: chat %s became the supergroup %s; sending there from now on",
+                 self.name, old, new)  # fmt: skip
+        self.migrated[old] = new
+        if self.cursors is not None:
+            await self.cursors.put(self.migrated_key + old, new)
+
+
+def _refusal(exc: ApiError) -> SendResult:
+    reason = f"{exc.status} {exc.description}"
+    if exc.status == 429:
+        return RetryAfter(exc.retry_after or 1.0, reason)
+    if exc.status >= 500 or exc.status == 401:  # a revoked token: the poll goes fatal
+        return RetryAfter(None, reason)
+    if exc.status == 400 and FORMATTING in exc.description.lower():
+        return Permanent(reason, formatting=True)
+    return Permanent(reason)  # blocked, chat or thread not found, too long, forbidden

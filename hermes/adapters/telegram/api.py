@@ -1,0 +1,89 @@
+"""The Bot API's calls and answers: `{base}/bot{TOKEN}/{method}`, JSON in, and
+`{"ok": true, "result": ...}` or `{"ok": false, "error_code", "description",
+"parameters": {"retry_after" | "migrate_to_chat_id"}}` out.
+
+The token is part of every URL: httpx's request logging is kept at WARNING by
+the CLI, and nothing here puts a URL in an error message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+DEFAULT_BASE = "https://api.telegram.org"
+
+
+class ApiError(Exception):
+    """The Bot API said no."""
+
+    def __init__(
+        self,
+        method: str,
+        status: int,
+        description: str,
+        retry_after: float | None = None,
+        migrate_to: str | None = None,
+    ) -> None:
+        super().__init__(f"{method}: {status} {description}")
+        self.method = method
+        self.status = status
+        self.description = description
+        self.retry_after = retry_after
+        self.migrate_to = migrate_to
+
+
+class BotApi:
+    """Calls on one httpx client (the poll and the sends each keep their own)."""
+
+    def __init__(self, http: httpx.AsyncClient, base: str, token: str) -> None:
+        self.http = http
+        self.base = base.rstrip("/")
+        self.token = token
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> Any:
+        """The call's `result`; ApiError for a refusal. httpx's errors pass through."""
+        extra = {"timeout": timeout} if timeout is not None else {}
+        response = await self.http.post(
+            f"{self.base}/bot{self.token}/{method}", json=params or {}, **extra
+        )
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        if not isinstance(body, dict):
+            body = {}
+        if response.status_code == 200 and body.get("ok"):
+            return body.get("result")
+        parameters = body.get("parameters") or {}
+        migrate = parameters.get("migrate_to_chat_id")
+        raise ApiError(
+            method,
+            int(body.get("error_code") or response.status_code),
+            str(body.get("description") or response.reason_phrase)[:300],
+            _seconds(parameters.get("retry_after")),
+            str(migrate) if migrate is not None else None,
+        )
+
+    async def download(self, file_path: str, limit: int) -> bytes:
+        """A file's bytes (`getFile`'s file_path), refused past `limit` bytes."""
+        url = f"{self.base}/file/bot{self.token}/{file_path}"
+        async with self.http.stream("GET", url) as response:
+            if response.status_code != 200:
+                raise ApiError("download", response.status_code, "the file could not be fetched")
+            data = bytearray()
+            async for piece in response.aiter_bytes():
+                data += piece
+                if len(data) > limit:
+                    raise ApiError("download", 413, f"the file is over {limit} bytes")
+            return bytes(data)
+
+
+def _seconds(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,117 @@
+"""A Telegram update as the gateway's InboundEvent, and the media it carries.
+
+Private chats are DMs; groups and supergroups are groups (the router applies
+require_mention); a forum topic is a thread (`message_thread_id`, in a forum
+only: elsewhere Telegram uses it for reply chains, which are not threads). A
+caption is the text of a photo or document. The bot is mentioned by
+`@username`, a text mention of its id, a `/command@username`, or a reply to
+one of its messages. Entity offsets count UTF-16 code units.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from hermes.adapters.contract import ChatType, InboundEvent
+
+CHAT_TYPES = {"private": ChatType.DM, "group": ChatType.GROUP, "supergroup": ChatType.GROUP}
+
+
+@attrs.frozen
+class Bot:
+    id: int
+    username: str
+
+
+@attrs.frozen
+class MediaRef:
+    """A file a message carries, fetched with getFile before the event is admitted."""
+
+    file_id: str
+    unique_id: str
+    size: int | None
+    suffix: str
+
+
+@attrs.frozen
+class Incoming:
+    event: InboundEvent
+    media: tuple[MediaRef, ...]
+
+
+def _utf16_slice(text: str, offset: int, length: int) -> str:
+    units = text.encode("utf-16-le", "surrogatepass")
+    return units[2 * offset : 2 * (offset + length)].decode("utf-16-le", "surrogatepass")
+
+
+def mentions(message: dict[str, Any], bot: Bot) -> bool:
+    reply = message.get("reply_to_message") or {}
+    if (reply.get("from") or {}).get("id") == bot.id:
+        return True
+    text = message.get("text") or message.get("caption") or ""
+    entities = message.get("entities") or message.get("caption_entities") or ()
+    handle = "@" + bot.username.lower()
+    for entity in entities:
+        kind = entity.get("type")
+        if kind == "text_mention" and (entity.get("user") or {}).get("id") == bot.id:
+            return True
+        if kind in ("mention", "bot_command"):
+            said = _utf16_slice(text, int(entity["offset"]), int(entity["length"])).lower()
+            if said == handle or said.endswith(handle) and kind == "bot_command":
+                return True
+    return False
+
+
+def _media(message: dict[str, Any]) -> tuple[MediaRef, ...]:
+    found = []
+    photos = message.get("photo") or ()
+    if photos:
+        best = max(photos, key=lambda p: (p.get("file_size") or 0, p.get("width") or 0))
+        found.append(MediaRef(best["file_id"], best.get("file_unique_id") or best["file_id"],
+                              best.get("file_size"), ".jpg"))  # fmt: skip
+    document = message.get("document")
+    if document:
+        name = str(document.get("file_name") or "")
+        suffix = "." + name.rsplit(".", 1)[1][:10] if "." in name else ""
+        found.append(MediaRef(document["file_id"],
+                              document.get("file_unique_id") or document["file_id"],
+                              document.get("file_size"), suffix))  # fmt: skip
+    voice = message.get("voice")
+    if voice:
+        found.append(MediaRef(voice["file_id"], voice.get("file_unique_id") or voice["file_id"],
+                              voice.get("file_size"), ".ogg"))  # fmt: skip
+    return tuple(found)
+
+
+def incoming(update: dict[str, Any], bot: Bot, platform: str = "telegram") -> Incoming | None:
+    """None for what the gateway does not take (a bot's message, a channel post, an
+    edit, a service message): acknowledged and skipped."""
+    message = update.get("message")
+    if not isinstance(message, dict):
+        return None
+    sender, chat = message.get("from") or {}, message.get("chat") or {}
+    chat_type = CHAT_TYPES.get(chat.get("type"))
+    if chat_type is None or sender.get("is_bot") or "id" not in sender:
+        return None
+    text = message.get("text") or message.get("caption") or ""
+    media = _media(message)
+    if not text and not media:
+        return None
+    thread = message.get("message_thread_id") if chat.get("is_forum") else None
+    reply = message.get("reply_to_message") or {}
+    event = InboundEvent(
+        platform=platform,
+        event_id=str(update["update_id"]),
+        chat_type=chat_type,
+        chat_id=str(chat["id"]),
+        user_id=str(sender["id"]),
+        text=text,
+        thread_id=str(thread) if thread is not None else None,
+        user_name=sender.get("username") or sender.get("first_name"),
+        message_id=str(message["message_id"]) if "message_id" in message else None,
+        reply_to=str(reply["message_id"]) if "message_id" in reply else None,
+        mentioned=chat_type is ChatType.DM or mentions(message, bot),
+    )
+    return Incoming(event, media)

@@ -1,0 +1,74 @@
+"""Telegram updates as InboundEvents: chat kinds, forum topics, captions, mentions by
+@username (UTF-16 offsets), /command@bot and reply-to-bot; bots and edits skipped."""
+
+from __future__ import annotations
+
+from hermes.adapters.contract import ChatType
+from hermes.adapters.telegram.inbound import Bot, incoming
+
+BOT = Bot(99, "hermes_bot")
+
+
+def update(text="hi", chat_type="private", **message):
+    chat = {"id": message.pop("chat_id", 5), "type": chat_type, **message.pop("chat", {})}
+    sender = {"id": 7, "is_bot": False, "username": "ann", **message.pop("sender", {})}
+    return {"update_id": 11, "message": {"message_id": 3, "chat": chat, "from": sender,
+                                         "text": text, **message}}  # fmt: skip
+
+
+def mention(text: str, handle: str, kind: str = "mention") -> list[dict]:
+    start = text.index(handle)
+    offset = len(text[:start].encode("utf-16-le")) // 2
+    return [{"type": kind, "offset": offset, "length": len(handle.encode("utf-16-le")) // 2}]
+
+
+def test_a_private_message_is_a_dm_addressed_to_us():
+    event = incoming(update(), BOT).event
+    assert (event.event_id, event.chat_type, event.chat_id, event.user_id) == (
+        "11",
+        ChatType.DM,
+        "5",
+        "7",
+    )
+    assert event.mentioned and event.message_id == "3" and event.user_name == "ann"
+
+
+def test_a_mention_after_emoji_is_found_by_utf16_offsets():
+    text = "😀😀 @hermes_bot what now?"
+    event = incoming(update(text, "supergroup", entities=mention(text, "@hermes_bot")), BOT).event
+    assert event.chat_type is ChatType.GROUP and event.mentioned
+    other = "😀😀 @someone_else what now?"
+    assert not incoming(update(other, "group", entities=mention(other, "@someone_else")),
+                        BOT).event.mentioned  # fmt: skip
+
+
+def test_a_command_to_us_and_a_reply_to_us_count_as_mentions():
+    text = "/new@hermes_bot"
+    cmd = update(text, "group", entities=mention(text, text, "bot_command"))
+    assert incoming(cmd, BOT).event.mentioned
+    reply = update("yes", "group", reply_to_message={"message_id": 40, "from": {"id": 99}})
+    event = incoming(reply, BOT).event
+    assert event.mentioned and event.reply_to == "40"
+
+
+def test_a_forum_topic_is_a_thread_and_a_reply_chain_is_not():
+    topic = update("x", "supergroup", chat={"is_forum": True}, message_thread_id=77)
+    assert incoming(topic, BOT).event.thread_id == "77"
+    chain = update("x", "supergroup", message_thread_id=77)
+    assert incoming(chain, BOT).event.thread_id is None
+
+
+def test_a_caption_is_the_text_and_media_are_listed():
+    photo = update(None, photo=[{"file_id": "small", "file_size": 10},
+                                {"file_id": "big", "file_unique_id": "u1", "file_size": 99}],
+                   caption="look")  # fmt: skip
+    found = incoming(photo, BOT)
+    assert found.event.text == "look"
+    assert [(m.file_id, m.unique_id, m.suffix) for m in found.media] == [("big", "u1", ".jpg")]
+
+
+def test_bots_edits_channels_and_empty_messages_are_skipped():
+    assert incoming(update(sender={"is_bot": True}), BOT) is None
+    assert incoming({"update_id": 1, "edited_message": {}}, BOT) is None
+    assert incoming(update(chat_type="channel"), BOT) is None
+    assert incoming(update(None), BOT) is None
