@@ -1,0 +1,1567 @@
+"""A fake Telegram Bot API on 127.0.0.1: a real HTTP server speaking the Bot API's
+JSON protocol (long polling with getUpdates, sendMessage, sendChatAction, getFile
+and file downloads), for the tests of the Telegram adapter and the benches.
+
+Calls go to `{url}/bot<token>/<method>` (method names are case-insensitive, as on
+Telegram), GET with a query string or POST with a JSON, urlencoded or multipart
+body (a form's nested values, such as `reply_parameters`, as JSON text). Files
+are served at `{url}/file/bot<token>/<file_path>`. Every answer is
+`{"ok": true, "result": ...}` or `{"ok": false, "error_code": N, "description":
+"...", "parameters": {"retry_after": N | "migrate_to_chat_id": ID}}`, with the
+HTTP status equal to `error_code`. A wrong token, or any token once
+`revoke_token()` was called, answers 401 "Unauthorized".
+
+    getMe            -> {"id": BOT_ID, "is_bot": true, "username": "hermes_test_bot", ...}
+    deleteWebhook    (drop_pending_updates) -> true; recorded; dropping really drops
+    getUpdates       (offset, limit, timeout, allowed_updates) -> [Update, ...]
+    sendMessage      (chat_id, text, message_thread_id, reply_parameters, parse_mode)
+                     -> Message; validated as Telegram does (below)
+    sendChatAction   (chat_id, action, message_thread_id) -> true; recorded
+    getFile          (file_id) -> {"file_id", "file_unique_id", "file_size", "file_path"}
+    setWebhook, getWebhookInfo, setMyCommands, deleteMyCommands: minimal answers
+
+getUpdates: a call with offset N confirms (forgets) every update whose update_id
+is below N (`acked` is the highest confirmed id), then answers at once with the
+updates from N on (up to `limit`, default 100), else holds until one arrives or
+`timeout` seconds pass (then `[]`). One poller at a time: a getUpdates that
+arrives while another is held answers 409 "Conflict: terminated by other
+getUpdates request; ..." at once (counted in `conflicts`; it confirms nothing).
+A held poll whose client has gone (the connection closed: a cancelled request)
+no longer counts as held, so a client that cancels its poll before starting the
+next is not in conflict with itself. `max_concurrent_polls` is the most polls
+ever open at once (the one arriving included). While a webhook is set
+(`set_webhook()` or the setWebhook call), getUpdates answers 409 too.
+
+sendMessage checks, in Telegram's order: an injected fault; a migrated group
+(400 "Bad Request: group chat was upgraded to a supergroup chat" with
+`parameters.migrate_to_chat_id`); the parse mode ("MarkdownV2", "Markdown" or
+"HTML": a text that does not parse answers 400 "Bad Request: can't parse
+entities: ..."); an empty text after parsing (400 "Bad Request: message text is
+empty"); more than 4096 UTF-16 code units after parsing (400 "Bad Request:
+message is too long"). A send taken is recorded in `sent` (its parameters, the
+chat id it landed in as an int where it is one, its `message_id` and arrival
+time `at`, time.monotonic()); one refused, in `refused` (the same plus
+`error_code` and `description`). Message ids are global and increasing, shared
+with the injected messages.
+
+The MarkdownV2 check follows Telegram's own parser: outside code, each of
+_*[]()~`>#+-=|{}.! must be escaped with a backslash unless it opens or closes an
+entity (*bold*, _italic_, __underline__, ~strike~, ||spoiler||, [text](url),
+`code`, ```pre```, > at a line's start); inside code and pre only ` and \\ need
+escaping; an entity left open is an error too.
+
+Updates are kept for the fake's whole life, across restarts of the client, with
+increasing update_ids. The test drives the fake from its own thread (every
+method is thread-safe): `message()` injects a user's message (text, mentions with
+their `entities`, replies, forum topics, photo / document / voice from
+`add_file()`), `inject()` any other update; `fail()` answers the next matching
+calls with an error, `migrate()` upgrades a group, `conflict_for()` makes every
+poll answer 409 for a while (and kicks a held one), `hang_polls()` makes the
+platform deaf (polls arrive, count, and get no answer until `unhang_polls()`),
+`revoke_token()`. It reads what the client did in `sent`, `refused`, `actions`,
+`polls`, `conflicts`, `acked`, `pending`, ... and waits for it with the `wait_*`
+helpers, which block on a condition (no sleeping) and raise TimeoutError naming
+what they waited for. `close()` returns at once: held polls answer 503.
+
+In a forum supergroup, a message in a topic carries `message_thread_id`,
+`is_topic_message` and, unless it replies to something else, a
+`reply_to_message` that is the topic's creation message (from a user, with
+`forum_topic_created`), exactly as Telegram sends it.
+
+In its own process:
+
+    python -m tests.fakes.telegram --token T
+
+prints its base URL on one line and serves until killed. Another process can
+drive it over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword
+arguments calls one of message, inject, fail, clear_faults, migrate,
+conflict_for, hang_polls, unhang_polls, revoke_token, set_webhook (answer
+`{"ok": true, "result": <return value>}`), and `GET {url}/_fake/state` answers
+the counters and the records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import email.parser
+import email.policy
+import itertools
+import json
+import mimetypes
+import posixpath
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import attrs
+
+BOT_ID = 7000000001
+BOT_USERNAME = "hermes_test_bot"
+BOT_FIRST_NAME = "Hermes"
+BOT_USER = {"id": BOT_ID, "is_bot": True, "first_name": BOT_FIRST_NAME, "username": BOT_USERNAME}
+MAX_TEXT = 4096  # UTF-16 code units, after entity parsing
+CONFLICT = (
+    "Conflict: terminated by other getUpdates request; "
+    "make sure that only one bot instance is running"
+)
+WEBHOOK_CONFLICT = (
+    "Conflict: can't use getUpdates method while webhook is active; "
+    "use deleteWebhook to delete the webhook first"
+)
+MIGRATED = "Bad Request: group chat was upgraded to a supergroup chat"
+CHAT_ACTIONS = frozenset({
+    "typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
+    "upload_document", "choose_sticker", "find_location", "record_video_note",
+    "upload_video_note",
+})  # fmt: skip
+# Update kinds delivered when allowed_updates is [] (Telegram leaves these three out).
+_OPT_IN_UPDATES = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
+_DEFAULT_DESCRIPTIONS = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden: bot was blocked by the user",
+    404: "Not Found",
+    409: CONFLICT,
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+_PREFIXES = {400: "Bad Request: ", 403: "Forbidden: "}
+# Parameters that a form or a query string carries as JSON text.
+_JSON_PARAMS = frozenset({
+    "reply_parameters", "allowed_updates", "entities", "caption_entities", "reply_markup",
+    "link_preview_options",
+})  # fmt: skip
+
+
+def utf16_len(text: str) -> int:
+    """The length of `text` in UTF-16 code units, as Telegram counts it."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+@attrs.define
+class _Fault:
+    method: str  # lower case, or "*" for any method
+    status: int
+    description: str
+    retry_after: float | None
+    migrate_to_chat_id: int | None
+    chat_id: int | str | None
+    times: int
+
+
+@attrs.define
+class _File:
+    file_id: str
+    file_unique_id: str
+    content: bytes
+    file_path: str
+    file_size: int
+    file_name: str
+    mime_type: str
+
+
+@attrs.define(eq=False)
+class _Poll:
+    conn: socket.socket | None
+    kicked: bool = False  # another instance's poll terminated it (conflict_for)
+
+
+@attrs.define
+class _Reply:
+    status: int
+    body: dict[str, Any] | bytes
+    content_type: str = "application/json"
+
+
+class ParseError(Exception):
+    """A text that does not parse in its parse_mode (Telegram's message follows)."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a hung client never holds up the test process
+    block_on_close = False  # close() wakes every handler itself; nothing to join
+    request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops a connection is not worth a traceback."""
+
+
+def _ok(result: Any) -> _Reply:
+    return _Reply(200, {"ok": True, "result": result})
+
+
+def _error(status: int, description: str, **parameters: Any) -> _Reply:
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    parameters = {k: v for k, v in parameters.items() if v is not None}
+    if parameters:
+        body["parameters"] = parameters
+    return _Reply(status, body)
+
+
+def _client_gone(conn: socket.socket | None) -> bool:
+    """Whether the client closed the connection a held request came on."""
+    if conn is None:
+        return False
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
+def _chat_key(value: Any) -> int | str | None:
+    """A chat id as Telegram reads it: an int where it is one, else the text (@name)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _guess_chat_type(chat: int | str) -> str:
+    """The type of a chat never seen in an injected message."""
+    if isinstance(chat, str):
+        return "channel"  # @channelname
+    if chat > 0:
+        return "private"
+    return "supergroup" if str(chat).startswith("-100") else "group"
+
+
+def _int(value: Any, default: int | None = None) -> int | None:
+    if value is None or value == "":
+        return default
+    try:
+        return int(float(value)) if isinstance(value, str) and "." in value else int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def _byte_offset(text: str, index: int) -> int:
+    return len(text[:index].encode())
+
+
+# -- parse modes ----------------------------------------------------------------------
+
+_MDV2_RESERVED = "_*[]()~`>#+-=|{}.!"
+_MDV2_NAMES = {
+    "bold": "Bold", "italic": "Italic", "underline": "Underline",
+    "strikethrough": "Strikethrough", "spoiler": "Spoiler", "code": "Code", "pre": "Pre",
+    "text_url": "TextUrl", "custom_emoji": "CustomEmoji",
+}  # fmt: skip
+
+
+def parse_markdown_v2(text: str) -> str:
+    """The plain text of a MarkdownV2 text, or ParseError with Telegram's message (a
+    port of tdlib's parse_markdown_v2, blockquotes simplified)."""
+    out: list[str] = []
+    stack: list[tuple[str, int]] = []  # (entity type, index where it began)
+    n = len(text)
+
+    def at(k: int) -> str:
+        return text[k] if k < n else ""
+
+    def reserved_error(k: int) -> ParseError:
+        return ParseError(
+            f"Character '{text[k]}' is reserved and must be escaped with the preceding '\\'"
+        )
+
+    def scan_url(k: int) -> int:
+        """From just after '(' to just after the matching ')'."""
+        begin = k
+        while k < n and text[k] != ")":
+            k += 2 if text[k] == "\\" and 0 < ord(at(k + 1) or "\0") <= 126 else 1
+        if k >= n:
+            raise ParseError(f"Can't find end of a URL at byte offset {_byte_offset(text, begin)}")
+        return k + 1
+
+    i = 0
+    expandable = False
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n and 0 < ord(text[i + 1]) <= 126:
+            out.append(text[i + 1])
+            i += 2
+            continue
+        top = stack[-1][0] if stack else None
+        reserved = "`" if top in ("code", "pre") else _MDV2_RESERVED
+        if c not in reserved:
+            out.append(c)
+            i += 1
+            continue
+        line_start = i == 0 or text[i - 1] == "\n"
+        ends = {
+            "bold": c == "*",
+            "italic": c == "_" and at(i + 1) != "_",
+            "code": c == "`",
+            "pre": text.startswith("```", i),
+            "text_url": c == "]",
+            "custom_emoji": c == "]",
+            "underline": text.startswith("__", i),
+            "strikethrough": c == "~",
+            "spoiler": text.startswith("||", i),
+        }
+        if top is not None and ends[top]:
+            kind, _ = stack.pop()
+            if kind in ("underline", "spoiler"):
+                i += 2
+            elif kind == "pre":
+                i += 3
+            elif kind == "text_url":
+                i += 1
+                if at(i) == "(":
+                    i = scan_url(i + 1)
+            elif kind == "custom_emoji":
+                i += 1
+                if at(i) != "(":
+                    raise ParseError("Custom emoji entity must contain a tg://emoji URL")
+                i = scan_url(i + 1)
+            else:
+                i += 1
+            continue
+        start = i
+        if c == ">" and line_start and top is None:
+            i += 1  # a blockquote line
+            continue
+        if c == "*" and line_start and top is None and text.startswith("**>", i):
+            i += 3  # an expandable blockquote, which ends with || at a line's end
+            expandable = True
+            continue
+        if expandable and top is None and text.startswith("||", i) and at(i + 2) in ("", "\n"):
+            i += 2
+            expandable = False
+            continue
+        if c == "_":
+            kind = "underline" if at(i + 1) == "_" else "italic"
+            i += 2 if kind == "underline" else 1
+        elif c == "*":
+            kind, i = "bold", i + 1
+        elif c == "~":
+            kind, i = "strikethrough", i + 1
+        elif c == "|":
+            if at(i + 1) != "|":
+                raise reserved_error(i)
+            kind, i = "spoiler", i + 2
+        elif c == "[":
+            kind, i = "text_url", i + 1
+        elif c == "`":
+            if text.startswith("```", i):
+                kind, i = "pre", i + 3
+                end = i
+                while end < n and not text[end].isspace() and text[end] != "`":
+                    end += 1
+                if end != i and end < n and text[end] != "`":
+                    i = end  # the language
+                if at(i) in ("\n", "\r") and at(i):
+                    two = at(i + 1) in ("\n", "\r") and at(i + 1) and at(i + 1) != at(i)
+                    i += 2 if two else 1
+            else:
+                kind, i = "code", i + 1
+        elif c == "!" and at(i + 1) == "[":
+            kind, i = "custom_emoji", i + 2
+        else:
+            raise reserved_error(i)
+        stack.append((kind, start))
+    if stack:
+        kind, start = stack[-1]
+        raise ParseError(
+            f"Can't find end of {_MDV2_NAMES[kind]} entity at byte offset "
+            f"{_byte_offset(text, start)}"
+        )
+    return "".join(out)
+
+
+def parse_markdown(text: str) -> str:
+    """The plain text of a legacy Markdown text, or ParseError."""
+    out: list[str] = []
+    n, i = len(text), 0
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n and text[i + 1] in "_*`[":
+            out.append(text[i + 1])
+            i += 2
+            continue
+        if c not in "_*`[":
+            out.append(c)
+            i += 1
+            continue
+        missing = ParseError(
+            f"Can't find end of the entity starting at byte offset {_byte_offset(text, i)}"
+        )
+        if c == "[":
+            close = text.find("]", i + 1)
+            if close < 0:
+                raise missing
+            out.append(text[i + 1 : close])
+            i = close + 1
+            if text.startswith("(", i):
+                end = text.find(")", i + 1)
+                if end < 0:
+                    raise missing
+                i = end + 1
+            continue
+        marker = "```" if text.startswith("```", i) else c
+        end = text.find(marker, i + len(marker))
+        if end < 0:
+            raise missing
+        out.append(text[i + len(marker) : end])
+        i = end + len(marker)
+    return "".join(out)
+
+
+_HTML_TAGS = frozenset({
+    "b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a",
+    "code", "pre", "blockquote", "tg-emoji",
+})  # fmt: skip
+_HTML_ENTITY = re.compile(r"&(#[0-9]+|#x[0-9a-fA-F]+|lt|gt|amp|quot);")
+_HTML_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
+_TAG_NAME = re.compile(r"[a-zA-Z0-9-]*")
+
+
+def parse_html(text: str) -> str:
+    """The plain text of an HTML text, or ParseError (tags must be Telegram's, nested
+    properly, and a bare '<' is an unsupported tag)."""
+    out: list[str] = []
+    stack: list[str] = []
+    n, i = len(text), 0
+    while i < n:
+        c = text[i]
+        if c == "&":
+            match = _HTML_ENTITY.match(text, i)
+            if match:
+                name = match.group(1)
+                if name.startswith("#x"):
+                    out.append(chr(int(name[2:], 16)))
+                elif name.startswith("#"):
+                    out.append(chr(int(name[1:])))
+                else:
+                    out.append(_HTML_NAMED[name])
+                i = match.end()
+                continue
+            out.append(c)
+            i += 1
+            continue
+        if c != "<":
+            out.append(c)
+            i += 1
+            continue
+        offset = _byte_offset(text, i)
+        closing = text.startswith("</", i)
+        name_match = _TAG_NAME.match(text, i + (2 if closing else 1))
+        assert name_match is not None
+        name = name_match.group(0).lower()
+        end = text.find(">", name_match.end())
+        if closing:
+            if end < 0:
+                raise ParseError(f"Unclosed end tag at byte offset {offset}")
+            if not stack:
+                raise ParseError(f"Unexpected end tag at byte offset {offset}")
+            if stack[-1] != name:
+                raise ParseError(
+                    f'Unmatched end tag at byte offset {offset}, expected "</{stack[-1]}>", '
+                    f'found "</{name}>"'
+                )
+            stack.pop()
+        else:
+            if name not in _HTML_TAGS:
+                raise ParseError(f'Unsupported start tag "{name}" at byte offset {offset}')
+            if end < 0:
+                raise ParseError(f"Unclosed start tag at byte offset {offset}")
+            stack.append(name)
+        i = end + 1
+    if stack:
+        raise ParseError(f'Can\'t find end tag corresponding to start tag "{stack[-1]}"')
+    return "".join(out)
+
+
+_PARSERS: dict[str, Callable[[str], str]] = {
+    "markdownv2": parse_markdown_v2,
+    "markdown": parse_markdown,
+    "html": parse_html,
+}
+
+
+# -- the fake -------------------------------------------------------------------------
+
+
+class FakeTelegram:
+    def __init__(self, token: str = "123456:TEST-token", *, first_update_id: int = 1) -> None:
+        self.token = token
+        self._cond = threading.Condition()
+        self._revoked = False
+        self._closing = False
+        self._connections: set[socket.socket] = set()
+        # updates
+        self._next_update = first_update_id
+        self._updates: list[dict[str, Any]] = []  # not yet confirmed
+        self._history: dict[int, dict[str, Any]] = {}  # every update ever injected
+        self._dropped: list[int] = []  # dropped by deleteWebhook(drop_pending_updates)
+        self._acked = 0
+        self._allowed_updates: list[str] | None = None
+        self._webhook = ""
+        # polls
+        self._polls = 0
+        self._conflicts = 0
+        self._held: list[_Poll] = []
+        self._max_concurrent = 0
+        self._hung = False
+        self._conflict_until = 0.0
+        # messages and chats
+        self._message_ids = itertools.count(1)
+        self._messages: dict[int, dict[str, Any]] = {}  # message_id -> Message (both ways)
+        self._chats: dict[int | str, dict[str, Any]] = {}
+        self._migrated: dict[int | str, int] = {}
+        # files
+        self._file_numbers = itertools.count(1)
+        self._files: dict[str, _File] = {}  # by file_id
+        self._file_paths: dict[str, _File] = {}
+        self._thumbs: dict[str, list[dict[str, Any]]] = {}
+        # records
+        self._sent: list[dict[str, Any]] = []
+        self._refused: list[dict[str, Any]] = []
+        self._errors: list[dict[str, Any]] = []
+        self._actions: list[dict[str, Any]] = []
+        self._deleted_webhook: list[dict[str, Any]] = []
+        self._calls: list[dict[str, Any]] = []
+        self._downloads: list[str] = []
+        self._internal_errors: list[str] = []
+        self._faults: list[_Fault] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                with fake._cond:
+                    fake._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with fake._cond:
+                    fake._connections.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:
+                    pass
+
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                self._serve(b"")
+
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                try:
+                    length = int(self.headers.get("content-length", 0) or 0)
+                    raw = self.rfile.read(length) if length else b""
+                except (OSError, ValueError):
+                    self.close_connection = True
+                    return
+                self._serve(raw)
+
+            def _serve(self, raw: bytes) -> None:
+                try:
+                    reply = fake._handle(
+                        self.command, self.path, self.headers.get("content-type", ""), raw,
+                        self.connection,
+                    )  # fmt: skip
+                except Exception:  # a bug of the fake: answer, record, keep serving
+                    fake._record_internal_error(traceback.format_exc())
+                    reply = _error(500, "Internal Server Error: the fake failed")
+                if reply is None:  # the client went away while its poll was held
+                    self.close_connection = True
+                    return
+                self._answer(reply)
+
+            def _answer(self, reply: _Reply) -> None:
+                if isinstance(reply.body, bytes):
+                    data = reply.body
+                else:
+                    data = json.dumps(reply.body, ensure_ascii=False).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", reply.content_type)
+                    self.send_header("content-length", str(len(data)))
+                    if fake._closing:
+                        self.send_header("connection", "close")
+                        self.close_connection = True
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                except OSError:  # the client went away: nobody to answer
+                    self.close_connection = True
+
+        self.server = _Server(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )  # a short poll interval: close() returns at once
+
+    # -- lifecycle ------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def api_url(self) -> str:
+        """`{url}/bot{token}`: append `/getMe` and so on."""
+        return f"{self.url}/bot{self.token}"
+
+    def __enter__(self) -> FakeTelegram:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving: held (and hung) polls answer 503 at once, kept-alive
+        connections are shut, and nothing is waited for."""
+        with self._cond:
+            if self._closing:
+                return
+            self._closing = True
+            self._cond.notify_all()
+            connections = list(self._connections)
+        if self.thread.is_alive():
+            self.server.shutdown()
+        for conn in connections:  # handlers waiting for a kept-alive client's next request
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.server.server_close()
+
+    # -- injecting updates ------------------------------------------------------
+
+    def add_file(
+        self,
+        content: bytes,
+        path: str | None = None,
+        *,
+        size: int | None = None,
+        file_name: str | None = None,
+        mime_type: str | None = None,
+    ) -> str:
+        """A file on Telegram's servers, downloadable at `{url}/file/bot{token}/{path}`;
+        returns its file_id. `size` is the size getFile and messages report (default the
+        content's): a 25 MB file without storing 25 MB. The download serves `content`."""
+        with self._cond:
+            n = next(self._file_numbers)
+            if path is None:
+                path = f"documents/file_{n}.bin"
+            path = path.lstrip("/")
+            if path in self._file_paths:
+                raise ValueError(f"a file at {path!r} exists already")
+            name = file_name or posixpath.basename(path)
+            mime = mime_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+            file = _File(
+                file_id=f"BQACAgIAAxkBAAI{n:08d}",
+                file_unique_id=f"AgAD{n:08d}",
+                content=bytes(content),
+                file_path=path,
+                file_size=len(content) if size is None else size,
+                file_name=name,
+                mime_type=mime,
+            )
+            self._files[file.file_id] = file
+            self._file_paths[path] = file
+            return file.file_id
+
+    def message(
+        self,
+        text: str = "",
+        *,
+        chat_id: int | None = None,
+        user_id: int = 1001,
+        username: str | None = "ann",
+        first_name: str = "Ann",
+        chat_type: str = "private",
+        title: str | None = None,
+        is_forum: bool = False,
+        thread_id: int | None = None,
+        reply_to_bot: bool = False,
+        reply_to_message_id: int | None = None,
+        entities: list[dict[str, Any]] | None = None,
+        is_bot: bool = False,
+        photo: str | None = None,
+        document: str | None = None,
+        voice: str | None = None,
+        duration: int = 3,
+        update_kind: str = "message",
+    ) -> int:
+        """A user writes: a new update (returned: its update_id), handed to a held poll
+        at once.
+
+        The chat is `chat_id` (default: the user's id in a private chat, -4001 for a
+        group, -1001000000001 for a supergroup); `is_forum` makes it a forum supergroup
+        and `thread_id` the topic. `reply_to_bot` makes the message reply to the bot's
+        last message in the chat (or to `reply_to_message_id`, as the bot's);
+        `reply_to_message_id` alone replies to that message as it is known (a message
+        injected or sent earlier), else to some other user's. Each "@hermes_test_bot"
+        in the text (or caption) gets a `mention` entity at its UTF-16 offset, a leading
+        /command a `bot_command` one, unless `entities` is given. With `photo`,
+        `document` or `voice` (file_ids from `add_file`), the text is the caption."""
+        with self._cond:
+            if is_forum:
+                chat_type = "supergroup"
+            if chat_id is None:
+                chat_id = {"private": user_id, "group": -4001}.get(chat_type, -1001000000001)
+            chat = self._chat_object(chat_id, chat_type, title, is_forum, first_name, username)
+            self._chats[chat_id] = chat
+            user: dict[str, Any] = {"id": user_id, "is_bot": is_bot, "first_name": first_name}
+            if username:
+                user["username"] = username
+            now = int(time.time())
+            reply_to = self._reply_target(
+                chat, reply_to_bot, reply_to_message_id, thread_id if is_forum else None, user
+            )  # first: a message it makes up has an earlier id than the reply
+            message_id = next(self._message_ids)
+            msg: dict[str, Any] = {
+                "message_id": message_id, "from": user, "chat": chat, "date": now,
+            }  # fmt: skip
+            if thread_id is not None:
+                msg["message_thread_id"] = thread_id
+                if is_forum:
+                    msg["is_topic_message"] = True
+            if reply_to is not None:
+                msg["reply_to_message"] = reply_to
+            media = photo is not None or document is not None or voice is not None
+            if photo is not None:
+                msg["photo"] = self._photo_sizes(photo)
+            if document is not None:
+                file = self._file(document)
+                msg["document"] = {
+                    "file_id": file.file_id, "file_unique_id": file.file_unique_id,
+                    "file_name": file.file_name, "mime_type": file.mime_type,
+                    "file_size": file.file_size,
+                }  # fmt: skip
+            if voice is not None:
+                file = self._file(voice)
+                msg["voice"] = {
+                    "file_id": file.file_id, "file_unique_id": file.file_unique_id,
+                    "duration": duration, "mime_type": "audio/ogg", "file_size": file.file_size,
+                }  # fmt: skip
+            key = "caption" if media else "text"
+            if text or not media:
+                msg[key] = text
+                found = self._entities_of(text) if entities is None else entities
+                if found:
+                    msg[f"{key}_entities" if media else "entities"] = found
+            self._messages[message_id] = msg
+            return self._add_update({update_kind: msg})
+
+    def inject(self, update: dict[str, Any]) -> int:
+        """Any other update (an edited_message, a callback_query, a my_chat_member ...):
+        `update` without its update_id, which the fake gives (returned)."""
+        with self._cond:
+            return self._add_update(dict(update))
+
+    def update(self, update_id: int) -> dict[str, Any]:
+        """An update injected earlier, as it is delivered (confirmed or not)."""
+        with self._cond:
+            return json.loads(json.dumps(self._history[update_id]))
+
+    # -- faults -----------------------------------------------------------------
+
+    def fail(
+        self,
+        method: str,
+        status: int,
+        description: str | None = None,
+        *,
+        retry_after: float | None = None,
+        migrate_to_chat_id: int | None = None,
+        chat_id: int | str | None = None,
+        times: int = 1,
+    ) -> None:
+        """The next `times` calls of `method` ("*": any method, getUpdates included;
+        only those to `chat_id` if given) answer `status` with `description` (default:
+        Telegram's for the status; "chat not found" becomes "Bad Request: chat not
+        found", and so on) and `parameters` `retry_after` (a 429 gets 1 if not given)
+        and `migrate_to_chat_id`. Faults queue: each call takes the first that matches."""
+        if status == 429 and retry_after is None:
+            retry_after = 1
+        if description is None:
+            if status == 429:
+                description = f"Too Many Requests: retry after {retry_after:g}"
+            else:
+                description = _DEFAULT_DESCRIPTIONS.get(status, f"Error {status}")
+        prefix = _PREFIXES.get(status)
+        if prefix and not description.startswith(prefix.split(":")[0]):
+            description = prefix + description
+        if isinstance(retry_after, float) and retry_after.is_integer():
+            retry_after = int(retry_after)
+        with self._cond:
+            self._faults.append(_Fault(
+                method="*" if method == "*" else method.lower(), status=status,
+                description=description, retry_after=retry_after,
+                migrate_to_chat_id=migrate_to_chat_id, chat_id=_chat_key(chat_id), times=times,
+            ))  # fmt: skip
+
+    def clear_faults(self) -> None:
+        """Forget the faults not yet taken (not migrations, hangs or conflict windows)."""
+        with self._cond:
+            self._faults.clear()
+
+    def migrate(self, old_chat_id: int, new_chat_id: int) -> None:
+        """The group `old_chat_id` becomes the supergroup `new_chat_id`: from now on
+        sendMessage and sendChatAction to the old id answer 400 with
+        `parameters.migrate_to_chat_id`; the new id works."""
+        with self._cond:
+            self._migrated[_chat_key(old_chat_id)] = new_chat_id
+            old = self._chats.get(old_chat_id, {})
+            self._chats[new_chat_id] = {
+                "id": new_chat_id, "type": "supergroup", "title": old.get("title", "Test group"),
+            }  # fmt: skip
+
+    def conflict_for(self, seconds: float) -> None:
+        """Another instance polls for `seconds` from now: every getUpdates in that window
+        answers 409 at once, and a poll held now answers 409 (all counted in
+        `conflicts`). `conflict_for(0)` ends the window."""
+        with self._cond:
+            self._conflict_until = time.monotonic() + seconds
+            if seconds > 0:
+                for poll in self._held:
+                    poll.kicked = True
+            self._cond.notify_all()
+
+    def hang_polls(self) -> None:
+        """Go deaf: getUpdates calls arrive (and count) but get no answer until
+        `unhang_polls()` or `close()`."""
+        with self._cond:
+            self._hung = True
+
+    def unhang_polls(self) -> None:
+        """Hung polls go on as if they had just been held (answered at once if an update
+        waits, else `[]` if their timeout has passed meanwhile)."""
+        with self._cond:
+            self._hung = False
+            self._cond.notify_all()
+
+    def revoke_token(self) -> None:
+        """Every call from now on answers 401, held polls included, whatever the token."""
+        with self._cond:
+            self._revoked = True
+            self._cond.notify_all()
+
+    def set_webhook(self, url: str = "https://example.invalid/hook") -> None:
+        """A webhook is set: getUpdates answers 409 until deleteWebhook."""
+        with self._cond:
+            self._webhook = url
+            self._cond.notify_all()
+
+    # -- observing ----------------------------------------------------------------
+
+    @property
+    def sent(self) -> list[dict[str, Any]]:
+        """The sendMessage calls taken, in order: their parameters, `chat_id` (an int
+        where it is one), `message_id` and `at` (time.monotonic() of arrival)."""
+        with self._cond:
+            return _copy(self._sent)
+
+    def sent_to(self, chat_id: int | str) -> list[dict[str, Any]]:
+        """The sends taken in one chat."""
+        key = _chat_key(chat_id)
+        with self._cond:
+            return _copy([s for s in self._sent if s["chat_id"] == key])
+
+    @property
+    def refused(self) -> list[dict[str, Any]]:
+        """The sendMessage calls answered with an error, in order: as in `sent` (no
+        message_id) plus `error_code`, `description` and `parameters` if any."""
+        with self._cond:
+            return _copy(self._refused)
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        """Every call answered ok: false, whatever its method (getUpdates included):
+        `method`, `params`, `error_code`, `description`, `at`."""
+        with self._cond:
+            return _copy(self._errors)
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """Every Bot API call that reached a method, in order: `method` (as spelt by the
+        client), `params`, `status` (None while a poll is held), `at`."""
+        with self._cond:
+            return _copy(self._calls)
+
+    @property
+    def actions(self) -> list[dict[str, Any]]:
+        """The sendChatAction calls taken: `chat_id`, `action`, `message_thread_id`, `at`."""
+        with self._cond:
+            return _copy(self._actions)
+
+    @property
+    def polls(self) -> int:
+        """getUpdates calls that arrived in the fake's life (any answer)."""
+        with self._cond:
+            return self._polls
+
+    @property
+    def conflicts(self) -> int:
+        """getUpdates calls answered 409 (concurrent poller, conflict_for, a webhook)."""
+        with self._cond:
+            return self._conflicts
+
+    @property
+    def acked(self) -> int:
+        """The highest update_id confirmed by a getUpdates offset (0: none)."""
+        with self._cond:
+            return self._acked
+
+    @property
+    def pending(self) -> list[int]:
+        """The update_ids neither confirmed nor dropped."""
+        with self._cond:
+            return [u["update_id"] for u in self._updates]
+
+    @property
+    def dropped(self) -> list[int]:
+        """The update_ids dropped by deleteWebhook(drop_pending_updates=true)."""
+        with self._cond:
+            return list(self._dropped)
+
+    @property
+    def max_concurrent_polls(self) -> int:
+        """The most getUpdates calls open at once (a client gone is not open)."""
+        with self._cond:
+            return self._max_concurrent
+
+    @property
+    def held_polls(self) -> int:
+        """getUpdates calls held now (hung ones included)."""
+        with self._cond:
+            return len(self._held)
+
+    @property
+    def deleted_webhook_calls(self) -> list[dict[str, Any]]:
+        """The deleteWebhook calls: `drop_pending_updates` (bool, False when not passed),
+        `passed` (whether it was), `at`."""
+        with self._cond:
+            return _copy(self._deleted_webhook)
+
+    @property
+    def allowed_updates(self) -> list[str] | None:
+        """The allowed_updates last passed to getUpdates (None: never)."""
+        with self._cond:
+            return None if self._allowed_updates is None else list(self._allowed_updates)
+
+    @property
+    def downloads(self) -> list[str]:
+        """The file paths downloaded, in order."""
+        with self._cond:
+            return list(self._downloads)
+
+    @property
+    def internal_errors(self) -> list[str]:
+        """Tracebacks of the fake's own failures (answered 500); a test may assert none."""
+        with self._cond:
+            return list(self._internal_errors)
+
+    def wait_sent(
+        self, count: int, timeout: float = 10.0, *, chat_id: int | str | None = None
+    ) -> list[dict[str, Any]]:
+        """The sends taken (in `chat_id` if given), once at least `count` were."""
+        key = _chat_key(chat_id)
+
+        def mine() -> list[dict[str, Any]]:
+            return [s for s in self._sent if key is None or s["chat_id"] == key]
+
+        where = "" if key is None else f" to chat {key}"
+        self._wait(lambda: len(mine()) >= count, timeout, f"{count} sendMessage(s){where}")
+        with self._cond:
+            return _copy(mine())
+
+    def wait_refused(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The refused sends, once at least `count` were."""
+        self._wait(lambda: len(self._refused) >= count, timeout, f"{count} refused send(s)")
+        return self.refused
+
+    def wait_actions(
+        self, count: int, timeout: float = 10.0, *, action: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The chat actions taken (of `action` if given), once at least `count` were."""
+
+        def mine() -> list[dict[str, Any]]:
+            return [a for a in self._actions if action is None or a["action"] == action]
+
+        self._wait(lambda: len(mine()) >= count, timeout, f"{count} chat action(s)")
+        with self._cond:
+            return _copy(mine())
+
+    def wait_polls(self, count: int, timeout: float = 10.0) -> None:
+        """Until `count` getUpdates calls arrived in the fake's life."""
+        self._wait(lambda: self._polls >= count, timeout, f"{count} getUpdates call(s)")
+
+    def wait_held_polls(self, count: int = 1, timeout: float = 10.0) -> None:
+        """Until at least `count` getUpdates calls are held now."""
+        self._wait(lambda: len(self._held) >= count, timeout, f"{count} held getUpdates")
+
+    def wait_acked(self, update_id: int, timeout: float = 10.0) -> None:
+        """Until a getUpdates offset confirmed `update_id`."""
+        self._wait(lambda: self._acked >= update_id, timeout, f"update {update_id} confirmed")
+
+    def wait_conflicts(self, count: int, timeout: float = 10.0) -> None:
+        """Until `count` getUpdates calls were answered 409."""
+        self._wait(lambda: self._conflicts >= count, timeout, f"{count} 409 conflict(s)")
+
+    def wait_errors(
+        self, count: int, timeout: float = 10.0, *, method: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The calls answered with an error (of `method` if given), once `count` were."""
+
+        def mine() -> list[dict[str, Any]]:
+            wanted = None if method is None else method.lower()
+            return [e for e in self._errors if wanted in (None, e["method"].lower())]
+
+        self._wait(lambda: len(mine()) >= count, timeout, f"{count} error answer(s)")
+        with self._cond:
+            return _copy(mine())
+
+    def wait_until(
+        self, ready: Callable[[FakeTelegram], bool], timeout: float = 10.0, what: str = "it"
+    ) -> None:
+        """Until `ready(fake)` is true (checked on every change of the fake's state)."""
+        self._wait(lambda: ready(self), timeout, what)
+
+    def _wait(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        with self._cond:
+            if not self._cond.wait_for(ready, timeout):
+                raise TimeoutError(f"the fake Telegram saw no {what} within {timeout:g} s")
+
+    # -- internals of injection (called holding the lock) -------------------------
+
+    def _add_update(self, body: dict[str, Any]) -> int:
+        update_id = self._next_update
+        self._next_update += 1
+        update = {"update_id": update_id, **body}
+        self._updates.append(update)
+        self._history[update_id] = update
+        self._cond.notify_all()
+        return update_id
+
+    def _chat_object(
+        self,
+        chat_id: int,
+        chat_type: str,
+        title: str | None,
+        is_forum: bool,
+        first_name: str,
+        username: str | None,
+    ) -> dict[str, Any]:
+        if chat_type == "private":
+            chat: dict[str, Any] = {"id": chat_id, "type": "private", "first_name": first_name}
+            if username:
+                chat["username"] = username
+            return chat
+        chat = {"id": chat_id, "type": chat_type, "title": title or "Test group"}
+        if is_forum:
+            chat["is_forum"] = True
+        return chat
+
+    def _reply_target(
+        self,
+        chat: dict[str, Any],
+        reply_to_bot: bool,
+        reply_to_message_id: int | None,
+        topic: int | None,
+        user: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        now = int(time.time())
+        if reply_to_bot or reply_to_message_id is not None:
+            known = self._messages.get(reply_to_message_id) if reply_to_message_id else None
+            if reply_to_bot and reply_to_message_id is None:
+                mine = [
+                    m for m in self._messages.values()
+                    if m["chat"]["id"] == chat["id"] and m["from"]["id"] == BOT_ID
+                ]  # fmt: skip
+                known = mine[-1] if mine else None
+            if known is not None and (not reply_to_bot or known["from"]["id"] == BOT_ID):
+                target = {k: v for k, v in known.items() if k != "reply_to_message"}
+            else:
+                sender = BOT_USER if reply_to_bot else {
+                    "id": 1999, "is_bot": False, "first_name": "Someone", "username": "someone"
+                }  # fmt: skip
+                target = {
+                    "message_id": reply_to_message_id or next(self._message_ids),
+                    "from": dict(sender), "chat": chat, "date": now, "text": "(earlier)",
+                }  # fmt: skip
+            if topic is not None:
+                target.setdefault("message_thread_id", topic)
+                target.setdefault("is_topic_message", True)
+            return target
+        if topic is not None:  # Telegram: a topic's messages reply to its creation message
+            return {
+                "message_id": topic, "from": user, "chat": chat, "date": now,
+                "message_thread_id": topic, "is_topic_message": True,
+                "forum_topic_created": {"name": f"Topic {topic}", "icon_color": 7322096},
+            }  # fmt: skip
+        return None
+
+    def _file(self, file_id: str) -> _File:
+        try:
+            return self._files[file_id]
+        except KeyError:
+            raise KeyError(f"no file {file_id!r}: add_file() it first") from None
+
+    def _photo_sizes(self, file_id: str) -> list[dict[str, Any]]:
+        """A photo as Telegram sends it: sizes, smallest first, each its own file; the
+        largest is the file added."""
+        file = self._file(file_id)
+        if file_id not in self._thumbs:
+            sizes = []
+            for width, height in ((90, 67), (320, 240)):
+                content = file.content[: min(len(file.content), width * 20)]
+                thumb = self._file(self._add_file_locked(
+                    content, f"{file.file_path}_{width}.jpg", "image/jpeg"
+                ))  # fmt: skip
+                sizes.append({
+                    "file_id": thumb.file_id, "file_unique_id": thumb.file_unique_id,
+                    "file_size": thumb.file_size, "width": width, "height": height,
+                })  # fmt: skip
+            sizes.append({
+                "file_id": file.file_id, "file_unique_id": file.file_unique_id,
+                "file_size": file.file_size, "width": 1280, "height": 960,
+            })  # fmt: skip
+            self._thumbs[file_id] = sizes
+        return _copy(self._thumbs[file_id])
+
+    def _add_file_locked(self, content: bytes, path: str, mime: str) -> str:
+        n = next(self._file_numbers)
+        file = _File(
+            file_id=f"AgACAgIAAxkBAAI{n:08d}", file_unique_id=f"AQAD{n:08d}",
+            content=content, file_path=path, file_size=len(content),
+            file_name=posixpath.basename(path), mime_type=mime,
+        )  # fmt: skip
+        self._files[file.file_id] = file
+        self._file_paths[path] = file
+        return file.file_id
+
+    @staticmethod
+    def _entities_of(text: str) -> list[dict[str, Any]]:
+        found = []
+        command = re.match(r"/[A-Za-z0-9_]+(@[A-Za-z0-9_]+)?", text)
+        if command:
+            found.append({"type": "bot_command", "offset": 0, "length": utf16_len(command[0])})
+        mention = "@" + BOT_USERNAME
+        for match in re.finditer(re.escape(mention) + r"(?![A-Za-z0-9_])", text, re.IGNORECASE):
+            if command and match.start() < command.end():
+                continue
+            found.append({
+                "type": "mention", "offset": utf16_len(text[: match.start()]),
+                "length": utf16_len(match[0]),
+            })  # fmt: skip
+        return found
+
+    def _record_internal_error(self, text: str) -> None:
+        with self._cond:
+            self._internal_errors.append(text)
+            self._cond.notify_all()
+
+    # -- serving (handler threads) --------------------------------------------------
+
+    def _handle(
+        self, verb: str, path: str, content_type: str, raw: bytes, conn: socket.socket
+    ) -> _Reply | None:
+        parts = urlsplit(path)
+        segments = parts.path.split("/")
+        if len(segments) >= 3 and segments[1] == "_fake":
+            return self._control(verb, segments[2], raw)
+        if len(segments) >= 4 and segments[1] == "file" and segments[2].startswith("bot"):
+            return self._download(segments[2][3:], unquote("/".join(segments[3:])))
+        if len(segments) != 3 or segments[0] or not segments[1].startswith("bot"):
+            return _error(404, "Not Found")
+        token, name = unquote(segments[1][3:]), segments[2]
+        try:
+            params = self._params(parts.query, content_type, raw)
+        except ValueError as exc:
+            return _error(400, f"Bad Request: {exc}")
+        method = name.lower()
+        with self._cond:
+            call = {"method": name, "params": params, "status": None, "at": time.monotonic()}
+            self._calls.append(call)
+            if method == "getupdates":
+                self._polls += 1
+            self._cond.notify_all()
+        reply = self._dispatch(method, token, params, conn)
+        with self._cond:
+            call["status"] = None if reply is None else reply.status
+            if reply is not None and isinstance(reply.body, dict) and not reply.body.get("ok"):
+                self._errors.append({
+                    "method": name, "params": params, "error_code": reply.status,
+                    "description": reply.body.get("description"), "at": call["at"],
+                })  # fmt: skip
+            self._cond.notify_all()
+        return reply
+
+    def _params(self, query: str, content_type: str, raw: bytes) -> dict[str, Any]:
+        params: dict[str, Any] = dict(parse_qsl(query, keep_blank_values=True))
+        kind = content_type.split(";")[0].strip().lower()
+        if raw:
+            if kind == "application/x-www-form-urlencoded":
+                params.update(parse_qsl(raw.decode(), keep_blank_values=True))
+            elif kind == "multipart/form-data":
+                header = f"Content-Type: {content_type}\r\n\r\n".encode()
+                message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+                    header + raw
+                )
+                for part in message.iter_parts():
+                    field = part.get_param("name", header="content-disposition")
+                    payload = part.get_payload(decode=True) or b""
+                    if field:
+                        params[str(field)] = payload.decode(errors="replace")
+            else:
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    raise ValueError("the body is not JSON") from None
+                if not isinstance(body, dict):
+                    raise ValueError("the body must be a JSON object")
+                params.update(body)
+        for key in _JSON_PARAMS & params.keys():
+            if isinstance(params[key], str):
+                try:
+                    params[key] = json.loads(params[key])
+                except ValueError:
+                    raise ValueError(f"can't parse {key} JSON object") from None
+        return params
+
+    def _dispatch(
+        self, method: str, token: str, params: dict[str, Any], conn: socket.socket
+    ) -> _Reply | None:
+        with self._cond:
+            if self._revoked or token != self.token:
+                return _error(401, "Unauthorized")
+        if method == "getupdates":
+            return self._get_updates(params, conn)
+        if method == "sendmessage":
+            return self._send_message(params)
+        if method == "sendchataction":
+            return self._send_chat_action(params)
+        with self._cond:
+            fault = self._take_fault(method, None)
+            if fault is not None:
+                return fault
+            if method == "getme":
+                return _ok({
+                    **BOT_USER, "can_join_groups": True,
+                    "can_read_all_group_messages": False, "supports_inline_queries": False,
+                })  # fmt: skip
+            if method == "deletewebhook":
+                passed = "drop_pending_updates" in params
+                drop = _bool(params.get("drop_pending_updates", False))
+                self._deleted_webhook.append(
+                    {"drop_pending_updates": drop, "passed": passed, "at": time.monotonic()}
+                )
+                self._webhook = ""
+                if drop:
+                    self._dropped.extend(u["update_id"] for u in self._updates)
+                    self._updates.clear()
+                self._cond.notify_all()
+                return _ok(True)
+            if method == "setwebhook":
+                self._webhook = str(params.get("url", ""))
+                self._cond.notify_all()
+                return _ok(True)
+            if method == "getwebhookinfo":
+                return _ok({
+                    "url": self._webhook, "has_custom_certificate": False,
+                    "pending_update_count": len(self._updates),
+                })  # fmt: skip
+            if method in ("setmycommands", "deletemycommands"):
+                return _ok(True)
+            if method == "getfile":
+                file = self._files.get(str(params.get("file_id", "")))
+                if file is None:
+                    return _error(400, "Bad Request: invalid file_id")
+                return _ok({
+                    "file_id": file.file_id, "file_unique_id": file.file_unique_id,
+                    "file_size": file.file_size, "file_path": file.file_path,
+                })  # fmt: skip
+        return _error(404, "Not Found")
+
+    def _take_fault(self, method: str, chat: int | str | None) -> _Reply | None:
+        """The first queued fault matching the call, taken (holding the lock)."""
+        for fault in self._faults:
+            if fault.method not in ("*", method):
+                continue
+            if fault.chat_id is not None and fault.chat_id != chat:
+                continue
+            fault.times -= 1
+            if fault.times <= 0:
+                self._faults.remove(fault)
+            return _error(
+                fault.status, fault.description, retry_after=fault.retry_after,
+                migrate_to_chat_id=fault.migrate_to_chat_id,
+            )  # fmt: skip
+        return None
+
+    def _get_updates(self, params: dict[str, Any], conn: socket.socket) -> _Reply | None:
+        offset = _int(params.get("offset"), 0) or 0
+        limit = max(1, min(100, _int(params.get("limit"), 100) or 100))
+        try:
+            timeout = max(0.0, float(params.get("timeout") or 0))
+        except (TypeError, ValueError):
+            return _error(400, "Bad Request: wrong parameter timeout")
+        allowed = params.get("allowed_updates")
+        with self._cond:
+            fault = self._take_fault("getupdates", None)
+            if fault is not None:
+                if fault.status == 409:
+                    self._conflicts += 1
+                return fault
+            now = time.monotonic()
+            if now < self._conflict_until:
+                self._conflicts += 1
+                return _error(409, CONFLICT)
+            if self._webhook:
+                self._conflicts += 1
+                return _error(409, WEBHOOK_CONFLICT)
+            self._held = [p for p in self._held if not _client_gone(p.conn)]
+            self._max_concurrent = max(self._max_concurrent, len(self._held) + 1)
+            if self._held:
+                self._conflicts += 1
+                return _error(409, CONFLICT)
+            self._confirm(offset)
+            if offset < 0:
+                offset = self._updates[0]["update_id"] if self._updates else self._next_update
+            if isinstance(allowed, list):
+                self._allowed_updates = [str(a) for a in allowed]
+            poll = _Poll(conn)
+            self._held.append(poll)
+            self._cond.notify_all()
+            deadline = now + timeout
+            try:
+                while True:
+                    if self._closing:
+                        return _error(503, "Service Unavailable")
+                    if self._revoked:
+                        return _error(401, "Unauthorized")
+                    if poll.kicked:
+                        self._conflicts += 1
+                        return _error(409, CONFLICT)
+                    if _client_gone(conn):
+                        return None
+                    if not self._hung:
+                        ready = self._deliverable(offset, limit)
+                        if ready:
+                            return _ok(ready)
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            return _ok([])
+                    else:
+                        left = 0.1
+                    # wake now and then to see whether the client is still there
+                    self._cond.wait(min(left, 0.1))
+            finally:
+                if poll in self._held:
+                    self._held.remove(poll)
+                self._cond.notify_all()
+
+    def _confirm(self, offset: int) -> None:
+        if offset > 0:
+            self._acked = max(self._acked, offset - 1)
+            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+        elif offset < 0:  # -N: the last N updates; every earlier one is forgotten
+            keep = self._updates[offset:]
+            if len(keep) < len(self._updates):
+                self._acked = max(self._acked, keep[0]["update_id"] - 1 if keep else 0)
+            self._updates = keep
+        self._cond.notify_all()
+
+    def _deliverable(self, offset: int, limit: int) -> list[dict[str, Any]]:
+        allowed = self._allowed_updates
+        if allowed is not None:
+            wanted = set(allowed) if allowed else None
+
+            def passes(update: dict[str, Any]) -> bool:
+                kind = next((k for k in update if k != "update_id"), "")
+                return kind in wanted if wanted is not None else kind not in _OPT_IN_UPDATES
+
+            self._updates = [u for u in self._updates if passes(u)]  # others are never sent
+        ready = [u for u in self._updates if u["update_id"] >= offset][:limit]
+        return _copy(ready)
+
+    def _send_message(self, params: dict[str, Any]) -> _Reply:
+        chat = _chat_key(params.get("chat_id"))
+        record = {**params, "chat_id": chat, "at": time.monotonic()}
+        with self._cond:
+            reply = self._check_message(params, chat)
+            if reply.status != 200:
+                assert isinstance(reply.body, dict)
+                refused = {
+                    **record, "error_code": reply.status,
+                    "description": reply.body["description"],
+                }  # fmt: skip
+                if "parameters" in reply.body:
+                    refused["parameters"] = reply.body["parameters"]
+                self._refused.append(refused)
+            else:
+                assert isinstance(reply.body, dict)
+                record["message_id"] = reply.body["result"]["message_id"]
+                self._sent.append(record)
+            self._cond.notify_all()
+            return reply
+
+    def _check_message(self, params: dict[str, Any], chat: int | str | None) -> _Reply:
+        """The answer to a sendMessage (holding the lock); a message taken is stored."""
+        fault = self._take_fault("sendmessage", chat)
+        if fault is not None:
+            return fault
+        if chat is None:
+            return _error(400, "Bad Request: chat_id is empty")
+        if chat in self._migrated:
+            return _error(400, MIGRATED, migrate_to_chat_id=self._migrated[chat])
+        text = params.get("text")
+        text = "" if text is None else str(text)
+        mode = params.get("parse_mode")
+        plain = text
+        if mode:
+            parser = _PARSERS.get(str(mode).lower())
+            if parser is None:
+                return _error(400, "Bad Request: unsupported parse_mode")
+            try:
+                plain = parser(text)
+            except ParseError as exc:
+                return _error(400, f"Bad Request: can't parse entities: {exc}")
+        if not plain.strip():
+            return _error(400, "Bad Request: message text is empty")
+        if utf16_len(plain) > MAX_TEXT:
+            return _error(400, "Bad Request: message is too long")
+        thread = _int(params.get("message_thread_id"))
+        reply_parameters = params.get("reply_parameters")
+        reply_id = None
+        if isinstance(reply_parameters, dict):
+            reply_id = _int(reply_parameters.get("message_id"))
+        elif params.get("reply_to_message_id") is not None:
+            reply_id = _int(params.get("reply_to_message_id"))
+        chat_object = self._chats.get(chat) or {
+            "id": chat, "type": _guess_chat_type(chat),
+        }  # fmt: skip
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids), "from": dict(BOT_USER),
+            "chat": chat_object, "date": int(time.time()), "text": plain,
+        }  # fmt: skip
+        if thread is not None:
+            message["message_thread_id"] = thread
+            if chat_object.get("is_forum"):
+                message["is_topic_message"] = True
+        if reply_id is not None and reply_id in self._messages:
+            message["reply_to_message"] = {
+                k: v for k, v in self._messages[reply_id].items() if k != "reply_to_message"
+            }
+        self._messages[message["message_id"]] = message
+        return _ok(_copy(message))
+
+    def _send_chat_action(self, params: dict[str, Any]) -> _Reply:
+        chat = _chat_key(params.get("chat_id"))
+        action = str(params.get("action", ""))
+        with self._cond:
+            fault = self._take_fault("sendchataction", chat)
+            if fault is not None:
+                return fault
+            if chat is None:
+                return _error(400, "Bad Request: chat_id is empty")
+            if chat in self._migrated:
+                return _error(400, MIGRATED, migrate_to_chat_id=self._migrated[chat])
+            if action not in CHAT_ACTIONS:
+                return _error(400, "Bad Request: wrong parameter action in request")
+            self._actions.append({
+                "chat_id": chat, "action": action,
+                "message_thread_id": _int(params.get("message_thread_id")),
+                "at": time.monotonic(),
+            })  # fmt: skip
+            self._cond.notify_all()
+            return _ok(True)
+
+    def _download(self, token: str, path: str) -> _Reply:
+        with self._cond:
+            if self._revoked or unquote(token) != self.token:
+                return _error(401, "Unauthorized")
+            file = self._file_paths.get(path)
+            if file is None:
+                return _error(404, "Not Found")
+            self._downloads.append(path)
+            self._cond.notify_all()
+            return _Reply(200, file.content, file.mime_type)
+
+    # -- driving from another process ---------------------------------------------------
+
+    _CONTROLS = frozenset({
+        "message", "inject", "fail", "clear_faults", "migrate", "conflict_for", "hang_polls",
+        "unhang_polls", "revoke_token", "set_webhook",
+    })  # fmt: skip
+
+    def _control(self, verb: str, name: str, raw: bytes) -> _Reply:
+        if verb == "GET" and name == "state":
+            with self._cond:
+                return _ok({
+                    "polls": self._polls, "conflicts": self._conflicts, "acked": self._acked,
+                    "pending": [u["update_id"] for u in self._updates],
+                    "max_concurrent_polls": self._max_concurrent,
+                    "held_polls": len(self._held), "sent": _copy(self._sent),
+                    "refused": _copy(self._refused), "actions": _copy(self._actions),
+                    "deleted_webhook_calls": _copy(self._deleted_webhook),
+                })  # fmt: skip
+        if verb != "POST" or name not in self._CONTROLS:
+            return _error(404, "Not Found")
+        try:
+            kwargs = json.loads(raw or b"{}")
+            result = getattr(self, name)(**kwargs)
+        except (TypeError, ValueError, KeyError) as exc:
+            return _error(400, f"Bad Request: {exc}")
+        return _ok(result)
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of plain JSON-like records (the caller may keep and change it)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.telegram",
+        description="A fake Telegram Bot API: prints its base URL, serves until killed.",
+    )
+    parser.add_argument("--token", default="123456:TEST-token", help="the bot token it accepts")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with FakeTelegram(token=args.token) as fake:
+        print(fake.url, flush=True)
+        try:
+            fake.thread.join()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
