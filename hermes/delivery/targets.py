@@ -4,7 +4,9 @@ Pure logic. A `deliver` string names targets: `origin` (where the job was made),
 a bare platform (its home channel), `platform:chat[:thread]`, `all` (every
 home channel), `local` (the output file only: no chat). Each target carries
 where it came from (origin, origin_fallback, explicit, broadcast); duplicates
-merge keeping the strongest, whatever the order; mirroring into the chat's
+merge keeping the strongest, whatever the order (the origin's own chat is
+`origin` however it is named: a home channel that is the origin's chat too);
+mirroring into the chat's
 session follows per-target eligibility; the origin's scope goes only with
 targets that are the origin's own chat, and never replaces a scope the
 router recorded (a home channel's).
@@ -118,6 +120,10 @@ def plan_delivery(
         if problem:
             problems.append(problem)
         for target, provenance in resolved:
+            if origin is not None and (target.platform, target.chat_id, target.thread_id) == (
+                origin.platform, origin.chat_id, origin.thread_id
+            ):  # fmt: skip
+                provenance = "origin"  # the job's own chat, however it was named
             eligible = mirror_eligible(provenance, attach_to_session, mirror_default)
             key = (target.platform, target.chat_id, target.thread_id)
             entry = merged.get(key)

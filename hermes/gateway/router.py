@@ -269,6 +269,9 @@ class Router(Actor):
             reply = await answer_command(word, CommandContext(self, event, session_id))
             await self._end(event, reply.session_id, "done", reply.text, ANSWERED)
             return
+        if event.attachments:  # media the adapter saved: the agent opens them by path
+            files = "\n".join(f"[attached file: {path}]" for path in event.attachments)
+            text = f"{text}\n\n{files}".strip()
         await self._turn(event, text, resume=resume)
 
     async def _refused(self, event: InboundEvent, now: float) -> bool:

@@ -86,3 +86,10 @@ def test_unresolvable_tokens_are_reported_and_the_rest_still_planned():
 def test_threads_are_distinct_targets():
     p = plan("slack:C1:T1,slack:C1,slack:C1:T1")
     assert sorted(str(t.target) for t in p.targets) == ["slack:C1", "slack:C1:T1"]
+
+
+def test_the_origins_own_chat_is_origin_however_it_is_named():
+    homes = {"slack": Target("slack", "C-ORIGIN")}  # the home channel is where it was made
+    assert by_target(plan("slack", ORIGIN, True, False, homes)) == {
+        "slack:C-ORIGIN": ("origin", True)
+    }
