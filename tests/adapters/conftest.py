@@ -26,9 +26,4 @@ def serve(home, model) -> Iterator[Serve]:
         try:
             yield running
         finally:
-            for proc in running.procs:
-                if proc.poll() is None:
-                    proc.kill()
-                proc.wait(30)
-                for stream in (proc.stdout, proc.stderr):
-                    stream.close()
+            running.close()

@@ -76,6 +76,15 @@ class Serve:
         self.port = wait_ready(proc)
         return proc
 
+    def close(self) -> None:
+        """Kill what still runs (a test that failed half-way) and close the pipes."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(30)
+            for stream in (proc.stdout, proc.stderr):
+                stream.close()
+
     def kill(self) -> None:
         proc = self.procs[-1]
         proc.kill()

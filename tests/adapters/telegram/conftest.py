@@ -1,53 +1,14 @@
-"""`hermes serve` as a real process with its Telegram adapter against the fake Bot API
-(tests/fakes/telegram.py) and the fake model."""
+"""Fixtures of the Telegram tests: the fake model, the fake Bot API, and serve."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from tests.adapters.serving import Serve
+from tests.adapters.telegram.serving import TOKEN, TelegramServe
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.telegram import FakeTelegram
-from tests.processes import HERMES
-
-TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
-TOKEN = "123456:TEST-token"
-ANN = 1001  # the fake's default user: allowlisted
-
-
-class TelegramServe(Serve):
-    """Serve with `platforms.telegram` pointed at the fake (polls held 1 s)."""
-
-    def configure(
-        self,
-        drain: float = 10,
-        resume_window: float = 600,
-        platform: str = "",
-        top: str = "",
-        access: str = f"    allowed_users: ['{ANN}']\n",
-    ) -> None:
-        """`platform`: more YAML lines under platforms.telegram; `access`: who may talk
-        (Ann by default; "" for pairing)."""
-        self.home.config_path.write_text(
-            f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
-            f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
-            "  local:\n    port: 0\n"
-            "platforms:\n"
-            f"  telegram:\n    token_env: {TOKEN_VAR}\n    base_url: '{self.platform.url}'\n"
-            "    poll_timeout: 1\n" + access + platform + top
-        )
-
-    def spawn(self, *args: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [*HERMES, "serve", *args], env={**os.environ, TOKEN_VAR: TOKEN}, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        self.procs.append(proc)
-        return proc
 
 
 @pytest.fixture
@@ -69,9 +30,4 @@ def serve(home, model, tg) -> Iterator[TelegramServe]:
     try:
         yield running
     finally:
-        for proc in running.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(30)
-            for stream in (proc.stdout, proc.stderr):
-                stream.close()
+        running.close()

@@ -10,8 +10,8 @@ import pytest
 import trio
 
 from hermes.adapters.telegram.markdown import escape
-from tests.adapters.serving import in_thread, until_line
-from tests.adapters.telegram.conftest import ANN
+from tests.adapters.serving import in_thread
+from tests.adapters.telegram.serving import ANN
 from tests.fakes.openai import text_answer, tool_answer
 from tests.fakes.telegram import BOT_USERNAME, parse_markdown_v2, utf16_len
 from tests.processes import hermes
@@ -243,18 +243,6 @@ async def test_a_migrated_group_is_followed_and_remembered(serve, model, tg):
     serve.stop()
     assert [s["chat_id"] for s in tg.sent] == [-1009, -1009]
     assert len(tg.refused) == 1
-
-
-@pytest.mark.timeout(60)
-async def test_a_refused_token_is_fatal_for_telegram_only(serve, model, tg):
-    tg.revoke_token()
-    proc = serve.start()
-    await in_thread(until_line, proc, "not restarting")  # the adapter's fatal log line
-    status = await serve.status()
-    assert status["telegram"].detail["adapter"] == "fatal"
-    assert "401" in status["telegram"].detail["reason"]
-    assert status["local"].detail["adapter"] == "live"
-    serve.stop()
 
 
 STORM = 60.0  # seconds of 409s: another copy of the bot polling the same token
