@@ -265,3 +265,16 @@ async def test_a_409_storm_recovers_by_itself_with_one_poller(serve, model, tg):
     serve.stop()
     assert tg.max_concurrent_polls == 1
     assert sum(c["method"] == "getMe" for c in tg.calls) == 1  # never restarted, never fatal
+
+
+@pytest.mark.timeout(60)
+async def test_a_user_who_blocked_the_bot_is_a_dead_letter_at_once(serve, model, tg):
+    model.script(text_answer("you will not see this"))
+    tg.fail("sendMessage", 403, "Forbidden: bot was blocked by the user", times=5)
+    serve.start()
+    tg.message("hi, and goodbye")
+    await in_thread(tg.wait_refused, 1, 30.0)
+    serve.stop()  # the drain would send a retry that was due: none is
+    assert len(tg.refused) == 1 and tg.sent == []
+    dead = await in_thread(hermes, "outbox", "--dead")
+    assert "dead" in dead.stdout and "blocked by the user" in dead.stdout
