@@ -68,16 +68,20 @@ KEEP_SENT = 7 * 86400.0
 
 @attrs.frozen
 class Pace:
-    """A platform's documented steady rates: sends per second overall and per chat."""
+    """A platform's documented steady rates, sends per second overall and per chat, and
+    how many may go at once before the rate applies (a reply's few chunks go together;
+    a flood of them goes at the steady rate)."""
 
     per_second: float = math.inf
     per_chat_per_second: float = math.inf
+    burst: int = 1
+    chat_burst: int = 3
 
 
 PACES: dict[str, Pace] = {
-    "telegram": Pace(30.0, 1.0),
-    "discord": Pace(50.0, 1.0),
-    "slack": Pace(50.0, 1.0),
+    "telegram": Pace(30.0, 1.0, burst=30),
+    "discord": Pace(50.0, 1.0, burst=50),
+    "slack": Pace(50.0, 1.0, burst=50),
 }
 
 
@@ -95,17 +99,26 @@ def nudge(outbox: Address | None) -> None:
 
 
 class _Clock:
-    """Next free send slot of a platform or a chat, by its steady rate."""
+    """Send slots by key (a platform, a chat), as a generic cell rate: a key at `rate`
+    with `burst` may send once its theoretical next time, less burst - 1 intervals,
+    has come. A send takes its slot in every key at one start time, so a slot one key
+    grants and another delays is not spent on nothing."""
+
+    KEEP = 10_000  # keys remembered; past that, the ones that have caught up are dropped
 
     def __init__(self) -> None:
-        self.free: dict[Any, float] = {}
+        self.next: dict[Any, float] = {}
 
-    def take(self, key: Any, rate: float, now: float) -> float:
-        """When a send for `key` may start; reserves that slot."""
-        if math.isinf(rate):
-            return now
-        start = max(now, self.free.get(key, now))
-        self.free[key] = start + 1.0 / rate
+    def take(self, limits: list[tuple[Any, float, int]], now: float) -> float:
+        """When a send limited by each (key, rate, burst) may start; reserves it."""
+        limits = [(key, rate, burst) for key, rate, burst in limits if not math.isinf(rate)]
+        start = now
+        for key, rate, burst in limits:
+            start = max(start, self.next.get(key, now) - (burst - 1) / rate)
+        for key, rate, _ in limits:
+            self.next[key] = max(self.next.get(key, now), start) + 1.0 / rate
+        if len(self.next) > self.KEEP:
+            self.next = {key: t for key, t in self.next.items() if t > now}
         return start
 
 
@@ -217,11 +230,11 @@ class Outbox(Actor):
     async def _pace(self, row: OutboxRow) -> None:
         """Wait for the platform's and the chat's steady-rate slot (this chat's task only)."""
         pace = self.paces.get(row.target.platform, Pace())
-        now = trio.current_time()
-        start = max(
-            self._slots.take(row.target.platform, pace.per_second, now),
-            self._slots.take(row.chat, pace.per_chat_per_second, now),
-        )
+        start = self._slots.take(
+            [(row.target.platform, pace.per_second, pace.burst),
+             (row.chat, pace.per_chat_per_second, pace.chat_burst)],
+            trio.current_time(),
+        )  # fmt: skip
         await trio.sleep_until(start)
 
     async def _attempt(self, row: OutboxRow) -> SendResult:

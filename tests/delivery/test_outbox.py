@@ -27,7 +27,7 @@ from hermes.adapters.contract import (
     Target,
 )
 from hermes.config import PlatformConfig, Secrets
-from hermes.delivery.outbox import Enqueued, Outbox
+from hermes.delivery.outbox import Enqueued, Outbox, Pace
 from hermes.delivery.outbox_store import (
     DEAD,
     SENT,
@@ -88,10 +88,10 @@ async def queue(
 
 
 @asynccontextmanager
-async def running(registry, home, adapter_address, clock: WallClock = MOCK):
+async def running(registry, home, adapter_address, clock: WallClock = MOCK, paces=None):
     """An Outbox on the test's state.db whose only platform is `adapter_address`."""
     box = Outbox(registry, home.state_db, lambda p: adapter_address if p == PLATFORM else None,
-                 clock=clock)  # fmt: skip
+                 clock=clock, **({"paces": paces} if paces is not None else {}))  # fmt: skip
     async with Db(registry, home.state_db) as db, trio.open_nursery() as nursery:
         address = await nursery.start(box.run)
         yield box, address, db
@@ -138,6 +138,28 @@ async def test_a_429_holds_its_chat_until_exactly_then_while_others_flow(registr
             await platform.until(lambda: platform.texts("a") == ["a1", "a2"])
             first_a = next(t for t, r in platform.taken if r.text == "a1")
             assert 7.0 <= first_a - start < 7.5  # exactly when the platform said
+        platform.request_drain(trio.current_time())
+
+
+async def test_sends_keep_the_platforms_steady_rates_after_a_burst(registry, home, io_clock):
+    """Per chat: three at once, then one a second. Overall: ten at once, then ten a
+    second; a chat's slow turn never spends the platform's slots."""
+    platform = ScriptedPlatform(sent_ok)
+    paces = {PLATFORM: Pace(10.0, 1.0, burst=10, chat_burst=3)}
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter, paces=paces) as (box, outbox, db):
+            start = trio.current_time()
+            await queue(db, outbox, "a", *[f"a{i}" for i in range(6)])
+            await platform.until(lambda: len(platform.texts("a")) == 6)
+            at = [round(t - start) for t, r in platform.taken if r.target.chat_id == "a"]
+            assert at == [0, 0, 0, 1, 2, 3]
+            start = trio.current_time()
+            for chat in range(30):
+                await queue(db, outbox, f"c{chat}", f"c{chat}")
+            await platform.until(lambda: len(platform.taken) == 36)
+            at = sorted(t - start for t, r in platform.taken[6:])
+            assert at[9] < 0.5 and 0.9 < at[19] < 1.5 and 1.9 < at[29] < 2.5  # 10/s after 10
         platform.request_drain(trio.current_time())
 
 
