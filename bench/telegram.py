@@ -54,6 +54,7 @@ Run: python bench/telegram.py   (from the repository root; takes about a minute)
   offered here is above the overall pace: the fake enforces no limit and the
   bare bot keeps none, but hermes sends 30/s, its backlog grows by 20/s and its
   latency with it, to seconds (warned; by design, not a stall).
+`python bench/telegram.py --rate 25` offers 25/s instead (below the pace).
 Last line: RESULT vs_bare=<hermes rate / bare rate> p99_ms=<hermes p99 latency>
 """
 
@@ -532,4 +533,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--echo-bot"]:
         trio.run(echo_bot, sys.argv[2])
     else:
+        if sys.argv[1:2] == ["--rate"]:  # e.g. --rate 25: below Telegram's 30/s pace
+            RATE = float(sys.argv[2])
         main()
