@@ -124,7 +124,9 @@ class PlatformConfig:
     name the variables holding its tokens; the values come from the environment or
     .env. `group_policy`: "allowlist" (only `allowed_chats`), "open", "disabled".
     `home_channel` is `chat[:thread]`; `owner` a user id (else the first approved).
-    `poll_timeout`: how long a long-polling platform (Telegram) holds each poll."""
+    `poll_timeout`: how long a long-polling platform (Telegram) holds each poll;
+    `idle_timeout`: how long a socket (Slack) may go without a frame or a pong
+    before it is replaced."""
 
     enabled: bool = True
     token_env: str | None = None
@@ -138,6 +140,7 @@ class PlatformConfig:
     home_channel: str | None = None
     owner: str | None = None
     poll_timeout: float = attrs.field(default=30.0, validator=_positive)  # a long poll's hold
+    idle_timeout: float = attrs.field(default=30.0, validator=_positive)  # a socket's silence
 
     def token_names(self) -> list[str]:
         return [n for n in (self.token_env, self.app_token_env) if n]

@@ -36,6 +36,7 @@ from typing import Literal
 
 import attrs
 
+from hermes.adapters.slack.mrkdwn import escape as slack_escape
 from hermes.adapters.telegram.markdown import to_markdown_v2
 
 Unit = Literal["chars", "utf16"]
@@ -83,7 +84,10 @@ def _identity(text: str) -> str:
     return text
 
 
-ESCAPES: dict[str, Callable[[str], str]] = {"telegram": to_markdown_v2}  # as the adapter sends
+ESCAPES: dict[str, Callable[[str], str]] = {  # as each adapter sends it
+    "telegram": to_markdown_v2,
+    "slack": slack_escape,
+}
 
 
 def chunks_for(text: str, platform: str) -> list[str]:

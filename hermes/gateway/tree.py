@@ -25,6 +25,7 @@ from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
 from hermes.adapters.base import AdapterFactory, AdapterSetup, AdapterStatus
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.local_ws import LocalEndpoint
+from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.telegram.adapter import TelegramAdapter
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.providers import build_agent
@@ -41,7 +42,7 @@ from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
 
 # Chat platforms by name; the local endpoint is always on.
-BUILT_IN: dict[str, AdapterFactory] = {"telegram": TelegramAdapter}
+BUILT_IN: dict[str, AdapterFactory] = {"telegram": TelegramAdapter, "slack": SlackAdapter}
 ADAPTER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
 
 

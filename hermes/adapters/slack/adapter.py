@@ -1,0 +1,194 @@
+"""The Slack adapter: our own Socket Mode client (trio-websocket) and Web API calls
+(httpx); no Slack SDK.
+
+- Start: `auth.test` with the bot token (the workspace, the bot's user id; a
+  refused token is fatal), `apps.connections.open` with the app token for a
+  single-use socket URL, then wait for `hello`.
+- An envelope is admitted (committed to the journal) before it is acknowledged
+  by its `envelope_id`; a retry of an event (same `event_id`) is recognised by
+  admission and acknowledged again, never dropped before it was admitted.
+- `disconnect` with `warning` or `refresh_requested`: the replacement socket is
+  opened (and says hello) first, then takes over; the old one is still read
+  until it closes, so no event falls between them. `link_disabled`: fatal.
+- Liveness: every frame and every pong is progress; a ping goes out every
+  third of the idle deadline; a half-open socket (no frames, no pongs) misses
+  the deadline and the connection is replaced by the supervisor.
+- Sends: `chat.postMessage` in the event's thread (a mention in a channel is
+  answered in a thread under it); 429's Retry-After goes to the outbox;
+  permanent errors are dead letters; a request that may have arrived without
+  an answer is Unconfirmed (never posted twice).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+import httpx
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
+
+from hermes.adapters.base import AdapterFatal, AdapterSetup, ConnectionEnded, PlatformAdapter
+from hermes.adapters.contract import (
+    Permanent,
+    RetryAfter,
+    SendRequest,
+    SendResult,
+    Sent,
+    Unconfirmed,
+)
+from hermes.adapters.slack.api import DEFAULT_BASE, SlackError, WebApi
+from hermes.adapters.slack.inbound import incoming
+from hermes.adapters.slack.mrkdwn import escape
+
+log = logging.getLogger(__name__)
+
+HTTP_TIMEOUT = 30.0
+RETIRE_AFTER = 30.0  # an old socket is closed by us this long after its replacement
+MAX_FRAME = 4 * 1024 * 1024
+FATAL_AUTH = {"invalid_auth", "not_authed", "account_inactive", "token_revoked",
+              "token_expired", "missing_scope", "not_allowed_token_type"}  # fmt: skip
+PASSING = {"ratelimited", "internal_error", "fatal_error", "service_unavailable",
+           "request_timeout", "invalid_response"} | FATAL_AUTH  # fmt: skip
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class SlackAdapter(PlatformAdapter):
+    platform = "slack"
+
+    def __init__(self, setup: AdapterSetup) -> None:
+        super().__init__(setup.name, setup.status, setup.admit)
+        config = setup.config
+        self.platform = setup.name
+        self.bot_env, self.app_env = config.token_env, config.app_token_env
+        self.bot_token = setup.secrets.get(config.token_env) if config.token_env else None
+        self.app_token = setup.secrets.get(config.app_token_env) if config.app_token_env else None
+        self.base = config.base_url or DEFAULT_BASE
+        self.progress_deadline = config.idle_timeout
+        self.api: WebApi | None = None  # for sends, opened in on_start
+        self.bot_user = ""
+        self.current: WebSocketConnection | None = None
+
+    async def on_start(self) -> None:
+        http = await self.exits.enter_async_context(httpx.AsyncClient(timeout=HTTP_TIMEOUT))
+        self.api = WebApi(http, self.base, self.bot_token or "")
+        await super().on_start()
+
+    # -- receiving --------------------------------------------------------------
+
+    async def connect(self) -> None:
+        if not self.bot_token or not self.app_token:
+            missing = self.bot_env if not self.bot_token else self.app_env
+            raise AdapterFatal(f"no token: set {missing or 'platforms.slack token variables'}")
+        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+            auth = await self._fatal_on_auth(WebApi(http, self.base, self.bot_token), "auth.test")
+            self.bot_user = str(auth.get("user_id") or "")
+            self.progress()
+            opener = WebApi(http, self.base, self.app_token)
+            async with trio.open_nursery() as nursery:
+                while True:  # one turn per socket: it serves until Slack asks to replace it
+                    replace = trio.Event()
+                    ws = await nursery.start(self._socket, opener, replace)
+                    self.current = ws
+                    nursery.start_soon(self._ping, ws)
+                    await replace.wait()
+                    log.info("%s: Slack asked for a new socket; opening it first", self.name)
+
+    async def _fatal_on_auth(self, api: WebApi, method: str) -> dict[str, Any]:
+        try:
+            return await api.call(method)
+        except SlackError as exc:
+            if exc.error in FATAL_AUTH:
+                raise AdapterFatal(f"Slack refused the token ({exc.error})") from None
+            raise
+
+    async def _socket(
+        self, opener: WebApi, replace: trio.Event, task_status: trio.TaskStatus[Any]
+    ) -> None:
+        """Open a socket, wait for its hello, report it started, then read it until it
+        closes: envelopes admitted then acknowledged, a disconnect request answered
+        by `replace`. The current socket closing is the connection ending; a replaced
+        one closing is expected."""
+        opened = await self._fatal_on_auth(opener, "apps.connections.open")
+        async with open_websocket_url(str(opened["url"]), max_message_size=MAX_FRAME) as ws:
+            hello = json.loads(await ws.get_message())
+            if hello.get("type") != "hello":
+                raise ConnectionEnded(f"{self.name}: the socket began with {hello.get('type')!r}")
+            self.progress()
+            task_status.started(ws)
+            with trio.CancelScope() as retire:  # a replaced socket is read a while longer
+                try:
+                    while True:
+                        try:
+                            frame = json.loads(await ws.get_message())
+                        except ValueError:
+                            continue  # not JSON: nothing Slack sends
+                        self.progress()
+                        await self._frame(ws, frame, replace)
+                        if replace.is_set() and retire.deadline == math.inf:
+                            retire.deadline = trio.current_time() + RETIRE_AFTER
+                except ConnectionClosed:
+                    pass
+            if ws is self.current and not replace.is_set():
+                raise ConnectionEnded(f"{self.name}: Slack closed the socket")
+
+    async def _frame(
+        self, ws: WebSocketConnection, frame: dict[str, Any], replace: trio.Event
+    ) -> None:
+        if frame.get("type") == "disconnect":
+            if frame.get("reason") == "link_disabled":
+                raise AdapterFatal("Slack turned Socket Mode off for the app (link_disabled)")
+            replace.set()  # warning, refresh_requested: a new socket first
+            return
+        envelope_id = frame.get("envelope_id")
+        if not envelope_id:
+            return
+        try:
+            event = incoming(frame, self.bot_user, self.platform)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("%s: skipping a malformed envelope: %r", self.name, exc)
+            event = None
+        if event is not None:
+            await self.admit(event)  # committed (or recognised as a repeat)...
+        await ws.send_message(json.dumps({"envelope_id": envelope_id}))  # ...then the ack
+
+    async def _ping(self, ws: WebSocketConnection) -> None:
+        """A ping every third of the idle deadline: a live but quiet socket answers
+        with a pong (progress); a half-open one does not, and misses the deadline."""
+        every = self.progress_deadline / 3
+        while ws is self.current:
+            await trio.sleep(every)
+            try:
+                with trio.move_on_after(every):
+                    await ws.ping()
+                    self.progress()
+            except ConnectionClosed:
+                return
+
+    # -- sending ------------------------------------------------------------------
+
+    async def send(self, request: SendRequest) -> SendResult:
+        if self.api is None:
+            return RetryAfter(None, "the adapter is not started")
+        target = request.target
+        params: dict[str, Any] = {"channel": target.chat_id, "text": escape(request.text)}
+        if target.thread_id:
+            params["thread_ts"] = target.thread_id
+        elif request.reply_to and not target.chat_id.startswith("D"):
+            params["thread_ts"] = request.reply_to  # a mention is answered in its thread
+        try:
+            posted = await self.api.call("chat.postMessage", params)
+        except NOT_SENT as exc:
+            return RetryAfter(None, f"not sent: {type(exc).__name__}")
+        except httpx.TransportError as exc:
+            return Unconfirmed(f"no answer: {type(exc).__name__}")
+        except SlackError as exc:
+            if exc.status == 429:
+                return RetryAfter(exc.retry_after or 1.0, str(exc))
+            if exc.error in PASSING or exc.status >= 500:
+                return RetryAfter(None, str(exc))
+            return Permanent(str(exc))  # channel_not_found, not_in_channel, is_archived...
+        ts = posted.get("ts")
+        return Sent(str(ts)) if ts else Permanent("chat.postMessage answered without a ts")

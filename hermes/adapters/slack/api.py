@@ -1,0 +1,56 @@
+"""Slack's Web API: `{base}/api/{method}` with a bearer token, JSON in, and
+`{"ok": true, ...}` or `{"ok": false, "error": "..."}` out (HTTP 200 either way);
+a rate limit is HTTP 429 with a `Retry-After` header. Tokens travel in headers
+only, never in a URL or an error message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+DEFAULT_BASE = "https://slack.com"
+
+
+class SlackError(Exception):
+    """The Web API said no: `error` is Slack's code (channel_not_found, ratelimited...)."""
+
+    def __init__(
+        self, method: str, error: str, status: int = 200, retry_after: float | None = None
+    ) -> None:
+        super().__init__(f"{method}: {error}" + (f" (HTTP {status})" if status != 200 else ""))
+        self.method = method
+        self.error = error
+        self.status = status
+        self.retry_after = retry_after
+
+
+class WebApi:
+    def __init__(self, http: httpx.AsyncClient, base: str, token: str) -> None:
+        self.http = http
+        self.url = base.rstrip("/") + "/api/"
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The answer of an `ok` call; SlackError otherwise. httpx's errors pass through."""
+        response = await self.http.post(self.url + method, json=params or {},
+                                         headers=self.headers)  # fmt: skip
+        if response.status_code == 429:
+            raise SlackError(method, "ratelimited", 429, _seconds(response.headers))
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise SlackError(method, "invalid_response", response.status_code)
+        if response.status_code >= 500 or not body.get("ok"):
+            raise SlackError(method, str(body.get("error") or "unknown_error")[:100],
+                             response.status_code)  # fmt: skip
+        return body
+
+
+def _seconds(headers: httpx.Headers) -> float:
+    try:
+        return max(0.0, float(headers.get("retry-after", "1")))
+    except ValueError:
+        return 1.0

@@ -1,0 +1,91 @@
+"""Socket Mode envelopes as the gateway's InboundEvents.
+
+`events_api` envelopes carry a DM (`message` with `channel_type: im`) or a
+mention in a channel (`app_mention`); a thread reply has `thread_ts`; the
+workspace (`team_id`) is the scope. A channel `message` that mentions the bot
+is skipped (its `app_mention` is the one taken); bots' messages, the bot's own,
+and messages with a subtype (edits, joins, deletions) are skipped. A
+`slash_commands` envelope becomes the command's text (`/hermes new` is `/new`).
+The event id is the payload's `event_id`, the same in every retry of it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hermes.adapters.contract import ChatType, InboundEvent
+
+CHAT_TYPES = {"im": ChatType.DM, "channel": ChatType.CHANNEL, "group": ChatType.GROUP,
+              "mpim": ChatType.GROUP}  # fmt: skip
+APP_COMMAND = "/hermes"
+
+
+def _kind_of(channel: str) -> ChatType:
+    return ChatType.DM if channel.startswith("D") else ChatType.CHANNEL
+
+
+def _without_mention(text: str, bot_user: str) -> str:
+    return re.sub(rf"<@{re.escape(bot_user)}(\|[^>]*)?>", "", text).strip()
+
+
+def _event(payload: dict[str, Any], bot_user: str, platform: str) -> InboundEvent | None:
+    event = payload.get("event") or {}
+    kind, user = event.get("type"), event.get("user")
+    if kind not in ("message", "app_mention") or not user or user == bot_user:
+        return None
+    if event.get("bot_id") or event.get("subtype"):
+        return None
+    text, channel = str(event.get("text") or ""), str(event.get("channel") or "")
+    mentioned = kind == "app_mention"
+    if kind == "message":
+        chat_type = CHAT_TYPES.get(event.get("channel_type") or "", _kind_of(channel))
+        if chat_type is not ChatType.DM and f"<@{bot_user}" in text:
+            return None  # its app_mention carries it
+        mentioned = chat_type is ChatType.DM
+    else:
+        chat_type = _kind_of(channel)
+    thread = event.get("thread_ts")
+    return InboundEvent(
+        platform=platform,
+        event_id=str(payload["event_id"]),
+        chat_type=chat_type,
+        chat_id=channel,
+        user_id=str(user),
+        text=_without_mention(text, bot_user),
+        scope_id=payload.get("team_id") or event.get("team"),
+        thread_id=str(thread) if thread else None,
+        message_id=str(event["ts"]) if event.get("ts") else None,
+        mentioned=mentioned,
+    )
+
+
+def _slash(payload: dict[str, Any], envelope_id: str, platform: str) -> InboundEvent:
+    command, words = str(payload.get("command") or ""), str(payload.get("text") or "").strip()
+    if command == APP_COMMAND:
+        text = "/" + words if words else "/help"
+    else:
+        text = f"{command} {words}".strip()
+    channel = str(payload.get("channel_id") or "")
+    return InboundEvent(
+        platform=platform,
+        event_id="slash-" + str(payload.get("trigger_id") or envelope_id),
+        chat_type=_kind_of(channel),
+        chat_id=channel,
+        user_id=str(payload.get("user_id") or ""),
+        text=text,
+        scope_id=payload.get("team_id"),
+        mentioned=True,
+    )
+
+
+def incoming(
+    envelope: dict[str, Any], bot_user: str, platform: str = "slack"
+) -> InboundEvent | None:
+    """None for an envelope the gateway does not take (acknowledged and skipped)."""
+    payload = envelope.get("payload") or {}
+    if envelope.get("type") == "events_api" and payload.get("event_id"):
+        return _event(payload, bot_user, platform)
+    if envelope.get("type") == "slash_commands":
+        return _slash(payload, str(envelope.get("envelope_id") or ""), platform)
+    return None
