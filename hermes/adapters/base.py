@@ -88,6 +88,7 @@ class PlatformAdapter(Actor):
     progress_deadline: float = 90.0
     concurrent_sends: int = 16  # in flight at once, across chats
     deduplicates: bool = False  # the platform drops a repeat of a send's idempotency key
+    send_grace: float = 45.0  # a send's own limit, past its HTTP timeouts
 
     def __init__(self, name: str, status: AdapterStatus, admit: Admit) -> None:
         super().__init__(name)
@@ -133,16 +134,18 @@ class PlatformAdapter(Actor):
         return self.status.detail()
 
     async def _send(self, msg: Send) -> None:
+        """One send, shielded for up to `send_grace`: a connection replaced under it (a
+        hung poll, a 409 storm) has nothing to do with the send's own request, which
+        finishes with its real result instead of an unknown one."""
         try:
-            try:
-                result = await self.send(msg.request)
-            except Exception as exc:  # a bug in send: the row waits and goes again
-                log.exception("%s: a send failed", self.name)
-                result = RetryAfter(None, f"{self.name} failed to send: {exc!r}")
+            result: SendResult = Unconfirmed(f"{self.name}: no answer in {self.send_grace:g} s")
+            with trio.CancelScope(shield=True), trio.move_on_after(self.send_grace):
+                try:
+                    result = await self.send(msg.request)
+                except Exception as exc:  # a bug in send: the row waits and goes again
+                    log.exception("%s: a send failed", self.name)
+                    result = RetryAfter(None, f"{self.name} failed to send: {exc!r}")
             msg.reply.set(result)
-        except BaseException:  # cancelled with the adapter: the request may have gone out
-            msg.reply.set(Unconfirmed(f"{self.name} stopped during the send"))
-            raise
         finally:
             self._sends.release()
 

@@ -139,6 +139,10 @@ class Agent:
         user_message = {"role": "user", "content": user_text}
         if resume:
             conversation = await self.load(ctx)
+            done = _answered(conversation, user_text)
+            if done is not None:  # cut after its answer was recorded (and queued with it)
+                emit(Event("done", done))
+                return TurnResult(done, 0, "", "", conversation)
             if not _asked(conversation, user_text):  # cut before it began: ask it now
                 user_write = await db.submit(continue_turn, ctx.session_id, source, user_text)
                 conversation.add(user_message)
@@ -276,6 +280,19 @@ def _assistant_message(reply: ModelReply) -> dict[str, Any]:
     if reply.tool_calls:
         message["tool_calls"] = [c.to_message() for c in reply.tool_calls]
     return message
+
+
+def _answered(conversation: Conversation, text: str) -> str | None:
+    """The final answer recorded after the last user message, if that message is `text`
+    (a turn cut between its answer and the end of its journal row)."""
+    messages = conversation.messages
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if not users or messages[users[-1]].get("content") != text or users[-1] == len(messages) - 1:
+        return None
+    last = messages[-1]
+    if last["role"] != "assistant" or last.get("tool_calls") or not last.get("content"):
+        return None
+    return last["content"]
 
 
 def _asked(conversation: Conversation, text: str) -> bool:

@@ -220,6 +220,8 @@ def _history(conn, args, home, config) -> int:
         if run.error:
             line += f" {run.error.splitlines()[0][:80]}"
         print(line)
+        if run.delivery_error:
+            print(f"    delivery: {run.delivery_error}")
         for record in targets.get(run.fence, []):
             print(f"    -> {_outcome(conn, record)}")
     return exit_codes.OK

@@ -24,11 +24,9 @@ import cattrs
 from hermes.adapters.contract import ChatType, Target
 from hermes.adapters.session_keys import new_session_id, session_key
 from hermes.config import GatewayConfig
-from hermes.delivery.targets import Origin, PlannedTarget
+from hermes.delivery.targets import LOCAL, Origin, PlannedTarget
 from hermes.state.messages import NewMessage, append_message
 from hermes.state.sessions import NewSession, current_session, ensure_session
-
-LOCAL = "local"  # the local endpoint's chat is its session
 
 
 @attrs.frozen

@@ -245,8 +245,11 @@ class Outbox(Actor):
                               plain=row.plain, kind=row.kind)  # fmt: skip
         reply = Reply()
         try:
+            with trio.move_on_after(SEND_TIMEOUT) as handing:
+                await adapter.cast(Send(request, reply))  # its mailbox may be full: not sent
+            if handing.cancelled_caught:
+                return RetryAfter(None, f"the {row.target.platform} adapter is busy")
             with trio.move_on_after(SEND_TIMEOUT):
-                await adapter.cast(Send(request, reply))
                 return await reply.wait()
             return Unconfirmed(f"no answer from {row.target.platform} in {SEND_TIMEOUT:g} s")
         except ActorStopped:

@@ -80,10 +80,13 @@ def enqueue(
     mirror: Mirror | None = None,
 ) -> list[int]:
     """Queue the chunks of one message; chunk i's idempotency key is `key:i`. Queuing a
-    key again (a retried write, a replayed event) adds nothing. A mirror rides on the
+    key again (a retried write, a replayed event, a resumed turn's answer that split
+    differently) adds nothing. A mirror rides on the
     first chunk: it is written when that chunk is sent. Returns the new row ids."""
     if kind not in KINDS:
         raise ValueError(f"outbox kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if conn.execute("SELECT 1 FROM outbox WHERE idempotency_key = ?", (f"{key}:0",)).fetchone():
+        return []  # queued before: never a second version of it (a resumed turn's)
     ids = []
     for i, chunk in enumerate(chunks):
         conn.execute(
@@ -182,7 +185,7 @@ def mark_sent(
         with conn:  # a savepoint: a failed seed leaves the sent mark standing
             seeded = write_mirror(conn, Mirror.from_json(found[4]), target, message_id, sessions)
         outcome = "seeded " + ", ".join(seeded)
-    except (apsw.Error, ValueError, KeyError, TypeError) as exc:
+    except Exception as exc:  # a bad mirror record (cattrs raises a group) or the write
         log.warning("outbox row %d to %s: the brief was sent but not mirrored: %s",
                     row_id, target, exc)  # fmt: skip
         outcome = f"not mirrored: {exc}"
@@ -284,11 +287,15 @@ def message_state(conn: apsw.Connection, key: str) -> tuple[str, str | None, str
     if any chunk is, sent when all are, else the first unfinished chunk's state; with
     the last error and the mirror's outcome. None: no row left (sent rows are pruned
     after a week; `outbox purge --dead` removes dead ones)."""
-    rows = list(conn.execute(
-        "SELECT state, last_error, mirror_outcome FROM outbox"
-        " WHERE idempotency_key > ? AND idempotency_key < ? ORDER BY id",
-        (f"{key}:", f"{key}:~"),
-    ))  # fmt: skip
+    rows = [
+        row[1:]
+        for row in conn.execute(
+            "SELECT idempotency_key, state, last_error, mirror_outcome FROM outbox"
+            " WHERE idempotency_key > ? AND idempotency_key < ? ORDER BY id",
+            (f"{key}:", f"{key}:~"),
+        )
+        if row[0][len(key) + 1 :].isdigit()
+    ]  # not a longer key's (a thread of the chat)
     if not rows:
         return None
     mirrored = rows[0][2]

@@ -27,7 +27,7 @@ LOCAL = "local"
 
 @attrs.frozen
 class Origin:
-    """The chat (and session) a job or a send was created from."""
+    """The chat a job was created from, and who made it there."""
 
     platform: str
     chat_id: str
@@ -35,7 +35,6 @@ class Origin:
     user_id: str | None = None
     scope_id: str | None = None
     chat_type: str | None = None  # dm | group | channel; None where unknown
-    session_id: str | None = None
 
     def target(self) -> Target:
         return Target(self.platform, self.chat_id, self.thread_id, self.scope_id)
@@ -45,7 +44,10 @@ class Origin:
 
     @classmethod
     def from_json(cls, text: str | None) -> Origin | None:
-        return cls(**json.loads(text)) if text else None
+        if not text:
+            return None
+        known = {f.name for f in attrs.fields(cls)}
+        return cls(**{k: v for k, v in json.loads(text).items() if k in known})
 
 
 @attrs.frozen

@@ -162,7 +162,7 @@ class Methods(UsesDb):
         prompt, session = params.prompt, params.session
         now = time.time()
         schedule = parse_schedule(params.schedule, self.tz, now)
-        origin = Origin("local", session, chat_type="dm", session_id=session) if session else None
+        origin = Origin("local", session, chat_type="dm") if session else None
         new = NewJob(params.name or prompt[:40], schedule, prompt=prompt,
                      deliver=params.deliver or ("origin" if origin else "local"),
                      origin=origin)  # fmt: skip

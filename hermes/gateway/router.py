@@ -392,7 +392,6 @@ class Router(Actor):
                 event.user_id,
                 event.scope_id,
                 str(event.chat_type),
-                session_id,
             ),  # fmt: skip
             tz=services.tz,
             outbox=services.outbox,

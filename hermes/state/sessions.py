@@ -131,35 +131,6 @@ def list_sessions(
     return [SessionRow(*r) for r in rows]
 
 
-def find_session_by_origin(
-    conn: apsw.Connection,
-    platform: str,
-    chat_id: str,
-    thread_id: str | None = None,
-    user_id: str | None = None,
-) -> SessionRow | None:
-    """The live session for an origin (platform, chat, thread, optional user).
-
-    With a user: the newest live session of exactly that user. Without one: the
-    newest live session, unless the candidates belong to more than one user, in
-    which case there is no answer: never guess across users.
-    """
-    rows = [
-        SessionRow(*r)
-        for r in conn.execute(
-            f"{SESSION_SELECT} WHERE source = ? AND chat_id = ? AND thread_id IS ?"
-            " AND ended_at IS NULL"
-            " ORDER BY COALESCE(last_activity_at, started_at) DESC, started_at DESC",
-            (platform, chat_id, thread_id),
-        )
-    ]
-    if user_id is not None:
-        return next((r for r in rows if r.user_id == user_id), None)
-    if len({r.user_id for r in rows}) > 1:
-        return None
-    return rows[0] if rows else None
-
-
 def chat_type_of(conn: apsw.Connection, source: str, chat_id: str) -> str | None:
     """What kind of chat (dm, group, channel) a platform's chat is, as its newest
     session recorded it; None for a chat hermes has not talked in."""

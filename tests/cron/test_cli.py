@@ -67,6 +67,7 @@ def test_history_shows_each_targets_delivery(home):
     assert cron("run", "b").returncode == 0
     queued = cron("history", "b").stdout.splitlines()
     assert queued[1:] == [
+        "    delivery: discord:9: no discord adapter is configured",
         "    -> testplatform:42 (explicit, mirrored): pending"
         " [testplatform:42: not mirrored: hermes has not seen what kind of chat it is]",
         "    -> discord:9 (explicit, mirrored): failed [discord:9: no discord adapter is"

@@ -23,7 +23,7 @@ from hermes.state.messages import NewMessage, append_message
 from hermes.state.sessions import NewSession, ensure_session
 
 PER_USER = GatewayConfig()  # group sessions per user, threads shared
-ORIGIN = Origin("tp", "g1", None, "u1", None, "group", "tp_origin")
+ORIGIN = Origin("tp", "g1", None, "u1", None, "group")
 GROUP = Target("tp", "g1")
 
 

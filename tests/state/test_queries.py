@@ -19,7 +19,6 @@ from hermes.state.sessions import (
     create_session,
     end_session,
     ensure_session,
-    find_session_by_origin,
     get_session,
     set_title,
 )
@@ -89,41 +88,6 @@ async def test_messages_in_order_with_counters_and_latest_by_role(db):
     assert session.last_activity_at is not None
     with pytest.raises(SessionNotFound):
         await db.write(append_message, NewMessage("ghost", "user", "x"))
-
-
-async def test_find_session_by_origin_never_guesses_across_users(db):
-    async def session(sid, user, started, thread=None, ended=False):
-        await db.write(
-            create_session,
-            NewSession(
-                sid,
-                source="slack",
-                chat_id="C1",
-                thread_id=thread,
-                user_id=user,
-                started_at=started,
-            ),
-        )
-        if ended:
-            await db.write(end_session, sid, "done")
-
-    await session("alice-old", "alice", 1.0)
-    await session("alice-new", "alice", 2.0)
-    await session("alice-ended", "alice", 3.0, ended=True)
-    # with a user: newest live exact match
-    found = await db.read(find_session_by_origin, "slack", "C1", None, "alice")
-    assert found.id == "alice-new"
-    assert await db.read(find_session_by_origin, "slack", "C1", None, "carol") is None
-    # without a user and only one user among candidates: the newest
-    assert (await db.read(find_session_by_origin, "slack", "C1")).id == "alice-new"
-    # a second user in the same chat: no answer without a user
-    await session("bob", "bob", 4.0)
-    assert await db.read(find_session_by_origin, "slack", "C1") is None
-    assert (await db.read(find_session_by_origin, "slack", "C1", None, "bob")).id == "bob"
-    # threads are separate origins
-    await session("thread", "bob", 5.0, thread="T9")
-    assert (await db.read(find_session_by_origin, "slack", "C1", "T9")).id == "thread"
-    assert await db.read(find_session_by_origin, "telegram", "C1") is None
 
 
 async def test_search_ranks_snippets_and_skips_tool_rows(db):

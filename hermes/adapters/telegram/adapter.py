@@ -137,9 +137,10 @@ class TelegramAdapter(PlatformAdapter):
         try:
             return await api.call(method, params)
         except ApiError as exc:
-            if exc.status == 401:
+            if exc.status == 401 or (exc.status == 404 and method == "getMe"):
                 raise AdapterFatal(
-                    f"Telegram refused the token (401 Unauthorized): check {self.token_env}"
+                    f"Telegram refused the token ({exc.status} {exc.description}):"
+                    f" check {self.token_env} and base_url"
                 ) from None
             raise
 
@@ -148,15 +149,18 @@ class TelegramAdapter(PlatformAdapter):
         the connection lives; wait (less than the progress deadline) and poll again."""
         self.progress()
         if exc.status == 429 and exc.retry_after:
-            wait = min(exc.retry_after, self.progress_deadline / 2)
+            wait = exc.retry_after  # all of it: Telegram said how long
         else:
-            wait = min(CONFLICT_BACKOFF.delay(attempt, self.rng), self.progress_deadline / 2)
+            wait = CONFLICT_BACKOFF.delay(attempt, self.rng)
         why = "another poller has this token" if exc.status == 409 else "rate limited"
         self.status.state = BACKING_OFF
         self.status.reason = f"getUpdates {exc.status}: {why}; polling again in {wait:.0f} s"
         log.warning("%s: %s", self.name, self.status.reason)
-        await trio.sleep(wait)
-        self.progress()
+        until = trio.current_time() + wait
+        while trio.current_time() < until:  # the wait is Telegram's answer, not silence
+            await trio.sleep(min(until - trio.current_time(), self.progress_deadline / 2))
+            self.progress()
+            self.status.state = BACKING_OFF
 
     async def _offset(self) -> int:
         if self.cursors is None:
@@ -172,15 +176,19 @@ class TelegramAdapter(PlatformAdapter):
         for update in updates:
             try:
                 update_id = int(update["update_id"])
+            except (KeyError, TypeError, ValueError):
+                log.warning("%s: an update without an update_id; skipped", self.name)
+                continue
+            offset = max(offset, update_id + 1)  # even one that cannot be read: never again
+            try:
                 found = incoming(update, self.bot, self.platform)
-            except (KeyError, TypeError, ValueError) as exc:
-                log.warning("%s: skipping a malformed update: %r", self.name, exc)
+            except Exception as exc:  # a shape hermes does not know: skipped, not a crash loop
+                log.warning("%s: skipping a malformed update %d: %r", self.name, update_id, exc)
                 continue
             if found is not None:
                 event = await self._with_media(found)
                 if await self.admit(event):
                     self._start_typing(event)
-            offset = max(offset, update_id + 1)
         if self.cursors is not None:
             await self.cursors.put(self.offset_key, str(offset))
         return offset
@@ -207,7 +215,7 @@ class TelegramAdapter(PlatformAdapter):
         if size is not None and size > MAX_FILE:
             raise ApiError("download", 413, f"the file is {size} bytes, over {MAX_FILE}")
         info = await self.api.call("getFile", {"file_id": file_id})
-        data = await self.api.download(str(info["file_path"]), MAX_FILE)
+        data = await self.api.download(str(info["file_path"]), MAX_FILE, self.progress)
         return await trio.to_thread.run_sync(save, self.cache, name, data)
 
     # -- the typing indicator ----------------------------------------------------
@@ -262,9 +270,11 @@ class TelegramAdapter(PlatformAdapter):
                 message = await self.api.call("sendMessage", params)
             except NOT_SENT as exc:
                 return RetryAfter(None, f"not sent: {type(exc).__name__}")
-            except httpx.TransportError as exc:  # it may have arrived: never twice blindly
+            except httpx.HTTPError as exc:  # it may have arrived: never twice blindly
                 return Unconfirmed(f"no answer: {type(exc).__name__}")
             except ApiError as exc:
+                if exc.status == 200:  # taken, and an answer hermes cannot read
+                    return Unconfirmed(f"sendMessage: {exc.description}")
                 if exc.migrate_to and exc.migrate_to != str(params["chat_id"]):
                     await self._migrated(request.target.chat_id, exc.migrate_to)
                     params["chat_id"] = _chat_ref(exc.migrate_to)

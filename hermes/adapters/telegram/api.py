@@ -8,6 +8,7 @@ the CLI, and nothing here puts a URL in an error message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -68,8 +69,11 @@ class BotApi:
             str(migrate) if migrate is not None else None,
         )
 
-    async def download(self, file_path: str, limit: int) -> bytes:
-        """A file's bytes (`getFile`'s file_path), refused past `limit` bytes."""
+    async def download(
+        self, file_path: str, limit: int, progress: Callable[[], None] = lambda: None
+    ) -> bytes:
+        """A file's bytes (`getFile`'s file_path), refused past `limit` bytes; `progress`
+        is called as they arrive (a long download is a live connection)."""
         url = f"{self.base}/file/bot{self.token}/{file_path}"
         async with self.http.stream("GET", url) as response:
             if response.status_code != 200:
@@ -77,6 +81,7 @@ class BotApi:
             data = bytearray()
             async for piece in response.aiter_bytes():
                 data += piece
+                progress()
                 if len(data) > limit:
                     raise ApiError("download", 413, f"the file is over {limit} bytes")
             return bytes(data)

@@ -3,7 +3,8 @@
 Private chats are DMs; groups and supergroups are groups (the router applies
 require_mention); a forum topic is a thread (`message_thread_id`, in a forum
 only: elsewhere Telegram uses it for reply chains, which are not threads). A
-caption is the text of a photo or document. The bot is mentioned by
+caption is the text of a photo or document. (A topic message says so:
+`is_topic_message`.) The bot is mentioned by
 `@username`, a text mention of its id, a `/command@username`, or a reply to
 one of its messages. Entity offsets count UTF-16 code units.
 """
@@ -99,7 +100,8 @@ def incoming(update: dict[str, Any], bot: Bot, platform: str = "telegram") -> In
     media = _media(message)
     if not text and not media:
         return None
-    thread = message.get("message_thread_id") if chat.get("is_forum") else None
+    topic = chat.get("is_forum") and message.get("is_topic_message")
+    thread = message.get("message_thread_id") if topic else None
     reply = message.get("reply_to_message") or {}
     event = InboundEvent(
         platform=platform,

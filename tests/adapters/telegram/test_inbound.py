@@ -52,7 +52,8 @@ def test_a_command_to_us_and_a_reply_to_us_count_as_mentions():
 
 
 def test_a_forum_topic_is_a_thread_and_a_reply_chain_is_not():
-    topic = update("x", "supergroup", chat={"is_forum": True}, message_thread_id=77)
+    topic = update("x", "supergroup", chat={"is_forum": True}, message_thread_id=77,
+                   is_topic_message=True)  # fmt: skip
     assert incoming(topic, BOT).event.thread_id == "77"
     chain = update("x", "supergroup", message_thread_id=77)
     assert incoming(chain, BOT).event.thread_id is None
@@ -72,3 +73,8 @@ def test_bots_edits_channels_and_empty_messages_are_skipped():
     assert incoming({"update_id": 1, "edited_message": {}}, BOT) is None
     assert incoming(update(chat_type="channel"), BOT) is None
     assert incoming(update(None), BOT) is None
+
+
+def test_a_reply_in_a_forums_general_topic_is_not_a_thread():
+    general = update("x", "supergroup", chat={"is_forum": True}, message_thread_id=12)
+    assert incoming(general, BOT).event.thread_id is None

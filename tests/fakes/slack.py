@@ -1,0 +1,1349 @@
+"""A fake Slack on 127.0.0.1: the Web API over HTTP and Socket Mode over a WebSocket,
+both on one port, for the tests of the Slack adapter and the benches.
+
+Web API: `POST {url}/api/<method>` (GET with a query string works too), with a JSON
+or urlencoded body. The token comes as `Authorization: Bearer <token>` (a form or
+query `token` parameter is taken too, except by apps.connections.open, as on
+Slack). Every answer is JSON, HTTP 200 even for errors (`{"ok": false, "error":
+"..."}`), except injected faults with another status and rate limits: 429,
+`Retry-After: <seconds>`, `{"ok": false, "error": "ratelimited"}`. No token answers
+`not_authed`, an unknown token `invalid_auth`, the app token (`xapp-`) to a bot
+method or the bot token (`xoxb-`) to apps.connections.open
+`not_allowed_token_type`, an unknown method `unknown_method`.
+
+    auth.test              (bot) -> {"team_id": "T0001", "user_id": "UBOT",
+                                     "bot_id": "B0001", "team": "Test", "user": "hermes"}
+    apps.connections.open  (app) -> {"url": "ws://127.0.0.1:PORT/link/?ticket=...&app_id=A0001"}
+    chat.postMessage       (bot; channel, text, thread_ts, mrkdwn, blocks ...)
+                           -> {"channel", "ts", "message"}; "no_text" without text (nor
+                              blocks or attachments), "msg_too_long" over 40,000
+                              characters, "channel_not_found" without a channel
+
+Socket Mode: each URL from apps.connections.open is single-use: a second handshake
+with its ticket (or an unknown one) is refused with HTTP 401 before the upgrade.
+On connect the fake sends `{"type": "hello", "num_connections": N, "connection_info":
+{"app_id": "A0001"}, "debug_info": {...}}` and then envelopes:
+
+    {"envelope_id": "<uuid>", "type": "events_api", "accepts_response_payload": false,
+     "retry_attempt": 0, "retry_reason": "", "payload": {"team_id": "T0001",
+     "api_app_id": "A0001", "event_id": "Ev...", "event_time": ..., "type":
+     "event_callback", "event": {...}, "authorizations": [...]}}
+    {"envelope_id": "<uuid>", "type": "slash_commands", "accepts_response_payload": true,
+     "payload": {"command", "text", "user_id", "channel_id", "team_id", "trigger_id",
+     "response_url", ...}}
+
+A client acknowledges with a text frame `{"envelope_id": "..."}` (an optional
+`payload` is recorded) on any socket. An events_api envelope not acknowledged within
+`ack_timeout` seconds (default 3.0) comes again: the same payload and event_id, a new
+envelope_id, `retry_attempt` + 1, `retry_reason: "timeout"`, on whichever socket the
+routing picks then; after `max_retries` (3) unacknowledged retries the event is
+dropped (`dropped`). A late acknowledgement of an earlier envelope of the event
+still counts. Envelopes go to one open socket each, `routing` "round_robin"
+(default), "newest" or "oldest"; a socket told to disconnect still gets them until
+it closes. Events injected while no socket can take them wait, across client
+restarts: the fake keeps its state for its whole life.
+
+The test drives the fake from its own thread (every method is thread-safe):
+`message()`, `mention()`, `slash()`, `inject()` and `envelope()` put events in;
+`fail()` answers the next matching Web API calls with an error; `disconnect()` sends
+a disconnect frame and closes the socket later (warning / refresh_requested: after
+`disconnect_close_after` seconds, default 10; link_disabled: at once);
+`half_open()` makes a socket silent both ways (nothing sent, nothing read: no
+events, no pongs, no acks, no close replies) while its TCP connection stays up;
+`drop()` cuts a socket. It reads what the client did in `sent`, `refused`, `acked`,
+`acks`, `deliveries`, `sockets`, ... and waits for it with the `wait_*` helpers,
+which block on a condition (no sleeping) and raise TimeoutError naming what they
+waited for. `close()` returns at once.
+
+Where the fake knowingly differs from Slack:
+- `ws://` on 127.0.0.1, not `wss://`; no permessage-deflate; tickets never expire.
+- After a `link_disabled` disconnect (Socket Mode turned off for the app; Slack's
+  docs say reconnecting will not help, and document no error for it from
+  apps.connections.open), apps.connections.open keeps answering ok, but every
+  socket that connects is sent `disconnect` / `link_disabled` at once and closed
+  (`enable_link()` ends that). A client that reconnects anyway shows in
+  `connections_opened`.
+- More than `max_connections` (10) open sockets: the newcomer gets a
+  `too_many_websockets` disconnect instead of hello, and is closed.
+- Sockets the fake closes get a close frame with code 1001; a cut (`drop()`) has
+  none. The fake sends no pings of its own; it answers the client's.
+- Slash commands (and `envelope()`s) are not retried: unacknowledged after
+  `ack_timeout`, they are dropped (Slack shows the user a timeout). Their
+  envelopes carry no retry fields; their key in `acked` is the trigger_id.
+- chat.postMessage takes any channel id (a user id is not turned into a DM id) and
+  any thread_ts; `response_url` points at `{url}/_slack/response/<trigger_id>`,
+  which records the POSTs in `responses`.
+- `echo_bot_messages=True` makes every message posted come back as a `message`
+  event with `bot_id` (Slack does so for the channels the app listens to); off by
+  default.
+
+In its own process:
+
+    python -m tests.fakes.slack [--bot-token xoxb-...] [--app-token xapp-...]
+
+prints its base URL on one line and serves until killed. Another process drives it
+over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword arguments calls one
+of message, mention, slash, inject, envelope, fail, clear_faults, disconnect,
+half_open, drop, disable_link, enable_link, configure (answer `{"ok": true,
+"result": <return value>}`), and `GET {url}/_fake/state` answers the counters and
+the records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import attrs
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Ping,
+    Pong,
+    Request,
+    TextMessage,
+)
+from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+
+TEAM_ID = "T0001"
+TEAM_NAME = "Test"
+TEAM_DOMAIN = "test"
+BOT_USER_ID = "UBOT"
+BOT_ID = "B0001"
+BOT_NAME = "hermes"
+APP_ID = "A0001"
+BOT_TOKEN = "xoxb-0001-0001-fake-bot-token"
+APP_TOKEN = "xapp-1-A0001-0001-fake-app-token"
+MAX_TEXT = 40_000
+MAX_CONNECTIONS = 10  # Slack's limit of open Socket Mode connections per app
+DISCONNECT_REASONS = frozenset({"warning", "refresh_requested", "link_disabled"})
+ROUTINGS = frozenset({"round_robin", "newest", "oldest"})
+CLOSE_CODE = 1001  # the code of the close frames the fake sends
+_DEFAULT_CHANNELS = {"im": "D1", "channel": "C1", "group": "G1", "mpim": "G2"}
+_CHANNEL_TYPES = {"D": "im", "C": "channel", "G": "group"}
+_BOT_METHODS = frozenset({"auth.test", "chat.postMessage"})
+
+
+@attrs.define
+class _Fault:
+    method: str  # as Slack spells it, or "*" for any method
+    error: str
+    status: int
+    retry_after: float | None
+    channel: str | None
+    times: int | None  # None: every call from now on
+
+
+@attrs.define
+class _Reply:
+    status: int
+    body: dict[str, Any]
+    headers: list[tuple[str, str]] = attrs.Factory(list)
+
+
+@attrs.define(eq=False)
+class _Event:
+    key: str  # event_id (events_api), trigger_id (slash_commands) or a made-up key
+    kind: str  # the envelope type
+    payload: dict[str, Any]
+    accepts_response_payload: bool
+    seq: int
+    delivered: int = 0  # envelopes sent so far
+    state: str = "queued"  # queued | in_flight | acked | dropped
+    retry_reason: str = ""
+    deadline: float = 0.0
+
+
+@attrs.define(eq=False)
+class _Socket:
+    id: int
+    conn: socket.socket
+    ws: WSConnection
+    ticket: str
+    opened_at: float
+    lock: threading.Lock = attrs.Factory(threading.Lock)  # the wsproto state and sends
+    outbox: list[tuple[str, dict[str, Any] | None]] = attrs.Factory(list)
+    accepting: bool = True  # False: refused at connect (link disabled, too many)
+    half_open: bool = False
+    close_at: float | None = None  # a scheduled close (after a disconnect frame)
+    close_now: bool = False  # the writer closes it once the outbox is out
+    cut: bool = False  # close without a close frame
+    closed_at: float | None = None
+    closed_by: str | None = None  # "fake" | "client" (close frame) | "eof"
+    client_close_code: int | None = None
+    disconnects: list[str] = attrs.Factory(list)
+    pings: int = 0
+    frames_in: int = 0
+    ignored_bytes: int = 0  # read while half-open, never looked at
+    partial: str = ""
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "opened_at": self.opened_at, "closed_at": self.closed_at,
+            "open": self.closed_at is None, "half_open": self.half_open,
+            "disconnects": list(self.disconnects), "closed_by": self.closed_by,
+            "client_close_code": self.client_close_code, "pings": self.pings,
+            "frames_in": self.frames_in, "ignored_bytes": self.ignored_bytes,
+        }  # fmt: skip
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a hung client never holds up the test process
+    block_on_close = False  # close() wakes every handler itself; nothing to join
+    request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops a connection is not worth a traceback."""
+
+
+def _ok(**fields: Any) -> _Reply:
+    return _Reply(200, {"ok": True, **fields})
+
+
+def _error(error: str, status: int = 200, retry_after: float | None = None) -> _Reply:
+    headers = [] if retry_after is None else [("Retry-After", f"{retry_after:g}")]
+    return _Reply(status, {"ok": False, "error": error}, headers)
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of plain JSON-like records (the caller may keep and change it)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _shut(conn: socket.socket) -> None:
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class FakeSlack:
+    def __init__(
+        self,
+        *,
+        bot_token: str = BOT_TOKEN,
+        app_token: str = APP_TOKEN,
+        ack_timeout: float = 3.0,
+        disconnect_close_after: float = 10.0,
+        max_retries: int = 3,
+        routing: str = "round_robin",
+        max_connections: int = MAX_CONNECTIONS,
+        echo_bot_messages: bool = False,
+    ) -> None:
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {sorted(ROUTINGS)}")
+        self.bot_token = bot_token
+        self.app_token = app_token
+        self.ack_timeout = ack_timeout
+        self.disconnect_close_after = disconnect_close_after
+        self.max_retries = max_retries
+        self.routing = routing
+        self.max_connections = max_connections
+        self.echo_bot_messages = echo_bot_messages
+        self._cond = threading.Condition()
+        self._closing = False
+        self._connections: set[socket.socket] = set()
+        # Socket Mode
+        self._tickets: set[str] = set()
+        self._urls_issued = 0
+        self._rejected: list[dict[str, Any]] = []  # handshakes refused (bad tickets)
+        self._socket_ids = itertools.count(1)
+        self._sockets: list[_Socket] = []  # every socket ever opened, in order
+        self._max_open = 0
+        self._rr = 0
+        self._link_disabled = False
+        # events
+        self._seq = itertools.count(1)
+        self._event_numbers = itertools.count(1)
+        self._ts = 1_700_000_000_000_000  # microseconds; each new ts is 100 later
+        self._events: dict[str, _Event] = {}
+        self._queue: list[_Event] = []
+        self._by_envelope: dict[str, _Event] = {}
+        self._deliveries: list[dict[str, Any]] = []
+        self._acks: list[dict[str, Any]] = []
+        self._acked: list[str] = []
+        self._dropped: list[str] = []
+        self._received: list[dict[str, Any]] = []
+        # Web API
+        self._faults: list[_Fault] = []
+        self._calls: list[dict[str, Any]] = []
+        self._sent: list[dict[str, Any]] = []
+        self._refused: list[dict[str, Any]] = []
+        self._responses: list[dict[str, Any]] = []
+        self._internal_errors: list[str] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                with fake._cond:
+                    fake._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with fake._cond:
+                    fake._connections.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:
+                    pass
+
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                if urlsplit(self.path).path.rstrip("/") == "/link":
+                    self.close_connection = True
+                    try:
+                        reply = fake._serve_socket(self)
+                    except Exception:  # a bug of the fake: record, keep serving
+                        fake._record_internal_error(traceback.format_exc())
+                        return
+                    if reply is not None:
+                        self._answer(reply)
+                    return
+                self._serve(b"")
+
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                try:
+                    length = int(self.headers.get("content-length", 0) or 0)
+                    raw = self.rfile.read(length) if length else b""
+                except (OSError, ValueError):
+                    self.close_connection = True
+                    return
+                self._serve(raw)
+
+            def _serve(self, raw: bytes) -> None:
+                try:
+                    reply = fake._handle(self.command, self.path, self.headers, raw)
+                except Exception:  # a bug of the fake: answer, record, keep serving
+                    fake._record_internal_error(traceback.format_exc())
+                    reply = _error("fake_internal_error", 500)
+                self._answer(reply)
+
+            def _answer(self, reply: _Reply) -> None:
+                data = json.dumps(reply.body, ensure_ascii=False).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/json; charset=utf-8")
+                    self.send_header("content-length", str(len(data)))
+                    for name, value in reply.headers:
+                        self.send_header(name, value)
+                    if fake._closing or self.close_connection:
+                        self.send_header("connection", "close")
+                        self.close_connection = True
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                except OSError:  # the client went away: nobody to answer
+                    self.close_connection = True
+
+        self.server = _Server(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )  # a short poll interval: close() returns at once
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def api_url(self) -> str:
+        """`{url}/api`: append `/auth.test` and so on."""
+        return f"{self.url}/api"
+
+    def __enter__(self) -> FakeSlack:
+        self.thread.start()
+        self._pump_thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving: every connection (HTTP and WebSocket) is shut at once, and
+        nothing is waited for."""
+        with self._cond:
+            if self._closing:
+                return
+            self._closing = True
+            self._cond.notify_all()
+            connections = list(self._connections)
+        if self.thread.is_alive():
+            self.server.shutdown()
+        for conn in connections:
+            _shut(conn)
+        self.server.server_close()
+        if self._pump_thread.is_alive():
+            self._pump_thread.join(1)
+
+    def configure(
+        self,
+        *,
+        ack_timeout: float | None = None,
+        disconnect_close_after: float | None = None,
+        max_retries: int | None = None,
+        routing: str | None = None,
+        max_connections: int | None = None,
+        echo_bot_messages: bool | None = None,
+    ) -> None:
+        """Change settings (those not given stay); they apply to what happens next (an
+        envelope already out keeps its deadline). The attributes may be set directly too."""
+        if routing is not None and routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {sorted(ROUTINGS)}")
+        with self._cond:
+            if ack_timeout is not None:
+                self.ack_timeout = float(ack_timeout)
+            if disconnect_close_after is not None:
+                self.disconnect_close_after = float(disconnect_close_after)
+            if max_retries is not None:
+                self.max_retries = int(max_retries)
+            if routing is not None:
+                self.routing = routing
+            if max_connections is not None:
+                self.max_connections = int(max_connections)
+            if echo_bot_messages is not None:
+                self.echo_bot_messages = bool(echo_bot_messages)
+            self._cond.notify_all()
+
+    # -- injecting events -----------------------------------------------------------------
+
+    def message(
+        self,
+        text: str,
+        *,
+        user: str = "U1",
+        channel: str | None = None,
+        channel_type: str = "im",
+        thread_ts: str | None = None,
+        team: str = TEAM_ID,
+        bot_id: str | None = None,
+        subtype: str | None = None,
+    ) -> str:
+        """A `message` event (a new, increasing `ts`) in `channel` (default by
+        `channel_type`: im D1, channel C1, group G1, mpim G2); returns its event_id."""
+        if channel_type not in _DEFAULT_CHANNELS:
+            raise ValueError(f"channel_type must be one of {sorted(_DEFAULT_CHANNELS)}")
+        with self._cond:
+            ts = self._next_ts()
+            event: dict[str, Any] = {
+                "type": "message", "user": user, "text": text, "ts": ts, "event_ts": ts,
+                "channel": channel or _DEFAULT_CHANNELS[channel_type],
+                "channel_type": channel_type, "team": team,
+            }  # fmt: skip
+            if bot_id is None:
+                event["client_msg_id"] = str(uuid.uuid4())
+            else:
+                event["bot_id"] = bot_id
+                event["app_id"] = APP_ID if bot_id == BOT_ID else "A9999"
+            if subtype is not None:
+                event["subtype"] = subtype
+            if thread_ts is not None:
+                event["thread_ts"] = thread_ts
+            return self._add_event(event, team)
+
+    def mention(
+        self,
+        text: str,
+        *,
+        user: str = "U1",
+        channel: str = "C1",
+        thread_ts: str | None = None,
+        team: str = TEAM_ID,
+    ) -> str:
+        """An `app_mention` event; `<@UBOT> ` is put before `text` unless it mentions
+        the bot already. Returns its event_id."""
+        mention = f"<@{BOT_USER_ID}>"
+        if mention not in text:
+            text = f"{mention} {text}"
+        with self._cond:
+            ts = self._next_ts()
+            event: dict[str, Any] = {
+                "type": "app_mention", "user": user, "text": text, "ts": ts,
+                "client_msg_id": str(uuid.uuid4()), "team": team, "channel": channel,
+                "event_ts": ts,
+            }  # fmt: skip
+            if thread_ts is not None:
+                event["thread_ts"] = thread_ts
+            return self._add_event(event, team)
+
+    def slash(
+        self,
+        command: str = "/hermes",
+        text: str = "status",
+        *,
+        user: str = "U1",
+        channel: str = "D1",
+        team: str = TEAM_ID,
+    ) -> str:
+        """A slash command (envelope type `slash_commands`); returns its trigger_id."""
+        with self._cond:
+            n = next(self._event_numbers)
+            trigger_id = f"{n}.{n:04d}.{uuid.uuid4().hex[:32]}"
+            payload = {
+                "token": "fake-verification-token", "team_id": team,
+                "team_domain": TEAM_DOMAIN, "channel_id": channel,
+                "channel_name": "directmessage" if channel.startswith("D") else "general",
+                "user_id": user, "user_name": user.lower(), "command": command,
+                "text": text, "api_app_id": APP_ID, "is_enterprise_install": "false",
+                "response_url": f"{self.url}/_slack/response/{trigger_id}",
+                "trigger_id": trigger_id,
+            }  # fmt: skip
+            return self._add(trigger_id, "slash_commands", payload, True)
+
+    def inject(self, event: dict[str, Any], *, team: str = TEAM_ID) -> str:
+        """Any other Events API event (`event` is the inner event: {"type": ...}),
+        wrapped in an event_callback; returns its event_id."""
+        with self._cond:
+            return self._add_event(_copy(event), team)
+
+    def envelope(
+        self, kind: str, payload: dict[str, Any], *, accepts_response_payload: bool = True
+    ) -> str:
+        """An envelope of any type (`interactive` ...) with `payload` as given; not
+        retried. Returns its key (the payload's trigger_id if any)."""
+        with self._cond:
+            n = next(self._event_numbers)
+            key = str(payload.get("trigger_id") or f"Env{n:08d}")
+            return self._add(key, kind, _copy(payload), accepts_response_payload)
+
+    def payload(self, key: str) -> dict[str, Any]:
+        """The payload of an event injected earlier (event_id or trigger_id), as sent."""
+        with self._cond:
+            return _copy(self._events[key].payload)
+
+    # -- faults and socket trouble ----------------------------------------------------------
+
+    def fail(
+        self,
+        method: str,
+        error: str,
+        *,
+        status: int = 200,
+        retry_after: float | None = None,
+        channel: str | None = None,
+        times: int | None = 1,
+    ) -> None:
+        """The next `times` calls of `method` (as Slack spells it, "*": any; only those
+        to `channel` if given; `times=None`: all from now on) answer `{"ok": false,
+        "error": error}` with `status`. "ratelimited" (or status 429) answers 429 with
+        `Retry-After` (default 1 s). Faults queue: each call takes the first match."""
+        if error == "ratelimited" and status == 200:
+            status = 429
+        if status == 429 and retry_after is None:
+            retry_after = 1
+        with self._cond:
+            self._faults.append(_Fault(method, error, status, retry_after, channel, times))
+
+    def clear_faults(self) -> None:
+        """Forget the faults not yet taken."""
+        with self._cond:
+            self._faults.clear()
+
+    def disconnect(
+        self,
+        reason: str = "warning",
+        socket: int | None = None,
+        *,
+        close_after: float | None = None,
+    ) -> int:
+        """Send `{"type": "disconnect", "reason": reason}` to `socket` (an id from
+        `sockets`; default the oldest open one not half-open) and close it
+        `close_after` seconds later (default `disconnect_close_after`; link_disabled:
+        at once). link_disabled without a socket goes to every open socket and
+        disables the link (see the module's docstring). Returns the socket's id."""
+        if reason not in DISCONNECT_REASONS:
+            raise ValueError(f"reason must be one of {sorted(DISCONNECT_REASONS)}")
+        with self._cond:
+            target = self._pick_socket(socket, live=True)
+            if reason == "link_disabled":
+                self._link_disabled = True
+                close_after = 0.0
+            elif close_after is None:
+                close_after = self.disconnect_close_after
+            targets = [target]
+            if reason == "link_disabled" and socket is None:
+                targets = [s for s in self._sockets if s.closed_at is None]
+            for sock in targets:
+                sock.disconnects.append(reason)
+                sock.outbox.append((json.dumps(self._disconnect_frame(reason)), None))
+                sock.accepting = sock.accepting and reason != "link_disabled"
+                when = time.monotonic() + close_after
+                sock.close_at = when if sock.close_at is None else min(sock.close_at, when)
+            self._cond.notify_all()
+            return target.id
+
+    def half_open(self, socket: int | None = None) -> int:
+        """`socket` (default the oldest open one) goes silent both ways while its TCP
+        connection stays: the fake sends nothing on it (no events, no pongs, no close
+        replies) and reads nothing from it (acks are lost). Envelopes go to other
+        sockets, or wait; those already sent on it come again after `ack_timeout`.
+        Returns the socket's id. There is no way back: the client must replace it."""
+        with self._cond:
+            sock = self._pick_socket(socket, live=True)
+            sock.half_open = True
+            self._cond.notify_all()
+            return sock.id
+
+    def drop(self, socket: int | None = None, *, clean: bool = False) -> int:
+        """Close `socket` (default the oldest open one) now: cut the TCP connection, or
+        with `clean`, send a close frame (1001) first. Returns the socket's id."""
+        with self._cond:
+            sock = self._pick_socket(socket, live=False)
+            sock.close_now = True
+            sock.cut = not clean
+            self._cond.notify_all()
+            return sock.id
+
+    def disable_link(self) -> None:
+        """Socket Mode is off: sockets connecting from now on get a link_disabled
+        disconnect at once (open ones are left alone: see `disconnect`)."""
+        with self._cond:
+            self._link_disabled = True
+            self._cond.notify_all()
+
+    def enable_link(self) -> None:
+        """Socket Mode is on again: new sockets get hello and events."""
+        with self._cond:
+            self._link_disabled = False
+            self._cond.notify_all()
+
+    # -- observing ----------------------------------------------------------------------
+
+    @property
+    def sent(self) -> list[dict[str, Any]]:
+        """The chat.postMessage calls taken, in order: their parameters (the token
+        left out), `channel`, `ts` and `at` (time.monotonic() of arrival)."""
+        with self._cond:
+            return _copy(self._sent)
+
+    def sent_to(self, channel: str) -> list[dict[str, Any]]:
+        """The messages posted in one channel."""
+        with self._cond:
+            return _copy([s for s in self._sent if s["channel"] == channel])
+
+    @property
+    def refused(self) -> list[dict[str, Any]]:
+        """Every Web API call answered ok: false, in order: `method`, `params`,
+        `channel`, `error`, `status`, `retry_after`, `at`."""
+        with self._cond:
+            return _copy(self._refused)
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """Every Web API call: `method`, `params`, `token` ("bot" | "app" | "wrong" |
+        None), `status`, `ok`, `error`, `at`."""
+        with self._cond:
+            return _copy(self._calls)
+
+    @property
+    def responses(self) -> list[dict[str, Any]]:
+        """POSTs to a slash command's response_url: `trigger_id`, `body`, `at`."""
+        with self._cond:
+            return _copy(self._responses)
+
+    @property
+    def acked(self) -> list[str]:
+        """The keys (event_id, trigger_id) of the events acknowledged, in order, once each."""
+        with self._cond:
+            return list(self._acked)
+
+    @property
+    def acks(self) -> list[dict[str, Any]]:
+        """Every acknowledgement frame: `envelope_id`, `event_id` (None: unknown
+        envelope), `socket`, `payload` (None if none), `at`."""
+        with self._cond:
+            return _copy(self._acks)
+
+    @property
+    def deliveries(self) -> list[dict[str, Any]]:
+        """Every envelope sent (or meant for a socket that went silent): `envelope_id`,
+        `event_id` (the key), `type`, `retry_attempt`, `retry_reason`, `socket`, `at`,
+        `written` (whether it went out on the wire)."""
+        with self._cond:
+            return _copy(self._deliveries)
+
+    @property
+    def dropped(self) -> list[str]:
+        """Keys of the events given up on (retries exhausted, slash commands timed out)."""
+        with self._cond:
+            return list(self._dropped)
+
+    @property
+    def pending(self) -> list[str]:
+        """Keys of the events waiting for a socket (new ones and retries due)."""
+        with self._cond:
+            return [e.key for e in self._queue]
+
+    @property
+    def received(self) -> list[dict[str, Any]]:
+        """Every text frame the client sent on a socket not half-open: `socket`,
+        `frame` (parsed JSON, or the raw text), `at`."""
+        with self._cond:
+            return _copy(self._received)
+
+    @property
+    def sockets(self) -> list[dict[str, Any]]:
+        """Every socket opened, in order: `id`, `opened_at`, `closed_at`, `open`,
+        `half_open`, `disconnects` (reasons sent), `closed_by` ("fake", "client": a
+        close frame, "eof"), `client_close_code`, `pings`, `frames_in`, `ignored_bytes`."""
+        with self._cond:
+            return [s.info() for s in self._sockets]
+
+    @property
+    def connections_opened(self) -> int:
+        """WebSocket handshakes completed in the fake's life."""
+        with self._cond:
+            return len(self._sockets)
+
+    @property
+    def connection_urls(self) -> int:
+        """URLs handed out by apps.connections.open."""
+        with self._cond:
+            return self._urls_issued
+
+    @property
+    def rejected_connections(self) -> list[dict[str, Any]]:
+        """Handshakes refused for a used or unknown ticket: `ticket`, `at`."""
+        with self._cond:
+            return _copy(self._rejected)
+
+    @property
+    def open_sockets(self) -> int:
+        with self._cond:
+            return sum(1 for s in self._sockets if s.closed_at is None)
+
+    @property
+    def max_open_sockets(self) -> int:
+        """The most sockets open at once in the fake's life."""
+        with self._cond:
+            return self._max_open
+
+    @property
+    def internal_errors(self) -> list[str]:
+        """Tracebacks of the fake's own failures; a test may assert none."""
+        with self._cond:
+            return list(self._internal_errors)
+
+    def wait_sent(
+        self, count: int = 1, timeout: float = 10.0, *, channel: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The messages posted (in `channel` if given), once at least `count` were."""
+
+        def mine() -> list[dict[str, Any]]:
+            return [s for s in self._sent if channel is None or s["channel"] == channel]
+
+        where = "" if channel is None else f" in {channel}"
+        self._wait(lambda: len(mine()) >= count, timeout, f"{count} chat.postMessage(s){where}")
+        with self._cond:
+            return _copy(mine())
+
+    def wait_refused(
+        self, count: int = 1, timeout: float = 10.0, *, method: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The calls answered with an error (of `method` if given), once `count` were."""
+
+        def mine() -> list[dict[str, Any]]:
+            return [r for r in self._refused if method is None or r["method"] == method]
+
+        what = f"{count} refused {method or 'Web API'} call(s)"
+        self._wait(lambda: len(mine()) >= count, timeout, what)
+        with self._cond:
+            return _copy(mine())
+
+    def wait_acked(self, what: int | str = 1, timeout: float = 10.0) -> list[str]:
+        """Until `what` (an event_id / trigger_id) is acknowledged, or (an int) that
+        many events are; returns `acked`."""
+        if isinstance(what, str):
+            self._wait(lambda: what in self._acked, timeout, f"acknowledgement of {what}")
+        else:
+            self._wait(lambda: len(self._acked) >= what, timeout, f"{what} acknowledged event(s)")
+        return self.acked
+
+    def wait_deliveries(
+        self, count: int = 1, timeout: float = 10.0, *, event_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The envelopes sent (of `event_id` if given), once at least `count` were."""
+
+        def mine() -> list[dict[str, Any]]:
+            return [d for d in self._deliveries if event_id is None or d["event_id"] == event_id]
+
+        of = "" if event_id is None else f" of {event_id}"
+        self._wait(lambda: len(mine()) >= count, timeout, f"{count} envelope(s){of} sent")
+        with self._cond:
+            return _copy(mine())
+
+    def wait_connections(self, count: int = 1, timeout: float = 10.0) -> None:
+        """Until `count` WebSocket connections were opened in the fake's life."""
+        self._wait(lambda: len(self._sockets) >= count, timeout, f"{count} socket(s) opened")
+
+    def wait_open_sockets(self, count: int, timeout: float = 10.0) -> None:
+        """Until exactly `count` sockets are open now (0: all closed)."""
+
+        def ready() -> bool:
+            return sum(1 for s in self._sockets if s.closed_at is None) == count
+
+        self._wait(ready, timeout, f"exactly {count} open socket(s)")
+
+    def wait_until(
+        self, ready: Callable[[FakeSlack], bool], timeout: float = 10.0, what: str = "it"
+    ) -> None:
+        """Until `ready(fake)` is true (checked on every change of the fake's state;
+        it may read the fake's properties)."""
+        self._wait(lambda: ready(self), timeout, what)
+
+    def _wait(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        with self._cond:
+            if not self._cond.wait_for(ready, timeout):
+                raise TimeoutError(f"the fake Slack saw no {what} within {timeout:g} s")
+
+    # -- internals of injection (called holding the lock) ---------------------------------
+
+    def _next_ts(self) -> str:
+        self._ts += 100
+        return f"{self._ts // 1_000_000}.{self._ts % 1_000_000:06d}"
+
+    def _add_event(self, event: dict[str, Any], team: str) -> str:
+        event_id = f"Ev{next(self._event_numbers):08d}"
+        payload = {
+            "token": "fake-verification-token", "team_id": team, "context_team_id": team,
+            "api_app_id": APP_ID, "event": event, "type": "event_callback",
+            "event_id": event_id, "event_time": int(time.time()),
+            "authorizations": [{
+                "enterprise_id": None, "team_id": team, "user_id": BOT_USER_ID,
+                "is_bot": True, "is_enterprise_install": False,
+            }],
+            "is_ext_shared_channel": False,
+        }  # fmt: skip
+        return self._add(event_id, "events_api", payload, False)
+
+    def _add(self, key: str, kind: str, payload: dict[str, Any], accepts: bool) -> str:
+        if key in self._events:
+            raise ValueError(f"an event {key!r} exists already")
+        event = _Event(key, kind, payload, accepts, next(self._seq))
+        self._events[key] = event
+        self._queue.append(event)
+        self._cond.notify_all()
+        return key
+
+    def _pick_socket(self, socket_id: int | None, *, live: bool) -> _Socket:
+        open_ = [s for s in self._sockets if s.closed_at is None]
+        if socket_id is not None:
+            for sock in open_:
+                if sock.id == socket_id:
+                    return sock
+            raise LookupError(f"no open socket {socket_id}")
+        candidates = [s for s in open_ if not (live and s.half_open)]
+        if not candidates:
+            raise LookupError("no open socket")
+        return candidates[0]
+
+    def _disconnect_frame(self, reason: str) -> dict[str, Any]:
+        return {"type": "disconnect", "reason": reason, "debug_info": {"host": "applink-fake-1"}}
+
+    # -- the pump: deliveries, retries, scheduled closes ------------------------------------
+
+    def _pump(self) -> None:
+        with self._cond:
+            while not self._closing:
+                try:
+                    wake = self._pump_once(time.monotonic())
+                except Exception:  # a bug of the fake: record, keep pumping
+                    self._internal_errors.append(traceback.format_exc())
+                    self._cond.notify_all()
+                    wake = time.monotonic() + 0.1
+                timeout = None if wake is None else max(0.0, wake - time.monotonic())
+                self._cond.wait(timeout)
+
+    def _pump_once(self, now: float) -> float | None:
+        """One round (holding the lock); returns when the next one is due (None: on a
+        change)."""
+        changed = False
+        for event in self._events.values():
+            if event.state != "in_flight" or event.deadline > now:
+                continue
+            changed = True
+            if event.kind == "events_api" and event.delivered <= self.max_retries:
+                event.state, event.retry_reason = "queued", "timeout"
+                self._queue.append(event)
+            else:
+                event.state = "dropped"
+                self._dropped.append(event.key)
+        self._queue.sort(key=lambda e: e.seq)
+        for sock in self._sockets:
+            if sock.closed_at is None and sock.close_at is not None and sock.close_at <= now:
+                if not sock.close_now:
+                    sock.close_now, changed = True, True
+        while self._queue:
+            live = [
+                s for s in self._sockets
+                if s.closed_at is None and s.accepting and not s.half_open and not s.close_now
+            ]  # fmt: skip
+            if not live:
+                break
+            if self.routing == "newest":
+                sock = live[-1]
+            elif self.routing == "oldest":
+                sock = live[0]
+            else:
+                sock = live[self._rr % len(live)]
+                self._rr += 1
+            self._deliver(self._queue.pop(0), sock, now)
+            changed = True
+        if changed:
+            self._cond.notify_all()
+        wakes = [e.deadline for e in self._events.values() if e.state == "in_flight"]
+        wakes += [
+            s.close_at for s in self._sockets
+            if s.closed_at is None and s.close_at is not None and not s.close_now
+        ]  # fmt: skip
+        return min(wakes) if wakes else None
+
+    def _deliver(self, event: _Event, sock: _Socket, now: float) -> None:
+        envelope_id = str(uuid.uuid4())
+        frame: dict[str, Any] = {"envelope_id": envelope_id, "payload": event.payload}
+        frame["type"] = event.kind
+        frame["accepts_response_payload"] = event.accepts_response_payload
+        if event.kind == "events_api":
+            frame["retry_attempt"] = event.delivered
+            frame["retry_reason"] = event.retry_reason
+        record = {
+            "envelope_id": envelope_id, "event_id": event.key, "type": event.kind,
+            "retry_attempt": event.delivered, "retry_reason": event.retry_reason,
+            "socket": sock.id, "at": now, "written": False,
+        }  # fmt: skip
+        self._deliveries.append(record)
+        self._by_envelope[envelope_id] = event
+        event.delivered += 1
+        event.state = "in_flight"
+        event.deadline = now + self.ack_timeout
+        sock.outbox.append((json.dumps(frame, ensure_ascii=False), record))
+
+    # -- Socket Mode: one handler thread reads a socket, one writer thread writes it ---------
+
+    def _serve_socket(self, handler: BaseHTTPRequestHandler) -> _Reply | None:
+        """Run one WebSocket from its handshake to its end (on its HTTP handler's
+        thread); a reply instead when the handshake is refused."""
+        query = dict(parse_qsl(urlsplit(handler.path).query))
+        ticket = query.get("ticket", "")
+        if handler.headers.get("upgrade", "").lower() != "websocket":
+            return _error("websocket_upgrade_required", 400)
+        with self._cond:
+            if self._closing:
+                return _error("service_unavailable", 503)
+            if ticket not in self._tickets:
+                self._rejected.append({"ticket": ticket, "at": time.monotonic()})
+                self._cond.notify_all()
+                return _error("invalid_ticket", 401)
+            self._tickets.discard(ticket)
+        ws = WSConnection(ConnectionType.SERVER)
+        lines = [handler.requestline, *(f"{k}: {v}" for k, v in handler.headers.items())]
+        try:
+            ws.receive_data(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            handshake = any(isinstance(e, Request) for e in ws.events())
+        except RemoteProtocolError:
+            handshake = False
+        if not handshake:
+            return _error("bad_websocket_handshake", 400)
+        conn: socket.socket = handler.connection
+        try:
+            conn.sendall(ws.send(AcceptConnection()))
+        except OSError:
+            return None
+        with self._cond:
+            sock = _Socket(next(self._socket_ids), conn, ws, ticket, time.monotonic())
+            self._sockets.append(sock)
+            open_now = sum(1 for s in self._sockets if s.closed_at is None)
+            self._max_open = max(self._max_open, open_now)
+            if self._link_disabled or open_now > self.max_connections:
+                reason = "link_disabled" if self._link_disabled else "too_many_websockets"
+                sock.accepting = False
+                sock.disconnects.append(reason)
+                sock.outbox.append((json.dumps(self._disconnect_frame(reason)), None))
+                sock.close_now = True
+            else:
+                hello = {
+                    "type": "hello", "num_connections": open_now,
+                    "connection_info": {"app_id": APP_ID},
+                    "debug_info": {
+                        "host": "applink-fake-1", "build_number": 1,
+                        "approximate_connection_time": 18060,
+                    },
+                }  # fmt: skip
+                sock.outbox.append((json.dumps(hello), None))
+            self._cond.notify_all()
+        writer = threading.Thread(target=self._write_loop, args=(sock,), daemon=True)
+        writer.start()
+        try:
+            self._read_loop(sock, handler)
+        except Exception:  # a bug of the fake: record, end this socket
+            self._record_internal_error(traceback.format_exc())
+        finally:
+            _shut(conn)
+            with self._cond:
+                if sock.closed_at is None:
+                    sock.closed_at = time.monotonic()
+                    sock.closed_by = sock.closed_by or "eof"
+                self._cond.notify_all()
+        return None
+
+    def _read_loop(self, sock: _Socket, handler: BaseHTTPRequestHandler) -> None:
+        while True:
+            try:
+                data = handler.rfile.read1(65536)
+            except OSError:
+                data = b""
+            with self._cond:
+                if self._closing:
+                    return
+                if sock.half_open:  # deaf: the bytes are never looked at
+                    sock.ignored_bytes += len(data)
+                    self._cond.notify_all()
+                    if not data:
+                        return
+                    continue
+            with sock.lock:
+                try:
+                    sock.ws.receive_data(data or None)
+                    events = list(sock.ws.events())
+                except (RemoteProtocolError, LocalProtocolError):
+                    return
+            for event in events:
+                if isinstance(event, TextMessage):
+                    sock.partial += event.data
+                    if event.message_finished:
+                        text, sock.partial = sock.partial, ""
+                        self._on_frame(sock, text)
+                elif isinstance(event, BytesMessage):
+                    with self._cond:
+                        sock.frames_in += 1
+                        self._cond.notify_all()
+                elif isinstance(event, Ping):
+                    with self._cond:
+                        sock.pings += 1
+                        self._cond.notify_all()
+                    if not self._send(sock, event.response()):
+                        return
+                elif isinstance(event, Pong):
+                    pass
+                elif isinstance(event, CloseConnection):
+                    with self._cond:
+                        if sock.closed_by is None:
+                            sock.closed_by = "client" if event.code != 1006 else "eof"
+                            sock.client_close_code = event.code
+                        self._cond.notify_all()
+                    if sock.ws.state == ConnectionState.REMOTE_CLOSING:
+                        self._send(sock, event.response())
+                    return
+            if not data or sock.ws.state == ConnectionState.CLOSED:
+                return
+
+    def _on_frame(self, sock: _Socket, text: str) -> None:
+        now = time.monotonic()
+        try:
+            frame: Any = json.loads(text)
+        except ValueError:
+            frame = text
+        with self._cond:
+            sock.frames_in += 1
+            self._received.append({"socket": sock.id, "frame": frame, "at": now})
+            if isinstance(frame, dict) and "envelope_id" in frame:
+                envelope_id = str(frame["envelope_id"])
+                event = self._by_envelope.get(envelope_id)
+                self._acks.append({
+                    "envelope_id": envelope_id, "event_id": event.key if event else None,
+                    "socket": sock.id, "payload": frame.get("payload"), "at": now,
+                })  # fmt: skip
+                if event is not None and event.state in ("in_flight", "queued"):
+                    if event.state == "queued":  # a late ack of an earlier envelope
+                        self._queue.remove(event)
+                    event.state = "acked"
+                    self._acked.append(event.key)
+            self._cond.notify_all()
+
+    def _send(self, sock: _Socket, event: Any) -> bool:
+        """Send one wsproto event on `sock`; False if the connection is gone."""
+        with sock.lock:
+            try:
+                data = sock.ws.send(event)
+                sock.conn.sendall(data)
+            except (OSError, LocalProtocolError):
+                return False
+        return True
+
+    def _write_loop(self, sock: _Socket) -> None:
+        try:
+            self._write(sock)
+        except Exception:  # a bug of the fake: record, cut this socket
+            self._record_internal_error(traceback.format_exc())
+            _shut(sock.conn)
+
+    def _write(self, sock: _Socket) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._closing or sock.closed_at is not None:
+                        return
+                    if sock.half_open:
+                        sock.outbox.clear()  # never written: lost with the socket
+                        if sock.close_now:
+                            break
+                    elif sock.outbox or sock.close_now:
+                        break
+                    self._cond.wait()
+                cut = sock.half_open or sock.cut
+                frames = [] if cut else sock.outbox[:]
+                sock.outbox.clear()  # a cut socket's frames are lost with it
+                close = sock.close_now and not frames
+            for text, record in frames:
+                if not self._send(sock, TextMessage(data=text)):
+                    return
+                if record is not None:
+                    with self._cond:
+                        record["written"] = True
+                        self._cond.notify_all()
+            if not close:
+                continue
+            with self._cond:
+                sock.closed_by = sock.closed_by or "fake"
+            if not cut:
+                self._send(sock, CloseConnection(code=CLOSE_CODE, reason="disconnected"))
+                with self._cond:  # the client's close reply, briefly
+                    self._cond.wait_for(
+                        lambda: sock.closed_at is not None or self._closing, timeout=1.0
+                    )
+            _shut(sock.conn)
+            return
+
+    # -- the Web API ---------------------------------------------------------------------
+
+    def _record_internal_error(self, text: str) -> None:
+        with self._cond:
+            self._internal_errors.append(text)
+            self._cond.notify_all()
+
+    def _handle(self, verb: str, path: str, headers: Any, raw: bytes) -> _Reply:
+        parts = urlsplit(path)
+        segments = parts.path.split("/")
+        if len(segments) >= 3 and segments[1] == "_fake":
+            return self._control(verb, segments[2], raw)
+        if len(segments) >= 4 and segments[1:3] == ["_slack", "response"] and verb == "POST":
+            return self._response_url(segments[3], headers, raw)
+        if len(segments) != 3 or segments[1] != "api" or not segments[2]:
+            return _error("unknown_method", 404)
+        method = segments[2]
+        content_type = str(headers.get("content-type", "")).split(";")[0].strip().lower()
+        params: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
+        if raw:
+            if content_type == "application/json":
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    return self._finish(method, {}, None, _error("invalid_json"))
+                if not isinstance(body, dict):
+                    return self._finish(method, {}, None, _error("json_not_object"))
+                body.pop("token", None)  # Slack takes no token in a JSON body
+                params.update(body)
+            else:
+                params.update(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+        form_token = params.pop("token", None)
+        auth = str(headers.get("authorization", ""))
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        if token is None and method != "apps.connections.open":
+            token = form_token
+        kind = {self.bot_token: "bot", self.app_token: "app"}.get(token or "")
+        kind = kind or ("wrong" if token else None)
+        return self._finish(method, params, kind, self._dispatch(method, params, kind))
+
+    def _finish(
+        self, method: str, params: dict[str, Any], kind: str | None, reply: _Reply
+    ) -> _Reply:
+        now = time.monotonic()
+        with self._cond:
+            error = reply.body.get("error")
+            self._calls.append({
+                "method": method, "params": _copy(params), "token": kind,
+                "status": reply.status, "ok": bool(reply.body.get("ok")), "error": error,
+                "at": now,
+            })  # fmt: skip
+            if not reply.body.get("ok"):
+                retry_after = None
+                for name, value in reply.headers:
+                    if name.lower() == "retry-after":
+                        retry_after = float(value)
+                self._refused.append({
+                    "method": method, "params": _copy(params), "channel": params.get("channel"),
+                    "error": error, "status": reply.status, "retry_after": retry_after,
+                    "at": now,
+                })  # fmt: skip
+            self._cond.notify_all()
+        return reply
+
+    def _dispatch(self, method: str, params: dict[str, Any], kind: str | None) -> _Reply:
+        if method != "apps.connections.open" and method not in _BOT_METHODS:
+            return _error("unknown_method")
+        wanted = "app" if method == "apps.connections.open" else "bot"
+        if kind is None:
+            return _error("not_authed")
+        if kind == "wrong":
+            return _error("invalid_auth")
+        if kind != wanted:
+            return _error("not_allowed_token_type")
+        with self._cond:
+            fault = self._take_fault(method, params.get("channel"))
+            if fault is not None:
+                return fault
+            if method == "auth.test":
+                return _ok(
+                    url=f"https://{TEAM_DOMAIN}.slack.com/", team=TEAM_NAME, user=BOT_NAME,
+                    team_id=TEAM_ID, user_id=BOT_USER_ID, bot_id=BOT_ID,
+                    is_enterprise_install=False,
+                )  # fmt: skip
+            if method == "apps.connections.open":
+                if self._closing:
+                    return _error("service_unavailable", 503)
+                ticket = uuid.uuid4().hex
+                self._tickets.add(ticket)
+                self._urls_issued += 1
+                self._cond.notify_all()
+                host, port = self.server.server_address[:2]
+                return _ok(url=f"ws://{host}:{port}/link/?ticket={ticket}&app_id={APP_ID}")
+            return self._post_message(params)
+
+    def _take_fault(self, method: str, channel: Any) -> _Reply | None:
+        """The first queued fault matching the call, taken (holding the lock)."""
+        for fault in self._faults:
+            if fault.method not in ("*", method):
+                continue
+            if fault.channel is not None and fault.channel != channel:
+                continue
+            if fault.times is not None:
+                fault.times -= 1
+                if fault.times <= 0:
+                    self._faults.remove(fault)
+            return _error(fault.error, fault.status, fault.retry_after)
+        return None
+
+    def _post_message(self, params: dict[str, Any]) -> _Reply:
+        """chat.postMessage past auth and faults (holding the lock)."""
+        channel = str(params.get("channel") or "")
+        if not channel:
+            return _error("channel_not_found")
+        text = params.get("text")
+        text = "" if text is None else str(text)
+        if not text and not params.get("blocks") and not params.get("attachments"):
+            return _error("no_text")
+        if len(text) > MAX_TEXT:
+            return _error("msg_too_long")
+        ts = self._next_ts()
+        message: dict[str, Any] = {
+            "type": "message", "text": text, "user": BOT_USER_ID, "bot_id": BOT_ID,
+            "app_id": APP_ID, "team": TEAM_ID, "ts": ts,
+        }  # fmt: skip
+        thread_ts = params.get("thread_ts")
+        if thread_ts:
+            message["thread_ts"] = str(thread_ts)
+        self._sent.append({**_copy(params), "channel": channel, "ts": ts, "at": time.monotonic()})
+        if self.echo_bot_messages:
+            event = {
+                **message, "channel": channel, "event_ts": ts,
+                "channel_type": _CHANNEL_TYPES.get(channel[:1], "channel"),
+            }  # fmt: skip
+            self._add_event(event, TEAM_ID)
+        self._cond.notify_all()
+        return _ok(channel=channel, ts=ts, message=message)
+
+    def _response_url(self, trigger_id: str, headers: Any, raw: bytes) -> _Reply:
+        content_type = str(headers.get("content-type", "")).split(";")[0].strip().lower()
+        body: Any
+        try:
+            body = json.loads(raw) if content_type == "application/json" else raw.decode()
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        with self._cond:
+            self._responses.append({"trigger_id": trigger_id, "body": body, "at": time.monotonic()})
+            self._cond.notify_all()
+        return _ok()
+
+    # -- driving from another process ---------------------------------------------------
+
+    _CONTROLS = frozenset({
+        "message", "mention", "slash", "inject", "envelope", "fail", "clear_faults",
+        "disconnect", "half_open", "drop", "disable_link", "enable_link", "configure",
+    })  # fmt: skip
+
+    def _control(self, verb: str, name: str, raw: bytes) -> _Reply:
+        if verb == "GET" and name == "state":
+            with self._cond:
+                return _ok(result={
+                    "sent": _copy(self._sent), "refused": _copy(self._refused),
+                    "acked": list(self._acked), "acks": _copy(self._acks),
+                    "deliveries": _copy(self._deliveries), "dropped": list(self._dropped),
+                    "pending": [e.key for e in self._queue],
+                    "sockets": [s.info() for s in self._sockets],
+                    "connections_opened": len(self._sockets),
+                    "connection_urls": self._urls_issued,
+                    "open_sockets": sum(1 for s in self._sockets if s.closed_at is None),
+                    "max_open_sockets": self._max_open, "responses": _copy(self._responses),
+                    "internal_errors": list(self._internal_errors),
+                })  # fmt: skip
+        if verb != "POST" or name not in self._CONTROLS:
+            return _error("unknown_control", 404)
+        try:
+            kwargs = json.loads(raw or b"{}")
+            if not isinstance(kwargs, dict):
+                raise ValueError("the body must be a JSON object")
+            result = getattr(self, name)(**kwargs)
+        except (TypeError, ValueError, KeyError, LookupError) as exc:
+            return _Reply(400, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        return _ok(result=result)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.slack",
+        description="A fake Slack (Web API and Socket Mode): prints its base URL, "
+        "serves until killed.",
+    )
+    parser.add_argument("--bot-token", default=BOT_TOKEN, help="the xoxb- token it accepts")
+    parser.add_argument("--app-token", default=APP_TOKEN, help="the xapp- token it accepts")
+    parser.add_argument("--ack-timeout", type=float, default=3.0, help="seconds before a retry")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with FakeSlack(
+        bot_token=args.bot_token, app_token=args.app_token, ack_timeout=args.ack_timeout
+    ) as fake:
+        print(fake.url, flush=True)
+        try:
+            fake.thread.join()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

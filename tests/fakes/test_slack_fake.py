@@ -1,0 +1,373 @@
+"""Self-tests of the fake Slack (tests/fakes/slack.py), driven from trio with httpx and
+trio-websocket, as the adapter will drive it. The fake's blocking waits run in a
+worker thread; nothing sleeps, except to see that no frame comes (a retry that must
+not happen, a pong that must not come) for about twice a short ack_timeout."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    WebSocketConnection,
+    open_websocket_url,
+)
+
+from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, BOT_USER_ID, FakeSlack
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    with FakeSlack() as fake:
+        yield fake
+        assert fake.internal_errors == []
+
+
+async def off(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A blocking call of the fake (a wait) in a worker thread."""
+    return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+async def api(
+    slack: FakeSlack, method: str, token: str | None = BOT_TOKEN, **params: Any
+) -> httpx.Response:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await client.post(f"{slack.api_url}/{method}", json=params, headers=headers)
+
+
+async def socket_url(slack: FakeSlack) -> str:
+    answer = (await api(slack, "apps.connections.open", APP_TOKEN)).json()
+    assert answer["ok"] is True, answer
+    return answer["url"]
+
+
+async def receive(ws: WebSocketConnection, timeout: float = 5) -> dict[str, Any]:
+    with trio.fail_after(timeout):
+        return json.loads(await ws.get_message())
+
+
+async def nothing_within(ws: WebSocketConnection, seconds: float) -> None:
+    with trio.move_on_after(seconds):
+        frame = await ws.get_message()
+        pytest.fail(f"an unexpected frame: {frame}")
+
+
+async def ack(ws: WebSocketConnection, envelope: dict[str, Any], **extra: Any) -> None:
+    await ws.send_message(json.dumps({"envelope_id": envelope["envelope_id"], **extra}))
+
+
+@pytest.mark.timeout(30)
+async def test_auth_test_and_wrong_tokens(slack: FakeSlack):
+    me = await api(slack, "auth.test")
+    assert me.status_code == 200
+    assert me.json() | {
+        "ok": True, "team_id": "T0001", "user_id": BOT_USER_ID, "bot_id": "B0001",
+        "team": "Test", "user": "hermes",
+    } == me.json()  # fmt: skip
+    wrong = await api(slack, "auth.test", "xoxb-nope")
+    assert wrong.status_code == 200
+    assert wrong.json() == {"ok": False, "error": "invalid_auth"}
+    assert (await api(slack, "auth.test", None)).json()["error"] == "not_authed"
+    assert (await api(slack, "auth.test", APP_TOKEN)).json()["error"] == "not_allowed_token_type"
+    async with httpx.AsyncClient(timeout=10) as client:  # a form, the token in it
+        form = await client.post(f"{slack.api_url}/auth.test", data={"token": BOT_TOKEN})
+    assert form.json()["ok"] is True
+    assert [c["token"] for c in slack.calls] == ["bot", "wrong", None, "app", "bot"]
+    assert [r["error"] for r in slack.refused] == [
+        "invalid_auth", "not_authed", "not_allowed_token_type",
+    ]  # fmt: skip
+
+
+@pytest.mark.timeout(30)
+async def test_a_socket_url_is_single_use(slack: FakeSlack):
+    bot = await api(slack, "apps.connections.open", BOT_TOKEN)
+    assert bot.json() == {"ok": False, "error": "not_allowed_token_type"}
+    url = await socket_url(slack)
+    assert url.startswith("ws://127.0.0.1:") and "/link/?ticket=" in url
+    async with open_websocket_url(url, disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        with pytest.raises(ConnectionRejected) as rejected:
+            async with open_websocket_url(url, disconnect_timeout=5):
+                pass
+        assert rejected.value.status_code == 401
+    assert slack.connections_opened == 1 and slack.connection_urls == 1
+    assert len(slack.rejected_connections) == 1
+    await off(slack.wait_open_sockets, 0)
+
+
+@pytest.mark.timeout(30)
+async def test_hello_on_connect(slack: FakeSlack):
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as first:
+        hello = await receive(first)
+        assert hello["type"] == "hello" and hello["num_connections"] == 1
+        assert hello["connection_info"] == {"app_id": "A0001"}
+        assert "host" in hello["debug_info"]
+        with trio.fail_after(5):
+            await first.ping(b"alive?")  # answered with a pong
+        async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as second:
+            assert (await receive(second))["num_connections"] == 2
+            assert slack.open_sockets == 2
+    await off(slack.wait_open_sockets, 0)
+    assert slack.max_open_sockets == 2 and slack.connections_opened == 2
+    assert [s["closed_by"] for s in slack.sockets] == ["client", "client"]
+    assert [s["client_close_code"] for s in slack.sockets] == [1000, 1000]
+    assert [s["pings"] for s in slack.sockets] == [1, 0]
+
+
+@pytest.mark.timeout(30)
+async def test_an_event_delivered_and_acknowledged_is_not_retried(slack: FakeSlack):
+    slack.configure(ack_timeout=0.3)
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        event_id = slack.message("hi there", thread_ts="1699999999.000100")
+        envelope = await receive(ws)
+        assert envelope["type"] == "events_api"
+        assert envelope["accepts_response_payload"] is False
+        assert envelope["retry_attempt"] == 0 and envelope["retry_reason"] == ""
+        payload = envelope["payload"]
+        assert payload["type"] == "event_callback" and payload["event_id"] == event_id
+        assert payload["team_id"] == "T0001"
+        event = payload["event"]
+        assert event | {
+            "type": "message", "text": "hi there", "user": "U1", "channel": "D1",
+            "channel_type": "im", "team": "T0001", "thread_ts": "1699999999.000100",
+        } == event  # fmt: skip
+        assert event["ts"] > "1699999999.000100"
+        await ack(ws, envelope)
+        assert await off(slack.wait_acked, event_id) == [event_id]
+        await nothing_within(ws, 0.8)
+    [delivery] = slack.deliveries
+    assert delivery["event_id"] == event_id and delivery["written"] is True
+    assert delivery["envelope_id"] == envelope["envelope_id"] and delivery["socket"] == 1
+    assert slack.acks[0]["event_id"] == event_id and slack.dropped == []
+
+
+@pytest.mark.timeout(30)
+async def test_an_unacknowledged_event_is_retried_with_a_new_envelope(slack: FakeSlack):
+    slack.configure(ack_timeout=0.3)
+    first_mention = slack.mention("what's up", user="U2", channel="C9")
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        first = await receive(ws)
+        assert first["payload"]["event"]["text"] == f"<@{BOT_USER_ID}> what's up"
+        assert first["payload"]["event"]["type"] == "app_mention"
+        again = await receive(ws)  # not acknowledged: it comes again after 0.3 s
+        assert again["retry_attempt"] == 1 and again["retry_reason"] == "timeout"
+        assert again["envelope_id"] != first["envelope_id"]
+        assert again["payload"] == first["payload"]
+        assert again["payload"]["event_id"] == first_mention
+        await ack(ws, again)
+        await off(slack.wait_acked, first_mention)
+    assert [d["retry_attempt"] for d in slack.deliveries] == [0, 1]
+
+
+@pytest.mark.timeout(30)
+async def test_retries_give_up_after_three(slack: FakeSlack):
+    slack.configure(ack_timeout=0.1)
+    event_id = slack.message("nobody listens")
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        attempts = [(await receive(ws))["retry_attempt"] for _ in range(4)]
+        await off(slack.wait_until, lambda f: f.dropped == [event_id], 5, "the drop")
+    assert attempts == [0, 1, 2, 3]
+
+
+@pytest.mark.timeout(30)
+async def test_refresh_requested_then_the_fake_closes_the_socket_later(slack: FakeSlack):
+    slack.configure(disconnect_close_after=0.5)
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        started = time.monotonic()
+        assert slack.disconnect("refresh_requested") == 1
+        frame = await receive(ws)
+        assert frame["type"] == "disconnect" and frame["reason"] == "refresh_requested"
+        assert "debug_info" in frame
+        assert slack.open_sockets == 1  # still open: the client may open another first
+        with pytest.raises(ConnectionClosed) as closed:
+            await receive(ws)
+        assert time.monotonic() - started >= 0.4
+        assert closed.value.reason.code == 1001
+    await off(slack.wait_open_sockets, 0)
+    [sock] = slack.sockets
+    assert sock["closed_by"] == "fake" and sock["disconnects"] == ["refresh_requested"]
+
+
+@pytest.mark.timeout(30)
+async def test_link_disabled_closes_at_once_and_refuses_new_sockets(slack: FakeSlack):
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        slack.disconnect("link_disabled")
+        assert (await receive(ws))["reason"] == "link_disabled"
+        with pytest.raises(ConnectionClosed):
+            await receive(ws)
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["reason"] == "link_disabled"  # no hello
+        with pytest.raises(ConnectionClosed):
+            await receive(ws)
+    slack.enable_link()
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+
+
+@pytest.mark.timeout(30)
+async def test_a_half_open_socket_sends_and_reads_nothing(slack: FakeSlack):
+    slack.configure(ack_timeout=0.3)
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as deaf:
+        assert (await receive(deaf))["type"] == "hello"
+        assert slack.half_open() == 1
+        event_id = slack.message("into the void?")
+        await nothing_within(deaf, 0.5)
+        assert slack.pending == [event_id]  # no socket takes it: it waits
+        with trio.move_on_after(0.5) as no_pong:
+            await deaf.ping(b"anyone?")
+        assert no_pong.cancelled_caught
+        async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as live:
+            assert (await receive(live))["num_connections"] == 2
+            envelope = await receive(live)
+            assert envelope["payload"]["event_id"] == event_id
+            await ack(deaf, envelope)  # lost: the fake reads nothing from the deaf one
+            again = await receive(live)
+            assert again["retry_attempt"] == 1
+            await ack(live, again)
+            await off(slack.wait_acked, event_id)
+            assert slack.drop(1) == 1  # the deaf socket's TCP connection is cut
+            await off(slack.wait_open_sockets, 1)
+    deaf_info = slack.sockets[0]
+    assert deaf_info["half_open"] is True and deaf_info["ignored_bytes"] > 0
+    assert deaf_info["pings"] == 0
+    assert [a["socket"] for a in slack.acks] == [2]
+    assert {d["socket"] for d in slack.deliveries} == {2}
+
+
+@pytest.mark.timeout(30)
+async def test_post_message_is_recorded(slack: FakeSlack):
+    first = (await api(slack, "chat.postMessage", channel="C1", text="hello", mrkdwn=True)).json()
+    assert first["ok"] is True and first["channel"] == "C1"
+    assert first["message"]["text"] == "hello" and first["message"]["bot_id"] == "B0001"
+    async with httpx.AsyncClient(timeout=10) as client:  # a form, in a thread
+        answer = await client.post(
+            f"{slack.api_url}/chat.postMessage",
+            data={"channel": "D1", "text": "in a thread", "thread_ts": first["ts"]},
+            headers={"Authorization": f"Bearer {BOT_TOKEN}"},
+        )
+    second = answer.json()
+    assert second["ok"] is True and second["ts"] > first["ts"]
+    assert second["message"]["thread_ts"] == first["ts"]
+    too_long = await api(slack, "chat.postMessage", channel="C1", text="x" * 40_001)
+    assert too_long.json() == {"ok": False, "error": "msg_too_long"}
+    assert (await api(slack, "chat.postMessage", channel="C1", text="")).json()[
+        "error"
+    ] == "no_text"
+    assert (await api(slack, "chat.postMessage", channel="C1", text="x" * 40_000)).json()["ok"]
+    sent = await off(slack.wait_sent, 3)
+    assert [s["channel"] for s in sent] == ["C1", "D1", "C1"]
+    assert sent[0]["text"] == "hello" and sent[0]["mrkdwn"] is True and "at" in sent[0]
+    assert sent[1]["thread_ts"] == first["ts"] and "token" not in sent[1]
+    assert [s["text"] for s in slack.sent_to("D1")] == ["in a thread"]
+    assert [r["error"] for r in slack.refused] == ["msg_too_long", "no_text"]
+
+
+@pytest.mark.timeout(30)
+async def test_faults_and_a_rate_limit_with_retry_after(slack: FakeSlack):
+    slack.fail("chat.postMessage", "ratelimited", retry_after=2)
+    slack.fail("chat.postMessage", "channel_not_found", channel="C404")
+    slack.fail("chat.postMessage", "internal_error", status=500)
+    limited = await api(slack, "chat.postMessage", channel="C1", text="one")
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "2"
+    assert limited.json() == {"ok": False, "error": "ratelimited"}
+    missing = await api(slack, "chat.postMessage", channel="C404", text="two")
+    assert missing.status_code == 200 and missing.json()["error"] == "channel_not_found"
+    broken = await api(slack, "chat.postMessage", channel="C1", text="three")
+    assert broken.status_code == 500 and broken.json()["error"] == "internal_error"
+    assert (await api(slack, "chat.postMessage", channel="C1", text="four")).json()["ok"]
+    refused = await off(slack.wait_refused, 3, method="chat.postMessage")
+    assert [(r["error"], r["status"], r["retry_after"]) for r in refused] == [
+        ("ratelimited", 429, 2.0), ("channel_not_found", 200, None),
+        ("internal_error", 500, None),
+    ]  # fmt: skip
+    assert refused[1]["channel"] == "C404"
+    assert [s["text"] for s in slack.sent] == ["four"]
+
+
+@pytest.mark.timeout(30)
+async def test_events_wait_for_a_socket_across_restarts(slack: FakeSlack):
+    first = slack.message("one", channel_type="channel")
+    second = slack.message("two", channel="G7", channel_type="group", bot_id="B0002")
+    assert slack.pending == [first, second]
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        one, two = await receive(ws), await receive(ws)
+        assert one["payload"]["event"]["channel"] == "C1"
+        assert (
+            two["payload"]["event"] | {"channel": "G7", "bot_id": "B0002"}
+            == (two["payload"]["event"])
+        )
+        await ack(ws, one)
+        await ack(ws, two)
+        await off(slack.wait_acked, 2)
+    await off(slack.wait_open_sockets, 0)
+    command = slack.slash("/hermes", "status", user="U3", channel="D3")
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        envelope = await receive(ws)
+        assert envelope["type"] == "slash_commands"
+        assert envelope["accepts_response_payload"] is True
+        payload = envelope["payload"]
+        assert payload | {
+            "command": "/hermes", "text": "status", "user_id": "U3", "channel_id": "D3",
+            "team_id": "T0001", "trigger_id": command,
+        } == payload  # fmt: skip
+        await ack(ws, envelope, payload={"text": "ok"})
+        assert await off(slack.wait_acked, command) == [first, second, command]
+    assert slack.acks[-1]["payload"] == {"text": "ok"}
+    assert slack.connections_opened == 2
+
+
+@pytest.mark.timeout(30)
+async def test_close_is_prompt_with_sockets_open():
+    fake = FakeSlack().__enter__()
+    async with open_websocket_url(await socket_url(fake), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        started = time.monotonic()
+        fake.close()
+        assert time.monotonic() - started < 2
+        with pytest.raises(ConnectionClosed):
+            await receive(ws)
+    assert fake.internal_errors == []
+
+
+@pytest.mark.timeout(30)
+def test_the_fake_runs_in_its_own_process():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.slack"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        event = httpx.post(f"{url}/_fake/message", json={"text": "hi"}, timeout=5).json()
+        assert event["ok"] is True
+        state = httpx.get(f"{url}/_fake/state", timeout=5).json()["result"]
+        assert state["pending"] == [event["result"]] and state["connections_opened"] == 0
+        bad = httpx.post(f"{url}/_fake/disconnect", json={}, timeout=5)
+        assert bad.status_code == 400 and "no open socket" in bad.json()["error"]
+        me = httpx.post(
+            f"{url}/api/auth.test", headers={"Authorization": f"Bearer {BOT_TOKEN}"}, timeout=5
+        )
+        assert me.json()["user_id"] == BOT_USER_ID
+    finally:
+        proc.terminate()
+        proc.wait(5)
+        if proc.stdout is not None:
+            proc.stdout.close()
