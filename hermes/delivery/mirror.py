@@ -22,8 +22,8 @@ import attrs
 import cattrs
 
 from hermes.adapters.contract import ChatType, Target
-from hermes.adapters.session_keys import new_session_id, session_key
 from hermes.config import GatewayConfig
+from hermes.delivery.session_keys import new_session_id, session_key
 from hermes.delivery.targets import LOCAL, Origin, PlannedTarget
 from hermes.state.messages import NewMessage, append_message
 from hermes.state.sessions import NewSession, current_session, ensure_session

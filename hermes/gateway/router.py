@@ -31,12 +31,12 @@ from hermes.actors.actor import Actor
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent, Target, TurnEvent
-from hermes.adapters.session_keys import new_session_id, session_key
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
 from hermes.agent.tools.base import ToolContext
 from hermes.config import Config, PlatformConfig
 from hermes.delivery.replies import Replies
+from hermes.delivery.session_keys import new_session_id, session_key
 from hermes.delivery.targets import Origin
 from hermes.gateway.admission import Admitted
 from hermes.gateway.authorization import decide

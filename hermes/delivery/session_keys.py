@@ -10,7 +10,7 @@ message is not in a thread, and inside a thread only when
 guild (scope) goes before the chat id: Slack's channel ids are unique only
 within their workspace.
 
-The router keys inbound events with it; delivery keys the sessions a cron
+The router keys inbound events with it; delivery (its lowest user) keys the sessions a cron
 brief seeds, so a reply resolves to the very session the brief was written to.
 """
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hermes.adapters.contract import ChatType, InboundEvent, Target
-from hermes.adapters.session_keys import session_key
 from hermes.config import GatewayConfig
+from hermes.delivery.session_keys import session_key
 
 
 def event(chat_type=ChatType.DM, chat="c1", user="u1", thread=None, scope=None, platform="tg"):
