@@ -1,15 +1,17 @@
 """The adapter conformance kit: what every adapter and its fake must show, run against a
 real `hermes serve` process and parametrized over the adapters: the local endpoint,
-the test platform (python -m tests.adapters.serve adds its adapter) and Telegram
-(built in, against tests/fakes/telegram.py).
+the test platform (python -m tests.adapters.serve adds its adapter), Telegram and
+Slack (built in, against tests/fakes/telegram.py and tests/fakes/slack.py).
 
 Each driver speaks to serve the way its platform's users do (the local endpoint: a
 WebSocket client; the chat platforms: messages injected into their fakes) and reads
 what the user got back. A kit item runs on every adapter whose platform has the thing
 it tests: the local endpoint is a server (no progress deadline, no token to refuse,
 no bots), so the liveness items run on the chat platforms; Telegram never delivers
-an update it was told was received again (a repeat comes only across a restart,
-which the kill item covers), so the replay step runs where the platform replays.
+an update it was told was received again, nor Slack an acknowledged envelope (a
+repeat comes only across a restart, which the kill item covers), so the replay
+step runs where the platform replays. "Deaf" is each platform's way of going
+silent: a stalled poll, a hung poll, a half-open socket.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ import pytest
 import trio
 
 from tests.adapters.serving import TOKEN, Serve, in_thread, until_line
+from tests.adapters.slack.serving import SlackServe
 from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
 from tests.adapters.telegram.serving import TelegramServe
 from tests.fakes.chat_platform import FakeChatPlatform
 from tests.fakes.openai import text_answer
+from tests.fakes.slack import BOT_TOKEN as SLACK_TOKEN
+from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram, parse_markdown_v2
 
 
@@ -67,6 +72,7 @@ class PlatformDriver:
     name = "testplatform"
     replays = True
     token = TOKEN
+    fatal = "401"
 
     def __init__(self, serve: Serve) -> None:
         self.serve = serve
@@ -113,6 +119,7 @@ class TelegramDriver:
     name = "telegram"
     replays = False  # a confirmed update is never delivered again
     token = TELEGRAM_TOKEN
+    fatal = "401"
 
     def __init__(self, serve: Serve) -> None:
         self.serve = serve
@@ -149,12 +156,58 @@ class TelegramDriver:
         await in_thread(self.tg.wait_acked, update, 30.0)
 
 
+class SlackDriver:
+    """A Slack user: DMs injected into the fake as Socket Mode events."""
+
+    name = "slack"
+    replays = False  # an acknowledged envelope is never delivered again
+    token = SLACK_TOKEN
+    fatal = "link_disabled"
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.slack: FakeSlack = serve.platform
+
+    async def say(self, text: str, ref: str) -> None:
+        before = len(self.slack.sent)
+        self.slack.message(text)
+        await in_thread(self.slack.wait_sent, before + 1, 30.0)
+
+    def start_saying(self, nursery: trio.Nursery, text: str, ref: str) -> None:
+        self.slack.message(text)
+
+    def received(self) -> list[str]:
+        return [s["text"] for s in self.slack.sent]
+
+    def polls(self) -> int:
+        return self.slack.connections_opened
+
+    def wait_polls(self, count: int, timeout: float = 30.0) -> None:
+        self.slack.wait_connections(count, timeout)
+
+    def deafen(self) -> None:
+        self.slack.half_open()
+
+    def undeafen(self) -> None:
+        """A half-open socket stays so; the new one is live."""
+
+    def revoke_token(self) -> None:
+        self.slack.disable_link()
+        self.slack.disconnect("link_disabled")
+
+    async def say_as_bot(self, text: str) -> None:
+        event = self.slack.message(text, bot_id="B9")
+        await in_thread(self.slack.wait_acked, event, 30.0)
+
+
 @contextlib.contextmanager
 def running(name: str, home, model) -> Iterator[Serve]:
     """Serve on the test's home with `name`'s fake (the local endpoint: the test
     platform's harness, which has the endpoint too)."""
     if name == "telegram":
         fake, harness = FakeTelegram(token=TELEGRAM_TOKEN), TelegramServe
+    elif name == "slack":
+        fake, harness = FakeSlack(), SlackServe
     else:
         fake, harness = FakeChatPlatform(token=TOKEN), Serve
     with fake:
@@ -166,8 +219,9 @@ def running(name: str, home, model) -> Iterator[Serve]:
             serve.close()
 
 
-DRIVERS = {"local": LocalDriver, "testplatform": PlatformDriver, "telegram": TelegramDriver}
-CONNECTED = ("testplatform", "telegram")  # a connection to keep alive, a token, bots
+DRIVERS = {"local": LocalDriver, "testplatform": PlatformDriver, "telegram": TelegramDriver,
+           "slack": SlackDriver}  # fmt: skip
+CONNECTED = ("testplatform", "telegram", "slack")  # a connection to keep alive, a token, bots
 
 
 @pytest.fixture(params=sorted(DRIVERS))
@@ -253,7 +307,7 @@ async def test_a_fatal_error_stops_the_restarts_and_says_why(model, connected):
     await in_thread(until_line, serve.procs[-1], "not restarting")
     polls = connected.polls()
     adapter = (await serve.status())[name]
-    assert adapter.detail["adapter"] == "fatal" and "401" in adapter.detail["reason"]
+    assert adapter.detail["adapter"] == "fatal" and connected.fatal in adapter.detail["reason"]
     with pytest.raises(TimeoutError):  # nobody polls any more: no restart
         await in_thread(connected.wait_polls, polls + 1, 3.0)
     assert (await serve.status())[name].restarts == 0
