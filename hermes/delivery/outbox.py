@@ -16,7 +16,7 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +137,7 @@ class Outbox(Actor):
         rng: random.Random | None = None,
         clock: WallClock | None = None,
         sessions: GatewayConfig = DEFAULT_SESSIONS,
-        mirrored: Callable[[list[str]], None] = lambda session_ids: None,
+        mirrored: Callable[[list[str]], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(name)
         self.registry = registry
@@ -267,8 +267,8 @@ class Outbox(Actor):
                 return
         if isinstance(result, Sent):
             seeded = await self.db.write(mark_sent, row.id, result.message_id, now, self.sessions)
-            if seeded:
-                self.mirrored(seeded)
+            if seeded and self.mirrored is not None:
+                await self.mirrored(seeded)
         elif isinstance(result, Permanent) and result.formatting and not row.plain:
             log.info("outbox row %d: formatting rejected (%s); as plain text", row.id,
                      result.reason)  # fmt: skip

@@ -52,7 +52,7 @@ async def _new(c: CommandContext) -> CommandReply:
         await c.router.db.write(end_session, c.session_id, "new session")
     except SessionNotFound:
         pass  # it never had a turn
-    new = c.router.start_new(c.event)
+    new = await c.router.start_new(c.event)
     return CommandReply(f"Started a new session ({new}).", new)
 
 

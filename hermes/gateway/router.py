@@ -348,11 +348,19 @@ class Router(Actor):
             self.current[key] = session_id
         return session_id
 
-    def start_new(self, event: InboundEvent) -> str:
-        """/new: the key's next message starts a new session; returns its id."""
+    async def start_new(self, event: InboundEvent) -> str:
+        """/new: the key's next message starts a new session; returns its id. It is
+        written at once, as the key's live session: state.db, not this router's
+        memory, is where a restart or a brief's mirror finds it."""
         session_id = new_session_id(event.platform)
         if not (event.session_hint and event.platform == "local"):
-            self.current[self.key_of(event)] = session_id
+            key = self.key_of(event)
+            self.current[key] = session_id
+            await self.db.write(ensure_session, NewSession(
+                session_id, source=event.platform, session_key=key, chat_id=event.chat_id,
+                chat_type=str(event.chat_type), thread_id=event.thread_id,
+                user_id=event.user_id, user_name=event.user_name, scope_id=event.scope_id,
+            ))  # fmt: skip
         return session_id
 
     def session_actor(self, session_id: str) -> SessionActor | None:

@@ -16,8 +16,6 @@ import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import trio
-
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorStopped
@@ -110,12 +108,13 @@ def build_root(
     def outbox() -> Address | None:
         return root.find("outbox", Address)
 
-    def mirrored(session_ids: list[str]) -> None:
-        """A brief was written into these sessions: live ones read them again."""
+    async def mirrored(session_ids: list[str]) -> None:
+        """A brief was written into these sessions: live ones read them again (the
+        outbox's sender for that chat waits for room in the router's mailbox)."""
         address = router()
         if address is not None:
-            with contextlib.suppress(ActorStopped, trio.WouldBlock):
-                address.cast_nowait(Mirrored(tuple(session_ids)))
+            with contextlib.suppress(ActorStopped):
+                await address.cast(Mirrored(tuple(session_ids)))
 
     def admission() -> Admission:
         return Admission(registry(), home.state_db, router)

@@ -326,6 +326,9 @@ async def test_new_starts_a_new_session_and_ends_the_old(registry, home, fake, w
         reply = await h.answer_to(new_event)
         step = await h.final(new_event)
         assert step.session_id != old and f"({step.session_id})" in reply.text
+        # written at once as the key's live session: a restart or a mirror finds it
+        written = await h.rows("SELECT id FROM sessions WHERE ended_at IS NULL")
+        assert written == [(step.session_id,)]
         after = await h.final(await h.send("alice", "second"))
         assert after.session_id == step.session_id
         await h.settle()
