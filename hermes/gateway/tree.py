@@ -22,6 +22,7 @@ from hermes.actors.errors import ActorStopped
 from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
 from hermes.adapters.base import AdapterFactory, AdapterSetup, AdapterStatus
 from hermes.adapters.cursors import Cursors
+from hermes.adapters.discord.adapter import DiscordAdapter
 from hermes.adapters.local_ws import LocalEndpoint
 from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.telegram.adapter import TelegramAdapter
@@ -40,7 +41,11 @@ from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
 
 # Chat platforms by name; the local endpoint is always on.
-BUILT_IN: dict[str, AdapterFactory] = {"telegram": TelegramAdapter, "slack": SlackAdapter}
+BUILT_IN: dict[str, AdapterFactory] = {
+    "telegram": TelegramAdapter,
+    "slack": SlackAdapter,
+    "discord": DiscordAdapter,
+}
 ADAPTER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
 
 
