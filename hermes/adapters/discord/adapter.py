@@ -111,28 +111,37 @@ class DiscordAdapter(PlatformAdapter):
             await trio.sleep(self.rng.uniform(0.1, 1.0))
 
     async def _socket(self, url: str) -> None:
+        """One socket, from Hello to its end: raises _Reconnect (resume, or a new
+        session) or AdapterFatal."""
         sep = "&" if "?" in url else "?"
-        try:
-            async with open_websocket_url(f"{url}{sep}v=10&encoding=json",
-                                          max_message_size=MAX_FRAME) as ws:  # fmt: skip
+        async with open_websocket_url(f"{url}{sep}v=10&encoding=json",
+                                      max_message_size=MAX_FRAME) as ws:  # fmt: skip
+            try:
                 hello = json.loads(await ws.get_message())
-                if hello.get("op") != 10:
-                    raise _Reconnect(f"the gateway began with op {hello.get('op')}")
-                interval = float(hello["d"]["heartbeat_interval"]) / 1000
-                self.progress_deadline = 2 * interval + 5.0
-                self.progress()
-                await self._introduce(ws)
-                async with trio.open_nursery() as nursery:
-                    acked = [True]
-                    nursery.start_soon(self._heartbeat, ws, interval, acked)
-                    await self._read(ws, acked)
-        except ConnectionClosed as closed:
-            code = closed.reason.code if closed.reason else None
-            if code in FATAL_CLOSES:
-                raise AdapterFatal(f"Discord closed the gateway: {FATAL_CLOSES[code]}") from None
-            if code in NEW_SESSION_CLOSES:
-                self.session = None
-            raise _Reconnect(f"the gateway closed ({code})") from None
+            except ConnectionClosed as closed:
+                self._closed(closed)
+            if hello.get("op") != 10:
+                raise _Reconnect(f"the gateway began with op {hello.get('op')}")
+            interval = float(hello["d"]["heartbeat_interval"]) / 1000
+            self.progress_deadline = 2 * interval + 5.0
+            self.progress()
+            await self._introduce(ws)
+            async with trio.open_nursery() as nursery:
+                acked = [True]
+                nursery.start_soon(self._heartbeat, ws, interval, acked)
+                why = await self._read(ws, acked)
+                nursery.cancel_scope.cancel()
+        if isinstance(why, ConnectionClosed):
+            self._closed(why)
+        raise _Reconnect(why)
+
+    def _closed(self, closed: ConnectionClosed) -> None:
+        code = closed.reason.code if closed.reason else None
+        if code in FATAL_CLOSES:
+            raise AdapterFatal(f"Discord closed the gateway: {FATAL_CLOSES[code]}")
+        if code in NEW_SESSION_CLOSES:
+            self.session = None
+        raise _Reconnect(f"the gateway closed ({code})")
 
     async def _introduce(self, ws: WebSocketConnection) -> None:
         if self.session:
@@ -147,18 +156,26 @@ class DiscordAdapter(PlatformAdapter):
         """A beat every interval, the first after a random fraction of it; a beat due
         with the last one unanswered means a zombie: closed (not 1000) and resumed."""
         await trio.sleep(interval * self.rng.random())
-        while True:
-            if not acked[0]:
-                log.warning("%s: no heartbeat ACK; the connection is a zombie", self.name)
-                await ws.aclose(code=ZOMBIE_CLOSE, reason="zombie")
-                return
-            acked[0] = False
-            await ws.send_message(json.dumps({"op": 1, "d": self.seq}))
-            await trio.sleep(interval)
+        try:
+            while True:
+                if not acked[0]:
+                    log.warning("%s: no heartbeat ACK; the connection is a zombie", self.name)
+                    await ws.aclose(code=ZOMBIE_CLOSE, reason="zombie")
+                    return
+                acked[0] = False
+                await ws.send_message(json.dumps({"op": 1, "d": self.seq}))
+                await trio.sleep(interval)
+        except ConnectionClosed:
+            return  # the reader says how it ended
 
-    async def _read(self, ws: WebSocketConnection, acked: list[bool]) -> None:
+    async def _read(self, ws: WebSocketConnection, acked: list[bool]) -> str | ConnectionClosed:
+        """Frames until the socket is done; why it is (a reason to reconnect, or how it
+        closed)."""
         while True:
-            frame = json.loads(await ws.get_message())
+            try:
+                frame = json.loads(await ws.get_message())
+            except ConnectionClosed as closed:
+                return closed
             op = frame.get("op")
             if op == 11:
                 acked[0] = True
@@ -166,12 +183,12 @@ class DiscordAdapter(PlatformAdapter):
             elif op == 1:
                 await ws.send_message(json.dumps({"op": 1, "d": self.seq}))
             elif op == 7:
-                raise _Reconnect("Discord asked for a reconnect (op 7)")
+                return "Discord asked for a reconnect (op 7)"
             elif op == 9:
                 if not frame.get("d"):
                     self.session = None
                     await trio.sleep(self.rng.uniform(1.0, 5.0))
-                raise _Reconnect("Discord invalidated the session (op 9)")
+                return "Discord invalidated the session (op 9)"
             elif op == 0:
                 self.progress()
                 await self._dispatch(frame)

@@ -1,0 +1,1281 @@
+"""A fake Discord on 127.0.0.1: the REST API (v10) over HTTP and the Gateway over a
+WebSocket, both on one port, for the tests of the Discord adapter and the benches.
+
+REST, under `{url}/api/v10/`, header `Authorization: Bot <token>` (otherwise 401
+`{"message": "401: Unauthorized", "code": 0}`); errors are `{"message", "code"}`:
+
+    GET  gateway/bot               -> {"url": "ws://127.0.0.1:PORT/gateway", "shards": 1,
+                                       "session_start_limit": {...}}
+    GET  users/@me                 -> the bot user
+    POST channels/{id}/messages    {content, message_reference?} -> 200 a Message
+                                   (`id`: an increasing snowflake string); empty or over
+                                   2000 characters -> 400 code 50035 "Invalid Form Body"
+    POST channels/{id}/typing      -> 204
+
+Every REST answer carries `X-RateLimit-Limit`, `-Remaining`, `-Reset`, `-Reset-After`
+and `-Bucket` (one bucket per route and channel: "msg-<channel>", "typing-<channel>",
+"gateway-bot", "users-me"); `bucket_limit` calls per `bucket_window` seconds, counted
+but not enforced: only `rate_limit()` answers 429, with `Retry-After`, `X-RateLimit-
+Scope` (and `X-RateLimit-Global: true` when global) and `{"message": "You are being
+rate limited.", "retry_after": s, "global": bool}`. `fail()` answers other errors.
+
+Gateway: a WebSocket at `{ws}/gateway` (the URL from gateway/bot) and at
+`{ws}/resume` (the `resume_gateway_url` in READY); both behave alike (the path is
+recorded in `sockets`), a query string (`?v=10&encoding=json`) is accepted. Frames
+are JSON text `{"op", "d", "s", "t"}`.
+
+- On connect: `op 10 Hello {"heartbeat_interval": ms}`.
+- `op 1` heartbeat: recorded in `heartbeats`; answered `op 11` unless the socket is a
+  zombie (`zombie()`).
+- `op 2 Identify {token, intents, properties}`: a wrong token closes with 4004; a
+  second Identify on one socket closes with 4005. Otherwise a new session: `READY`
+  (`s` = 1) with `{v, session_id, resume_gateway_url, user, guilds: [], application}`.
+  The newest session is the *current* one: injected events go to it.
+- `op 6 Resume {token, session_id, seq}`: an unknown or invalidated session gets
+  `op 9` (`d: false`) and the socket stays open (Identify may follow); a `seq` ahead of
+  the session closes with 4009. A known session: every dispatch of it with `s > seq`
+  (READY and RESUMED aside) is sent again, then `RESUMED` (a dispatch with the next
+  `s`). The socket the session was on before (if still open) no longer gets its events.
+- Any other op (or a non-JSON frame) before Identify/Resume closes with 4003 (not
+  authenticated); an unknown op with 4001; undecodable JSON with 4002.
+
+Each session numbers its dispatches 1, 2, 3 ... and keeps them all. An event injected
+while the session's socket is closed, cut, zombie or not yet resumed waits in the
+session: a Resume replays it (so a message sent during a gap is delivered exactly once
+to a client that resumes). A new session (Identify) does not get the events of an
+earlier one, as on Discord: a client that must identify anew has lost them, and
+events injected while there is no valid session at all are lost too (`lost`). The
+fake keeps its state for its whole life: sessions outlive client restarts.
+
+The test drives the fake from its own thread (every method is thread-safe):
+`message()` and `dispatch()` put events in; `rate_limit()` and `fail()` answer the
+next matching REST calls with errors; `zombie()`, `close(code)`, `reconnect()`,
+`invalid_session()` and `drop()` trouble the current socket. It reads what the client
+did in `sent`, `typing`, `refused`, `calls`, `identifies`, `resumes`, `sessions`,
+`heartbeats`, `closes`, `sockets`, `dispatches` ... and waits for it with the
+`wait_*` helpers, which block on a condition (no sleeping) and raise TimeoutError
+naming what they waited for. `shutdown()` (or leaving the `with` block) stops the
+fake at once; `close(code)` closes a Gateway socket.
+
+Where the fake knowingly differs from Discord:
+- `ws://` / `http://` on 127.0.0.1; no zlib / etf / compression; the Identify token is
+  compared as is (the raw token, no "Bot " prefix).
+- The fake never closes a socket for missing heartbeats, never sends heartbeat
+  requests (op 1) of its own, and enforces no Identify or gateway send limits; intents
+  are recorded, not checked (no 4013/4014).
+- RESUMED carries the next sequence number of the session (and counts as a dispatch
+  of it); it is never replayed.
+- MESSAGE_CREATE carries an extra `channel_type` (1 DM, 0 guild text, 11 public
+  thread...) which Discord leaves out: use `guild_id` to tell a DM from a guild.
+- An empty message answers 50035 (Discord: 50006 "Cannot send an empty message");
+  any channel id is taken; rate-limit buckets are counted, never enforced; the
+  bucket names are readable ("msg-<channel>"), not opaque hashes.
+- The fake closes its sockets with the chosen code (`close()`) or 1001 when
+  stopping; `drop()` cuts the TCP connection with no close frame.
+
+In its own process:
+
+    python -m tests.fakes.discord [--token T] [--heartbeat-interval 41.25]
+
+prints its base URL on one line and serves until killed. Another process drives it
+over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword arguments calls one
+of message, dispatch, rate_limit, fail, clear_faults, zombie, unzombie, close,
+reconnect, invalid_session, drop (answer `{"ok": true, "result": <return value>}`),
+and `GET {url}/_fake/state` answers the counters and the records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Ping,
+    Pong,
+    Request,
+    TextMessage,
+)
+from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+
+TOKEN = "fake-discord-token"
+BOT_ID = "100000000000000001"
+BOT_NAME = "hermes"
+APPLICATION_ID = BOT_ID
+MAX_CONTENT = 2000
+API_PREFIX = "/api/v10/"
+STOP_CODE = 1001  # the code of the close frames the fake sends when it stops
+# close codes after which the session cannot be resumed (Discord's docs)
+INVALIDATING_CODES = frozenset({4004, 4007, 4009, 4010, 4011, 4012, 4013, 4014})
+# opcodes
+DISPATCH, HEARTBEAT, IDENTIFY, RESUME, RECONNECT, INVALID_SESSION, HELLO, HEARTBEAT_ACK = (
+    0, 1, 2, 6, 7, 9, 10, 11,
+)  # fmt: skip
+_CLIENT_OPS = frozenset({1, 2, 3, 4, 6, 8, 31})  # what a client may send
+BOT_USER = {
+    "id": BOT_ID, "username": BOT_NAME, "discriminator": "0", "global_name": None,
+    "avatar": None, "bot": True,
+}  # fmt: skip
+_EPOCH_MS = 1_420_070_400_000  # Discord's epoch
+
+
+@attrs.define
+class _Fault:
+    route: str  # "messages" | "typing" | "*"
+    status: int
+    code: int
+    message: str
+    channel: str | None
+    times: int | None  # None: every call from now on
+    retry_after: float | None = None
+    global_: bool = False
+
+
+@attrs.define
+class _Reply:
+    status: int
+    body: dict[str, Any] | None
+    headers: list[tuple[str, str]] = attrs.Factory(list)
+
+
+@attrs.define(eq=False)
+class _Session:
+    id: str
+    created_at: float
+    seq: int = 0
+    valid: bool = True
+    dispatches: list[dict[str, Any]] = attrs.Factory(list)  # full frames, in order
+    socket: _Socket | None = None  # the socket that gets its events now
+    resumes: int = 0
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "session_id": self.id, "seq": self.seq, "valid": self.valid,
+            "socket": None if self.socket is None else self.socket.id,
+            "resumes": self.resumes, "created_at": self.created_at,
+        }  # fmt: skip
+
+
+@attrs.define(eq=False)
+class _Socket:
+    id: int
+    conn: socket.socket
+    ws: WSConnection
+    path: str
+    opened_at: float
+    lock: threading.Lock = attrs.Factory(threading.Lock)  # the wsproto state and sends
+    outbox: list[tuple[str, dict[str, Any] | None]] = attrs.Factory(list)
+    session: _Session | None = None
+    authenticated: bool = False
+    zombie: bool = False
+    sent_seq: int = 0  # the highest `s` of the session put in the outbox
+    close_now: bool = False  # the writer closes it once the outbox is out
+    close_code: int = STOP_CODE
+    cut: bool = False  # close without a close frame
+    detached: bool = False  # told to close: takes nothing new
+    closed_at: float | None = None
+    closed_by: str | None = None  # "fake" | "client" (close frame) | "eof"
+    client_close_code: int | None = None
+    fake_close_code: int | None = None
+    heartbeats: int = 0
+    frames_in: int = 0
+    partial: str = ""
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "path": self.path, "opened_at": self.opened_at,
+            "closed_at": self.closed_at, "open": self.closed_at is None,
+            "session_id": None if self.session is None else self.session.id,
+            "zombie": self.zombie, "closed_by": self.closed_by,
+            "client_close_code": self.client_close_code,
+            "fake_close_code": self.fake_close_code, "heartbeats": self.heartbeats,
+            "frames_in": self.frames_in,
+        }  # fmt: skip
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a hung client never holds up the test process
+    block_on_close = False  # shutdown() wakes every handler itself; nothing to join
+    request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops a connection is not worth a traceback."""
+
+
+def _error(status: int, code: int, message: str) -> _Reply:
+    return _Reply(status, {"message": message, "code": code})
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of plain JSON-like records (the caller may keep and change it)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _shut(conn: socket.socket) -> None:
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _timestamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime())
+
+
+class FakeDiscord:
+    def __init__(
+        self,
+        token: str = TOKEN,
+        *,
+        heartbeat_interval: float = 1.0,
+        bucket_limit: int = 5,
+        bucket_window: float = 5.0,
+    ) -> None:
+        self.token = token
+        self.heartbeat_interval = heartbeat_interval  # seconds (sent in ms)
+        self.bucket_limit = bucket_limit
+        self.bucket_window = bucket_window
+        self._cond = threading.Condition()
+        self._closing = False
+        self._connections: set[socket.socket] = set()
+        self._socket_ids = itertools.count(1)
+        self._sockets: list[_Socket] = []
+        self._sessions: list[_Session] = []
+        self._current: _Session | None = None
+        self._snowflakes = itertools.count(1)
+        self._messages: dict[str, dict[str, Any]] = {}  # every message, by id
+        self._identifies: list[dict[str, Any]] = []
+        self._resumes: list[dict[str, Any]] = []
+        self._heartbeats: list[dict[str, Any]] = []
+        self._closes: list[int | None] = []
+        self._received: list[dict[str, Any]] = []
+        self._written: list[dict[str, Any]] = []  # dispatches that went out
+        self._lost: list[dict[str, Any]] = []
+        self._faults: list[_Fault] = []
+        self._buckets: dict[str, list[float]] = {}  # bucket -> [reset_at, used]
+        self._calls: list[dict[str, Any]] = []
+        self._sent: list[dict[str, Any]] = []
+        self._typing: list[dict[str, Any]] = []
+        self._refused: list[dict[str, Any]] = []
+        self._internal_errors: list[str] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                with fake._cond:
+                    fake._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with fake._cond:
+                    fake._connections.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:
+                    pass
+
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                if urlsplit(self.path).path.rstrip("/") in ("/gateway", "/resume"):
+                    self.close_connection = True
+                    try:
+                        reply = fake._serve_socket(self)
+                    except Exception:  # a bug of the fake: record, keep serving
+                        fake._record_internal_error(traceback.format_exc())
+                        return
+                    if reply is not None:
+                        self._answer(reply)
+                    return
+                self._serve(b"")
+
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                try:
+                    length = int(self.headers.get("content-length", 0) or 0)
+                    raw = self.rfile.read(length) if length else b""
+                except (OSError, ValueError):
+                    self.close_connection = True
+                    return
+                self._serve(raw)
+
+            do_PATCH = do_PUT = do_DELETE = do_POST  # noqa: N815 - answered 404/405
+
+            def _serve(self, raw: bytes) -> None:
+                try:
+                    reply = fake._handle(self.command, self.path, self.headers, raw)
+                except Exception:  # a bug of the fake: answer, record, keep serving
+                    fake._record_internal_error(traceback.format_exc())
+                    reply = _error(500, 0, "fake internal error")
+                self._answer(reply)
+
+            def _answer(self, reply: _Reply) -> None:
+                data = b"" if reply.body is None else json.dumps(reply.body).encode()
+                try:
+                    self.send_response(reply.status)
+                    if reply.body is not None:
+                        self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    for name, value in reply.headers:
+                        self.send_header(name, value)
+                    if fake._closing or self.close_connection:
+                        self.send_header("connection", "close")
+                        self.close_connection = True
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                except OSError:  # the client went away: nobody to answer
+                    self.close_connection = True
+
+        self.server = _Server(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )  # a short poll interval: shutdown() returns at once
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def api_url(self) -> str:
+        """`{url}/api/v10`: append `/gateway/bot` and so on."""
+        return f"{self.url}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"ws://{host}:{port}/gateway"
+
+    @property
+    def resume_gateway_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"ws://{host}:{port}/resume"
+
+    def __enter__(self) -> FakeDiscord:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop serving: every connection (HTTP and WebSocket) is shut at once, and
+        nothing is waited for."""
+        with self._cond:
+            if self._closing:
+                return
+            self._closing = True
+            self._cond.notify_all()
+            connections = list(self._connections)
+        if self.thread.is_alive():
+            self.server.shutdown()
+        for conn in connections:
+            _shut(conn)
+        self.server.server_close()
+
+    # -- injecting events -----------------------------------------------------------------
+
+    def message(
+        self,
+        content: str,
+        *,
+        channel_id: str | None = None,
+        guild_id: str | None = None,
+        author_id: str = "1001",
+        author_name: str | None = None,
+        author_bot: bool = False,
+        mentions_bot: bool = False,
+        reply_to_bot_message: str | None = None,
+        reply_ping: bool = True,
+        channel_type: int | None = None,
+    ) -> str:
+        """A MESSAGE_CREATE for the current session; returns the message's id.
+
+        `channel_id` defaults to "2001" in a DM (no `guild_id`) and "3001" in a guild;
+        `channel_type` to 1 (DM) or 0 (guild text; 11 for a public thread).
+        `mentions_bot` puts `<@BOT_ID> ` before the content (unless it is there) and
+        the bot in `mentions`. `reply_to_bot_message` (the id of a message the bot sent)
+        makes it a reply (type 19, `message_reference`, `referenced_message`); with
+        `reply_ping` the bot is in `mentions` too, as Discord does for a reply that
+        pings."""
+        channel = channel_id or ("2001" if guild_id is None else "3001")
+        if channel_type is None:
+            channel_type = 1 if guild_id is None else 0
+        mention = f"<@{BOT_ID}>"
+        if mentions_bot and mention not in content and f"<@!{BOT_ID}>" not in content:
+            content = f"{mention} {content}"
+        with self._cond:
+            message_id = self._snowflake()
+            author = {
+                "id": author_id, "username": author_name or f"user{author_id}",
+                "discriminator": "0", "global_name": None, "avatar": None,
+            }  # fmt: skip
+            if author_bot:
+                author["bot"] = True
+            mentioned = mention in content or f"<@!{BOT_ID}>" in content
+            d: dict[str, Any] = {
+                "id": message_id, "channel_id": channel, "channel_type": channel_type,
+                "author": author, "content": content, "timestamp": _timestamp(),
+                "edited_timestamp": None, "tts": False, "mention_everyone": False,
+                "mentions": [], "mention_roles": [], "attachments": [], "embeds": [],
+                "pinned": False, "type": 0, "flags": 0,
+            }  # fmt: skip
+            if guild_id is not None:
+                d["guild_id"] = guild_id
+                d["member"] = {"roles": [], "joined_at": _timestamp(), "deaf": False, "mute": False}
+            if reply_to_bot_message is not None:
+                referenced = self._messages.get(reply_to_bot_message)
+                if referenced is None:
+                    raise LookupError(f"no message {reply_to_bot_message}")
+                d["type"] = 19
+                d["message_reference"] = {
+                    "type": 0, "message_id": reply_to_bot_message,
+                    "channel_id": referenced["channel_id"],
+                }  # fmt: skip
+                if guild_id is not None:
+                    d["message_reference"]["guild_id"] = guild_id
+                d["referenced_message"] = _copy(referenced)
+                mentioned = mentioned or (reply_ping and referenced["author"]["id"] == BOT_ID)
+            if mentioned:
+                d["mentions"] = [dict(BOT_USER)]
+            self._messages[message_id] = d
+            self._dispatch("MESSAGE_CREATE", d)
+            return message_id
+
+    def dispatch(self, t: str, d: dict[str, Any]) -> int | None:
+        """Any other dispatch event for the current session; returns its `s` (None: no
+        valid session, the event is lost)."""
+        with self._cond:
+            return self._dispatch(t, _copy(d))
+
+    # -- faults ---------------------------------------------------------------------------
+
+    def rate_limit(
+        self,
+        channel: str | None = None,
+        retry_after: float = 1.0,
+        global_: bool = False,
+        times: int | None = 1,
+        *,
+        route: str = "messages",
+    ) -> None:
+        """The next `times` sends (route "messages", "typing" or "*"; to `channel` if
+        given) answer 429 `{"message": "You are being rate limited.", "retry_after",
+        "global"}` with `Retry-After` and, when global, `X-RateLimit-Global: true`."""
+        with self._cond:
+            self._faults.append(
+                _Fault(route, 429, 0, "You are being rate limited.", channel, times,
+                       float(retry_after), bool(global_))
+            )  # fmt: skip
+
+    def fail(
+        self,
+        status: int,
+        code: int,
+        message: str,
+        channel: str | None = None,
+        times: int | None = 1,
+        *,
+        route: str = "messages",
+    ) -> None:
+        """The next `times` sends (route "messages", "typing" or "*"; to `channel` if
+        given; None: all from now on) answer `status` `{"message", "code"}` (e.g. 403
+        50013 "Missing Permissions", 404 10003 "Unknown Channel"). Faults queue: each
+        call takes the first match."""
+        with self._cond:
+            self._faults.append(_Fault(route, int(status), int(code), message, channel, times))
+
+    def clear_faults(self) -> None:
+        with self._cond:
+            self._faults.clear()
+
+    # -- Gateway trouble (on the current socket: the newest open one) ---------------------
+
+    def zombie(self, socket: int | None = None) -> int:
+        """The socket stops answering heartbeats and gets no more dispatches (they wait
+        in the session for a Resume); client frames are still read. Returns its id."""
+        with self._cond:
+            sock = self._pick_socket(socket)
+            sock.zombie = True
+            self._cond.notify_all()
+            return sock.id
+
+    def unzombie(self) -> None:
+        """Every socket answers heartbeats again; a socket still holding its session
+        gets the dispatches it missed."""
+        with self._cond:
+            for sock in self._sockets:
+                if sock.zombie and sock.closed_at is None:
+                    sock.zombie = False
+                    if sock.session is not None and sock.session.socket is sock:
+                        self._flush(sock)
+            self._cond.notify_all()
+
+    def close(self, code: int = 4000, socket: int | None = None, reason: str = "") -> int:
+        """Close the socket with a close frame of `code`. 4004, 4007, 4009 and
+        4010-4014 invalidate its session. Returns the socket's id."""
+        with self._cond:
+            sock = self._pick_socket(socket)
+            self._detach(sock, code in INVALIDATING_CODES)
+            sock.close_now, sock.close_code, sock.fake_close_code = True, int(code), int(code)
+            self._cond.notify_all()
+            return sock.id
+
+    def drop(self, socket: int | None = None) -> int:
+        """Cut the socket's TCP connection (no close frame). Returns its id."""
+        with self._cond:
+            sock = self._pick_socket(socket)
+            self._detach(sock, False)
+            sock.close_now, sock.cut = True, True
+            self._cond.notify_all()
+            return sock.id
+
+    def reconnect(self, socket: int | None = None) -> int:
+        """Send `op 7` Reconnect; the socket stays open until the client closes it."""
+        with self._cond:
+            sock = self._pick_socket(socket)
+            self._detach(sock, False)
+            sock.outbox.append((self._frame(RECONNECT, None), None))
+            self._cond.notify_all()
+            return sock.id
+
+    def invalid_session(self, resumable: bool = False, socket: int | None = None) -> int:
+        """Send `op 9` with `d: resumable`; not resumable invalidates the session."""
+        with self._cond:
+            sock = self._pick_socket(socket)
+            self._detach(sock, not resumable)
+            sock.outbox.append((self._frame(INVALID_SESSION, bool(resumable)), None))
+            self._cond.notify_all()
+            return sock.id
+
+    # -- observing ----------------------------------------------------------------------
+
+    @property
+    def sent(self) -> list[dict[str, Any]]:
+        """The messages created, in order: the request body's fields, `channel_id`,
+        `id`, `at` (time.monotonic() of arrival)."""
+        with self._cond:
+            return _copy(self._sent)
+
+    def sent_to(self, channel: str) -> list[dict[str, Any]]:
+        with self._cond:
+            return _copy([s for s in self._sent if s["channel_id"] == channel])
+
+    @property
+    def typing(self) -> list[dict[str, Any]]:
+        """Typing triggers taken: `channel_id`, `at`."""
+        with self._cond:
+            return _copy(self._typing)
+
+    @property
+    def refused(self) -> list[dict[str, Any]]:
+        """REST calls answered with an error: `route`, `channel_id`, `status`, `code`,
+        `message`, `retry_after`, `global`, `body`, `at`."""
+        with self._cond:
+            return _copy(self._refused)
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """Every REST call: `verb`, `path`, `status`, `at`."""
+        with self._cond:
+            return _copy(self._calls)
+
+    @property
+    def identifies(self) -> int:
+        with self._cond:
+            return len(self._identifies)
+
+    @property
+    def identify_payloads(self) -> list[dict[str, Any]]:
+        """The `d` of every Identify (the token included), with `socket` and `at`."""
+        with self._cond:
+            return _copy(self._identifies)
+
+    @property
+    def resumes(self) -> int:
+        """Resumes accepted (answered with a replay and RESUMED)."""
+        with self._cond:
+            return sum(1 for r in self._resumes if r["accepted"])
+
+    @property
+    def resume_attempts(self) -> list[dict[str, Any]]:
+        """Every Resume: `session_id`, `seq`, `accepted`, `replayed` (count), `socket`, `at`."""
+        with self._cond:
+            return _copy(self._resumes)
+
+    @property
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every session, in order: `session_id`, `seq`, `valid`, `socket`, `resumes`."""
+        with self._cond:
+            return [s.info() for s in self._sessions]
+
+    @property
+    def connections(self) -> int:
+        """Gateway handshakes completed in the fake's life."""
+        with self._cond:
+            return len(self._sockets)
+
+    @property
+    def open_sockets(self) -> int:
+        with self._cond:
+            return sum(1 for s in self._sockets if s.closed_at is None)
+
+    @property
+    def sockets(self) -> list[dict[str, Any]]:
+        with self._cond:
+            return [s.info() for s in self._sockets]
+
+    @property
+    def heartbeats(self) -> list[dict[str, Any]]:
+        """Every heartbeat: `socket`, `d` (the client's last sequence), `acked`, `at`."""
+        with self._cond:
+            return _copy(self._heartbeats)
+
+    @property
+    def closes(self) -> list[int | None]:
+        """The codes of the close frames clients sent, in order (None: no code)."""
+        with self._cond:
+            return list(self._closes)
+
+    @property
+    def received(self) -> list[dict[str, Any]]:
+        """Every text frame a client sent: `socket`, `frame`, `at`."""
+        with self._cond:
+            return _copy(self._received)
+
+    @property
+    def dispatches(self) -> list[dict[str, Any]]:
+        """Dispatches written on a socket: `session_id`, `s`, `t`, `id` (a message's),
+        `socket`, `replay` (sent again on Resume), `at`."""
+        with self._cond:
+            return _copy(self._written)
+
+    @property
+    def lost(self) -> list[dict[str, Any]]:
+        """Events injected while no valid session existed: `t`, `d`, `at`."""
+        with self._cond:
+            return _copy(self._lost)
+
+    @property
+    def internal_errors(self) -> list[str]:
+        """Tracebacks of the fake's own failures; a test may assert none."""
+        with self._cond:
+            return list(self._internal_errors)
+
+    def wait_sent(
+        self, count: int = 1, timeout: float = 10.0, *, channel: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The messages created (in `channel` if given), once at least `count` were."""
+
+        def mine() -> list[dict[str, Any]]:
+            return [s for s in self._sent if channel is None or s["channel_id"] == channel]
+
+        where = "" if channel is None else f" in {channel}"
+        self._wait(lambda: len(mine()) >= count, timeout, f"{count} message(s) sent{where}")
+        with self._cond:
+            return _copy(mine())
+
+    def wait_typing(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
+        self._wait(lambda: len(self._typing) >= count, timeout, f"{count} typing trigger(s)")
+        return self.typing
+
+    def wait_refused(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
+        self._wait(lambda: len(self._refused) >= count, timeout, f"{count} refused call(s)")
+        return self.refused
+
+    def wait_identifies(self, count: int = 1, timeout: float = 10.0) -> None:
+        self._wait(lambda: len(self._identifies) >= count, timeout, f"{count} Identify(s)")
+
+    def wait_resumes(self, count: int = 1, timeout: float = 10.0) -> None:
+        def ready() -> bool:
+            return sum(1 for r in self._resumes if r["accepted"]) >= count
+
+        self._wait(ready, timeout, f"{count} accepted Resume(s)")
+
+    def wait_connections(self, count: int = 1, timeout: float = 10.0) -> None:
+        self._wait(lambda: len(self._sockets) >= count, timeout, f"{count} Gateway connection(s)")
+
+    def wait_open_sockets(self, count: int, timeout: float = 10.0) -> None:
+        """Until exactly `count` sockets are open now (0: all closed)."""
+
+        def ready() -> bool:
+            return sum(1 for s in self._sockets if s.closed_at is None) == count
+
+        self._wait(ready, timeout, f"exactly {count} open socket(s)")
+
+    def wait_heartbeats(self, count: int = 1, timeout: float = 10.0) -> None:
+        self._wait(lambda: len(self._heartbeats) >= count, timeout, f"{count} heartbeat(s)")
+
+    def wait_closes(self, count: int = 1, timeout: float = 10.0) -> list[int | None]:
+        self._wait(lambda: len(self._closes) >= count, timeout, f"{count} client close(s)")
+        return self.closes
+
+    def wait_until(
+        self, ready: Callable[[FakeDiscord], bool], timeout: float = 10.0, what: str = "it"
+    ) -> None:
+        """Until `ready(fake)` is true (checked on every change of the fake's state;
+        it may read the fake's properties)."""
+        self._wait(lambda: ready(self), timeout, what)
+
+    def _wait(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        with self._cond:
+            if not self._cond.wait_for(ready, timeout):
+                raise TimeoutError(f"the fake Discord saw no {what} within {timeout:g} s")
+
+    # -- internals (called holding the lock) ------------------------------------------------
+
+    def _snowflake(self) -> str:
+        ms = int(time.time() * 1000) - _EPOCH_MS
+        return str((ms << 22) | (next(self._snowflakes) & 0x3FFFFF))
+
+    def _frame(self, op: int, d: Any, s: int | None = None, t: str | None = None) -> str:
+        return json.dumps({"op": op, "d": d, "s": s, "t": t}, ensure_ascii=False)
+
+    def _dispatch(self, t: str, d: dict[str, Any]) -> int | None:
+        session = self._current
+        if session is None or not session.valid:
+            self._lost.append({"t": t, "d": _copy(d), "at": time.monotonic()})
+            self._cond.notify_all()
+            return None
+        return self._add_dispatch(session, t, d)
+
+    def _add_dispatch(self, session: _Session, t: str, d: Any) -> int:
+        session.seq += 1
+        session.dispatches.append({"op": DISPATCH, "d": d, "s": session.seq, "t": t})
+        sock = session.socket
+        if sock is not None and not sock.zombie and not sock.detached:
+            self._flush(sock)
+        self._cond.notify_all()
+        return session.seq
+
+    def _flush(self, sock: _Socket, *, replay: bool = False) -> None:
+        """Put the session's dispatches the socket has not had in its outbox."""
+        session = sock.session
+        assert session is not None
+        for frame in session.dispatches:
+            if frame["s"] <= sock.sent_seq:
+                continue
+            sock.sent_seq = frame["s"]
+            if replay and frame["t"] in ("READY", "RESUMED"):
+                continue
+            d = frame["d"]
+            is_message = isinstance(d, dict) and frame["t"].startswith("MESSAGE")
+            record = {
+                "session_id": session.id, "s": frame["s"], "t": frame["t"],
+                "id": d.get("id") if is_message else None,
+                "socket": sock.id, "replay": replay, "at": None, "written": False,
+            }  # fmt: skip
+            sock.outbox.append((json.dumps(frame, ensure_ascii=False), record))
+
+    def _detach(self, sock: _Socket, invalidate: bool) -> None:
+        """The socket takes no more dispatches (they wait for a Resume)."""
+        sock.detached = True
+        session = sock.session
+        if session is not None:
+            if session.socket is sock:
+                session.socket = None
+            if invalidate:
+                session.valid = False
+
+    def _pick_socket(self, socket_id: int | None) -> _Socket:
+        open_ = [s for s in self._sockets if s.closed_at is None and not s.close_now]
+        if socket_id is not None:
+            for sock in open_:
+                if sock.id == socket_id:
+                    return sock
+            raise LookupError(f"no open socket {socket_id}")
+        if not open_:
+            raise LookupError("no open socket")
+        return open_[-1]
+
+    def _record_internal_error(self, text: str) -> None:
+        with self._cond:
+            self._internal_errors.append(text)
+            self._cond.notify_all()
+
+    # -- the Gateway: one handler thread reads a socket, one writer thread writes it ---------
+
+    def _serve_socket(self, handler: BaseHTTPRequestHandler) -> _Reply | None:
+        if handler.headers.get("upgrade", "").lower() != "websocket":
+            return _error(400, 0, "websocket upgrade required")
+        with self._cond:
+            if self._closing:
+                return _error(503, 0, "stopping")
+        ws = WSConnection(ConnectionType.SERVER)
+        lines = [handler.requestline, *(f"{k}: {v}" for k, v in handler.headers.items())]
+        try:
+            ws.receive_data(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            handshake = any(isinstance(e, Request) for e in ws.events())
+        except RemoteProtocolError:
+            handshake = False
+        if not handshake:
+            return _error(400, 0, "bad websocket handshake")
+        conn: socket.socket = handler.connection
+        try:
+            conn.sendall(ws.send(AcceptConnection()))
+        except OSError:
+            return None
+        path = urlsplit(handler.path).path.rstrip("/")
+        with self._cond:
+            sock = _Socket(next(self._socket_ids), conn, ws, path, time.monotonic())
+            self._sockets.append(sock)
+            hello = {"heartbeat_interval": int(self.heartbeat_interval * 1000)}
+            sock.outbox.append((self._frame(HELLO, hello), None))
+            self._cond.notify_all()
+        writer = threading.Thread(target=self._write_loop, args=(sock,), daemon=True)
+        writer.start()
+        try:
+            self._read_loop(sock, handler)
+        except Exception:  # a bug of the fake: record, end this socket
+            self._record_internal_error(traceback.format_exc())
+        finally:
+            _shut(conn)
+            with self._cond:
+                if sock.closed_at is None:
+                    sock.closed_at = time.monotonic()
+                    sock.closed_by = sock.closed_by or "eof"
+                self._detach(sock, False)
+                self._cond.notify_all()
+        return None
+
+    def _read_loop(self, sock: _Socket, handler: BaseHTTPRequestHandler) -> None:
+        while True:
+            try:
+                data = handler.rfile.read1(65536)
+            except OSError:
+                data = b""
+            with self._cond:
+                if self._closing:
+                    return
+            with sock.lock:
+                try:
+                    sock.ws.receive_data(data or None)
+                    events = list(sock.ws.events())
+                except (RemoteProtocolError, LocalProtocolError):
+                    return
+            for event in events:
+                if isinstance(event, TextMessage):
+                    sock.partial += event.data
+                    if event.message_finished:
+                        text, sock.partial = sock.partial, ""
+                        self._on_frame(sock, text)
+                elif isinstance(event, BytesMessage):
+                    self._close_with(sock, 4002, "binary frames are not decoded")
+                elif isinstance(event, Ping):
+                    if not self._send(sock, event.response()):
+                        return
+                elif isinstance(event, Pong):
+                    pass
+                elif isinstance(event, CloseConnection):
+                    with self._cond:
+                        if sock.closed_by is None:
+                            sock.closed_by = "client" if event.code != 1006 else "eof"
+                            sock.client_close_code = event.code
+                            self._closes.append(event.code)
+                        self._detach(sock, False)
+                        self._cond.notify_all()
+                    if sock.ws.state == ConnectionState.REMOTE_CLOSING:
+                        self._send(sock, event.response())
+                    return
+            if not data or sock.ws.state == ConnectionState.CLOSED:
+                return
+
+    def _close_with(self, sock: _Socket, code: int, reason: str) -> None:
+        with self._cond:
+            self._detach(sock, code in INVALIDATING_CODES)
+            sock.close_now, sock.close_code, sock.fake_close_code = True, code, code
+            self._cond.notify_all()
+
+    def _on_frame(self, sock: _Socket, text: str) -> None:
+        now = time.monotonic()
+        try:
+            frame: Any = json.loads(text)
+        except ValueError:
+            frame = None
+        with self._cond:
+            sock.frames_in += 1
+            self._received.append({"socket": sock.id, "frame": frame or text, "at": now})
+            self._cond.notify_all()
+            if sock.close_now:
+                return
+            if not isinstance(frame, dict) or not isinstance(frame.get("op"), int):
+                self._close_with(sock, 4002, "decode error")
+                return
+            op, d = frame["op"], frame.get("d")
+            if op == HEARTBEAT:
+                sock.heartbeats += 1
+                self._heartbeats.append(
+                    {"socket": sock.id, "d": d, "acked": not sock.zombie, "at": now}
+                )
+                if not sock.zombie:
+                    sock.outbox.append((self._frame(HEARTBEAT_ACK, None), None))
+            elif op == IDENTIFY:
+                self._identify(sock, d if isinstance(d, dict) else {}, now)
+            elif op == RESUME:
+                self._resume(sock, d if isinstance(d, dict) else {}, now)
+            elif op not in _CLIENT_OPS:
+                self._close_with(sock, 4001, "unknown opcode")
+            elif not sock.authenticated:
+                self._close_with(sock, 4003, "not authenticated")
+            self._cond.notify_all()
+
+    def _identify(self, sock: _Socket, d: dict[str, Any], now: float) -> None:
+        self._identifies.append({**_copy(d), "socket": sock.id, "at": now})
+        if sock.authenticated:
+            self._close_with(sock, 4005, "already authenticated")
+            return
+        if d.get("token") != self.token:
+            self._close_with(sock, 4004, "authentication failed")
+            return
+        session = _Session(uuid.uuid4().hex, now)
+        self._sessions.append(session)
+        self._current = session
+        sock.session, sock.authenticated, sock.sent_seq = session, True, 0
+        session.socket = sock
+        ready = {
+            "v": 10, "user": dict(BOT_USER), "guilds": [], "session_id": session.id,
+            "resume_gateway_url": self.resume_gateway_url, "shard": [0, 1],
+            "application": {"id": APPLICATION_ID, "flags": 0},
+        }  # fmt: skip
+        self._add_dispatch(session, "READY", ready)
+
+    def _resume(self, sock: _Socket, d: dict[str, Any], now: float) -> None:
+        session_id, seq = d.get("session_id"), d.get("seq")
+        record = {
+            "session_id": session_id, "seq": seq, "accepted": False, "replayed": 0,
+            "socket": sock.id, "at": now,
+        }  # fmt: skip
+        self._resumes.append(record)
+        if d.get("token") != self.token:
+            self._close_with(sock, 4004, "authentication failed")
+            return
+        if sock.authenticated:
+            self._close_with(sock, 4005, "already authenticated")
+            return
+        session = next((s for s in self._sessions if s.id == session_id), None)
+        if session is None or not session.valid:
+            sock.outbox.append((self._frame(INVALID_SESSION, False), None))
+            return
+        if seq is None:
+            seq = 0
+        if not isinstance(seq, int) or seq < 0 or seq > session.seq:
+            session.valid = False
+            self._close_with(sock, 4009, "invalid seq")
+            return
+        old = session.socket
+        if old is not None and old is not sock:
+            old.detached = True  # it takes nothing more
+        session.socket, session.resumes = sock, session.resumes + 1
+        sock.session, sock.authenticated, sock.sent_seq = session, True, seq
+        before = len(sock.outbox)
+        self._flush(sock, replay=True)
+        record["replayed"] = len(sock.outbox) - before
+        record["accepted"] = True
+        self._add_dispatch(session, "RESUMED", {"_trace": ["fake-discord"]})
+
+    def _send(self, sock: _Socket, event: Any) -> bool:
+        """Send one wsproto event on `sock`; False if the connection is gone."""
+        with sock.lock:
+            try:
+                data = sock.ws.send(event)
+                sock.conn.sendall(data)
+            except (OSError, LocalProtocolError):
+                return False
+        return True
+
+    def _write_loop(self, sock: _Socket) -> None:
+        try:
+            self._write(sock)
+        except Exception:  # a bug of the fake: record, cut this socket
+            self._record_internal_error(traceback.format_exc())
+            _shut(sock.conn)
+
+    def _write(self, sock: _Socket) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._closing or sock.closed_at is not None:
+                        return
+                    if sock.outbox or sock.close_now:
+                        break
+                    self._cond.wait()
+                cut = sock.cut
+                frames = [] if cut else sock.outbox[:]
+                sock.outbox.clear()  # a cut socket's frames are lost with it
+                close = sock.close_now and not frames
+            for text, record in frames:
+                if not self._send(sock, TextMessage(data=text)):
+                    return
+                if record is not None:
+                    with self._cond:
+                        record["written"], record["at"] = True, time.monotonic()
+                        self._written.append(record)
+                        self._cond.notify_all()
+            if not close:
+                continue
+            with self._cond:
+                sock.closed_by = sock.closed_by or "fake"
+            if not cut:
+                self._send(sock, CloseConnection(code=sock.close_code, reason="closed"))
+                with self._cond:  # the client's close reply, briefly
+                    self._cond.wait_for(
+                        lambda: sock.closed_at is not None or self._closing, timeout=1.0
+                    )
+            _shut(sock.conn)
+            return
+
+    # -- REST -----------------------------------------------------------------------------
+
+    def _handle(self, verb: str, path: str, headers: Any, raw: bytes) -> _Reply:
+        parts = urlsplit(path)
+        segments = parts.path.split("/")
+        if len(segments) >= 3 and segments[1] == "_fake":
+            return self._control(verb, segments[2], raw)
+        now = time.monotonic()
+        reply = self._rest(verb, parts.path, headers, raw, now)
+        with self._cond:
+            self._calls.append(
+                {"verb": verb, "path": parts.path, "status": reply.status, "at": now}
+            )
+            self._cond.notify_all()
+        return reply
+
+    def _rest(self, verb: str, path: str, headers: Any, raw: bytes, now: float) -> _Reply:
+        if not path.startswith(API_PREFIX):
+            return _error(404, 0, "404: Not Found")
+        route = path[len(API_PREFIX) :].strip("/").split("/")
+        auth = str(headers.get("authorization", ""))
+        if auth != f"Bot {self.token}":
+            return self._refuse("auth", None, _error(401, 0, "401: Unauthorized"), None, now)
+        if route == ["gateway", "bot"] and verb == "GET":
+            body = {
+                "url": self.gateway_url, "shards": 1,
+                "session_start_limit": {
+                    "total": 1000, "remaining": 999, "reset_after": 14_400_000,
+                    "max_concurrency": 1,
+                },
+            }  # fmt: skip
+            return self._with_bucket(_Reply(200, body), "gateway-bot", now)
+        if route == ["users", "@me"] and verb == "GET":
+            return self._with_bucket(_Reply(200, dict(BOT_USER)), "users-me", now)
+        if len(route) == 3 and route[0] == "channels" and route[2] in ("messages", "typing"):
+            if verb != "POST":
+                return _error(405, 0, "405: Method Not Allowed")
+            channel, kind = route[1], route[2]
+            bucket = f"{'msg' if kind == 'messages' else 'typing'}-{channel}"
+            with self._cond:
+                fault = self._take_fault(kind, channel)
+            if fault is not None:
+                return self._refuse(kind, channel, self._fault_reply(fault, bucket, now), None, now)
+            if kind == "typing":
+                with self._cond:
+                    self._typing.append({"channel_id": channel, "at": now})
+                    self._cond.notify_all()
+                return self._with_bucket(_Reply(204, None), bucket, now)
+            return self._create_message(channel, raw, bucket, now)
+        return _error(404, 0, "404: Not Found")
+
+    def _create_message(self, channel: str, raw: bytes, bucket: str, now: float) -> _Reply:
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            reply = _error(400, 50109, "The request body contains invalid JSON.")
+            return self._refuse(
+                "messages", channel, self._with_bucket(reply, bucket, now), body, now
+            )
+        content = body.get("content")
+        content = "" if content is None else content
+        problem = None
+        if not isinstance(content, str):
+            problem = ("BASE_TYPE_STRING", "This field must be a string.")
+        elif len(content) > MAX_CONTENT:
+            problem = ("BASE_TYPE_MAX_LENGTH", f"Must be {MAX_CONTENT} or fewer in length.")
+        elif not content.strip() and not body.get("embeds"):
+            problem = ("BASE_TYPE_REQUIRED", "This field is required")
+        if problem is not None:
+            reply = _error(400, 50035, "Invalid Form Body")
+            assert reply.body is not None
+            reply.body["errors"] = {
+                "content": {"_errors": [{"code": problem[0], "message": problem[1]}]}
+            }
+            return self._refuse(
+                "messages", channel, self._with_bucket(reply, bucket, now), body, now
+            )
+        with self._cond:
+            message_id = self._snowflake()
+            message: dict[str, Any] = {
+                "id": message_id, "channel_id": channel, "type": 0, "content": content,
+                "author": dict(BOT_USER), "timestamp": _timestamp(), "edited_timestamp": None,
+                "tts": False, "mention_everyone": False, "mentions": [], "mention_roles": [],
+                "attachments": [], "embeds": _copy(body.get("embeds") or []),
+                "pinned": False, "flags": 0,
+            }  # fmt: skip
+            reference = body.get("message_reference")
+            if isinstance(reference, dict) and reference.get("message_id"):
+                message["type"] = 19
+                message["message_reference"] = {
+                    "type": 0, "message_id": str(reference["message_id"]),
+                    "channel_id": str(reference.get("channel_id") or channel),
+                }  # fmt: skip
+                referenced = self._messages.get(str(reference["message_id"]))
+                message["referenced_message"] = _copy(referenced)
+            self._messages[message_id] = message
+            self._sent.append({**_copy(body), "channel_id": channel, "id": message_id, "at": now})
+            self._cond.notify_all()
+        return self._with_bucket(_Reply(200, _copy(message)), bucket, now)
+
+    def _take_fault(self, route: str, channel: str) -> _Fault | None:
+        for fault in self._faults:
+            if fault.route not in ("*", route):
+                continue
+            if fault.channel is not None and fault.channel != channel:
+                continue
+            if fault.times is not None:
+                fault.times -= 1
+                if fault.times <= 0:
+                    self._faults.remove(fault)
+            return fault
+        return None
+
+    def _fault_reply(self, fault: _Fault, bucket: str, now: float) -> _Reply:
+        if fault.status != 429:
+            return self._with_bucket(_error(fault.status, fault.code, fault.message), bucket, now)
+        retry_after = float(fault.retry_after or 0.0)
+        body = {"message": fault.message, "retry_after": retry_after, "global": fault.global_}
+        if not fault.global_:
+            body["code"] = 0
+        headers = [("Retry-After", str(max(0, math.ceil(retry_after))))]
+        if fault.global_:
+            headers += [("X-RateLimit-Global", "true"), ("X-RateLimit-Scope", "global")]
+            return _Reply(429, body, headers)
+        headers.append(("X-RateLimit-Scope", "user"))
+        reply = _Reply(429, body, headers)
+        reply.headers += self._bucket_headers(bucket, now, exhausted_for=retry_after)
+        return reply
+
+    def _with_bucket(self, reply: _Reply, bucket: str, now: float) -> _Reply:
+        reply.headers += self._bucket_headers(bucket, now)
+        return reply
+
+    def _bucket_headers(
+        self, bucket: str, now: float, exhausted_for: float | None = None
+    ) -> list[tuple[str, str]]:
+        with self._cond:
+            state = self._buckets.get(bucket)
+            if state is None or state[0] <= now:
+                state = self._buckets[bucket] = [now + self.bucket_window, 0.0]
+            if exhausted_for is not None:
+                state[0], state[1] = now + exhausted_for, float(self.bucket_limit)
+            else:
+                state[1] = min(float(self.bucket_limit), state[1] + 1)
+            reset_after = max(0.0, state[0] - now)
+            remaining = int(self.bucket_limit - state[1])
+        return [
+            ("X-RateLimit-Limit", str(self.bucket_limit)),
+            ("X-RateLimit-Remaining", str(remaining)),
+            ("X-RateLimit-Reset", f"{time.time() + reset_after:.3f}"),
+            ("X-RateLimit-Reset-After", f"{reset_after:.3f}"),
+            ("X-RateLimit-Bucket", bucket),
+        ]
+
+    def _refuse(
+        self, route: str, channel: str | None, reply: _Reply, body: Any, now: float
+    ) -> _Reply:
+        data = reply.body or {}
+        with self._cond:
+            self._refused.append({
+                "route": route, "channel_id": channel, "status": reply.status,
+                "code": data.get("code"), "message": data.get("message"),
+                "retry_after": data.get("retry_after"), "global": data.get("global"),
+                "body": _copy(body), "at": now,
+            })  # fmt: skip
+            self._cond.notify_all()
+        return reply
+
+    # -- driving from another process ---------------------------------------------------
+
+    _CONTROLS = frozenset({
+        "message", "dispatch", "rate_limit", "fail", "clear_faults", "zombie", "unzombie",
+        "close", "reconnect", "invalid_session", "drop",
+    })  # fmt: skip
+
+    def _control(self, verb: str, name: str, raw: bytes) -> _Reply:
+        if verb == "GET" and name == "state":
+            with self._cond:
+                state = {
+                    "sent": _copy(self._sent), "typing": _copy(self._typing),
+                    "refused": _copy(self._refused), "identifies": len(self._identifies),
+                    "resumes": sum(1 for r in self._resumes if r["accepted"]),
+                    "resume_attempts": _copy(self._resumes),
+                    "sessions": [s.info() for s in self._sessions],
+                    "connections": len(self._sockets),
+                    "open_sockets": sum(1 for s in self._sockets if s.closed_at is None),
+                    "sockets": [s.info() for s in self._sockets],
+                    "heartbeats": _copy(self._heartbeats), "closes": list(self._closes),
+                    "dispatches": _copy(self._written), "lost": _copy(self._lost),
+                    "internal_errors": list(self._internal_errors),
+                }  # fmt: skip
+            return _Reply(200, {"ok": True, "result": state})
+        if verb != "POST" or name not in self._CONTROLS:
+            return _Reply(404, {"ok": False, "error": "unknown_control"})
+        try:
+            kwargs = json.loads(raw or b"{}")
+            if not isinstance(kwargs, dict):
+                raise ValueError("the body must be a JSON object")
+            result = getattr(self, name)(**kwargs)
+        except (TypeError, ValueError, KeyError, LookupError) as exc:
+            return _Reply(400, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        return _Reply(200, {"ok": True, "result": result})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.discord",
+        description="A fake Discord (REST and Gateway): prints its base URL, serves until killed.",
+    )
+    parser.add_argument("--token", default=TOKEN, help="the bot token it accepts")
+    parser.add_argument(
+        "--heartbeat-interval", type=float, default=41.25, help="seconds, sent in Hello"
+    )
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with FakeDiscord(args.token, heartbeat_interval=args.heartbeat_interval) as fake:
+        print(fake.url, flush=True)
+        try:
+            fake.thread.join()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

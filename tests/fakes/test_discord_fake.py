@@ -1,0 +1,375 @@
+"""Self-tests of the fake Discord (tests/fakes/discord.py), driven from trio with httpx
+and trio-websocket, as the adapter will drive it. The fake's blocking waits run in a
+worker thread; nothing sleeps, except to see that no frame comes (an ACK that must not
+come) for about twice a short heartbeat interval."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
+
+from tests.fakes.discord import BOT_ID, TOKEN, FakeDiscord
+
+INTENTS = (1 << 9) | (1 << 12) | (1 << 15)  # guild messages, direct messages, content
+
+
+@pytest.fixture
+def discord() -> Iterator[FakeDiscord]:
+    with FakeDiscord(heartbeat_interval=0.5) as fake:
+        yield fake
+        assert fake.internal_errors == []
+
+
+async def off(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A blocking call of the fake (a wait) in a worker thread."""
+    return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+async def rest(
+    discord: FakeDiscord, verb: str, path: str, token: str = TOKEN, **body: Any
+) -> httpx.Response:
+    headers = {"Authorization": f"Bot {token}"}
+    async with httpx.AsyncClient(timeout=10) as client:
+        kwargs: dict[str, Any] = {"json": body} if verb == "POST" else {}
+        return await client.request(verb, f"{discord.api_url}/{path}", headers=headers, **kwargs)
+
+
+async def gateway_url(discord: FakeDiscord) -> str:
+    answer = await rest(discord, "GET", "gateway/bot")
+    assert answer.status_code == 200, answer.text
+    return answer.json()["url"] + "?v=10&encoding=json"
+
+
+async def receive(ws: WebSocketConnection, timeout: float = 5) -> dict[str, Any]:
+    with trio.fail_after(timeout):
+        return json.loads(await ws.get_message())
+
+
+async def send(ws: WebSocketConnection, op: int, d: Any) -> None:
+    await ws.send_message(json.dumps({"op": op, "d": d}))
+
+
+async def identify(ws: WebSocketConnection, token: str = TOKEN) -> None:
+    properties = {"os": "linux", "browser": "hermes", "device": "hermes"}
+    await send(ws, 2, {"token": token, "intents": INTENTS, "properties": properties})
+
+
+async def hello_and_ready(ws: WebSocketConnection) -> dict[str, Any]:
+    hello = await receive(ws)
+    assert hello["op"] == 10
+    await identify(ws)
+    ready = await receive(ws)
+    assert ready["op"] == 0 and ready["t"] == "READY"
+    return ready
+
+
+async def nothing_within(ws: WebSocketConnection, seconds: float) -> None:
+    with trio.move_on_after(seconds):
+        frame = await ws.get_message()
+        pytest.fail(f"an unexpected frame: {frame}")
+
+
+@pytest.mark.timeout(30)
+async def test_gateway_bot_and_auth(discord: FakeDiscord):
+    answer = await rest(discord, "GET", "gateway/bot")
+    body = answer.json()
+    assert body["url"] == discord.gateway_url and body["url"].startswith("ws://127.0.0.1:")
+    assert body["shards"] == 1 and body["session_start_limit"]["max_concurrency"] == 1
+    assert answer.headers["X-RateLimit-Bucket"] == "gateway-bot"
+    wrong = await rest(discord, "GET", "gateway/bot", token="nope")
+    assert wrong.status_code == 401
+    assert wrong.json() == {"message": "401: Unauthorized", "code": 0}
+    me = await rest(discord, "GET", "users/@me")
+    assert me.json()["id"] == BOT_ID and me.json()["bot"] is True
+    assert [r["status"] for r in discord.refused] == [401]
+
+
+@pytest.mark.timeout(30)
+async def test_hello_heartbeat_ack_identify_ready(discord: FakeDiscord):
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        hello = await receive(ws)
+        assert hello == {"op": 10, "d": {"heartbeat_interval": 500}, "s": None, "t": None}
+        await send(ws, 1, None)
+        assert (await receive(ws))["op"] == 11
+        await identify(ws)
+        ready = await receive(ws)
+        assert ready["op"] == 0 and ready["t"] == "READY" and ready["s"] == 1
+        d = ready["d"]
+        assert d["user"]["id"] == BOT_ID and d["user"]["username"] == "hermes"
+        assert d["user"]["bot"] is True and d["guilds"] == []
+        assert d["resume_gateway_url"] == discord.resume_gateway_url
+        await send(ws, 1, 1)
+        assert (await receive(ws))["op"] == 11
+    await off(discord.wait_open_sockets, 0)
+    assert discord.identifies == 1 and discord.connections == 1
+    assert discord.identify_payloads[0]["intents"] == INTENTS
+    assert [h["d"] for h in discord.heartbeats] == [None, 1]
+    assert discord.closes == [1000]
+    [session] = discord.sessions
+    assert session["session_id"] == d["session_id"] and session["seq"] == 1
+
+
+@pytest.mark.timeout(30)
+async def test_injected_messages_come_as_message_create(discord: FakeDiscord):
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        await hello_and_ready(ws)
+        dm_id = discord.message("hello")
+        frame = await receive(ws)
+        assert frame["op"] == 0 and frame["t"] == "MESSAGE_CREATE" and frame["s"] == 2
+        d = frame["d"]
+        assert d["id"] == dm_id and d["content"] == "hello" and d["channel_id"] == "2001"
+        assert "guild_id" not in d and d["author"]["id"] == "1001"
+        assert d["author"].get("bot", False) is False and d["mentions"] == []
+        guild_id = discord.message("hi", guild_id="500", mentions_bot=True)
+        frame = await receive(ws)
+        assert frame["s"] == 3 and frame["d"]["id"] == guild_id
+        assert frame["d"]["guild_id"] == "500" and frame["d"]["channel_id"] == "3001"
+        assert frame["d"]["content"] == f"<@{BOT_ID}> hi"
+        assert [u["id"] for u in frame["d"]["mentions"]] == [BOT_ID]
+        assert int(guild_id) > int(dm_id)
+        # a reply to the bot's own message
+        sent = await rest(discord, "POST", "channels/3001/messages", content="answer")
+        bot_message = sent.json()["id"]
+        discord.message("and?", guild_id="500", reply_to_bot_message=bot_message)
+        d = (await receive(ws))["d"]
+        assert d["message_reference"]["message_id"] == bot_message
+        assert d["referenced_message"]["author"]["id"] == BOT_ID
+        assert d["type"] == 19 and [u["id"] for u in d["mentions"]] == [BOT_ID]
+        discord.message("beep", author_bot=True)
+        assert (await receive(ws))["d"]["author"]["bot"] is True
+    assert [r["s"] for r in discord.dispatches] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.timeout(30)
+async def test_resume_replays_what_was_missed_then_resumed(discord: FakeDiscord):
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        ready = await hello_and_ready(ws)
+        discord.message("before")
+        assert (await receive(ws))["s"] == 2
+    await off(discord.wait_open_sockets, 0)
+    gap = [discord.message("during the gap 1"), discord.message("during the gap 2")]
+    session_id = ready["d"]["session_id"]
+    async with open_websocket_url(ready["d"]["resume_gateway_url"], disconnect_timeout=5) as ws:
+        assert (await receive(ws))["op"] == 10
+        await send(ws, 6, {"token": TOKEN, "session_id": session_id, "seq": 2})
+        replayed = [await receive(ws), await receive(ws)]
+        assert [f["d"]["id"] for f in replayed] == gap
+        assert [f["s"] for f in replayed] == [3, 4]
+        resumed = await receive(ws)
+        assert resumed["op"] == 0 and resumed["t"] == "RESUMED" and resumed["s"] == 5
+        after = discord.message("after")
+        frame = await receive(ws)
+        assert frame["d"]["id"] == after and frame["s"] == 6
+    assert discord.resumes == 1 and discord.identifies == 1
+    assert [s["path"] for s in discord.sockets] == ["/gateway", "/resume"]
+    assert [(r["s"], r["replay"]) for r in discord.dispatches][2:] == [
+        (3, True), (4, True), (5, False), (6, False),
+    ]  # fmt: skip
+
+
+@pytest.mark.timeout(30)
+async def test_unknown_session_and_new_sessions(discord: FakeDiscord):
+    lost = discord.message("nobody there")  # no session yet: lost
+    assert [x["d"]["id"] for x in discord.lost] == [lost]
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["op"] == 10
+        await send(ws, 6, {"token": TOKEN, "session_id": "nope", "seq": 3})
+        assert await receive(ws) == {"op": 9, "d": False, "s": None, "t": None}
+        await identify(ws)  # on the same socket
+        first = await receive(ws)
+        assert first["t"] == "READY"
+    discord.message("missed by the first session")
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        second = await hello_and_ready(ws)  # a new session: nothing replayed
+        assert second["d"]["session_id"] != first["d"]["session_id"]
+        await nothing_within(ws, 0.3)
+    assert discord.resumes == 0 and discord.identifies == 2
+
+
+@pytest.mark.timeout(30)
+async def test_zombie_stops_acks_and_holds_dispatches(discord: FakeDiscord):
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        ready = await hello_and_ready(ws)
+        assert discord.zombie() == 1
+        await send(ws, 1, 1)
+        missed = discord.message("into the void")
+        await nothing_within(ws, 1.0)  # no ACK, no dispatch
+        await ws.aclose(4000)
+    assert discord.closes == [4000]
+    assert [h["acked"] for h in discord.heartbeats] == [False]
+    async with open_websocket_url(ready["d"]["resume_gateway_url"], disconnect_timeout=5) as ws:
+        assert (await receive(ws))["op"] == 10
+        session_id = ready["d"]["session_id"]
+        await send(ws, 6, {"token": TOKEN, "session_id": session_id, "seq": 1})
+        assert (await receive(ws))["d"]["id"] == missed
+        assert (await receive(ws))["t"] == "RESUMED"
+        await send(ws, 1, 3)
+        assert (await receive(ws))["op"] == 11  # a new socket is no zombie
+
+
+@pytest.mark.timeout(30)
+async def test_bad_token_closes_with_4004(discord: FakeDiscord):
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["op"] == 10
+        await identify(ws, token="wrong")
+        with pytest.raises(ConnectionClosed) as closed:
+            await receive(ws)
+        assert closed.value.reason.code == 4004
+    assert discord.sessions == [] and discord.sockets[0]["fake_close_code"] == 4004
+
+
+@pytest.mark.timeout(30)
+async def test_close_codes_reconnect_invalid_session_and_drop(discord: FakeDiscord):
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        ready = await hello_and_ready(ws)
+        discord.reconnect()
+        assert (await receive(ws))["op"] == 7
+        held = discord.message("held for the resume")  # op 7 sent: it waits
+        await nothing_within(ws, 0.2)
+    session_id = ready["d"]["session_id"]
+    async with open_websocket_url(discord.resume_gateway_url, disconnect_timeout=5) as ws:
+        assert (await receive(ws))["op"] == 10
+        await send(ws, 6, {"token": TOKEN, "session_id": session_id, "seq": 1})
+        assert (await receive(ws))["d"]["id"] == held
+        assert (await receive(ws))["t"] == "RESUMED"
+        discord.close(4000)
+        with pytest.raises(ConnectionClosed) as closed:
+            await receive(ws)
+        assert closed.value.reason.code == 4000
+    async with open_websocket_url(discord.resume_gateway_url, disconnect_timeout=5) as ws:
+        assert (await receive(ws))["op"] == 10
+        await send(ws, 6, {"token": TOKEN, "session_id": session_id, "seq": 3})
+        assert (await receive(ws))["t"] == "RESUMED"
+        discord.invalid_session(resumable=False)
+        assert await receive(ws) == {"op": 9, "d": False, "s": None, "t": None}
+    assert discord.sessions[0]["valid"] is False
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        await hello_and_ready(ws)
+        discord.drop()
+        with pytest.raises(ConnectionClosed) as closed:
+            await receive(ws)
+        assert closed.value.reason.code == 1006  # no close frame
+    await off(discord.wait_open_sockets, 0)
+    assert discord.resumes == 2 and discord.identifies == 2 and discord.connections == 4
+
+
+@pytest.mark.timeout(30)
+async def test_sends_typing_and_the_2000_limit(discord: FakeDiscord):
+    ok = await rest(discord, "POST", "channels/2001/messages", content="hi")
+    assert ok.status_code == 200
+    message = ok.json()
+    assert message["channel_id"] == "2001" and message["content"] == "hi"
+    assert message["author"]["id"] == BOT_ID
+    assert ok.headers["X-RateLimit-Bucket"] == "msg-2001"
+    assert ok.headers["X-RateLimit-Remaining"] == "4"
+    assert float(ok.headers["X-RateLimit-Reset-After"]) > 0
+    reply = await rest(
+        discord, "POST", "channels/2001/messages", content="x" * 2000,
+        message_reference={"message_id": message["id"]},
+    )  # fmt: skip
+    assert reply.status_code == 200 and int(reply.json()["id"]) > int(message["id"])
+    assert reply.json()["message_reference"]["message_id"] == message["id"]
+    assert reply.headers["X-RateLimit-Remaining"] == "3"
+    long = await rest(discord, "POST", "channels/2001/messages", content="x" * 2001)
+    assert long.status_code == 400 and long.json()["code"] == 50035
+    assert long.json()["message"] == "Invalid Form Body"
+    empty = await rest(discord, "POST", "channels/2001/messages", content="")
+    assert empty.status_code == 400 and empty.json()["code"] == 50035
+    typing = await rest(discord, "POST", "channels/2001/typing")
+    assert typing.status_code == 204 and typing.content == b""
+    assert typing.headers["X-RateLimit-Bucket"] == "typing-2001"
+    sent = await off(discord.wait_sent, 2)
+    assert [s["id"] for s in sent] == [message["id"], reply.json()["id"]]
+    assert sent[1]["message_reference"] == {"message_id": message["id"]} and "at" in sent[0]
+    assert discord.sent_to("2001") == sent and discord.sent_to("9") == []
+    assert [t["channel_id"] for t in discord.typing] == ["2001"]
+    assert [r["code"] for r in discord.refused] == [50035, 50035]
+
+
+@pytest.mark.timeout(30)
+async def test_rate_limits_and_faults(discord: FakeDiscord):
+    discord.rate_limit("2001", retry_after=1.5)
+    limited = await rest(discord, "POST", "channels/2001/messages", content="a")
+    assert limited.status_code == 429
+    body = limited.json()
+    assert body["retry_after"] == 1.5 and body["global"] is False
+    assert body["message"] == "You are being rate limited."
+    assert limited.headers["Retry-After"] == "2"
+    assert limited.headers["X-RateLimit-Bucket"] == "msg-2001"
+    assert limited.headers["X-RateLimit-Remaining"] == "0"
+    assert float(limited.headers["X-RateLimit-Reset-After"]) == 1.5
+    assert "X-RateLimit-Global" not in limited.headers
+    other = await rest(discord, "POST", "channels/2002/messages", content="b")
+    assert other.status_code == 200  # another channel: not limited
+    discord.rate_limit(retry_after=0.25, global_=True)
+    globally = await rest(discord, "POST", "channels/2002/messages", content="c")
+    assert globally.status_code == 429 and globally.json()["global"] is True
+    assert globally.headers["X-RateLimit-Global"] == "true"
+    discord.fail(403, 50013, "Missing Permissions", channel="2003")
+    discord.fail(404, 10003, "Unknown Channel", times=2)
+    denied = await rest(discord, "POST", "channels/2003/messages", content="d")
+    assert denied.status_code == 403
+    assert denied.json() == {"message": "Missing Permissions", "code": 50013}
+    for _ in range(2):
+        assert (
+            await rest(discord, "POST", "channels/2001/messages", content="e")
+        ).status_code == 404
+    assert (await rest(discord, "POST", "channels/2001/messages", content="f")).status_code == 200
+    assert [(r["status"], r["code"], r["global"]) for r in discord.refused] == [
+        (429, 0, False), (429, None, True), (403, 50013, None), (404, 10003, None),
+        (404, 10003, None),
+    ]  # fmt: skip
+    assert discord.refused[0]["retry_after"] == 1.5
+    assert [s["content"] for s in discord.sent] == ["b", "f"]
+
+
+@pytest.mark.timeout(30)
+async def test_waits_name_what_they_waited_for(discord: FakeDiscord):
+    with pytest.raises(TimeoutError, match="1 accepted Resume"):
+        await off(discord.wait_resumes, 1, 0.1)
+    with pytest.raises(TimeoutError, match="the thing"):
+        await off(discord.wait_until, lambda f: f.identifies > 0, 0.1, "the thing")
+
+
+@pytest.mark.timeout(30)
+async def test_its_own_process_driven_over_http():
+    command = [sys.executable, "-m", "tests.fakes.discord", "--heartbeat-interval", "0.5"]
+    proc = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        line = b""
+        with trio.fail_after(10):
+            while not line.endswith(b"\n"):
+                chunk = await proc.stdout.receive_some(1)
+                assert chunk, "the fake exited before printing its URL"
+                line += chunk
+        url = line.decode().strip()
+        assert url.startswith("http://127.0.0.1:")
+        async with httpx.AsyncClient(timeout=10, base_url=url) as client:
+            headers = {"Authorization": f"Bot {TOKEN}"}
+            gateway = (await client.get("/api/v10/gateway/bot", headers=headers)).json()["url"]
+            async with open_websocket_url(gateway, disconnect_timeout=5) as ws:
+                await hello_and_ready(ws)
+                answer = await client.post("/_fake/message", json={"content": "remote"})
+                assert answer.json()["ok"] is True
+                frame = await receive(ws)
+                assert frame["d"]["id"] == answer.json()["result"]
+            state = (await client.get("/_fake/state")).json()["result"]
+            assert state["identifies"] == 1 and state["connections"] == 1
+            bad = await client.post("/_fake/close", json={"nope": 1})
+            assert bad.status_code == 400
+    finally:
+        proc.terminate()
+        with trio.fail_after(10):
+            await proc.wait()
+        if proc.stdout is not None:
+            await proc.stdout.aclose()
