@@ -1,7 +1,7 @@
 """The adapter conformance kit: what every adapter and its fake must show, run against a
 real `hermes serve` process and parametrized over the adapters: the local endpoint,
-the test platform (python -m tests.adapters.serve adds its adapter), Telegram and
-Slack (built in, against tests/fakes/telegram.py and tests/fakes/slack.py).
+the test platform (python -m tests.adapters.serve adds its adapter), Telegram, Slack
+and Discord (built in, against their fakes in tests/fakes/).
 
 Each driver speaks to serve the way its platform's users do (the local endpoint: a
 WebSocket client; the chat platforms: messages injected into their fakes) and reads
@@ -9,9 +9,10 @@ what the user got back. A kit item runs on every adapter whose platform has the 
 it tests: the local endpoint is a server (no progress deadline, no token to refuse,
 no bots), so the liveness items run on the chat platforms; Telegram never delivers
 an update it was told was received again, nor Slack an acknowledged envelope (a
-repeat comes only across a restart, which the kill item covers), so the replay
-step runs where the platform replays. "Deaf" is each platform's way of going
-silent: a stalled poll, a hung poll, a half-open socket.
+repeat comes only across a restart, which the kill item covers), nor Discord a
+dispatch outside a Resume, so the replay step runs where the platform replays.
+"Deaf" is each platform's way of going silent: a stalled poll, a hung poll, a
+half-open socket, a gateway that stops acknowledging heartbeats.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from tests.adapters.discord.serving import DiscordServe
 from tests.adapters.serving import TOKEN, Serve, in_thread, until_line
 from tests.adapters.slack.serving import SlackServe
 from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
 from tests.adapters.telegram.serving import TelegramServe
 from tests.fakes.chat_platform import FakeChatPlatform
+from tests.fakes.discord import TOKEN as DISCORD_TOKEN
+from tests.fakes.discord import FakeDiscord
 from tests.fakes.openai import text_answer
 from tests.fakes.slack import BOT_TOKEN as SLACK_TOKEN
 from tests.fakes.slack import FakeSlack
@@ -71,6 +75,7 @@ class PlatformDriver:
 
     name = "testplatform"
     replays = True
+    deaf_restarts = True  # deaf: the progress deadline replaces the connection
     token = TOKEN
     fatal = "401"
 
@@ -118,6 +123,7 @@ class TelegramDriver:
 
     name = "telegram"
     replays = False  # a confirmed update is never delivered again
+    deaf_restarts = True
     token = TELEGRAM_TOKEN
     fatal = "401"
 
@@ -161,6 +167,7 @@ class SlackDriver:
 
     name = "slack"
     replays = False  # an acknowledged envelope is never delivered again
+    deaf_restarts = True
     token = SLACK_TOKEN
     fatal = "link_disabled"
 
@@ -200,6 +207,58 @@ class SlackDriver:
         await in_thread(self.slack.wait_acked, event, 30.0)
 
 
+class DiscordDriver:
+    """A Discord user: DMs injected into the fake Gateway as MESSAGE_CREATE."""
+
+    name = "discord"
+    replays = False  # a dispatch is delivered again only within a Resume
+    deaf_restarts = False  # a silent gateway is a zombie, resumed in the connection
+    token = DISCORD_TOKEN
+    fatal = "4004"
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.discord: FakeDiscord = serve.platform
+
+    async def say(self, text: str, ref: str) -> None:
+        await in_thread(self.discord.wait_identifies, 1)  # Discord keeps nothing for no one
+        before = len(self.discord.sent)
+        self.discord.message(text)
+        await in_thread(self.discord.wait_sent, before + 1, 30.0)
+
+    def start_saying(self, nursery: trio.Nursery, text: str, ref: str) -> None:
+        async def once_identified() -> None:
+            await in_thread(self.discord.wait_identifies, 1)
+            self.discord.message(text)
+
+        nursery.start_soon(once_identified)
+
+    def received(self) -> list[str]:
+        return [s["content"] for s in self.discord.sent]
+
+    def polls(self) -> int:
+        return self.discord.connections
+
+    def wait_polls(self, count: int, timeout: float = 30.0) -> None:
+        self.discord.wait_connections(count, timeout)
+
+    def deafen(self) -> None:
+        self.discord.zombie()
+
+    def undeafen(self) -> None:
+        """The zombie socket is gone; the new one is live."""
+
+    def revoke_token(self) -> None:
+        self.discord.close(4004)
+
+    async def say_as_bot(self, text: str) -> None:
+        before = len(self.discord.dispatches)
+        self.discord.message(text, author_bot=True)
+        await in_thread(
+            self.discord.wait_until, lambda fake: len(fake.dispatches) > before, 30.0, "it"
+        )
+
+
 @contextlib.contextmanager
 def running(name: str, home, model) -> Iterator[Serve]:
     """Serve on the test's home with `name`'s fake (the local endpoint: the test
@@ -208,6 +267,8 @@ def running(name: str, home, model) -> Iterator[Serve]:
         fake, harness = FakeTelegram(token=TELEGRAM_TOKEN), TelegramServe
     elif name == "slack":
         fake, harness = FakeSlack(), SlackServe
+    elif name == "discord":
+        fake, harness = FakeDiscord(), DiscordServe
     else:
         fake, harness = FakeChatPlatform(token=TOKEN), Serve
     with fake:
@@ -220,8 +281,8 @@ def running(name: str, home, model) -> Iterator[Serve]:
 
 
 DRIVERS = {"local": LocalDriver, "testplatform": PlatformDriver, "telegram": TelegramDriver,
-           "slack": SlackDriver}  # fmt: skip
-CONNECTED = ("testplatform", "telegram", "slack")  # a connection to keep alive, a token, bots
+           "slack": SlackDriver, "discord": DiscordDriver}  # fmt: skip
+CONNECTED = ("testplatform", "telegram", "slack", "discord")  # a connection to keep, a token, bots
 
 
 @pytest.fixture(params=sorted(DRIVERS))
@@ -232,6 +293,14 @@ def driver(request, home, model):
 
 @pytest.fixture(params=CONNECTED)
 def connected(request, home, model):
+    with running(request.param, home, model) as serve:
+        yield DRIVERS[request.param](serve)
+
+
+@pytest.fixture(params=[n for n in CONNECTED if DRIVERS[n].deaf_restarts])
+def deaf(request, home, model):
+    """Where going deaf is caught by the progress deadline (Discord's gateway catches
+    a silent connection by its heartbeats first: tests/adapters/discord)."""
     with running(request.param, home, model) as serve:
         yield DRIVERS[request.param](serve)
 
@@ -277,7 +346,8 @@ async def test_serve_killed_after_admission_answers_once_after_the_restart(model
 
 
 @pytest.mark.timeout(90)
-async def test_a_missed_progress_deadline_restarts_the_adapter_with_backoff(model, connected):
+async def test_a_missed_progress_deadline_restarts_the_adapter_with_backoff(model, deaf):
+    connected = deaf
     serve, name = connected.serve, connected.name
     serve.start()
     await in_thread(connected.wait_polls, 1)
