@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from hermes.actors.actor import Actor
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import (
     Admit,
+    ChatType,
     InboundEvent,
     RetryAfter,
     Send,
@@ -89,6 +91,8 @@ class PlatformAdapter(Actor):
     concurrent_sends: int = 16  # in flight at once, across chats
     deduplicates: bool = False  # the platform drops a repeat of a send's idempotency key
     send_grace: float = 45.0  # a send's own limit, past its HTTP timeouts
+    typing_every: float = math.inf  # while a turn runs, `type_once` this often (inf: never)
+    typing_at_most: float = 600.0
 
     def __init__(self, name: str, status: AdapterStatus, admit: Admit) -> None:
         super().__init__(name)
@@ -97,6 +101,7 @@ class PlatformAdapter(Actor):
         self._admitting = 0
         self._last = 0.0
         self._sends = trio.Semaphore(self.concurrent_sends)
+        self._typing: dict[str, trio.CancelScope] = {}  # event id -> its indicator
 
     # -- for subclasses -------------------------------------------------------
 
@@ -107,8 +112,16 @@ class PlatformAdapter(Actor):
     async def send(self, request: SendRequest) -> SendResult:
         raise NotImplementedError
 
+    async def type_once(self, event: InboundEvent) -> None:
+        """Show "typing" in the event's chat once (a platform with an indicator sets
+        `typing_every` too); failures are only logged: it is best effort."""
+
     async def show(self, event: TurnEvent) -> None:
-        """A step of a turn in progress; most platforms show nothing."""
+        """A step of a turn in progress: the turn's end stops its typing indicator."""
+        if event.final:
+            scope = self._typing.pop(event.event_id, None)
+            if scope is not None:
+                scope.cancel()
 
     async def admit(self, event: InboundEvent) -> bool:
         """Hand the event to the gateway; acknowledge it to the platform only after this
@@ -116,10 +129,13 @@ class PlatformAdapter(Actor):
         gateway's, not the platform's: the progress deadline waits for it."""
         self._admitting += 1
         try:
-            return await self._admit(event)
+            admitted = await self._admit(event)
         finally:
             self._admitting -= 1
             self._last = max(self._last, trio.current_time())
+        if admitted:
+            self._start_typing(event)
+        return admitted
 
     def progress(self) -> None:
         """The platform answered: the connection is alive."""
@@ -129,6 +145,29 @@ class PlatformAdapter(Actor):
             self.status.state, self.status.reason = LIVE, None
 
     # -- the base -------------------------------------------------------------
+
+    def _start_typing(self, event: InboundEvent) -> None:
+        """While the event's turn runs (until its final step, at most typing_at_most):
+        only for one addressed to us, or no turn will run."""
+        if math.isinf(self.typing_every):
+            return
+        if not event.mentioned and event.chat_type is not ChatType.DM:
+            return
+        scope = trio.CancelScope(deadline=trio.current_time() + self.typing_at_most)
+        self._typing[event.event_id] = scope
+        self.nursery.start_soon(self._keep_typing, event, scope)
+
+    async def _keep_typing(self, event: InboundEvent, scope: trio.CancelScope) -> None:
+        try:
+            with scope:
+                while True:
+                    try:
+                        await self.type_once(event)
+                    except Exception as exc:  # best effort
+                        log.debug("%s: typing: %s", self.name, exc)
+                    await trio.sleep(self.typing_every)
+        finally:
+            self._typing.pop(event.event_id, None)
 
     def detail(self) -> dict[str, Any]:
         return self.status.detail()

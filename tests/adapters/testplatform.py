@@ -32,8 +32,8 @@ from hermes.adapters.contract import (
     SendRequest,
     SendResult,
     Sent,
-    Unconfirmed,
 )
+from hermes.adapters.http_errors import failed_send
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +147,8 @@ class FakePlatformAdapter(PlatformAdapter):
         }
         try:
             response = await self.http.post(self._url("send"), json=payload)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            return RetryAfter(None, f"not sent: {type(exc).__name__}: {exc}")  # never left
-        except httpx.TransportError as exc:  # it may have arrived: never sent twice blindly
-            return Unconfirmed(f"no answer: {type(exc).__name__}: {exc}")
+        except httpx.HTTPError as exc:
+            return failed_send(exc)
         status = response.status_code
         body = _json(response)
         reason = f"{status} {body.get('error') or response.reason_phrase}"

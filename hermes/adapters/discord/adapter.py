@@ -33,17 +33,16 @@ from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket
 
 from hermes.adapters.base import AdapterFatal, AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import (
-    ChatType,
     InboundEvent,
     Permanent,
     RetryAfter,
     SendRequest,
     SendResult,
     Sent,
-    TurnEvent,
     Unconfirmed,
 )
 from hermes.adapters.discord.inbound import incoming
+from hermes.adapters.http_errors import failed_send
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +55,7 @@ FATAL_CLOSES = {4004: "authentication failed (4004)", 4010: "invalid shard (4010
 NEW_SESSION_CLOSES = {4007, 4009}
 ZOMBIE_CLOSE = 4000
 HTTP_TIMEOUT = 30.0
-TYPING_EVERY = 8.0  # Discord shows typing for 10 s
-TYPING_AT_MOST = 600.0
 MAX_FRAME = 4 * 1024 * 1024
-NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
 class _Reconnect(Exception):
@@ -68,6 +64,7 @@ class _Reconnect(Exception):
 
 class DiscordAdapter(PlatformAdapter):
     platform = "discord"
+    typing_every = 8.0  # Discord shows typing for 10 s
     progress_deadline = 60.0  # until Hello says the interval
 
     def __init__(self, setup: AdapterSetup) -> None:
@@ -82,7 +79,6 @@ class DiscordAdapter(PlatformAdapter):
         self.session: str | None = None
         self.resume_url: str | None = None
         self.seq: int | None = None
-        self.typing: dict[str, trio.CancelScope] = {}
         self.rng = random.Random()
 
     async def on_start(self) -> None:
@@ -205,37 +201,15 @@ class DiscordAdapter(PlatformAdapter):
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning("%s: skipping a malformed message: %r", self.name, exc)
                 event = None
-            if event is not None and await self.admit(event):
-                self._start_typing(event)
+            if event is not None:
+                await self.admit(event)  # typing starts once it is admitted
         if frame.get("s") is not None:  # only past what is admitted: a resume skips nothing
             self.seq = int(frame["s"])
 
     # -- typing -------------------------------------------------------------------
 
-    def _start_typing(self, event: InboundEvent) -> None:
-        if not event.mentioned and event.chat_type is not ChatType.DM:
-            return
-        scope = trio.CancelScope(deadline=trio.current_time() + TYPING_AT_MOST)
-        self.typing[event.event_id] = scope
-        self.nursery.start_soon(self._typing, event.chat_id, event.event_id, scope)
-
-    async def _typing(self, channel: str, event_id: str, scope: trio.CancelScope) -> None:
-        try:
-            with scope:
-                while True:
-                    try:
-                        await self.http.post(f"{self.base}channels/{channel}/typing")
-                    except httpx.HTTPError as exc:  # best effort
-                        log.debug("%s: typing: %s", self.name, exc)
-                    await trio.sleep(TYPING_EVERY)
-        finally:
-            self.typing.pop(event_id, None)
-
-    async def show(self, event: TurnEvent) -> None:
-        if event.final:
-            scope = self.typing.pop(event.event_id, None)
-            if scope is not None:
-                scope.cancel()
+    async def type_once(self, event: InboundEvent) -> None:
+        await self.http.post(f"{self.base}channels/{event.chat_id}/typing")
 
     # -- sending ------------------------------------------------------------------
 
@@ -249,10 +223,8 @@ class DiscordAdapter(PlatformAdapter):
         url = f"{self.base}channels/{request.target.chat_id}/messages"
         try:
             response = await self.http.post(url, json=body)
-        except NOT_SENT as exc:
-            return RetryAfter(None, f"not sent: {type(exc).__name__}")
         except httpx.HTTPError as exc:
-            return Unconfirmed(f"no answer: {type(exc).__name__}")
+            return failed_send(exc)
         try:
             answer = response.json()
         except ValueError:

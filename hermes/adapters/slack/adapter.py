@@ -37,8 +37,8 @@ from hermes.adapters.contract import (
     SendRequest,
     SendResult,
     Sent,
-    Unconfirmed,
 )
+from hermes.adapters.http_errors import failed_send
 from hermes.adapters.slack.api import DEFAULT_BASE, SlackError, WebApi
 from hermes.adapters.slack.inbound import incoming
 from hermes.adapters.slack.mrkdwn import escape
@@ -52,7 +52,6 @@ FATAL_AUTH = {"invalid_auth", "not_authed", "account_inactive", "token_revoked",
               "token_expired", "missing_scope", "not_allowed_token_type"}  # fmt: skip
 PASSING = {"ratelimited", "internal_error", "fatal_error", "service_unavailable",
            "request_timeout", "invalid_response"} | FATAL_AUTH  # fmt: skip
-NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
 class SlackAdapter(PlatformAdapter):
@@ -180,10 +179,8 @@ class SlackAdapter(PlatformAdapter):
             params["thread_ts"] = request.reply_to  # a mention is answered in its thread
         try:
             posted = await self.api.call("chat.postMessage", params)
-        except NOT_SENT as exc:
-            return RetryAfter(None, f"not sent: {type(exc).__name__}")
-        except httpx.TransportError as exc:
-            return Unconfirmed(f"no answer: {type(exc).__name__}")
+        except httpx.HTTPError as exc:
+            return failed_send(exc)
         except SlackError as exc:
             if exc.status == 429:
                 return RetryAfter(exc.retry_after or 1.0, str(exc))

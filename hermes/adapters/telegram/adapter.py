@@ -33,16 +33,15 @@ import trio
 from hermes.actors.backoff import Backoff
 from hermes.adapters.base import BACKING_OFF, AdapterFatal, AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import (
-    ChatType,
     InboundEvent,
     Permanent,
     RetryAfter,
     SendRequest,
     SendResult,
     Sent,
-    TurnEvent,
     Unconfirmed,
 )
+from hermes.adapters.http_errors import failed_send
 from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi
 from hermes.adapters.telegram.inbound import Bot, Incoming, incoming
 from hermes.adapters.telegram.markdown import to_markdown_v2
@@ -54,10 +53,7 @@ MARGIN = 10.0  # a poll not back within its timeout plus this: the connection is
 # (a third of a shorter timeout, at least 1 s: tests poll for a second or two)
 HTTP_SLACK = 15.0  # the poll's HTTP read timeout is later still: the watchdog decides
 SEND_TIMEOUT = 30.0
-TYPING_EVERY = 4.0  # Telegram shows "typing" for about 5 s
-TYPING_AT_MOST = 600.0
 CONFLICT_BACKOFF = Backoff(minimum=1.0, maximum=15.0)
-NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 FORMATTING = "can't parse entities"
 
 
@@ -72,6 +68,7 @@ def _chat_ref(chat_id: str) -> int | str:
 class TelegramAdapter(PlatformAdapter):
     platform = "telegram"
     concurrent_sends = 16
+    typing_every = 4.0  # Telegram shows "typing" for about 5 s
 
     def __init__(self, setup: AdapterSetup) -> None:
         super().__init__(setup.name, setup.status, setup.admit)
@@ -91,7 +88,6 @@ class TelegramAdapter(PlatformAdapter):
         self.migrated: dict[str, str] = {}  # old chat id -> the supergroup it became
         self.api: BotApi | None = None  # for sends and downloads, opened in on_start
         self.bot: Bot | None = None
-        self.typing: dict[str, trio.CancelScope] = {}  # event id -> its indicator
         self.rng = random.Random()
 
     # -- the actor ------------------------------------------------------------
@@ -187,8 +183,7 @@ class TelegramAdapter(PlatformAdapter):
                 continue
             if found is not None:
                 event = await self._with_media(found)
-                if await self.admit(event):
-                    self._start_typing(event)
+                await self.admit(event)  # typing starts once it is admitted
         if self.cursors is not None:
             await self.cursors.put(self.offset_key, str(offset))
         return offset
@@ -220,33 +215,11 @@ class TelegramAdapter(PlatformAdapter):
 
     # -- the typing indicator ----------------------------------------------------
 
-    def _start_typing(self, event: InboundEvent) -> None:
-        if not event.mentioned and event.chat_type is not ChatType.DM:
-            return  # not for us: no turn will run
-        scope = trio.CancelScope(deadline=trio.current_time() + TYPING_AT_MOST)
-        self.typing[event.event_id] = scope
-        self.nursery.start_soon(self._typing, event, scope)
-
-    async def _typing(self, event: InboundEvent, scope: trio.CancelScope) -> None:
+    async def type_once(self, event: InboundEvent) -> None:
         params: dict[str, Any] = {"chat_id": _chat_ref(event.chat_id), "action": "typing"}
         if event.thread_id:
             params["message_thread_id"] = _chat_ref(event.thread_id)
-        try:
-            with scope:
-                while True:
-                    try:
-                        await self.api.call("sendChatAction", params)
-                    except (ApiError, httpx.HTTPError) as exc:  # best effort
-                        log.debug("%s: typing: %s", self.name, exc)
-                    await trio.sleep(TYPING_EVERY)
-        finally:
-            self.typing.pop(event.event_id, None)
-
-    async def show(self, event: TurnEvent) -> None:
-        if event.final:
-            scope = self.typing.pop(event.event_id, None)
-            if scope is not None:
-                scope.cancel()
+        await self.api.call("sendChatAction", params)
 
     # -- sending ------------------------------------------------------------------
 
@@ -268,10 +241,8 @@ class TelegramAdapter(PlatformAdapter):
         for _ in range(2):  # once more in the supergroup a group became
             try:
                 message = await self.api.call("sendMessage", params)
-            except NOT_SENT as exc:
-                return RetryAfter(None, f"not sent: {type(exc).__name__}")
-            except httpx.HTTPError as exc:  # it may have arrived: never twice blindly
-                return Unconfirmed(f"no answer: {type(exc).__name__}")
+            except httpx.HTTPError as exc:
+                return failed_send(exc)
             except ApiError as exc:
                 if exc.status == 200:  # taken, and an answer hermes cannot read
                     return Unconfirmed(f"sendMessage: {exc.description}")
