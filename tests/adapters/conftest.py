@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.adapters.serving import TOKEN, Serve
+from tests.adapters.serving import TOKEN, Serve, serving
 from tests.fakes.chat_platform import FakeChatPlatform
 from tests.fakes.openai import FakeOpenAI
 
@@ -20,10 +20,8 @@ def model() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture
 def serve(home, model) -> Iterator[Serve]:
-    with FakeChatPlatform(token=TOKEN) as platform:
-        running = Serve(home, platform, model)
-        running.configure()
-        try:
-            yield running
-        finally:
-            running.close()
+    with (
+        FakeChatPlatform(token=TOKEN) as platform,
+        serving(Serve, platform, home, model) as running,
+    ):
+        yield running

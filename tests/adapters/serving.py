@@ -3,11 +3,13 @@ process on the test's home (restartable), the fake model, the fake platform."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import apsw
@@ -16,7 +18,6 @@ import trio
 from trio_websocket import open_websocket_url
 
 from hermes.actors.snapshot import Snapshot
-from tests.fakes.chat_platform import FakeChatPlatform
 from tests.fakes.openai import FakeOpenAI
 from tests.processes import wait_ready
 
@@ -38,33 +39,54 @@ def until_line(proc: subprocess.Popen[str], text: str) -> None:
 
 @attrs.define
 class Serve:
-    """`hermes serve` (with the test platform) on the test's home, restartable."""
+    """`hermes serve` on the test's home with one chat platform pointed at its fake,
+    restartable. This one runs the test platform (python -m tests.adapters.serve adds
+    its adapter); a built-in platform's harness names its settings, tokens and access."""
 
     home: Any
-    platform: FakeChatPlatform
+    platform: Any  # the platform's fake
     model: FakeOpenAI
     procs: list[subprocess.Popen[str]] = attrs.Factory(list)
     port: int = 0
 
+    name = "testplatform"
+    command = (sys.executable, "-m", "tests.adapters.serve")
+    access = "    allowed_users: ['u1']\n"  # who may talk, unless a test says otherwise
+
+    def tokens(self) -> dict[str, str]:
+        """The environment variables holding the platform's tokens."""
+        return {TOKEN_VAR: TOKEN}
+
+    def settings(self) -> str:
+        """The platform's YAML lines under `platforms.<name>`, access aside."""
+        return f"    token_env: {TOKEN_VAR}\n    base_url: '{self.platform.url}'\n"
+
     def configure(
-        self, drain: float = 10, resume_window: float = 600, platform: str = "", top: str = ""
+        self,
+        drain: float = 10,
+        resume_window: float = 600,
+        platform: str = "",
+        top: str = "",
+        access: str | None = None,
     ) -> None:
-        """config.yaml: `platform` adds YAML lines under the test platform (indented four
-        spaces), `top` adds top-level sections."""
+        """config.yaml: `platform` adds YAML lines under the platform (indented four
+        spaces), `top` adds top-level sections, `access` replaces who may talk ("" for
+        pairing)."""
         self.home.config_path.write_text(
             f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
             f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
             "  local:\n    port: 0\n"
-            "platforms:\n"
-            f"  testplatform:\n    token_env: {TOKEN_VAR}\n    base_url: '{self.platform.url}'\n"
-            "    allowed_users: ['u1']\n" + platform + top
+            f"platforms:\n  {self.name}:\n"
+            + self.settings()
+            + (self.access if access is None else access)
+            + platform
+            + top
         )
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
         """Start serve without waiting for it to be ready."""
-        env = {**os.environ, TOKEN_VAR: TOKEN}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.adapters.serve", *args], env=env, text=True,
+            [*self.command, *args], env={**os.environ, **self.tokens()}, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         self.procs.append(proc)
@@ -130,3 +152,15 @@ class Serve:
         tree = Snapshot.from_dict((await self.rpc("status", {}))["result"])
         adapters = next(c for c in tree.children if c.name == "adapters")
         return {c.name: c for c in adapters.children}
+
+
+@contextlib.contextmanager
+def serving(harness: type[Serve], fake: Any, home: Any, model: FakeOpenAI) -> Iterator[Serve]:
+    """`harness` on the test's home with the (running) `fake`, configured; whatever
+    still runs is killed at the end."""
+    serve = harness(home, fake, model)
+    serve.configure()
+    try:
+        yield serve
+    finally:
+        serve.close()

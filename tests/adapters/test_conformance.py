@@ -24,7 +24,7 @@ import pytest
 import trio
 
 from tests.adapters.discord.serving import DiscordServe
-from tests.adapters.serving import TOKEN, Serve, in_thread, until_line
+from tests.adapters.serving import TOKEN, Serve, in_thread, serving, until_line
 from tests.adapters.slack.serving import SlackServe
 from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
 from tests.adapters.telegram.serving import TelegramServe
@@ -271,13 +271,8 @@ def running(name: str, home, model) -> Iterator[Serve]:
         fake, harness = FakeDiscord(), DiscordServe
     else:
         fake, harness = FakeChatPlatform(token=TOKEN), Serve
-    with fake:
-        serve = harness(home, fake, model)
-        serve.configure()
-        try:
-            yield serve
-        finally:
-            serve.close()
+    with fake, serving(harness, fake, home, model) as serve:
+        yield serve
 
 
 DRIVERS = {"local": LocalDriver, "testplatform": PlatformDriver, "telegram": TelegramDriver,

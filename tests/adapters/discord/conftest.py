@@ -1,4 +1,5 @@
-"""Fixtures of the Discord tests: the fake model, the fake Discord, and serve."""
+"""Fixtures of the Discord tests: its fake, and serve on it (the fake model is
+tests/adapters/conftest.py's)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.adapters.discord.serving import DiscordServe
+from tests.adapters.serving import serving
 from tests.fakes.discord import FakeDiscord
-from tests.fakes.openai import FakeOpenAI
-
-
-@pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture
@@ -25,9 +20,5 @@ def discord() -> Iterator[FakeDiscord]:
 
 @pytest.fixture
 def serve(home, model, discord) -> Iterator[DiscordServe]:
-    running = DiscordServe(home, discord, model)
-    running.configure()
-    try:
+    with serving(DiscordServe, discord, home, model) as running:
         yield running
-    finally:
-        running.close()

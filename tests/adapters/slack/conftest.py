@@ -1,4 +1,5 @@
-"""Fixtures of the Slack tests: the fake model, the fake Slack, and serve."""
+"""Fixtures of the Slack tests: its fake, and serve on it (the fake model is
+tests/adapters/conftest.py's)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.adapters.serving import serving
 from tests.adapters.slack.serving import SlackServe
-from tests.fakes.openai import FakeOpenAI
 from tests.fakes.slack import FakeSlack
-
-
-@pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture
@@ -25,9 +20,5 @@ def slack() -> Iterator[FakeSlack]:
 
 @pytest.fixture
 def serve(home, model, slack) -> Iterator[SlackServe]:
-    running = SlackServe(home, slack, model)
-    running.configure()
-    try:
+    with serving(SlackServe, slack, home, model) as running:
         yield running
-    finally:
-        running.close()

@@ -1,4 +1,5 @@
-"""Fixtures of the Telegram tests: the fake model, the fake Bot API, and serve."""
+"""Fixtures of the Telegram tests: its fake, and serve on it (the fake model is
+tests/adapters/conftest.py's)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.adapters.serving import serving
 from tests.adapters.telegram.serving import TOKEN, TelegramServe
-from tests.fakes.openai import FakeOpenAI
 from tests.fakes.telegram import FakeTelegram
-
-
-@pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture
@@ -25,9 +20,5 @@ def tg() -> Iterator[FakeTelegram]:
 
 @pytest.fixture
 def serve(home, model, tg) -> Iterator[TelegramServe]:
-    running = TelegramServe(home, tg, model)
-    running.configure()
-    try:
+    with serving(TelegramServe, tg, home, model) as running:
         yield running
-    finally:
-        running.close()
