@@ -38,16 +38,16 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import attrs
+
+from tests.fakes.local_http import LocalServer, TrackedHandler
 
 BOT_ID, BOT_NAME = "bot-1", "testbot"
 
@@ -57,15 +57,6 @@ class _Fault:
     status: int
     retry_after: float | None
     times: int
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # a hung client never holds up the test process
-    block_on_close = False  # close() wakes every handler itself; nothing to join
-    request_queue_size = 128
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that drops a connection is not worth a traceback."""
 
 
 Answer = tuple[int, dict[str, Any]]
@@ -90,29 +81,9 @@ class FakeChatPlatform:
         self._poll_generation = 0  # the newest poll's number; older waiting ones answer 409
         self._stalled = False
         self._closing = False
-        self._connections: set[socket.socket] = set()
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                with fake._cond:
-                    fake._connections.add(self.connection)
-
-            def finish(self) -> None:
-                with fake._cond:
-                    fake._connections.discard(self.connection)
-                try:
-                    super().finish()
-                except OSError:
-                    pass
-
+        class Handler(TrackedHandler):
             def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
                 self._answer(fake._route("GET", self.path, None))
 
@@ -144,20 +115,16 @@ class FakeChatPlatform:
                 except OSError:  # the client went away (a cancelled poll): nobody to answer
                     self.close_connection = True
 
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )  # a short poll interval: close() returns at once
+        self.server = LocalServer(Handler)
 
     # -- lifecycle ------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.server.url
 
     def __enter__(self) -> FakeChatPlatform:
-        self.thread.start()
+        self.server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -172,14 +139,7 @@ class FakeChatPlatform:
                 return
             self._closing = True
             self._cond.notify_all()
-            connections = list(self._connections)
-        self.server.shutdown()
-        for conn in connections:  # handlers waiting for a kept-alive client's next request
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self.server.server_close()
+        self.server.stop()
 
     # -- the test's control surface -------------------------------------------
 
@@ -402,7 +362,7 @@ def main() -> None:
     with FakeChatPlatform(token=args.token) as platform:
         print(platform.url, flush=True)
         try:
-            platform.thread.join()
+            platform.server.thread.join()
         except KeyboardInterrupt:
             pass
 

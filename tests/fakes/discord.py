@@ -98,7 +98,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -115,6 +114,8 @@ from wsproto.events import (
     TextMessage,
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+
+from tests.fakes.local_http import LocalServer, TrackedHandler, shut
 
 TOKEN = "fake-discord-token"
 BOT_ID = "100000000000000001"
@@ -211,15 +212,6 @@ class _Socket:
         }  # fmt: skip
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # a hung client never holds up the test process
-    block_on_close = False  # shutdown() wakes every handler itself; nothing to join
-    request_queue_size = 128
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that drops a connection is not worth a traceback."""
-
-
 def _error(status: int, code: int, message: str) -> _Reply:
     return _Reply(status, {"message": message, "code": code})
 
@@ -231,13 +223,6 @@ def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy(v) for v in value]
     return value
-
-
-def _shut(conn: socket.socket) -> None:
-    try:
-        conn.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 def _timestamp() -> str:
@@ -259,7 +244,6 @@ class FakeDiscord:
         self.bucket_window = bucket_window
         self._cond = threading.Condition()
         self._closing = False
-        self._connections: set[socket.socket] = set()
         self._socket_ids = itertools.count(1)
         self._sockets: list[_Socket] = []
         self._sessions: list[_Session] = []
@@ -282,26 +266,7 @@ class FakeDiscord:
         self._internal_errors: list[str] = []
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                with fake._cond:
-                    fake._connections.add(self.connection)
-
-            def finish(self) -> None:
-                with fake._cond:
-                    fake._connections.discard(self.connection)
-                try:
-                    super().finish()
-                except OSError:
-                    pass
-
+        class Handler(TrackedHandler):
             def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
                 if urlsplit(self.path).path.rstrip("/") in ("/gateway", "/resume"):
                     self.close_connection = True
@@ -352,17 +317,13 @@ class FakeDiscord:
                 except OSError:  # the client went away: nobody to answer
                     self.close_connection = True
 
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )  # a short poll interval: shutdown() returns at once
+        self.server = LocalServer(Handler)
 
     # -- lifecycle ----------------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.server.url
 
     @property
     def api_url(self) -> str:
@@ -380,7 +341,7 @@ class FakeDiscord:
         return f"ws://{host}:{port}/resume"
 
     def __enter__(self) -> FakeDiscord:
-        self.thread.start()
+        self.server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -394,12 +355,7 @@ class FakeDiscord:
                 return
             self._closing = True
             self._cond.notify_all()
-            connections = list(self._connections)
-        if self.thread.is_alive():
-            self.server.shutdown()
-        for conn in connections:
-            _shut(conn)
-        self.server.server_close()
+        self.server.stop()
 
     # -- injecting events -----------------------------------------------------------------
 
@@ -823,7 +779,7 @@ class FakeDiscord:
 
     # -- the Gateway: one handler thread reads a socket, one writer thread writes it ---------
 
-    def _serve_socket(self, handler: BaseHTTPRequestHandler) -> _Reply | None:
+    def _serve_socket(self, handler: TrackedHandler) -> _Reply | None:
         if handler.headers.get("upgrade", "").lower() != "websocket":
             return _error(400, 0, "websocket upgrade required")
         with self._cond:
@@ -857,7 +813,7 @@ class FakeDiscord:
         except Exception:  # a bug of the fake: record, end this socket
             self._record_internal_error(traceback.format_exc())
         finally:
-            _shut(conn)
+            shut(conn)
             with self._cond:
                 if sock.closed_at is None:
                     sock.closed_at = time.monotonic()
@@ -866,7 +822,7 @@ class FakeDiscord:
                 self._cond.notify_all()
         return None
 
-    def _read_loop(self, sock: _Socket, handler: BaseHTTPRequestHandler) -> None:
+    def _read_loop(self, sock: _Socket, handler: TrackedHandler) -> None:
         while True:
             try:
                 data = handler.rfile.read1(65536)
@@ -1016,7 +972,7 @@ class FakeDiscord:
             self._write(sock)
         except Exception:  # a bug of the fake: record, cut this socket
             self._record_internal_error(traceback.format_exc())
-            _shut(sock.conn)
+            shut(sock.conn)
 
     def _write(self, sock: _Socket) -> None:
         while True:
@@ -1049,7 +1005,7 @@ class FakeDiscord:
                     self._cond.wait_for(
                         lambda: sock.closed_at is not None or self._closing, timeout=1.0
                     )
-            _shut(sock.conn)
+            shut(sock.conn)
             return
 
     # -- REST -----------------------------------------------------------------------------
@@ -1272,7 +1228,7 @@ def main() -> None:
     with FakeDiscord(args.token, heartbeat_interval=args.heartbeat_interval) as fake:
         print(fake.url, flush=True)
         try:
-            fake.thread.join()
+            fake.server.thread.join()
         except KeyboardInterrupt:
             pass
 

@@ -102,7 +102,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -119,6 +118,8 @@ from wsproto.events import (
     TextMessage,
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+
+from tests.fakes.local_http import LocalServer, TrackedHandler, shut
 
 TEAM_ID = "T0001"
 TEAM_NAME = "Test"
@@ -202,15 +203,6 @@ class _Socket:
         }  # fmt: skip
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # a hung client never holds up the test process
-    block_on_close = False  # close() wakes every handler itself; nothing to join
-    request_queue_size = 128
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that drops a connection is not worth a traceback."""
-
-
 def _ok(**fields: Any) -> _Reply:
     return _Reply(200, {"ok": True, **fields})
 
@@ -227,13 +219,6 @@ def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy(v) for v in value]
     return value
-
-
-def _shut(conn: socket.socket) -> None:
-    try:
-        conn.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 class FakeSlack:
@@ -261,7 +246,6 @@ class FakeSlack:
         self.echo_bot_messages = echo_bot_messages
         self._cond = threading.Condition()
         self._closing = False
-        self._connections: set[socket.socket] = set()
         # Socket Mode
         self._tickets: set[str] = set()
         self._urls_issued = 0
@@ -292,26 +276,7 @@ class FakeSlack:
         self._internal_errors: list[str] = []
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                with fake._cond:
-                    fake._connections.add(self.connection)
-
-            def finish(self) -> None:
-                with fake._cond:
-                    fake._connections.discard(self.connection)
-                try:
-                    super().finish()
-                except OSError:
-                    pass
-
+        class Handler(TrackedHandler):
             def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
                 if urlsplit(self.path).path.rstrip("/") == "/link":
                     self.close_connection = True
@@ -359,18 +324,14 @@ class FakeSlack:
                 except OSError:  # the client went away: nobody to answer
                     self.close_connection = True
 
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )  # a short poll interval: close() returns at once
+        self.server = LocalServer(Handler)
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)
 
     # -- lifecycle ----------------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.server.url
 
     @property
     def api_url(self) -> str:
@@ -378,7 +339,7 @@ class FakeSlack:
         return f"{self.url}/api"
 
     def __enter__(self) -> FakeSlack:
-        self.thread.start()
+        self.server.start()
         self._pump_thread.start()
         return self
 
@@ -393,12 +354,7 @@ class FakeSlack:
                 return
             self._closing = True
             self._cond.notify_all()
-            connections = list(self._connections)
-        if self.thread.is_alive():
-            self.server.shutdown()
-        for conn in connections:
-            _shut(conn)
-        self.server.server_close()
+        self.server.stop()
         if self._pump_thread.is_alive():
             self._pump_thread.join(1)
 
@@ -946,7 +902,7 @@ class FakeSlack:
 
     # -- Socket Mode: one handler thread reads a socket, one writer thread writes it ---------
 
-    def _serve_socket(self, handler: BaseHTTPRequestHandler) -> _Reply | None:
+    def _serve_socket(self, handler: TrackedHandler) -> _Reply | None:
         """Run one WebSocket from its handshake to its end (on its HTTP handler's
         thread); a reply instead when the handshake is refused."""
         query = dict(parse_qsl(urlsplit(handler.path).query))
@@ -1004,7 +960,7 @@ class FakeSlack:
         except Exception:  # a bug of the fake: record, end this socket
             self._record_internal_error(traceback.format_exc())
         finally:
-            _shut(conn)
+            shut(conn)
             with self._cond:
                 if sock.closed_at is None:
                     sock.closed_at = time.monotonic()
@@ -1012,7 +968,7 @@ class FakeSlack:
                 self._cond.notify_all()
         return None
 
-    def _read_loop(self, sock: _Socket, handler: BaseHTTPRequestHandler) -> None:
+    def _read_loop(self, sock: _Socket, handler: TrackedHandler) -> None:
         while True:
             try:
                 data = handler.rfile.read1(65536)
@@ -1101,7 +1057,7 @@ class FakeSlack:
             self._write(sock)
         except Exception:  # a bug of the fake: record, cut this socket
             self._record_internal_error(traceback.format_exc())
-            _shut(sock.conn)
+            shut(sock.conn)
 
     def _write(self, sock: _Socket) -> None:
         while True:
@@ -1137,7 +1093,7 @@ class FakeSlack:
                     self._cond.wait_for(
                         lambda: sock.closed_at is not None or self._closing, timeout=1.0
                     )
-            _shut(sock.conn)
+            shut(sock.conn)
             return
 
     # -- the Web API ---------------------------------------------------------------------
@@ -1340,7 +1296,7 @@ def main() -> None:
     ) as fake:
         print(fake.url, flush=True)
         try:
-            fake.thread.join()
+            fake.server.thread.join()
         except KeyboardInterrupt:
             pass
 

@@ -97,11 +97,12 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
+
+from tests.fakes.local_http import LocalServer, TrackedHandler
 
 BOT_ID = 7000000001
 BOT_USERNAME = "hermes_test_bot"
@@ -184,15 +185,6 @@ class _Reply:
 
 class ParseError(Exception):
     """A text that does not parse in its parse_mode (Telegram's message follows)."""
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # a hung client never holds up the test process
-    block_on_close = False  # close() wakes every handler itself; nothing to join
-    request_queue_size = 128
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that drops a connection is not worth a traceback."""
 
 
 def _ok(result: Any) -> _Reply:
@@ -511,7 +503,6 @@ class FakeTelegram:
         self._cond = threading.Condition()
         self._revoked = False
         self._closing = False
-        self._connections: set[socket.socket] = set()
         # updates
         self._next_update = first_update_id
         self._updates: list[dict[str, Any]] = []  # not yet confirmed
@@ -549,26 +540,7 @@ class FakeTelegram:
         self._faults: list[_Fault] = []
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                with fake._cond:
-                    fake._connections.add(self.connection)
-
-            def finish(self) -> None:
-                with fake._cond:
-                    fake._connections.discard(self.connection)
-                try:
-                    super().finish()
-                except OSError:
-                    pass
-
+        class Handler(TrackedHandler):
             def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
                 self._serve(b"")
 
@@ -613,17 +585,13 @@ class FakeTelegram:
                 except OSError:  # the client went away: nobody to answer
                     self.close_connection = True
 
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )  # a short poll interval: close() returns at once
+        self.server = LocalServer(Handler)
 
     # -- lifecycle ------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.server.url
 
     @property
     def api_url(self) -> str:
@@ -631,7 +599,7 @@ class FakeTelegram:
         return f"{self.url}/bot{self.token}"
 
     def __enter__(self) -> FakeTelegram:
-        self.thread.start()
+        self.server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -645,15 +613,7 @@ class FakeTelegram:
                 return
             self._closing = True
             self._cond.notify_all()
-            connections = list(self._connections)
-        if self.thread.is_alive():
-            self.server.shutdown()
-        for conn in connections:  # handlers waiting for a kept-alive client's next request
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self.server.server_close()
+        self.server.stop()
 
     # -- injecting updates ------------------------------------------------------
 
@@ -1558,7 +1518,7 @@ def main() -> None:
     with FakeTelegram(token=args.token) as fake:
         print(fake.url, flush=True)
         try:
-            fake.thread.join()
+            fake.server.thread.join()
         except KeyboardInterrupt:
             pass
 
