@@ -68,11 +68,9 @@ import contextlib
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -86,10 +84,10 @@ from trio_websocket import open_websocket_url
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from chatbench import FakeProcess, Serve, kill, per_message, percentile  # noqa: E402
 from cpuwatch import CpuWatch  # noqa: E402
 
 from hermes.delivery.outbox import PACES  # noqa: E402
-from hermes.gateway.serve import READY_LINE  # noqa: E402
 from tests.fakes.discord import TOKEN  # noqa: E402
 
 TOKEN_ENV = "DISCORD_BOT_TOKEN"
@@ -110,87 +108,31 @@ TARGET_P99_MS = 100.0
 # --- processes -------------------------------------------------------------------------------
 
 
-def kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-
-
-class Fake:
+class Fake(FakeProcess):
     """The fake Discord in its own process, driven over HTTP."""
 
     def __init__(self) -> None:
-        argv = [sys.executable, "-m", "tests.fakes.discord", "--heartbeat-interval", str(HEARTBEAT)]
-        self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        self.url = self.proc.stdout.readline().strip()
-        if not self.url:
-            kill(self.proc)
-            raise SystemExit("the fake Discord did not start")
+        super().__init__("discord", "--heartbeat-interval", str(HEARTBEAT))
 
     async def message(
         self, http: httpx.AsyncClient, content: str, author: str, channel: str
     ) -> str:
         """A user writes in their DM; the message's id."""
         kwargs = {"content": content, "author_id": author, "channel_id": channel}
-        response = await http.post(f"{self.url}/_fake/message", json=kwargs)
-        body = response.json()
-        if not body.get("ok"):
-            raise RuntimeError(f"the fake refused an injection: {body!r}")
-        return str(body["result"])
-
-    async def state(self, http: httpx.AsyncClient) -> dict[str, Any]:
-        body = (await http.get(f"{self.url}/_fake/state")).json()
-        if not body.get("ok"):
-            raise RuntimeError(f"the fake's state: {body!r}")
-        return body["result"]
+        return str(await self.inject(http, "message", kwargs))
 
 
-class Serve:
-    """`hermes serve` on a fresh home under `tmp`, its Discord adapter on the fake and the
-    offline model (no `model:` section); started and ready."""
+def platform(fake_url: str) -> str:
+    """The platform's YAML under `platforms:` for serve, on the fake."""
+    return (
+        "  discord:\n"
+        f"    token_env: {TOKEN_ENV}\n"
+        f"    base_url: '{fake_url}'\n    allow_all_users: true\n"
+    )
 
-    def __init__(self, tmp: Path, fake_url: str) -> None:
-        self.home = tmp / "home"
-        self.home.mkdir()
-        (self.home / "config.yaml").write_text(
-            "gateway:\n  local:\n    port: 0\n"
-            "platforms:\n  discord:\n"
-            f"    token_env: {TOKEN_ENV}\n"
-            f"    base_url: '{fake_url}'\n    allow_all_users: true\n"
-        )
-        env = {**os.environ, "HERMES_HOME": str(self.home), TOKEN_ENV: TOKEN}
-        self.log_path = tmp / "serve.stderr"
-        with open(self.log_path, "w") as stderr:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "hermes.cli.main", "serve"],
-                env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True,
-            )  # fmt: skip
-        ready = ""
-        for line in self.proc.stdout:
-            if line.startswith(READY_LINE):
-                ready = line
-                break
-        if not ready:
-            self.proc.wait()
-            raise SystemExit(f"hermes serve exited ({self.proc.returncode}) before ready:\n"
-                             f"{self.log()[-3000:]}")  # fmt: skip
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # never blocks it
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> str:
-        """SIGTERM: drain and exit; a warning if it did not exit 0."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                kill(self.proc)
-                return "serve did not drain within 30 s; killed"
-        if self.proc.returncode != 0:
-            return f"serve exited {self.proc.returncode} after SIGTERM"
-        return ""
+def start_serve(tmp: Path, fake_url: str) -> Serve:
+    return Serve(tmp, platform(fake_url), {TOKEN_ENV: TOKEN})
 
 
 # --- the baseline: a bare Gateway echo client ------------------------------------------------
@@ -245,12 +187,6 @@ async def echo_client(url: str) -> None:
 
 
 # --- one side --------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile of seconds, in milliseconds."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] * 1000
 
 
 @attrs.define
@@ -513,10 +449,6 @@ def side_lines(side: Side, what: str, cpu: str) -> list[str]:
     return lines
 
 
-def per_message(seconds: float, count: int) -> str:
-    return f"{seconds * 1000 / count:.3f} ms"
-
-
 def start_echo_client(tmp: Path, url: str) -> tuple[subprocess.Popen, Path]:
     log_path = tmp / "echo-client.stderr"
     with open(log_path, "w") as stderr:
@@ -547,7 +479,7 @@ def main() -> None:
 
         fake = Fake()
         st.callback(kill, fake.proc)
-        serve = Serve(Path(tmp), fake.url)
+        serve = start_serve(Path(tmp), fake.url)
         st.callback(kill, serve.proc)
         try:
             trio.run(run_side, hermes, fake, [os.getpid(), fake.proc.pid, serve.proc.pid])
