@@ -63,7 +63,7 @@ class Serve:
         self.home = tmp / "home"
         self.home.mkdir()
         (self.home / "config.yaml").write_text(
-            "gateway:\n  local:\n    port: 0\nplatforms:\n" + platform
+            "gateway:\n  local:\n    port: 0\nops:\n  port: 0\nplatforms:\n" + platform
         )
         env = {**os.environ, "HERMES_HOME": str(self.home), **tokens}
         self.log_path = tmp / "serve.stderr"

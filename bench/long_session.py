@@ -169,7 +169,7 @@ async def load(url: str, auth, seconds: float, pid: int) -> list[tuple[float, fl
 def serve_slope(root: Path, minutes: float) -> tuple[float, float, float, list[float]]:
     home = root / "home"
     home.mkdir()
-    (home / "config.yaml").write_text("gateway:\n  local:\n    port: 0\n")
+    (home / "config.yaml").write_text("gateway:\n  local:\n    port: 0\nops:\n  port: 0\n")
     env = {**os.environ, "HERMES_HOME": str(home)}
     proc = subprocess.Popen([sys.executable, "-m", "hermes.cli.main", "serve"], env=env,
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

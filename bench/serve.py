@@ -379,7 +379,7 @@ def main() -> None:
             stack.callback(kill, fake)
             config = (
                 f"model: {{provider: fake, model: m, base_url: {json.dumps(base_url)}}}\n"
-                "gateway: {local: {port: 0}}\n"
+                "gateway: {local: {port: 0}}\nops: {port: 0}\n"
             )
             serve = Serve(tmp, "home", config)
             stack.callback(serve.stop)
@@ -391,7 +391,7 @@ def main() -> None:
         with contextlib.ExitStack() as stack:
             echo, echo_port = start_child([sys.executable, "-c", ECHO_SERVER])
             stack.callback(kill, echo)
-            offline = Serve(tmp, "offline", "gateway:\n  local:\n    port: 0\n")
+            offline = Serve(tmp, "offline", "gateway:\n  local:\n    port: 0\nops:\n  port: 0\n")
             stack.callback(offline.stop)
             echo_rate = trio.run(echo_load, f"ws://127.0.0.1:{echo_port}/", [], echo_check)
             serve_rate = trio.run(echo_load, offline.url, offline.auth, serve_check)

@@ -156,6 +156,21 @@ class CronConfig:
 
 
 @attrs.frozen
+class OpsConfig:
+    """The operator surfaces (/health, /ready, /metrics, the dashboard). `port` 0 picks a
+    free one (written to HERMES_HOME/ops.port); `host` unset keeps them on loopback;
+    `freeze_seconds`: an event loop blocked this long exits 75 (the service restarts it)."""
+
+    enabled: bool = True
+    host: str | None = None
+    port: int = attrs.field(default=9120, validator=_port)
+    freeze_seconds: float = attrs.field(default=60.0, validator=_positive)
+
+    def bind_host(self) -> str:
+        return self.host or "127.0.0.1"
+
+
+@attrs.frozen
 class Config:
     """The whole of config.yaml. `Config()` is the embedded default."""
 
@@ -164,6 +179,7 @@ class Config:
     agent: AgentConfig = AgentConfig()
     gateway: GatewayConfig = GatewayConfig()
     cron: CronConfig = CronConfig()
+    ops: OpsConfig = OpsConfig()
     timezone: str | None = attrs.field(default=None, validator=_timezone)
     platforms: dict[str, PlatformConfig] = attrs.field(factory=dict)
 

@@ -65,6 +65,11 @@ class HermesHome:
         return self.root / "serve.token"
 
     @property
+    def ops_port(self) -> Path:
+        """Where serve writes the operator surfaces' port (chosen when ops.port is 0)."""
+        return self.root / "ops.port"
+
+    @property
     def serve_pid(self) -> Path:
         return self.root / "serve.pid"
 

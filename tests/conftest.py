@@ -89,7 +89,7 @@ def spawn(home):
     an ephemeral port (0) so tests never collide.
     """
     if not home.config_path.exists():
-        home.config_path.write_text("gateway:\n  local:\n    port: 0\n")
+        home.config_path.write_text("gateway:\n  local:\n    port: 0\nops:\n  port: 0\n")
     procs = []
 
     def start(*args: str):

@@ -19,7 +19,9 @@ from tests.processes import HERMES, hermes, wait_ready
 
 
 def test_serve_ready_refuses_second_and_drains_on_sigterm(home, spawn):
-    home.config_path.write_text("gateway:\n  drain_timeout: 5\n  local:\n    port: 0\n")
+    home.config_path.write_text(
+        "gateway:\n  drain_timeout: 5\n  local:\n    port: 0\nops:\n  port: 0\n"
+    )
     serve = spawn()
     wait_ready(serve)
     assert home.serve_pid.read_text().strip() == str(serve.pid)
@@ -73,7 +75,7 @@ def user_version(path: Path) -> int:
 
 
 def test_serve_refuses_a_database_from_a_newer_hermes(home):
-    home.config_path.write_text("gateway:\n  local:\n    port: 0\n")
+    home.config_path.write_text("gateway:\n  local:\n    port: 0\nops:\n  port: 0\n")
     newer = SCHEMA_VERSION + 1
     conn = open_for_writing(home.state_db)
     conn.execute(f"PRAGMA user_version = {newer}")
@@ -91,7 +93,7 @@ def test_secrets_never_reach_the_log(home, spawn, monkeypatch):
     home.env_path.write_text(f"OPENAI_API_KEY={secret}\n")
     home.config_path.write_text(
         "model:\n  provider: openai\n  model: gpt-test\n  base_url: http://127.0.0.1:1/v1\n"
-        "  api_key_env: OPENAI_API_KEY\ngateway:\n  local:\n    port: 0\n"
+        "  api_key_env: OPENAI_API_KEY\ngateway:\n  local:\n    port: 0\nops:\n  port: 0\n"
     )
     serve = spawn("--verbose")  # debug logging too: the HTTP client's lines included
     wait_ready(serve)  # serve refuses to start when the key is missing: it was read
@@ -129,7 +131,9 @@ def read_until(stream, marker: str) -> list[str]:
 
 
 def test_a_second_signal_during_the_drain_cancels_at_once(home, spawn):
-    home.config_path.write_text("gateway:\n  drain_timeout: 60\n  local:\n    port: 0\n")
+    home.config_path.write_text(
+        "gateway:\n  drain_timeout: 60\n  local:\n    port: 0\nops:\n  port: 0\n"
+    )
     serve = spawn()
     wait_ready(serve)
     message = tool_line("terminal", command="sleep 30")

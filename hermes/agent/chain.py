@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
+from prometheus_client import Counter
 
 from hermes.agent.provider import (
     FallbackError,
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 RETRIES = 2
 BACKOFF = 1.0
 BACKOFF_MAX = 30.0
+
+MODEL_CALLS = Counter(
+    "hermes_model_calls", "Model calls by provider and outcome", ["provider", "outcome"]
+)
 
 
 class AllProvidersFailed(ProviderError):
@@ -66,11 +71,21 @@ class ProviderChain:
         attempt = 0
         while True:
             try:
-                return await provider.complete(messages, tools, on_text)
-            except Retryable as exc:
-                if attempt >= self.retries:
+                reply = await provider.complete(messages, tools, on_text)
+            except Exception as exc:
+                MODEL_CALLS.labels(provider.name, _outcome(exc)).inc()
+                if not isinstance(exc, Retryable) or attempt >= self.retries:
                     raise
                 delay = exc.retry_after or min(BACKOFF_MAX, BACKOFF * 2**attempt)
                 attempt += 1
                 log.info("provider %s: %s; retry %d in %.1fs", provider.name, exc, attempt, delay)
                 await trio.sleep(delay)
+                continue
+            MODEL_CALLS.labels(provider.name, "ok").inc()
+            return reply
+
+
+def _outcome(exc: Exception) -> str:
+    if isinstance(exc, Retryable):
+        return "retryable"
+    return "fallback" if isinstance(exc, FallbackError) else "failed"

@@ -1,4 +1,5 @@
-"""`hermes pairing list | approve PLATFORM CODE | revoke PLATFORM USER`.
+"""`hermes pairing list | approve PLATFORM (CODE | --user USER) | deny PLATFORM USER |
+revoke PLATFORM USER`.
 
 Written straight into state.db: a running serve reads the approved users
 for every message, so an approval or a revocation takes effect at once.
@@ -15,7 +16,9 @@ from hermes.config import load_config
 from hermes.gateway.pairing import (
     CODE_LENGTH,
     PairingRefused,
+    approve_request,
     attempt_approval,
+    deny_request,
     owner_rule,
     pending,
     revoke,
@@ -33,7 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions.add_parser("list", help="pending pairing requests")
     approve = actions.add_parser("approve", help="let the user who was sent CODE in")
     approve.add_argument("platform", help="telegram, discord, slack, ...")
-    approve.add_argument("code", help="the 8-character code the user was sent")
+    which = approve.add_mutually_exclusive_group(required=True)
+    which.add_argument("code", nargs="?", help="the 8-character code the user was sent")
+    which.add_argument("--user", help="or the user id of a pending request (`pairing list`)")
+    deny = actions.add_parser("deny", help="drop a pending request; its code stops working")
+    deny.add_argument("platform")
+    deny.add_argument("user", help="the platform's user id")
     remove = actions.add_parser("revoke", help="remove a user approved by pairing")
     remove.add_argument("platform")
     remove.add_argument("user", help="the platform's user id")
@@ -48,8 +56,12 @@ def pairing(args: argparse.Namespace) -> int:
     conn = open_for_writing(home.state_db)
     try:
         with immediate(conn):
-            if args.action == "approve":
+            if args.action == "approve" and args.user:
+                result = approve_request(conn, args.platform, args.user, time.time(), "cli")
+            elif args.action == "approve":
                 result = attempt_approval(conn, args.platform, args.code, time.time(), "cli")
+            elif args.action == "deny":
+                result = deny_request(conn, args.platform, args.user)
             else:
                 result = revoke(conn, args.platform, args.user)
     finally:
@@ -67,6 +79,13 @@ def pairing(args: argparse.Namespace) -> int:
             else "they can talk to the agent now"
         )
         print(f"approved {result.platform} user {who}; {then}")
+        return exit_codes.OK
+    if args.action == "deny":
+        if not result:
+            print(f"hermes: no pending request from {args.platform} user {args.user}",
+                  file=sys.stderr)  # fmt: skip
+            return exit_codes.FAILED
+        print(f"denied the pending request of {args.platform} user {args.user}")
         return exit_codes.OK
     if not result:
         print(

@@ -14,6 +14,7 @@ from hermes.gateway.pidfile import AlreadyRunning
 from hermes.gateway.serve import READY_LINE, PortInUse, StateDbUnusable, run_serve
 from hermes.gateway.tree import BUILT_IN
 from hermes.home import HermesHome
+from hermes.ops.server import ops_children
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +38,8 @@ def serve(args: argparse.Namespace, platforms: Mapping[str, AdapterFactory] = BU
         print(f"{READY_LINE} port={port}", flush=True)
 
     try:
-        run_serve(home, config, ready, lock=not args.no_lock, platforms=platforms)
+        ops = ops_children(home, config) if config.ops.enabled else None
+        run_serve(home, config, ready, lock=not args.no_lock, platforms=platforms, surfaces=ops)
     except (AlreadyRunning, PortInUse) as exc:
         print(f"hermes serve: {exc}", file=sys.stderr)
         return exit_codes.BUSY

@@ -25,6 +25,7 @@ from typing import Protocol
 
 import attrs
 import trio
+from prometheus_client import Counter, Histogram
 
 from hermes.actors.address import Address
 from hermes.actors.clock import WallClock
@@ -40,6 +41,13 @@ from hermes.terminal.command import RunOptions, run_command
 from hermes.terminal.env import EnvPolicy, Redactor
 
 log = logging.getLogger(__name__)
+
+FIRES = Counter("hermes_cron_fires", "Cron fires by what they became", ["outcome"])
+LATENESS = Histogram(
+    "hermes_cron_lateness_seconds",
+    "How long after its due time a fire started",
+    buckets=(0.1, 0.5, 1, 5, 30, 60, 300, 3600),
+)
 
 SCRIPT_TIMEOUT = 600.0
 LEASE_WATCH = 0.5  # seconds between checks that the fire still owns its job
@@ -140,6 +148,9 @@ async def run_fire(fire: Fire, ctx: FireContext, db: Db) -> str:
     interrupted or stale (refused by the fence: a newer fire owns the job, or a
     cancel came first). A cancel of the caller's scope is recorded and re-raised."""
     claim = fire.claim
+    if claim.due_at is not None:
+        LATENESS.observe(max(0.0, ctx.clock.now() - claim.due_at))
+    outcome = "interrupted"
     try:
         try:
             with fire.scope:
@@ -149,12 +160,15 @@ async def run_fire(fire: Fire, ctx: FireContext, db: Db) -> str:
                     nursery.cancel_scope.cancel()
             if fire.scope.cancelled_caught:
                 await _interrupted(fire, ctx, db)
-                return "interrupted"
+                return outcome
         except BaseException:
             await _interrupted(fire, ctx, db)
             raise
-        return await _finish(claim, result, ctx, db)
+        outcome = await _finish(claim, result, ctx, db)
+        return outcome
     finally:
+        FIRES.labels(outcome).inc()
+        log.info("cron %s run %d: %s", claim.job.id, claim.fence, outcome)
         fire.done.set()
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 import trio
+from prometheus_client import Counter
 
 from hermes.actors.actor import Actor
 from hermes.actors.address import Address
@@ -58,6 +59,10 @@ from hermes.state.db import Db
 from hermes.state.registry import Registry
 
 log = logging.getLogger(__name__)
+
+SENDS = Counter(
+    "hermes_messages_out", "Sends by platform and what the platform said", ["platform", "outcome"]
+)
 
 FRESHNESS = 24 * 3600.0  # a reply that old is noise
 SEND_TIMEOUT = 60.0
@@ -259,6 +264,7 @@ class Outbox(Actor):
 
     async def _record(self, row: OutboxRow, result: SendResult) -> None:
         now = self.clock.now()
+        SENDS.labels(row.target.platform, _outcome(result)).inc()
         if isinstance(result, Unconfirmed):
             if row.target.platform in self.deduplicating:
                 result = RetryAfter(None, result.reason)  # the platform drops a repeat
@@ -288,6 +294,12 @@ class Outbox(Actor):
                 if result.scope_wide:
                     self.held[row.target.platform] = now + wait
             await self.db.write(mark_retry, row.id, now + wait, result.reason, now)
+
+
+def _outcome(result: SendResult) -> str:
+    if isinstance(result, RetryAfter):
+        return "rate_limited" if result.seconds is not None else "failed"
+    return {Sent: "sent", Permanent: "refused", Unconfirmed: "unconfirmed"}[type(result)]
 
 
 def _look(conn: Any, now: float) -> tuple[list[OutboxRow], float | None]:

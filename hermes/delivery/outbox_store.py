@@ -260,6 +260,11 @@ def depth(conn: apsw.Connection) -> tuple[int, float | None]:
     return count, oldest
 
 
+def state_counts(conn: apsw.Connection) -> dict[str, int]:
+    """Rows by state (sent rows stay until pruned), for the operator's metrics."""
+    return dict(conn.execute("SELECT state, count(*) FROM outbox GROUP BY state").fetchall())
+
+
 def retry_row(conn: apsw.Connection, row_id: int, now: float) -> bool:
     """A dead or unknown row goes out again (an operator's decision; its freshness counts
     from now); False if there is no such row in those states."""

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attrs
 import trio
+from prometheus_client import Counter
 
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
@@ -21,6 +22,10 @@ from hermes.adapters.contract import InboundEvent
 from hermes.gateway.journal import admit
 from hermes.state.db import UsesDb
 from hermes.state.registry import Registry
+
+INBOUND = Counter(
+    "hermes_messages_in", "Inbound events: admitted or duplicate", ["platform", "outcome"]
+)
 
 
 @attrs.frozen
@@ -41,7 +46,9 @@ class Admission(UsesDb):
 
     async def __call__(self, event: InboundEvent) -> bool:
         if not await self.db.write(admit, event, time.time()):
+            INBOUND.labels(event.platform, "duplicate").inc()
             return False  # a duplicate: it was answered, or will be
+        INBOUND.labels(event.platform, "admitted").inc()
         router = self.router()
         if router is None:
             return True  # it takes the event from the journal when it starts

@@ -207,7 +207,42 @@ def attempt_approval(
             f"no pending request with that code on {platform} (wrong, expired or already"
             " used; `hermes pairing list` shows the pending ones)"
         )
-    user_id, user_name, chat_id = row
+    return _approve(conn, platform, *row, now, approved_by)
+
+
+def approve_request(
+    conn: apsw.Connection, platform: str, user_id: str, now: float, approved_by: str
+) -> Approved | PairingRefused:
+    """Approve a pending request by its user, without the code: for an operator who is
+    already authenticated (the dashboard, the CLI on the gateway's machine)."""
+    row = conn.execute(
+        "SELECT user_name, chat_id FROM pairing_requests"
+        " WHERE platform = ? AND user_id = ? AND expires_at > ?",
+        (platform, user_id, now),
+    ).fetchone()
+    if row is None:
+        return PairingRefused(f"no pending request from {platform} user {user_id}")
+    return _approve(conn, platform, user_id, *row, now, approved_by)
+
+
+def deny_request(conn: apsw.Connection, platform: str, user_id: str) -> bool:
+    """Drop a pending request (its code stops working); False if there was none. The user
+    may ask again later, within the platform's pending limit."""
+    conn.execute(
+        "DELETE FROM pairing_requests WHERE platform = ? AND user_id = ?", (platform, user_id)
+    )
+    return conn.changes() > 0
+
+
+def _approve(
+    conn: apsw.Connection,
+    platform: str,
+    user_id: str,
+    user_name: str | None,
+    chat_id: str | None,
+    now: float,
+    approved_by: str,
+) -> Approved:
     has_owner = conn.execute(
         "SELECT 1 FROM pairing_approved WHERE platform = ? AND owner = 1", (platform,)
     ).fetchone()
@@ -240,6 +275,15 @@ def revoke(conn: apsw.Connection, platform: str, user_id: str) -> bool:
         "DELETE FROM pairing_approved WHERE platform = ? AND user_id = ?", (platform, user_id)
     )
     return conn.changes() > 0
+
+
+def approved(conn: apsw.Connection) -> list[Approved]:
+    """Everyone pairing let in, on every platform, in the order they were approved."""
+    rows = conn.execute(
+        "SELECT platform, user_id, user_name, owner, approved_at FROM pairing_approved"
+        " ORDER BY approved_at"
+    )
+    return [Approved(p, u, name, bool(o), at) for p, u, name, o, at in rows]
 
 
 def approved_users(conn: apsw.Connection, platform: str) -> frozenset[str]:

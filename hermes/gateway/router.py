@@ -330,6 +330,9 @@ class Router(Actor):
             await self.replies.answer(event, target, text, f"{event.platform}:{event.event_id}")
         await self.db.write(finish, event.platform, event.event_id, state, session_id, time.time())
 
+    def detail(self) -> dict[str, Any]:
+        return {"sessions": len(self.sessions)}
+
     # -- sessions ---------------------------------------------------------------
 
     def key_of(self, event: InboundEvent) -> str:

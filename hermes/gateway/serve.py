@@ -19,7 +19,7 @@ from hermes.actors.supervisor import Supervisor
 from hermes.adapters.base import AdapterFactory
 from hermes.config import Config
 from hermes.gateway.pidfile import hold_pid_file
-from hermes.gateway.tree import BUILT_IN, build_root
+from hermes.gateway.tree import BUILT_IN, Surfaces, build_root
 from hermes.home import HermesHome
 from hermes.state.errors import StateError
 from hermes.terminal.leftovers import kill_leftovers, mark_trees
@@ -31,10 +31,8 @@ READY_LINE = "HERMES_BACKEND_READY"
 
 
 class PortInUse(Exception):
-    def __init__(self, host: str, port: int) -> None:
-        super().__init__(
-            f"{host}:{port} is already in use; stop what holds it or set gateway.local.port"
-        )
+    def __init__(self, host: str, port: int, key: str = "gateway.local.port") -> None:
+        super().__init__(f"{host}:{port} is already in use; stop what holds it or set {key}")
 
 
 async def _watch_signals(
@@ -92,12 +90,14 @@ def run_serve(
     on_ready: Callable[[int], None],
     lock: bool = True,
     platforms: Mapping[str, AdapterFactory] = BUILT_IN,
+    surfaces: Surfaces | None = None,
 ) -> None:
     """Hold the pid file for the life of the tree; AlreadyRunning if another serve has it.
 
     `lock=False` skips the one-serve-per-home lock (for a second serve on purpose:
     cron stays exactly-once through its leases, and state.db through SQLite's locks).
-    `platforms`: the chat platforms' adapters by name (tests add their fake's).
+    `platforms`: the chat platforms' adapters by name (tests add their fake's);
+    `surfaces`: children the layers above add last (the operator surfaces).
     """
     home.ensure()
     become_subreaper()  # process trees that double-fork away stay ours to kill and reap
@@ -109,7 +109,7 @@ def run_serve(
             nonlocal port
             port = actual
 
-        root = build_root(home, config, bound, platforms)
+        root = build_root(home, config, bound, platforms, surfaces)
 
         def ready() -> None:
             on_ready(port)
@@ -121,6 +121,9 @@ def run_serve(
         try:
             trio.run(main)
         except (ChildStartError, BaseExceptionGroup) as exc:
+            named = _start_failure(exc, PortInUse)
+            if named is not None:
+                raise named from None
             taken = _start_failure(exc, OSError)
             if taken is not None and taken.errno == errno.EADDRINUSE:
                 local = config.gateway.local

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 import trio
+from prometheus_client import Histogram
 
 from hermes.actors.actor import Actor
 from hermes.actors.errors import is_cancel
@@ -17,6 +18,13 @@ from hermes.agent.tools.base import ToolContext
 from hermes.delivery.replies import Answer
 
 log = logging.getLogger(__name__)
+
+TURNS = Histogram(
+    "hermes_turn_seconds",
+    "Turns by platform and how they ended, and how long they took",
+    ["platform", "outcome"],
+    buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+)
 
 IDLE_TIMEOUT = 600.0
 
@@ -135,6 +143,7 @@ class SessionActor(Actor):
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass  # the client went away; the turn still finishes and is recorded
 
+        started, outcome = trio.current_time(), "ok"
         try:
             with scope:
                 conversation, self.conversation = self.conversation, None
@@ -156,13 +165,17 @@ class SessionActor(Actor):
                 except Exception as exc:
                     log.warning("turn in %s failed: %s", self.ctx.session_id, exc)
                     send(_event(Event("error", str(exc))))
+                    outcome = "error"
             if scope.cancelled_caught:
                 send(_event(Event("interrupted", "interrupted by a new message or /stop")))
+                outcome = "interrupted"
         except BaseException as exc:  # a cancel from a tool's nursery comes as a group
+            outcome = "cut"
             if is_cancel(exc):  # cut from outside (a drain, a crash): `cut`, not a user's stop
                 send(_event(Event("cut", "interrupted: hermes is shutting down")))
             raise
         finally:
+            TURNS.labels(self.source, outcome).observe(trio.current_time() - started)
             turn.events.close()
             self.current = None
             if self.queue:

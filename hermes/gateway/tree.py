@@ -47,6 +47,9 @@ BUILT_IN: dict[str, AdapterFactory] = {
     "discord": DiscordAdapter,
 }
 ADAPTER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
+# Children a layer above the gateway adds after the rest, given how to reach the root
+# (their factories run once the root exists).
+Surfaces = Callable[[Callable[[], Supervisor]], list[ChildSpec]]
 
 
 def serve_token(home: HermesHome) -> str:
@@ -85,13 +88,15 @@ def build_root(
     config: Config,
     on_bound: Callable[[int], None],
     platforms: Mapping[str, AdapterFactory] = BUILT_IN,
+    surfaces: Surfaces | None = None,
 ) -> Supervisor:
     """The serve tree, children in start order (they stop in reverse).
 
     The state registry holds HERMES_HOME/state.db open from the start and,
     being first, stops last; the gateway (the router), last, stops first: its
     turns finish while all else still runs, adapters included. `on_bound(port)`
-    is told the endpoint's port each time it binds.
+    is told the endpoint's port each time it binds. `surfaces` adds children after
+    the gateway (they start last and stop first).
     """
     secrets_ = Secrets.load(home.env_path)
     check_platforms(config, secrets_, platforms, home.env_path)
@@ -202,6 +207,7 @@ def build_root(
             ),  # fmt: skip
             ChildSpec("scheduler", scheduler, shutdown=drain),
             ChildSpec("gateway", gateway, shutdown=drain),
+            *(surfaces(lambda: root) if surfaces else ()),
         ],
         strategy=Strategy.REST_FOR_ONE,
         max_restarts=5,

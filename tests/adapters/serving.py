@@ -75,7 +75,7 @@ class Serve:
         self.home.config_path.write_text(
             f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
             f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
-            "  local:\n    port: 0\n"
+            "  local:\n    port: 0\nops:\n  port: 0\n"
             f"platforms:\n  {self.name}:\n"
             + self.settings()
             + (self.access if access is None else access)

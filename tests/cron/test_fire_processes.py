@@ -19,7 +19,10 @@ from hermes.cron.store import EXPIRED
 from hermes.terminal.tree import ProcessId
 from tests.processes import HERMES, hermes, wait_ready
 
-CONFIG = "gateway:\n  local:\n    port: 0\ncron:\n  lease_seconds: 2\n  heartbeat_seconds: 0.5\n"
+CONFIG = (
+    "gateway:\n  local:\n    port: 0\nops:\n  port: 0\n"
+    "cron:\n  lease_seconds: 2\n  heartbeat_seconds: 0.5\n"
+)
 
 # The script looks at its own job's lease twice, a heartbeat apart, from state.db.
 LEASE_SCRIPT = """\

@@ -22,8 +22,8 @@ class LocalServer(ThreadingHTTPServer):
     block_on_close = False  # stop() wakes every handler itself; nothing to join
     request_queue_size = 128
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(("127.0.0.1", 0), handler)
+    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), handler)
         self.connections: set[socket.socket] = set()
         self.lock = threading.Lock()
         # A short poll interval: stop() returns at once.

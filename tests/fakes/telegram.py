@@ -498,7 +498,11 @@ _PARSERS: dict[str, Callable[[str], str]] = {
 
 
 class FakeTelegram:
-    def __init__(self, token: str = "123456:TEST-token", *, first_update_id: int = 1) -> None:
+    def __init__(
+        self, token: str = "123456:TEST-token", *, first_update_id: int = 1, port: int = 0
+    ) -> None:
+        """`port` 0 picks a free one; a test that needs the address before the fake
+        listens (a platform that refuses connections, then comes up) names it."""
         self.token = token
         self._cond = threading.Condition()
         self._revoked = False
@@ -585,7 +589,7 @@ class FakeTelegram:
                 except OSError:  # the client went away: nobody to answer
                     self.close_connection = True
 
-        self.server = LocalServer(Handler)
+        self.server = LocalServer(Handler, port)
 
     # -- lifecycle ------------------------------------------------------------
 

@@ -35,7 +35,7 @@ WRONG = {  # values of another type than the parameter's
 def serve(home, fake, spawn):
     home.config_path.write_text(
         f"model: {{provider: fake, model: m, base_url: '{fake.url}'}}\n"
-        "gateway:\n  drain_timeout: 2\n  local:\n    port: 0\n"
+        "gateway:\n  drain_timeout: 2\n  local:\n    port: 0\nops:\n  port: 0\n"
     )
     proc = spawn()
     return proc, wait_ready(proc), home.serve_token.read_text().strip()

@@ -18,7 +18,7 @@ def test_port_in_use_exits_75(home):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        home.config_path.write_text(f"gateway:\n  local:\n    port: {port}\n")
+        home.config_path.write_text(f"gateway:\n  local:\n    port: {port}\nops:\n  port: 0\n")
         result = hermes("serve")
     assert result.returncode == 75, result.stderr
     assert f"127.0.0.1:{port} is already in use" in result.stderr

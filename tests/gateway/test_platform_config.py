@@ -14,7 +14,7 @@ TOKEN_VAR = "TESTPLATFORM_TOKEN"
 def test_a_missing_token_variable_stops_serve_naming_it(home, monkeypatch):
     monkeypatch.delenv(TOKEN_VAR, raising=False)
     home.config_path.write_text(
-        "gateway:\n  local:\n    port: 0\n"
+        "gateway:\n  local:\n    port: 0\nops:\n  port: 0\n"
         f"platforms:\n  testplatform:\n    token_env: {TOKEN_VAR}\n    base_url: http://x\n"
     )
     done = subprocess.run([sys.executable, "-m", "tests.adapters.serve"], capture_output=True,

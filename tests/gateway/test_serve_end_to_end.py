@@ -29,7 +29,7 @@ def serve(home, fake, spawn):
     home.config_path.write_text(
         f"model: {{provider: fake, model: fake-1, base_url: '{fake.url}', api_key_env: FAKE_KEY}}\n"
         "fallback_providers:\n  - {provider: offline, model: hermes-offline}\n"
-        f"gateway:\n  drain_timeout: {DRAIN}\n  local:\n    port: 0\n"
+        f"gateway:\n  drain_timeout: {DRAIN}\n  local:\n    port: 0\nops:\n  port: 0\n"
     )
     home.env_path.write_text("FAKE_KEY=sk-fake\n")
     return spawn()

@@ -1,0 +1,1 @@
+"""Operator surfaces: health, readiness, metrics, the dashboard, watchdogs, doctor, service."""

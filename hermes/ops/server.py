@@ -1,0 +1,80 @@
+"""The operator surfaces as children of the serve tree: the loop watch, then the
+HTTP server (hypercorn's Trio worker) on `ops.host`:`ops.port`.
+
+They start last and stop first, after the gateway: /health answers as long as
+the rest runs. `ops.port` 0 binds a free port, written to HERMES_HOME/ops.port
+for clients and tests to find.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Callable
+
+from hypercorn.config import Config as HttpConfig
+from hypercorn.trio import serve
+
+from hermes.actors.actor import Actor
+from hermes.actors.supervisor import ChildSpec, Supervisor
+from hermes.config import Config
+from hermes.gateway.serve import PortInUse
+from hermes.gateway.tree import Surfaces, serve_token
+from hermes.home import HermesHome, write_secret_file
+from hermes.ops.app import OpsView, build_app
+from hermes.ops.auth import Gate
+from hermes.ops.watchdog import LoopWatch
+from hermes.state.db import Db
+from hermes.state.registry import Registry
+
+log = logging.getLogger(__name__)
+
+
+class OpsServer(Actor):
+    def __init__(self, view: OpsView, host: str, port: int, on_bound: Callable[[int], None]):
+        super().__init__()
+        self.view = view
+        self.host, self.port = host, port
+        self.on_bound = on_bound
+
+    async def on_start(self) -> None:
+        await self.exits.enter_async_context(self.view.db)
+        config = HttpConfig()
+        config.bind = [f"{self.host}:{self.port}"]
+        config.accesslog = None
+        config.errorlog = logging.getLogger("hermes.ops.http")
+        config.graceful_timeout = 1.0
+        try:
+            bound = await self.nursery.start(serve, build_app(self.view), config)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUse(self.host, self.port, "ops.port") from None
+            raise
+        port = int(bound[0].rsplit(":", 1)[1])
+        self.on_bound(port)
+        log.info("operator surfaces on http://%s:%d/ (/health, /ready, /metrics)", self.host, port)
+
+
+def ops_children(home: HermesHome, config: Config) -> Surfaces:
+    """The children `hermes serve` adds to the tree for the operator surfaces."""
+    ops = config.ops
+
+    def children(root: Callable[[], Supervisor]) -> list[ChildSpec]:
+        def registry() -> Registry:
+            return root().handle_of("state", Registry)
+
+        def watch() -> LoopWatch:
+            return LoopWatch(ops.freeze_seconds, root, registry(), home.state_db)
+
+        def server() -> OpsServer:
+            loop = root().handle_of("watchdog", LoopWatch)
+            view = OpsView(root, Db(registry(), home.state_db), lambda: loop.lag,
+                            Gate(serve_token(home)), config.zone())  # fmt: skip
+            return OpsServer(view, ops.bind_host(), ops.port, bound)
+
+        def bound(port: int) -> None:
+            write_secret_file(home.ops_port, f"{port}\n")
+
+        return [ChildSpec("watchdog", watch, shutdown=2.0), ChildSpec("ops", server, shutdown=3.0)]
+
+    return children
