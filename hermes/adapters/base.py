@@ -105,6 +105,14 @@ class PlatformAdapter(Actor):
 
     # -- for subclasses -------------------------------------------------------
 
+    @classmethod
+    async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
+        """Ask the platform's auth endpoint who the token belongs to, with the calls
+        `connect()` makes (for `hermes doctor`, without starting the adapter): the
+        bot's identity, or AdapterFatal when the token is refused. Network errors
+        and the platform's other answers pass through."""
+        raise NotImplementedError(f"{cls.__name__} has no token check")
+
     async def connect(self) -> None:
         """Run the connection until it fails; call `progress()` as the platform answers."""
         raise NotImplementedError
@@ -170,7 +178,8 @@ class PlatformAdapter(Actor):
             self._typing.pop(event.event_id, None)
 
     def detail(self) -> dict[str, Any]:
-        return self.status.detail()
+        deadline = self.progress_deadline if math.isfinite(self.progress_deadline) else None
+        return {**self.status.detail(), "deadline": deadline}  # None: it waits on nobody
 
     async def _send(self, msg: Send) -> None:
         """One send, shielded for up to `send_grace`: a connection replaced under it (a

@@ -12,10 +12,12 @@ from hermes.cli import (
     config_cmd,
     cron_cmd,
     db_cmd,
+    doctor_cmd,
     exit_codes,
     outbox_cmd,
     pairing_cmd,
     serve_cmd,
+    service_cmd,
     sessions_cmd,
 )
 from hermes.config import ConfigError
@@ -40,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     pairing_cmd.register(sub)
     channels_cmd.register(sub)
     outbox_cmd.register(sub)
+    doctor_cmd.register(sub)
+    service_cmd.register(sub)
     return parser
 
 

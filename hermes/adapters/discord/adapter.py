@@ -43,6 +43,7 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.discord.inbound import incoming
 from hermes.adapters.http_errors import failed_send
+from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,23 @@ class DiscordAdapter(PlatformAdapter):
         self.resume_url: str | None = None
         self.seq: int | None = None
         self.rng = random.Random()
+
+    @classmethod
+    async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
+        """`GET users/@me` on a client built as `on_start()` builds it (the same base and
+        `Bot` header); a 401 is a refusal, as at connect."""
+        token = secrets.get(config.token_env) if config.token_env else None
+        if not token:
+            raise AdapterFatal(f"no token: set {config.token_env or 'platforms.discord.token_env'}")
+        base = (config.base_url or DEFAULT_BASE).rstrip("/") + "/api/v10/"
+        auth = {"Authorization": f"Bot {token}"}
+        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT, headers=auth) as http:
+            response = await http.get(base + "users/@me")
+        if response.status_code == 401:
+            raise AdapterFatal("Discord refused the token (401 Unauthorized)")
+        response.raise_for_status()
+        me = response.json()
+        return f"{me.get('username')} (id {me.get('id')})"
 
     async def on_start(self) -> None:
         auth = {"Authorization": f"Bot {self.token or ''}"}

@@ -42,6 +42,7 @@ from hermes.adapters.http_errors import failed_send
 from hermes.adapters.slack.api import DEFAULT_BASE, SlackError, WebApi
 from hermes.adapters.slack.inbound import incoming
 from hermes.adapters.slack.mrkdwn import escape
+from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,24 @@ class SlackAdapter(PlatformAdapter):
         self.api: WebApi | None = None  # for sends, opened in on_start
         self.bot_user = ""
         self.current: WebSocketConnection | None = None
+
+    @classmethod
+    async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
+        """`auth.test` with the bot token on the Web API client `connect()` uses; both
+        tokens must be set, as at connect."""
+        bot = secrets.get(config.token_env) if config.token_env else None
+        app = secrets.get(config.app_token_env) if config.app_token_env else None
+        if not bot or not app:
+            missing = config.token_env if not bot else config.app_token_env
+            raise AdapterFatal(f"no token: set {missing or 'platforms.slack token variables'}")
+        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+            try:
+                auth = await WebApi(http, config.base_url or DEFAULT_BASE, bot).call("auth.test")
+            except SlackError as exc:
+                if exc.error in FATAL_AUTH:
+                    raise AdapterFatal(f"Slack refused the token ({exc.error})") from None
+                raise
+        return f"{auth.get('user')} in {auth.get('team')} (user {auth.get('user_id')})"
 
     async def on_start(self) -> None:
         http = await self.exits.enter_async_context(httpx.AsyncClient(timeout=HTTP_TIMEOUT))

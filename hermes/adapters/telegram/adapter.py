@@ -46,6 +46,7 @@ from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi
 from hermes.adapters.telegram.inbound import Bot, Incoming, incoming
 from hermes.adapters.telegram.markdown import to_markdown_v2
 from hermes.adapters.telegram.media import MAX_FILE, save
+from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,25 @@ class TelegramAdapter(PlatformAdapter):
         self.api: BotApi | None = None  # for sends and downloads, opened in on_start
         self.bot: Bot | None = None
         self.rng = random.Random()
+
+    @classmethod
+    async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
+        """`getMe` on the Bot API client `connect()` uses; 401 (and 404, Telegram's
+        answer to a malformed token) is a refusal, as at connect."""
+        token = secrets.get(config.token_env) if config.token_env else None
+        if not token:
+            variable = config.token_env or "platforms.telegram.token_env"
+            raise AdapterFatal(f"no token: set {variable}")
+        async with httpx.AsyncClient(timeout=SEND_TIMEOUT) as http:
+            try:
+                me = await BotApi(http, config.base_url or DEFAULT_BASE, token).call("getMe")
+            except ApiError as exc:
+                if exc.status in (401, 404):
+                    raise AdapterFatal(
+                        f"Telegram refused the token ({exc.status} {exc.description})"
+                    ) from None
+                raise
+        return f"@{me.get('username')} (id {me.get('id')})"
 
     # -- the actor ------------------------------------------------------------
 

@@ -1,0 +1,418 @@
+"""The checks of `hermes doctor`: what an operator asks before (or instead of) reading logs.
+
+Each check is a plain function returning a CheckResult (name, ok, detail, and for a
+failure the fix), so the command only prints them. The token checks ask each
+enabled platform's auth endpoint with the adapter's own code (`check_token`), so
+doctor fails exactly where `hermes serve` would. Nothing here writes: state.db is
+opened read-only, a missing one is not created, and token values are never put in
+a result.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import apsw
+import attrs
+import httpx
+import trio
+
+from hermes.adapters.base import AdapterFactory, AdapterFatal, PlatformAdapter
+from hermes.config import Config, ConfigError, CronConfig, PlatformConfig, Secrets, load_config
+from hermes.cron.jobs import Job
+from hermes.cron.store import list_jobs
+from hermes.delivery.outbox_store import DEAD, OutboxRow, listing
+from hermes.gateway.tree import BUILT_IN
+from hermes.home import HermesHome
+from hermes.state import maintenance
+from hermes.state.errors import StateError
+from hermes.state.schema import SCHEMA_VERSION
+from hermes.state.writer import WAL_WARN_BYTES
+
+T = TypeVar("T")
+
+TOKEN_TIMEOUT = 10.0  # seconds a platform's auth endpoint gets to answer
+# Where each platform's token comes from, for the fix of a refused one.
+TOKEN_SOURCES = {
+    "telegram": "the token @BotFather gave you",
+    "slack": "the app's Bot User OAuth Token (xoxb-...)",
+    "discord": "the bot's token from the Developer Portal (Bot > Reset Token)",
+}
+FIX_CORRUPT = (
+    "stop hermes serve and copy state.db aside; restore a backup (`hermes db backup PATH`"
+    " makes one) or salvage it with `sqlite3 state.db .recover | sqlite3 new.db`"
+)
+
+
+@attrs.frozen
+class CheckResult:
+    """One line of `hermes doctor`: what was checked, whether it passed, what was found,
+    and for a failure what to do about it."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+def passed(name: str, detail: str) -> CheckResult:
+    return CheckResult(name, True, detail)
+
+
+def failed(name: str, detail: str, fix: str) -> CheckResult:
+    return CheckResult(name, False, detail, fix)
+
+
+@attrs.frozen
+class Loaded:
+    """What the config check read, for the checks that need it."""
+
+    config: Config
+    secrets: Secrets = attrs.field(repr=False)
+
+
+# -- config ---------------------------------------------------------------------------
+
+
+def check_config(home: HermesHome) -> tuple[CheckResult, Loaded | None]:
+    """config.yaml and .env load (a missing config.yaml is the embedded default)."""
+    try:
+        config = load_config(home.config_path)
+        secrets = Secrets.load(home.env_path)
+    except ConfigError as exc:
+        fix = "correct the key it names; `hermes config show` prints what hermes reads"
+        return failed("config", str(exc), fix), None
+    if home.config_path.exists():
+        where = str(home.config_path)
+    else:
+        where = f"no {home.config_path}: the embedded default"
+    return passed("config", where), Loaded(config, secrets)
+
+
+# -- platform tokens ----------------------------------------------------------------------
+
+
+async def check_platform(
+    name: str,
+    settings: PlatformConfig,
+    secrets: Secrets,
+    env_path: Path,
+    known: Mapping[str, AdapterFactory] = BUILT_IN,
+    timeout: float = TOKEN_TIMEOUT,
+) -> CheckResult:
+    """The platform's token answers its auth endpoint, asked by the adapter's own code."""
+    label = f"{name} token"
+    adapter = known.get(name)
+    if not (isinstance(adapter, type) and issubclass(adapter, PlatformAdapter)):
+        have = ", ".join(sorted(known))
+        return failed(
+            label,
+            f"hermes has no adapter for {name!r} (built in: {have})",
+            f"remove platforms.{name} from config.yaml or set its enabled: false",
+        )
+    if not settings.token_env:
+        return failed(
+            label,
+            f"platforms.{name}.token_env is not set",
+            f"set platforms.{name}.token_env to the variable holding its token",
+        )
+    missing = [v for v in settings.token_names() if not secrets.get(v)]
+    if missing:
+        return failed(
+            label,
+            f"{', '.join(missing)} not set",
+            f"set {missing[0]} in {env_path} (or the environment)",
+        )
+    result = await _ask(label, name, adapter, settings, secrets, env_path, timeout)
+    return _redacted(result, [secrets.get(v) or "" for v in settings.token_names()])
+
+
+async def _ask(
+    label: str,
+    name: str,
+    adapter: type[PlatformAdapter],
+    settings: PlatformConfig,
+    secrets: Secrets,
+    env_path: Path,
+    timeout: float,
+) -> CheckResult:
+    where = settings.base_url or "the platform's default URL"
+    unreachable = f"check the network and platforms.{name}.base_url ({where})"
+    try:
+        with trio.fail_after(timeout):
+            identity = await adapter.check_token(settings, secrets)
+    except AdapterFatal as exc:
+        source = TOKEN_SOURCES.get(name, "the token the platform issued")
+        return failed(
+            label, f"rejected: {exc.reason}", f"set {settings.token_env} in {env_path} to {source}"
+        )
+    except trio.TooSlowError:
+        return failed(label, f"no answer within {timeout:g} s", unreachable)
+    except httpx.TransportError as exc:
+        return failed(label, f"cannot reach it: {_describe(exc)}", unreachable)
+    except Exception as exc:  # an answer that is not the auth endpoint's
+        return failed(label, f"unexpected answer: {_describe(exc)}", unreachable)
+    return passed(label, identity)
+
+
+async def check_platforms(
+    loaded: Loaded,
+    env_path: Path,
+    known: Mapping[str, AdapterFactory] = BUILT_IN,
+    timeout: float = TOKEN_TIMEOUT,
+) -> list[CheckResult]:
+    """Every enabled platform, asked at once (results in config order)."""
+    enabled = loaded.config.enabled_platforms()
+    results: dict[str, CheckResult] = {}
+
+    async def one(name: str, settings: PlatformConfig) -> None:
+        results[name] = await check_platform(
+            name, settings, loaded.secrets, env_path, known, timeout
+        )
+
+    async with trio.open_nursery() as nursery:
+        for name, settings in enabled.items():
+            nursery.start_soon(one, name, settings)
+    return [results[name] for name in enabled]
+
+
+def _redacted(result: CheckResult, secrets: Sequence[str]) -> CheckResult:
+    """The result with every secret value blanked, wherever an error message put it."""
+
+    def clean(text: str | None) -> str | None:
+        for secret in secrets:
+            if text and secret:
+                text = text.replace(secret, "***")
+        return text
+
+    return attrs.evolve(result, detail=clean(result.detail), fix=clean(result.fix))
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+# -- state.db -----------------------------------------------------------------------------
+
+
+def check_state_db(path: Path) -> CheckResult:
+    """Integrity, a schema this hermes knows, and a WAL that checkpoints keep small."""
+    if not path.exists():
+        return passed("state.db", f"not created yet ({path}; hermes serve creates it)")
+    try:
+        report = maintenance.check(path)
+    except (apsw.Error, StateError) as exc:
+        return failed("state.db", f"cannot be read: {_describe(exc)}", FIX_CORRUPT)
+    if report.schema_version > SCHEMA_VERSION:
+        return failed(
+            "state.db",
+            f"schema {report.schema_version} is newer than this hermes knows ({SCHEMA_VERSION})",
+            "upgrade hermes",
+        )
+    if not report.ok:
+        problem = report.integrity if report.integrity != "ok" else report.quick
+        return failed("state.db", f"integrity check: {problem[:200]}", FIX_CORRUPT)
+    wal = f"WAL {_mb(report.wal_bytes)}"
+    if report.wal_bytes > WAL_WARN_BYTES:
+        return failed(
+            "state.db",
+            f"integrity ok, {wal}: over {_mb(WAL_WARN_BYTES)}",
+            "run `hermes db checkpoint --truncate`; if it grows back, a long-lived"
+            " reader in another process holds the WAL open",
+        )
+    return passed("state.db", f"integrity ok, {wal} ({path})")
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def _read(path: Path, table: str, query: Callable[[apsw.Connection], T], empty: T) -> T:
+    """`query` on a read-only connection; `empty` when there is no state.db or no such
+    table yet (doctor creates nothing)."""
+    if not path.exists():
+        return empty
+    conn = maintenance.open_plain(path)
+    try:
+        return query(conn) if maintenance.has_table(conn, table) else empty
+    finally:
+        conn.close()
+
+
+def check_dead_letters(path: Path) -> CheckResult:
+    """Outbox rows that will not go out by themselves: dead, or possibly delivered."""
+    try:
+        rows: list[OutboxRow] = _read(path, "outbox", lambda c: listing(c, dead_only=True), [])
+    except (apsw.Error, StateError) as exc:
+        return failed("dead letters", f"cannot read state.db: {_describe(exc)}", FIX_CORRUPT)
+    if not rows:
+        return passed("dead letters", "none")
+    dead = sum(r.state == DEAD for r in rows)
+    last = rows[-1]
+    detail = (
+        f"{len(rows)} not delivered ({dead} dead, {len(rows) - dead} possibly"
+        f" delivered); last: {last.target}: {last.last_error or last.state}"
+    )
+    fix = (
+        "see them with `hermes outbox --dead`; send one again with `hermes outbox retry"
+        " ID`, or drop them with `hermes outbox purge --dead`"
+    )
+    return failed("dead letters", detail[:300], fix)
+
+
+def check_jobs(path: Path, cron: CronConfig) -> CheckResult:
+    """Scheduled jobs failing in a row, from the streak at which their owner is nudged
+    (`cron.failure_nudge_threshold`; with nudges off, from the first failure)."""
+    threshold = max(1, cron.failure_nudge_threshold)
+    try:
+        jobs: list[Job] = _read(path, "cron_jobs", list_jobs, [])
+    except (apsw.Error, StateError) as exc:
+        return failed("cron jobs", f"cannot read state.db: {_describe(exc)}", FIX_CORRUPT)
+    failing = [j for j in jobs if j.state == "scheduled" and j.failure_streak >= threshold]
+    if not failing:
+        return passed("cron jobs", f"{len(jobs)} scheduled or paused, none failing in a row")
+    worst = max(failing, key=lambda j: j.failure_streak)
+    detail = (
+        f"{len(failing)} failing in a row; {worst.name} ({worst.id}): "
+        f"{worst.failure_streak} times, last: {worst.last_error or '?'}"
+    )
+    fix = (
+        f"`hermes cron history {worst.id}` shows why; then `hermes cron edit {worst.id}`"
+        f" or `hermes cron pause {worst.id}`"
+    )
+    return failed("cron jobs", detail[:300], fix)
+
+
+# -- ports --------------------------------------------------------------------------------
+
+
+def serve_pid(home: HermesHome) -> int | None:
+    """The pid in HERMES_HOME/serve.pid if that process lives (serve empties the file
+    when it stops; a killed one leaves its pid, which then names no process)."""
+    try:
+        text = home.serve_pid.read_text().strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None
+    try:
+        os.kill(int(text), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, under another user
+        pass
+    return int(text)
+
+
+def check_ports(home: HermesHome, config: Config) -> list[CheckResult]:
+    """The local endpoint's port and the operator surfaces' port."""
+    pid = serve_pid(home)
+    local = config.gateway.local
+    results = [
+        check_port(
+            "local port", "gateway.local", local.host, local.port, home.root / "serve.port", pid
+        )
+    ]
+    if config.ops.enabled:
+        results.append(
+            check_port(
+                "ops port", "ops", config.ops.bind_host(), config.ops.port, home.ops_port, pid
+            )
+        )
+    else:
+        results.append(passed("ops port", "off (ops.enabled: false)"))
+    return results
+
+
+def check_port(
+    name: str, key: str, host: str, port: int, port_file: Path, pid: int | None
+) -> CheckResult:
+    """Free (serve can bind it), or held by this home's running serve: `pid` lives and
+    `port_file`, where that serve wrote the port it bound, names this port."""
+    where = f"{host}:{port}"
+    if port == 0:
+        return passed(name, f"{host}:0 (serve picks a free port at start)")
+    problem = _bind_error(host, port)
+    if problem is None:
+        return passed(name, f"{where} free")
+    if problem.errno != errno.EADDRINUSE:
+        return failed(
+            name,
+            f"cannot bind {where}: {problem.strerror or problem}",
+            f"set {key}.host to an address of this machine",
+        )
+    if pid is not None and _port_in(port_file) == port:
+        return passed(name, f"{where} held by this home's serve (pid {pid})")
+    return failed(
+        name,
+        f"{where} is in use by another process",
+        f"stop what holds it (`ss -ltnp 'sport = :{port}'` names it) or set"
+        f" {key}.port to a free port (0 picks one)",
+    )
+
+
+def _bind_error(host: str, port: int) -> OSError | None:
+    """Bind (and let go) every address serve would listen on; the first refusal."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return exc
+    for family, kind, proto, _name, address in addresses:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as trio's listeners
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                return exc
+    return None
+
+
+def _port_in(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+# -- all of them --------------------------------------------------------------------------
+
+
+def local_checks(home: HermesHome, config: Config | None) -> list[CheckResult]:
+    """The checks on this machine (blocking: files, SQLite, sockets). Without a valid
+    config the ports are not checked, and cron uses the default threshold."""
+    results = [check_state_db(home.state_db)]
+    if config is not None:
+        results += check_ports(home, config)
+    results.append(check_dead_letters(home.state_db))
+    results.append(check_jobs(home.state_db, config.cron if config else CronConfig()))
+    return results
+
+
+async def diagnose(
+    home: HermesHome,
+    known: Mapping[str, AdapterFactory] = BUILT_IN,
+    timeout: float = TOKEN_TIMEOUT,
+) -> list[CheckResult]:
+    """Every check, in the order printed: config, platform tokens (asked concurrently,
+    while the local checks run in a thread), state.db, ports, dead letters, cron."""
+    config_result, loaded = await trio.to_thread.run_sync(check_config, home)
+    platforms: list[CheckResult] = []
+
+    async def ask_platforms() -> None:
+        if loaded is not None:
+            platforms.extend(await check_platforms(loaded, home.env_path, known, timeout))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask_platforms)
+        config = loaded.config if loaded is not None else None
+        local = await trio.to_thread.run_sync(local_checks, home, config)
+    return [config_result, *platforms, *local]
