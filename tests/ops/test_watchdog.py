@@ -3,13 +3,16 @@ manager starts a fresh one; a loop that keeps answering is left alone."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import time
 
 import pytest
+import trio
 
-from hermes.ops.watchdog import FREEZE_HOOK
+from hermes.actors.snapshot import RunState, Snapshot
+from hermes.ops.watchdog import FREEZE_HOOK, STATS_EVERY, LoopWatch
 from tests.processes import HERMES, wait_ready
 
 FREEZE_SECONDS = 2
@@ -42,3 +45,42 @@ def test_a_frozen_loop_exits_75_with_stacks_in_the_log(home):
     assert "in _freeze" in log  # the main thread's stack: where the loop is stuck
     assert "task " in log and "_beat" in log  # and the Trio tasks, with where each waits
     assert "event loop frozen" in (home.logs / "hermes.log").read_text()
+
+
+async def test_every_five_minutes_the_log_says_rss_sessions_and_outbox_depth(
+    home, registry, autojump_clock, caplog
+):
+    tree = Snapshot("serve", "Supervisor", RunState.RUNNING,
+                    children=(Snapshot("gateway", "Router", RunState.RUNNING,
+                                       detail={"sessions": 3}),))  # fmt: skip
+    exits, lines, logged = [], [], trio.Event()
+
+    class Root:
+        def snapshot(self) -> Snapshot:
+            return tree
+
+    class Lines(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("rss="):
+                lines.append(record.getMessage())
+                logged.set()
+
+    handler = Lines()
+    caplog.set_level(logging.INFO, logger="hermes.ops.watchdog")
+    logging.getLogger("hermes.ops.watchdog").addHandler(handler)
+    try:
+        watch = LoopWatch(60.0, Root, registry, home.state_db, exit=exits.append)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(watch.run)
+            begin = trio.current_time()
+            await trio.sleep(STATS_EVERY - 1)
+            assert lines == []
+            with trio.fail_after(10):
+                await logged.wait()
+            assert trio.current_time() - begin == pytest.approx(STATS_EVERY, abs=2)
+            watch.request_drain(trio.current_time() + 1)
+    finally:
+        logging.getLogger("hermes.ops.watchdog").removeHandler(handler)
+    assert "open_sessions=3 outbox_depth=0" in lines[0]
+    assert float(lines[0].split()[0].removeprefix("rss=")) > 0
+    assert exits == []  # a loop that keeps answering (in virtual time) is not frozen
