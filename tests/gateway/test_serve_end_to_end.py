@@ -116,7 +116,9 @@ async def test_serve_end_to_end(home, fake, serve):
 
         status = await client.call("status", {})
         names = [c["name"] for c in status["result"]["children"]]
-        assert names == ["state", "terminal", "adapters", "outbox", "scheduler", "gateway"]
+        assert names == [
+            "state", "terminal", "adapters", "outbox", "scheduler", "gateway", "watchdog", "ops",
+        ]  # fmt: skip
         local = status["result"]["children"][2]["children"][0]
         assert (local["name"], local["detail"]["adapter"]) == ("local", "live")
 
