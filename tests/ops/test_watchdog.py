@@ -75,9 +75,8 @@ async def test_every_five_minutes_the_log_says_rss_sessions_and_outbox_depth(
             begin = trio.current_time()
             await trio.sleep(STATS_EVERY - 1)
             assert lines == []
-            with trio.fail_after(10):
-                await logged.wait()
-            assert trio.current_time() - begin == pytest.approx(STATS_EVERY, abs=2)
+            await logged.wait()  # (its state.db read is a thread: virtual time runs on)
+            assert trio.current_time() - begin >= STATS_EVERY
             watch.request_drain(trio.current_time() + 1)
     finally:
         logging.getLogger("hermes.ops.watchdog").removeHandler(handler)
