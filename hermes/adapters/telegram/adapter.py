@@ -100,14 +100,8 @@ class TelegramAdapter(PlatformAdapter):
             variable = config.token_env or "platforms.telegram.token_env"
             raise AdapterFatal(f"no token: set {variable}")
         async with httpx.AsyncClient(timeout=SEND_TIMEOUT) as http:
-            try:
-                me = await BotApi(http, config.base_url or DEFAULT_BASE, token).call("getMe")
-            except ApiError as exc:
-                if exc.status in (401, 404):
-                    raise AdapterFatal(
-                        f"Telegram refused the token ({exc.status} {exc.description})"
-                    ) from None
-                raise
+            api = BotApi(http, config.base_url or DEFAULT_BASE, token)
+            me = await _call(api, "getMe", None, config.token_env)
         return f"@{me.get('username')} (id {me.get('id')})"
 
     # -- the actor ------------------------------------------------------------
@@ -150,15 +144,7 @@ class TelegramAdapter(PlatformAdapter):
                 offset = await self._take(updates, offset)
 
     async def _call(self, api: BotApi, method: str, params: dict[str, Any] | None = None) -> Any:
-        try:
-            return await api.call(method, params)
-        except ApiError as exc:
-            if exc.status == 401 or (exc.status == 404 and method == "getMe"):
-                raise AdapterFatal(
-                    f"Telegram refused the token ({exc.status} {exc.description}):"
-                    f" check {self.token_env} and base_url"
-                ) from None
-            raise
+        return await _call(api, method, params, self.token_env)
 
     async def _hold_off(self, exc: ApiError, attempt: int) -> None:
         """409 (another poller, or a webhook) or 429 on the poll: Telegram answered, so
@@ -294,3 +280,18 @@ def _refusal(exc: ApiError) -> SendResult:
     if exc.status == 400 and FORMATTING in exc.description.lower():
         return Permanent(reason, formatting=True)
     return Permanent(reason)  # blocked, chat or thread not found, too long, forbidden
+
+
+async def _call(
+    api: BotApi, method: str, params: dict[str, Any] | None, token_env: str | None
+) -> Any:
+    """A Bot API call; a refused token (401, or getMe's 404 for a malformed one) is fatal."""
+    try:
+        return await api.call(method, params)
+    except ApiError as exc:
+        if exc.status == 401 or (exc.status == 404 and method == "getMe"):
+            raise AdapterFatal(
+                f"Telegram refused the token ({exc.status} {exc.description}):"
+                f" check {token_env} and base_url"
+            ) from None
+        raise
