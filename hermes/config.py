@@ -164,7 +164,7 @@ class OpsConfig:
     enabled: bool = True
     host: str | None = None
     port: int = attrs.field(default=9120, validator=_port)
-    freeze_seconds: float = attrs.field(default=60.0, validator=_positive)
+    freeze_seconds: float = attrs.field(default=60.0, validator=_at_least(1))
 
     def bind_host(self) -> str:
         return self.host or "127.0.0.1"

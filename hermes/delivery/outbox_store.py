@@ -243,12 +243,17 @@ def recover(
     return {"resent": resent, "unknown": unknown, "expired": conn.changes()}
 
 
-def listing(conn: apsw.Connection, dead_only: bool = False) -> list[OutboxRow]:
-    """Rows an operator looks at: dead and unknown with --dead, else everything unsent."""
+def listing(
+    conn: apsw.Connection, dead_only: bool = False, limit: int | None = None
+) -> list[OutboxRow]:
+    """Rows an operator looks at: dead and unknown with --dead, else everything unsent;
+    the oldest `limit` of them (None: all)."""
     states = (DEAD, UNKNOWN) if dead_only else (PENDING, RETRY, SENDING, DEAD, UNKNOWN)
     marks = ",".join("?" * len(states))
-    rows = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE state IN ({marks}) ORDER BY id",
-                        states)  # fmt: skip
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM outbox WHERE state IN ({marks}) ORDER BY id LIMIT ?",
+        (*states, -1 if limit is None else limit),
+    )
     return [_row(r) for r in rows]
 
 

@@ -43,9 +43,10 @@ from hermes.gateway.pairing import (
     deny_request,
     pending,
 )
-from hermes.ops.auth import BEARER, COOKIE, Gate
+from hermes.ops.auth import BEARER, COOKIE, COOKIE_SECONDS, Gate
 from hermes.ops.metrics import CONTENT_TYPE, exposition
 from hermes.ops.readiness import readiness
+from hermes.ops.watchdog import LoopWatch
 from hermes.state.db import Db
 from hermes.state.errors import SearchQueryError, StateError
 from hermes.state.messages import messages_of
@@ -55,6 +56,18 @@ from hermes.state.sessions import get_session, list_sessions
 STATIC = Path(__file__).with_name("static")
 OPEN_PATHS = {"/health", "/login"}  # the login form takes the token itself
 MAX_LIMIT = 200
+MAX_LOGIN_BODY = 4096
+TRANSCRIPT_LIMIT = 1000  # messages shown of one session (a CLI export has them all)
+# The page loads only its own files; nothing frames it; no browser guesses a type.
+HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:;"
+        b" frame-ancestors 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"cache-control", b"no-store"),  # transcripts stay out of the browser's disk cache
+]
 
 
 class Refused(Exception):
@@ -71,7 +84,7 @@ class OpsView:
 
     root: Callable[[], Supervisor]
     db: Db
-    lag: Callable[[], float]
+    loop: LoopWatch
     gate: Gate
     tz: ZoneInfo
 
@@ -93,7 +106,22 @@ class Guard:
         self.gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # no WebSocket here
+            await send({"type": "websocket.close", "code": 1008})
+            return
+
+        async def with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *HEADERS]
+            await send(message)
+
+        await self._guarded(scope, receive, with_headers)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
@@ -136,14 +164,14 @@ def _outbox_row(row: OutboxRow) -> dict[str, Any]:
 
 def build_app(s: OpsView) -> Starlette:
     async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "loop_lag": round(s.lag(), 3)})
+        return JSONResponse({"status": "ok", "loop_lag": round(s.loop.lag, 3)})
 
     async def ready(request: Request) -> Response:
         result = await readiness(s.root().snapshot(), s.db)
         return JSONResponse(result.body, 200 if result.ready else 503)
 
     async def metrics(request: Request) -> Response:
-        text = await exposition(s.root().snapshot(), s.db, s.lag())
+        text = await exposition(s.root().snapshot(), s.db, s.loop.take_peak())
         return Response(text, media_type=CONTENT_TYPE)
 
     async def index(request: Request) -> Response:
@@ -153,11 +181,17 @@ def build_app(s: OpsView) -> Starlette:
         if request.method == "GET":
             nonce = s.gate.nonce_of(request.headers, request.cookies)
             return RedirectResponse("/", 303) if nonce else login_page(401)
-        form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"))
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_LOGIN_BODY:
+                raise Refused(413, "a login form is a token, not more")
+        form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
         if not s.gate.token_ok(form.get("token", [""])[0].strip()):
             return login_page(401, '<p class="error">That is not the serve token.</p>')
         response = RedirectResponse("/", 303)
-        response.set_cookie(COOKIE, s.gate.new_cookie(), httponly=True, samesite="strict")
+        response.set_cookie(COOKIE, s.gate.new_cookie(), max_age=COOKIE_SECONDS, httponly=True,
+                            samesite="strict")  # fmt: skip
         return response
 
     async def logout(request: Request) -> Response:
@@ -170,7 +204,7 @@ def build_app(s: OpsView) -> Starlette:
         return JSONResponse({"csrf": s.gate.csrf(nonce), "cookie": nonce != BEARER})
 
     async def tree(request: Request) -> Response:
-        return JSONResponse({"tree": s.root().snapshot().to_dict(), "loop_lag": s.lag()})
+        return JSONResponse({"tree": s.root().snapshot().to_dict(), "loop_lag": s.loop.lag})
 
     async def sessions(request: Request) -> Response:
         query, limit = request.query_params.get("q", "").strip(), _limit(request)
@@ -185,7 +219,7 @@ def build_app(s: OpsView) -> Starlette:
         found = await s.db.read(get_session, session_id)
         if found is None:
             raise Refused(404, f"no session {session_id!r}")
-        messages = await s.db.read(messages_of, session_id)
+        messages = await s.db.read(messages_of, session_id, TRANSCRIPT_LIMIT)
         return JSONResponse(
             {"session": found.to_dict(), "messages": [m.to_dict() for m in messages]}
         )
@@ -216,7 +250,7 @@ def build_app(s: OpsView) -> Starlette:
 
     async def outbox(request: Request) -> Response:
         dead = request.query_params.get("dead") == "1"
-        rows = await s.db.read(listing, dead)
+        rows = await s.db.read(listing, dead, _limit(request, MAX_LIMIT))
         return JSONResponse([_outbox_row(r) for r in rows])
 
     async def outbox_retry(request: Request) -> Response:

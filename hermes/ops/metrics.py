@@ -19,10 +19,20 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from hermes.actors.snapshot import Snapshot
-from hermes.delivery.outbox_store import depth, state_counts
+from hermes.delivery.outbox_store import (
+    DEAD,
+    PENDING,
+    RETRY,
+    SENDING,
+    SENT,
+    UNKNOWN,
+    depth,
+    state_counts,
+)
 from hermes.ops.readiness import find, walk
 from hermes.state.db import Db
 
+STATES = (PENDING, SENDING, RETRY, SENT, DEAD, UNKNOWN)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -34,8 +44,8 @@ class _Scrape(Collector):
 
     def collect(self) -> Iterator[Metric]:
         rows = GaugeMetricFamily("hermes_outbox_rows", "Outbox rows by state", labels=["state"])
-        for state, count in sorted(self.outbox["states"].items()):
-            rows.add_metric([state], count)
+        for state in STATES:  # every state, none at 0 included: a series never vanishes
+            rows.add_metric([state], self.outbox["states"].get(state, 0))
         yield rows
         yield GaugeMetricFamily(
             "hermes_outbox_oldest_pending_seconds",
@@ -56,7 +66,7 @@ class _Scrape(Collector):
         yield mailbox
         yield GaugeMetricFamily(
             "hermes_event_loop_lag_seconds",
-            "How late the event loop last woke a sleeping task",
+            "The worst delay of the event loop waking a sleeping task since the last scrape",
             value=self.lag,
         )
         gateway = find(self.tree, "gateway")

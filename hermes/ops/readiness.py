@@ -93,7 +93,7 @@ async def readiness(tree: Snapshot, db: Db) -> Readiness:
     try:
         body.update(await db.read(_state_of, time.time()))
         body["state_db"] = "open"
-    except StateError as exc:
+    except (StateError, apsw.Error) as exc:
         body["state_db"] = f"unusable: {exc}"
         problems.append(f"state.db: {exc}")
     body["adapters"] = adapters(tree)

@@ -1,9 +1,11 @@
 """The operator surfaces as children of the serve tree: the loop watch, then the
 HTTP server (hypercorn's Trio worker) on `ops.host`:`ops.port`.
 
-They start last and stop first, after the gateway: /health answers as long as
-the rest runs. `ops.port` 0 binds a free port, written to HERMES_HOME/ops.port
-for clients and tests to find.
+They start last, after everything they report on, and so stop first in a drain
+(a service manager sees the port close: the serve is going) and restart with any
+child before them (rest_for_one); /health then refuses for the moment of the
+restart. `ops.port` 0 binds a free port, written to HERMES_HOME/ops.port for
+clients and tests to find.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class OpsServer(Actor):
             raise
         port = int(bound[0].rsplit(":", 1)[1])
         self.on_bound(port)
+        if self.host not in ("127.0.0.1", "localhost", "::1"):
+            log.warning("operator surfaces bound to %s: beyond loopback, plain HTTP carries the"
+                        " token; put TLS in front of it", self.host)  # fmt: skip
         log.info("operator surfaces on http://%s:%d/ (/health, /ready, /metrics)", self.host, port)
 
 
@@ -68,7 +73,7 @@ def ops_children(home: HermesHome, config: Config) -> Surfaces:
 
         def server() -> OpsServer:
             loop = root().handle_of("watchdog", LoopWatch)
-            view = OpsView(root, Db(registry(), home.state_db), lambda: loop.lag,
+            view = OpsView(root, Db(registry(), home.state_db), loop,
                             Gate(serve_token(home)), config.zone())  # fmt: skip
             return OpsServer(view, ops.bind_host(), ops.port, bound)
 

@@ -117,6 +117,10 @@ async def test_only_health_answers_without_the_token_and_changes_need_csrf(home,
         assert (await http.get("/api/tree", headers=bearer(home))).status_code == 200
         assert (await http.post("/api/outbox/1/retry", headers=bearer(home))).status_code == 403
 
+        odd = await http.get("/api/tree", headers={"Cookie": "hermes_session=a.%E9"})
+        assert odd.status_code == 401
+        huge = await http.post("/login", content=b"token=" + b"x" * 10_000)
+        assert huge.status_code == 413
         wrong = await http.post("/login", data={"token": "nope"})
         assert wrong.status_code == 401 and "hermes_session" not in wrong.cookies
         login = await http.post("/login", data={"token": home.serve_token.read_text().strip()})
@@ -126,7 +130,9 @@ async def test_only_health_answers_without_the_token_and_changes_need_csrf(home,
         assert home.serve_token.read_text().strip() not in login.headers["set-cookie"]
 
         # The cookie opens the dashboard; a POST without the CSRF header is refused.
-        assert (await http.get("/")).status_code == 200
+        page = await http.get("/")
+        assert page.status_code == 200
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
         assert (await http.post("/api/outbox/1/retry")).status_code == 403
         assert (
             await http.post("/api/outbox/1/retry", headers={"X-CSRF-Token": "0" * 64})
