@@ -19,6 +19,7 @@ def replies(discord) -> collections.Counter:
 async def test_a_dm_is_answered(serve, model, discord):
     model.script(text_answer("hello there"))
     serve.start()
+    await in_thread(discord.wait_identifies, 1)  # Discord keeps nothing for no one
     asked = discord.message("hi", channel_id="2001")
     [sent] = await in_thread(discord.wait_sent, 1, 30.0)
     serve.stop()
@@ -30,6 +31,7 @@ async def test_a_dm_is_answered(serve, model, discord):
 async def test_a_guild_mention_is_answered_and_chatter_ignored(serve, model, discord):
     model.script(text_answer("you called"))
     serve.start()
+    await in_thread(discord.wait_identifies, 1)
     discord.message("just chatting", guild_id="500", channel_id="3001")
     asked = discord.message("help", guild_id="500", channel_id="3001", mentions_bot=True)
     [sent] = await in_thread(discord.wait_sent, 1, 30.0)
@@ -92,6 +94,7 @@ async def test_a_429_holds_its_bucket_and_a_global_one_holds_everything(serve, m
     model.script(*[text_answer(f"r{i}") for i in range(4)])
     discord.rate_limit(channel="5001", retry_after=4.0)
     serve.start()
+    await in_thread(discord.wait_identifies, 1)
     discord.message("slow", channel_id="5001", author_id="81")
     await in_thread(discord.wait_refused, 1, 30.0)
     discord.message("fast", channel_id="5002", author_id="82")
@@ -113,6 +116,7 @@ async def test_a_long_reply_arrives_in_ordered_chunks_that_fit(serve, model, dis
     reply = "\n".join(f"line {i:03} " + "x" * 40 for i in range(100))  # ~5,000 characters
     model.script(text_answer(reply))
     serve.start()
+    await in_thread(discord.wait_identifies, 1)
     discord.message("tell me", channel_id="2001")
     await in_thread(discord.wait_sent, 3, 30.0)
     serve.stop()
