@@ -48,8 +48,8 @@ class OpsServer(Actor):
         config.graceful_timeout = 1.0
         try:
             bound = await self.nursery.start(serve, build_app(self.view), config)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
+        except* OSError as group:  # hypercorn binds inside a nursery of its own
+            if group.subgroup(lambda e: getattr(e, "errno", None) == errno.EADDRINUSE):
                 raise PortInUse(self.host, self.port, "ops.port") from None
             raise
         port = int(bound[0].rsplit(":", 1)[1])

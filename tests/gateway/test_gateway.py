@@ -25,6 +25,20 @@ def test_port_in_use_exits_75(home):
     assert "Traceback" not in result.stderr
 
 
+def test_operator_port_in_use_exits_75_naming_ops_port(home):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        home.config_path.write_text(f"gateway:\n  local:\n    port: 0\nops:\n  port: {port}\n")
+        result = hermes("serve")
+    assert result.returncode == 75, result.stderr
+    assert f"127.0.0.1:{port} is already in use; stop what holds it or set ops.port" in (
+        result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.timeout(120)
 def test_chat_and_status_commands(home, spawn):
     serve = spawn()
