@@ -63,9 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -81,7 +79,19 @@ from trio_websocket import open_websocket_url
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from chatbench import FakeProcess, Serve, kill, per_message, percentile  # noqa: E402
+from chatbench import (  # noqa: E402
+    FakeProcess,
+    Serve,
+    closing_lines,
+    comparison_lines,
+    kill,
+    pace_lines,
+    per_message,
+    percentile,
+    serve_log_lines,
+    start_helper,
+    until_answered,
+)
 from cpuwatch import CpuWatch  # noqa: E402
 
 from hermes.delivery.outbox import PACES  # noqa: E402
@@ -95,7 +105,6 @@ WARM_LIMIT = 60.0  # seconds for the warm-up to be answered (serve connects mean
 ANSWER_LIMIT = 30.0  # seconds after the last inject for every timed message to be answered
 SETTLE = 0.5  # seconds waited after the last answer before the final count (repeats show)
 BUSY_OTHERS = 0.1  # CPUs taken by other processes during a timed phase worth a warning
-HELD = 0.005  # a post this close to its earliest allowed time was probably held by the pace
 TARGET_VS_BARE = 0.5
 TARGET_P99_MS = 100.0
 
@@ -224,27 +233,6 @@ def replies_of(state: dict[str, Any], side: Side) -> dict[int, list[dict[str, An
     return replies
 
 
-async def until_answered(
-    http: httpx.AsyncClient, fake: Fake, side: Side, wanted: range, limit: float
-) -> dict[str, Any]:
-    """Read the fake's state until each injection in `wanted` has a reply; its state."""
-    wait = 0.05
-    with trio.move_on_after(limit):
-        while True:
-            state = await fake.state(http)
-            side.reads += 1
-            replies = replies_of(state, side)
-            if all(replies.get(n) for n in wanted):
-                return state
-            await trio.sleep(wait)
-            wait = min(wait * 1.5, 0.5)  # a backlog is not read over and over
-    state = await fake.state(http)
-    replies = replies_of(state, side)
-    missing = sum(not replies.get(n) for n in wanted)
-    side.problems.append(f"{missing} of {len(wanted)} not answered within {limit:.0f} s")
-    return state
-
-
 def check(side: Side, state: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """Each injection acknowledged and answered exactly once, in its channel; problems
     noted. The first reply of each injection answered."""
@@ -312,14 +300,14 @@ async def run_side(side: Side, fake: Fake, pids: list[int]) -> None:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
         await offer(http, fake, side, warm, None)
-        await until_answered(http, fake, side, range(len(warm)), WARM_LIMIT)
+        await until_answered(http, fake, side, range(len(warm)), WARM_LIMIT, replies_of)
         if side.problems:
             raise RuntimeError(f"{side.name}: the warm-up failed: {side.problems}")
         before = await fake.state(http)
         side.reads = 0
         side.cpu = CpuWatch(pids)
         await offer(http, fake, side, timed, side.late)
-        await until_answered(http, fake, side, range(len(side.injected)), ANSWER_LIMIT)
+        await until_answered(http, fake, side, range(len(side.injected)), ANSWER_LIMIT, replies_of)
         side.cpu.stop()
         await trio.sleep(SETTLE)  # a repeated post (or a redelivery) would land meanwhile
         state = await fake.state(http)
@@ -351,39 +339,6 @@ async def run_side(side: Side, fake: Fake, pids: list[int]) -> None:
 # --- the pace ----------------------------------------------------------------------------------
 
 
-def held(times: list[float], rate: float, burst: int) -> tuple[int, float]:
-    """The posts at `times` replayed through the outbox's cell-rate rule (a send may start
-    at its key's theoretical next time less burst - 1 intervals): how many came within
-    HELD of their earliest allowed time, and the least margin seen (seconds)."""
-    near, least, tat = 0, math.inf, None
-    for t in sorted(times):
-        if tat is not None:
-            margin = t - (tat - (burst - 1) / rate)
-            least = min(least, margin)
-            near += margin < HELD
-        tat = max(tat if tat is not None else t, t) + 1.0 / rate
-    return near, least
-
-
-def pace_lines(side: Side) -> tuple[list[str], int]:
-    pace = PACES.get("slack")
-    if pace is None:
-        return [], 0
-    times = [s["at"] for s in side.sends]
-    overall, least = held(times, pace.per_second, pace.burst)
-    by_chat: dict[str, list[float]] = defaultdict(list)
-    for s in side.sends:
-        by_chat[s["channel"]].append(s["at"])
-    per_chat = [held(v, pace.per_chat_per_second, pace.chat_burst) for v in by_chat.values()]
-    chat_near = sum(near for near, _ in per_chat)
-    chat_least = min((least for _, least in per_chat), default=math.inf)
-    return [
-        f"        pace: of {len(times)} posts (warm-up included), {overall} came within "
-        f"{HELD * 1000:.0f} ms of the overall pace's limit (least margin {least * 1000:.1f} ms), "
-        f"{chat_near} of a chat's (least margin {chat_least * 1000:.1f} ms)"
-    ], overall + chat_near
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -412,13 +367,6 @@ def side_lines(side: Side, what: str, cpu: str) -> list[str]:
     return lines
 
 
-def start_echo_client(tmp: Path, url: str) -> tuple[subprocess.Popen, Path]:
-    log_path = tmp / "echo-client.stderr"
-    with open(log_path, "w") as stderr:
-        argv = [sys.executable, str(Path(__file__).resolve()), "--echo-client", url]
-        return subprocess.Popen(argv, cwd=ROOT, stderr=stderr), log_path
-
-
 def main() -> None:
     bare, hermes = Side("bare"), Side("hermes")
     notes: list[str] = []
@@ -427,7 +375,8 @@ def main() -> None:
         fake = Fake()
         st.callback(kill, fake.proc)
         bare_url = fake.url
-        client, client_log = start_echo_client(Path(tmp), fake.url)
+        client_log = Path(tmp) / "echo-client.stderr"
+        client = start_helper(__file__, "--echo-client", fake.url, client_log)
         st.callback(kill, client)
         try:
             trio.run(run_side, bare, fake, [os.getpid(), fake.proc.pid, client.pid])
@@ -482,25 +431,13 @@ def main() -> None:
         print(line)
     paced = 0
     if pace is not None:
-        lines, paced = pace_lines(hermes)
+        lines, paced = pace_lines("slack", hermes.sends, "channel")
         for line in lines:
             print(line)
-    logged = Counter(
-        level for line in serve_log.splitlines() for level in ("WARNING", "ERROR", "CRITICAL")
-        if f" {level} " in line
-    )  # fmt: skip
-    print(f"        serve logged {len(serve_log.splitlines())} lines"
-          + "".join(f", {count} {level}" for level, count in logged.items()))  # fmt: skip
-    for line in serve_log.splitlines():
-        if any(f" {level} " in line for level in ("WARNING", "ERROR", "CRITICAL")):
-            print(f"        serve: {line[:300]}")
-    vs_bare = hermes.rate / bare.rate
-    p99 = hermes.p(99)
-    print(f"hermes/bare  rate {vs_bare:.2f} (target >= {TARGET_VS_BARE}), hermes p99 {p99:.1f} ms "
-          f"(target <= {TARGET_P99_MS:.0f}; bare p99 {bare.p(99):.1f} ms; p50 hermes "
-          f"{hermes.p(50):.1f}, bare {bare.p(50):.1f} ms)")  # fmt: skip
-    print("        at a fixed offered rate both sides keep up if they can, and the rate ratio "
-          "is then about 1 by construction; the latency is the telling figure")  # fmt: skip
+    for line in serve_log_lines(serve_log):
+        print(line)
+    for line in comparison_lines(bare, hermes, TARGET_VS_BARE, TARGET_P99_MS):
+        print(line)
     if pace is not None and RATE >= pace.per_second:
         print(f"NOTE: {RATE:.0f}/s offered is at (or above) hermes's Slack pace of "
               f"{pace.per_second:g}/s overall: a burst of late wake-ups or slow turns can "
@@ -508,18 +445,8 @@ def main() -> None:
     if paced:
         print(f"WARNING: the pace bound: {paced} of hermes's posts came at their earliest "
               "allowed time (the pace most likely held them; by design, not a stall)")  # fmt: skip
-    for side in (bare, hermes):
-        if side.cpu.others > BUSY_OTHERS:
-            print(f"WARNING: other processes took {side.cpu.others:.2f} CPUs during the "
-                  f"{side.name} phase: the figures are not this code's alone")  # fmt: skip
-        if side.offered < 0.95 * RATE:
-            print(f"WARNING: {side.name}'s messages went in at {side.offered:.1f}/s, below the "
-                  f"{RATE:.0f}/s offered: the injector is a bottleneck")  # fmt: skip
-        if side.problems:
-            print(f"WARNING: {side.name}: {len(side.problems)} problems (above)")
-    for note in notes:
-        print(f"WARNING: {note}")
-    print(f"RESULT vs_bare={vs_bare:.2f} p99_ms={p99:.1f}")
+    for line in closing_lines(bare, hermes, RATE, BUSY_OTHERS, notes):
+        print(line)
 
 
 if __name__ == "__main__":

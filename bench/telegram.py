@@ -62,11 +62,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +76,18 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from chatbench import FakeProcess, Serve, kill, per_message, percentile  # noqa: E402
+from chatbench import (  # noqa: E402
+    FakeProcess,
+    Serve,
+    closing_lines,
+    comparison_lines,
+    kill,
+    per_message,
+    percentile,
+    serve_log_lines,
+    start_helper,
+    until_answered,
+)
 from cpuwatch import CpuWatch  # noqa: E402
 
 from hermes.delivery.outbox import PACES  # noqa: E402
@@ -219,27 +229,6 @@ def replies_of(state: dict[str, Any], side: Side) -> dict[int, list[dict[str, An
     return replies
 
 
-async def until_answered(
-    http: httpx.AsyncClient, fake: Fake, side: Side, wanted: range, limit: float
-) -> dict[str, Any]:
-    """Read the fake's state until each injection in `wanted` has a reply; its state."""
-    wait = 0.05
-    with trio.move_on_after(limit):
-        while True:
-            state = await fake.state(http)
-            side.reads += 1
-            replies = replies_of(state, side)
-            if all(replies.get(n) for n in wanted):
-                return state
-            await trio.sleep(wait)
-            wait = min(wait * 1.5, 0.5)  # a backlog is not read over and over
-    state = await fake.state(http)
-    replies = replies_of(state, side)
-    missing = sum(not replies.get(n) for n in wanted)
-    side.problems.append(f"{missing} of {len(wanted)} not answered within {limit:.0f} s")
-    return state
-
-
 def check(side: Side, state: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """Each injection answered exactly once, in its chat, with its text; problems noted.
     The first reply of each injection answered."""
@@ -296,14 +285,14 @@ async def run_side(side: Side, fake: Fake, pids: list[int]) -> None:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
         await offer(http, fake, side, warm, None)
-        await until_answered(http, fake, side, range(len(warm)), WARM_LIMIT)
+        await until_answered(http, fake, side, range(len(warm)), WARM_LIMIT, replies_of)
         if side.problems:
             raise RuntimeError(f"{side.name}: the warm-up failed: {side.problems}")
         before = await fake.state(http)
         side.reads = 0
         side.cpu = CpuWatch(pids)
         await offer(http, fake, side, timed, side.late)
-        await until_answered(http, fake, side, range(len(side.injected)), ANSWER_LIMIT)
+        await until_answered(http, fake, side, range(len(side.injected)), ANSWER_LIMIT, replies_of)
         side.cpu.stop()
         await trio.sleep(SETTLE)  # a repeated send would land meanwhile
         state = await fake.state(http)
@@ -359,13 +348,6 @@ def side_lines(side: Side, what: str, cpu: str) -> list[str]:
     return lines
 
 
-def start_echo_bot(tmp: Path, api: str) -> tuple[subprocess.Popen, Path]:
-    log_path = tmp / "echo-bot.stderr"
-    with open(log_path, "w") as stderr:
-        argv = [sys.executable, str(Path(__file__).resolve()), "--echo-bot", api]
-        return subprocess.Popen(argv, cwd=ROOT, stderr=stderr), log_path
-
-
 def main() -> None:
     bare, hermes = Side("bare"), Side("hermes")
     notes: list[str] = []
@@ -374,7 +356,8 @@ def main() -> None:
         fake = Fake()
         st.callback(kill, fake.proc)
         bare_url = fake.url
-        bot, bot_log = start_echo_bot(Path(tmp), fake.api)
+        bot_log = Path(tmp) / "echo-bot.stderr"
+        bot = start_helper(__file__, "--echo-bot", fake.api, bot_log)
         st.callback(kill, bot)
         try:
             trio.run(run_side, bare, fake, [os.getpid(), fake.proc.pid, bot.pid])
@@ -425,39 +408,17 @@ def main() -> None:
     )
     for line in side_lines(hermes, "inject -> reply recorded; hermes serve, offline model", cpu):
         print(line)
-    logged = Counter(
-        level for line in serve_log.splitlines() for level in ("WARNING", "ERROR", "CRITICAL")
-        if f" {level} " in line
-    )  # fmt: skip
-    print(f"        serve logged {len(serve_log.splitlines())} lines"
-          + "".join(f", {count} {level}" for level, count in logged.items()))  # fmt: skip
-    for line in serve_log.splitlines():
-        if any(f" {level} " in line for level in ("WARNING", "ERROR", "CRITICAL")):
-            print(f"        serve: {line[:300]}")
-    vs_bare = hermes.rate / bare.rate
-    p99 = hermes.p(99)
-    print(f"hermes/bare  rate {vs_bare:.2f} (target >= {TARGET_VS_BARE}), hermes p99 {p99:.1f} ms "
-          f"(target <= {TARGET_P99_MS:.0f}; bare p99 {bare.p(99):.1f} ms; p50 hermes "
-          f"{hermes.p(50):.1f}, bare {bare.p(50):.1f} ms)")  # fmt: skip
-    print("        at a fixed offered rate both sides keep up if they can, and the rate ratio "
-          "is then about 1 by construction; the latency is the telling figure")  # fmt: skip
+    for line in serve_log_lines(serve_log):
+        print(line)
+    for line in comparison_lines(bare, hermes, TARGET_VS_BARE, TARGET_P99_MS):
+        print(line)
     if pace is not None and RATE > pace.per_second:
         print(f"WARNING: {RATE:.0f}/s offered is above hermes's Telegram pace of "
               f"{pace.per_second:g}/s: hermes answers at its pace, its backlog grows by "
               f"{RATE - pace.per_second:g}/s and its latency with it (by design, not a "
               "stall)")  # fmt: skip
-    for side in (bare, hermes):
-        if side.cpu.others > BUSY_OTHERS:
-            print(f"WARNING: other processes took {side.cpu.others:.2f} CPUs during the "
-                  f"{side.name} phase: the figures are not this code's alone")  # fmt: skip
-        if side.offered < 0.95 * RATE:
-            print(f"WARNING: {side.name}'s messages went in at {side.offered:.1f}/s, below the "
-                  f"{RATE:.0f}/s offered: the injector is a bottleneck")  # fmt: skip
-        if side.problems:
-            print(f"WARNING: {side.name}: {len(side.problems)} problems (above)")
-    for note in notes:
-        print(f"WARNING: {note}")
-    print(f"RESULT vs_bare={vs_bare:.2f} p99_ms={p99:.1f}")
+    for line in closing_lines(bare, hermes, RATE, BUSY_OTHERS, notes):
+        print(line)
 
 
 if __name__ == "__main__":
