@@ -115,7 +115,7 @@ from wsproto.events import (
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from tests.fakes.local_http import LocalServer, TrackedHandler, shut
+from tests.fakes.local_http import LocalServer, TrackedHandler, copy_json, shut
 
 TOKEN = "fake-discord-token"
 BOT_ID = "100000000000000001"
@@ -216,15 +216,6 @@ def _error(status: int, code: int, message: str) -> _Reply:
     return _Reply(status, {"message": message, "code": code})
 
 
-def _copy(value: Any) -> Any:
-    """A deep copy of plain JSON-like records (the caller may keep and change it)."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
 def _timestamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime())
 
@@ -280,16 +271,7 @@ class FakeDiscord:
                     return
                 self._serve(b"")
 
-            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-                try:
-                    length = int(self.headers.get("content-length", 0) or 0)
-                    raw = self.rfile.read(length) if length else b""
-                except (OSError, ValueError):
-                    self.close_connection = True
-                    return
-                self._serve(raw)
-
-            do_PATCH = do_PUT = do_DELETE = do_POST  # noqa: N815 - answered 404/405
+            do_PATCH = do_PUT = do_DELETE = TrackedHandler.do_POST  # noqa: N815 - answered 404/405
 
             def _serve(self, raw: bytes) -> None:
                 try:
@@ -418,7 +400,7 @@ class FakeDiscord:
                 }  # fmt: skip
                 if guild_id is not None:
                     d["message_reference"]["guild_id"] = guild_id
-                d["referenced_message"] = _copy(referenced)
+                d["referenced_message"] = copy_json(referenced)
                 mentioned = mentioned or (reply_ping and referenced["author"]["id"] == BOT_ID)
             if mentioned:
                 d["mentions"] = [dict(BOT_USER)]
@@ -430,7 +412,7 @@ class FakeDiscord:
         """Any other dispatch event for the current session; returns its `s` (None: no
         valid session, the event is lost)."""
         with self._cond:
-            return self._dispatch(t, _copy(d))
+            return self._dispatch(t, copy_json(d))
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -539,30 +521,30 @@ class FakeDiscord:
         """The messages created, in order: the request body's fields, `channel_id`,
         `id`, `at` (time.monotonic() of arrival)."""
         with self._cond:
-            return _copy(self._sent)
+            return copy_json(self._sent)
 
     def sent_to(self, channel: str) -> list[dict[str, Any]]:
         with self._cond:
-            return _copy([s for s in self._sent if s["channel_id"] == channel])
+            return copy_json([s for s in self._sent if s["channel_id"] == channel])
 
     @property
     def typing(self) -> list[dict[str, Any]]:
         """Typing triggers taken: `channel_id`, `at`."""
         with self._cond:
-            return _copy(self._typing)
+            return copy_json(self._typing)
 
     @property
     def refused(self) -> list[dict[str, Any]]:
         """REST calls answered with an error: `route`, `channel_id`, `status`, `code`,
         `message`, `retry_after`, `global`, `body`, `at`."""
         with self._cond:
-            return _copy(self._refused)
+            return copy_json(self._refused)
 
     @property
     def calls(self) -> list[dict[str, Any]]:
         """Every REST call: `verb`, `path`, `status`, `at`."""
         with self._cond:
-            return _copy(self._calls)
+            return copy_json(self._calls)
 
     @property
     def identifies(self) -> int:
@@ -573,7 +555,7 @@ class FakeDiscord:
     def identify_payloads(self) -> list[dict[str, Any]]:
         """The `d` of every Identify (the token included), with `socket` and `at`."""
         with self._cond:
-            return _copy(self._identifies)
+            return copy_json(self._identifies)
 
     @property
     def resumes(self) -> int:
@@ -585,7 +567,7 @@ class FakeDiscord:
     def resume_attempts(self) -> list[dict[str, Any]]:
         """Every Resume: `session_id`, `seq`, `accepted`, `replayed` (count), `socket`, `at`."""
         with self._cond:
-            return _copy(self._resumes)
+            return copy_json(self._resumes)
 
     @property
     def sessions(self) -> list[dict[str, Any]]:
@@ -613,7 +595,7 @@ class FakeDiscord:
     def heartbeats(self) -> list[dict[str, Any]]:
         """Every heartbeat: `socket`, `d` (the client's last sequence), `acked`, `at`."""
         with self._cond:
-            return _copy(self._heartbeats)
+            return copy_json(self._heartbeats)
 
     @property
     def closes(self) -> list[int | None]:
@@ -625,20 +607,20 @@ class FakeDiscord:
     def received(self) -> list[dict[str, Any]]:
         """Every text frame a client sent: `socket`, `frame`, `at`."""
         with self._cond:
-            return _copy(self._received)
+            return copy_json(self._received)
 
     @property
     def dispatches(self) -> list[dict[str, Any]]:
         """Dispatches written on a socket: `session_id`, `s`, `t`, `id` (a message's),
         `socket`, `replay` (sent again on Resume), `at`."""
         with self._cond:
-            return _copy(self._written)
+            return copy_json(self._written)
 
     @property
     def lost(self) -> list[dict[str, Any]]:
         """Events injected while no valid session existed: `t`, `d`, `at`."""
         with self._cond:
-            return _copy(self._lost)
+            return copy_json(self._lost)
 
     @property
     def internal_errors(self) -> list[str]:
@@ -657,7 +639,7 @@ class FakeDiscord:
         where = "" if channel is None else f" in {channel}"
         self._wait(lambda: len(mine()) >= count, timeout, f"{count} message(s) sent{where}")
         with self._cond:
-            return _copy(mine())
+            return copy_json(mine())
 
     def wait_typing(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
         self._wait(lambda: len(self._typing) >= count, timeout, f"{count} typing trigger(s)")
@@ -718,7 +700,7 @@ class FakeDiscord:
     def _dispatch(self, t: str, d: dict[str, Any]) -> int | None:
         session = self._current
         if session is None or not session.valid:
-            self._lost.append({"t": t, "d": _copy(d), "at": time.monotonic()})
+            self._lost.append({"t": t, "d": copy_json(d), "at": time.monotonic()})
             self._cond.notify_all()
             return None
         return self._add_dispatch(session, t, d)
@@ -904,7 +886,7 @@ class FakeDiscord:
             self._cond.notify_all()
 
     def _identify(self, sock: _Socket, d: dict[str, Any], now: float) -> None:
-        self._identifies.append({**_copy(d), "socket": sock.id, "at": now})
+        self._identifies.append({**copy_json(d), "socket": sock.id, "at": now})
         if sock.authenticated:
             self._close_with(sock, 4005, "already authenticated")
             return
@@ -1093,7 +1075,7 @@ class FakeDiscord:
                 "id": message_id, "channel_id": channel, "type": 0, "content": content,
                 "author": dict(BOT_USER), "timestamp": _timestamp(), "edited_timestamp": None,
                 "tts": False, "mention_everyone": False, "mentions": [], "mention_roles": [],
-                "attachments": [], "embeds": _copy(body.get("embeds") or []),
+                "attachments": [], "embeds": copy_json(body.get("embeds") or []),
                 "pinned": False, "flags": 0,
             }  # fmt: skip
             reference = body.get("message_reference")
@@ -1104,11 +1086,12 @@ class FakeDiscord:
                     "channel_id": str(reference.get("channel_id") or channel),
                 }  # fmt: skip
                 referenced = self._messages.get(str(reference["message_id"]))
-                message["referenced_message"] = _copy(referenced)
+                message["referenced_message"] = copy_json(referenced)
             self._messages[message_id] = message
-            self._sent.append({**_copy(body), "channel_id": channel, "id": message_id, "at": now})
+            sent = {**copy_json(body), "channel_id": channel, "id": message_id, "at": now}
+            self._sent.append(sent)
             self._cond.notify_all()
-        return self._with_bucket(_Reply(200, _copy(message)), bucket, now)
+        return self._with_bucket(_Reply(200, copy_json(message)), bucket, now)
 
     def _take_fault(self, route: str, channel: str) -> _Fault | None:
         for fault in self._faults:
@@ -1173,7 +1156,7 @@ class FakeDiscord:
                 "route": route, "channel_id": channel, "status": reply.status,
                 "code": data.get("code"), "message": data.get("message"),
                 "retry_after": data.get("retry_after"), "global": data.get("global"),
-                "body": _copy(body), "at": now,
+                "body": copy_json(body), "at": now,
             })  # fmt: skip
             self._cond.notify_all()
         return reply
@@ -1189,16 +1172,16 @@ class FakeDiscord:
         if verb == "GET" and name == "state":
             with self._cond:
                 state = {
-                    "sent": _copy(self._sent), "typing": _copy(self._typing),
-                    "refused": _copy(self._refused), "identifies": len(self._identifies),
+                    "sent": copy_json(self._sent), "typing": copy_json(self._typing),
+                    "refused": copy_json(self._refused), "identifies": len(self._identifies),
                     "resumes": sum(1 for r in self._resumes if r["accepted"]),
-                    "resume_attempts": _copy(self._resumes),
+                    "resume_attempts": copy_json(self._resumes),
                     "sessions": [s.info() for s in self._sessions],
                     "connections": len(self._sockets),
                     "open_sockets": sum(1 for s in self._sockets if s.closed_at is None),
                     "sockets": [s.info() for s in self._sockets],
-                    "heartbeats": _copy(self._heartbeats), "closes": list(self._closes),
-                    "dispatches": _copy(self._written), "lost": _copy(self._lost),
+                    "heartbeats": copy_json(self._heartbeats), "closes": list(self._closes),
+                    "dispatches": copy_json(self._written), "lost": copy_json(self._lost),
                     "internal_errors": list(self._internal_errors),
                 }  # fmt: skip
             return _Reply(200, {"ok": True, "result": state})

@@ -53,8 +53,18 @@ class LocalServer(ThreadingHTTPServer):
         """A client that drops a connection is not worth a traceback."""
 
 
+def copy_json(value: Any) -> Any:
+    """A deep copy of plain JSON-like records (the caller may keep and change it)."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value
+
+
 class TrackedHandler(BaseHTTPRequestHandler):
-    """HTTP/1.1 keep-alive, no logging, and its connection known to the server."""
+    """HTTP/1.1 keep-alive, no logging, and its connection known to the server. A POST's
+    body goes to `_serve(raw)`, which a fake's handler defines."""
 
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
@@ -75,3 +85,15 @@ class TrackedHandler(BaseHTTPRequestHandler):
             super().finish()
         except OSError:
             pass
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        try:
+            length = int(self.headers.get("content-length", 0) or 0)
+            raw = self.rfile.read(length) if length else b""
+        except (OSError, ValueError):
+            self.close_connection = True
+            return
+        self._serve(raw)
+
+    def _serve(self, raw: bytes) -> None:
+        raise NotImplementedError

@@ -119,7 +119,7 @@ from wsproto.events import (
 )
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from tests.fakes.local_http import LocalServer, TrackedHandler, shut
+from tests.fakes.local_http import LocalServer, TrackedHandler, copy_json, shut
 
 TEAM_ID = "T0001"
 TEAM_NAME = "Test"
@@ -212,15 +212,6 @@ def _error(error: str, status: int = 200, retry_after: float | None = None) -> _
     return _Reply(status, {"ok": False, "error": error}, headers)
 
 
-def _copy(value: Any) -> Any:
-    """A deep copy of plain JSON-like records (the caller may keep and change it)."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
 class FakeSlack:
     def __init__(
         self,
@@ -289,15 +280,6 @@ class FakeSlack:
                         self._answer(reply)
                     return
                 self._serve(b"")
-
-            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-                try:
-                    length = int(self.headers.get("content-length", 0) or 0)
-                    raw = self.rfile.read(length) if length else b""
-                except (OSError, ValueError):
-                    self.close_connection = True
-                    return
-                self._serve(raw)
 
             def _serve(self, raw: bytes) -> None:
                 try:
@@ -476,7 +458,7 @@ class FakeSlack:
         """Any other Events API event (`event` is the inner event: {"type": ...}),
         wrapped in an event_callback; returns its event_id."""
         with self._cond:
-            return self._add_event(_copy(event), team)
+            return self._add_event(copy_json(event), team)
 
     def envelope(
         self, kind: str, payload: dict[str, Any], *, accepts_response_payload: bool = True
@@ -486,12 +468,12 @@ class FakeSlack:
         with self._cond:
             n = next(self._event_numbers)
             key = str(payload.get("trigger_id") or f"Env{n:08d}")
-            return self._add(key, kind, _copy(payload), accepts_response_payload)
+            return self._add(key, kind, copy_json(payload), accepts_response_payload)
 
     def payload(self, key: str) -> dict[str, Any]:
         """The payload of an event injected earlier (event_id or trigger_id), as sent."""
         with self._cond:
-            return _copy(self._events[key].payload)
+            return copy_json(self._events[key].payload)
 
     # -- faults and socket trouble ----------------------------------------------------------
 
@@ -596,32 +578,32 @@ class FakeSlack:
         """The chat.postMessage calls taken, in order: their parameters (the token
         left out), `channel`, `ts` and `at` (time.monotonic() of arrival)."""
         with self._cond:
-            return _copy(self._sent)
+            return copy_json(self._sent)
 
     def sent_to(self, channel: str) -> list[dict[str, Any]]:
         """The messages posted in one channel."""
         with self._cond:
-            return _copy([s for s in self._sent if s["channel"] == channel])
+            return copy_json([s for s in self._sent if s["channel"] == channel])
 
     @property
     def refused(self) -> list[dict[str, Any]]:
         """Every Web API call answered ok: false, in order: `method`, `params`,
         `channel`, `error`, `status`, `retry_after`, `at`."""
         with self._cond:
-            return _copy(self._refused)
+            return copy_json(self._refused)
 
     @property
     def calls(self) -> list[dict[str, Any]]:
         """Every Web API call: `method`, `params`, `token` ("bot" | "app" | "wrong" |
         None), `status`, `ok`, `error`, `at`."""
         with self._cond:
-            return _copy(self._calls)
+            return copy_json(self._calls)
 
     @property
     def responses(self) -> list[dict[str, Any]]:
         """POSTs to a slash command's response_url: `trigger_id`, `body`, `at`."""
         with self._cond:
-            return _copy(self._responses)
+            return copy_json(self._responses)
 
     @property
     def acked(self) -> list[str]:
@@ -634,7 +616,7 @@ class FakeSlack:
         """Every acknowledgement frame: `envelope_id`, `event_id` (None: unknown
         envelope), `socket`, `payload` (None if none), `at`."""
         with self._cond:
-            return _copy(self._acks)
+            return copy_json(self._acks)
 
     @property
     def deliveries(self) -> list[dict[str, Any]]:
@@ -642,7 +624,7 @@ class FakeSlack:
         `event_id` (the key), `type`, `retry_attempt`, `retry_reason`, `socket`, `at`,
         `written` (whether it went out on the wire)."""
         with self._cond:
-            return _copy(self._deliveries)
+            return copy_json(self._deliveries)
 
     @property
     def dropped(self) -> list[str]:
@@ -661,7 +643,7 @@ class FakeSlack:
         """Every text frame the client sent on a socket not half-open: `socket`,
         `frame` (parsed JSON, or the raw text), `at`."""
         with self._cond:
-            return _copy(self._received)
+            return copy_json(self._received)
 
     @property
     def sockets(self) -> list[dict[str, Any]]:
@@ -687,7 +669,7 @@ class FakeSlack:
     def rejected_connections(self) -> list[dict[str, Any]]:
         """Handshakes refused for a used or unknown ticket: `ticket`, `at`."""
         with self._cond:
-            return _copy(self._rejected)
+            return copy_json(self._rejected)
 
     @property
     def open_sockets(self) -> int:
@@ -717,7 +699,7 @@ class FakeSlack:
         where = "" if channel is None else f" in {channel}"
         self._wait(lambda: len(mine()) >= count, timeout, f"{count} chat.postMessage(s){where}")
         with self._cond:
-            return _copy(mine())
+            return copy_json(mine())
 
     def wait_refused(
         self, count: int = 1, timeout: float = 10.0, *, method: str | None = None
@@ -730,7 +712,7 @@ class FakeSlack:
         what = f"{count} refused {method or 'Web API'} call(s)"
         self._wait(lambda: len(mine()) >= count, timeout, what)
         with self._cond:
-            return _copy(mine())
+            return copy_json(mine())
 
     def wait_acked(self, what: int | str = 1, timeout: float = 10.0) -> list[str]:
         """Until `what` (an event_id / trigger_id) is acknowledged, or (an int) that
@@ -752,7 +734,7 @@ class FakeSlack:
         of = "" if event_id is None else f" of {event_id}"
         self._wait(lambda: len(mine()) >= count, timeout, f"{count} envelope(s){of} sent")
         with self._cond:
-            return _copy(mine())
+            return copy_json(mine())
 
     def wait_connections(self, count: int = 1, timeout: float = 10.0) -> None:
         """Until `count` WebSocket connections were opened in the fake's life."""
@@ -1143,7 +1125,7 @@ class FakeSlack:
         with self._cond:
             error = reply.body.get("error")
             self._calls.append({
-                "method": method, "params": _copy(params), "token": kind,
+                "method": method, "params": copy_json(params), "token": kind,
                 "status": reply.status, "ok": bool(reply.body.get("ok")), "error": error,
                 "at": now,
             })  # fmt: skip
@@ -1153,7 +1135,7 @@ class FakeSlack:
                     if name.lower() == "retry-after":
                         retry_after = float(value)
                 self._refused.append({
-                    "method": method, "params": _copy(params), "channel": params.get("channel"),
+                    "method": method, "params": copy_json(params), "channel": params.get("channel"),
                     "error": error, "status": reply.status, "retry_after": retry_after,
                     "at": now,
                 })  # fmt: skip
@@ -1224,7 +1206,8 @@ class FakeSlack:
         thread_ts = params.get("thread_ts")
         if thread_ts:
             message["thread_ts"] = str(thread_ts)
-        self._sent.append({**_copy(params), "channel": channel, "ts": ts, "at": time.monotonic()})
+        sent = {**copy_json(params), "channel": channel, "ts": ts, "at": time.monotonic()}
+        self._sent.append(sent)
         if self.echo_bot_messages:
             event = {
                 **message, "channel": channel, "event_ts": ts,
@@ -1257,15 +1240,15 @@ class FakeSlack:
         if verb == "GET" and name == "state":
             with self._cond:
                 return _ok(result={
-                    "sent": _copy(self._sent), "refused": _copy(self._refused),
-                    "acked": list(self._acked), "acks": _copy(self._acks),
-                    "deliveries": _copy(self._deliveries), "dropped": list(self._dropped),
+                    "sent": copy_json(self._sent), "refused": copy_json(self._refused),
+                    "acked": list(self._acked), "acks": copy_json(self._acks),
+                    "deliveries": copy_json(self._deliveries), "dropped": list(self._dropped),
                     "pending": [e.key for e in self._queue],
                     "sockets": [s.info() for s in self._sockets],
                     "connections_opened": len(self._sockets),
                     "connection_urls": self._urls_issued,
                     "open_sockets": sum(1 for s in self._sockets if s.closed_at is None),
-                    "max_open_sockets": self._max_open, "responses": _copy(self._responses),
+                    "max_open_sockets": self._max_open, "responses": copy_json(self._responses),
                     "internal_errors": list(self._internal_errors),
                 })  # fmt: skip
         if verb != "POST" or name not in self._CONTROLS:

@@ -102,7 +102,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
 
-from tests.fakes.local_http import LocalServer, TrackedHandler
+from tests.fakes.local_http import LocalServer, TrackedHandler, copy_json
 
 BOT_ID = 7000000001
 BOT_USERNAME = "hermes_test_bot"
@@ -548,15 +548,6 @@ class FakeTelegram:
             def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
                 self._serve(b"")
 
-            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-                try:
-                    length = int(self.headers.get("content-length", 0) or 0)
-                    raw = self.rfile.read(length) if length else b""
-                except (OSError, ValueError):
-                    self.close_connection = True
-                    return
-                self._serve(raw)
-
             def _serve(self, raw: bytes) -> None:
                 try:
                     reply = fake._handle(
@@ -845,40 +836,40 @@ class FakeTelegram:
         """The sendMessage calls taken, in order: their parameters, `chat_id` (an int
         where it is one), `message_id` and `at` (time.monotonic() of arrival)."""
         with self._cond:
-            return _copy(self._sent)
+            return copy_json(self._sent)
 
     def sent_to(self, chat_id: int | str) -> list[dict[str, Any]]:
         """The sends taken in one chat."""
         key = _chat_key(chat_id)
         with self._cond:
-            return _copy([s for s in self._sent if s["chat_id"] == key])
+            return copy_json([s for s in self._sent if s["chat_id"] == key])
 
     @property
     def refused(self) -> list[dict[str, Any]]:
         """The sendMessage calls answered with an error, in order: as in `sent` (no
         message_id) plus `error_code`, `description` and `parameters` if any."""
         with self._cond:
-            return _copy(self._refused)
+            return copy_json(self._refused)
 
     @property
     def errors(self) -> list[dict[str, Any]]:
         """Every call answered ok: false, whatever its method (getUpdates included):
         `method`, `params`, `error_code`, `description`, `at`."""
         with self._cond:
-            return _copy(self._errors)
+            return copy_json(self._errors)
 
     @property
     def calls(self) -> list[dict[str, Any]]:
         """Every Bot API call that reached a method, in order: `method` (as spelt by the
         client), `params`, `status` (None while a poll is held), `at`."""
         with self._cond:
-            return _copy(self._calls)
+            return copy_json(self._calls)
 
     @property
     def actions(self) -> list[dict[str, Any]]:
         """The sendChatAction calls taken: `chat_id`, `action`, `message_thread_id`, `at`."""
         with self._cond:
-            return _copy(self._actions)
+            return copy_json(self._actions)
 
     @property
     def polls(self) -> int:
@@ -927,7 +918,7 @@ class FakeTelegram:
         """The deleteWebhook calls: `drop_pending_updates` (bool, False when not passed),
         `passed` (whether it was), `at`."""
         with self._cond:
-            return _copy(self._deleted_webhook)
+            return copy_json(self._deleted_webhook)
 
     @property
     def allowed_updates(self) -> list[str] | None:
@@ -959,7 +950,7 @@ class FakeTelegram:
         where = "" if key is None else f" to chat {key}"
         self._wait(lambda: len(mine()) >= count, timeout, f"{count} sendMessage(s){where}")
         with self._cond:
-            return _copy(mine())
+            return copy_json(mine())
 
     def wait_refused(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """The refused sends, once at least `count` were."""
@@ -976,7 +967,7 @@ class FakeTelegram:
 
         self._wait(lambda: len(mine()) >= count, timeout, f"{count} chat action(s)")
         with self._cond:
-            return _copy(mine())
+            return copy_json(mine())
 
     def wait_polls(self, count: int, timeout: float = 10.0) -> None:
         """Until `count` getUpdates calls arrived in the fake's life."""
@@ -1005,7 +996,7 @@ class FakeTelegram:
 
         self._wait(lambda: len(mine()) >= count, timeout, f"{count} error answer(s)")
         with self._cond:
-            return _copy(mine())
+            return copy_json(mine())
 
     def wait_until(
         self, ready: Callable[[FakeTelegram], bool], timeout: float = 10.0, what: str = "it"
@@ -1113,7 +1104,7 @@ class FakeTelegram:
                 "file_size": file.file_size, "width": 1280, "height": 960,
             })  # fmt: skip
             self._thumbs[file_id] = sizes
-        return _copy(self._thumbs[file_id])
+        return copy_json(self._thumbs[file_id])
 
     def _add_file_locked(self, content: bytes, path: str, mime: str) -> str:
         n = next(self._file_numbers)
@@ -1369,7 +1360,7 @@ class FakeTelegram:
 
             self._updates = [u for u in self._updates if passes(u)]  # others are never sent
         ready = [u for u in self._updates if u["update_id"] >= offset][:limit]
-        return _copy(ready)
+        return copy_json(ready)
 
     def _send_message(self, params: dict[str, Any]) -> _Reply:
         chat = _chat_key(params.get("chat_id"))
@@ -1440,7 +1431,7 @@ class FakeTelegram:
                 k: v for k, v in self._messages[reply_id].items() if k != "reply_to_message"
             }
         self._messages[message["message_id"]] = message
-        return _ok(_copy(message))
+        return _ok(copy_json(message))
 
     def _send_chat_action(self, params: dict[str, Any]) -> _Reply:
         chat = _chat_key(params.get("chat_id"))
@@ -1488,9 +1479,9 @@ class FakeTelegram:
                     "polls": self._polls, "conflicts": self._conflicts, "acked": self._acked,
                     "pending": [u["update_id"] for u in self._updates],
                     "max_concurrent_polls": self._max_concurrent,
-                    "held_polls": len(self._held), "sent": _copy(self._sent),
-                    "refused": _copy(self._refused), "actions": _copy(self._actions),
-                    "deleted_webhook_calls": _copy(self._deleted_webhook),
+                    "held_polls": len(self._held), "sent": copy_json(self._sent),
+                    "refused": copy_json(self._refused), "actions": copy_json(self._actions),
+                    "deleted_webhook_calls": copy_json(self._deleted_webhook),
                 })  # fmt: skip
         if verb != "POST" or name not in self._CONTROLS:
             return _error(404, "Not Found")
@@ -1500,15 +1491,6 @@ class FakeTelegram:
         except (TypeError, ValueError, KeyError) as exc:
             return _error(400, f"Bad Request: {exc}")
         return _ok(result)
-
-
-def _copy(value: Any) -> Any:
-    """A deep copy of plain JSON-like records (the caller may keep and change it)."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
 
 
 def main() -> None:
