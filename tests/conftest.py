@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,12 @@ def spawn(home):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that another socket holds (listening) for the whole test."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]

@@ -4,7 +4,6 @@ bounded queue, idle timeout, /stop, /new, drain notices) are tested in test_rout
 
 from __future__ import annotations
 
-import socket
 import subprocess
 
 import apsw
@@ -13,29 +12,21 @@ import pytest
 from tests.processes import HERMES, hermes, wait_ready
 
 
-def test_port_in_use_exits_75(home):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        home.config_path.write_text(f"gateway:\n  local:\n    port: {port}\nops:\n  port: 0\n")
-        result = hermes("serve")
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        ("gateway:\n  local:\n    port: {port}\nops:\n  port: 0\n",
+         "127.0.0.1:{port} is already in use"),
+        ("gateway:\n  local:\n    port: 0\nops:\n  port: {port}\n",
+         "127.0.0.1:{port} is already in use; stop what holds it or set ops.port"),
+    ],
+    ids=["endpoint", "operator surfaces"],
+)  # fmt: skip
+def test_a_port_in_use_exits_75_naming_it(home, taken_port, config, said):
+    home.config_path.write_text(config.format(port=taken_port))
+    result = hermes("serve")
     assert result.returncode == 75, result.stderr
-    assert f"127.0.0.1:{port} is already in use" in result.stderr
-    assert "Traceback" not in result.stderr
-
-
-def test_operator_port_in_use_exits_75_naming_ops_port(home):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        home.config_path.write_text(f"gateway:\n  local:\n    port: 0\nops:\n  port: {port}\n")
-        result = hermes("serve")
-    assert result.returncode == 75, result.stderr
-    assert f"127.0.0.1:{port} is already in use; stop what holds it or set ops.port" in (
-        result.stderr
-    )
+    assert said.format(port=taken_port) in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -163,13 +163,9 @@ def test_dead_letters_and_a_job_failing_in_a_row_fail(home):
     assert checks["state.db"][0] == "ok"
 
 
-def test_a_port_held_by_another_process_fails(home):
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
-        home.config_path.write_text(f"gateway:\n  local:\n    port: {port}\nops:\n  port: 0\n")
-        status, checks, _ = doctor()
+def test_a_port_held_by_another_process_fails(home, taken_port):
+    home.config_path.write_text(f"gateway:\n  local:\n    port: {taken_port}\nops:\n  port: 0\n")
+    status, checks, _ = doctor()
     assert status == 1
     verdict, rest = checks["local port"]
     assert verdict == "FAIL" and "in use by another process" in rest
