@@ -45,6 +45,12 @@ def _at_least(minimum: int):
     return check
 
 
+def not_blank(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
+    """A validator for text input that may be absent but never empty."""
+    if value is not None and not value.strip():
+        raise _BadValue(f"{attr.name}: must not be empty")
+
+
 def _port(_inst: Any, attr: attrs.Attribute, value: int) -> None:
     if not 0 <= value <= 65535:
         raise _BadValue(f"{attr.name}: must be a port number 0..65535, got {value!r}")
@@ -86,14 +92,32 @@ class ModelConfig:
     context_tokens: int | None = attrs.field(default=None, validator=_optional_at_least(1000))
 
 
+OWNER_TOOLS = ("*",)
+USER_TOOLS = ("memory", "session_search", "send_message")
+
+
+@attrs.frozen
+class ToolsConfig:
+    """Which tools each role may call (`*` is every tool), in one place. A tool a role
+    may not call is never offered to its sessions. `pass_env`: variables a command's
+    environment keeps although they hold a secret."""
+
+    owner: tuple[str, ...] = OWNER_TOOLS
+    user: tuple[str, ...] = USER_TOOLS
+    pass_env: tuple[str, ...] = ()
+
+
 @attrs.frozen
 class AgentConfig:
     """`compact_at`: the share of a model's context window a prompt may fill before
-    the conversation is compacted; `keep_turns`: recent turns compaction never touches."""
+    the conversation is compacted; `keep_turns`: recent turns compaction never touches;
+    `workdir`: where terminal sessions start (unset: HERMES_HOME/workspace/<session>)."""
 
     max_turns: int = attrs.field(default=20, validator=_at_least(1))
     compact_at: float = attrs.field(default=0.75, validator=_share)
     keep_turns: int = attrs.field(default=4, validator=_at_least(1))
+    tools: ToolsConfig = ToolsConfig()
+    workdir: str | None = attrs.field(default=None, validator=not_blank)
 
 
 @attrs.frozen
@@ -104,9 +128,10 @@ class LocalEndpointConfig:
 
 @attrs.frozen
 class GatewayConfig:
-    """`allowed_users`: platform user ids allowed on every platform; `resume_window`:
-    how old a turn cut by a restart may be and still be resumed (seconds);
-    `journal_days`: how long inbound events are remembered (duplicates recognised)."""
+    """`allowed_users`: platform user ids allowed on every platform; `owners`: user ids
+    that are owners on every platform; `resume_window`: how old a turn cut by a restart
+    may be and still be resumed (seconds); `rate_limit`: messages a user may send per
+    minute (0: no limit)."""
 
     drain_timeout: float = attrs.field(default=30.0, validator=_positive)
     busy_mode: Literal["interrupt", "queue"] = "interrupt"
@@ -114,8 +139,9 @@ class GatewayConfig:
     thread_sessions_per_user: bool = False
     local: LocalEndpointConfig = LocalEndpointConfig()
     allowed_users: tuple[str, ...] = ()
+    owners: tuple[str, ...] = ()
     resume_window: float = attrs.field(default=600.0, validator=_positive)
-    journal_days: float = attrs.field(default=7.0, validator=_positive)
+    rate_limit: int = attrs.field(default=20, validator=_at_least(0))
 
 
 @attrs.frozen
@@ -156,6 +182,23 @@ class CronConfig:
 
 
 @attrs.frozen
+class RetentionConfig:
+    """How long what piles up in state.db is kept; serve prunes it every `prune_every`
+    seconds while it runs. `journal_days`: inbound events (duplicates are recognised
+    within it); `outbox_sent_days`: sent outbox rows; `cron_runs_per_job`: the newest
+    runs kept per job; `cron_deliveries_days`: cron delivery records;
+    `pairing_failures_hours`: failed pairing approvals (at least the 2 hours the
+    lockout looks back)."""
+
+    journal_days: float = attrs.field(default=7.0, validator=_positive)
+    outbox_sent_days: float = attrs.field(default=30.0, validator=_positive)
+    cron_runs_per_job: int = attrs.field(default=200, validator=_at_least(1))
+    cron_deliveries_days: float = attrs.field(default=30.0, validator=_positive)
+    pairing_failures_hours: float = attrs.field(default=24.0, validator=_at_least(2))
+    prune_every: float = attrs.field(default=3600.0, validator=_at_least(60))
+
+
+@attrs.frozen
 class OpsConfig:
     """The operator surfaces (/health, /ready, /metrics, the dashboard). `port` 0 picks a
     free one (written to HERMES_HOME/ops.port); `host` unset keeps them on loopback;
@@ -180,6 +223,7 @@ class Config:
     gateway: GatewayConfig = GatewayConfig()
     cron: CronConfig = CronConfig()
     ops: OpsConfig = OpsConfig()
+    retention: RetentionConfig = RetentionConfig()
     timezone: str | None = attrs.field(default=None, validator=_timezone)
     platforms: dict[str, PlatformConfig] = attrs.field(factory=dict)
 
@@ -278,12 +322,6 @@ def _errors(exc: cattrs.BaseValidationError) -> list[str]:
         else:
             lines.append(f"{where}: {message}" if where else message)
     return lines
-
-
-def not_blank(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
-    """A validator for text input that may be absent but never empty."""
-    if value is not None and not value.strip():
-        raise _BadValue(f"{attr.name}: must not be empty")
 
 
 class InputError(ValueError):

@@ -164,7 +164,7 @@ class Router(Actor):
         resumed = await self.db.write(
             claim_interrupted, self.owner, now, self.gateway.resume_window
         )
-        await self.db.write(prune, now - self.gateway.journal_days * 86400)
+        await self.db.write(prune, now - self.config.retention.journal_days * 86400)
         self.nursery.start_soon(self._take, waiting, resumed)
         self.nursery.start_soon(self._housekeeping)
         self.nursery.start_soon(self._close_when_drained)
@@ -533,6 +533,6 @@ class Router(Actor):
                 await self.replies.answer(None, target, welcome.message(), welcome.key)
                 await self.db.write(welcomed, welcome.platform, welcome.user_id, time.time())
             if trio.current_time() - last_prune >= PRUNE_EVERY:
-                await self.db.write(prune, time.time() - self.gateway.journal_days * 86400)
+                await self.db.write(prune, time.time() - self.config.retention.journal_days * 86400)
                 last_prune = trio.current_time()
             await trio.sleep(HOUSEKEEPING)
