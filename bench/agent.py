@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from hermes.agent.chain import ProviderChain  # noqa: E402
 from hermes.agent.loop import Agent  # noqa: E402
-from hermes.agent.memory import MemoryStore  # noqa: E402
+from hermes.agent.memory import Memory, MemoryStore  # noqa: E402
 from hermes.agent.openai_compat import OpenAICompatible  # noqa: E402
+from hermes.agent.permissions import Caller  # noqa: E402
 from hermes.agent.tools.base import ToolContext  # noqa: E402
 from hermes.agent.tools.catalog import default_tools  # noqa: E402
 from hermes.state.db import Db  # noqa: E402
@@ -75,11 +76,12 @@ async def turns(url: str, root: Path) -> list[float]:
         await nursery.start(registry.run)
         async with Db(registry, root / "state.db") as db:
             terminal = TerminalSession(root, state_dir=root / ".t")  # one per conversation
-            memory = MemoryStore(root / "memories")
+            memory = Memory(MemoryStore(root / "memories"))
+            owner = Caller("local", "", "owner")
             conversation = None
             for i in range(ROUNDS + WARMUP):
                 if i % TURNS_PER_SESSION == 0:  # a new conversation: its history is read
-                    ctx, conversation = ToolContext(f"s{i}", db, terminal, memory), None
+                    ctx, conversation = ToolContext(f"s{i}", db, terminal, memory, owner), None
                 start = time.perf_counter()
                 result = await agent.run_turn(ctx, "hi", stream=False, conversation=conversation)
                 if i >= WARMUP:

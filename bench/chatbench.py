@@ -70,7 +70,9 @@ class Serve:
         self.home = tmp / "home"
         self.home.mkdir()
         (self.home / "config.yaml").write_text(
-            "gateway:\n  local:\n    port: 0\nops:\n  port: 0\nplatforms:\n" + platform
+            # No per-user limit: the offered load is the measure (users write 1 a second).
+            "gateway:\n  rate_limit: 0\n  local:\n    port: 0\nops:\n  port: 0\nplatforms:\n"
+            + platform
         )
         env = {**os.environ, "HERMES_HOME": str(self.home), **tokens}
         self.log_path = tmp / "serve.stderr"

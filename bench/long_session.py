@@ -38,8 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 from hermes.agent.chain import ProviderChain  # noqa: E402
 from hermes.agent.loop import Agent  # noqa: E402
-from hermes.agent.memory import MemoryStore  # noqa: E402
+from hermes.agent.memory import Memory, MemoryStore  # noqa: E402
 from hermes.agent.offline import OFFLINE_CONTEXT, OfflineProvider, tool_line  # noqa: E402
+from hermes.agent.permissions import Caller  # noqa: E402
 from hermes.agent.tools.base import ToolContext  # noqa: E402
 from hermes.agent.tools.catalog import default_tools  # noqa: E402
 from hermes.state.db import Db  # noqa: E402
@@ -76,7 +77,8 @@ async def one_session(root: Path) -> tuple[float, float, int]:
         await nursery.start(registry.run)
         async with Db(registry, root / "state.db") as db:
             ctx = ToolContext("long", db, TerminalSession(root, state_dir=root / ".t"),
-                              MemoryStore(root / "memories"))  # fmt: skip
+                              Memory(MemoryStore(root / "memories")),
+                              Caller("local", "", "owner"))  # fmt: skip
             conversation = None
             n = 0
             while len(await db.read(messages_of, "long", 20)) < 10:

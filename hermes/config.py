@@ -92,6 +92,7 @@ class ModelConfig:
     context_tokens: int | None = attrs.field(default=None, validator=_optional_at_least(1000))
 
 
+Role = Literal["owner", "user"]  # who may do what; see hermes.agent.permissions
 OWNER_TOOLS = ("*",)
 USER_TOOLS = ("memory", "session_search", "send_message")
 
@@ -428,6 +429,7 @@ class Secrets:
 
     _values: Mapping[str, str] = attrs.field(repr=False)
     _dotenv_names: frozenset[str] = attrs.field(repr=False)
+    _file_values: tuple[str, ...] = attrs.field(default=(), repr=False)  # all of .env's
 
     @classmethod
     def load(cls, env_path: Path, environ: Mapping[str, str] | None = None) -> Secrets:
@@ -439,10 +441,16 @@ class Secrets:
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{env_path}: {_not_utf8(exc)}") from None
         merged = {**from_file, **environ}
-        return cls(merged, frozenset(k for k in from_file if k not in environ))
+        names = frozenset(k for k in from_file if k not in environ)
+        return cls(merged, names, tuple(v for v in from_file.values() if v))
 
     def get(self, name: str) -> str | None:
         return self._values.get(name)
+
+    def hidden(self, names: list[str]) -> list[str]:
+        """What must never be shown: the values of `names` (the secrets config names) and
+        every value in .env (the file holds secrets only), overridden ones included."""
+        return [v for v in (*(self.get(n) for n in names), *self._file_values) if v]
 
     def source(self, name: str) -> str:
         """Where a secret comes from: 'environment', '.env' or 'missing'."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import attrs
@@ -61,6 +62,12 @@ class HermesHome:
         return self.root / "cache"
 
     @property
+    def workspace(self) -> Path:
+        """Where the agent's terminal sessions start, one directory per session (never
+        HERMES_HOME itself, where the secrets are)."""
+        return self.root / "workspace"
+
+    @property
     def serve_token(self) -> Path:
         return self.root / "serve.token"
 
@@ -83,12 +90,20 @@ class HermesHome:
             self.cron_output,
             self.logs,
             self.cache,
+            self.workspace,
         ):
             make_private_dir(directory)
         for secret in (self.env_path, self.serve_token):
             if secret.exists():
                 os.chmod(secret, SECRET_MODE)
         return self
+
+
+def path_part(text: str) -> str:
+    """Text from outside (a user id, a session id a client chose) as one path component:
+    letters, digits, _ and - as they are, every other character as %XX, so nothing can
+    climb out of its directory (`..`, `/`)."""
+    return re.sub(r"[^A-Za-z0-9_-]", lambda m: "".join(f"%{b:02x}" for b in m[0].encode()), text)
 
 
 def make_private_dir(path: Path) -> None:

@@ -2,15 +2,23 @@
 
 A subclass implements `connect()` (speak the wire protocol: receive, `admit`,
 acknowledge, and call `progress()` whenever the platform shows it is alive)
-and `send()`. The base runs the connection under its own cancel scope with a
+and `send()`. The base runs each connection under its own cancel scope with a
 watchdog: no progress within `progress_deadline` seconds cancels it and the
 actor crashes, so its supervisor restarts it with jittered backoff. Raising
 `AdapterFatal` (a bad token, a disabled app) ends the actor normally instead:
 under a TRANSIENT child spec it is not restarted, and its status says why.
 
+`connect()` may also return: the platform ended the connection the way it ends
+healthy ones (Discord's reconnect request, a resumable close), and the base
+connects again in the same incarnation. It paces that once for every adapter:
+at once after a connection that `settled()` (showed real progress beyond its
+handshake), after a jittered backoff that grows with each early failure in a
+row otherwise, so a platform that drops us right after the handshake is not
+hammered (Discord caps IDENTIFYs per day and resets the token past the cap).
+
 The status outlives each incarnation (the tree makes one per platform and
 hands it to every restart), so `hermes status` shows restarts, backoff and a
-fatal reason across them.
+fatal reason across them, and the run of early failures continues across them.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,10 +35,13 @@ import attrs
 import trio
 
 from hermes.actors.actor import Actor
+from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import (
     Admit,
     ChatType,
+    Fetch,
+    Fetched,
     InboundEvent,
     RetryAfter,
     Send,
@@ -50,6 +62,10 @@ CONNECTING, LIVE, BACKING_OFF, FATAL, STOPPED = (
     "fatal",
     "stopped",
 )
+# Between connections that failed before they settled: 8 s, then up to twice as long
+# each time (jittered), at most 5 min: at most 4 connections in the first minute of a
+# flapping platform and 288 a day, under Discord's 1000 IDENTIFYs a day.
+EARLY_FAILURES = Backoff(minimum=8.0, maximum=300.0)
 
 
 class AdapterFatal(Exception):
@@ -75,6 +91,7 @@ class AdapterStatus:
     state: str = CONNECTING
     reason: str | None = None
     last_progress: float | None = None  # trio time
+    early_failures: int = 0  # connections in a row that ended before they settled
 
     def detail(self) -> dict[str, Any]:
         age = None
@@ -93,6 +110,7 @@ class PlatformAdapter(Actor):
     send_grace: float = 45.0  # a send's own limit, past its HTTP timeouts
     typing_every: float = math.inf  # while a turn runs, `type_once` this often (inf: never)
     typing_at_most: float = 600.0
+    reconnect_backoff: Backoff = EARLY_FAILURES  # after connections that ended unsettled
 
     def __init__(self, name: str, status: AdapterStatus, admit: Admit) -> None:
         super().__init__(name)
@@ -100,6 +118,8 @@ class PlatformAdapter(Actor):
         self._admit = admit
         self._admitting = 0
         self._last = 0.0
+        self._settled = False  # this connection showed progress beyond its handshake
+        self._rng = random.Random()
         self._sends = trio.Semaphore(self.concurrent_sends)
         self._typing: dict[str, trio.CancelScope] = {}  # event id -> its indicator
 
@@ -113,8 +133,11 @@ class PlatformAdapter(Actor):
         and the platform's other answers pass through."""
         raise NotImplementedError(f"{cls.__name__} has no token check")
 
-    async def connect(self) -> None:
-        """Run the connection until it fails; call `progress()` as the platform answers."""
+    async def connect(self) -> str | None:
+        """Run one connection; call `progress()` as the platform answers. Raise when it
+        failed (a crash: the supervisor restarts the actor); return why it ended when
+        the platform ended it as it ends healthy connections (the base connects again,
+        paced by `settled()`)."""
         raise NotImplementedError
 
     async def send(self, request: SendRequest) -> SendResult:
@@ -151,6 +174,14 @@ class PlatformAdapter(Actor):
         self.status.last_progress = self._last
         if self.status.state != LIVE:
             self.status.state, self.status.reason = LIVE, None
+
+    def settled(self) -> None:
+        """The connection showed real progress beyond its handshake (a hello, which any
+        flapping endpoint sends, is not enough; Discord: a heartbeat acknowledged on a
+        live session): when it ends the next one starts at once, and the run of early
+        failures is over."""
+        self._settled = True
+        self.status.early_failures = 0
 
     # -- the base -------------------------------------------------------------
 
@@ -214,7 +245,6 @@ class PlatformAdapter(Actor):
             await self.exits.enter_async_context(self._admit)  # what admission holds open
         if self.status.state != FATAL:
             self.status.state, self.status.reason = CONNECTING, None
-        self._last = trio.current_time()
         self.nursery.start_soon(self._connection)
 
     async def handle(self, msg: Any) -> Any:
@@ -224,15 +254,42 @@ class PlatformAdapter(Actor):
             return None
         if isinstance(msg, TurnEvent):
             return await self.show(msg)
+        if isinstance(msg, Fetch):
+            self.nursery.start_soon(self._fetch, msg)
+            return None
         raise TypeError(f"{self.name} cannot handle {type(msg).__name__}")
 
+    async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
+        """Save the files an authorized event carries (its `attachments`, as this adapter
+        made them) into the cache. A platform without media has none to fetch."""
+        return Fetched((), tuple(f"[{self.platform} cannot fetch {a}]" for a in attachments))
+
+    async def _fetch(self, msg: Fetch) -> None:
+        try:
+            msg.reply.set(await self.fetch(msg.attachments))
+        except Exception as exc:
+            msg.reply.fail(exc)
+
     async def _connection(self) -> None:
+        """Connections one after another for this incarnation's life: one that returned
+        is followed by the next, paced; a crash or a missed deadline raises (the
+        supervisor restarts the actor); a fatal error stops the actor."""
+        while True:
+            why = await self._connect_once()
+            if why is None:
+                return
+            await self._pace(why)
+
+    async def _connect_once(self) -> str | None:
+        """One `connect()` under its own cancel scope and watchdog: why it ended, or None
+        when it was fatal."""
+        self._settled = False
+        self._last = trio.current_time()
         watch = trio.CancelScope()
         with trio.CancelScope() as connection:
             self.nursery.start_soon(self._watch, connection, watch)
             try:
-                await self.connect()
-                raise ConnectionEnded(f"{self.platform}: the platform closed the connection")
+                return await self.connect() or f"{self.platform}: the connection ended"
             except Exception as exc:
                 fatal = _fatal_in(exc)
                 if fatal is None:
@@ -241,12 +298,28 @@ class PlatformAdapter(Actor):
                 log.error("%s: %s; not restarting", self.name, fatal.reason)
                 self.status.state, self.status.reason = FATAL, fatal.reason
                 self.stop()
-                return
+                return None
             finally:
                 watch.cancel()
         why = f"no progress for {self.progress_deadline:g} s"
         self.status.state, self.status.reason = BACKING_OFF, why
         raise ProgressLost(f"{self.name}: {why}")
+
+    async def _pace(self, why: str) -> None:
+        """Before the next connection: none after one that settled; after one that ended
+        early, a jittered wait that grows with each early failure in a row."""
+        if self._settled:
+            log.info("%s: %s; connecting again", self.name, why)
+            self.status.state, self.status.reason = CONNECTING, why
+            return
+        self.status.early_failures += 1
+        wait = self.reconnect_backoff.delay(self.status.early_failures, self._rng)
+        self.status.state = BACKING_OFF
+        self.status.reason = f"{why}; connecting again in {wait:.1f} s"
+        log.warning("%s: %s (early failure %d in a row)", self.name, self.status.reason,
+                    self.status.early_failures)  # fmt: skip
+        await trio.sleep(wait)
+        self.status.state, self.status.reason = CONNECTING, None
 
     async def _watch(self, connection: trio.CancelScope, watch: trio.CancelScope) -> None:
         """Cancel the connection when no progress came within the deadline."""

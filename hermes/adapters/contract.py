@@ -30,7 +30,9 @@ class InboundEvent:
     update_id, Slack's event_id, Discord's message id): admission is keyed by
     (platform, event_id), so a retried or replayed event is recognised.
     `mentioned` says whether the bot was mentioned or replied to (the router
-    applies require_mention in groups); `attachments` are local file paths.
+    applies require_mention in groups); `attachments` are the adapter's own references
+    to the files the message carries, fetched (`Fetch`) only once the event is
+    authorized: a stranger's media costs nothing.
     `session_hint` is set only by an adapter that picks the session at its edge
     (the local endpoint: the session its client names, or a new id).
     """
@@ -135,6 +137,23 @@ class Send:
 
     request: SendRequest
     reply: Reply = attrs.field(eq=False)
+
+
+@attrs.frozen
+class Fetch:
+    """Ask an adapter to fetch an authorized event's attachments (a cast): `reply` gets
+    a `Fetched`. Fetches run beside sends, never in the receive loop."""
+
+    attachments: tuple[str, ...]
+    reply: Reply = attrs.field(eq=False)
+
+
+@attrs.frozen
+class Fetched:
+    """Where the files were saved, and a line for each one that could not be fetched."""
+
+    paths: tuple[str, ...]
+    problems: tuple[str, ...] = ()
 
 
 @attrs.frozen

@@ -35,7 +35,7 @@ MODEL_CALLS = Counter(
 
 
 class AllProvidersFailed(ProviderError):
-    pass
+    user_line = "no model provider could answer; try again in a while"
 
 
 class ProviderChain:

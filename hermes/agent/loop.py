@@ -30,9 +30,11 @@ from hermes.agent.context import (
     prompt_chars,
     provider_key,
 )
+from hermes.agent.permissions import Permissions
 from hermes.agent.prompt import system_prompt
 from hermes.agent.provider import ModelReply, Provider, ToolCall
 from hermes.agent.tools.base import Tool, ToolContext, ToolError, schema
+from hermes.config import Role, ToolsConfig
 from hermes.delivery.outbox import nudge
 from hermes.delivery.replies import Answer
 from hermes.state.db import PendingWrite
@@ -46,6 +48,12 @@ from hermes.state.messages import (
 from hermes.state.sessions import get_session
 
 log = logging.getLogger(__name__)
+
+COMMAND_TOOLS = ("terminal", "process")  # tools that run commands on the host
+NOT_RUN_AGAIN = (
+    "hermes restarted while a command of this turn was running; it was not run again."
+    " Send your message again if you want it run."
+)
 
 
 @attrs.frozen
@@ -76,13 +84,31 @@ class Agent:
         tools: dict[str, Tool],
         max_turns: int = 20,
         budgets: Budgets | None = None,
+        permissions: Permissions | None = None,
+        redact: Callable[[str], str] = str,
     ) -> None:
+        """`permissions`: which tools each role is offered (default: agent.tools's
+        defaults); `redact`: applied to every tool result before the model, the
+        transcript or a client sees it (serve's redactor of every secret it holds)."""
         self.chain = chain
         self.tools = tools
         self.max_turns = max_turns
         self.budgets = budgets or Budgets()
-        self._schemas = [schema(t) for t in tools.values()]
-        self._schema_chars = sum(len(str(s)) for s in self._schemas)
+        self.permissions = permissions or Permissions.build(ToolsConfig(), tools)
+        self.redact = redact
+        self._offered: dict[str, tuple[list[dict[str, Any]], int]] = {}
+        for role in ("owner", "user"):
+            names = self.permissions.tools_for(role)
+            schemas = [schema(t) for name, t in tools.items() if name in names]
+            self._offered[role] = (schemas, sum(len(str(s)) for s in schemas))
+
+    def offered(self, role: Role) -> list[str]:
+        """The tools a role's sessions are offered, by name."""
+        return [s["function"]["name"] for s in self._offered[role][0]]
+
+    def schema_chars(self, role: Role) -> int:
+        """How much of every prompt the role's tool list takes."""
+        return self._offered[role][1]
 
     def compactor(self, ctx: ToolContext) -> Compactor:
         return Compactor(self.budgets, ctx.db, ctx.session_id, ctx.terminal.options.spill_dir)
@@ -97,8 +123,9 @@ class Agent:
     async def compress(self, ctx: ToolContext, conversation: Conversation, source: str) -> str:
         """/compress: summarize every turn but the last few now; says what it did."""
         provider = self.chain.providers[0]
+        chars = self.schema_chars(ctx.caller.role)
         done = await self.compactor(ctx).compact(
-            conversation, self.system(ctx, source), self._schema_chars, provider, force=True
+            conversation, self.system(ctx, source), chars, provider, force=True
         )
         return done.describe()
 
@@ -107,7 +134,7 @@ class Agent:
         the session has used."""
         provider = self.chain.providers[0]
         prompt = conversation.prompt(self.system(ctx, source))
-        size = self.budgets.estimate(prompt, self._schema_chars, provider)
+        size = self.budgets.estimate(prompt, self.schema_chars(ctx.caller.role), provider)
         window = provider.context_tokens
         session = await ctx.db.read(get_session, ctx.session_id)
         used_in, used_out = (session.input_tokens, session.output_tokens) if session else (0, 0)
@@ -143,6 +170,13 @@ class Agent:
             if done is not None:  # cut after its answer was recorded (and queued with it)
                 emit(Event("done", done))
                 return TurnResult(done, 0, "", "", conversation)
+            if _cut_in_a_command(conversation, user_text):  # never run it again unasked
+                row_id = await db.write(append_answered, NewMessage(ctx.session_id, "assistant",
+                                        NOT_RUN_AGAIN), answer)  # fmt: skip
+                nudge(ctx.outbox)
+                conversation.add({"role": "assistant", "content": NOT_RUN_AGAIN}, row_id)
+                emit(Event("done", NOT_RUN_AGAIN))
+                return TurnResult(NOT_RUN_AGAIN, 0, "", "", conversation)
             if not _asked(conversation, user_text):  # cut before it began: ask it now
                 user_write = await db.submit(continue_turn, ctx.session_id, source, user_text)
                 conversation.add(user_message)
@@ -158,20 +192,20 @@ class Agent:
         system = self.system(ctx, source)
         compactor = self.compactor(ctx)
         sent: dict[str, int] = {}
+        schemas, schema_chars = self._offered[ctx.caller.role]
 
         async def prepare(provider: Provider) -> list[dict[str, Any]]:
-            await compactor.fit(conversation, system, self._schema_chars, provider)
+            await compactor.fit(conversation, system, schema_chars, provider)
             messages = conversation.prompt(system)
-            sent[provider_key(provider.name, provider.model)] = (
-                prompt_chars(messages) + self._schema_chars
-            )
+            key = provider_key(provider.name, provider.model)
+            sent[key] = prompt_chars(messages) + schema_chars
             return messages
 
         on_text = (lambda piece: emit(Event("text", piece))) if stream else None
         reply: ModelReply | None = None
         try:
             for calls_made in range(1, self.max_turns + 1):
-                reply = await self.chain.complete(prepare, self._schemas, on_text)
+                reply = await self.chain.complete(prepare, schemas, on_text)
                 key = provider_key(reply.provider, reply.model)
                 self.budgets.calibrate(key, sent.get(key, 0), reply.input_tokens)
                 earlier, user_write = user_write, None
@@ -203,7 +237,7 @@ class Agent:
             conversation.add({"role": "assistant", "content": text}, row_id)
             return TurnResult(text, self.max_turns, reply.provider, reply.model, conversation)
         except BaseException as exc:
-            note = INTERRUPTED if is_cancel(exc) else f"[the turn failed: {exc}]"
+            note = INTERRUPTED if is_cancel(exc) else self.redact(f"[the turn failed: {exc}]")
             with trio.CancelScope(shield=True):
                 try:
                     if user_write is not None:  # the model call failed or was cancelled
@@ -254,9 +288,18 @@ class Agent:
         return results
 
     async def _call_tool(self, call: ToolCall, ctx: ToolContext) -> str:
+        """The call's result, redacted: nothing a secret-holding tool printed reaches the
+        model, the transcript or a client. A tool the caller's role may not call is
+        refused before anything runs."""
+        return self.redact(await self._result_of(call, ctx))
+
+    async def _result_of(self, call: ToolCall, ctx: ToolContext) -> str:
         tool = self.tools.get(call.name)
         if tool is None:
             return f"error: there is no tool {call.name!r}"
+        refusal = self.permissions.refusal(ctx.caller.role, call.name)
+        if refusal is not None:
+            return f"error: {refusal}"
         try:
             return await tool(call.parsed(), ctx)
         except (ToolError, ValueError) as exc:
@@ -293,6 +336,26 @@ def _answered(conversation: Conversation, text: str) -> str | None:
     if last["role"] != "assistant" or last.get("tool_calls") or not last.get("content"):
         return None
     return last["content"]
+
+
+def _cut_in_a_command(conversation: Conversation, text: str) -> bool:
+    """Whether the turn asking `text` was cut while a command ran: a terminal or process
+    call after it has no recorded result. The transcript records the call before it
+    runs, so this holds across a crash, where nothing else could be written."""
+    messages = conversation.messages
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if not users or messages[users[-1]].get("content") != text:
+        return False
+    commands = {
+        call["id"]
+        for m in messages[users[-1] :]
+        for call in m.get("tool_calls") or ()
+        if call["function"]["name"] in COMMAND_TOOLS
+    }
+    return any(
+        m["role"] == "tool" and m.get("tool_call_id") in commands and m["content"] == INTERRUPTED
+        for m in messages[users[-1] :]
+    )
 
 
 def _asked(conversation: Conversation, text: str) -> bool:

@@ -4,6 +4,11 @@ Entries are lines starting with "- ". Both files are loaded into the system
 prompt, so the caps keep every turn's prompt bounded. Every turn asks for
 that block, so it is kept: a change made through the store shows at once,
 an edit of the files by hand within RECHECK_SECONDS.
+
+Memory is per user: owners keep the owner-wide files at the top of
+`memories/`; every other user keeps their own under
+`memories/<platform>/<user>/` and reads the owner-wide notes (MEMORY.md),
+which only owners write (`Memory`).
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hermes.home import path_part
+
 FILES = {"memory": "MEMORY.md", "user": "USER.md"}
 CAPS = {"memory": 2_200, "user": 1_375}  # characters
+TITLES = {"memory": "Your notes", "user": "About the user"}
 RECHECK_SECONDS = 1.0
 
 
@@ -27,7 +35,7 @@ class MemoryStore:
         self.directory = directory
         self._clock = clock
         self._cache: dict[str, tuple[tuple[int, int], list[str]]] = {}
-        self._block: tuple[float, str] | None = None  # (when checked, the prompt block)
+        self._blocks: dict[tuple[str, ...], tuple[float, str]] = {}  # targets -> (checked, block)
 
     def _path(self, target: str) -> Path:
         if target not in FILES:
@@ -63,7 +71,7 @@ class MemoryStore:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-        self._block = None
+        self._blocks.clear()
 
     def add(self, target: str, text: str) -> str:
         text = " ".join(text.split())
@@ -94,17 +102,52 @@ class MemoryStore:
         self._save(target, kept)
         return f"removed {len(entries) - len(kept)} from {FILES[target]}"
 
-    def prompt_block(self) -> str:
-        """Both files for the system prompt; the files are looked at again (two
-        stats) at most once per RECHECK_SECONDS."""
+    def prompt_block(self, targets: tuple[str, ...] = tuple(FILES)) -> str:
+        """The files for the system prompt; they are looked at again (a stat each) at
+        most once per RECHECK_SECONDS."""
         now = self._clock()
-        if self._block is not None and now - self._block[0] < RECHECK_SECONDS:
-            return self._block[1]
+        kept = self._blocks.get(targets)
+        if kept is not None and now - kept[0] < RECHECK_SECONDS:
+            return kept[1]
         parts = []
-        for target, title in (("memory", "Your notes"), ("user", "About the user")):
+        for target in targets:
             entries = self.entries(target)
             if entries:
-                parts.append(f"## {title}\n" + "\n".join(f"- {e}" for e in entries))
+                parts.append(f"## {TITLES[target]}\n" + "\n".join(f"- {e}" for e in entries))
         block = "\n\n".join(parts)
-        self._block = (now, block)
+        self._blocks[targets] = (now, block)
         return block
+
+
+def user_directory(root: Path, platform: str, user_id: str) -> Path:
+    """Where a user who is not an owner keeps their memory."""
+    return root / path_part(platform) / path_part(user_id)
+
+
+class Memory:
+    """One caller's memory. Owners (`own` None) write and read the owner-wide files; a
+    user writes only their own files and reads the owner-wide notes beside them."""
+
+    def __init__(self, shared: MemoryStore, own: MemoryStore | None = None) -> None:
+        self.shared = shared
+        self.own = own
+
+    def _store(self, target: str) -> MemoryStore:
+        return self.own if self.own is not None else self.shared
+
+    def add(self, target: str, text: str) -> str:
+        return self._store(target).add(target, text)
+
+    def replace(self, target: str, old: str, text: str) -> str:
+        return self._store(target).replace(target, old, text)
+
+    def remove(self, target: str, old: str) -> str:
+        return self._store(target).remove(target, old)
+
+    def prompt_block(self) -> str:
+        if self.own is None:
+            return self.shared.prompt_block()
+        shared = self.shared.prompt_block(("memory",)).replace(
+            f"## {TITLES['memory']}", "## Notes the owner keeps for everyone", 1
+        )
+        return "\n\n".join(b for b in (shared, self.own.prompt_block()) if b)

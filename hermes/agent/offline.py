@@ -2,7 +2,9 @@
 
 - Plain text is echoed: "You said: <text>".
 - Lines of the form `/tool NAME {json}` in the user's message become tool
-  calls (several lines, several calls), so a conversation can drive tools.
+  calls (several lines, several calls), so a conversation can drive tools. A
+  tool that was not offered is called all the same: the agent refuses it, and
+  the user reads why.
 - After tool results it answers with a short summary of them.
 - Asked to compact a conversation, it writes a short deterministic summary.
   Its context window is small (OFFLINE_CONTEXT), so a long chat compacts on
@@ -58,13 +60,11 @@ class OfflineProvider:
             reply = "Tool results:\n" + "\n".join(reversed(results))
             return self._say(reply, on_text)
         user = _text(last.get("content"))
-        known = {t["function"]["name"] for t in tools}
         calls = []
         for n, line in enumerate(user.splitlines()):
             if line.startswith("/tool "):
                 name, _, args = line[6:].strip().partition(" ")
-                if name in known:
-                    calls.append(ToolCall(f"call_{len(messages)}_{n}", name, args.strip() or "{}"))
+                calls.append(ToolCall(f"call_{len(messages)}_{n}", name, args.strip() or "{}"))
         if calls:
             return ModelReply(None, tuple(calls), self.name, self.model)
         return self._say(f"You said: {user}", on_text)

@@ -40,7 +40,12 @@ class ModelReply:
 
 
 class ProviderError(Exception):
-    """A provider failed in a way that neither a retry nor a fallback will fix."""
+    """A provider failed in a way that neither a retry nor a fallback will fix.
+
+    Its message (the provider's URL, status and body) is for the log; a chat user
+    reads only `user_line`."""
+
+    user_line = "the model provider answered with an error"
 
 
 class FallbackError(ProviderError):
@@ -48,15 +53,17 @@ class FallbackError(ProviderError):
 
 
 class AuthFailed(FallbackError):
-    pass
+    user_line = "the model provider refused hermes's credentials"
 
 
 class Unreachable(FallbackError):
-    pass
+    user_line = "the model provider cannot be reached"
 
 
 class Retryable(ProviderError):
     """Worth another try after a backoff (429, 5xx); after the retries, fall back."""
+
+    user_line = "the model provider is busy or failing; try again in a while"
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)

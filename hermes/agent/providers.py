@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import Budgets
 from hermes.agent.loop import Agent
 from hermes.agent.offline import OFFLINE_CONTEXT, OfflineProvider
 from hermes.agent.openai_compat import DEFAULT_CONTEXT, OpenAICompatible
+from hermes.agent.permissions import Permissions
 from hermes.agent.provider import Provider
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config, ConfigError, ModelConfig, Secrets
@@ -29,8 +32,14 @@ def build_chain(config: Config, secrets: Secrets) -> ProviderChain:
     return ProviderChain([build_provider(e, secrets) for e in entries])
 
 
-def build_agent(config: Config, secrets: Secrets) -> Agent:
-    """The agent config.yaml describes: its providers, tools, turn bound and context budget."""
+def build_agent(
+    config: Config, secrets: Secrets, redact: Callable[[str], str] = str
+) -> Agent:
+    """The agent config.yaml describes: its providers, tools (and which role may call
+    which), turn bound and context budget. `redact` cleans every tool result."""
     agent = config.agent
     budgets = Budgets(agent.compact_at, agent.keep_turns)
-    return Agent(build_chain(config, secrets), default_tools(), agent.max_turns, budgets)
+    tools = default_tools()
+    permissions = Permissions.build(agent.tools, tools)
+    return Agent(build_chain(config, secrets), tools, agent.max_turns, budgets, permissions,
+                 redact)  # fmt: skip

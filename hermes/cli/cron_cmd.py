@@ -239,7 +239,7 @@ def _outcome(conn, record: TargetRecord) -> str:
         state, error, mirrored = found
         line += state + (f": {error}" if error else "") + (f"; {mirrored}" if mirrored else "")
     elif record.status == "queued":
-        line += "no longer in the outbox (sent rows are kept a week)"
+        line += "no longer in the outbox (sent rows are kept retention.outbox_sent_days)"
     else:
         line += record.status
     if record.note and record.note not in line:

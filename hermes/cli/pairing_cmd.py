@@ -1,8 +1,9 @@
-"""`hermes pairing list | approve PLATFORM (CODE | --user USER) | deny PLATFORM USER |
-revoke PLATFORM USER`.
+"""`hermes pairing list | approve PLATFORM CODE | deny PLATFORM USER | revoke PLATFORM USER`.
 
 Written straight into state.db: a running serve reads the approved users
 for every message, so an approval or a revocation takes effect at once.
+Approval takes the code the user was sent, never a name or id from the list:
+a stranger picks their own display name, and a lookalike must not get in.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from hermes.config import load_config
 from hermes.gateway.pairing import (
     CODE_LENGTH,
     PairingRefused,
-    approve_request,
     attempt_approval,
     deny_request,
     owner_rule,
@@ -36,9 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions.add_parser("list", help="pending pairing requests")
     approve = actions.add_parser("approve", help="let the user who was sent CODE in")
     approve.add_argument("platform", help="telegram, discord, slack, ...")
-    which = approve.add_mutually_exclusive_group(required=True)
-    which.add_argument("code", nargs="?", help="the 8-character code the user was sent")
-    which.add_argument("--user", help="or the user id of a pending request (`pairing list`)")
+    approve.add_argument("code", help="the 8-character code the user was sent")
     deny = actions.add_parser("deny", help="drop a pending request; its code stops working")
     deny.add_argument("platform")
     deny.add_argument("user", help="the platform's user id")
@@ -56,9 +54,7 @@ def pairing(args: argparse.Namespace) -> int:
     conn = open_for_writing(home.state_db)
     try:
         with immediate(conn):
-            if args.action == "approve" and args.user:
-                result = approve_request(conn, args.platform, args.user, time.time(), "cli")
-            elif args.action == "approve":
+            if args.action == "approve":
                 result = attempt_approval(conn, args.platform, args.code, time.time(), "cli")
             elif args.action == "deny":
                 result = deny_request(conn, args.platform, args.user)

@@ -40,6 +40,15 @@ class Job:
     lease_expires_at: float | None
     fence: int
     running_fence: int | None
+    role: str  # its maker's role (owner or user): what its agent turns may do
+
+    def made_by(self, platform: str, user_id: str) -> bool:
+        """Whether this user made the job (from a chat: its origin names them)."""
+        return (
+            self.origin is not None
+            and self.origin.platform == platform
+            and self.origin.user_id == user_id
+        )
 
     @property
     def recurring(self) -> bool:

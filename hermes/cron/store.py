@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import apsw
 import attrs
 
+from hermes.config import Role
 from hermes.cron.injection import check as injection_check
 from hermes.cron.jobs import JOB_SELECT, RUN_SELECT, Job, Run, job_from_row
 from hermes.cron.schedule import GRACE_MIN, ONE_SHOT_GRACE, Schedule, grace, next_after
@@ -39,6 +40,7 @@ class NewJob:
     workdir: str | None = None
     model: str | None = None
     provider: str | None = None
+    role: Role = "owner"  # its maker's: a chat user's job runs with a user's tools
 
 
 @attrs.frozen
@@ -76,7 +78,7 @@ def create_job(conn: apsw.Connection, new: NewJob, now: float, tz: ZoneInfo) -> 
     conn.execute(
         "INSERT INTO cron_jobs (id, name, prompt, script, no_agent, schedule, schedule_display,"
         " repeat_times, deliver, origin, attach_to_session, catch_up, workdir, model, provider,"
-        " created_at, next_run_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " created_at, next_run_at, role) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             job_id,
             new.name,
@@ -95,6 +97,7 @@ def create_job(conn: apsw.Connection, new: NewJob, now: float, tz: ZoneInfo) -> 
             new.provider,
             now,
             first,
+            new.role,
         ),
     )
     return get_job(conn, job_id)
@@ -460,3 +463,23 @@ def cancel_job(conn: apsw.Connection, ref: str, now: float) -> Job:
 def run_history(conn: apsw.Connection, job_id: str, limit: int = 20) -> list[Run]:
     rows = conn.execute(f"{RUN_SELECT} WHERE job_id = ? ORDER BY id DESC LIMIT ?", (job_id, limit))
     return [Run(*r) for r in rows]
+
+
+def prune_runs(conn: apsw.Connection, keep: int) -> int:
+    """Forget each job's runs beyond its newest `keep`, never a run still running (its
+    fire holds a lease, and runs skipped while it ran may outnumber `keep`); returns
+    how many."""
+    conn.execute(
+        "DELETE FROM cron_runs WHERE status != 'running' AND id IN (SELECT id FROM"
+        " (SELECT id, row_number() OVER (PARTITION BY job_id ORDER BY id DESC) AS newer"
+        " FROM cron_runs) WHERE newer > ?)",
+        (keep,),
+    )
+    return conn.changes()
+
+
+def prune_deliveries(conn: apsw.Connection, before: float) -> int:
+    """Forget runs' target records made before `before` (their outcome is the outbox
+    rows' state, pruned on its own rule); returns how many."""
+    conn.execute("DELETE FROM cron_deliveries WHERE created_at < ?", (before,))
+    return conn.changes()

@@ -52,7 +52,6 @@ from hermes.delivery.outbox_store import (
     mark_unknown,
     next_in_chat,
     next_not_before,
-    prune_sent,
     recover,
 )
 from hermes.state.db import Db
@@ -68,7 +67,6 @@ FRESHNESS = 24 * 3600.0  # a reply that old is noise
 SEND_TIMEOUT = 60.0
 LOOK_EVERY = 30.0  # also look this often: rows a CLI retried, or queued with no nudge
 RETRY_BACKOFF = Backoff(minimum=1.0, maximum=300.0)
-KEEP_SENT = 7 * 86400.0
 
 
 @attrs.frozen
@@ -169,7 +167,6 @@ class Outbox(Actor):
         done = await self.db.write(recover, self.deduplicating, now, self.freshness)
         if any(done.values()):
             log.info("outbox after the restart: %s", done)
-        await self.db.write(prune_sent, now - KEEP_SENT)
         self.nursery.start_soon(self._dispatch_loop)
 
     def stop_intake(self) -> None:

@@ -287,7 +287,8 @@ def purge_dead(conn: apsw.Connection) -> int:
 
 
 def prune_sent(conn: apsw.Connection, before: float) -> int:
-    """Forget sent rows older than `before` (their keys have done their job)."""
+    """Forget rows sent before `before` (their keys have done their job); unsent, dead
+    and unknown rows stay (an operator acts on the last two)."""
     conn.execute("DELETE FROM outbox WHERE state = ? AND updated_at < ?", (SENT, before))
     return conn.changes()
 
@@ -296,7 +297,7 @@ def message_state(conn: apsw.Connection, key: str) -> tuple[str, str | None, str
     """How the message queued under `key` fared, over all its chunks: dead or unknown
     if any chunk is, sent when all are, else the first unfinished chunk's state; with
     the last error and the mirror's outcome. None: no row left (sent rows are pruned
-    after a week; `outbox purge --dead` removes dead ones)."""
+    after `retention.outbox_sent_days`; `outbox purge --dead` removes dead ones)."""
     rows = [
         row[1:]
         for row in conn.execute(

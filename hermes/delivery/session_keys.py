@@ -1,6 +1,6 @@
 """Session keys: which conversation a message in a chat belongs to.
 
-    agent:<profile>:<platform>:<chat_type>[:<scope>]:<chat>[:<thread>][:<user>]
+    agent:<profile>:<platform>:<chat_type>[:<scope>]:<chat>[:thread:<thread>][:user:<user>]
 
 A DM is keyed by its chat (the sender stands in only when there is no chat
 id), then its thread. In a group or channel: the chat, then the thread; the
@@ -8,7 +8,8 @@ sender is added when `group_sessions_per_user` (default true) and the
 message is not in a thread, and inside a thread only when
 `thread_sessions_per_user` (threads are shared by default). A workspace or
 guild (scope) goes before the chat id: Slack's channel ids are unique only
-within their workspace.
+within their workspace. A thread and a user are labelled, so a topic whose id
+equals a user's id is never that user's session.
 
 The router keys inbound events with it; delivery (its lowest user) keys the sessions a cron
 brief seeds, so a reply resolves to the very session the brief was written to.
@@ -38,22 +39,25 @@ def session_key(
     if where.scope_id:
         parts.append(where.scope_id)
     if chat_type is ChatType.DM:
-        if not (where.chat_id or user_id):
+        if where.chat_id:
+            parts.append(where.chat_id)
+        elif user_id:
+            parts += ["user", user_id]
+        else:
             return None
-        parts.append(where.chat_id or user_id)
         if where.thread_id:
-            parts.append(where.thread_id)
+            parts += ["thread", where.thread_id]
         return ":".join(parts)
     parts.append(where.chat_id)
     per_user = (
         config.thread_sessions_per_user if where.thread_id else (config.group_sessions_per_user)
     )
     if where.thread_id:
-        parts.append(where.thread_id)
+        parts += ["thread", where.thread_id]
     if per_user:
         if not user_id:
             return None
-        parts.append(user_id)
+        parts += ["user", user_id]
     return ":".join(parts)
 
 

@@ -14,7 +14,7 @@ import attrs
 
 from hermes.adapters.contract import InboundEvent
 from hermes.delivery.channels import set_home
-from hermes.gateway.pairing import owner_rule, owners
+from hermes.gateway.roles import role_of
 from hermes.state.errors import SessionNotFound
 from hermes.state.sessions import end_session
 
@@ -25,7 +25,7 @@ HELP = """\
 /new      start a new session here
 /stop     stop the running turn
 /status   this session: id, model, running or idle
-/whoami   who you are to me
+/whoami   who you are to me: your role and tools
 /sethome  make this chat the home channel (owners)
 /model    the model that answers
 /compress summarize older turns now
@@ -81,29 +81,17 @@ async def _status(c: CommandContext) -> CommandReply:
     return CommandReply(text, c.session_id)
 
 
-async def is_owner(router: Router, event: InboundEvent) -> bool:
-    """Owners: the local endpoint's user, the one config names, else the first approved."""
-    if event.platform == "local":
-        return True
-    configured = router.config.platforms.get(event.platform)
-    named = configured.owner if configured is not None else None
-    if named:
-        return owner_rule(named, event.user_id, False)
-    return owner_rule(
-        None, event.user_id, event.user_id in await router.db.read(owners, event.platform)
-    )
-
-
 async def _whoami(c: CommandContext) -> CommandReply:
     e = c.event
     name = f" ({e.user_name})" if e.user_name else ""
-    owner = "yes" if await is_owner(c.router, e) else "no"
-    return CommandReply(f"{e.platform} user {e.user_id}{name} · authorized · owner: {owner}",
-                        c.session_id)  # fmt: skip
+    role = await role_of(e, c.router.config, c.router.db)
+    tools = ", ".join(c.router.agent.offered(role)) or "none"
+    return CommandReply(f"{e.platform} user {e.user_id}{name} · authorized · role: {role}"
+                        f" · tools: {tools}", c.session_id)  # fmt: skip
 
 
 async def _sethome(c: CommandContext) -> CommandReply:
-    if not await is_owner(c.router, c.event):
+    if await role_of(c.event, c.router.config, c.router.db) != "owner":
         return CommandReply("Only an owner can set the home channel.", c.session_id)
     target = c.event.target()
     await c.router.db.write(set_home, target, c.event.user_id, time.time())

@@ -150,6 +150,13 @@ def new_owner() -> str:
 
 
 def prune(conn: apsw.Connection, before: float) -> int:
-    """Forget events received before `before` (the retention window); returns how many."""
-    conn.execute("DELETE FROM inbound_journal WHERE received_at < ?", (before,))
+    """Forget events received before `before` (the retention window) that are done with:
+    answered or refused, or taken before `before` too (no turn runs that long, and the
+    resume window is long past). An event never taken stays: the router takes it.
+    Returns how many."""
+    conn.execute(
+        "DELETE FROM inbound_journal WHERE received_at < ? AND (state IN (?, ?)"
+        " OR (state IN (?, ?) AND started_at < ?))",
+        (before, ANSWERED, REFUSED, STARTED, RESUMED, before),
+    )
     return conn.changes()

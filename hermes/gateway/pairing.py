@@ -7,6 +7,10 @@ owner sees a two-character hint. The lockout counts failed approvals per
 platform: five within an hour lock approvals for an hour, valid codes
 included, so guessing a code is hopeless even within its hour.
 
+A stranger is answered at most once an hour however often they write
+(`pairing_replies`), and a full platform makes room by dropping its oldest
+request, so strangers can neither make the bot spam nor lock pairing for others.
+
 `attempt_approval` returns a refusal instead of raising it: the failure it
 records must commit, and a write that raises is rolled back. Raise the
 returned refusal after the commit (`approve` does, through a Db handle).
@@ -27,7 +31,8 @@ ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, no 1/I: nothing to misr
 CODE_LENGTH = 8
 HINT_LENGTH = 2
 CODE_TTL = 3600.0
-MAX_PENDING = 3  # per platform
+MAX_PENDING = 3  # per platform; a new request evicts the oldest
+REPLY_INTERVAL = 3600.0  # a stranger is sent at most one code in this long
 LOCK_FAILURES = 5  # failed approvals within LOCK_WINDOW lock a platform ...
 LOCK_WINDOW = 3600.0
 LOCK_SECONDS = 3600.0  # ... for this long after the last of them
@@ -54,8 +59,9 @@ class PairingLocked(PairingRefused):
 class PairingOffer:
     """What to tell a user who asked to pair.
 
-    `code` is set only for a new request. `again`: their request is still
-    pending, and its code cannot be shown again (only its hash is stored).
+    `code` is set only for a new request. `quiet`: they were sent a code within
+    REPLY_INTERVAL (pending, or dropped since), so nothing is said: every answer
+    to a stranger is a message someone else can make the bot send.
     `already_approved`: they are in already.
     """
 
@@ -63,19 +69,16 @@ class PairingOffer:
     user_id: str
     code: str | None
     expires_at: float | None
-    again: bool = False
+    quiet: bool = False
     already_approved: bool = False
 
     def message(self, now: float) -> str:
-        """The text to send back to the user."""
+        """The text to send back to the user; empty when nothing is to be sent."""
         if self.already_approved:
             return "You are already approved; just write your message."
+        if self.quiet or self.code is None:
+            return ""
         minutes = max(1, round(((self.expires_at or now) - now) / 60))
-        if self.again:
-            return (
-                "Your pairing request is pending; use the code you were sent."
-                f" It expires in {minutes} min."
-            )
         return (
             f"I don't know you yet. Your pairing code is {self.code}. Ask my owner to run\n"
             f"  hermes pairing approve {self.platform} {self.code}\n"
@@ -133,24 +136,29 @@ def request_code(
     """A new pairing code for a user, or what to tell them if they need none. `chat_id`
     is their DM, where they are told once they are approved.
 
-    Raises PairingRefused when the platform has MAX_PENDING requests pending.
+    Quiet for a user sent a code within REPLY_INTERVAL. When the platform has
+    MAX_PENDING requests pending, the oldest is dropped (its code stops working,
+    its user is not told): a flood of strangers cannot keep a friend out for good.
     """
     conn.execute("DELETE FROM pairing_requests WHERE expires_at <= ?", (now,))
+    conn.execute("DELETE FROM pairing_replies WHERE replied_at <= ?", (now - REPLY_INTERVAL,))
     if _is_approved(conn, platform, user_id):
         return PairingOffer(platform, user_id, None, None, already_approved=True)
-    row = conn.execute(
-        "SELECT expires_at FROM pairing_requests WHERE platform = ? AND user_id = ?",
-        (platform, user_id),
+    answered = conn.execute(
+        "SELECT 1 FROM pairing_replies WHERE platform = ? AND user_id = ?"
+        " UNION ALL SELECT 1 FROM pairing_requests WHERE platform = ? AND user_id = ?",
+        (platform, user_id, platform, user_id),
     ).fetchone()
-    if row is not None:
-        return PairingOffer(platform, user_id, None, row[0], again=True)
-    count, soonest = conn.execute(
-        "SELECT count(*), min(expires_at) FROM pairing_requests WHERE platform = ?", (platform,)
-    ).fetchone()
-    if count >= MAX_PENDING:
-        raise PairingRefused(
-            f"{platform} has {count} pairing requests pending, the most allowed; approve one"
-            f" or wait until one expires (in {max(1, round((soonest - now) / 60))} min)"
+    if answered is not None:
+        return PairingOffer(platform, user_id, None, None, quiet=True)
+    crowd = conn.execute(
+        "SELECT count(*) FROM pairing_requests WHERE platform = ?", (platform,)
+    ).get
+    if crowd >= MAX_PENDING:  # the oldest make room; their pairing_replies rows stay
+        conn.execute(
+            "DELETE FROM pairing_requests WHERE rowid IN (SELECT rowid FROM pairing_requests"
+            " WHERE platform = ? ORDER BY created_at, user_id LIMIT ?)",
+            (platform, crowd - MAX_PENDING + 1),
         )
     code = new_code()
     conn.execute(
@@ -159,6 +167,10 @@ def request_code(
         (platform, user_id, user_name, code_hash(platform, code), code[:HINT_LENGTH], now,
          now + CODE_TTL, chat_id),
     )  # fmt: skip
+    conn.execute(
+        "INSERT OR REPLACE INTO pairing_replies (platform, user_id, replied_at) VALUES (?,?,?)",
+        (platform, user_id, now),
+    )
     return PairingOffer(platform, user_id, code, now + CODE_TTL)
 
 
@@ -210,24 +222,9 @@ def attempt_approval(
     return _approve(conn, platform, *row, now, approved_by)
 
 
-def approve_request(
-    conn: apsw.Connection, platform: str, user_id: str, now: float, approved_by: str
-) -> Approved | PairingRefused:
-    """Approve a pending request by its user, without the code: for an operator who is
-    already authenticated (the dashboard, the CLI on the gateway's machine)."""
-    row = conn.execute(
-        "SELECT user_name, chat_id FROM pairing_requests"
-        " WHERE platform = ? AND user_id = ? AND expires_at > ?",
-        (platform, user_id, now),
-    ).fetchone()
-    if row is None:
-        return PairingRefused(f"no pending request from {platform} user {user_id}")
-    return _approve(conn, platform, user_id, *row, now, approved_by)
-
-
 def deny_request(conn: apsw.Connection, platform: str, user_id: str) -> bool:
     """Drop a pending request (its code stops working); False if there was none. The user
-    may ask again later, within the platform's pending limit."""
+    may ask again once REPLY_INTERVAL has passed since they were sent the code."""
     conn.execute(
         "DELETE FROM pairing_requests WHERE platform = ? AND user_id = ?", (platform, user_id)
     )
@@ -252,9 +249,8 @@ def _approve(
         " owner, chat_id) VALUES (?,?,?,?,?,?,?)",
         (platform, user_id, user_name, now, approved_by, int(owner), chat_id),
     )
-    conn.execute(
-        "DELETE FROM pairing_requests WHERE platform = ? AND user_id = ?", (platform, user_id)
-    )
+    for table in ("pairing_requests", "pairing_replies"):  # revoked, they may ask again
+        conn.execute(f"DELETE FROM {table} WHERE platform = ? AND user_id = ?", (platform, user_id))
     return Approved(platform, user_id, user_name, owner, now)
 
 
@@ -349,3 +345,10 @@ def pending(conn: apsw.Connection, now: float) -> list[PendingRequest]:
         (now,),
     )
     return [PendingRequest(p, u, name, now - created, hint) for p, u, name, created, hint in rows]
+
+
+def prune_failures(conn: apsw.Connection, before: float) -> int:
+    """Forget failed approvals made before `before` (the lockout looks back two hours);
+    returns how many."""
+    conn.execute("DELETE FROM pairing_failures WHERE at < ?", (before,))
+    return conn.changes()

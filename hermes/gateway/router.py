@@ -20,6 +20,7 @@ import contextlib
 import logging
 import math
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -30,11 +31,13 @@ import trio
 from hermes.actors.actor import Actor
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
-from hermes.adapters.contract import InboundEvent, Target, TurnEvent
-from hermes.agent.loop import Agent
-from hermes.agent.memory import MemoryStore
+from hermes.actors.reply import Reply
+from hermes.adapters.contract import Fetch, Fetched, InboundEvent, Target, TurnEvent
+from hermes.agent.loop import COMMAND_TOOLS, Agent
+from hermes.agent.memory import Memory, MemoryStore, user_directory
+from hermes.agent.permissions import Caller
 from hermes.agent.tools.base import ToolContext
-from hermes.config import Config, PlatformConfig
+from hermes.config import Config, PlatformConfig, Role
 from hermes.delivery.replies import Replies
 from hermes.delivery.session_keys import new_session_id, session_key
 from hermes.delivery.targets import Origin
@@ -48,21 +51,23 @@ from hermes.gateway.journal import (
     claim,
     claim_interrupted,
     finish,
-    prune,
 )
 from hermes.gateway.pairing import (
-    PairingRefused,
     approved_users,
     owner_rule,
     request_code,
     to_welcome,
     welcomed,
 )
+from hermes.gateway.rate_limit import InboundLimit
+from hermes.gateway.roles import role_of
 from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
+from hermes.home import make_private_dir, path_part
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.state.registry import Registry
 from hermes.state.sessions import NewSession, current_session, ensure_session
+from hermes.terminal.env import EnvPolicy
 from hermes.terminal.session import TerminalSession
 
 log = logging.getLogger(__name__)
@@ -70,19 +75,27 @@ log = logging.getLogger(__name__)
 DRAIN_NOTICE = "hermes is shutting down; send your message again in a moment"
 RESUMED_PREFIX = "(answered after hermes restarted) "
 CUT_NOTICE = "hermes restarted while answering this; please send it again"
+FETCH_TIMEOUT = 300.0  # seconds an event's attachments may take to download
 HOUSEKEEPING = 5.0  # seconds between looks for approvals to announce
-PRUNE_EVERY = 3600.0
 LOCAL_POLICY = PlatformConfig(allow_all_users=True, group_policy="open", require_mention=False)
 
 
 @attrs.frozen
 class SessionServices:
-    """What a session's tools reach beyond state.db: handles of the serve tree's children."""
+    """What a session's tools reach beyond state.db: handles of the serve tree's children,
+    and what a command's environment may hold (`policy`: serve's secrets kept out)."""
 
     background: Address | None = None
     scheduler: Address | None = None
     tz: ZoneInfo = ZoneInfo("UTC")
     outbox: Address | None = None
+    policy: EnvPolicy = EnvPolicy()
+    adapter_of: Callable[[str], Address | None] = lambda _platform: None
+
+
+def _origin(event: InboundEvent) -> Origin:
+    return Origin(event.platform, event.chat_id, event.thread_id, event.user_id, event.scope_id,
+                  str(event.chat_type))  # fmt: skip
 
 
 def policies(config: Config) -> dict[str, PlatformConfig]:
@@ -130,7 +143,11 @@ class Router(Actor):
         self.registry = registry
         self.state_db = state_db
         self.home_root = home_root
-        self.memory = MemoryStore(memories)
+        self.memories = memories
+        chosen = config.agent.workdir  # else each session's own under workspace/
+        self.workdir = Path(chosen).expanduser() if chosen else None
+        self.memory = MemoryStore(memories)  # the owner-wide files
+        self.limit = InboundLimit(config.gateway.rate_limit)
         self.agent = agent
         self.config = config
         self.gateway = config.gateway
@@ -164,7 +181,6 @@ class Router(Actor):
         resumed = await self.db.write(
             claim_interrupted, self.owner, now, self.gateway.resume_window
         )
-        await self.db.write(prune, now - self.config.retention.journal_days * 86400)
         self.nursery.start_soon(self._take, waiting, resumed)
         self.nursery.start_soon(self._housekeeping)
         self.nursery.start_soon(self._close_when_drained)
@@ -262,6 +278,11 @@ class Router(Actor):
         if self.draining:
             await self._end(event, None, "refused", DRAIN_NOTICE, REFUSED)
             return
+        if event.platform != "local":  # the token holder: the operator's own client
+            verdict = self.limit.take((event.platform, event.user_id))
+            if verdict is not None:
+                await self._end(event, None, "refused", verdict, REFUSED, answer=bool(verdict))
+                return
         text = event.text.strip()
         word = text.split(maxsplit=1)[0].split("@", 1)[0].lower() if text else ""
         if word in COMMANDS:
@@ -269,9 +290,6 @@ class Router(Actor):
             reply = await answer_command(word, CommandContext(self, event, session_id))
             await self._end(event, reply.session_id, "done", reply.text, ANSWERED)
             return
-        if event.attachments:  # media the adapter saved: the agent opens them by path
-            files = "\n".join(f"[attached file: {path}]" for path in event.attachments)
-            text = f"{text}\n\n{files}".strip()
         await self._turn(event, text, resume=resume)
 
     async def _refused(self, event: InboundEvent, now: float) -> bool:
@@ -289,16 +307,11 @@ class Router(Actor):
             return False
         self._log_refusal(event, decision.reason)
         text = ""
-        if decision.offer_pairing:
-            try:
-                offer = await self.db.write(
-                    request_code, event.platform, event.user_id, event.user_name, now,
-                    event.chat_id,
-                )  # fmt: skip
-                text = offer.message(now)
-            except PairingRefused as exc:
-                log.warning("pairing on %s: %s", event.platform, exc)
-                text = "I cannot take more pairing requests right now; try again in an hour."
+        if decision.offer_pairing:  # one code an hour per user: "" (nothing) meanwhile
+            offer = await self.db.write(
+                request_code, event.platform, event.user_id, event.user_name, now, event.chat_id
+            )
+            text = offer.message(now)
         await self._end(event, None, "refused", text, REFUSED, answer=bool(text))
         return True
 
@@ -366,6 +379,37 @@ class Router(Actor):
             ))  # fmt: skip
         return session_id
 
+    def _turn_context(self, actor: SessionActor, event: InboundEvent, role: Role) -> ToolContext:
+        """The session's context as the sender's: their role, their memory, their chat."""
+        own = None
+        if role != "owner":
+            own = MemoryStore(user_directory(self.memories, event.platform, event.user_id))
+        return attrs.evolve(
+            actor.ctx,
+            caller=Caller(event.platform, event.user_id, role),
+            memory=Memory(self.memory, own),
+            origin=_origin(event),
+        )
+
+    def _media(self, event: InboundEvent) -> Callable[[], Awaitable[str]] | None:
+        """How the turn fetches the event's attachments, through its adapter: in the turn,
+        after authorization, so a stranger's media is never fetched and /stop cancels a
+        slow download. The agent opens the files by path."""
+        if not event.attachments:
+            return None
+
+        async def fetch() -> str:
+            adapter = self.services.adapter_of(event.platform)
+            fetched, reply = Fetched((), ("[the attachments could not be fetched now]",)), Reply()
+            if adapter is not None:
+                with contextlib.suppress(ActorStopped), trio.move_on_after(FETCH_TIMEOUT):
+                    await adapter.cast(Fetch(event.attachments, reply))
+                    fetched = await reply.wait()
+            files = [f"[attached file: {path}]" for path in fetched.paths]
+            return "\n".join([*files, *fetched.problems])
+
+        return fetch
+
     def session_actor(self, session_id: str) -> SessionActor | None:
         entry = self.sessions.get(session_id)
         return entry[0] if entry is not None and entry[0].state != "stopped" else None
@@ -389,21 +433,21 @@ class Router(Actor):
             user_id=event.user_id, user_name=event.user_name, scope_id=event.scope_id,
         ))  # fmt: skip
         services = self.services
+        workdir = self.workdir
+        if workdir is None:
+            workdir = self.home_root / "workspace" / path_part(session_id)
+            await trio.to_thread.run_sync(make_private_dir, workdir)
+        terminal = TerminalSession(workdir, state_dir=self.home_root / ".terminal",
+                                   policy=services.policy)  # fmt: skip
         ctx = ToolContext(
             session_id,
             self.db,
-            TerminalSession(self.home_root, state_dir=self.home_root / ".terminal"),
-            self.memory,
+            terminal,
+            Memory(self.memory),
+            Caller(event.platform, event.user_id, "user"),  # each turn says whose it is
             background=services.background,
             scheduler=services.scheduler,
-            origin=Origin(
-                event.platform,
-                event.chat_id,
-                event.thread_id,
-                event.user_id,
-                event.scope_id,
-                str(event.chat_type),
-            ),  # fmt: skip
+            origin=_origin(event),
             tz=services.tz,
             outbox=services.outbox,
             platforms=frozenset(self.policies),
@@ -437,19 +481,26 @@ class Router(Actor):
         send, events = trio.open_memory_channel[dict[str, Any]](float("inf"))
         key = f"{event.platform}:{event.event_id}"
         answer = self.replies.planned(event, key, RESUMED_PREFIX if resume else "")
-        turn = Turn(text, send, resume=resume, answer=answer)
+        role = await role_of(event, self.config, self.db)
         follow = _Following(event, session_id, resume)
         self.following[event.platform, event.event_id] = follow
         if self._followers_done.is_set():  # one already waited on stays the one
             self._followers_done = trio.Event()
         self.nursery.start_soon(self._follow, follow, events)
         try:
-            address = await self._session(session_id, event)
-            try:
-                await address.cast(turn)
-            except ActorStopped:  # it stopped for idleness a moment ago: start it again
-                self.sessions.pop(session_id, None)
-                await (await self._session(session_id, event)).cast(turn)
+            for attempt in range(2):
+                address = await self._session(session_id, event)
+                actor = self.sessions[session_id][0]
+                turn = Turn(text, send, resume=resume, answer=answer,
+                            ctx=self._turn_context(actor, event, role),
+                            media=self._media(event))  # fmt: skip
+                try:
+                    await address.cast(turn)
+                    break
+                except ActorStopped:  # it stopped for idleness a moment ago: start it again
+                    self.sessions.pop(session_id, None)
+                    if attempt:
+                        raise
         except BaseException:
             send.close()  # no turn will send its events
             raise
@@ -470,7 +521,7 @@ class Router(Actor):
                 async with events:
                     async for step in events:
                         kind, text = step["kind"], step["text"]
-                        if kind == "tool_call" and step["tool"] in ("terminal", "process"):
+                        if kind == "tool_call" and step["tool"] in COMMAND_TOOLS:
                             follow.in_terminal.add(step["call_id"])
                         elif kind == "tool_result":
                             follow.in_terminal.discard(step["call_id"])
@@ -515,8 +566,7 @@ class Router(Actor):
 
     async def _housekeeping(self) -> None:
         """Tell users approved by `hermes pairing approve` that they are in (the CLI
-        cannot reach them), and forget journal rows past their retention."""
-        last_prune = trio.current_time()
+        cannot reach them)."""
         while True:
             # An event admitted while this router was starting (or restarting) had no
             # one to tell: take it from the journal (a claim is atomic: never twice).
@@ -532,7 +582,5 @@ class Router(Actor):
                 target = Target(welcome.platform, welcome.chat_id)
                 await self.replies.answer(None, target, welcome.message(), welcome.key)
                 await self.db.write(welcomed, welcome.platform, welcome.user_id, time.time())
-            if trio.current_time() - last_prune >= PRUNE_EVERY:
-                await self.db.write(prune, time.time() - self.config.retention.journal_days * 86400)
-                last_prune = trio.current_time()
+            self.limit.forget_idle()
             await trio.sleep(HOUSEKEEPING)

@@ -19,7 +19,8 @@ from hermes.actors.supervisor import Supervisor
 from hermes.adapters.base import AdapterFactory
 from hermes.config import Config
 from hermes.gateway.pidfile import hold_pid_file
-from hermes.gateway.tree import BUILT_IN, Surfaces, build_root
+from hermes.gateway.redaction import redacted_logs
+from hermes.gateway.tree import BUILT_IN, ServeKeys, Surfaces, build_root
 from hermes.home import HermesHome
 from hermes.state.errors import StateError
 from hermes.terminal.leftovers import kill_leftovers, mark_trees
@@ -109,7 +110,8 @@ def run_serve(
             nonlocal port
             port = actual
 
-        root = build_root(home, config, bound, platforms, surfaces)
+        keys = ServeKeys.load(home, config)
+        root = build_root(home, config, keys, bound, platforms, surfaces)
 
         def ready() -> None:
             on_ready(port)
@@ -119,7 +121,8 @@ def run_serve(
             await serve_tree(root, config.gateway.drain_timeout, ready)
 
         try:
-            trio.run(main)
+            with redacted_logs(keys.redact):
+                trio.run(main)
         except (ChildStartError, BaseExceptionGroup) as exc:
             named = _start_failure(exc, PortInUse)
             if named is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -14,6 +15,7 @@ from hermes.actors.actor import Actor
 from hermes.actors.errors import is_cancel
 from hermes.agent.context import Conversation
 from hermes.agent.loop import Agent, Event
+from hermes.agent.provider import ProviderError
 from hermes.agent.tools.base import ToolContext
 from hermes.delivery.replies import Answer
 
@@ -33,12 +35,15 @@ IDLE_TIMEOUT = 600.0
 class Turn:
     """Run `text` as a turn; its events go to `events` (closed when the turn ends).
     `resume`: answer it again after a restart cut it (it is recorded already).
-    `answer`: queued with the turn's final message (None: its final step carries it)."""
+    `answer`: queued with the turn's final message (None: its final step carries it).
+    In a chat many users share, each turn is its sender's: `ctx` says whose."""
 
     text: str
     events: trio.MemorySendChannel[dict[str, Any]]
     resume: bool = False
     answer: Answer | None = None
+    ctx: ToolContext | None = None  # whose turn it is (caller, memory, origin); else the session's
+    media: Callable[[], Awaitable[str]] | None = None  # fetches its attachments: lines to add
 
 
 @attrs.frozen
@@ -144,6 +149,7 @@ class SessionActor(Actor):
                 pass  # the client went away; the turn still finishes and is recorded
 
         started, outcome = trio.current_time(), "ok"
+        ctx = turn.ctx or self.ctx
         try:
             with scope:
                 conversation, self.conversation = self.conversation, None
@@ -151,20 +157,25 @@ class SessionActor(Actor):
                     conversation, self.stale = None, False
                 try:
                     if turn.text.strip() in COMMANDS:  # queued and interrupted like a turn
-                        conversation = conversation or await self.agent.load(self.ctx)
-                        answer = await self._command(turn.text.strip(), conversation)
+                        conversation = conversation or await self.agent.load(ctx)
+                        answer = await self._command(ctx, turn.text.strip(), conversation)
                         send(_event(Event("text", answer)))
                         send(_event(Event("done", answer)))
                         self.conversation = conversation
                     else:
+                        text = turn.text
+                        if turn.media is not None:
+                            text = f"{text}\n\n{await turn.media()}".strip()
                         result = await self.agent.run_turn(
-                            self.ctx, turn.text, lambda e: send(_event(e)), source=self.source,
+                            ctx, text, lambda e: send(_event(e)), source=self.source,
                             conversation=conversation, resume=turn.resume, answer=turn.answer,
                         )  # fmt: skip
                         self.conversation = result.conversation
                 except Exception as exc:
-                    log.warning("turn in %s failed: %s", self.ctx.session_id, exc)
-                    send(_event(Event("error", str(exc))))
+                    detail = self.agent.redact(str(exc))
+                    log.warning("turn in %s failed: %s", self.ctx.session_id, detail)
+                    line = exc.user_line if isinstance(exc, ProviderError) else detail
+                    send(_event(Event("error", line)))
                     outcome = "error"
             if scope.cancelled_caught:
                 send(_event(Event("interrupted", "interrupted by a new message or /stop")))
@@ -183,10 +194,10 @@ class SessionActor(Actor):
             else:
                 self.idle.set()
 
-    async def _command(self, command: str, conversation: Conversation) -> str:
+    async def _command(self, ctx: ToolContext, command: str, conversation: Conversation) -> str:
         if command == "/compress":
-            return await self.agent.compress(self.ctx, conversation, self.source)
-        return await self.agent.usage(self.ctx, conversation, self.source)
+            return await self.agent.compress(ctx, conversation, self.source)
+        return await self.agent.usage(ctx, conversation, self.source)
 
     async def _stop_when_idle(self) -> None:
         while True:

@@ -16,6 +16,8 @@ import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import attrs
+
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorStopped
@@ -35,10 +37,13 @@ from hermes.delivery.replies import OutboxReplies
 from hermes.gateway.admission import Admission
 from hermes.gateway.journal import new_owner
 from hermes.gateway.local_methods import Methods
+from hermes.gateway.redaction import serve_policy, serve_redactor
+from hermes.gateway.retention import Retention
 from hermes.gateway.router import Mirrored, Router, SessionServices
 from hermes.home import HermesHome, write_secret_file
 from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
+from hermes.terminal.env import EnvPolicy, Redactor
 
 # Chat platforms by name; the local endpoint is always on.
 BUILT_IN: dict[str, AdapterFactory] = {
@@ -83,9 +88,28 @@ def check_platforms(
                 )
 
 
+@attrs.frozen
+class ServeKeys:
+    """Every secret serve holds: the variables' values, the serve token, and the policy
+    that keeps them out of commands and redacts them everywhere."""
+
+    secrets: Secrets = attrs.field(repr=False)
+    token: str = attrs.field(repr=False)
+    policy: EnvPolicy = attrs.field(repr=False)
+    redact: Redactor = attrs.field(repr=False)  # the one redactor: tool results, logs
+
+    @classmethod
+    def load(cls, home: HermesHome, config: Config) -> ServeKeys:
+        secrets_ = Secrets.load(home.env_path)
+        token = serve_token(home)
+        policy = serve_policy(config, secrets_, token)
+        return cls(secrets_, token, policy, serve_redactor(policy))
+
+
 def build_root(
     home: HermesHome,
     config: Config,
+    keys: ServeKeys,
     on_bound: Callable[[int], None],
     platforms: Mapping[str, AdapterFactory] = BUILT_IN,
     surfaces: Surfaces | None = None,
@@ -98,10 +122,9 @@ def build_root(
     is told the endpoint's port each time it binds. `surfaces` adds children after
     the gateway (they start last and stop first).
     """
-    secrets_ = Secrets.load(home.env_path)
+    secrets_, token, policy = keys.secrets, keys.token, keys.policy
     check_platforms(config, secrets_, platforms, home.env_path)
-    agent = build_agent(config, secrets_)
-    token = serve_token(home)
+    agent = build_agent(config, secrets_, keys.redact)
     tz = config.zone()
     statuses = {name: AdapterStatus() for name in ("local", *config.enabled_platforms())}
 
@@ -169,7 +192,7 @@ def build_root(
                           max_restarts=math.inf, period=600.0, backoff=ADAPTER_BACKOFF)  # fmt: skip
 
     def scheduler() -> Scheduler:
-        ctx = cron_fire_context(agent, registry(), home, tz, config, outbox)
+        ctx = cron_fire_context(agent, registry(), home, tz, config, policy, outbox)
         return Scheduler(registry(), home.state_db, ctx, tz)
 
     def gateway() -> Router:
@@ -178,6 +201,8 @@ def build_root(
             scheduler=root.handle_of("scheduler", Address),
             tz=tz,
             outbox=outbox(),
+            policy=policy,
+            adapter_of=adapter_of,
         )
         replies = OutboxReplies(registry(), home.state_db, adapter_of, outbox)
         return Router(registry(), home.state_db, home.root, home.memories, agent, config,
@@ -208,6 +233,9 @@ def build_root(
             ChildSpec("scheduler", scheduler, shutdown=drain),
             ChildSpec("gateway", gateway, shutdown=drain),
             *(surfaces(lambda: root) if surfaces else ()),
+            # Last: it needs only the registry, and under rest_for_one its crash restarts
+            # only the children after it, so here nothing else (a failed pass is logged).
+            ChildSpec("retention", lambda: Retention(registry(), home.state_db, config.retention)),
         ],
         strategy=Strategy.REST_FOR_ONE,
         max_restarts=5,

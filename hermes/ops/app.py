@@ -8,6 +8,7 @@ the same thing (`hermes sessions`, `cron`, `outbox`, `pairing`).
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -37,9 +38,10 @@ from hermes.cron.store import JobError, list_jobs, resolve_job, run_history, set
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import OutboxRow, listing, retry_row
 from hermes.gateway.pairing import (
+    PairingLocked,
     PairingRefused,
-    approve_request,
     approved,
+    attempt_approval,
     deny_request,
     pending,
 )
@@ -57,6 +59,7 @@ STATIC = Path(__file__).with_name("static")
 OPEN_PATHS = {"/health", "/login"}  # the login form takes the token itself
 MAX_LIMIT = 200
 MAX_LOGIN_BODY = 4096
+MAX_CODE_BODY = 256  # {"code": "..."}: a pairing code, not more
 TRANSCRIPT_LIMIT = 1000  # messages shown of one session (a CLI export has them all)
 # The page loads only its own files; nothing frames it; no browser guesses a type.
 HEADERS = [
@@ -160,6 +163,23 @@ def _outbox_row(row: OutboxRow) -> dict[str, Any]:
         "error": row.last_error,
         "text": row.text if len(row.text) <= 300 else row.text[:297] + "...",
     }
+
+
+async def _code_of(request: Request) -> str:
+    """The pairing code the owner typed, from a small JSON body (never the URL: a path
+    or a query string can end up in a log)."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_CODE_BODY:
+            raise Refused(413, "a pairing approval is a code, not more")
+    try:
+        code = json.loads(body or b"{}").get("code")
+    except (ValueError, AttributeError):
+        code = None
+    if not isinstance(code, str) or not code.strip():
+        raise Refused(400, 'approving needs the code the user was sent: {"code": "..."}')
+    return code
 
 
 def build_app(s: OpsView) -> Starlette:
@@ -270,16 +290,19 @@ def build_app(s: OpsView) -> Starlette:
             }
         )
 
-    async def pairing_action(request: Request) -> Response:
+    async def pairing_approve(request: Request) -> Response:
+        """By the code the user was sent, as `hermes pairing approve` does, with its
+        lockout: a stranger picks their own display name, so a name proves nothing."""
+        platform, code = request.path_params["platform"], await _code_of(request)
+        result = await s.db.write(attempt_approval, platform, code, time.time(), "dashboard")
+        if isinstance(result, PairingLocked):
+            raise Refused(429, str(result))
+        if isinstance(result, PairingRefused):
+            raise Refused(404, str(result))
+        return JSONResponse(attrs.asdict(result))
+
+    async def pairing_deny(request: Request) -> Response:
         platform, user = request.path_params["platform"], request.path_params["user"]
-        action = request.path_params["action"]
-        if action == "approve":
-            result = await s.db.write(approve_request, platform, user, time.time(), "dashboard")
-            if isinstance(result, PairingRefused):
-                raise Refused(404, str(result))
-            return JSONResponse(attrs.asdict(result))
-        if action != "deny":
-            raise Refused(404, f"no pairing action {action!r} (approve, deny)")
         if not await s.db.write(deny_request, platform, user):
             raise Refused(404, f"no pending request from {platform} user {user}")
         return JSONResponse({"denied": user})
@@ -301,7 +324,8 @@ def build_app(s: OpsView) -> Starlette:
         Route("/api/outbox", outbox),
         Route("/api/outbox/{id:int}/retry", outbox_retry, methods=["POST"]),
         Route("/api/pairing", pairing),
-        Route("/api/pairing/{platform}/{user}/{action}", pairing_action, methods=["POST"]),
+        Route("/api/pairing/{platform}/approve", pairing_approve, methods=["POST"]),
+        Route("/api/pairing/{platform}/{user}/deny", pairing_deny, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC)),
     ]
     app = Starlette(routes=routes, exception_handlers=_ERRORS)

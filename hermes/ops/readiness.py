@@ -15,7 +15,7 @@ import attrs
 
 from hermes.actors.snapshot import RunState, Snapshot
 from hermes.cron.store import list_jobs
-from hermes.delivery.outbox_store import DEAD, depth, state_counts
+from hermes.delivery.outbox_store import DEAD, UNKNOWN, depth, state_counts
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 
@@ -68,13 +68,15 @@ def _adapter_problem(name: str, a: dict[str, Any]) -> str | None:
 def _state_of(conn: apsw.Connection, now: float) -> dict[str, Any]:
     """The outbox and the scheduler as state.db has them, in one read."""
     count, oldest = depth(conn)
+    states = state_counts(conn)
     jobs = list_jobs(conn)
     due = [j.next_run_at for j in jobs if j.next_run_at is not None and j.state == "scheduled"]
     return {
         "outbox": {
             "depth": count,
             "oldest_pending_age": round(now - oldest, 1) if oldest is not None else None,
-            "dead": state_counts(conn).get(DEAD, 0),
+            "dead": states.get(DEAD, 0),
+            "unknown": states.get(UNKNOWN, 0),  # sent, never confirmed: possibly delivered
         },
         "scheduler": {
             "next_fire": min(due) if due else None,

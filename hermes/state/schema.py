@@ -375,6 +375,65 @@ def _step_13_adapter_cursors(conn: apsw.Connection) -> None:
     )
 
 
+def _step_14_roles_and_labelled_keys(conn: apsw.Connection) -> None:
+    """A job runs with its maker's role: jobs made from the CLI or the local endpoint, or
+    by a platform's pairing owner, are an owner's; other chat-made ones a user's.
+    Session keys label their thread and user parts (`thread:<id>`, `user:<id>`), so a
+    topic whose id equals a user's id no longer shares that user's session."""
+    conn.execute("ALTER TABLE cron_jobs ADD COLUMN role TEXT NOT NULL DEFAULT 'owner'")
+    conn.execute(
+        "UPDATE cron_jobs SET role = 'user' WHERE origin IS NOT NULL"
+        " AND json_extract(origin, '$.platform') != 'local' AND NOT EXISTS ("
+        " SELECT 1 FROM pairing_approved p WHERE p.owner = 1"
+        " AND p.platform = json_extract(origin, '$.platform')"
+        " AND p.user_id = json_extract(origin, '$.user_id'))"
+    )
+    rows = conn.execute(
+        "SELECT id, session_key, chat_type, scope_id, chat_id, thread_id, user_id FROM sessions"
+        " WHERE session_key LIKE 'agent:%'"
+    ).fetchall()
+    for session_id, key, chat_type, scope_id, chat_id, thread_id, user_id in rows:
+        labelled = _labelled_key(key, chat_type, scope_id, chat_id, thread_id, user_id)
+        if labelled is not None:
+            conn.execute("UPDATE sessions SET session_key = ? WHERE id = ?", (labelled, session_id))
+
+
+def _labelled_key(key, chat_type, scope_id, chat_id, thread_id, user_id) -> str | None:
+    """An unlabelled key in the labelled form; None where its parts do not line up with
+    the session's columns (left as it was)."""
+    parts = key.split(":")
+    head = 4 + (1 if scope_id else 0)
+    if len(parts) < head + 1 or parts[3] != chat_type:
+        return None
+    out, rest = parts[:head], parts[head:]
+    if chat_id and rest[0] == chat_id:
+        out.append(rest.pop(0))
+    elif chat_type == "dm" and user_id and rest[0] == user_id:
+        out += ["user", rest.pop(0)]
+    else:
+        return None
+    if thread_id and rest[:1] == [thread_id]:
+        out += ["thread", rest.pop(0)]
+    if user_id and rest == [user_id]:
+        out += ["user", rest.pop(0)]
+    return ":".join(out) if not rest else None
+
+
+def _step_15_pairing_replies(conn: apsw.Connection) -> None:
+    """When each stranger was last sent a pairing code: one reply an hour, however often
+    they write, and a request dropped early (evicted, denied) does not buy another."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS pairing_replies (
+            platform TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            replied_at REAL NOT NULL,
+            PRIMARY KEY (platform, user_id)
+        )
+        """
+    )
+
+
 # Step N brings a file from version N-1 to version N. Append; never edit a shipped step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_base,
@@ -390,6 +449,8 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_11_outbox_open_index,
     _step_12_cron_briefs_in_the_outbox,
     _step_13_adapter_cursors,
+    _step_14_roles_and_labelled_keys,
+    _step_15_pairing_replies,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -26,8 +26,10 @@ def search_messages(
     limit: int = 20,
     include_tool: bool = False,
     session_id: str | None = None,
+    made_by: tuple[str, str] | None = None,
 ) -> list[SearchHit]:
-    """Best matches first. Tool output is searched only when asked (`include_tool`)."""
+    """Best matches first. Tool output is searched only when asked (`include_tool`);
+    `made_by` (platform, user id) keeps to that user's sessions."""
     query = query.strip()
     if not query:
         raise SearchQueryError("the search query is empty")
@@ -40,6 +42,9 @@ def search_messages(
     if session_id is not None:
         where.append("m.session_id = ?")
         args.append(session_id)
+    if made_by is not None:
+        where.append("m.session_id IN (SELECT id FROM sessions WHERE source = ? AND user_id = ?)")
+        args.extend(made_by)
     sql = (
         "SELECT m.id, m.session_id, m.role, m.timestamp,"
         " snippet(messages_fts, 0, '[', ']', '…', 12), bm25(messages_fts)"

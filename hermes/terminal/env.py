@@ -39,6 +39,7 @@ BLOCKED_PATTERNS = (
     "GH_TOKEN",
     "HERMES_*",
 )
+NOT_SECRET = frozenset({"HERMES_HOME"})  # kept out of commands, but a path, not a secret
 MIN_SECRET_LENGTH = 6  # shorter values would redact ordinary words
 REDACTED = "[REDACTED]"
 
@@ -51,11 +52,14 @@ def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 @attrs.frozen
 class EnvPolicy:
-    """Which variable names are secrets. `extra_blocked` are exact names (from config)."""
+    """Which variable names are secrets. `extra_blocked` are exact names (the ones config
+    takes secrets from), `allow` names let through all the same (`agent.tools.pass_env`),
+    `hidden` values redacted wherever they appear (every secret serve holds)."""
 
     allow: frozenset[str] = frozenset()
     extra_blocked: frozenset[str] = frozenset()
     patterns: tuple[str, ...] = BLOCKED_PATTERNS
+    hidden: tuple[str, ...] = attrs.field(default=(), repr=False)
     _matcher: re.Pattern[str] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
@@ -72,7 +76,8 @@ class EnvPolicy:
         return {k: v for k, v in environ.items() if not self.is_secret(k)}
 
     def secret_values(self, environ: Mapping[str, str]) -> list[str]:
-        return [v for k, v in environ.items() if self.is_secret(k) and len(v) >= MIN_SECRET_LENGTH]
+        named = [v for k, v in environ.items() if self.is_secret(k) and k not in NOT_SECRET]
+        return [v for v in (*named, *self.hidden) if len(v) >= MIN_SECRET_LENGTH]
 
 
 class Redactor:

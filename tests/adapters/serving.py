@@ -51,7 +51,7 @@ class Serve:
 
     name = "testplatform"
     command = (sys.executable, "-m", "tests.adapters.serve")
-    access = "    allowed_users: ['u1']\n"  # who may talk, unless a test says otherwise
+    access = "    allowed_users: ['u1']\n    owner: u1\n"  # unless a test says otherwise
 
     def tokens(self) -> dict[str, str]:
         """The environment variables holding the platform's tokens."""
@@ -68,13 +68,19 @@ class Serve:
         platform: str = "",
         top: str = "",
         access: str | None = None,
+        rate_limit: int = 0,
+        model: str | None = None,
     ) -> None:
         """config.yaml: `platform` adds YAML lines under the platform (indented four
         spaces), `top` adds top-level sections, `access` replaces who may talk ("" for
-        pairing)."""
+        pairing), `rate_limit` is gateway.rate_limit (off unless a test is about it: bursts
+        from one user are how many tests load serve), `model` the model section ("" for the
+        built-in offline model; default the fake)."""
+        if model is None:
+            model = f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
         self.home.config_path.write_text(
-            f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
-            f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
+            model + f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
+            f"  rate_limit: {rate_limit}\n"
             "  local:\n    port: 0\nops:\n  port: 0\n"
             f"platforms:\n  {self.name}:\n"
             + self.settings()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hermes.agent.memory import MemoryStore
+from hermes.agent.memory import Memory, MemoryStore
+from hermes.agent.permissions import Caller
 from hermes.agent.tools.base import ToolContext
 from hermes.state.db import Db
 from hermes.terminal.session import TerminalSession
@@ -17,5 +18,6 @@ async def ctx(home, registry):
             "s1",
             db,
             TerminalSession(home.root, state_dir=home.root / ".term"),
-            MemoryStore(home.memories),
+            Memory(MemoryStore(home.memories)),
+            Caller("local", "", "owner"),
         )

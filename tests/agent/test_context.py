@@ -34,7 +34,7 @@ async def test_a_long_chat_stays_in_budget_compacts_and_reloads(ctx):
         conversation = result.conversation
         assert result.text  # answered, however long the history
         size = model.budgets.estimate(conversation.prompt(model.system(ctx, "local")),
-                                      model._schema_chars, provider)  # fmt: skip
+                                      model.schema_chars("owner"), provider)  # fmt: skip
         assert size <= provider.context_tokens, (n, size)
         assert exchanges_whole(conversation.messages), n
     compaction = await ctx.db.read(latest_compaction, ctx.session_id)
@@ -97,5 +97,5 @@ async def test_recent_turns_too_big_for_the_window_are_compacted_too(ctx):
         conversation = result.conversation
         assert result.text.startswith(f"You said: paste {n}")
         prompt = conversation.prompt(model.system(ctx, "local"))
-        assert model.budgets.estimate(prompt, model._schema_chars, provider) <= 3_000
+        assert model.budgets.estimate(prompt, model.schema_chars("owner"), provider) <= 3_000
     assert exchanges_whole(conversation.messages)

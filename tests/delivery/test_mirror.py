@@ -106,19 +106,19 @@ async def test_a_sent_brief_seeds_both_sessions_anchored_on_its_message_id(regis
         # the flat key's live session exists: it is the one written, not a new one
         await db.write(
             ensure_session,
-            NewSession("tp_live", source="tp", session_key="agent:main:tp:group:g1:u1"),
+            NewSession("tp_live", source="tp", session_key="agent:main:tp:group:g1:user:u1"),
         )
         await db.write(append_message, NewMessage("tp_live", "user", "schedule it"))
         seeds = (Seed("group", "u1"), Seed("group", "u1", thread=True))
         (row,) = await queue(db, Mirror("THE BRIEF", seeds))
-        assert list(await sessions_of(db)) == ["agent:main:tp:group:g1:u1"]  # not before sent
+        assert list(await sessions_of(db)) == ["agent:main:tp:group:g1:user:u1"]  # not before sent
         await send(db, row, "m7")
         found = await sessions_of(db)
         outcome = await db.read(
             lambda c: c.execute("SELECT mirror_outcome FROM outbox WHERE id = ?", (row,)).get
         )
-    assert found["agent:main:tp:group:g1:u1"] == ("tp_live", ["schedule it", "THE BRIEF"])
-    thread_id, thread_texts = found["agent:main:tp:group:g1:m7"]  # the brief's own thread
+    assert found["agent:main:tp:group:g1:user:u1"] == ("tp_live", ["schedule it", "THE BRIEF"])
+    thread_id, thread_texts = found["agent:main:tp:group:g1:thread:m7"]  # the brief's own thread
     assert thread_texts == ["THE BRIEF"]
     assert outcome == f"seeded tp_live, {thread_id}"
 

@@ -23,16 +23,18 @@ THREAD_PER_USER = GatewayConfig(thread_sessions_per_user=True)
     ("message", "config", "key"),
     [
         (event(), PER_USER, "agent:main:tg:dm:c1"),
-        (event(chat=""), PER_USER, "agent:main:tg:dm:u1"),  # no chat id: the sender
-        (event(thread="t9"), PER_USER, "agent:main:tg:dm:c1:t9"),
-        (event(ChatType.GROUP), PER_USER, "agent:main:tg:group:c1:u1"),
-        (event(ChatType.GROUP, user="u2"), PER_USER, "agent:main:tg:group:c1:u2"),
+        (event(chat=""), PER_USER, "agent:main:tg:dm:user:u1"),  # no chat id: the sender
+        (event(thread="t9"), PER_USER, "agent:main:tg:dm:c1:thread:t9"),
+        (event(ChatType.GROUP), PER_USER, "agent:main:tg:group:c1:user:u1"),
+        (event(ChatType.GROUP, user="u2"), PER_USER, "agent:main:tg:group:c1:user:u2"),
         (event(ChatType.GROUP), SHARED, "agent:main:tg:group:c1"),
-        (event(ChatType.GROUP, thread="t9"), PER_USER, "agent:main:tg:group:c1:t9"),
-        (event(ChatType.GROUP, thread="t9", user="u2"), PER_USER, "agent:main:tg:group:c1:t9"),
-        (event(ChatType.GROUP, thread="t9"), THREAD_PER_USER, "agent:main:tg:group:c1:t9:u1"),
+        (event(ChatType.GROUP, thread="t9"), PER_USER, "agent:main:tg:group:c1:thread:t9"),
+        (event(ChatType.GROUP, thread="t9", user="u2"), PER_USER,
+         "agent:main:tg:group:c1:thread:t9"),
+        (event(ChatType.GROUP, thread="t9"), THREAD_PER_USER,
+         "agent:main:tg:group:c1:thread:t9:user:u1"),
         (event(ChatType.CHANNEL, scope="T1", platform="slack"), PER_USER,
-         "agent:main:slack:channel:T1:c1:u1"),
+         "agent:main:slack:channel:T1:c1:user:u1"),
         (event(ChatType.DM, scope="T1", platform="slack"), PER_USER, "agent:main:slack:dm:T1:c1"),
     ],
     ids=["dm", "dm-no-chat", "dm-thread", "group-per-user", "group-other-user", "group-shared",
@@ -55,4 +57,12 @@ def test_no_key_where_it_needs_a_user_and_there_is_none(chat_type, where, config
 
 def test_a_shared_thread_needs_no_user():
     key = session_key(Target("tg", "c1", "t9"), ChatType.GROUP, None, PER_USER)
-    assert key == "agent:main:tg:group:c1:t9"
+    assert key == "agent:main:tg:group:c1:thread:t9"
+
+
+def test_a_topic_whose_id_is_a_users_id_is_not_that_users_session():
+    topic = session_key(Target("tg", "c1", "42"), ChatType.GROUP, "7", PER_USER)
+    user = session_key(Target("tg", "c1"), ChatType.GROUP, "42", PER_USER)
+    shared_topic = session_key(Target("tg", "c1", "42"), ChatType.GROUP, "7", PER_USER)
+    assert topic == shared_topic != user
+    assert session_key(Target("tg", "c1"), ChatType.GROUP, "42", SHARED) != topic

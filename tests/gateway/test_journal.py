@@ -10,6 +10,7 @@ import trio
 from hermes.adapters.contract import ChatType, InboundEvent
 from hermes.gateway.journal import (
     ANSWERED,
+    REFUSED,
     admit,
     admitted,
     claim,
@@ -56,9 +57,16 @@ async def test_an_interrupted_turn_is_resumed_once_and_only_if_young(registry, d
         assert await db.write(claim_interrupted, "serve-new-again", now + 1, 300.0) == []
 
 
-async def test_old_rows_are_pruned(registry, db_path):
+async def test_old_rows_are_pruned_once_done_with(registry, db_path):
     async with Db(registry, db_path) as db:
-        await db.write(admit, event(1), T0)
-        await db.write(admit, event(2), T0 + 100)
-        assert await db.write(prune, T0 + 50) == 1
-        assert [e.event_id for e in await db.read(admitted)] == ["u2"]
+        for n in (1, 2, 3, 4, 5):
+            await db.write(admit, event(n), T0)
+        await db.write(admit, event(6), T0 + 100)
+        await db.write(finish, "tg", "u1", ANSWERED, "s1", T0 + 1)
+        await db.write(finish, "tg", "u2", REFUSED, None, T0 + 1)
+        await db.write(claim, "tg", "u3", "serve-a", T0 + 1)  # a turn cut long ago
+        await db.write(claim, "tg", "u4", "serve-a", T0 + 60)  # a turn that may still run
+        assert await db.write(prune, T0 + 50) == 3
+        left = await db.read(lambda c: [r[0] for r in c.execute(
+            "SELECT event_id FROM inbound_journal ORDER BY event_id")])  # fmt: skip
+        assert left == ["u4", "u5", "u6"]  # u5 was never taken: the router takes it

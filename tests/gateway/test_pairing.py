@@ -1,5 +1,5 @@
-"""DM pairing on a real state.db: codes, expiry, caps, approval, owners, revocation, lockout,
-and `hermes pairing ...`."""
+"""DM pairing on a real state.db: codes, expiry, one reply an hour, eviction, approval,
+owners, revocation, lockout, and `hermes pairing ...`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from hermes.gateway.pairing import (
     PairingRefused,
     approve,
     approved_users,
+    deny_request,
     new_code,
     owners,
     pending,
@@ -57,7 +58,7 @@ def test_codes_are_eight_unambiguous_characters():
 async def test_a_request_gets_a_code_in_that_format(db):
     offer = await ask(db, "42")
     assert len(offer.code) == 8 and set(offer.code) <= set(ALPHABET)
-    assert (offer.again, offer.already_approved, offer.expires_at) == (False, False, T0 + HOUR)
+    assert (offer.quiet, offer.already_approved, offer.expires_at) == (False, False, T0 + HOUR)
     assert offer.code in offer.message(T0) and "60 min" in offer.message(T0)
 
 
@@ -89,27 +90,65 @@ async def test_a_code_is_valid_for_one_hour(db):
     assert await db.read(pending, T0 + HOUR + 1) == []
 
 
-async def test_at_most_three_pending_per_platform(db):
-    for i, user in enumerate(["1", "2", "3"]):
-        await ask(db, user, T0 + i * 60)
-    with pytest.raises(PairingRefused, match="telegram has 3 pairing requests pending"):
-        await ask(db, "4", T0 + 200)
-    assert await count(db, "SELECT count(*) FROM pairing_requests") == 3
+async def pending_users(db, now: float, platform: str = "telegram") -> list[str]:
+    return [p.user_id for p in await db.read(pending, now) if p.platform == platform]
+
+
+async def test_a_user_who_asks_a_hundred_times_gets_one_reply_an_hour(db):
+    replies = [(await ask(db, "42", T0 + i * 30)).message(T0 + i * 30) for i in range(100)]
+    assert [bool(text) for text in replies] == [True] + [False] * 99
+    first = replies[0]
+    assert (
+        "pairing code is" in first and await count(db, "SELECT count(*) FROM pairing_requests") == 1
+    )
+    quiet = await ask(db, "42", T0 + 1800)
+    assert (quiet.code, quiet.quiet, quiet.message(T0 + 1800)) == (None, True, "")
+    # The hour is up (the code with it): one new code, then quiet again.
+    later = [(await ask(db, "42", T0 + HOUR + i)).code for i in range(5)]
+    assert later[0] is not None and later[0] not in first and later[1:] == [None] * 4
+    assert (await approve(db, "telegram", later[0], T0 + HOUR + 10)).user_id == "42"
+
+
+async def test_a_full_platform_evicts_its_oldest_request(db):
+    codes = {user: (await ask(db, user, T0 + i * 60)).code for i, user in enumerate("123")}
+    assert all(codes.values())
+    fourth = await ask(db, "4", T0 + 200)
+    assert fourth.code is not None and "pairing code is" in fourth.message(T0 + 200)
+    assert await pending_users(db, T0 + 200) == ["2", "3", "4"]
     assert (await ask(db, "4", T0 + 200, platform="slack")).code  # per platform
-    # The first request expires at T0 + 1h: it is deleted when seen, and "4" gets a code.
-    offer = await ask(db, "4", T0 + HOUR)
-    assert offer.code is not None
-    users = {p.user_id for p in await db.read(pending, T0 + HOUR) if p.platform == "telegram"}
-    assert users == {"2", "3", "4"}
+    assert await pending_users(db, T0 + 200, "slack") == ["4"]
+
+    with pytest.raises(PairingRefused, match="no pending request with that code"):
+        await approve(db, "telegram", codes["1"], T0 + 300)  # its code stopped working
+    # The evicted user is not told, and writing again within their hour is not answered
+    # (no code, no eviction of someone else) ...
+    for at in (T0 + 400, T0 + 1800, T0 + HOUR - 1):
+        again = await ask(db, "1", at)
+        assert (again.code, again.message(at)) == (None, "")
+    assert await pending_users(db, T0 + HOUR - 1) == ["2", "3", "4"]
+    assert (await approve(db, "telegram", codes["2"], T0 + HOUR - 1)).user_id == "2"
+    # ... after it, they may ask again.
+    assert (await ask(db, "1", T0 + HOUR)).code is not None
+    assert await pending_users(db, T0 + HOUR) == ["3", "4", "1"]
 
 
-async def test_asking_again_resends_the_pending_request(db):
-    first = await ask(db, "42")
-    again = await ask(db, "42", T0 + 600)
-    assert (again.code, again.again, again.expires_at) == (None, True, T0 + HOUR)
-    assert "pending" in again.message(T0 + 600) and "50 min" in again.message(T0 + 600)
-    assert await count(db, "SELECT count(*) FROM pairing_requests") == 1
-    assert (await approve(db, "telegram", first.code, T0 + 700)).user_id == "42"
+async def test_expired_requests_are_dropped_and_new_users_get_codes(db):
+    for i, user in enumerate("123"):
+        await ask(db, user, T0 + i)
+    assert await pending_users(db, T0 + HOUR + 2) == []  # all three expired
+    newcomers = [await ask(db, user, T0 + HOUR + 2) for user in "567"]
+    assert all(offer.code for offer in newcomers)
+    assert await count(db, "SELECT count(*) FROM pairing_requests") == 3  # the old rows gone
+    assert await pending_users(db, T0 + HOUR + 2) == ["5", "6", "7"]
+    assert (await approve(db, "telegram", newcomers[0].code, T0 + HOUR + 3)).user_id == "5"
+
+
+async def test_a_denied_user_is_not_answered_until_their_hour_is_up(db):
+    await ask(db, "42")
+    assert await db.write(deny_request, "telegram", "42") is True
+    assert (await ask(db, "42", T0 + 60)).message(T0 + 60) == ""
+    assert await pending_users(db, T0 + 60) == []
+    assert (await ask(db, "42", T0 + HOUR)).code is not None
 
 
 async def test_approval_lets_the_user_in_and_the_first_is_owner(db):
@@ -218,6 +257,14 @@ def test_cli_approve_and_revoke(home, capsys):
     assert "revoked telegram user 678" in capsys.readouterr().out
     assert run_cli("revoke", "telegram", "678") == exit_codes.FAILED
     assert "not approved by pairing" in capsys.readouterr().err
+
+
+def test_cli_approves_by_code_only(home, capsys):
+    """Not by the user id picked from the list, where a stranger's chosen name stands."""
+    ask_now(home, "12345", "alice")
+    with pytest.raises(SystemExit):
+        run_cli("approve", "telegram", "--user", "12345")
+    assert "unrecognized arguments: --user" in capsys.readouterr().err
 
 
 def test_cli_wrong_code_is_one_line_on_stderr(home, capsys):

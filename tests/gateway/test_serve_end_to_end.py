@@ -118,6 +118,7 @@ async def test_serve_end_to_end(home, fake, serve):
         names = [c["name"] for c in status["result"]["children"]]
         assert names == [
             "state", "terminal", "adapters", "outbox", "scheduler", "gateway", "watchdog", "ops",
+            "retention",
         ]  # fmt: skip
         local = status["result"]["children"][2]["children"][0]
         assert (local["name"], local["detail"]["adapter"]) == ("local", "live")

@@ -1,7 +1,7 @@
 """The dashboard in a real headless Chromium (Debian's chromium and chromium-driver, driven
 by Selenium) against `hermes serve` as a process: log in with the token, see the actor
-tree, search a session and open its transcript, approve a pending pairing request, run a
-cron job and see its run. A screenshot of each step lands in the test's tmp dir."""
+tree, search a session and open its transcript, approve a pending pairing request by its
+code, run a cron job and see its run. A screenshot of each step lands in the test's tmp dir."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_the_dashboard_in_a_browser(home, spawn, browser, tmp_path):
     conn = open_for_writing(home.state_db)
     try:
         with immediate(conn):
-            request_code(conn, "telegram", "4242", "Zed", time.time(), chat_id="4242")
+            code = request_code(conn, "telegram", "4242", "Zed", time.time(), chat_id="4242").code
     finally:
         conn.close()
 
@@ -201,15 +201,24 @@ def test_the_dashboard_in_a_browser(home, spawn, browser, tmp_path):
     )
     assert "the quick zebra" in steps.text("#transcript-messages li")
 
-    approve = '#pairing button[data-action="approve"][data-platform="telegram"][data-user="4242"]'
-    steps.until("the pending request", lambda d: d.find_elements(By.CSS_SELECTOR, approve))
-    steps.click("approve", approve)
+    # The list shows the code's hint, and approving takes the code: never a click on a name.
+    request = '#pairing tr[data-platform="telegram"][data-user="4242"]'
+    steps.until("the pending request", lambda d: f"{code[:2]}******" in steps.text(request))
+    assert code not in steps.text("#pairing") and "Zed" in steps.text(request)
+    assert not browser.find_elements(By.CSS_SELECTOR, '#pairing [data-action="approve"]')
+    steps.until(
+        "the platform to approve on",
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#pairing-platform option[value="telegram"]'),
+    )
+    browser.find_element(By.ID, "pairing-code").send_keys(code.lower())  # typed as it comes
+    steps.click("approve", "#pairing-approve-button")
     steps.until(
         "the approved user",
         lambda d: d.find_elements(By.CSS_SELECTOR, '#approved tr[data-approved="telegram:4242"]'),
     )
     assert "Zed" in steps.text('#approved tr[data-approved="telegram:4242"]')
-    assert not browser.find_elements(By.CSS_SELECTOR, approve)
+    steps.until("the request gone", lambda d: not d.find_elements(By.CSS_SELECTOR, request))
+    assert browser.find_element(By.ID, "pairing-code").get_attribute("value") == ""
 
     steps.click("run the job", f'#cron button[data-action="run"][data-job="{job}"]')
     steps.until(

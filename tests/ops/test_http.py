@@ -5,10 +5,14 @@ that move, and who may call what."""
 from __future__ import annotations
 
 import socket
+import time
 
 import httpx
 import pytest
 
+from hermes.gateway.pairing import request_code
+from hermes.state.maintenance import open_for_writing, open_plain
+from hermes.state.schema import immediate
 from tests.adapters.serving import in_thread, until_line
 from tests.adapters.telegram.serving import TOKEN, TelegramServe
 from tests.fakes.openai import FakeOpenAI
@@ -24,7 +28,8 @@ GUARDED_POSTS = [
     "/logout",
     "/api/cron/x/run",
     "/api/outbox/1/retry",
-    "/api/pairing/telegram/1/approve",
+    "/api/pairing/telegram/approve",
+    "/api/pairing/telegram/1/deny",
 ]
 
 
@@ -63,7 +68,7 @@ async def test_ready_follows_the_platform_and_metrics_count_what_happened(home):
                     telegram = ready.json()["adapters"]["telegram"]
                     assert telegram["state"] == "live" and telegram["progress_age"] is not None
                     assert ready.json()["outbox"] == {
-                        "depth": 0, "oldest_pending_age": None, "dead": 0,
+                        "depth": 0, "oldest_pending_age": None, "dead": 0, "unknown": 0,
                     }  # fmt: skip
 
                     before = await scrape(http, home)
@@ -140,3 +145,48 @@ async def test_only_health_answers_without_the_token_and_changes_need_csrf(home,
         csrf = (await http.get("/api/session")).json()["csrf"]
         missing = await http.post("/api/outbox/1/retry", headers={"X-CSRF-Token": csrf})
         assert missing.status_code == 404 and "no dead or unknown outbox row 1" in missing.text
+
+
+def ask_pairing(home, user: str) -> str:
+    conn = open_for_writing(home.state_db)
+    try:
+        with immediate(conn):
+            return request_code(conn, "telegram", user, "Zed", time.time(), chat_id=user).code
+    finally:
+        conn.close()
+
+
+@pytest.mark.timeout(60)
+async def test_the_dashboard_approves_pairing_by_code_only(home, spawn):
+    """A stranger picks their own display name: the dashboard lists the code's hint and
+    approves by the code the user was sent, with the CLI's lockout, never by a name."""
+    wait_ready(spawn())
+    code, other = ask_pairing(home, "4242"), ask_pairing(home, "777")
+    async with httpx.AsyncClient(base_url=ops_url(home), headers=bearer(home)) as http:
+        http.headers["X-CSRF-Token"] = (await http.get("/api/session")).json()["csrf"]
+        listed = (await http.get("/api/pairing")).json()["pending"]
+        assert [(p["user_id"], p["code_hint"]) for p in listed] == [
+            ("4242", code[:2]), ("777", other[:2]),
+        ]  # fmt: skip
+        assert code not in str(listed) and other not in str(listed)
+
+        by_user = await http.post("/api/pairing/telegram/4242/approve")
+        assert by_user.status_code in (404, 405)  # no route approves by who asked
+        assert (await http.post("/api/pairing/telegram/approve")).status_code == 400
+        huge = await http.post("/api/pairing/telegram/approve", json={"code": "A" * 500})
+        assert huge.status_code == 413
+        wrong = await http.post("/api/pairing/telegram/approve", json={"code": "WRONGCDE"})
+        assert wrong.status_code == 404 and "no pending request with that code" in wrong.text
+        right = await http.post("/api/pairing/telegram/approve", json={"code": code.lower()})
+        assert right.status_code == 200 and right.json()["user_id"] == "4242", right.text
+
+        for _ in range(4):  # with the one above, five wrong codes lock approvals ...
+            await http.post("/api/pairing/telegram/approve", json={"code": "WRONGCDE"})
+        locked = await http.post("/api/pairing/telegram/approve", json={"code": other})
+        assert locked.status_code == 429 and "locked until" in locked.text  # ... valid too
+    conn = open_plain(home.state_db)
+    try:
+        rows = conn.execute("SELECT user_id, approved_by FROM pairing_approved").fetchall()
+        assert rows == [("4242", "dashboard")]
+    finally:
+        conn.close()

@@ -33,6 +33,7 @@ import trio
 from hermes.actors.backoff import Backoff
 from hermes.adapters.base import BACKING_OFF, AdapterFatal, AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import (
+    Fetched,
     InboundEvent,
     Permanent,
     RetryAfter,
@@ -43,7 +44,7 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.http_errors import failed_send
 from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi
-from hermes.adapters.telegram.inbound import Bot, Incoming, incoming
+from hermes.adapters.telegram.inbound import Bot, MediaRef, incoming
 from hermes.adapters.telegram.markdown import to_markdown_v2
 from hermes.adapters.telegram.media import MAX_FILE, save
 from hermes.config import PlatformConfig, Secrets
@@ -187,28 +188,25 @@ class TelegramAdapter(PlatformAdapter):
             except Exception as exc:  # a shape hermes does not know: skipped, not a crash loop
                 log.warning("%s: skipping a malformed update %d: %r", self.name, update_id, exc)
                 continue
-            if found is not None:
-                event = await self._with_media(found)
-                await self.admit(event)  # typing starts once it is admitted
+            if found is not None:  # its media is fetched only once it is authorized
+                refs = tuple(ref.to_text() for ref in found.media)
+                await self.admit(attrs.evolve(found.event, attachments=refs))
         if self.cursors is not None:
             await self.cursors.put(self.offset_key, str(offset))
         return offset
 
-    async def _with_media(self, found: Incoming) -> InboundEvent:
-        """The event with its media saved to the cache; one that cannot be fetched is
-        left out and said so in the text (the message is still answered)."""
-        if not found.media:
-            return found.event
-        paths, notes = [], []
-        for ref in found.media:
+    async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
+        """The files saved to the cache; one that cannot be fetched is left out with a
+        line saying so (the message is still answered)."""
+        paths, problems = [], []
+        for text in attachments:
             try:
+                ref = MediaRef.from_text(text)
                 paths.append(str(await self._download(ref.file_id, ref.unique_id + ref.suffix,
                                                       ref.size)))  # fmt: skip
-            except (ApiError, httpx.HTTPError, OSError, KeyError, TypeError) as exc:
-                notes.append(f"[an attachment could not be fetched: {exc}]")
-            self.progress()
-        text = "\n".join([found.event.text, *notes]).strip()
-        return attrs.evolve(found.event, text=text, attachments=tuple(paths))
+            except (ApiError, httpx.HTTPError, OSError, KeyError, TypeError, ValueError) as exc:
+                problems.append(f"[an attachment could not be fetched: {exc}]")
+        return Fetched(tuple(paths), tuple(problems))
 
     async def _download(self, file_id: str, name: str, size: int | None) -> Path:
         if self.cache is None:

@@ -11,6 +11,7 @@ one of its messages. Entity offsets count UTF-16 code units.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import attrs
@@ -28,12 +29,22 @@ class Bot:
 
 @attrs.frozen
 class MediaRef:
-    """A file a message carries, fetched with getFile before the event is admitted."""
+    """A file a message carries, fetched with getFile once the event is authorized. It
+    travels in the event's `attachments` as text (`to_text`), through the journal."""
 
     file_id: str
     unique_id: str
     size: int | None
     suffix: str
+
+    def to_text(self) -> str:
+        return json.dumps([self.file_id, self.unique_id, self.size, self.suffix])
+
+    @classmethod
+    def from_text(cls, text: str) -> MediaRef:
+        file_id, unique_id, size, suffix = json.loads(text)
+        return cls(str(file_id), str(unique_id), size if isinstance(size, int) else None,
+                   str(suffix))  # fmt: skip
 
 
 @attrs.frozen

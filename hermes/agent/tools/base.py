@@ -8,7 +8,8 @@ from zoneinfo import ZoneInfo
 import attrs
 
 from hermes.actors.address import Address
-from hermes.agent.memory import MemoryStore
+from hermes.agent.memory import Memory
+from hermes.agent.permissions import Caller
 from hermes.delivery.targets import Origin
 from hermes.state.db import Db
 from hermes.terminal.session import TerminalSession
@@ -20,10 +21,14 @@ class ToolError(Exception):
 
 @attrs.define
 class ToolContext:
+    """`caller`: whose turn it is; it decides which tools are offered and whose
+    sessions, memory, jobs and chat the tools reach (all of them for an owner)."""
+
     session_id: str
     db: Db
     terminal: TerminalSession
-    memory: MemoryStore
+    memory: Memory
+    caller: Caller
     background: Address | None = None
     scheduler: Address | None = None
     origin: Origin | None = None

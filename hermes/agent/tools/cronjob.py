@@ -1,5 +1,8 @@
 """cronjob: scheduled jobs from a conversation. A job made from a chat delivers
-back to it (its origin); the model may not pin a provider or a model."""
+back to it (its origin); the model may not pin a provider or a model.
+
+A job runs with its maker's role. A user who is not an owner sees, changes and
+runs only the jobs they made, and only jobs that deliver to their own chat."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import attrs
 
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
 from hermes.cron.injection import InjectionRefused
+from hermes.cron.jobs import Job
 from hermes.cron.schedule import ScheduleError, parse_schedule
 from hermes.cron.scheduler import JobsChanged, RunNow
 from hermes.cron.store import (
@@ -67,6 +71,9 @@ class CronjobTool:
 
     async def _act(self, action: str, args: dict[str, Any], ctx: ToolContext) -> Any:
         now = time.time()
+        caller = ctx.caller
+        if not caller.is_owner and args.get("deliver") not in (None, "", "origin"):
+            raise ToolError("your jobs deliver to this chat only (deliver: origin)")
         if action == "create":
             prompt = need(args, "prompt")
             schedule = parse_schedule(need(args, "schedule"), ctx.tz, now)
@@ -77,14 +84,18 @@ class CronjobTool:
                 deliver=args.get("deliver") or "origin",
                 origin=ctx.origin,
                 attach_to_session=_flag(args, "attach_to_session"),
+                role=caller.role,
             )
             job = await ctx.db.write(create_job, new, now, ctx.tz)
             return {"created": job.id, "name": job.name, "next_run_at": job.next_run_at}
         if action == "list":
-            jobs = await ctx.db.read(list_jobs)
+            jobs = [j for j in await ctx.db.read(list_jobs) if _yours(j, ctx)]
             return [{"id": j.id, "name": j.name, "schedule": j.schedule_display,
                      "state": j.state, "next_run_at": j.next_run_at} for j in jobs]  # fmt: skip
-        job = await ctx.db.read(resolve_job, need(args, "job"))
+        ref = need(args, "job")
+        job = await ctx.db.read(resolve_job, ref)
+        if not _yours(job, ctx):
+            raise JobError(f"no cron job with id or name {ref!r}")  # others' are not shown
         if action == "update":
             fields: dict[str, Any] = {}
             if args.get("prompt"):
@@ -111,6 +122,11 @@ class CronjobTool:
             job_id, fence = await ctx.scheduler.call(RunNow(job.id))
             return {"fired": job_id, "run": fence}
         raise ToolError(f"unknown action {action!r}")
+
+
+def _yours(job: Job, ctx: ToolContext) -> bool:
+    """Whether the caller may see and act on the job: an owner every job, a user theirs."""
+    return ctx.caller.is_owner or job.made_by(ctx.caller.platform, ctx.caller.user_id)
 
 
 def _flag(args: dict[str, Any], name: str) -> bool | None:

@@ -1,4 +1,5 @@
 """send_message: send text to a chat, named strictly as platform:chat_id[:thread_id].
+A user who is not an owner may send only to the chat they are in.
 
 The message goes into the outbox (split for the platform, one row per chunk) and
 out through the Outbox actor, like every other send; the tool returns the rows.
@@ -35,6 +36,10 @@ class SendMessageTool:
         if platform not in ctx.platforms:
             known = ", ".join(sorted(ctx.platforms))
             raise ToolError(f"no platform {platform!r} is configured (configured: {known})")
+        origin = ctx.origin
+        here = origin is not None and (origin.platform, origin.chat_id) == (platform, where.chat_id)
+        if not ctx.caller.is_owner and not here:
+            raise ToolError("you may send messages only to the chat you are in")
         text = need(args, "text")
         key = f"send:{ctx.session_id}:{secrets.token_hex(6)}"
         chunks = chunks_for(text, platform)

@@ -1,4 +1,5 @@
-"""session_search: full-text search over past conversations."""
+"""session_search: full-text search over past conversations: the caller's own, or
+every one for an owner."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ class SessionSearchTool:
     parameters = obj(["query"], query={"type": "string"}, limit={"type": "integer"})
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        caller = ctx.caller
+        mine = None if caller.is_owner else (caller.platform, caller.user_id)
         try:
             hits = await ctx.db.read(
-                search_messages, need(args, "query"), int(args.get("limit", 10))
+                search_messages, need(args, "query"), int(args.get("limit", 10)), made_by=mine
             )
         except SearchQueryError as exc:
             raise ToolError(str(exc)) from None

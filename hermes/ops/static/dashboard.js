@@ -52,9 +52,13 @@ function showError(message) {
   p.hidden = !message;
 }
 
-async function api(path, method) {
+async function api(path, method, payload) {
   const options = { method: method || "GET", headers: {} };
   if (options.method === "POST") options.headers["X-CSRF-Token"] = csrf;
+  if (payload !== undefined) {
+    options.headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(payload);
+  }
   const response = await fetch(path, options);
   if (response.status === 401) {
     window.location.reload(); // the login form
@@ -65,9 +69,9 @@ async function api(path, method) {
   return body;
 }
 
-async function act(path) {
+async function act(path, payload) {
   try {
-    const result = await api(path, "POST");
+    const result = await api(path, "POST", payload);
     showError("");
     return result;
   } catch (err) {
@@ -220,22 +224,53 @@ async function refreshOutbox() {
   fill(document.querySelector("#outbox tbody"), rows, "nothing waiting, nothing dead");
 }
 
-async function pairingAction(p, action) {
+// Approving takes the code the user was sent (as `hermes pairing approve` does): a
+// stranger picks their own display name, so the list's names prove nothing.
+async function approveByCode(event) {
+  event.preventDefault();
+  const platform = document.getElementById("pairing-platform").value;
+  const code = document.getElementById("pairing-code");
+  if (!platform || !code.value.trim()) {
+    showError("Type the code the user was sent.");
+    return;
+  }
+  if (await act("/api/pairing/" + encodeURIComponent(platform) + "/approve",
+    { code: code.value })) {
+    code.value = "";
+    await refreshPairing();
+  }
+}
+
+async function denyRequest(p) {
   const path = "/api/pairing/" + encodeURIComponent(p.platform) + "/" +
-    encodeURIComponent(p.user_id) + "/" + action;
+    encodeURIComponent(p.user_id) + "/deny";
   if (await act(path)) await refreshPairing();
+}
+
+function platformChoices(platforms) {
+  const select = document.getElementById("pairing-platform");
+  const chosen = select.value;
+  select.replaceChildren(...platforms.map((name) => {
+    const option = el("option", name);
+    option.value = name;
+    return option;
+  }));
+  if (platforms.includes(chosen)) select.value = chosen;
 }
 
 async function refreshPairing() {
   const data = await api("/api/pairing");
+  platformChoices([...new Set(data.pending.map((p) => p.platform))].sort());
   fill(document.querySelector("#pairing tbody"), data.pending.map((p) => {
-    const buttons = el("span");
     const ids = { "data-user": p.user_id, "data-platform": p.platform };
-    buttons.append(
-      button("Approve", () => pairingAction(p, "approve"), { ...ids, "data-action": "approve" }),
-      button("Deny", () => pairingAction(p, "deny"), { ...ids, "data-action": "deny" }));
-    return row([p.platform, p.user_id, p.user_name || "", Math.round(p.age / 60) + " min ago",
-      buttons]);
+    const deny = button("Deny", () => denyRequest(p), { ...ids, "data-action": "deny" });
+    const hint = el("span", p.code_hint + "*".repeat(Math.max(0, 8 - p.code_hint.length)),
+      "hint");
+    const tr = row([p.platform, hint, p.user_id, p.user_name || "",
+      Math.round(p.age / 60) + " min ago", deny]);
+    tr.dataset.platform = p.platform;
+    tr.dataset.user = p.user_id;
+    return tr;
   }), "no pending requests");
   fill(document.querySelector("#approved tbody"), data.approved.map((a) => {
     const tr = row([a.platform, a.user_id, a.user_name || "", a.owner ? "owner" : "",
@@ -259,6 +294,7 @@ async function start() {
     await act("/logout");
     window.location.reload();
   });
+  document.getElementById("pairing-approve-form").addEventListener("submit", approveByCode);
   document.getElementById("session-search-form").addEventListener("submit", (event) => {
     event.preventDefault();
     refreshSessions().catch((e) => showError(e.message));

@@ -8,6 +8,7 @@ import signal
 import pytest
 import trio
 
+from hermes.config import USER_TOOLS
 from tests.adapters.serving import in_thread, until_line
 from tests.fakes.openai import text_answer, tool_answer
 
@@ -126,6 +127,8 @@ async def test_a_brief_posted_flat_is_continued_flat_and_in_its_thread(serve, mo
                         "attach_to_session": True})  # fmt: skip
     model.script(tool_answer(made), text_answer("Scheduled."), text_answer("THE BRIEF"),
                  text_answer("flat"), text_answer("threaded"))  # fmt: skip
+    # everyone here is a user: cronjob offered to users, for jobs that report back here
+    serve.configure(top=f"agent:\n  tools:\n    user: [{', '.join((*USER_TOOLS, 'cronjob'))}]\n")
     serve.start()
     slack.mention("brief me later", channel="C5")
     scheduled, brief = await in_thread(slack.wait_sent, 2, 30.0)

@@ -8,7 +8,7 @@ from tests.processes import HERMES
 
 TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
 TOKEN = "123456:TEST-token"
-ANN = 1001  # the fake's default user: allowlisted
+ANN = 1001  # the fake's default user: allowlisted, the owner
 
 
 class TelegramServe(Serve):
@@ -16,7 +16,7 @@ class TelegramServe(Serve):
 
     name = "telegram"
     command = (*HERMES, "serve")
-    access = f"    allowed_users: ['{ANN}']\n"
+    access = f"    allowed_users: ['{ANN}']\n    owner: '{ANN}'\n"
 
     def tokens(self) -> dict[str, str]:
         return {TOKEN_VAR: TOKEN}

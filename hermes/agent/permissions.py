@@ -1,0 +1,62 @@
+"""Who may do what: the one place that decides which tools a role may call.
+
+A tool a role may not call is never offered to the model in that role's
+sessions, and a call of it (a model that names it anyway, a `/tool` line) is
+refused with one line. What a permitted tool may reach beyond the caller's
+own sessions, memory, jobs and chat is for owners only; the tools ask
+`Caller.is_owner`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from hermes.config import ConfigError, Role, ToolsConfig
+
+EVERY_TOOL = "*"
+
+
+@attrs.frozen
+class Caller:
+    """Who a turn runs for: a user on a platform, with their role there."""
+
+    platform: str
+    user_id: str
+    role: Role
+
+    @property
+    def is_owner(self) -> bool:
+        return self.role == "owner"
+
+
+@attrs.frozen
+class Permissions:
+    """The tools each role may call, checked against the tools that exist."""
+
+    by_role: dict[str, frozenset[str]]
+
+    @classmethod
+    def build(cls, config: ToolsConfig, tools: Iterable[str]) -> Permissions:
+        known = frozenset(tools)
+        by_role = {}
+        for role in ("owner", "user"):
+            names = frozenset(getattr(config, role))
+            unknown = sorted(names - known - {EVERY_TOOL})
+            if unknown:
+                raise ConfigError(
+                    f"agent.tools.{role}: no tool named {', '.join(map(repr, unknown))}"
+                    f" (the tools: {', '.join(sorted(known))}, or {EVERY_TOOL!r} for all)"
+                )
+            by_role[role] = known if EVERY_TOOL in names else names
+        return cls(by_role)
+
+    def tools_for(self, role: Role) -> frozenset[str]:
+        return self.by_role[role]
+
+    def refusal(self, role: Role, tool: str) -> str | None:
+        """Why `role` may not call `tool`, in one line; None when it may."""
+        if tool in self.by_role[role]:
+            return None
+        return f"the {tool} tool is not available to a {role} here (agent.tools.{role})"
