@@ -32,9 +32,7 @@ def build_chain(config: Config, secrets: Secrets) -> ProviderChain:
     return ProviderChain([build_provider(e, secrets) for e in entries])
 
 
-def build_agent(
-    config: Config, secrets: Secrets, redact: Callable[[str], str] = str
-) -> Agent:
+def build_agent(config: Config, secrets: Secrets, redact: Callable[[str], str] = str) -> Agent:
     """The agent config.yaml describes: its providers, tools (and which role may call
     which), turn bound and context budget. `redact` cleans every tool result."""
     agent = config.agent

@@ -3,10 +3,13 @@ restart, by one serve even when two start on the home, and not when it is too ol
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from hermes.agent.loop import NOT_RUN_AGAIN
 from tests.adapters.serving import in_thread
-from tests.fakes.openai import text_answer
+from tests.fakes.openai import text_answer, tool_answer
 from tests.processes import wait_ready
 
 RESUMED = "(answered after hermes restarted) "
@@ -66,3 +69,21 @@ async def test_a_turn_older_than_the_resume_window_is_not_resumed(serve, model):
     assert "resuming" not in log
     assert len(model.requests) == 1 and serve.platform.sent == []
     assert [state for *_, state in serve.journal()] == ["started"]
+
+
+@pytest.mark.timeout(90)
+async def test_a_turn_cut_by_a_crash_mid_command_never_runs_it_again(serve, model, tmp_path):
+    runs, started = tmp_path / "runs", tmp_path / "started"
+    os.mkfifo(started)
+    command = f"echo ran >> {runs}; echo up > {started}; sleep 60"
+    model.script(tool_answer(("terminal", {"command": command})))
+    serve.start()
+    serve.platform.inject("clean up the disk")
+    await in_thread(started.read_text)  # the command runs now
+    serve.kill()  # a crash: nothing is written after this
+    serve.start()
+    [sent] = await in_thread(serve.platform.wait_sent, 1, 30.0)
+    serve.stop()
+    assert sent["text"] == RESUMED + NOT_RUN_AGAIN
+    assert runs.read_text() == "ran\n"  # once, before the crash
+    assert len(model.requests) == 1  # and the model was not asked to go on

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from hermes.agent.memory import RECHECK_SECONDS, MemoryRefused, MemoryStore
+from hermes.agent.memory import (
+    RECHECK_SECONDS,
+    Memory,
+    MemoryRefused,
+    MemoryStore,
+    user_directory,
+)
 
 
 class Clock:
@@ -40,3 +46,21 @@ def test_the_cap_refuses_and_keeps_the_file(tmp_path):
     with pytest.raises(MemoryRefused, match="over its cap"):
         store.add("user", "x" * 2000)
     assert (tmp_path / "USER.md").read_text() == "- short\n"
+
+
+def test_a_user_writes_only_their_own_memory_and_reads_the_owners_notes(tmp_path):
+    shared = MemoryStore(tmp_path)
+    owner = Memory(shared)
+    owner.add("memory", "the house rules")
+    owner.add("user", "the owner likes tea")
+    bob = Memory(shared, MemoryStore(user_directory(tmp_path, "tg", "../bob")))
+    bob.add("memory", "bob's note")
+    bob.add("user", "bob likes coffee")
+    with pytest.raises(MemoryRefused):
+        bob.remove("memory", "house rules")  # not his to change
+    assert (tmp_path / "MEMORY.md").read_text() == "- the house rules\n"
+    block = bob.prompt_block()
+    assert "the house rules" in block and "bob likes coffee" in block and "bob's note" in block
+    assert "tea" not in block  # the owner's USER.md is not shown to others
+    assert "bob" not in owner.prompt_block()
+    assert user_directory(tmp_path, "tg", "../bob").parent == tmp_path / "tg"  # no way out

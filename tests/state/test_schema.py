@@ -56,3 +56,45 @@ async def test_missing_columns_are_added(registry, db_path):
         await gen.write(set_scope, "kept", "T1")
         assert (await gen.read(get_session, "kept")).scope_id == "T1"
     assert NewSession("x").source == "local"
+
+
+def test_step_14_labels_keys_and_gives_chat_made_jobs_their_makers_role(tmp_path):
+    conn = apsw.Connection(str(tmp_path / "x.db"))
+    schema.migrate(conn, target=13)
+    sessions = [  # id, key as before, chat type, chat, thread, user
+        ("dm", "agent:main:tg:dm:42", "dm", "42", None, "42"),
+        ("topic", "agent:main:tg:group:-100:7", "group", "-100", "7", "9"),
+        ("member", "agent:main:tg:group:-100:7", "group", "-100", None, "7"),
+        ("both", "agent:main:tg:group:-100:7:9", "group", "-100", "7", "9"),
+        ("odd", "agent:main:tg:group:elsewhere", "group", "-100", None, "7"),
+    ]
+    for sid, key, kind, chat, thread, user in sessions:
+        conn.execute(
+            "INSERT INTO sessions (id, source, session_key, chat_type, chat_id, thread_id,"
+            " user_id, started_at) VALUES (?, 'tg', ?, ?, ?, ?, ?, 1)",
+            (sid, key, kind, chat, thread, user),
+        )
+    origin = '{{"platform": "{}", "chat_id": "c", "user_id": "{}"}}'
+    made_by = {"cli": None, "local": origin.format("local", ""), "boss": origin.format("tg", "1"),
+               "guest": origin.format("tg", "2")}  # fmt: skip
+    for job, made in made_by.items():
+        conn.execute(
+            "INSERT INTO cron_jobs (id, name, schedule, schedule_display, origin, created_at)"
+            " VALUES (?, ?, 'every:3600', 'every 1h', ?, 1)",
+            (job, job, made),
+        )
+    conn.execute(
+        "INSERT INTO pairing_approved (platform, user_id, approved_at, approved_by, owner)"
+        " VALUES ('tg', '1', 1, 'cli', 1)"
+    )
+    assert schema.migrate(conn) == list(range(14, schema.SCHEMA_VERSION + 1))
+    keys = dict(conn.execute("SELECT id, session_key FROM sessions"))
+    assert keys == {
+        "dm": "agent:main:tg:dm:42",
+        "topic": "agent:main:tg:group:-100:thread:7",
+        "member": "agent:main:tg:group:-100:user:7",  # no longer the topic's session
+        "both": "agent:main:tg:group:-100:thread:7:user:9",
+        "odd": "agent:main:tg:group:elsewhere",  # does not line up: left as it was
+    }
+    roles = dict(conn.execute("SELECT id, role FROM cron_jobs"))
+    assert roles == {"cli": "owner", "local": "owner", "boss": "owner", "guest": "user"}
