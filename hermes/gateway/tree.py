@@ -124,6 +124,9 @@ def build_root(
     """
     secrets_, token, policy = keys.secrets, keys.token, keys.policy
     check_platforms(config, secrets_, platforms, home.env_path)
+    workdir = config.agent.workdir
+    if workdir and Path(workdir).expanduser().resolve() == home.root.resolve():
+        raise ConfigError("agent.workdir: not HERMES_HOME itself, where serve keeps its secrets")
     agent = build_agent(config, secrets_, keys.redact)
     tz = config.zone()
     statuses = {name: AdapterStatus() for name in ("local", *config.enabled_platforms())}

@@ -36,6 +36,10 @@ are JSON text `{"op", "d", "s", "t"}`.
   the session closes with 4009. A known session: every dispatch of it with `s > seq`
   (READY and RESUMED aside) is sent again, then `RESUMED` (a dispatch with the next
   `s`). The socket the session was on before (if still open) no longer gets its events.
+- A client that closes the socket its session is on with 1000 or 1001 ends the session,
+  as Discord does (a later Resume gets `op 9`, `d: false`, and events injected meanwhile
+  are `lost`); any other close code, or a connection cut without a close frame, keeps
+  it resumable.
 - Any other op (or a non-JSON frame) before Identify/Resume closes with 4003 (not
   authenticated); an unknown op with 4001; undecodable JSON with 4002.
 
@@ -50,12 +54,14 @@ fake keeps its state for its whole life: sessions outlive client restarts.
 The test drives the fake from its own thread (every method is thread-safe):
 `message()` and `dispatch()` put events in; `rate_limit()` and `fail()` answer the
 next matching REST calls with errors; `zombie()`, `close(code)`, `reconnect()`,
-`invalid_session()` and `drop()` trouble the current socket. It reads what the client
-did in `sent`, `typing`, `refused`, `calls`, `identifies`, `resumes`, `sessions`,
-`heartbeats`, `closes`, `sockets`, `dispatches` ... and waits for it with the
-`wait_*` helpers, which block on a condition (no sleeping) and raise TimeoutError
-naming what they waited for. `shutdown()` (or leaving the `with` block) stops the
-fake at once; `close(code)` closes a Gateway socket.
+`invalid_session()` and `drop()` trouble the current socket; `flap()` makes every new
+socket close right after Hello (a flapping gateway) until `unflap()`. It reads what
+the client did in `sent`, `typing`, `refused`, `calls`, `identifies` (and
+`identify_payloads`, with their times), `resumes`, `sessions`, `heartbeats`, `closes`,
+`sockets`, `dispatches` ... and waits for it with the `wait_*` helpers, which block on
+a condition (no sleeping) and raise TimeoutError naming what they waited for.
+`shutdown()` (or leaving the `with` block) stops the fake at once; `close(code)` closes
+a Gateway socket.
 
 Where the fake knowingly differs from Discord:
 - `ws://` / `http://` on 127.0.0.1; no zlib / etf / compression; the Identify token is
@@ -80,8 +86,8 @@ In its own process:
 prints its base URL on one line and serves until killed. Another process drives it
 over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword arguments calls one
 of message, dispatch, rate_limit, fail, clear_faults, zombie, unzombie, close,
-reconnect, invalid_session, drop (answer `{"ok": true, "result": <return value>}`),
-and `GET {url}/_fake/state` answers the counters and the records.
+reconnect, invalid_session, drop, flap, unflap (answer `{"ok": true, "result": <return
+value>}`), and `GET {url}/_fake/state` answers the counters and the records.
 """
 
 from __future__ import annotations
@@ -124,6 +130,7 @@ APPLICATION_ID = BOT_ID
 MAX_CONTENT = 2000
 API_PREFIX = "/api/v10/"
 STOP_CODE = 1001  # the code of the close frames the fake sends when it stops
+ENDING_CODES = frozenset({1000, 1001})  # a client's close with these ends its session
 # close codes after which the session cannot be resumed (Discord's docs)
 INVALIDATING_CODES = frozenset({4004, 4007, 4009, 4010, 4011, 4012, 4013, 4014})
 # opcodes
@@ -165,6 +172,7 @@ class _Session:
     valid: bool = True
     dispatches: list[dict[str, Any]] = attrs.Factory(list)  # full frames, in order
     socket: _Socket | None = None  # the socket that gets its events now
+    last: _Socket | None = None  # the newest socket that took it (Identify or Resume)
     resumes: int = 0
 
     def info(self) -> dict[str, Any]:
@@ -187,6 +195,7 @@ class _Socket:
     session: _Session | None = None
     authenticated: bool = False
     zombie: bool = False
+    flap_code: int | None = None  # flapping: it takes no Identify or Resume, closes with this
     sent_seq: int = 0  # the highest `s` of the session put in the outbox
     close_now: bool = False  # the writer closes it once the outbox is out
     close_code: int = STOP_CODE
@@ -239,6 +248,7 @@ class FakeDiscord:
         self._sockets: list[_Socket] = []
         self._sessions: list[_Session] = []
         self._current: _Session | None = None
+        self._flap: tuple[int, str] | None = None  # (code, at) for new sockets
         self._snowflakes = itertools.count(1)
         self._messages: dict[str, dict[str, Any]] = {}  # every message, by id
         self._identifies: list[dict[str, Any]] = []
@@ -514,6 +524,22 @@ class FakeDiscord:
             self._cond.notify_all()
             return sock.id
 
+    def flap(self, code: int = 4000, at: str = "identify") -> None:
+        """From now on every new socket flaps: after Hello it closes with `code`, at once
+        (`at="hello"`: the close frame follows Hello, before the client can Identify or
+        Resume) or on the client's first Identify or Resume (`at="identify"`). No session
+        begins on it; each Identify or Resume it gets is recorded (in `identify_payloads`
+        and `resume_attempts`, with `flapped`), refused. Open sockets are not touched."""
+        if at not in ("hello", "identify"):
+            raise ValueError(f"flap at 'hello' or 'identify', not {at!r}")
+        with self._cond:
+            self._flap = (int(code), at)
+
+    def unflap(self) -> None:
+        """New sockets behave again."""
+        with self._cond:
+            self._flap = None
+
     # -- observing ----------------------------------------------------------------------
 
     @property
@@ -548,6 +574,7 @@ class FakeDiscord:
 
     @property
     def identifies(self) -> int:
+        """Identify frames taken (refused ones on a flapping socket too)."""
         with self._cond:
             return len(self._identifies)
 
@@ -672,6 +699,28 @@ class FakeDiscord:
     def wait_heartbeats(self, count: int = 1, timeout: float = 10.0) -> None:
         self._wait(lambda: len(self._heartbeats) >= count, timeout, f"{count} heartbeat(s)")
 
+    def wait_settled(self, timeout: float = 10.0) -> int:
+        """Until a client settled on the newest session: two of its heartbeats came on
+        the session's socket after the Identify or Resume that put the session there
+        (their ACKs follow READY or RESUMED, and a client sends the second only once it
+        read the first one's ACK, or it would have closed the socket as a zombie).
+        Returns that socket's id."""
+
+        def settled() -> bool:
+            session = self._sessions[-1] if self._sessions else None
+            sock = None if session is None else session.socket
+            if sock is None:
+                return False
+            took = [r["at"] for r in [*self._identifies, *self._resumes] if r["socket"] == sock.id]
+            beats = [h for h in self._heartbeats if h["socket"] == sock.id and h["at"] > max(took)]
+            return len(beats) >= 2
+
+        self._wait(settled, timeout, "client settled on its session")
+        with self._cond:
+            session = self._sessions[-1]
+            assert session.socket is not None
+            return session.socket.id
+
     def wait_closes(self, count: int = 1, timeout: float = 10.0) -> list[int | None]:
         self._wait(lambda: len(self._closes) >= count, timeout, f"{count} client close(s)")
         return self.closes
@@ -787,6 +836,10 @@ class FakeDiscord:
             self._sockets.append(sock)
             hello = {"heartbeat_interval": int(self.heartbeat_interval * 1000)}
             sock.outbox.append((self._frame(HELLO, hello), None))
+            if self._flap is not None:
+                sock.flap_code = self._flap[0]
+                if self._flap[1] == "hello":
+                    self._close_with(sock, sock.flap_code, "flapping")
             self._cond.notify_all()
         writer = threading.Thread(target=self._write_loop, args=(sock,), daemon=True)
         writer.start()
@@ -834,11 +887,17 @@ class FakeDiscord:
                     pass
                 elif isinstance(event, CloseConnection):
                     with self._cond:
-                        if sock.closed_by is None:
-                            sock.closed_by = "client" if event.code != 1006 else "eof"
+                        ends = False
+                        if sock.closed_by is None and event.code == 1006:
+                            sock.closed_by = "eof"  # no close frame: wsproto's word for EOF
+                        elif sock.closed_by is None:
+                            sock.closed_by = "client"
                             sock.client_close_code = event.code
                             self._closes.append(event.code)
-                        self._detach(sock, False)
+                            session = sock.session  # not moved on to a newer socket since
+                            ends = event.code in ENDING_CODES and session is not None
+                            ends = ends and session.last is sock
+                        self._detach(sock, ends)
                         self._cond.notify_all()
                     if sock.ws.state == ConnectionState.REMOTE_CLOSING:
                         self._send(sock, event.response())
@@ -862,13 +921,17 @@ class FakeDiscord:
             sock.frames_in += 1
             self._received.append({"socket": sock.id, "frame": frame or text, "at": now})
             self._cond.notify_all()
-            if sock.close_now:
+            if sock.close_now and sock.flap_code is None:
                 return
             if not isinstance(frame, dict) or not isinstance(frame.get("op"), int):
                 self._close_with(sock, 4002, "decode error")
                 return
             op, d = frame["op"], frame.get("d")
-            if op == HEARTBEAT:
+            if sock.flap_code is not None and op in (IDENTIFY, RESUME):
+                self._flapped(sock, op, d if isinstance(d, dict) else {}, now)
+            elif sock.close_now:
+                return
+            elif op == HEARTBEAT:
                 sock.heartbeats += 1
                 self._heartbeats.append(
                     {"socket": sock.id, "d": d, "acked": not sock.zombie, "at": now}
@@ -885,6 +948,19 @@ class FakeDiscord:
                 self._close_with(sock, 4003, "not authenticated")
             self._cond.notify_all()
 
+    def _flapped(self, sock: _Socket, op: int, d: dict[str, Any], now: float) -> None:
+        """A flapping socket records an Identify or Resume, refuses it and closes."""
+        if op == IDENTIFY:
+            self._identifies.append({**copy_json(d), "socket": sock.id, "at": now, "flapped": True})
+        else:
+            self._resumes.append({
+                "session_id": d.get("session_id"), "seq": d.get("seq"), "accepted": False,
+                "replayed": 0, "socket": sock.id, "at": now, "flapped": True,
+            })  # fmt: skip
+        if not sock.close_now:
+            assert sock.flap_code is not None
+            self._close_with(sock, sock.flap_code, "flapping")
+
     def _identify(self, sock: _Socket, d: dict[str, Any], now: float) -> None:
         self._identifies.append({**copy_json(d), "socket": sock.id, "at": now})
         if sock.authenticated:
@@ -897,7 +973,7 @@ class FakeDiscord:
         self._sessions.append(session)
         self._current = session
         sock.session, sock.authenticated, sock.sent_seq = session, True, 0
-        session.socket = sock
+        session.socket = session.last = sock
         ready = {
             "v": 10, "user": dict(BOT_USER), "guilds": [], "session_id": session.id,
             "resume_gateway_url": self.resume_gateway_url, "shard": [0, 1],
@@ -931,7 +1007,7 @@ class FakeDiscord:
         old = session.socket
         if old is not None and old is not sock:
             old.detached = True  # it takes nothing more
-        session.socket, session.resumes = sock, session.resumes + 1
+        session.socket, session.last, session.resumes = sock, sock, session.resumes + 1
         sock.session, sock.authenticated, sock.sent_seq = session, True, seq
         before = len(sock.outbox)
         self._flush(sock, replay=True)
@@ -1165,7 +1241,7 @@ class FakeDiscord:
 
     _CONTROLS = frozenset({
         "message", "dispatch", "rate_limit", "fail", "clear_faults", "zombie", "unzombie",
-        "close", "reconnect", "invalid_session", "drop",
+        "close", "reconnect", "invalid_session", "drop", "flap", "unflap",
     })  # fmt: skip
 
     def _control(self, verb: str, name: str, raw: bytes) -> _Reply:

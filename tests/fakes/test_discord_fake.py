@@ -155,6 +155,7 @@ async def test_resume_replays_what_was_missed_then_resumed(discord: FakeDiscord)
         ready = await hello_and_ready(ws)
         discord.message("before")
         assert (await receive(ws))["s"] == 2
+        await ws.aclose(4000)  # not 1000: that would end the session
     await off(discord.wait_open_sockets, 0)
     gap = [discord.message("during the gap 1"), discord.message("during the gap 2")]
     session_id = ready["d"]["session_id"]
@@ -217,6 +218,111 @@ async def test_zombie_stops_acks_and_holds_dispatches(discord: FakeDiscord):
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.parametrize("code", [1000, 1001, 4000])
+async def test_a_client_close_with_1000_or_1001_ends_the_session(discord: FakeDiscord, code):
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        ready = await hello_and_ready(ws)
+        await ws.aclose(code)
+    await off(discord.wait_open_sockets, 0)
+    gap = discord.message("sent while nobody was connected")
+    session_id = ready["d"]["session_id"]
+    async with open_websocket_url(discord.resume_gateway_url, disconnect_timeout=5) as ws:
+        assert (await receive(ws))["op"] == 10
+        await send(ws, 6, {"token": TOKEN, "session_id": session_id, "seq": 1})
+        if code in (1000, 1001):  # the session ended with the close: the gap is lost
+            assert await receive(ws) == {"op": 9, "d": False, "s": None, "t": None}
+            assert [x["d"]["id"] for x in discord.lost] == [gap]
+            assert discord.sessions[0]["valid"] is False and discord.resumes == 0
+        else:
+            assert (await receive(ws))["d"]["id"] == gap
+            assert (await receive(ws))["t"] == "RESUMED"
+            assert discord.lost == [] and discord.resumes == 1
+        await ws.aclose(4000)
+    assert discord.closes == [code, 4000]
+
+
+@pytest.mark.timeout(30)
+async def test_closing_a_socket_the_session_left_keeps_the_session(discord: FakeDiscord):
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as old:
+        ready = await hello_and_ready(old)
+        discord.reconnect()
+        assert (await receive(old))["op"] == 7
+        session_id = ready["d"]["session_id"]
+        async with open_websocket_url(discord.resume_gateway_url, disconnect_timeout=5) as ws:
+            assert (await receive(ws))["op"] == 10
+            await send(ws, 6, {"token": TOKEN, "session_id": session_id, "seq": 1})
+            assert (await receive(ws))["t"] == "RESUMED"
+            await old.aclose(1000)  # the session is on the new socket now
+            after = discord.message("still here")
+            assert (await receive(ws))["d"]["id"] == after
+            await ws.aclose(4000)
+    assert discord.sessions[0]["valid"] is True and discord.lost == []
+
+
+@pytest.mark.timeout(30)
+async def test_a_flapping_gateway_closes_on_identify_and_counts_it(discord: FakeDiscord):
+    discord.flap(4000)
+    for _ in range(2):
+        async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+            assert (await receive(ws))["op"] == 10
+            await send(ws, 1, None)
+            assert (await receive(ws))["op"] == 11  # alive until it is asked for a session
+            await identify(ws)
+            with pytest.raises(ConnectionClosed) as closed:
+                await receive(ws)
+            assert closed.value.reason.code == 4000
+    async with open_websocket_url(discord.resume_gateway_url, disconnect_timeout=5) as ws:
+        assert (await receive(ws))["op"] == 10
+        await send(ws, 6, {"token": TOKEN, "session_id": "s", "seq": 3})
+        with pytest.raises(ConnectionClosed):
+            await receive(ws)
+    assert discord.identifies == 2 and discord.sessions == [] and discord.resumes == 0
+    payloads = discord.identify_payloads
+    assert [p["flapped"] for p in payloads] == [True, True]
+    assert payloads[0]["at"] < payloads[1]["at"] and payloads[0]["socket"] == 1
+    [attempt] = discord.resume_attempts
+    assert (attempt["session_id"], attempt["accepted"], attempt["flapped"]) == ("s", False, True)
+    discord.unflap()
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        await hello_and_ready(ws)
+    assert discord.identifies == 3 and len(discord.sessions) == 1
+
+
+@pytest.mark.timeout(30)
+async def test_a_gateway_flapping_at_hello_closes_before_any_identify(discord: FakeDiscord):
+    discord.flap(4000, at="hello")
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["op"] == 10
+        with pytest.raises(ConnectionClosed) as closed:
+            await receive(ws)  # without sending anything: the close came on its own
+        assert closed.value.reason.code == 4000
+    await off(discord.wait_open_sockets, 0)
+    [sock] = discord.sockets
+    assert sock["fake_close_code"] == 4000 and sock["session_id"] is None
+    assert discord.identifies == 0 and discord.sessions == []
+    with pytest.raises(ValueError, match="flap at"):
+        discord.flap(4000, at="later")
+
+
+@pytest.mark.timeout(30)
+async def test_wait_settled_counts_heartbeats_after_the_session_began(discord: FakeDiscord):
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["op"] == 10
+        await send(ws, 1, None)  # before Identify: it does not count
+        assert (await receive(ws))["op"] == 11
+        await identify(ws)
+        assert (await receive(ws))["t"] == "READY"
+        await send(ws, 1, 1)
+        assert (await receive(ws))["op"] == 11
+        with pytest.raises(TimeoutError, match="settled"):
+            await off(discord.wait_settled, 0.2)
+        await send(ws, 1, 1)
+        assert (await receive(ws))["op"] == 11
+        assert await off(discord.wait_settled, 5.0) == 1
+        await ws.aclose(4000)
+
+
+@pytest.mark.timeout(30)
 async def test_bad_token_closes_with_4004(discord: FakeDiscord):
     async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
         assert (await receive(ws))["op"] == 10
@@ -235,6 +341,7 @@ async def test_close_codes_reconnect_invalid_session_and_drop(discord: FakeDisco
         assert (await receive(ws))["op"] == 7
         held = discord.message("held for the resume")  # op 7 sent: it waits
         await nothing_within(ws, 0.2)
+        await ws.aclose(4000)
     session_id = ready["d"]["session_id"]
     async with open_websocket_url(discord.resume_gateway_url, disconnect_timeout=5) as ws:
         assert (await receive(ws))["op"] == 10
@@ -367,6 +474,9 @@ async def test_its_own_process_driven_over_http():
             assert state["identifies"] == 1 and state["connections"] == 1
             bad = await client.post("/_fake/close", json={"nope": 1})
             assert bad.status_code == 400
+            flap = await client.post("/_fake/flap", json={"code": 4000, "at": "hello"})
+            assert flap.json() == {"ok": True, "result": None}
+            assert (await client.post("/_fake/unflap", json={})).json()["ok"] is True
     finally:
         proc.terminate()
         with trio.fail_after(10):

@@ -1,17 +1,26 @@
 """The Discord adapter: our own Gateway client (trio-websocket) and REST calls (httpx);
 no Discord SDK.
 
-- `GET /gateway/bot`, then Hello, a heartbeat every interval (the first after a
-  random fraction of it), Identify (guild messages, DMs, message content) and
-  READY (the session, its resume URL, the bot's user).
-- A heartbeat whose ACK has not come when the next is due means a zombie
-  connection: it is closed with a code other than 1000 and the session resumed
-  at its resume URL from the last sequence; Discord replays what was missed
-  (admission recognises anything seen before). `op 7` resumes; `op 9` resumes
-  or identifies anew after 1-5 s; close codes 4004 and 4010-4014 are fatal,
-  4007 and 4009 start a new session, others resume.
-- The sequence moves past a dispatch only once it is admitted: a resume never
-  skips a message that was not committed.
+- `GET /gateway/bot` (once per incarnation), then one socket per `connect()`:
+  Hello, a heartbeat every interval (the first after a random fraction of it),
+  then Resume of the session we have or Identify (guild messages, DMs, message
+  content) and READY (the session, its resume URL, the bot's user).
+- The session (id, resume URL, bot, sequence) is kept in state.db, so a new
+  incarnation or a restart of hermes resumes it: Discord replays what was missed
+  and admission recognises anything seen before. The sequence moves past a
+  dispatch only once it is admitted: a resume never skips a message that was not
+  committed.
+- Hermes closes a socket only with 4000 (1000 and 1001 end the session). A socket
+  that ends, however and whenever it ends (a close before Identify too), is an
+  answer for the base, which connects again: at once after a socket that settled
+  (a heartbeat acknowledged on a live session), after a growing jittered backoff
+  otherwise, so a flapping gateway gets few IDENTIFYs.
+- A heartbeat whose ACK has not come when the next is due, while the reader waits
+  on the socket, means a zombie: closed and resumed. While the reader is busy
+  (admitting), an unread ACK is no verdict. `op 7` resumes; `op 9` resumes, or
+  identifies anew 1-5 s later (on the same socket when it refused our Resume, else
+  on the next), reading and beating meanwhile; close codes 4004 and 4010-4014 are
+  fatal, 4007 and 4009 start a new session, others resume.
 - Liveness: ACKs and dispatches are progress; a connection without them for two
   heartbeat intervals and a margin is replaced.
 - Sends: `POST /channels/{id}/messages` replying to the message; 429's
@@ -22,14 +31,13 @@ no Discord SDK.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from typing import Any
 
 import httpx
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
+from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
 from hermes.adapters.base import AdapterFatal, AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import (
@@ -42,6 +50,8 @@ from hermes.adapters.contract import (
     Unconfirmed,
 )
 from hermes.adapters.discord.inbound import incoming
+from hermes.adapters.discord.link import RESUMABLE_CLOSE, Link
+from hermes.adapters.discord.session import KeptSession, Session
 from hermes.adapters.http_errors import failed_send
 from hermes.config import PlatformConfig, Secrets
 
@@ -54,13 +64,11 @@ FATAL_CLOSES = {4004: "authentication failed (4004)", 4010: "invalid shard (4010
                 4013: "invalid intents (4013)", 4014: "disallowed intents (4014): enable"
                 " the message content intent for the bot"}  # fmt: skip
 NEW_SESSION_CLOSES = {4007, 4009}
-ZOMBIE_CLOSE = 4000
 HTTP_TIMEOUT = 30.0
 MAX_FRAME = 4 * 1024 * 1024
-
-
-class _Reconnect(Exception):
-    """The socket is done; connect again (resume unless the session was dropped)."""
+HEARTBEAT, IDENTIFY, RESUME, RECONNECT, INVALID_SESSION, HELLO, HEARTBEAT_ACK = (
+    1, 2, 6, 7, 9, 10, 11,
+)  # fmt: skip
 
 
 class DiscordAdapter(PlatformAdapter):
@@ -76,10 +84,11 @@ class DiscordAdapter(PlatformAdapter):
         self.token = setup.secrets.get(config.token_env) if config.token_env else None
         self.base = (config.base_url or DEFAULT_BASE).rstrip("/") + "/api/v10/"
         self.http: httpx.AsyncClient | None = None  # for sends, opened in on_start
+        self.cursors = setup.cursors
+        self.kept = KeptSession(setup.cursors, f"{setup.name}:session")
+        self.gateway: str | None = None
         self.bot_id = ""
-        self.session: str | None = None
-        self.resume_url: str | None = None
-        self.seq: int | None = None
+        self.identify_after = 0.0  # trio time: Discord asks for 1-5 s after an invalid session
         self.rng = random.Random()
 
     @classmethod
@@ -100,119 +109,152 @@ class DiscordAdapter(PlatformAdapter):
         return f"{me.get('username')} (id {me.get('id')})"
 
     async def on_start(self) -> None:
+        if self.cursors is not None:
+            await self.exits.enter_async_context(self.cursors)
+        kept = await self.kept.load()
+        if kept is not None:
+            self.bot_id = kept.bot_id
         auth = {"Authorization": f"Bot {self.token or ''}"}
         client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, headers=auth)
         self.http = await self.exits.enter_async_context(client)
         await super().on_start()
 
+    async def flush(self) -> None:
+        await self.kept.keep()  # the last sequence admitted: a restart replays less
+        await super().flush()
+
     # -- receiving --------------------------------------------------------------
 
-    async def connect(self) -> None:
+    async def connect(self) -> str:
+        """One socket: resume the session we have, else identify; why the socket ended."""
         if not self.token:
             raise AdapterFatal(f"no token: set {self.token_env or 'platforms.discord.token_env'}")
-        response = await self.http.get(self.base + "gateway/bot")
-        if response.status_code == 401:
-            raise AdapterFatal("Discord refused the token (401 Unauthorized)")
-        response.raise_for_status()
-        gateway = str(response.json()["url"])
-        self.progress()
-        while True:
-            url = self.resume_url if self.session and self.resume_url else gateway
-            try:
-                await self._socket(url)
-            except _Reconnect as why:
-                log.info("%s: %s; connecting again", self.name, why)
-            await trio.sleep(self.rng.uniform(0.1, 1.0))
+        if self.gateway is None:
+            response = await self.http.get(self.base + "gateway/bot")
+            if response.status_code == 401:
+                raise AdapterFatal("Discord refused the token (401 Unauthorized)")
+            response.raise_for_status()
+            self.gateway = str(response.json()["url"])
+        session = self.kept.current
+        why = await self._socket(session.resume_url if session else self.gateway)
+        await self.kept.keep()
+        return why
 
-    async def _socket(self, url: str) -> None:
-        """One socket, from Hello to its end: raises _Reconnect (resume, or a new
-        session) or AdapterFatal."""
+    async def _socket(self, url: str) -> str:
+        """One socket from Hello to its end, and why it ended; AdapterFatal for a close
+        that refuses us for good. Hermes closes it with the resumable code (under
+        cancellation the TCP connection just ends, resumable too)."""
         sep = "&" if "?" in url else "?"
-        async with open_websocket_url(f"{url}{sep}v=10&encoding=json",
-                                      max_message_size=MAX_FRAME) as ws:  # fmt: skip
-            try:
-                hello = json.loads(await ws.get_message())
-            except ConnectionClosed as closed:
-                self._closed(closed)
-            if hello.get("op") != 10:
-                raise _Reconnect(f"the gateway began with op {hello.get('op')}")
-            interval = float(hello["d"]["heartbeat_interval"]) / 1000
-            self.progress_deadline = 2 * interval + 5.0
-            self.progress()
-            await self._introduce(ws)
-            async with trio.open_nursery() as nursery:
-                acked = [True]
-                nursery.start_soon(self._heartbeat, ws, interval, acked)
-                why = await self._read(ws, acked)
-                nursery.cancel_scope.cancel()
-        if isinstance(why, ConnectionClosed):
-            self._closed(why)
-        raise _Reconnect(why)
+        try:
+            async with open_websocket_url(f"{url}{sep}v=10&encoding=json",
+                                          max_message_size=MAX_FRAME) as ws:  # fmt: skip
+                link = Link(ws)
+                try:
+                    return await self._run(link)
+                finally:
+                    await link.close("the socket is done")
+        except HandshakeError as exc:
+            return f"could not open the gateway socket: {exc!r}"
 
-    def _closed(self, closed: ConnectionClosed) -> None:
+    async def _run(self, link: Link) -> str:
+        try:
+            hello = await link.receive()
+        except ConnectionClosed as closed:
+            return await self._closed(link, closed)
+        if hello.get("op") != HELLO:
+            return f"the gateway began with op {hello.get('op')}"
+        link.interval = float(hello["d"]["heartbeat_interval"]) / 1000
+        self.progress_deadline = 2 * link.interval + 5.0
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._heartbeat, link)
+            nursery.start_soon(self._introduce, link)
+            why = await self._read(link, nursery)
+            nursery.cancel_scope.cancel()
+        return why
+
+    async def _closed(self, link: Link, closed: ConnectionClosed) -> str:
+        """How the socket ended, told as what happened."""
+        if link.closed_by_us:
+            return f"hermes closed the socket ({RESUMABLE_CLOSE}): {link.closed_by_us}"
         code = closed.reason.code if closed.reason else None
         if code in FATAL_CLOSES:
+            await self.kept.forget()
             raise AdapterFatal(f"Discord closed the gateway: {FATAL_CLOSES[code]}")
         if code in NEW_SESSION_CLOSES:
-            self.session = None
-        raise _Reconnect(f"the gateway closed ({code})")
+            await self.kept.forget()
+            return f"the gateway closed the socket ({code}): the session is over"
+        return f"the gateway closed the socket ({code})"
 
-    async def _introduce(self, ws: WebSocketConnection) -> None:
-        if self.session:
-            d = {"token": self.token, "session_id": self.session, "seq": self.seq}
-            await ws.send_message(json.dumps({"op": 6, "d": d}))
-        else:
-            where = {"os": "linux", "browser": "hermes", "device": "hermes"}
-            d = {"token": self.token, "intents": INTENTS, "properties": where}
-            await ws.send_message(json.dumps({"op": 2, "d": d}))
+    async def _introduce(self, link: Link) -> None:
+        """Resume the session we have, else identify (not before `identify_after`; the
+        socket is read and beats meanwhile)."""
+        session = self.kept.current
+        if session is not None:
+            d = {"token": self.token, "session_id": session.id, "seq": session.seq}
+            await link.send(RESUME, d)
+            return
+        await trio.sleep_until(self.identify_after)
+        where = {"os": "linux", "browser": "hermes", "device": "hermes"}
+        await link.send(IDENTIFY, {"token": self.token, "intents": INTENTS, "properties": where})
 
-    async def _heartbeat(self, ws: WebSocketConnection, interval: float, acked: list[bool]) -> None:
-        """A beat every interval, the first after a random fraction of it; a beat due
-        with the last one unanswered means a zombie: closed (not 1000) and resumed."""
-        await trio.sleep(interval * self.rng.random())
-        try:
-            while True:
-                if not acked[0]:
-                    log.warning("%s: no heartbeat ACK; the connection is a zombie", self.name)
-                    await ws.aclose(code=ZOMBIE_CLOSE, reason="zombie")
-                    return
-                acked[0] = False
-                await ws.send_message(json.dumps({"op": 1, "d": self.seq}))
-                await trio.sleep(interval)
-        except ConnectionClosed:
-            return  # the reader says how it ended
+    def _seq(self) -> int | None:
+        session = self.kept.current
+        return None if session is None else session.seq
 
-    async def _read(self, ws: WebSocketConnection, acked: list[bool]) -> str | ConnectionClosed:
-        """Frames until the socket is done; why it is (a reason to reconnect, or how it
-        closed)."""
+    async def _heartbeat(self, link: Link) -> None:
+        """A beat every interval, the first after a random fraction of it, keeping the
+        session's sequence in state.db at that pace. A beat due with the last one
+        unanswered while the reader waits on the socket means a zombie: closed (with
+        4000) and resumed. While the reader is busy, the ACK may wait unread: no
+        verdict then."""
+        due = trio.current_time() + link.interval * self.rng.random()
+        while True:
+            await trio.sleep_until(due)
+            if not link.acked and link.reading:
+                log.warning("%s: no heartbeat ACK; the connection is a zombie", self.name)
+                await link.close("no heartbeat ACK: a zombie connection")
+                return
+            link.acked = False
+            await link.send(HEARTBEAT, self._seq())
+            await self.kept.keep()
+            due += link.interval
+
+    async def _read(self, link: Link, nursery: trio.Nursery) -> str:
+        """Frames until the socket is done; why it is."""
         while True:
             try:
-                frame = json.loads(await ws.get_message())
+                frame = await link.receive()
             except ConnectionClosed as closed:
-                return closed
+                return await self._closed(link, closed)
             op = frame.get("op")
-            if op == 11:
-                acked[0] = True
+            if op == HEARTBEAT_ACK:
+                link.acked = True
                 self.progress()
-            elif op == 1:
-                await ws.send_message(json.dumps({"op": 1, "d": self.seq}))
-            elif op == 7:
+                if link.ready:
+                    self.settled()
+            elif op == HEARTBEAT:
+                await link.send(HEARTBEAT, self._seq())
+            elif op == RECONNECT:
                 return "Discord asked for a reconnect (op 7)"
-            elif op == 9:
-                if not frame.get("d"):
-                    self.session = None
-                    await trio.sleep(self.rng.uniform(1.0, 5.0))
-                return "Discord invalidated the session (op 9)"
+            elif op == INVALID_SESSION:
+                if frame.get("d"):
+                    return "Discord invalidated the session, resumable (op 9)"
+                await self.kept.forget()
+                self.identify_after = trio.current_time() + self.rng.uniform(1.0, 5.0)
+                if link.ready:  # a live session ended: a new socket for a new one
+                    return "Discord invalidated the session (op 9): identifying anew"
+                log.info("%s: Discord refused the Resume (op 9); identifying", self.name)
+                nursery.start_soon(self._introduce, link)
             elif op == 0:
                 self.progress()
-                await self._dispatch(frame)
+                await self._dispatch(frame, link)
 
-    async def _dispatch(self, frame: dict[str, Any]) -> None:
-        kind, data = frame.get("t"), frame.get("d") or {}
+    async def _dispatch(self, frame: dict[str, Any], link: Link) -> None:
+        kind, data, seq = frame.get("t"), frame.get("d") or {}, frame.get("s")
         if kind == "READY":
-            self.session = data.get("session_id")
-            self.resume_url = data.get("resume_gateway_url")
             self.bot_id = str((data.get("user") or {}).get("id") or "")
+            url = str(data.get("resume_gateway_url") or self.gateway)
+            self.kept.current = Session(str(data.get("session_id")), url, self.bot_id)
         elif kind == "MESSAGE_CREATE":
             try:
                 event = incoming(data, self.bot_id, self.platform)
@@ -221,8 +263,12 @@ class DiscordAdapter(PlatformAdapter):
                 event = None
             if event is not None:
                 await self.admit(event)  # typing starts once it is admitted
-        if frame.get("s") is not None:  # only past what is admitted: a resume skips nothing
-            self.seq = int(frame["s"])
+        session = self.kept.current
+        if seq is not None and session is not None:  # only past what is admitted
+            session.seq = int(seq)
+        if kind in ("READY", "RESUMED"):
+            link.ready = True
+            await self.kept.keep()
 
     # -- typing -------------------------------------------------------------------
 

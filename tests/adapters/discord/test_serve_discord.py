@@ -43,7 +43,7 @@ async def test_a_guild_mention_is_answered_and_chatter_ignored(serve, model, dis
 async def test_a_zombie_connection_resumes_and_the_gap_is_answered_once(serve, model, discord):
     model.script(*[text_answer("ok") for _ in range(3)])
     serve.start()
-    await in_thread(discord.wait_identifies, 1)
+    await in_thread(discord.wait_settled)  # a fresh connection failing waits a backoff
     discord.zombie()
     began = trio.current_time()
     ids = [discord.message(f"gap {i}", channel_id=f"20{i}") for i in range(3)]
@@ -56,12 +56,45 @@ async def test_a_zombie_connection_resumes_and_the_gap_is_answered_once(serve, m
 
 
 @pytest.mark.timeout(90)
+async def test_an_op_7_mid_burst_loses_none_and_answers_none_twice(serve, model, discord):
+    model.script(*[text_answer("ok") for _ in range(30)])
+    serve.start()
+    await in_thread(discord.wait_settled)
+    ids = []
+    for i in range(30):
+        ids.append(discord.message(f"m{i}", channel_id=f"6{i:03}", author_id=f"8{i:03}"))
+        if i == 10:
+            discord.reconnect()  # Discord asks for a reconnect; the burst goes on
+    await in_thread(discord.wait_sent, 30, 60.0)
+    serve.stop()
+    assert replies(discord) == dict.fromkeys(ids, 1)
+    assert discord.lost == [] and discord.identifies == 1 and discord.resumes >= 1
+    assert 1000 not in discord.closes and 4000 in discord.closes  # closed to resume
+
+
+@pytest.mark.timeout(90)
+async def test_a_restart_of_hermes_resumes_and_answers_what_came_meanwhile(serve, model, discord):
+    model.script(*[text_answer("ok") for _ in range(3)])
+    serve.start()
+    await in_thread(discord.wait_settled)
+    first = discord.message("before", channel_id="2001")
+    await in_thread(discord.wait_sent, 1, 30.0)
+    serve.stop()
+    meanwhile = [discord.message(f"while down {i}", channel_id=f"21{i}") for i in range(2)]
+    serve.start()  # the session kept in state.db: resumed, and Discord replays the gap
+    await in_thread(discord.wait_sent, 3, 30.0)
+    serve.stop()
+    assert replies(discord) == dict.fromkeys([first, *meanwhile], 1)
+    assert discord.identifies == 1 and discord.resumes == 1 and discord.lost == []
+
+
+@pytest.mark.timeout(90)
 async def test_a_dropped_connection_mid_burst_loses_none_and_answers_none_twice(
     serve, model, discord
 ):
     model.script(*[text_answer("ok") for _ in range(100)])
     serve.start()
-    await in_thread(discord.wait_identifies, 1)
+    await in_thread(discord.wait_settled)
     ids = []
     for i in range(100):
         ids.append(discord.message(f"m{i}", channel_id=f"4{i:03}", author_id=f"7{i:03}"))
@@ -76,7 +109,7 @@ async def test_a_dropped_connection_mid_burst_loses_none_and_answers_none_twice(
 @pytest.mark.timeout(60)
 async def test_close_4004_is_fatal_and_4009_starts_a_new_session(serve, model, discord):
     proc = serve.start()
-    await in_thread(discord.wait_identifies, 1)
+    await in_thread(discord.wait_settled)
     discord.close(4009)
     await in_thread(discord.wait_identifies, 2, 30.0)  # a new session, not a resume
     discord.close(4004)
