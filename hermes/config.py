@@ -120,6 +120,9 @@ class AgentConfig:
     tools: ToolsConfig = ToolsConfig()
     workdir: str | None = attrs.field(default=None, validator=not_blank)
 
+    def workdir_path(self) -> Path | None:
+        return Path(self.workdir).expanduser() if self.workdir else None
+
 
 @attrs.frozen
 class LocalEndpointConfig:

@@ -7,22 +7,20 @@ from collections.abc import Callable
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-import trio
-
 from hermes.actors.address import Address
 from hermes.actors.clock import WallClock
 from hermes.agent.loop import Agent
-from hermes.agent.memory import Memory, MemoryStore, user_directory
+from hermes.agent.memory import MemoryStore, memory_of
 from hermes.agent.permissions import Caller
 from hermes.agent.tools.base import ToolContext
 from hermes.config import Config
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job
-from hermes.home import HermesHome, make_private_dir, path_part
+from hermes.home import HermesHome
 from hermes.state.db import Db
 from hermes.state.registry import Registry
 from hermes.terminal.env import EnvPolicy
-from hermes.terminal.session import TerminalSession
+from hermes.terminal.session import TerminalSession, session_directory
 
 
 class CronAgentRunner:
@@ -41,7 +39,8 @@ class CronAgentRunner:
         platforms: frozenset[str] = frozenset({"local"}),
         outbox: Callable[[], Address | None] = lambda: None,
         policy: EnvPolicy | None = None,
-        workspace: Path | None = None,
+        *,
+        workspace: Path,
     ) -> None:
         """`workdir`: where every fire's commands start (agent.workdir), else each its own
         directory under `workspace`; `policy`: what commands' environments leave out."""
@@ -50,32 +49,23 @@ class CronAgentRunner:
         self.agent = agent
         self.registry = registry
         self.state_db = state_db
-        self.memories = memories
         self.memory = MemoryStore(memories)
         self.workdir = workdir
-        self.workspace = workspace or state_dir.parent / "workspace"
+        self.workspace = workspace
         self.state_dir = state_dir
         self.tz = tz
         self.policy = policy or EnvPolicy()
 
     async def run(self, job: Job, prompt: str, session_id: str) -> str:
-        workdir = Path(job.workdir) if job.workdir else self.workdir
-        if workdir is None:
-            workdir = self.workspace / path_part(session_id)
-            await trio.to_thread.run_sync(make_private_dir, workdir)
+        chosen = Path(job.workdir) if job.workdir else self.workdir
+        workdir = await session_directory(chosen, self.workspace, session_id)
         terminal = TerminalSession(workdir, state_dir=self.state_dir, policy=self.policy)
         origin = job.origin
         role = "owner" if job.role == "owner" else "user"
-        caller = (
-            Caller(origin.platform, origin.user_id or "", role)
-            if origin
-            else Caller("cli", "", role)
-        )
-        own = None
-        if role != "owner" and origin is not None:
-            own = MemoryStore(user_directory(self.memories, origin.platform, origin.user_id or ""))
+        maker = (origin.platform, origin.user_id or "") if origin else ("cli", "")
+        caller = Caller(*maker, role)
         async with Db(self.registry, self.state_db) as db:
-            ctx = ToolContext(session_id, db, terminal, Memory(self.memory, own), caller,
+            ctx = ToolContext(session_id, db, terminal, memory_of(self.memory, caller), caller,
                               origin=origin, tz=self.tz, outbox=self.outbox(),
                               platforms=self.platforms)  # fmt: skip
             result = await self.agent.run_turn(ctx, prompt, stream=False, source="cron")
@@ -96,10 +86,10 @@ def cron_fire_context(
     actor to nudge, when one runs in this process)."""
     platforms = config.enabled_platforms()
     policy = policy or EnvPolicy()
-    workdir = Path(config.agent.workdir).expanduser() if config.agent.workdir else None
     runner = CronAgentRunner(
-        agent, registry, home.state_db, home.memories, workdir, home.root / ".terminal", tz,
-        frozenset({"local", *platforms}), outbox, policy, home.workspace,
+        agent, registry, home.state_db, home.memories, config.agent.workdir_path(),
+        home.root / ".terminal", tz, frozenset({"local", *platforms}), outbox, policy,
+        workspace=home.workspace,
     )  # fmt: skip
     return FireContext(
         scripts=home.scripts,

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hermes.agent.permissions import Caller
 from hermes.home import path_part
 
 FILES = {"memory": "MEMORY.md", "user": "USER.md"}
@@ -122,6 +123,15 @@ class MemoryStore:
 def user_directory(root: Path, platform: str, user_id: str) -> Path:
     """Where a user who is not an owner keeps their memory."""
     return root / path_part(platform) / path_part(user_id)
+
+
+def memory_of(shared: MemoryStore, caller: Caller) -> Memory:
+    """A caller's memory: an owner's is the owner-wide files; a user's is their own
+    directory beside them."""
+    if caller.is_owner:
+        return Memory(shared)
+    own = user_directory(shared.directory, caller.platform, caller.user_id)
+    return Memory(shared, MemoryStore(own))
 
 
 class Memory:

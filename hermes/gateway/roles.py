@@ -19,7 +19,5 @@ async def role_of(event: InboundEvent, config: Config, db: Db) -> Role:
         return "owner"
     configured = config.platforms.get(event.platform)
     named = configured.owner if configured is not None else None
-    if named:
-        return "owner" if owner_rule(named, event.user_id, False) else "user"
-    first = event.user_id in await db.read(owners, event.platform)
-    return "owner" if owner_rule(None, event.user_id, first) else "user"
+    first = not named and event.user_id in await db.read(owners, event.platform)
+    return "owner" if owner_rule(named, event.user_id, first) else "user"

@@ -34,7 +34,7 @@ from hermes.actors.errors import ActorStopped
 from hermes.actors.reply import Reply
 from hermes.adapters.contract import Fetch, Fetched, InboundEvent, Target, TurnEvent
 from hermes.agent.loop import COMMAND_TOOLS, Agent
-from hermes.agent.memory import Memory, MemoryStore, user_directory
+from hermes.agent.memory import MemoryStore, memory_of
 from hermes.agent.permissions import Caller
 from hermes.agent.tools.base import ToolContext
 from hermes.config import Config, PlatformConfig, Role
@@ -62,13 +62,13 @@ from hermes.gateway.pairing import (
 from hermes.gateway.rate_limit import InboundLimit
 from hermes.gateway.roles import role_of
 from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
-from hermes.home import make_private_dir, path_part
+from hermes.home import HermesHome
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.state.registry import Registry
 from hermes.state.sessions import NewSession, current_session, ensure_session
 from hermes.terminal.env import EnvPolicy
-from hermes.terminal.session import TerminalSession
+from hermes.terminal.session import TerminalSession, session_directory
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +143,7 @@ class Router(Actor):
         self.registry = registry
         self.state_db = state_db
         self.home_root = home_root
-        self.memories = memories
-        chosen = config.agent.workdir  # else each session's own under workspace/
-        self.workdir = Path(chosen).expanduser() if chosen else None
+        self.workdir = config.agent.workdir_path()  # else each session's own, in workspace
         self.memory = MemoryStore(memories)  # the owner-wide files
         self.limit = InboundLimit(config.gateway.rate_limit)
         self.agent = agent
@@ -381,14 +379,9 @@ class Router(Actor):
 
     def _turn_context(self, actor: SessionActor, event: InboundEvent, role: Role) -> ToolContext:
         """The session's context as the sender's: their role, their memory, their chat."""
-        own = None
-        if role != "owner":
-            own = MemoryStore(user_directory(self.memories, event.platform, event.user_id))
+        caller = Caller(event.platform, event.user_id, role)
         return attrs.evolve(
-            actor.ctx,
-            caller=Caller(event.platform, event.user_id, role),
-            memory=Memory(self.memory, own),
-            origin=_origin(event),
+            actor.ctx, caller=caller, memory=memory_of(self.memory, caller), origin=_origin(event)
         )
 
     def _media(self, event: InboundEvent) -> Callable[[], Awaitable[str]] | None:
@@ -433,18 +426,18 @@ class Router(Actor):
             user_id=event.user_id, user_name=event.user_name, scope_id=event.scope_id,
         ))  # fmt: skip
         services = self.services
-        workdir = self.workdir
-        if workdir is None:
-            workdir = self.home_root / "workspace" / path_part(session_id)
-            await trio.to_thread.run_sync(make_private_dir, workdir)
+        workdir = await session_directory(
+            self.workdir, HermesHome(self.home_root).workspace, session_id
+        )
         terminal = TerminalSession(workdir, state_dir=self.home_root / ".terminal",
                                    policy=services.policy)  # fmt: skip
+        caller = Caller(event.platform, event.user_id, "user")  # each turn says whose it is
         ctx = ToolContext(
             session_id,
             self.db,
             terminal,
-            Memory(self.memory),
-            Caller(event.platform, event.user_id, "user"),  # each turn says whose it is
+            memory_of(self.memory, caller),
+            caller,
             background=services.background,
             scheduler=services.scheduler,
             origin=_origin(event),
@@ -488,22 +481,22 @@ class Router(Actor):
             self._followers_done = trio.Event()
         self.nursery.start_soon(self._follow, follow, events)
         try:
-            for attempt in range(2):
-                address = await self._session(session_id, event)
-                actor = self.sessions[session_id][0]
-                turn = Turn(text, send, resume=resume, answer=answer,
-                            ctx=self._turn_context(actor, event, role),
-                            media=self._media(event))  # fmt: skip
-                try:
-                    await address.cast(turn)
-                    break
-                except ActorStopped:  # it stopped for idleness a moment ago: start it again
-                    self.sessions.pop(session_id, None)
-                    if attempt:
-                        raise
+            turn = Turn(text, send, resume=resume, answer=answer)
+            try:
+                await self._hand(session_id, event, role, turn)
+            except ActorStopped:  # it stopped for idleness a moment ago: start it again
+                self.sessions.pop(session_id, None)
+                await self._hand(session_id, event, role, turn)
         except BaseException:
             send.close()  # no turn will send its events
             raise
+
+    async def _hand(self, session_id: str, event: InboundEvent, role: Role, turn: Turn) -> None:
+        """The turn to its session's actor (started if need be), as the sender's."""
+        address = await self._session(session_id, event)
+        actor = self.sessions[session_id][0]
+        ctx = self._turn_context(actor, event, role)
+        await address.cast(attrs.evolve(turn, ctx=ctx, media=self._media(event)))
 
     async def _follow(
         self, follow: _Following, events: trio.MemoryReceiveChannel[dict[str, Any]]

@@ -124,8 +124,8 @@ def build_root(
     """
     secrets_, token, policy = keys.secrets, keys.token, keys.policy
     check_platforms(config, secrets_, platforms, home.env_path)
-    workdir = config.agent.workdir
-    if workdir and Path(workdir).expanduser().resolve() == home.root.resolve():
+    workdir = config.agent.workdir_path()
+    if workdir is not None and workdir.resolve() == home.root.resolve():
         raise ConfigError("agent.workdir: not HERMES_HOME itself, where serve keeps its secrets")
     agent = build_agent(config, secrets_, keys.redact)
     tz = config.zone()

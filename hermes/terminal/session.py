@@ -17,6 +17,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from hermes.home import make_private_dir, path_part
 from hermes.terminal.command import CommandResult, RunOptions, run_command
 from hermes.terminal.env import EnvPolicy, Redactor
 from hermes.terminal.guards import judge
@@ -29,6 +30,17 @@ WRAPPER = f'trap \'pwd -P > "${CWD_VARIABLE}" 2>/dev/null\' EXIT\neval "$1"'
 # Only these change the shell's own directory (directly, or in a file it sources),
 # so only commands that mention them pay for the tracking wrapper.
 MAY_CHANGE_DIRECTORY = re.compile(r"\b(?:cd|pushd|popd|source)\b|(?:^|[;&|({]\s*)\.\s")
+
+
+async def session_directory(chosen: Path | None, workspace: Path, session_id: str) -> Path:
+    """Where a session's commands start: `chosen` (agent.workdir) for every session, else
+    the session's own directory under `workspace`, created 0700 (never HERMES_HOME
+    itself, where serve keeps its secrets)."""
+    if chosen is not None:
+        return chosen
+    directory = workspace / path_part(session_id)
+    await trio.to_thread.run_sync(make_private_dir, directory)
+    return directory
 
 
 def nearest_existing(path: Path) -> Path:

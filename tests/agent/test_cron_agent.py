@@ -48,7 +48,7 @@ async def test_cron_agent_job_end_to_end(fake, home, registry, io_clock, fails):
                 ran.set()
 
     runner = Runner(agent, registry, home.state_db, home.memories, home.root,
-                    home.root / ".term", UTC)  # fmt: skip
+                    home.root / ".term", UTC, workspace=home.workspace)  # fmt: skip
     ctx = FireContext(scripts=home.scripts, output_dir=home.cron_output, spill_dir=home.logs,
                       runner=runner, config=CronConfig(), clock=WallClock(origin=T0))  # fmt: skip
     scheduler = Scheduler(registry, home.state_db, ctx, UTC, poll_max=float("inf"))

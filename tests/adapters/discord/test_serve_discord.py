@@ -15,6 +15,22 @@ def replies(discord) -> collections.Counter:
     return collections.Counter(s["message_reference"]["message_id"] for s in discord.sent)
 
 
+async def burst(serve, model, discord, count: int, at: int, fault) -> list[str]:
+    """`count` DMs from as many users into a settled connection, `fault()` after the
+    `at`-th, all answered; serve stopped; the message ids."""
+    model.script(*[text_answer("ok") for _ in range(count)])
+    serve.start()
+    await in_thread(discord.wait_settled)
+    ids = []
+    for i in range(count):
+        ids.append(discord.message(f"m{i}", channel_id=f"4{i:03}", author_id=f"7{i:03}"))
+        if i == at:
+            fault()  # the burst goes on
+    await in_thread(discord.wait_sent, count, 60.0)
+    serve.stop()
+    return ids
+
+
 @pytest.mark.timeout(60)
 async def test_a_dm_is_answered(serve, model, discord):
     model.script(text_answer("hello there"))
@@ -57,16 +73,7 @@ async def test_a_zombie_connection_resumes_and_the_gap_is_answered_once(serve, m
 
 @pytest.mark.timeout(90)
 async def test_an_op_7_mid_burst_loses_none_and_answers_none_twice(serve, model, discord):
-    model.script(*[text_answer("ok") for _ in range(30)])
-    serve.start()
-    await in_thread(discord.wait_settled)
-    ids = []
-    for i in range(30):
-        ids.append(discord.message(f"m{i}", channel_id=f"6{i:03}", author_id=f"8{i:03}"))
-        if i == 10:
-            discord.reconnect()  # Discord asks for a reconnect; the burst goes on
-    await in_thread(discord.wait_sent, 30, 60.0)
-    serve.stop()
+    ids = await burst(serve, model, discord, 30, 10, discord.reconnect)  # Discord asks
     assert replies(discord) == dict.fromkeys(ids, 1)
     assert discord.lost == [] and discord.identifies == 1 and discord.resumes >= 1
     assert 1000 not in discord.closes and 4000 in discord.closes  # closed to resume
@@ -92,16 +99,7 @@ async def test_a_restart_of_hermes_resumes_and_answers_what_came_meanwhile(serve
 async def test_a_dropped_connection_mid_burst_loses_none_and_answers_none_twice(
     serve, model, discord
 ):
-    model.script(*[text_answer("ok") for _ in range(100)])
-    serve.start()
-    await in_thread(discord.wait_settled)
-    ids = []
-    for i in range(100):
-        ids.append(discord.message(f"m{i}", channel_id=f"4{i:03}", author_id=f"7{i:03}"))
-        if i == 40:
-            discord.drop()
-    await in_thread(discord.wait_sent, 100, 60.0)
-    serve.stop()
+    ids = await burst(serve, model, discord, 100, 40, discord.drop)
     assert replies(discord) == dict.fromkeys(ids, 1)
     assert discord.identifies == 1 and discord.resumes >= 1
 
