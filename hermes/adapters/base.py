@@ -106,7 +106,6 @@ class PlatformAdapter(Actor):
     platform: str = "?"
     progress_deadline: float = 90.0
     concurrent_sends: int = 16  # in flight at once, across chats
-    deduplicates: bool = False  # the platform drops a repeat of a send's idempotency key
     send_grace: float = 45.0  # a send's own limit, past its HTTP timeouts
     typing_every: float = math.inf  # while a turn runs, `type_once` this often (inf: never)
     typing_at_most: float = 600.0

@@ -23,7 +23,7 @@ from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.loop import Agent
 from hermes.agent.providers import build_agent
 from hermes.cli import exit_codes
-from hermes.config import Config, Secrets, load_config
+from hermes.config import Config, load_config
 from hermes.cron.fire import Fire, run_fire
 from hermes.cron.injection import check as injection_check
 from hermes.cron.schedule import parse_schedule
@@ -43,11 +43,13 @@ from hermes.cron.store import (
     update_job,
 )
 from hermes.delivery.outbox_store import message_state
+from hermes.gateway.tree import ServeKeys
 from hermes.home import HermesHome
 from hermes.state.db import Db
 from hermes.state.maintenance import has_table, open_for_writing, open_plain
 from hermes.state.registry import Registry
 from hermes.state.schema import immediate
+from hermes.terminal.env import EnvPolicy
 from hermes.terminal.leftovers import kill_leftovers, mark_trees
 from hermes.terminal.reaper import become_subreaper
 
@@ -271,14 +273,15 @@ def _run(args: argparse.Namespace, home: HermesHome, config: Config) -> int:
     """Fire now, in this process, with the configured model (its state.db writer is
     this process's only one: no plain connection is open meanwhile)."""
     injection_check(args.prompt, "run context")
-    agent = build_agent(config, Secrets.load(home.env_path))
+    keys = ServeKeys.load(home, config)  # what serve holds: kept out, redacted, as in serve
+    agent = build_agent(config, keys.secrets, keys.redact)
     become_subreaper()  # a script's double-forked children stay ours to kill
     mark_trees(home.root)
-    return trio.run(_fire_now, args, home, config, agent)
+    return trio.run(_fire_now, args, home, config, agent, keys.policy)
 
 
 async def _fire_now(
-    args: argparse.Namespace, home: HermesHome, config: Config, agent: Agent
+    args: argparse.Namespace, home: HermesHome, config: Config, agent: Agent, policy: EnvPolicy
 ) -> int:
     registry = Registry()
     async with trio.open_nursery() as nursery:
@@ -286,16 +289,16 @@ async def _fire_now(
         try:
             async with Db(registry, home.state_db) as db:
                 await kill_leftovers(home.root)
-                return await _fire_with(db, registry, args, home, config, agent)
+                return await _fire_with(db, registry, args, home, config, agent, policy)
         finally:
             registry.request_drain(trio.current_time() + 30)
 
 
-async def _fire_with(db: Db, registry: Registry, args, home, config, agent) -> int:
+async def _fire_with(db: Db, registry: Registry, args, home, config, agent, policy) -> int:
     owner = f"cli:{os.getpid()}"
     lease = config.cron.lease_seconds
     claim = await db.write(claim_now, args.job, owner, time.time(), lease, args.prompt)
-    ctx = cron_fire_context(agent, registry, home, config.zone(), config)
+    ctx = cron_fire_context(agent, registry, home, config.zone(), config, policy)
     fire = Fire(claim)
     print(f"firing {claim.job.id} (run {claim.fence}) ...", flush=True)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

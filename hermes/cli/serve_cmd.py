@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
 
-from hermes.adapters.base import AdapterFactory
 from hermes.cli import exit_codes
 from hermes.cli.logs import setup_logging
 from hermes.config import load_config
 from hermes.gateway.pidfile import AlreadyRunning
 from hermes.gateway.serve import READY_LINE, PortInUse, StateDbUnusable, run_serve
-from hermes.gateway.tree import BUILT_IN
 from hermes.home import HermesHome
 from hermes.ops.server import ops_children
 
@@ -28,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=serve)
 
 
-def serve(args: argparse.Namespace, platforms: Mapping[str, AdapterFactory] = BUILT_IN) -> int:
+def serve(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
     config = load_config(home.config_path)  # a bad config creates nothing
     home.ensure()
@@ -39,7 +36,7 @@ def serve(args: argparse.Namespace, platforms: Mapping[str, AdapterFactory] = BU
 
     try:
         ops = ops_children(home, config) if config.ops.enabled else None
-        run_serve(home, config, ready, lock=not args.no_lock, platforms=platforms, surfaces=ops)
+        run_serve(home, config, ready, lock=not args.no_lock, surfaces=ops)
     except (AlreadyRunning, PortInUse) as exc:
         print(f"hermes serve: {exc}", file=sys.stderr)
         return exit_codes.BUSY

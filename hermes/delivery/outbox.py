@@ -39,6 +39,8 @@ from hermes.adapters.contract import (
     Sent,
     Unconfirmed,
 )
+from hermes.adapters.platform import Pace
+from hermes.adapters.registry import PLATFORMS
 from hermes.config import GatewayConfig
 from hermes.delivery.outbox_store import (
     DEFAULT_SESSIONS,
@@ -69,23 +71,7 @@ LOOK_EVERY = 30.0  # also look this often: rows a CLI retried, or queued with no
 RETRY_BACKOFF = Backoff(minimum=1.0, maximum=300.0)
 
 
-@attrs.frozen
-class Pace:
-    """A platform's documented steady rates, sends per second overall and per chat, and
-    how many may go at once before the rate applies (a reply's few chunks go together;
-    a flood of them goes at the steady rate)."""
-
-    per_second: float = math.inf
-    per_chat_per_second: float = math.inf
-    burst: int = 1
-    chat_burst: int = 3
-
-
-PACES: dict[str, Pace] = {
-    "telegram": Pace(30.0, 1.0, burst=30),
-    "discord": Pace(50.0, 1.0, burst=50),
-    "slack": Pace(50.0, 1.0, burst=50),
-}
+PACES: dict[str, Pace] = {name: p.pace for name, p in PLATFORMS.items() if p.pace}
 
 
 @attrs.frozen

@@ -32,28 +32,15 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Iterator
-from typing import Literal
 
-import attrs
-
-from hermes.adapters.slack.mrkdwn import escape as slack_escape
-from hermes.adapters.telegram.markdown import to_markdown_v2
-
-Unit = Literal["chars", "utf16"]
+from hermes.adapters.platform import Limit, Unit, as_is
+from hermes.adapters.registry import DEFAULT_LIMIT, PLATFORMS
 
 FENCE = "```"
 CLOSE = "\n```"  # added at the end of a chunk cut inside a block
 
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 _MIDLINE_FENCE = re.compile(r"(?<=[^\n])(?=```)")  # overlapping, so "````" counts twice
-
-
-@attrs.frozen
-class Limit:
-    """The longest message a platform takes, in its own unit."""
-
-    size: int = attrs.field(validator=attrs.validators.gt(0))
-    unit: Unit = attrs.field(validator=attrs.validators.in_(("chars", "utf16")))
 
 
 def measure(text: str, unit: Unit) -> int:
@@ -66,36 +53,15 @@ def measure(text: str, unit: Unit) -> int:
     raise ValueError(f"unknown unit {unit!r}")
 
 
-LIMITS: dict[str, Limit] = {
-    "telegram": Limit(4096, "utf16"),
-    "discord": Limit(2000, "chars"),
-    "slack": Limit(39000, "chars"),
-    "local": Limit(1_000_000, "chars"),
-}
-DEFAULT_LIMIT = Limit(4000, "chars")
-
-
-def limit_of(platform: str) -> Limit:
-    """The platform's limit; DEFAULT_LIMIT for a platform not in LIMITS."""
-    return LIMITS.get(platform, DEFAULT_LIMIT)
-
-
-def _identity(text: str) -> str:
-    return text
-
-
-ESCAPES: dict[str, Callable[[str], str]] = {  # as each adapter sends it
-    "telegram": to_markdown_v2,
-    "slack": slack_escape,
-}
-
-
 def chunks_for(text: str, platform: str) -> list[str]:
     """`text` split for `platform`: its limit, measured after its adapter's escaping."""
-    return split(text, limit_of(platform), ESCAPES.get(platform, _identity))
+    known = PLATFORMS.get(platform)
+    if known is None:  # one hermes does not speak (a mirror's, say): a safe default
+        return split(text, DEFAULT_LIMIT)
+    return split(text, known.limit, known.escape)
 
 
-def split(text: str, limit: Limit, escape: Callable[[str], str] = _identity) -> list[str]:
+def split(text: str, limit: Limit, escape: Callable[[str], str] = as_is) -> list[str]:
     """Chunks of `text` such that `measure(escape(chunk), limit.unit) <= limit.size`.
 
     `escape` is the platform's escaping, applied to each whole chunk before it is

@@ -18,8 +18,8 @@ from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped
 from hermes.actors.snapshot import RunState
 from hermes.actors.supervisor import Supervisor
-from hermes.adapters.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_BUSY, RpcError
-from hermes.adapters.local_ws import Client
+from hermes.adapters.local.endpoint import Client
+from hermes.adapters.local.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_BUSY, RpcError
 from hermes.config import InputError, not_blank, structure
 from hermes.cron.injection import InjectionRefused
 from hermes.cron.schedule import ScheduleError, parse_schedule

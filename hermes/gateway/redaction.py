@@ -15,15 +15,20 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from hermes.adapters.registry import PLATFORMS
 from hermes.config import Config, Secrets
-from hermes.terminal.env import EnvPolicy, Redactor
+from hermes.terminal.env import BLOCKED_PATTERNS, EnvPolicy, Redactor
 
 
 def serve_policy(config: Config, secrets: Secrets, token: str) -> EnvPolicy:
+    """Every secret serve holds; the variables named like secrets, every platform's
+    own patterns included, kept out of commands."""
     names = config.secret_names()
+    platforms = tuple(p for platform in PLATFORMS.values() for p in platform.secret_variables)
     return EnvPolicy(
         allow=frozenset(config.agent.tools.pass_env),
         extra_blocked=frozenset(names),
+        patterns=(*BLOCKED_PATTERNS, *platforms),
         hidden=(*secrets.hidden(names), token),
     )
 

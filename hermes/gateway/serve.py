@@ -10,17 +10,16 @@ import contextlib
 import errno
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 
 import trio
 
 from hermes.actors.errors import ChildStartError
 from hermes.actors.supervisor import Supervisor
-from hermes.adapters.base import AdapterFactory
 from hermes.config import Config
 from hermes.gateway.pidfile import hold_pid_file
 from hermes.gateway.redaction import redacted_logs
-from hermes.gateway.tree import BUILT_IN, ServeKeys, Surfaces, build_root
+from hermes.gateway.tree import ServeKeys, Surfaces, build_root
 from hermes.home import HermesHome
 from hermes.state.errors import StateError
 from hermes.terminal.leftovers import kill_leftovers, mark_trees
@@ -90,14 +89,12 @@ def run_serve(
     config: Config,
     on_ready: Callable[[int], None],
     lock: bool = True,
-    platforms: Mapping[str, AdapterFactory] = BUILT_IN,
     surfaces: Surfaces | None = None,
 ) -> None:
     """Hold the pid file for the life of the tree; AlreadyRunning if another serve has it.
 
     `lock=False` skips the one-serve-per-home lock (for a second serve on purpose:
     cron stays exactly-once through its leases, and state.db through SQLite's locks).
-    `platforms`: the chat platforms' adapters by name (tests add their fake's);
     `surfaces`: children the layers above add last (the operator surfaces).
     """
     home.ensure()
@@ -111,7 +108,7 @@ def run_serve(
             port = actual
 
         keys = ServeKeys.load(home, config)
-        root = build_root(home, config, keys, bound, platforms, surfaces)
+        root = build_root(home, config, keys, bound, surfaces)
 
         def ready() -> None:
             on_ready(port)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -22,12 +22,10 @@ from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorStopped
 from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
-from hermes.adapters.base import AdapterFactory, AdapterSetup, AdapterStatus
+from hermes.adapters.base import AdapterSetup, AdapterStatus, PlatformAdapter
 from hermes.adapters.cursors import Cursors
-from hermes.adapters.discord.adapter import DiscordAdapter
-from hermes.adapters.local_ws import LocalEndpoint
-from hermes.adapters.slack.adapter import SlackAdapter
-from hermes.adapters.telegram.adapter import TelegramAdapter
+from hermes.adapters.local.endpoint import LocalEndpoint
+from hermes.adapters.registry import chat_platforms
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.providers import build_agent
 from hermes.config import Config, ConfigError, Secrets
@@ -45,12 +43,6 @@ from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
 from hermes.terminal.env import EnvPolicy, Redactor
 
-# Chat platforms by name; the local endpoint is always on.
-BUILT_IN: dict[str, AdapterFactory] = {
-    "telegram": TelegramAdapter,
-    "slack": SlackAdapter,
-    "discord": DiscordAdapter,
-}
 ADAPTER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
 # Children a layer above the gateway adds after the rest, given how to reach the root
 # (their factories run once the root exists).
@@ -69,11 +61,10 @@ def serve_token(home: HermesHome) -> str:
     return token
 
 
-def check_platforms(
-    config: Config, secrets_: Secrets, known: Mapping[str, AdapterFactory], env_path: Path
-) -> None:
+def check_platforms(config: Config, secrets_: Secrets, env_path: Path) -> None:
     """Every enabled platform has an adapter and its token variables are set; else a
     ConfigError naming the platform and the variable, before anything starts."""
+    known = chat_platforms()
     for name, platform in config.enabled_platforms().items():
         if name not in known:
             have = ", ".join(sorted(known)) or "none yet"
@@ -111,7 +102,6 @@ def build_root(
     config: Config,
     keys: ServeKeys,
     on_bound: Callable[[int], None],
-    platforms: Mapping[str, AdapterFactory] = BUILT_IN,
     surfaces: Surfaces | None = None,
 ) -> Supervisor:
     """The serve tree, children in start order (they stop in reverse).
@@ -123,7 +113,8 @@ def build_root(
     the gateway (they start last and stop first).
     """
     secrets_, token, policy = keys.secrets, keys.token, keys.policy
-    check_platforms(config, secrets_, platforms, home.env_path)
+    check_platforms(config, secrets_, home.env_path)
+    platforms = chat_platforms()
     workdir = config.agent.workdir_path()
     if workdir is not None and workdir.resolve() == home.root.resolve():
         raise ConfigError("agent.workdir: not HERMES_HOME itself, where serve keeps its secrets")
@@ -166,7 +157,7 @@ def build_root(
         return LocalEndpoint(local.host, local.port, token, methods, statuses["local"],
                              admission(), bound)  # fmt: skip
 
-    def platform_spec(name: str, factory: AdapterFactory) -> ChildSpec:
+    def platform_spec(name: str, factory: Callable[[AdapterSetup], PlatformAdapter]) -> ChildSpec:
         settings = config.platforms[name]
         # Its own tokens only: an adapter never holds the model's keys or another's token.
         own = Secrets({v: secrets_.get(v) or "" for v in settings.token_names()}, frozenset())
@@ -189,7 +180,7 @@ def build_root(
 
     def adapters() -> Supervisor:
         children = [ChildSpec("local", endpoint, shutdown=5.0)]
-        children += [platform_spec(n, platforms[n]) for n in config.enabled_platforms()]
+        children += [platform_spec(n, platforms[n].factory) for n in config.enabled_platforms()]
         # One platform's outage never stops the others, nor the serve: no give-up.
         return Supervisor("adapters", children, strategy=Strategy.ONE_FOR_ONE,
                           max_restarts=math.inf, period=600.0, backoff=ADAPTER_BACKOFF)  # fmt: skip

@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,12 +22,13 @@ import attrs
 import httpx
 import trio
 
-from hermes.adapters.base import AdapterFactory, AdapterFatal, PlatformAdapter
+from hermes.adapters.base import AdapterFatal
+from hermes.adapters.platform import Platform
+from hermes.adapters.registry import chat_platforms
 from hermes.config import Config, ConfigError, CronConfig, PlatformConfig, Secrets, load_config
 from hermes.cron.jobs import Job
 from hermes.cron.store import list_jobs
 from hermes.delivery.outbox_store import DEAD, OutboxRow, listing
-from hermes.gateway.tree import BUILT_IN
 from hermes.home import HermesHome
 from hermes.state import maintenance
 from hermes.state.errors import StateError
@@ -37,12 +38,6 @@ from hermes.state.writer import WAL_WARN_BYTES
 T = TypeVar("T")
 
 TOKEN_TIMEOUT = 10.0  # seconds a platform's auth endpoint gets to answer
-# Where each platform's token comes from, for the fix of a refused one.
-TOKEN_SOURCES = {
-    "telegram": "the token @BotFather gave you",
-    "slack": "the app's Bot User OAuth Token (xoxb-...)",
-    "discord": "the bot's token from the Developer Portal (Bot > Reset Token)",
-}
 FIX_CORRUPT = (
     "stop hermes serve and copy state.db aside; restore a backup (`hermes db backup PATH`"
     " makes one) or salvage it with `sqlite3 state.db .recover | sqlite3 new.db`"
@@ -102,13 +97,13 @@ async def check_platform(
     settings: PlatformConfig,
     secrets: Secrets,
     env_path: Path,
-    known: Mapping[str, AdapterFactory] = BUILT_IN,
     timeout: float = TOKEN_TIMEOUT,
 ) -> CheckResult:
     """The platform's token answers its auth endpoint, asked by the adapter's own code."""
     label = f"{name} token"
-    adapter = known.get(name)
-    if not (isinstance(adapter, type) and issubclass(adapter, PlatformAdapter)):
+    known = chat_platforms()
+    platform = known.get(name)
+    if platform is None:
         have = ", ".join(sorted(known))
         return failed(
             label,
@@ -128,28 +123,29 @@ async def check_platform(
             f"{', '.join(missing)} not set",
             f"set {missing[0]} in {env_path} (or the environment)",
         )
-    result = await _ask(label, name, adapter, settings, secrets, env_path, timeout)
+    result = await _ask(label, platform, settings, secrets, env_path, timeout)
     return _redacted(result, [secrets.get(v) or "" for v in settings.token_names()])
 
 
 async def _ask(
     label: str,
-    name: str,
-    adapter: type[PlatformAdapter],
+    platform: Platform,
     settings: PlatformConfig,
     secrets: Secrets,
     env_path: Path,
     timeout: float,
 ) -> CheckResult:
+    name = platform.name
     where = settings.base_url or "the platform's default URL"
     unreachable = f"check the network and platforms.{name}.base_url ({where})"
     try:
         with trio.fail_after(timeout):
-            identity = await adapter.check_token(settings, secrets)
+            identity = await platform.factory.check_token(settings, secrets)
     except AdapterFatal as exc:
-        source = TOKEN_SOURCES.get(name, "the token the platform issued")
         return failed(
-            label, f"rejected: {exc.reason}", f"set {settings.token_env} in {env_path} to {source}"
+            label,
+            f"rejected: {exc.reason}",
+            f"set {settings.token_env} in {env_path} to {platform.token_hint}",
         )
     except trio.TooSlowError:
         return failed(label, f"no answer within {timeout:g} s", unreachable)
@@ -163,7 +159,6 @@ async def _ask(
 async def check_platforms(
     loaded: Loaded,
     env_path: Path,
-    known: Mapping[str, AdapterFactory] = BUILT_IN,
     timeout: float = TOKEN_TIMEOUT,
 ) -> list[CheckResult]:
     """Every enabled platform, asked at once (results in config order)."""
@@ -171,9 +166,7 @@ async def check_platforms(
     results: dict[str, CheckResult] = {}
 
     async def one(name: str, settings: PlatformConfig) -> None:
-        results[name] = await check_platform(
-            name, settings, loaded.secrets, env_path, known, timeout
-        )
+        results[name] = await check_platform(name, settings, loaded.secrets, env_path, timeout)
 
     async with trio.open_nursery() as nursery:
         for name, settings in enabled.items():
@@ -399,7 +392,6 @@ def local_checks(home: HermesHome, config: Config | None) -> list[CheckResult]:
 
 async def diagnose(
     home: HermesHome,
-    known: Mapping[str, AdapterFactory] = BUILT_IN,
     timeout: float = TOKEN_TIMEOUT,
 ) -> list[CheckResult]:
     """Every check, in the order printed: config, platform tokens (asked concurrently,
@@ -409,7 +401,7 @@ async def diagnose(
 
     async def ask_platforms() -> None:
         if loaded is not None:
-            platforms.extend(await check_platforms(loaded, home.env_path, known, timeout))
+            platforms.extend(await check_platforms(loaded, home.env_path, timeout))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ask_platforms)

@@ -26,8 +26,9 @@ from hermes.adapters.contract import (
     Sent,
     Target,
 )
+from hermes.adapters.platform import Pace
 from hermes.config import PlatformConfig, Secrets
-from hermes.delivery.outbox import Enqueued, Outbox, Pace
+from hermes.delivery.outbox import Enqueued, Outbox
 from hermes.delivery.outbox_store import (
     DEAD,
     SENT,

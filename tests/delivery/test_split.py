@@ -6,14 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes.delivery.split import (
-    LIMITS,
-    Limit,
-    join,
-    limit_of,
-    measure,
-    split,
-)
+from hermes.adapters.platform import Limit
+from hermes.adapters.registry import PLATFORMS
+from hermes.delivery.split import chunks_for, join, measure, split
 
 
 def underscores(text: str) -> str:
@@ -102,7 +97,7 @@ def test_empty_text_has_no_chunk():
 
 def test_text_under_the_limit_is_one_chunk():
     text = "Hello, *world*!\n\nHere is `code` and ```inline``` too."
-    assert split(text, limit_of("discord")) == [text]
+    assert split(text, PLATFORMS["discord"].limit) == [text]
 
 
 def test_paragraph_boundary_preferred_over_line_boundary():
@@ -126,7 +121,7 @@ def test_split_inside_a_fenced_block_reopens_its_language():
 
 def test_telegram_counts_utf16_units():
     text = "😀" * 5000  # 10000 UTF-16 units, 5000 code points
-    limit = LIMITS["telegram"]
+    limit = PLATFORMS["telegram"].limit
     chunks = split(text, limit)
     assert [measure(c, "utf16") for c in chunks] == [4096, 4096, 1808]
     assert join(chunks) == text
@@ -170,11 +165,14 @@ def test_too_small_limit_raises():
 
 
 def test_limits_of_platforms():
-    assert limit_of("telegram") == Limit(4096, "utf16")
-    assert limit_of("discord") == Limit(2000, "chars")
-    assert limit_of("slack") == Limit(39000, "chars")
-    assert limit_of("local") == Limit(1_000_000, "chars")
-    assert limit_of("irc") == Limit(4000, "chars")
+    limits = {name: platform.limit for name, platform in PLATFORMS.items()}
+    assert limits == {
+        "telegram": Limit(4096, "utf16"),
+        "discord": Limit(2000, "chars"),
+        "slack": Limit(39000, "chars"),
+        "local": Limit(1_000_000, "chars"),
+    }
+    assert [len(c) for c in chunks_for("x" * 4001, "irc")] == [4000, 1]  # unknown: 4000
 
 
 def test_measure():

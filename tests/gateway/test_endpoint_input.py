@@ -10,7 +10,7 @@ import pytest
 import trio
 from trio_websocket import open_websocket_url
 
-from hermes.adapters.local_ws import ChatSend
+from hermes.adapters.local.endpoint import ChatSend
 from hermes.gateway.local_methods import PARAMS
 from hermes.gateway.router import DRAIN_NOTICE
 from tests.fakes.openai import stream_answer

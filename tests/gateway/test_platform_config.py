@@ -3,22 +3,18 @@ secrets shown only as set or missing."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from tests.processes import hermes
 
-TOKEN_VAR = "TESTPLATFORM_TOKEN"
+TOKEN_VAR = "TEST_BOT_TOKEN"
 
 
 def test_a_missing_token_variable_stops_serve_naming_it(home, monkeypatch):
     monkeypatch.delenv(TOKEN_VAR, raising=False)
     home.config_path.write_text(
         "gateway:\n  local:\n    port: 0\nops:\n  port: 0\n"
-        f"platforms:\n  testplatform:\n    token_env: {TOKEN_VAR}\n    base_url: http://x\n"
+        f"platforms:\n  telegram:\n    token_env: {TOKEN_VAR}\n    base_url: http://x\n"
     )
-    done = subprocess.run([sys.executable, "-m", "tests.adapters.serve"], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    done = hermes("serve")
     assert done.returncode == 2, done.stderr
     assert f"the token variable {TOKEN_VAR} is not set" in done.stderr
     assert not home.state_db.exists()  # nothing started

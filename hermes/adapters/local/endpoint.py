@@ -29,7 +29,6 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
-from hermes.adapters import jsonrpc
 from hermes.adapters.base import AdapterStatus, PlatformAdapter
 from hermes.adapters.contract import (
     Admit,
@@ -40,7 +39,8 @@ from hermes.adapters.contract import (
     Sent,
     TurnEvent,
 )
-from hermes.adapters.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, RpcError
+from hermes.adapters.local import jsonrpc
+from hermes.adapters.local.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, RpcError
 from hermes.config import InputError, not_blank, structure
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,65 @@
+"""What hermes knows of a chat platform, declared once in the platform's own package.
+
+Delivery (limits, escaping, pace, deduplication), the serve tree (the adapter
+factory), doctor (the token's hint) and the command environment (names of
+variables that hold the platform's secrets) read a platform's `Platform`
+record from the registry (hermes.adapters.registry) and never name it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+
+if TYPE_CHECKING:
+    from hermes.adapters.base import AdapterFactory
+
+Unit = Literal["chars", "utf16"]
+
+
+@attrs.frozen
+class Limit:
+    """The longest message a platform takes, in its own unit."""
+
+    size: int = attrs.field(validator=attrs.validators.gt(0))
+    unit: Unit = attrs.field(validator=attrs.validators.in_(("chars", "utf16")))
+
+
+@attrs.frozen
+class Pace:
+    """A platform's documented steady rates, sends per second overall and per chat, and
+    how many may go at once before the rate applies (a reply's few chunks go together;
+    a flood of them goes at the steady rate)."""
+
+    per_second: float = math.inf
+    per_chat_per_second: float = math.inf
+    burst: int = 1
+    chat_burst: int = 3
+
+
+def as_is(text: str) -> str:
+    """The escaping of a platform that sends text as it is."""
+    return text
+
+
+@attrs.frozen
+class Platform:
+    """One platform. `escape`: what its adapter does to a chunk before it sends it
+    (chunks are measured after it); `pace`: None for no documented limit;
+    `deduplicates`: the platform drops a repeat of a send's idempotency key (a send
+    that may have arrived is sent again after a restart); `secret_variables`: name
+    patterns of environment variables that hold its secrets (kept out of commands);
+    `token_hint`: where its token comes from, for doctor; `factory`: its adapter
+    (None for the local endpoint, which the serve tree builds itself)."""
+
+    name: str
+    limit: Limit
+    factory: AdapterFactory | None
+    escape: Callable[[str], str] = as_is
+    pace: Pace | None = None
+    deduplicates: bool = False
+    secret_variables: tuple[str, ...] = ()
+    token_hint: str = "the token the platform issued"

@@ -1,0 +1,17 @@
+"""Every platform hermes speaks, by name: adding one is its package and one line here."""
+
+from __future__ import annotations
+
+from hermes.adapters.discord.platform import DISCORD
+from hermes.adapters.local.platform import LOCAL
+from hermes.adapters.platform import Limit, Platform
+from hermes.adapters.slack.platform import SLACK
+from hermes.adapters.telegram.platform import TELEGRAM
+
+PLATFORMS: dict[str, Platform] = {p.name: p for p in (LOCAL, TELEGRAM, SLACK, DISCORD)}
+DEFAULT_LIMIT = Limit(4000, "chars")  # a platform hermes does not know (a mirror of one)
+
+
+def chat_platforms() -> dict[str, Platform]:
+    """The platforms with an adapter to configure (all but the local endpoint)."""
+    return {name: p for name, p in PLATFORMS.items() if p.factory is not None}

@@ -1,0 +1,16 @@
+"""Slack as hermes knows it: 40,000 characters a message (kept under, escaped mrkdwn),
+about one message a second per channel, bursts tolerated."""
+
+from hermes.adapters.platform import Limit, Pace, Platform
+from hermes.adapters.slack.adapter import SlackAdapter
+from hermes.adapters.slack.mrkdwn import escape
+
+SLACK = Platform(
+    "slack",
+    Limit(39000, "chars"),
+    SlackAdapter,
+    escape=escape,
+    pace=Pace(50.0, 1.0, burst=50),
+    secret_variables=("SLACK_*",),
+    token_hint="the app's Bot User OAuth Token (xoxb-...)",
+)

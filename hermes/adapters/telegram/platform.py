@@ -1,0 +1,16 @@
+"""Telegram as hermes knows it: 4096 UTF-16 units a message, MarkdownV2, 30 messages a
+second overall and about one a second per chat (the Bot API's FAQ)."""
+
+from hermes.adapters.platform import Limit, Pace, Platform
+from hermes.adapters.telegram.adapter import TelegramAdapter
+from hermes.adapters.telegram.markdown import to_markdown_v2
+
+TELEGRAM = Platform(
+    "telegram",
+    Limit(4096, "utf16"),
+    TelegramAdapter,
+    escape=to_markdown_v2,
+    pace=Pace(30.0, 1.0, burst=30),
+    secret_variables=("TELEGRAM_*",),
+    token_hint="the token @BotFather gave you",
+)
