@@ -90,9 +90,13 @@ class SendRequest:
 
 @attrs.frozen
 class Sent:
-    """The platform took it; `message_id` is its id there."""
+    """The platform took it; `message_id` is its id there. None: the platform accepted
+    it (a 2xx, its `ok`) and did not say under which id. That is sent, on every
+    platform: the platform's word that it has the message, so sending it again would
+    show it twice and a dead letter would be untrue; only what needs the id (a reply
+    thread of its own) goes without it."""
 
-    message_id: str
+    message_id: str | None
 
 
 @attrs.frozen

@@ -8,12 +8,14 @@ reached, the next provider answers, and its model goes with it.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
 from prometheus_client import Counter
 
+from hermes.actors.backoff import Backoff
 from hermes.agent.provider import (
     FallbackError,
     ModelReply,
@@ -26,8 +28,7 @@ from hermes.agent.provider import (
 log = logging.getLogger(__name__)
 
 RETRIES = 2
-BACKOFF = 1.0
-BACKOFF_MAX = 30.0
+BACKOFF = Backoff(minimum=1.0, maximum=30.0)  # jittered: fallbacks of many turns spread out
 
 MODEL_CALLS = Counter(
     "hermes_model_calls", "Model calls by provider and outcome", ["provider", "outcome"]
@@ -39,11 +40,17 @@ class AllProvidersFailed(ProviderError):
 
 
 class ProviderChain:
-    def __init__(self, providers: Sequence[Provider], retries: int = RETRIES) -> None:
+    def __init__(
+        self,
+        providers: Sequence[Provider],
+        retries: int = RETRIES,
+        rng: random.Random | None = None,
+    ) -> None:
         if not providers:
             raise ValueError("a provider chain needs at least one provider")
         self.providers = list(providers)
         self.retries = retries
+        self.rng = rng or random.Random()
 
     async def complete(
         self,
@@ -76,8 +83,8 @@ class ProviderChain:
                 MODEL_CALLS.labels(provider.name, _outcome(exc)).inc()
                 if not isinstance(exc, Retryable) or attempt >= self.retries:
                     raise
-                delay = exc.retry_after or min(BACKOFF_MAX, BACKOFF * 2**attempt)
                 attempt += 1
+                delay = exc.retry_after or BACKOFF.delay(attempt, self.rng)
                 log.info("provider %s: %s; retry %d in %.1fs", provider.name, exc, attempt, delay)
                 await trio.sleep(delay)
                 continue

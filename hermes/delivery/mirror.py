@@ -51,8 +51,8 @@ class Mirror:
         return cattrs.structure(json.loads(text), cls)
 
 
-def _where(target: Target, seed: Seed, message_id: str) -> Target:
-    return attrs.evolve(target, thread_id=message_id) if seed.thread else target
+def _where(target: Target, seed: Seed, message_id: str | None) -> Target:
+    return attrs.evolve(target, thread_id=message_id) if seed.thread and message_id else target
 
 
 def plan_seeds(
@@ -88,7 +88,7 @@ def write_mirror(
     conn: apsw.Connection,
     mirror: Mirror,
     target: Target,
-    message_id: str,
+    message_id: str | None,
     config: GatewayConfig,
 ) -> list[str]:
     """Write the brief into each seeded session (the key's live session, else a new

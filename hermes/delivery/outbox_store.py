@@ -161,7 +161,7 @@ def mark_unknown(conn: apsw.Connection, row_id: int, reason: str, now: float) ->
 def mark_sent(
     conn: apsw.Connection,
     row_id: int,
-    message_id: str,
+    message_id: str | None,
     now: float,
     sessions: GatewayConfig = DEFAULT_SESSIONS,
 ) -> list[str]:

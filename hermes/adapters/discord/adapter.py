@@ -47,7 +47,6 @@ from hermes.adapters.contract import (
     SendRequest,
     SendResult,
     Sent,
-    Unconfirmed,
 )
 from hermes.adapters.discord.inbound import incoming
 from hermes.adapters.discord.link import RESUMABLE_CLOSE, Link
@@ -299,7 +298,7 @@ class DiscordAdapter(PlatformAdapter):
         reason = f"{status} {answer.get('message') or response.reason_phrase}"
         if status in (200, 201):
             message_id = answer.get("id")
-            return Sent(str(message_id)) if message_id else Unconfirmed(f"{status} without an id")
+            return Sent(str(message_id) if message_id else None)
         if status == 429:
             wait = float(answer.get("retry_after") or response.headers.get("retry-after") or 1)
             scope_wide = (

@@ -207,4 +207,4 @@ class SlackAdapter(PlatformAdapter):
                 return RetryAfter(None, str(exc))
             return Permanent(str(exc))  # channel_not_found, not_in_channel, is_archived...
         ts = posted.get("ts")
-        return Sent(str(ts)) if ts else Permanent("chat.postMessage answered without a ts")
+        return Sent(str(ts) if ts else None)

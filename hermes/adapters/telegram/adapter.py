@@ -255,10 +255,8 @@ class TelegramAdapter(PlatformAdapter):
                     params["chat_id"] = _chat_ref(exc.migrate_to)
                     continue
                 return _refusal(exc)
-            try:
-                return Sent(str(message["message_id"]))
-            except (KeyError, TypeError):
-                return Permanent(f"sendMessage answered without a message id: {message!r}"[:200])
+            found = message.get("message_id") if isinstance(message, dict) else None
+            return Sent(str(found) if found is not None else None)
         return Permanent(f"chat {chat} migrated more than once in one send")
 
     async def _migrated(self, old: str, new: str) -> None:
