@@ -56,7 +56,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -71,7 +70,7 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cpuwatch import CpuWatch  # noqa: E402
+from common import CpuWatch, kill, percentile, start_fake  # noqa: E402
 
 from hermes.actors.reply import Reply  # noqa: E402
 from hermes.adapters.base import AdapterSetup, AdapterStatus  # noqa: E402
@@ -98,22 +97,6 @@ STEADY_TOTAL = 2000  # round robin over the chats: STEADY_TOTAL // CHATS each
 
 
 # --- the fake, the adapter, CPU --------------------------------------------------------------
-
-
-def start_fake() -> tuple[subprocess.Popen, str]:
-    argv = [sys.executable, "-m", "tests.fakes.chat_platform", "--token", TOKEN]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    url = proc.stdout.readline().strip()
-    if not url:
-        proc.kill()
-        raise SystemExit("the fake chat platform did not start")
-    return proc, url
-
-
-def kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
 
 
 class BenchAdapter(FakePlatformAdapter):
@@ -186,12 +169,6 @@ def text(chat: int, i: int) -> str:
 
 def chat_id(chat: int) -> str:
     return f"chat-{chat}"
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile of seconds, in milliseconds."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] * 1000
 
 
 STEPS = (
@@ -626,7 +603,7 @@ async def steady_hermes(url: str, state_db: Path, pids: list[int]) -> Steady:
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hermes-bench-") as tmp, contextlib.ExitStack() as st:
-        fake, url = start_fake()
+        fake, url = start_fake("chat_platform", "--token", TOKEN)
         st.callback(kill, fake)
         pids = [os.getpid(), fake.pid]
         direct = trio.run(direct_phase, url, pids)

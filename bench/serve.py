@@ -27,7 +27,6 @@ import contextlib
 import gc
 import itertools
 import json
-import math
 import os
 import signal
 import subprocess
@@ -47,7 +46,7 @@ from trio_websocket import ConnectionClosed, open_websocket_url
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cpuwatch import CpuWatch  # noqa: E402
+from common import CpuWatch, kill, percentile, start_child  # noqa: E402
 
 from hermes.agent.prompt import system_prompt  # noqa: E402
 
@@ -136,29 +135,7 @@ class Serve:
             print(f"WARNING: serve exited {self.proc.returncode} after SIGTERM")
 
 
-def start_child(argv: list[str]) -> tuple[subprocess.Popen, str]:
-    """A helper process that prints one line (its address) when it is ready."""
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().strip()
-    if not line:
-        proc.kill()
-        raise SystemExit(f"{' '.join(argv[1:])} did not start")
-    return proc, line
-
-
-def kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-
-
 # --- figures ---------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile of seconds, in milliseconds."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] * 1000
 
 
 class Timing:

@@ -51,10 +51,9 @@ from trio_websocket import ConnectionClosed, open_websocket_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chatbench import percentile  # noqa: E402
-from cpuwatch import CpuWatch  # noqa: E402
+from common import CpuWatch, kill, percentile, start_child  # noqa: E402
 from long_session import slope_per_hour  # noqa: E402
-from serve import Serve, kill, start_child  # noqa: E402
+from serve import Serve  # noqa: E402
 
 from tests.fakes.openai import FakeOpenAI, text_answer, tool_answer  # noqa: E402
 
