@@ -96,32 +96,16 @@ import argparse
 import itertools
 import json
 import math
-import signal
-import socket
-import sys
-import threading
 import time
-import traceback
 import uuid
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
-from wsproto import ConnectionType, WSConnection
-from wsproto.connection import ConnectionState
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Ping,
-    Pong,
-    Request,
-    TextMessage,
-)
-from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from tests.fakes.local_http import LocalServer, TrackedHandler, copy_json, shut
+from tests.fakes.kit import infos, observed, serve_until_killed
+from tests.fakes.local_http import Reply, TrackedHandler, copy_json
+from tests.fakes.websocket import WebSocket, WebSocketFake
 
 TOKEN = "fake-discord-token"
 BOT_ID = "100000000000000001"
@@ -147,21 +131,11 @@ _EPOCH_MS = 1_420_070_400_000  # Discord's epoch
 
 @attrs.define
 class _Fault:
-    route: str  # "messages" | "typing" | "*"
     status: int
     code: int
     message: str
-    channel: str | None
-    times: int | None  # None: every call from now on
     retry_after: float | None = None
     global_: bool = False
-
-
-@attrs.define
-class _Reply:
-    status: int
-    body: dict[str, Any] | None
-    headers: list[tuple[str, str]] = attrs.Factory(list)
 
 
 @attrs.define(eq=False)
@@ -183,53 +157,53 @@ class _Session:
         }  # fmt: skip
 
 
-@attrs.define(eq=False)
-class _Socket:
-    id: int
-    conn: socket.socket
-    ws: WSConnection
-    path: str
-    opened_at: float
-    lock: threading.Lock = attrs.Factory(threading.Lock)  # the wsproto state and sends
-    outbox: list[tuple[str, dict[str, Any] | None]] = attrs.Factory(list)
+@attrs.define(eq=False, kw_only=True)
+class _Socket(WebSocket):
+    close_code: int = STOP_CODE
+    close_reason: str = "closed"
     session: _Session | None = None
     authenticated: bool = False
     zombie: bool = False
     flap_code: int | None = None  # flapping: it takes no Identify or Resume, closes with this
     sent_seq: int = 0  # the highest `s` of the session put in the outbox
-    close_now: bool = False  # the writer closes it once the outbox is out
-    close_code: int = STOP_CODE
-    cut: bool = False  # close without a close frame
     detached: bool = False  # told to close: takes nothing new
-    closed_at: float | None = None
-    closed_by: str | None = None  # "fake" | "client" (close frame) | "eof"
-    client_close_code: int | None = None
     fake_close_code: int | None = None
     heartbeats: int = 0
-    frames_in: int = 0
-    partial: str = ""
 
     def info(self) -> dict[str, Any]:
         return {
-            "id": self.id, "path": self.path, "opened_at": self.opened_at,
-            "closed_at": self.closed_at, "open": self.closed_at is None,
+            **super().info(), "path": self.path,
             "session_id": None if self.session is None else self.session.id,
-            "zombie": self.zombie, "closed_by": self.closed_by,
-            "client_close_code": self.client_close_code,
-            "fake_close_code": self.fake_close_code, "heartbeats": self.heartbeats,
-            "frames_in": self.frames_in,
+            "zombie": self.zombie, "fake_close_code": self.fake_close_code,
+            "heartbeats": self.heartbeats,
         }  # fmt: skip
 
 
-def _error(status: int, code: int, message: str) -> _Reply:
-    return _Reply(status, {"message": message, "code": code})
+def _error(status: int, code: int, message: str) -> Reply:
+    return Reply(status, {"message": message, "code": code})
 
 
 def _timestamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime())
 
 
-class FakeDiscord:
+class FakeDiscord(WebSocketFake):
+    name = "Discord"
+    _ascii_json = True
+    _other_verbs = ("PATCH", "PUT", "DELETE")  # answered 404/405
+    _socket_class = _Socket
+    _socket_paths = frozenset({"/gateway", "/resume"})
+    _CONTROLS = frozenset({
+        "message", "dispatch", "rate_limit", "fail", "clear_faults", "zombie", "unzombie",
+        "close", "reconnect", "invalid_session", "drop", "flap", "unflap",
+    })  # fmt: skip
+    _channel_field = "channel_id"
+    _STATE = (
+        "sent", "typing", "refused", "identifies", "resumes", "resume_attempts", "sessions",
+        "connections", "open_sockets", "sockets", "heartbeats", "closes", "dispatches", "lost",
+        "internal_errors",
+    )  # fmt: skip
+
     def __init__(
         self,
         token: str = TOKEN,
@@ -238,14 +212,11 @@ class FakeDiscord:
         bucket_limit: int = 5,
         bucket_window: float = 5.0,
     ) -> None:
+        super().__init__()
         self.token = token
         self.heartbeat_interval = heartbeat_interval  # seconds (sent in ms)
         self.bucket_limit = bucket_limit
         self.bucket_window = bucket_window
-        self._cond = threading.Condition()
-        self._closing = False
-        self._socket_ids = itertools.count(1)
-        self._sockets: list[_Socket] = []
         self._sessions: list[_Session] = []
         self._current: _Session | None = None
         self._flap: tuple[int, str] | None = None  # (code, at) for new sockets
@@ -255,67 +226,14 @@ class FakeDiscord:
         self._resumes: list[dict[str, Any]] = []
         self._heartbeats: list[dict[str, Any]] = []
         self._closes: list[int | None] = []
-        self._received: list[dict[str, Any]] = []
         self._written: list[dict[str, Any]] = []  # dispatches that went out
         self._lost: list[dict[str, Any]] = []
-        self._faults: list[_Fault] = []
         self._buckets: dict[str, list[float]] = {}  # bucket -> [reset_at, used]
         self._calls: list[dict[str, Any]] = []
-        self._sent: list[dict[str, Any]] = []
         self._typing: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
-        self._internal_errors: list[str] = []
-        fake = self
-
-        class Handler(TrackedHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-                if urlsplit(self.path).path.rstrip("/") in ("/gateway", "/resume"):
-                    self.close_connection = True
-                    try:
-                        reply = fake._serve_socket(self)
-                    except Exception:  # a bug of the fake: record, keep serving
-                        fake._record_internal_error(traceback.format_exc())
-                        return
-                    if reply is not None:
-                        self._answer(reply)
-                    return
-                self._serve(b"")
-
-            do_PATCH = do_PUT = do_DELETE = TrackedHandler.do_POST  # noqa: N815 - answered 404/405
-
-            def _serve(self, raw: bytes) -> None:
-                try:
-                    reply = fake._handle(self.command, self.path, self.headers, raw)
-                except Exception:  # a bug of the fake: answer, record, keep serving
-                    fake._record_internal_error(traceback.format_exc())
-                    reply = _error(500, 0, "fake internal error")
-                self._answer(reply)
-
-            def _answer(self, reply: _Reply) -> None:
-                data = b"" if reply.body is None else json.dumps(reply.body).encode()
-                try:
-                    self.send_response(reply.status)
-                    if reply.body is not None:
-                        self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    for name, value in reply.headers:
-                        self.send_header(name, value)
-                    if fake._closing or self.close_connection:
-                        self.send_header("connection", "close")
-                        self.close_connection = True
-                    self.end_headers()
-                    self.wfile.write(data)
-                    self.wfile.flush()
-                except OSError:  # the client went away: nobody to answer
-                    self.close_connection = True
-
-        self.server = LocalServer(Handler)
 
     # -- lifecycle ----------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        return self.server.url
 
     @property
     def api_url(self) -> str:
@@ -332,22 +250,10 @@ class FakeDiscord:
         host, port = self.server.server_address[:2]
         return f"ws://{host}:{port}/resume"
 
-    def __enter__(self) -> FakeDiscord:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
     def shutdown(self) -> None:
         """Stop serving: every connection (HTTP and WebSocket) is shut at once, and
         nothing is waited for."""
-        with self._cond:
-            if self._closing:
-                return
-            self._closing = True
-            self._cond.notify_all()
-        self.server.stop()
+        self._stop()
 
     # -- injecting events -----------------------------------------------------------------
 
@@ -438,11 +344,9 @@ class FakeDiscord:
         """The next `times` sends (route "messages", "typing" or "*"; to `channel` if
         given) answer 429 `{"message": "You are being rate limited.", "retry_after",
         "global"}` with `Retry-After` and, when global, `X-RateLimit-Global: true`."""
+        fault = _Fault(429, 0, "You are being rate limited.", float(retry_after), bool(global_))
         with self._cond:
-            self._faults.append(
-                _Fault(route, 429, 0, "You are being rate limited.", channel, times,
-                       float(retry_after), bool(global_))
-            )  # fmt: skip
+            self._faults.add(fault, route, channel, times)
 
     def fail(
         self,
@@ -459,11 +363,7 @@ class FakeDiscord:
         50013 "Missing Permissions", 404 10003 "Unknown Channel"). Faults queue: each
         call takes the first match."""
         with self._cond:
-            self._faults.append(_Fault(route, int(status), int(code), message, channel, times))
-
-    def clear_faults(self) -> None:
-        with self._cond:
-            self._faults.clear()
+            self._faults.add(_Fault(int(status), int(code), message), route, channel, times)
 
     # -- Gateway trouble (on the current socket: the newest open one) ---------------------
 
@@ -492,9 +392,7 @@ class FakeDiscord:
         4010-4014 invalidate its session. Returns the socket's id."""
         with self._cond:
             sock = self._pick_socket(socket)
-            self._detach(sock, code in INVALIDATING_CODES)
-            sock.close_now, sock.close_code, sock.fake_close_code = True, int(code), int(code)
-            self._cond.notify_all()
+            self._close_with(sock, int(code), reason)
             return sock.id
 
     def drop(self, socket: int | None = None) -> int:
@@ -508,19 +406,18 @@ class FakeDiscord:
 
     def reconnect(self, socket: int | None = None) -> int:
         """Send `op 7` Reconnect; the socket stays open until the client closes it."""
-        with self._cond:
-            sock = self._pick_socket(socket)
-            self._detach(sock, False)
-            sock.outbox.append((self._frame(RECONNECT, None), None))
-            self._cond.notify_all()
-            return sock.id
+        return self._send_op(socket, RECONNECT, None, invalidate=False)
 
     def invalid_session(self, resumable: bool = False, socket: int | None = None) -> int:
         """Send `op 9` with `d: resumable`; not resumable invalidates the session."""
+        return self._send_op(socket, INVALID_SESSION, bool(resumable), invalidate=not resumable)
+
+    def _send_op(self, socket: int | None, op: int, d: Any, *, invalidate: bool) -> int:
+        """Send `op` on the socket, which takes no more dispatches; returns its id."""
         with self._cond:
             sock = self._pick_socket(socket)
-            self._detach(sock, not resumable)
-            sock.outbox.append((self._frame(INVALID_SESSION, bool(resumable)), None))
+            self._detach(sock, invalidate)
+            sock.outbox.append((self._frame(op, d), None))
             self._cond.notify_all()
             return sock.id
 
@@ -537,167 +434,55 @@ class FakeDiscord:
 
     def unflap(self) -> None:
         """New sockets behave again."""
-        with self._cond:
-            self._flap = None
+        self._change(_flap=None)
 
     # -- observing ----------------------------------------------------------------------
 
-    @property
-    def sent(self) -> list[dict[str, Any]]:
-        """The messages created, in order: the request body's fields, `channel_id`,
-        `id`, `at` (time.monotonic() of arrival)."""
-        with self._cond:
-            return copy_json(self._sent)
+    sent = observed("_sent", """The messages created, in order: the request body's
+        fields, `channel_id`, `id`, `at` (time.monotonic() of arrival).""")  # fmt: skip
+    typing = observed("_typing", "Typing triggers taken: `channel_id`, `at`.")
+    refused = observed("_refused", """REST calls answered with an error: `route`,
+        `channel_id`, `status`, `code`, `message`, `retry_after`, `global`, `body`,
+        `at`.""")  # fmt: skip
+    calls = observed("_calls", "Every REST call: `verb`, `path`, `status`, `at`.")
+    identify_payloads = observed("_identifies", """The `d` of every Identify (the token
+        included), with `socket` and `at`.""")  # fmt: skip
+    resume_attempts = observed("_resumes", """Every Resume: `session_id`, `seq`,
+        `accepted`, `replayed` (count), `socket`, `at`.""")  # fmt: skip
+    heartbeats = observed("_heartbeats", """Every heartbeat: `socket`, `d` (the client's
+        last sequence), `acked`, `at`.""")  # fmt: skip
+    closes = observed("_closes", """The codes of the close frames clients sent, in order
+        (None: no code).""")  # fmt: skip
+    dispatches = observed("_written", """Dispatches written on a socket: `session_id`, `s`,
+        `t`, `id` (a message's), `socket`, `replay` (sent again on Resume), `at`.""")  # fmt: skip
+    lost = observed("_lost", "Events injected while no valid session existed: `t`, `d`, `at`.")
 
-    def sent_to(self, channel: str) -> list[dict[str, Any]]:
-        with self._cond:
-            return copy_json([s for s in self._sent if s["channel_id"] == channel])
+    identifies = observed("_identifies", """Identify frames taken (refused ones on a
+        flapping socket too).""", len)  # fmt: skip
+    resumes = observed("_resumes", "Resumes accepted (answered with a replay and RESUMED).",
+                       lambda resumes: sum(1 for r in resumes if r["accepted"]))  # fmt: skip
+    sessions = observed("_sessions", """Every session, in order: `session_id`, `seq`,
+        `valid`, `socket`, `resumes`.""", infos)  # fmt: skip
+    connections = observed("_sockets", "Gateway handshakes completed in the fake's life.", len)
 
-    @property
-    def typing(self) -> list[dict[str, Any]]:
-        """Typing triggers taken: `channel_id`, `at`."""
-        with self._cond:
-            return copy_json(self._typing)
-
-    @property
-    def refused(self) -> list[dict[str, Any]]:
-        """REST calls answered with an error: `route`, `channel_id`, `status`, `code`,
-        `message`, `retry_after`, `global`, `body`, `at`."""
-        with self._cond:
-            return copy_json(self._refused)
-
-    @property
-    def calls(self) -> list[dict[str, Any]]:
-        """Every REST call: `verb`, `path`, `status`, `at`."""
-        with self._cond:
-            return copy_json(self._calls)
-
-    @property
-    def identifies(self) -> int:
-        """Identify frames taken (refused ones on a flapping socket too)."""
-        with self._cond:
-            return len(self._identifies)
-
-    @property
-    def identify_payloads(self) -> list[dict[str, Any]]:
-        """The `d` of every Identify (the token included), with `socket` and `at`."""
-        with self._cond:
-            return copy_json(self._identifies)
-
-    @property
-    def resumes(self) -> int:
-        """Resumes accepted (answered with a replay and RESUMED)."""
-        with self._cond:
-            return sum(1 for r in self._resumes if r["accepted"])
-
-    @property
-    def resume_attempts(self) -> list[dict[str, Any]]:
-        """Every Resume: `session_id`, `seq`, `accepted`, `replayed` (count), `socket`, `at`."""
-        with self._cond:
-            return copy_json(self._resumes)
-
-    @property
-    def sessions(self) -> list[dict[str, Any]]:
-        """Every session, in order: `session_id`, `seq`, `valid`, `socket`, `resumes`."""
-        with self._cond:
-            return [s.info() for s in self._sessions]
-
-    @property
-    def connections(self) -> int:
-        """Gateway handshakes completed in the fake's life."""
-        with self._cond:
-            return len(self._sockets)
-
-    @property
-    def open_sockets(self) -> int:
-        with self._cond:
-            return sum(1 for s in self._sockets if s.closed_at is None)
-
-    @property
-    def sockets(self) -> list[dict[str, Any]]:
-        with self._cond:
-            return [s.info() for s in self._sockets]
-
-    @property
-    def heartbeats(self) -> list[dict[str, Any]]:
-        """Every heartbeat: `socket`, `d` (the client's last sequence), `acked`, `at`."""
-        with self._cond:
-            return copy_json(self._heartbeats)
-
-    @property
-    def closes(self) -> list[int | None]:
-        """The codes of the close frames clients sent, in order (None: no code)."""
-        with self._cond:
-            return list(self._closes)
-
-    @property
-    def received(self) -> list[dict[str, Any]]:
-        """Every text frame a client sent: `socket`, `frame`, `at`."""
-        with self._cond:
-            return copy_json(self._received)
-
-    @property
-    def dispatches(self) -> list[dict[str, Any]]:
-        """Dispatches written on a socket: `session_id`, `s`, `t`, `id` (a message's),
-        `socket`, `replay` (sent again on Resume), `at`."""
-        with self._cond:
-            return copy_json(self._written)
-
-    @property
-    def lost(self) -> list[dict[str, Any]]:
-        """Events injected while no valid session existed: `t`, `d`, `at`."""
-        with self._cond:
-            return copy_json(self._lost)
-
-    @property
-    def internal_errors(self) -> list[str]:
-        """Tracebacks of the fake's own failures; a test may assert none."""
-        with self._cond:
-            return list(self._internal_errors)
-
-    def wait_sent(
-        self, count: int = 1, timeout: float = 10.0, *, channel: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The messages created (in `channel` if given), once at least `count` were."""
-
-        def mine() -> list[dict[str, Any]]:
-            return [s for s in self._sent if channel is None or s["channel_id"] == channel]
-
-        where = "" if channel is None else f" in {channel}"
-        self._wait(lambda: len(mine()) >= count, timeout, f"{count} message(s) sent{where}")
-        with self._cond:
-            return copy_json(mine())
+    # `sent_to(channel)`, `wait_sent(count, timeout, channel=)`: the kit's; `sockets`,
+    # `open_sockets`, `wait_connections` and `wait_open_sockets`: the WebSocket kit's.
 
     def wait_typing(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
-        self._wait(lambda: len(self._typing) >= count, timeout, f"{count} typing trigger(s)")
-        return self.typing
+        return self._wait_records("_typing", count, timeout, f"{count} typing trigger(s)")
 
     def wait_refused(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
-        self._wait(lambda: len(self._refused) >= count, timeout, f"{count} refused call(s)")
-        return self.refused
+        return self._wait_records("_refused", count, timeout, f"{count} refused call(s)")
 
     def wait_identifies(self, count: int = 1, timeout: float = 10.0) -> None:
-        self._wait(lambda: len(self._identifies) >= count, timeout, f"{count} Identify(s)")
+        self._wait_records("_identifies", count, timeout, f"{count} Identify(s)")
 
     def wait_resumes(self, count: int = 1, timeout: float = 10.0) -> None:
-        def ready() -> bool:
-            return sum(1 for r in self._resumes if r["accepted"]) >= count
-
-        self._wait(ready, timeout, f"{count} accepted Resume(s)")
-
-    def wait_connections(self, count: int = 1, timeout: float = 10.0) -> None:
-        self._wait(lambda: len(self._sockets) >= count, timeout, f"{count} Gateway connection(s)")
-
-    def wait_open_sockets(self, count: int, timeout: float = 10.0) -> None:
-        """Until exactly `count` sockets are open now (0: all closed)."""
-
-        def ready() -> bool:
-            return sum(1 for s in self._sockets if s.closed_at is None) == count
-
-        self._wait(ready, timeout, f"exactly {count} open socket(s)")
+        self._wait_records("_resumes", count, timeout, f"{count} accepted Resume(s)",
+                           lambda r: r["accepted"])  # fmt: skip
 
     def wait_heartbeats(self, count: int = 1, timeout: float = 10.0) -> None:
-        self._wait(lambda: len(self._heartbeats) >= count, timeout, f"{count} heartbeat(s)")
+        self._wait_records("_heartbeats", count, timeout, f"{count} heartbeat(s)")
 
     def wait_settled(self, timeout: float = 10.0) -> int:
         """Until a client settled on the newest session: two of its heartbeats came on
@@ -722,20 +507,7 @@ class FakeDiscord:
             return session.socket.id
 
     def wait_closes(self, count: int = 1, timeout: float = 10.0) -> list[int | None]:
-        self._wait(lambda: len(self._closes) >= count, timeout, f"{count} client close(s)")
-        return self.closes
-
-    def wait_until(
-        self, ready: Callable[[FakeDiscord], bool], timeout: float = 10.0, what: str = "it"
-    ) -> None:
-        """Until `ready(fake)` is true (checked on every change of the fake's state;
-        it may read the fake's properties)."""
-        self._wait(lambda: ready(self), timeout, what)
-
-    def _wait(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
-        with self._cond:
-            if not self._cond.wait_for(ready, timeout):
-                raise TimeoutError(f"the fake Discord saw no {what} within {timeout:g} s")
+        return self._wait_records("_closes", count, timeout, f"{count} client close(s)")
 
     # -- internals (called holding the lock) ------------------------------------------------
 
@@ -803,107 +575,37 @@ class FakeDiscord:
             raise LookupError("no open socket")
         return open_[-1]
 
-    def _record_internal_error(self, text: str) -> None:
-        with self._cond:
-            self._internal_errors.append(text)
-            self._cond.notify_all()
+    # -- the Gateway: the WebSocket kit's loop, with Discord's sessions ----------------------
 
-    # -- the Gateway: one handler thread reads a socket, one writer thread writes it ---------
+    def _ws_refusal(self, status: int, why: str) -> Reply:
+        return _error(status, 0, why)
 
-    def _serve_socket(self, handler: TrackedHandler) -> _Reply | None:
-        if handler.headers.get("upgrade", "").lower() != "websocket":
-            return _error(400, 0, "websocket upgrade required")
-        with self._cond:
-            if self._closing:
-                return _error(503, 0, "stopping")
-        ws = WSConnection(ConnectionType.SERVER)
-        lines = [handler.requestline, *(f"{k}: {v}" for k, v in handler.headers.items())]
-        try:
-            ws.receive_data(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-            handshake = any(isinstance(e, Request) for e in ws.events())
-        except RemoteProtocolError:
-            handshake = False
-        if not handshake:
-            return _error(400, 0, "bad websocket handshake")
-        conn: socket.socket = handler.connection
-        try:
-            conn.sendall(ws.send(AcceptConnection()))
-        except OSError:
-            return None
-        path = urlsplit(handler.path).path.rstrip("/")
-        with self._cond:
-            sock = _Socket(next(self._socket_ids), conn, ws, path, time.monotonic())
-            self._sockets.append(sock)
-            hello = {"heartbeat_interval": int(self.heartbeat_interval * 1000)}
-            sock.outbox.append((self._frame(HELLO, hello), None))
-            if self._flap is not None:
-                sock.flap_code = self._flap[0]
-                if self._flap[1] == "hello":
-                    self._close_with(sock, sock.flap_code, "flapping")
-            self._cond.notify_all()
-        writer = threading.Thread(target=self._write_loop, args=(sock,), daemon=True)
-        writer.start()
-        try:
-            self._read_loop(sock, handler)
-        except Exception:  # a bug of the fake: record, end this socket
-            self._record_internal_error(traceback.format_exc())
-        finally:
-            shut(conn)
-            with self._cond:
-                if sock.closed_at is None:
-                    sock.closed_at = time.monotonic()
-                    sock.closed_by = sock.closed_by or "eof"
-                self._detach(sock, False)
-                self._cond.notify_all()
-        return None
+    def _ws_opened(self, sock: _Socket) -> None:
+        hello = {"heartbeat_interval": int(self.heartbeat_interval * 1000)}
+        sock.outbox.append((self._frame(HELLO, hello), None))
+        if self._flap is not None:
+            sock.flap_code = self._flap[0]
+            if self._flap[1] == "hello":
+                self._close_with(sock, sock.flap_code, "flapping")
 
-    def _read_loop(self, sock: _Socket, handler: TrackedHandler) -> None:
-        while True:
-            try:
-                data = handler.rfile.read1(65536)
-            except OSError:
-                data = b""
-            with self._cond:
-                if self._closing:
-                    return
-            with sock.lock:
-                try:
-                    sock.ws.receive_data(data or None)
-                    events = list(sock.ws.events())
-                except (RemoteProtocolError, LocalProtocolError):
-                    return
-            for event in events:
-                if isinstance(event, TextMessage):
-                    sock.partial += event.data
-                    if event.message_finished:
-                        text, sock.partial = sock.partial, ""
-                        self._on_frame(sock, text)
-                elif isinstance(event, BytesMessage):
-                    self._close_with(sock, 4002, "binary frames are not decoded")
-                elif isinstance(event, Ping):
-                    if not self._send(sock, event.response()):
-                        return
-                elif isinstance(event, Pong):
-                    pass
-                elif isinstance(event, CloseConnection):
-                    with self._cond:
-                        ends = False
-                        if sock.closed_by is None and event.code == 1006:
-                            sock.closed_by = "eof"  # no close frame: wsproto's word for EOF
-                        elif sock.closed_by is None:
-                            sock.closed_by = "client"
-                            sock.client_close_code = event.code
-                            self._closes.append(event.code)
-                            session = sock.session  # not moved on to a newer socket since
-                            ends = event.code in ENDING_CODES and session is not None
-                            ends = ends and session.last is sock
-                        self._detach(sock, ends)
-                        self._cond.notify_all()
-                    if sock.ws.state == ConnectionState.REMOTE_CLOSING:
-                        self._send(sock, event.response())
-                    return
-            if not data or sock.ws.state == ConnectionState.CLOSED:
-                return
+    def _ws_ended(self, sock: _Socket) -> None:
+        self._detach(sock, False)
+
+    def _ws_written(self, sock: _Socket, record: dict[str, Any]) -> None:
+        record["at"] = time.monotonic()
+        self._written.append(record)
+
+    def _on_binary(self, sock: _Socket) -> None:
+        self._close_with(sock, 4002, "binary frames are not decoded")
+
+    def _on_client_close(self, sock: _Socket, code: int | None, first: bool) -> None:
+        ends = False
+        if first and code != 1006:
+            sock.client_close_code = code
+            self._closes.append(code)
+            session = sock.session  # not moved on to a newer socket since
+            ends = code in ENDING_CODES and session is not None and session.last is sock
+        self._detach(sock, ends)
 
     def _close_with(self, sock: _Socket, code: int, reason: str) -> None:
         with self._cond:
@@ -911,42 +613,32 @@ class FakeDiscord:
             sock.close_now, sock.close_code, sock.fake_close_code = True, code, code
             self._cond.notify_all()
 
-    def _on_frame(self, sock: _Socket, text: str) -> None:
-        now = time.monotonic()
-        try:
-            frame: Any = json.loads(text)
-        except ValueError:
-            frame = None
-        with self._cond:
-            sock.frames_in += 1
-            self._received.append({"socket": sock.id, "frame": frame or text, "at": now})
-            self._cond.notify_all()
-            if sock.close_now and sock.flap_code is None:
-                return
-            if not isinstance(frame, dict) or not isinstance(frame.get("op"), int):
-                self._close_with(sock, 4002, "decode error")
-                return
-            op, d = frame["op"], frame.get("d")
-            if sock.flap_code is not None and op in (IDENTIFY, RESUME):
-                self._flapped(sock, op, d if isinstance(d, dict) else {}, now)
-            elif sock.close_now:
-                return
-            elif op == HEARTBEAT:
-                sock.heartbeats += 1
-                self._heartbeats.append(
-                    {"socket": sock.id, "d": d, "acked": not sock.zombie, "at": now}
-                )
-                if not sock.zombie:
-                    sock.outbox.append((self._frame(HEARTBEAT_ACK, None), None))
-            elif op == IDENTIFY:
-                self._identify(sock, d if isinstance(d, dict) else {}, now)
-            elif op == RESUME:
-                self._resume(sock, d if isinstance(d, dict) else {}, now)
-            elif op not in _CLIENT_OPS:
-                self._close_with(sock, 4001, "unknown opcode")
-            elif not sock.authenticated:
-                self._close_with(sock, 4003, "not authenticated")
-            self._cond.notify_all()
+    def _on_frame(self, sock: _Socket, frame: Any, now: float) -> None:
+        if sock.close_now and sock.flap_code is None:
+            return
+        if not isinstance(frame, dict) or not isinstance(frame.get("op"), int):
+            self._close_with(sock, 4002, "decode error")
+            return
+        op, d = frame["op"], frame.get("d")
+        if sock.flap_code is not None and op in (IDENTIFY, RESUME):
+            self._flapped(sock, op, d if isinstance(d, dict) else {}, now)
+        elif sock.close_now:
+            return
+        elif op == HEARTBEAT:
+            sock.heartbeats += 1
+            self._heartbeats.append(
+                {"socket": sock.id, "d": d, "acked": not sock.zombie, "at": now}
+            )
+            if not sock.zombie:
+                sock.outbox.append((self._frame(HEARTBEAT_ACK, None), None))
+        elif op == IDENTIFY:
+            self._identify(sock, d if isinstance(d, dict) else {}, now)
+        elif op == RESUME:
+            self._resume(sock, d if isinstance(d, dict) else {}, now)
+        elif op not in _CLIENT_OPS:
+            self._close_with(sock, 4001, "unknown opcode")
+        elif not sock.authenticated:
+            self._close_with(sock, 4003, "not authenticated")
 
     def _flapped(self, sock: _Socket, op: int, d: dict[str, Any], now: float) -> None:
         """A flapping socket records an Identify or Resume, refuses it and closes."""
@@ -1015,64 +707,14 @@ class FakeDiscord:
         record["accepted"] = True
         self._add_dispatch(session, "RESUMED", {"_trace": ["fake-discord"]})
 
-    def _send(self, sock: _Socket, event: Any) -> bool:
-        """Send one wsproto event on `sock`; False if the connection is gone."""
-        with sock.lock:
-            try:
-                data = sock.ws.send(event)
-                sock.conn.sendall(data)
-            except (OSError, LocalProtocolError):
-                return False
-        return True
-
-    def _write_loop(self, sock: _Socket) -> None:
-        try:
-            self._write(sock)
-        except Exception:  # a bug of the fake: record, cut this socket
-            self._record_internal_error(traceback.format_exc())
-            shut(sock.conn)
-
-    def _write(self, sock: _Socket) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    if self._closing or sock.closed_at is not None:
-                        return
-                    if sock.outbox or sock.close_now:
-                        break
-                    self._cond.wait()
-                cut = sock.cut
-                frames = [] if cut else sock.outbox[:]
-                sock.outbox.clear()  # a cut socket's frames are lost with it
-                close = sock.close_now and not frames
-            for text, record in frames:
-                if not self._send(sock, TextMessage(data=text)):
-                    return
-                if record is not None:
-                    with self._cond:
-                        record["written"], record["at"] = True, time.monotonic()
-                        self._written.append(record)
-                        self._cond.notify_all()
-            if not close:
-                continue
-            with self._cond:
-                sock.closed_by = sock.closed_by or "fake"
-            if not cut:
-                self._send(sock, CloseConnection(code=sock.close_code, reason="closed"))
-                with self._cond:  # the client's close reply, briefly
-                    self._cond.wait_for(
-                        lambda: sock.closed_at is not None or self._closing, timeout=1.0
-                    )
-            shut(sock.conn)
-            return
-
     # -- REST -----------------------------------------------------------------------------
 
-    def _handle(self, verb: str, path: str, headers: Any, raw: bytes) -> _Reply:
-        parts = urlsplit(path)
-        segments = parts.path.split("/")
-        if len(segments) >= 3 and segments[1] == "_fake":
-            return self._control(verb, segments[2], raw)
+    def _internal_error(self) -> Reply:
+        return _error(500, 0, "fake internal error")
+
+    def _handle(self, request: TrackedHandler, raw: bytes) -> Reply:
+        verb, headers = request.command, request.headers
+        parts = urlsplit(request.path)
         now = time.monotonic()
         reply = self._rest(verb, parts.path, headers, raw, now)
         with self._cond:
@@ -1082,7 +724,7 @@ class FakeDiscord:
             self._cond.notify_all()
         return reply
 
-    def _rest(self, verb: str, path: str, headers: Any, raw: bytes, now: float) -> _Reply:
+    def _rest(self, verb: str, path: str, headers: Any, raw: bytes, now: float) -> Reply:
         if not path.startswith(API_PREFIX):
             return _error(404, 0, "404: Not Found")
         route = path[len(API_PREFIX) :].strip("/").split("/")
@@ -1097,27 +739,27 @@ class FakeDiscord:
                     "max_concurrency": 1,
                 },
             }  # fmt: skip
-            return self._with_bucket(_Reply(200, body), "gateway-bot", now)
+            return self._with_bucket(Reply(200, body), "gateway-bot", now)
         if route == ["users", "@me"] and verb == "GET":
-            return self._with_bucket(_Reply(200, dict(BOT_USER)), "users-me", now)
+            return self._with_bucket(Reply(200, dict(BOT_USER)), "users-me", now)
         if len(route) == 3 and route[0] == "channels" and route[2] in ("messages", "typing"):
             if verb != "POST":
                 return _error(405, 0, "405: Method Not Allowed")
             channel, kind = route[1], route[2]
             bucket = f"{'msg' if kind == 'messages' else 'typing'}-{channel}"
             with self._cond:
-                fault = self._take_fault(kind, channel)
+                fault = self._faults.take(kind, channel)
             if fault is not None:
                 return self._refuse(kind, channel, self._fault_reply(fault, bucket, now), None, now)
             if kind == "typing":
                 with self._cond:
                     self._typing.append({"channel_id": channel, "at": now})
                     self._cond.notify_all()
-                return self._with_bucket(_Reply(204, None), bucket, now)
+                return self._with_bucket(Reply(204, None), bucket, now)
             return self._create_message(channel, raw, bucket, now)
         return _error(404, 0, "404: Not Found")
 
-    def _create_message(self, channel: str, raw: bytes, bucket: str, now: float) -> _Reply:
+    def _create_message(self, channel: str, raw: bytes, bucket: str, now: float) -> Reply:
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
@@ -1167,22 +809,9 @@ class FakeDiscord:
             sent = {**copy_json(body), "channel_id": channel, "id": message_id, "at": now}
             self._sent.append(sent)
             self._cond.notify_all()
-        return self._with_bucket(_Reply(200, copy_json(message)), bucket, now)
+        return self._with_bucket(Reply(200, copy_json(message)), bucket, now)
 
-    def _take_fault(self, route: str, channel: str) -> _Fault | None:
-        for fault in self._faults:
-            if fault.route not in ("*", route):
-                continue
-            if fault.channel is not None and fault.channel != channel:
-                continue
-            if fault.times is not None:
-                fault.times -= 1
-                if fault.times <= 0:
-                    self._faults.remove(fault)
-            return fault
-        return None
-
-    def _fault_reply(self, fault: _Fault, bucket: str, now: float) -> _Reply:
+    def _fault_reply(self, fault: _Fault, bucket: str, now: float) -> Reply:
         if fault.status != 429:
             return self._with_bucket(_error(fault.status, fault.code, fault.message), bucket, now)
         retry_after = float(fault.retry_after or 0.0)
@@ -1192,13 +821,13 @@ class FakeDiscord:
         headers = [("Retry-After", str(max(0, math.ceil(retry_after))))]
         if fault.global_:
             headers += [("X-RateLimit-Global", "true"), ("X-RateLimit-Scope", "global")]
-            return _Reply(429, body, headers)
+            return Reply(429, body, headers)
         headers.append(("X-RateLimit-Scope", "user"))
-        reply = _Reply(429, body, headers)
+        reply = Reply(429, body, headers)
         reply.headers += self._bucket_headers(bucket, now, exhausted_for=retry_after)
         return reply
 
-    def _with_bucket(self, reply: _Reply, bucket: str, now: float) -> _Reply:
+    def _with_bucket(self, reply: Reply, bucket: str, now: float) -> Reply:
         reply.headers += self._bucket_headers(bucket, now)
         return reply
 
@@ -1224,8 +853,8 @@ class FakeDiscord:
         ]
 
     def _refuse(
-        self, route: str, channel: str | None, reply: _Reply, body: Any, now: float
-    ) -> _Reply:
+        self, route: str, channel: str | None, reply: Reply, body: Any, now: float
+    ) -> Reply:
         data = reply.body or {}
         with self._cond:
             self._refused.append({
@@ -1236,41 +865,6 @@ class FakeDiscord:
             })  # fmt: skip
             self._cond.notify_all()
         return reply
-
-    # -- driving from another process ---------------------------------------------------
-
-    _CONTROLS = frozenset({
-        "message", "dispatch", "rate_limit", "fail", "clear_faults", "zombie", "unzombie",
-        "close", "reconnect", "invalid_session", "drop", "flap", "unflap",
-    })  # fmt: skip
-
-    def _control(self, verb: str, name: str, raw: bytes) -> _Reply:
-        if verb == "GET" and name == "state":
-            with self._cond:
-                state = {
-                    "sent": copy_json(self._sent), "typing": copy_json(self._typing),
-                    "refused": copy_json(self._refused), "identifies": len(self._identifies),
-                    "resumes": sum(1 for r in self._resumes if r["accepted"]),
-                    "resume_attempts": copy_json(self._resumes),
-                    "sessions": [s.info() for s in self._sessions],
-                    "connections": len(self._sockets),
-                    "open_sockets": sum(1 for s in self._sockets if s.closed_at is None),
-                    "sockets": [s.info() for s in self._sockets],
-                    "heartbeats": copy_json(self._heartbeats), "closes": list(self._closes),
-                    "dispatches": copy_json(self._written), "lost": copy_json(self._lost),
-                    "internal_errors": list(self._internal_errors),
-                }  # fmt: skip
-            return _Reply(200, {"ok": True, "result": state})
-        if verb != "POST" or name not in self._CONTROLS:
-            return _Reply(404, {"ok": False, "error": "unknown_control"})
-        try:
-            kwargs = json.loads(raw or b"{}")
-            if not isinstance(kwargs, dict):
-                raise ValueError("the body must be a JSON object")
-            result = getattr(self, name)(**kwargs)
-        except (TypeError, ValueError, KeyError, LookupError) as exc:
-            return _Reply(400, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
-        return _Reply(200, {"ok": True, "result": result})
 
 
 def main() -> None:
@@ -1283,13 +877,7 @@ def main() -> None:
         "--heartbeat-interval", type=float, default=41.25, help="seconds, sent in Hello"
     )
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with FakeDiscord(args.token, heartbeat_interval=args.heartbeat_interval) as fake:
-        print(fake.url, flush=True)
-        try:
-            fake.server.thread.join()
-        except KeyboardInterrupt:
-            pass
+    serve_until_killed(FakeDiscord(args.token, heartbeat_interval=args.heartbeat_interval))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
-"""What every fake platform's HTTP side shares: a threaded server on 127.0.0.1 that
-keeps track of its open connections (so stopping it shuts kept-alive ones at once,
-nothing waited for) and a request handler that logs nothing."""
+"""What every fake's HTTP side shares: a threaded server on 127.0.0.1 that keeps track
+of its open connections (so stopping it shuts kept-alive ones at once, nothing waited
+for), a request handler that logs nothing, and one way to write an answer."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import attrs
 
 
 def shut(conn: socket.socket) -> None:
@@ -20,7 +23,7 @@ def shut(conn: socket.socket) -> None:
 class LocalServer(ThreadingHTTPServer):
     daemon_threads = True  # a hung client never holds up the test process
     block_on_close = False  # stop() wakes every handler itself; nothing to join
-    request_queue_size = 128
+    request_queue_size = 1024  # the listen backlog: bursts of connections wait, not fail
 
     def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
         super().__init__(("127.0.0.1", port), handler)
@@ -62,6 +65,17 @@ def copy_json(value: Any) -> Any:
     return value
 
 
+@attrs.define
+class Reply:
+    """An answer: `body` a JSON value, raw bytes, or None (no body, no content type);
+    `content_type` None: the fake's JSON type."""
+
+    status: int
+    body: Any = None
+    headers: list[tuple[str, str]] = attrs.Factory(list)
+    content_type: str | None = None
+
+
 class TrackedHandler(BaseHTTPRequestHandler):
     """HTTP/1.1 keep-alive, no logging, and its connection known to the server. A POST's
     body goes to `_serve(raw)`, which a fake's handler defines."""
@@ -97,3 +111,35 @@ class TrackedHandler(BaseHTTPRequestHandler):
 
     def _serve(self, raw: bytes) -> None:
         raise NotImplementedError
+
+    def _answer(
+        self,
+        reply: Reply,
+        *,
+        closing: bool = False,
+        json_type: str = "application/json",
+        ascii_json: bool = False,
+    ) -> None:
+        """Write `reply` (`closing`: with `connection: close`, as when the client asked
+        for it); a client gone meanwhile is nobody to answer."""
+        if isinstance(reply.body, bytes):
+            data = reply.body
+        elif reply.body is None:
+            data = b""
+        else:
+            data = json.dumps(reply.body, ensure_ascii=ascii_json).encode()
+        try:
+            self.send_response(reply.status)
+            if reply.body is not None:
+                self.send_header("content-type", reply.content_type or json_type)
+            self.send_header("content-length", str(len(data)))
+            for name, value in reply.headers:
+                self.send_header(name, value)
+            if closing or self.close_connection:
+                self.send_header("connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True

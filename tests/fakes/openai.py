@@ -27,10 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import attrs
+
+from tests.fakes.kit import Faults, serve_until_killed, wait
+from tests.fakes.local_http import LocalServer, Reply, TrackedHandler
 
 
 @attrs.define
@@ -126,21 +128,6 @@ def _with_usage(answer: Answer, tokens: int) -> Answer:
     return attrs.evolve(answer, body=body)
 
 
-@attrs.define
-class _Trigger:
-    marker: str
-    answer: Answer
-    times: int | None  # matches left; None: every match
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # a hung client never holds up shutdown
-    request_queue_size = 1024  # the listen backlog: bursts of connections wait, not fail
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that drops a kept-alive connection is not worth a traceback."""
-
-
 class FakeOpenAI:
     def __init__(self, delay: float = 0.0) -> None:
         self.answers: list[Answer] = []
@@ -149,25 +136,17 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.prompt_sizes: list[int] = []  # per request: characters of all message contents
         self.prompt_tokens: list[int] = []  # per request: what the fake counted, in tokens
-        self.triggers: list[_Trigger] = []
+        self.triggers: Faults[Answer] = Faults()  # by marker
         self.lock = threading.Lock()
         self.arrived = threading.Condition(self.lock)  # notified per request recorded
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True  # headers and body go out at once
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(TrackedHandler):
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                 self.wfile.flush()
 
-            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
-                length = int(self.headers.get("content-length", 0))
-                raw = self.rfile.read(length)
+            def _serve(self, raw: bytes) -> None:
                 body = json.loads(raw or b"{}")
                 with fake.lock:
                     fake.requests.append({"path": self.path, "body": body,
@@ -204,38 +183,29 @@ class FakeOpenAI:
                             fake.aborted += 1
                         self.close_connection = True
                     return
-                data = json.dumps(answer.body or {}).encode()
-                self.send_response(answer.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for key, value in answer.headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
+                reply = Reply(answer.status, answer.body or {}, list(answer.headers.items()))
+                self._answer(reply, ascii_json=True)
 
         self.aborted = 0
         self.pacing = threading.Event()  # never set: only its timeout is used
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.server = LocalServer(Handler)
+        self.thread = self.server.thread
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address
-        return f"http://{host}:{port}/v1"
+        return f"{self.server.url}/v1"
 
     def __enter__(self) -> FakeOpenAI:
-        self.thread.start()
+        self.server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()
 
     def wait_requests(self, count: int, timeout: float = 30.0) -> None:
         """Block (in a thread) until `count` requests have arrived in all."""
-        with self.arrived:
-            if not self.arrived.wait_for(lambda: len(self.requests) >= count, timeout):
-                raise TimeoutError(f"{len(self.requests)} of {count} model requests arrived")
+        wait(self.arrived, lambda: len(self.requests) >= count, timeout,
+             lambda: f"{len(self.requests)} of {count} model requests arrived")  # fmt: skip
 
     def script(self, *answers: Answer) -> None:
         with self.lock:
@@ -245,24 +215,20 @@ class FakeOpenAI:
         """The next `times` requests whose body mentions `marker` (None: all of them) get
         `answer` instead of the scripted or default one, which stays for the next request."""
         with self.lock:
-            self.triggers.append(_Trigger(marker, answer, times))
+            self.triggers.add(answer, target=marker, times=times)
 
     def _triggered(self, text: str, body: Any) -> Answer | None:
         """The answer of the first trigger matching this request (under the lock)."""
-        canonical: str | None = None
-        for trigger in self.triggers:
-            found = trigger.marker in text
-            if not found:  # the client may have escaped it (non-ASCII, quotes)
-                if canonical is None:
-                    canonical = json.dumps(body, ensure_ascii=False)
-                found = trigger.marker in canonical
-            if found:
-                if trigger.times is not None:
-                    trigger.times -= 1
-                    if trigger.times <= 0:
-                        self.triggers.remove(trigger)
-                return trigger.answer
-        return None
+        canonical: list[str] = []
+
+        def mentioned(marker: str) -> bool:
+            if marker in text:
+                return True
+            if not canonical:  # the client may have escaped it (non-ASCII, quotes)
+                canonical.append(json.dumps(body, ensure_ascii=False))
+            return marker in canonical[0]
+
+        return self.triggers.take(matches=mentioned)
 
 
 def closed_port_url() -> str:
@@ -293,13 +259,9 @@ def main() -> None:
         reply = stream_answer([w + " " for w in words[:-1]] + words[-1:])
     else:
         reply = text_answer(args.text)
-    with FakeOpenAI(delay=args.delay) as fake:
-        fake.default = reply
-        print(fake.url, flush=True)
-        try:
-            fake.thread.join()
-        except KeyboardInterrupt:
-            pass
+    fake = FakeOpenAI(delay=args.delay)
+    fake.default = reply
+    serve_until_killed(fake)
 
 
 if __name__ == "__main__":

@@ -94,32 +94,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import signal
-import socket
-import sys
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import attrs
-from wsproto import ConnectionType, WSConnection
-from wsproto.connection import ConnectionState
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Ping,
-    Pong,
-    Request,
-    TextMessage,
-)
-from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from tests.fakes.local_http import LocalServer, TrackedHandler, copy_json, shut
+from tests.fakes.kit import observed, serve_until_killed
+from tests.fakes.local_http import Reply, TrackedHandler, copy_json
+from tests.fakes.websocket import WebSocket, WebSocketFake
 
 TEAM_ID = "T0001"
 TEAM_NAME = "Test"
@@ -138,23 +124,11 @@ CLOSE_CODE = 1001  # the code of the close frames the fake sends
 _DEFAULT_CHANNELS = {"im": "D1", "channel": "C1", "group": "G1", "mpim": "G2"}
 _CHANNEL_TYPES = {"D": "im", "C": "channel", "G": "group"}
 _BOT_METHODS = frozenset({"auth.test", "chat.postMessage"})
-
-
-@attrs.define
-class _Fault:
-    method: str  # as Slack spells it, or "*" for any method
-    error: str
-    status: int
-    retry_after: float | None
-    channel: str | None
-    times: int | None  # None: every call from now on
-
-
-@attrs.define
-class _Reply:
-    status: int
-    body: dict[str, Any]
-    headers: list[tuple[str, str]] = attrs.Factory(list)
+_WS_REFUSALS = {
+    "websocket upgrade required": "websocket_upgrade_required",
+    "stopping": "service_unavailable",
+    "bad websocket handshake": "bad_websocket_handshake",
+}
 
 
 @attrs.define(eq=False)
@@ -170,49 +144,45 @@ class _Event:
     deadline: float = 0.0
 
 
-@attrs.define(eq=False)
-class _Socket:
-    id: int
-    conn: socket.socket
-    ws: WSConnection
-    ticket: str
-    opened_at: float
-    lock: threading.Lock = attrs.Factory(threading.Lock)  # the wsproto state and sends
-    outbox: list[tuple[str, dict[str, Any] | None]] = attrs.Factory(list)
+@attrs.define(eq=False, kw_only=True)
+class _Socket(WebSocket):
+    close_code: int = CLOSE_CODE
+    close_reason: str = "disconnected"
     accepting: bool = True  # False: refused at connect (link disabled, too many)
-    half_open: bool = False
     close_at: float | None = None  # a scheduled close (after a disconnect frame)
-    close_now: bool = False  # the writer closes it once the outbox is out
-    cut: bool = False  # close without a close frame
-    closed_at: float | None = None
-    closed_by: str | None = None  # "fake" | "client" (close frame) | "eof"
-    client_close_code: int | None = None
     disconnects: list[str] = attrs.Factory(list)
-    pings: int = 0
-    frames_in: int = 0
-    ignored_bytes: int = 0  # read while half-open, never looked at
-    partial: str = ""
 
     def info(self) -> dict[str, Any]:
         return {
-            "id": self.id, "opened_at": self.opened_at, "closed_at": self.closed_at,
-            "open": self.closed_at is None, "half_open": self.half_open,
-            "disconnects": list(self.disconnects), "closed_by": self.closed_by,
-            "client_close_code": self.client_close_code, "pings": self.pings,
-            "frames_in": self.frames_in, "ignored_bytes": self.ignored_bytes,
+            **super().info(), "half_open": self.half_open, "disconnects": list(self.disconnects),
+            "pings": self.pings, "ignored_bytes": self.ignored_bytes,
         }  # fmt: skip
 
 
-def _ok(**fields: Any) -> _Reply:
-    return _Reply(200, {"ok": True, **fields})
+def _ok(**fields: Any) -> Reply:
+    return Reply(200, {"ok": True, **fields})
 
 
-def _error(error: str, status: int = 200, retry_after: float | None = None) -> _Reply:
+def _error(error: str, status: int = 200, retry_after: float | None = None) -> Reply:
     headers = [] if retry_after is None else [("Retry-After", f"{retry_after:g}")]
-    return _Reply(status, {"ok": False, "error": error}, headers)
+    return Reply(status, {"ok": False, "error": error}, headers)
 
 
-class FakeSlack:
+class FakeSlack(WebSocketFake):
+    name = "Slack"
+    _json_type = "application/json; charset=utf-8"
+    _socket_class = _Socket
+    _socket_paths = frozenset({"/link"})
+    _CONTROLS = frozenset({
+        "message", "mention", "slash", "inject", "envelope", "fail", "clear_faults",
+        "disconnect", "half_open", "drop", "disable_link", "enable_link", "configure",
+    })  # fmt: skip
+    _STATE = (
+        "sent", "refused", "acked", "acks", "deliveries", "dropped", "pending", "sockets",
+        "connections_opened", "connection_urls", "open_sockets", "max_open_sockets",
+        "responses", "internal_errors",
+    )  # fmt: skip
+
     def __init__(
         self,
         *,
@@ -227,6 +197,7 @@ class FakeSlack:
     ) -> None:
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {sorted(ROUTINGS)}")
+        super().__init__()
         self.bot_token = bot_token
         self.app_token = app_token
         self.ack_timeout = ack_timeout
@@ -235,14 +206,10 @@ class FakeSlack:
         self.routing = routing
         self.max_connections = max_connections
         self.echo_bot_messages = echo_bot_messages
-        self._cond = threading.Condition()
-        self._closing = False
         # Socket Mode
         self._tickets: set[str] = set()
         self._urls_issued = 0
         self._rejected: list[dict[str, Any]] = []  # handshakes refused (bad tickets)
-        self._socket_ids = itertools.count(1)
-        self._sockets: list[_Socket] = []  # every socket ever opened, in order
         self._max_open = 0
         self._rr = 0
         self._link_disabled = False
@@ -257,63 +224,13 @@ class FakeSlack:
         self._acks: list[dict[str, Any]] = []
         self._acked: list[str] = []
         self._dropped: list[str] = []
-        self._received: list[dict[str, Any]] = []
         # Web API
-        self._faults: list[_Fault] = []
         self._calls: list[dict[str, Any]] = []
-        self._sent: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
         self._responses: list[dict[str, Any]] = []
-        self._internal_errors: list[str] = []
-        fake = self
-
-        class Handler(TrackedHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-                if urlsplit(self.path).path.rstrip("/") == "/link":
-                    self.close_connection = True
-                    try:
-                        reply = fake._serve_socket(self)
-                    except Exception:  # a bug of the fake: record, keep serving
-                        fake._record_internal_error(traceback.format_exc())
-                        return
-                    if reply is not None:
-                        self._answer(reply)
-                    return
-                self._serve(b"")
-
-            def _serve(self, raw: bytes) -> None:
-                try:
-                    reply = fake._handle(self.command, self.path, self.headers, raw)
-                except Exception:  # a bug of the fake: answer, record, keep serving
-                    fake._record_internal_error(traceback.format_exc())
-                    reply = _error("fake_internal_error", 500)
-                self._answer(reply)
-
-            def _answer(self, reply: _Reply) -> None:
-                data = json.dumps(reply.body, ensure_ascii=False).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("content-type", "application/json; charset=utf-8")
-                    self.send_header("content-length", str(len(data)))
-                    for name, value in reply.headers:
-                        self.send_header(name, value)
-                    if fake._closing or self.close_connection:
-                        self.send_header("connection", "close")
-                        self.close_connection = True
-                    self.end_headers()
-                    self.wfile.write(data)
-                    self.wfile.flush()
-                except OSError:  # the client went away: nobody to answer
-                    self.close_connection = True
-
-        self.server = LocalServer(Handler)
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)
 
     # -- lifecycle ----------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        return self.server.url
 
     @property
     def api_url(self) -> str:
@@ -321,22 +238,17 @@ class FakeSlack:
         return f"{self.url}/api"
 
     def __enter__(self) -> FakeSlack:
-        self.server.start()
+        super().__enter__()
         self._pump_thread.start()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         """Stop serving: every connection (HTTP and WebSocket) is shut at once, and
         nothing is waited for."""
-        with self._cond:
-            if self._closing:
-                return
-            self._closing = True
-            self._cond.notify_all()
-        self.server.stop()
+        self._stop()
+
+    def _stop(self) -> None:
+        super()._stop()
         if self._pump_thread.is_alive():
             self._pump_thread.join(1)
 
@@ -496,12 +408,7 @@ class FakeSlack:
         if status == 429 and retry_after is None:
             retry_after = 1
         with self._cond:
-            self._faults.append(_Fault(method, error, status, retry_after, channel, times))
-
-    def clear_faults(self) -> None:
-        """Forget the faults not yet taken."""
-        with self._cond:
-            self._faults.clear()
+            self._faults.add(_error(error, status, retry_after), method, channel, times)
 
     def disconnect(
         self,
@@ -561,158 +468,56 @@ class FakeSlack:
     def disable_link(self) -> None:
         """Socket Mode is off: sockets connecting from now on get a link_disabled
         disconnect at once (open ones are left alone: see `disconnect`)."""
-        with self._cond:
-            self._link_disabled = True
-            self._cond.notify_all()
+        self._change(_link_disabled=True)
 
     def enable_link(self) -> None:
         """Socket Mode is on again: new sockets get hello and events."""
-        with self._cond:
-            self._link_disabled = False
-            self._cond.notify_all()
+        self._change(_link_disabled=False)
 
     # -- observing ----------------------------------------------------------------------
 
-    @property
-    def sent(self) -> list[dict[str, Any]]:
-        """The chat.postMessage calls taken, in order: their parameters (the token
-        left out), `channel`, `ts` and `at` (time.monotonic() of arrival)."""
-        with self._cond:
-            return copy_json(self._sent)
+    sent = observed("_sent", """The chat.postMessage calls taken, in order: their
+        parameters (the token left out), `channel`, `ts` and `at` (time.monotonic() of
+        arrival).""")  # fmt: skip
+    refused = observed("_refused", """Every Web API call answered ok: false, in order:
+        `method`, `params`, `channel`, `error`, `status`, `retry_after`, `at`.""")  # fmt: skip
+    calls = observed("_calls", """Every Web API call: `method`, `params`, `token` ("bot" |
+        "app" | "wrong" | None), `status`, `ok`, `error`, `at`.""")  # fmt: skip
+    responses = observed("_responses", """POSTs to a slash command's response_url:
+        `trigger_id`, `body`, `at`.""")  # fmt: skip
+    acked = observed("_acked", """The keys (event_id, trigger_id) of the events
+        acknowledged, in order, once each.""")  # fmt: skip
+    acks = observed("_acks", """Every acknowledgement frame: `envelope_id`, `event_id`
+        (None: unknown envelope), `socket`, `payload` (None if none), `at`.""")  # fmt: skip
+    deliveries = observed("_deliveries", """Every envelope sent (or meant for a socket
+        that went silent): `envelope_id`, `event_id` (the key), `type`, `retry_attempt`,
+        `retry_reason`, `socket`, `at`, `written` (whether it went out on the
+        wire).""")  # fmt: skip
+    dropped = observed("_dropped", """Keys of the events given up on (retries exhausted,
+        slash commands timed out).""")  # fmt: skip
+    connection_urls = observed("_urls_issued", "URLs handed out by apps.connections.open.")
+    rejected_connections = observed("_rejected", """Handshakes refused for a used or
+        unknown ticket: `ticket`, `at`.""")  # fmt: skip
+    max_open_sockets = observed("_max_open", "The most sockets open at once in the fake's life.")
 
-    def sent_to(self, channel: str) -> list[dict[str, Any]]:
-        """The messages posted in one channel."""
-        with self._cond:
-            return copy_json([s for s in self._sent if s["channel"] == channel])
+    pending = observed("_queue", """Keys of the events waiting for a socket (new ones and
+        retries due).""", lambda queue: [e.key for e in queue])  # fmt: skip
+    connections_opened = observed("_sockets", "WebSocket handshakes completed in the fake's life.",
+                                  len)  # fmt: skip
 
-    @property
-    def refused(self) -> list[dict[str, Any]]:
-        """Every Web API call answered ok: false, in order: `method`, `params`,
-        `channel`, `error`, `status`, `retry_after`, `at`."""
-        with self._cond:
-            return copy_json(self._refused)
-
-    @property
-    def calls(self) -> list[dict[str, Any]]:
-        """Every Web API call: `method`, `params`, `token` ("bot" | "app" | "wrong" |
-        None), `status`, `ok`, `error`, `at`."""
-        with self._cond:
-            return copy_json(self._calls)
-
-    @property
-    def responses(self) -> list[dict[str, Any]]:
-        """POSTs to a slash command's response_url: `trigger_id`, `body`, `at`."""
-        with self._cond:
-            return copy_json(self._responses)
-
-    @property
-    def acked(self) -> list[str]:
-        """The keys (event_id, trigger_id) of the events acknowledged, in order, once each."""
-        with self._cond:
-            return list(self._acked)
-
-    @property
-    def acks(self) -> list[dict[str, Any]]:
-        """Every acknowledgement frame: `envelope_id`, `event_id` (None: unknown
-        envelope), `socket`, `payload` (None if none), `at`."""
-        with self._cond:
-            return copy_json(self._acks)
-
-    @property
-    def deliveries(self) -> list[dict[str, Any]]:
-        """Every envelope sent (or meant for a socket that went silent): `envelope_id`,
-        `event_id` (the key), `type`, `retry_attempt`, `retry_reason`, `socket`, `at`,
-        `written` (whether it went out on the wire)."""
-        with self._cond:
-            return copy_json(self._deliveries)
-
-    @property
-    def dropped(self) -> list[str]:
-        """Keys of the events given up on (retries exhausted, slash commands timed out)."""
-        with self._cond:
-            return list(self._dropped)
-
-    @property
-    def pending(self) -> list[str]:
-        """Keys of the events waiting for a socket (new ones and retries due)."""
-        with self._cond:
-            return [e.key for e in self._queue]
-
-    @property
-    def received(self) -> list[dict[str, Any]]:
-        """Every text frame the client sent on a socket not half-open: `socket`,
-        `frame` (parsed JSON, or the raw text), `at`."""
-        with self._cond:
-            return copy_json(self._received)
-
-    @property
-    def sockets(self) -> list[dict[str, Any]]:
-        """Every socket opened, in order: `id`, `opened_at`, `closed_at`, `open`,
-        `half_open`, `disconnects` (reasons sent), `closed_by` ("fake", "client": a
-        close frame, "eof"), `client_close_code`, `pings`, `frames_in`, `ignored_bytes`."""
-        with self._cond:
-            return [s.info() for s in self._sockets]
-
-    @property
-    def connections_opened(self) -> int:
-        """WebSocket handshakes completed in the fake's life."""
-        with self._cond:
-            return len(self._sockets)
-
-    @property
-    def connection_urls(self) -> int:
-        """URLs handed out by apps.connections.open."""
-        with self._cond:
-            return self._urls_issued
-
-    @property
-    def rejected_connections(self) -> list[dict[str, Any]]:
-        """Handshakes refused for a used or unknown ticket: `ticket`, `at`."""
-        with self._cond:
-            return copy_json(self._rejected)
-
-    @property
-    def open_sockets(self) -> int:
-        with self._cond:
-            return sum(1 for s in self._sockets if s.closed_at is None)
-
-    @property
-    def max_open_sockets(self) -> int:
-        """The most sockets open at once in the fake's life."""
-        with self._cond:
-            return self._max_open
-
-    @property
-    def internal_errors(self) -> list[str]:
-        """Tracebacks of the fake's own failures; a test may assert none."""
-        with self._cond:
-            return list(self._internal_errors)
-
-    def wait_sent(
-        self, count: int = 1, timeout: float = 10.0, *, channel: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The messages posted (in `channel` if given), once at least `count` were."""
-
-        def mine() -> list[dict[str, Any]]:
-            return [s for s in self._sent if channel is None or s["channel"] == channel]
-
-        where = "" if channel is None else f" in {channel}"
-        self._wait(lambda: len(mine()) >= count, timeout, f"{count} chat.postMessage(s){where}")
-        with self._cond:
-            return copy_json(mine())
+    # `sent_to(channel)` and `wait_sent(count, timeout, channel=)`: the kit's. The sockets
+    # (`sockets`: `id`, `opened_at`, `closed_at`, `open`, `half_open`, `disconnects`
+    # (reasons sent), `closed_by` ("fake", "client": a close frame, "eof"),
+    # `client_close_code`, `pings`, `frames_in`, `ignored_bytes`), `open_sockets`,
+    # `wait_connections` and `wait_open_sockets` are the WebSocket kit's.
 
     def wait_refused(
         self, count: int = 1, timeout: float = 10.0, *, method: str | None = None
     ) -> list[dict[str, Any]]:
         """The calls answered with an error (of `method` if given), once `count` were."""
-
-        def mine() -> list[dict[str, Any]]:
-            return [r for r in self._refused if method is None or r["method"] == method]
-
         what = f"{count} refused {method or 'Web API'} call(s)"
-        self._wait(lambda: len(mine()) >= count, timeout, what)
-        with self._cond:
-            return copy_json(mine())
+        return self._wait_records("_refused", count, timeout, what,
+                                  lambda r: method in (None, r["method"]))  # fmt: skip
 
     def wait_acked(self, what: int | str = 1, timeout: float = 10.0) -> list[str]:
         """Until `what` (an event_id / trigger_id) is acknowledged, or (an int) that
@@ -727,38 +532,9 @@ class FakeSlack:
         self, count: int = 1, timeout: float = 10.0, *, event_id: str | None = None
     ) -> list[dict[str, Any]]:
         """The envelopes sent (of `event_id` if given), once at least `count` were."""
-
-        def mine() -> list[dict[str, Any]]:
-            return [d for d in self._deliveries if event_id is None or d["event_id"] == event_id]
-
         of = "" if event_id is None else f" of {event_id}"
-        self._wait(lambda: len(mine()) >= count, timeout, f"{count} envelope(s){of} sent")
-        with self._cond:
-            return copy_json(mine())
-
-    def wait_connections(self, count: int = 1, timeout: float = 10.0) -> None:
-        """Until `count` WebSocket connections were opened in the fake's life."""
-        self._wait(lambda: len(self._sockets) >= count, timeout, f"{count} socket(s) opened")
-
-    def wait_open_sockets(self, count: int, timeout: float = 10.0) -> None:
-        """Until exactly `count` sockets are open now (0: all closed)."""
-
-        def ready() -> bool:
-            return sum(1 for s in self._sockets if s.closed_at is None) == count
-
-        self._wait(ready, timeout, f"exactly {count} open socket(s)")
-
-    def wait_until(
-        self, ready: Callable[[FakeSlack], bool], timeout: float = 10.0, what: str = "it"
-    ) -> None:
-        """Until `ready(fake)` is true (checked on every change of the fake's state;
-        it may read the fake's properties)."""
-        self._wait(lambda: ready(self), timeout, what)
-
-    def _wait(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
-        with self._cond:
-            if not self._cond.wait_for(ready, timeout):
-                raise TimeoutError(f"the fake Slack saw no {what} within {timeout:g} s")
+        return self._wait_records("_deliveries", count, timeout, f"{count} envelope(s){of} sent",
+                                  lambda d: event_id in (None, d["event_id"]))  # fmt: skip
 
     # -- internals of injection (called holding the lock) ---------------------------------
 
@@ -882,214 +658,73 @@ class FakeSlack:
         event.deadline = now + self.ack_timeout
         sock.outbox.append((json.dumps(frame, ensure_ascii=False), record))
 
-    # -- Socket Mode: one handler thread reads a socket, one writer thread writes it ---------
+    # -- Socket Mode: the WebSocket kit's loop, with Slack's hello and acks ----------------
 
-    def _serve_socket(self, handler: TrackedHandler) -> _Reply | None:
-        """Run one WebSocket from its handshake to its end (on its HTTP handler's
-        thread); a reply instead when the handshake is refused."""
-        query = dict(parse_qsl(urlsplit(handler.path).query))
-        ticket = query.get("ticket", "")
-        if handler.headers.get("upgrade", "").lower() != "websocket":
-            return _error("websocket_upgrade_required", 400)
-        with self._cond:
-            if self._closing:
-                return _error("service_unavailable", 503)
-            if ticket not in self._tickets:
-                self._rejected.append({"ticket": ticket, "at": time.monotonic()})
-                self._cond.notify_all()
-                return _error("invalid_ticket", 401)
-            self._tickets.discard(ticket)
-        ws = WSConnection(ConnectionType.SERVER)
-        lines = [handler.requestline, *(f"{k}: {v}" for k, v in handler.headers.items())]
-        try:
-            ws.receive_data(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-            handshake = any(isinstance(e, Request) for e in ws.events())
-        except RemoteProtocolError:
-            handshake = False
-        if not handshake:
-            return _error("bad_websocket_handshake", 400)
-        conn: socket.socket = handler.connection
-        try:
-            conn.sendall(ws.send(AcceptConnection()))
-        except OSError:
-            return None
-        with self._cond:
-            sock = _Socket(next(self._socket_ids), conn, ws, ticket, time.monotonic())
-            self._sockets.append(sock)
-            open_now = sum(1 for s in self._sockets if s.closed_at is None)
-            self._max_open = max(self._max_open, open_now)
-            if self._link_disabled or open_now > self.max_connections:
-                reason = "link_disabled" if self._link_disabled else "too_many_websockets"
-                sock.accepting = False
-                sock.disconnects.append(reason)
-                sock.outbox.append((json.dumps(self._disconnect_frame(reason)), None))
-                sock.close_now = True
-            else:
-                hello = {
-                    "type": "hello", "num_connections": open_now,
-                    "connection_info": {"app_id": APP_ID},
-                    "debug_info": {
-                        "host": "applink-fake-1", "build_number": 1,
-                        "approximate_connection_time": 18060,
-                    },
-                }  # fmt: skip
-                sock.outbox.append((json.dumps(hello), None))
+    def _ws_refusal(self, status: int, why: str) -> Reply:
+        return _error(_WS_REFUSALS[why], status)
+
+    def _ws_admit(self, request: TrackedHandler) -> Reply | None:
+        ticket = dict(parse_qsl(urlsplit(request.path).query)).get("ticket", "")
+        if ticket not in self._tickets:
+            self._rejected.append({"ticket": ticket, "at": time.monotonic()})
             self._cond.notify_all()
-        writer = threading.Thread(target=self._write_loop, args=(sock,), daemon=True)
-        writer.start()
-        try:
-            self._read_loop(sock, handler)
-        except Exception:  # a bug of the fake: record, end this socket
-            self._record_internal_error(traceback.format_exc())
-        finally:
-            shut(conn)
-            with self._cond:
-                if sock.closed_at is None:
-                    sock.closed_at = time.monotonic()
-                    sock.closed_by = sock.closed_by or "eof"
-                self._cond.notify_all()
+            return _error("invalid_ticket", 401)
+        self._tickets.discard(ticket)
         return None
 
-    def _read_loop(self, sock: _Socket, handler: TrackedHandler) -> None:
-        while True:
-            try:
-                data = handler.rfile.read1(65536)
-            except OSError:
-                data = b""
-            with self._cond:
-                if self._closing:
-                    return
-                if sock.half_open:  # deaf: the bytes are never looked at
-                    sock.ignored_bytes += len(data)
-                    self._cond.notify_all()
-                    if not data:
-                        return
-                    continue
-            with sock.lock:
-                try:
-                    sock.ws.receive_data(data or None)
-                    events = list(sock.ws.events())
-                except (RemoteProtocolError, LocalProtocolError):
-                    return
-            for event in events:
-                if isinstance(event, TextMessage):
-                    sock.partial += event.data
-                    if event.message_finished:
-                        text, sock.partial = sock.partial, ""
-                        self._on_frame(sock, text)
-                elif isinstance(event, BytesMessage):
-                    with self._cond:
-                        sock.frames_in += 1
-                        self._cond.notify_all()
-                elif isinstance(event, Ping):
-                    with self._cond:
-                        sock.pings += 1
-                        self._cond.notify_all()
-                    if not self._send(sock, event.response()):
-                        return
-                elif isinstance(event, Pong):
-                    pass
-                elif isinstance(event, CloseConnection):
-                    with self._cond:
-                        if sock.closed_by is None:
-                            sock.closed_by = "client" if event.code != 1006 else "eof"
-                            sock.client_close_code = event.code
-                        self._cond.notify_all()
-                    if sock.ws.state == ConnectionState.REMOTE_CLOSING:
-                        self._send(sock, event.response())
-                    return
-            if not data or sock.ws.state == ConnectionState.CLOSED:
-                return
+    def _ws_opened(self, sock: _Socket) -> None:
+        open_now = sum(1 for s in self._sockets if s.closed_at is None)
+        self._max_open = max(self._max_open, open_now)
+        if self._link_disabled or open_now > self.max_connections:
+            reason = "link_disabled" if self._link_disabled else "too_many_websockets"
+            sock.accepting = False
+            sock.disconnects.append(reason)
+            sock.outbox.append((json.dumps(self._disconnect_frame(reason)), None))
+            sock.close_now = True
+        else:
+            hello = {
+                "type": "hello", "num_connections": open_now,
+                "connection_info": {"app_id": APP_ID},
+                "debug_info": {
+                    "host": "applink-fake-1", "build_number": 1,
+                    "approximate_connection_time": 18060,
+                },
+            }  # fmt: skip
+            sock.outbox.append((json.dumps(hello), None))
 
-    def _on_frame(self, sock: _Socket, text: str) -> None:
-        now = time.monotonic()
-        try:
-            frame: Any = json.loads(text)
-        except ValueError:
-            frame = text
+    def _on_binary(self, sock: _Socket) -> None:
         with self._cond:
             sock.frames_in += 1
-            self._received.append({"socket": sock.id, "frame": frame, "at": now})
-            if isinstance(frame, dict) and "envelope_id" in frame:
-                envelope_id = str(frame["envelope_id"])
-                event = self._by_envelope.get(envelope_id)
-                self._acks.append({
-                    "envelope_id": envelope_id, "event_id": event.key if event else None,
-                    "socket": sock.id, "payload": frame.get("payload"), "at": now,
-                })  # fmt: skip
-                if event is not None and event.state in ("in_flight", "queued"):
-                    if event.state == "queued":  # a late ack of an earlier envelope
-                        self._queue.remove(event)
-                    event.state = "acked"
-                    self._acked.append(event.key)
             self._cond.notify_all()
 
-    def _send(self, sock: _Socket, event: Any) -> bool:
-        """Send one wsproto event on `sock`; False if the connection is gone."""
-        with sock.lock:
-            try:
-                data = sock.ws.send(event)
-                sock.conn.sendall(data)
-            except (OSError, LocalProtocolError):
-                return False
-        return True
+    def _on_client_close(self, sock: _Socket, code: int | None, first: bool) -> None:
+        if first:
+            sock.client_close_code = code
 
-    def _write_loop(self, sock: _Socket) -> None:
-        try:
-            self._write(sock)
-        except Exception:  # a bug of the fake: record, cut this socket
-            self._record_internal_error(traceback.format_exc())
-            shut(sock.conn)
-
-    def _write(self, sock: _Socket) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    if self._closing or sock.closed_at is not None:
-                        return
-                    if sock.half_open:
-                        sock.outbox.clear()  # never written: lost with the socket
-                        if sock.close_now:
-                            break
-                    elif sock.outbox or sock.close_now:
-                        break
-                    self._cond.wait()
-                cut = sock.half_open or sock.cut
-                frames = [] if cut else sock.outbox[:]
-                sock.outbox.clear()  # a cut socket's frames are lost with it
-                close = sock.close_now and not frames
-            for text, record in frames:
-                if not self._send(sock, TextMessage(data=text)):
-                    return
-                if record is not None:
-                    with self._cond:
-                        record["written"] = True
-                        self._cond.notify_all()
-            if not close:
-                continue
-            with self._cond:
-                sock.closed_by = sock.closed_by or "fake"
-            if not cut:
-                self._send(sock, CloseConnection(code=CLOSE_CODE, reason="disconnected"))
-                with self._cond:  # the client's close reply, briefly
-                    self._cond.wait_for(
-                        lambda: sock.closed_at is not None or self._closing, timeout=1.0
-                    )
-            shut(sock.conn)
+    def _on_frame(self, sock: _Socket, frame: Any, now: float) -> None:
+        if not isinstance(frame, dict) or "envelope_id" not in frame:
             return
+        envelope_id = str(frame["envelope_id"])
+        event = self._by_envelope.get(envelope_id)
+        self._acks.append({
+            "envelope_id": envelope_id, "event_id": event.key if event else None,
+            "socket": sock.id, "payload": frame.get("payload"), "at": now,
+        })  # fmt: skip
+        if event is not None and event.state in ("in_flight", "queued"):
+            if event.state == "queued":  # a late ack of an earlier envelope
+                self._queue.remove(event)
+            event.state = "acked"
+            self._acked.append(event.key)
 
     # -- the Web API ---------------------------------------------------------------------
 
-    def _record_internal_error(self, text: str) -> None:
-        with self._cond:
-            self._internal_errors.append(text)
-            self._cond.notify_all()
+    def _internal_error(self) -> Reply:
+        return _error("fake_internal_error", 500)
 
-    def _handle(self, verb: str, path: str, headers: Any, raw: bytes) -> _Reply:
-        parts = urlsplit(path)
+    def _handle(self, request: TrackedHandler, raw: bytes) -> Reply:
+        verb, headers = request.command, request.headers
+        parts = urlsplit(request.path)
         segments = parts.path.split("/")
-        if len(segments) >= 3 and segments[1] == "_fake":
-            return self._control(verb, segments[2], raw)
         if len(segments) >= 4 and segments[1:3] == ["_slack", "response"] and verb == "POST":
             return self._response_url(segments[3], headers, raw)
         if len(segments) != 3 or segments[1] != "api" or not segments[2]:
@@ -1118,9 +753,7 @@ class FakeSlack:
         kind = kind or ("wrong" if token else None)
         return self._finish(method, params, kind, self._dispatch(method, params, kind))
 
-    def _finish(
-        self, method: str, params: dict[str, Any], kind: str | None, reply: _Reply
-    ) -> _Reply:
+    def _finish(self, method: str, params: dict[str, Any], kind: str | None, reply: Reply) -> Reply:
         now = time.monotonic()
         with self._cond:
             error = reply.body.get("error")
@@ -1142,7 +775,7 @@ class FakeSlack:
             self._cond.notify_all()
         return reply
 
-    def _dispatch(self, method: str, params: dict[str, Any], kind: str | None) -> _Reply:
+    def _dispatch(self, method: str, params: dict[str, Any], kind: str | None) -> Reply:
         if method != "apps.connections.open" and method not in _BOT_METHODS:
             return _error("unknown_method")
         wanted = "app" if method == "apps.connections.open" else "bot"
@@ -1153,7 +786,7 @@ class FakeSlack:
         if kind != wanted:
             return _error("not_allowed_token_type")
         with self._cond:
-            fault = self._take_fault(method, params.get("channel"))
+            fault = self._faults.take(method, params.get("channel"))
             if fault is not None:
                 return fault
             if method == "auth.test":
@@ -1173,21 +806,7 @@ class FakeSlack:
                 return _ok(url=f"ws://{host}:{port}/link/?ticket={ticket}&app_id={APP_ID}")
             return self._post_message(params)
 
-    def _take_fault(self, method: str, channel: Any) -> _Reply | None:
-        """The first queued fault matching the call, taken (holding the lock)."""
-        for fault in self._faults:
-            if fault.method not in ("*", method):
-                continue
-            if fault.channel is not None and fault.channel != channel:
-                continue
-            if fault.times is not None:
-                fault.times -= 1
-                if fault.times <= 0:
-                    self._faults.remove(fault)
-            return _error(fault.error, fault.status, fault.retry_after)
-        return None
-
-    def _post_message(self, params: dict[str, Any]) -> _Reply:
+    def _post_message(self, params: dict[str, Any]) -> Reply:
         """chat.postMessage past auth and faults (holding the lock)."""
         channel = str(params.get("channel") or "")
         if not channel:
@@ -1217,7 +836,7 @@ class FakeSlack:
         self._cond.notify_all()
         return _ok(channel=channel, ts=ts, message=message)
 
-    def _response_url(self, trigger_id: str, headers: Any, raw: bytes) -> _Reply:
+    def _response_url(self, trigger_id: str, headers: Any, raw: bytes) -> Reply:
         content_type = str(headers.get("content-type", "")).split(";")[0].strip().lower()
         body: Any
         try:
@@ -1228,39 +847,6 @@ class FakeSlack:
             self._responses.append({"trigger_id": trigger_id, "body": body, "at": time.monotonic()})
             self._cond.notify_all()
         return _ok()
-
-    # -- driving from another process ---------------------------------------------------
-
-    _CONTROLS = frozenset({
-        "message", "mention", "slash", "inject", "envelope", "fail", "clear_faults",
-        "disconnect", "half_open", "drop", "disable_link", "enable_link", "configure",
-    })  # fmt: skip
-
-    def _control(self, verb: str, name: str, raw: bytes) -> _Reply:
-        if verb == "GET" and name == "state":
-            with self._cond:
-                return _ok(result={
-                    "sent": copy_json(self._sent), "refused": copy_json(self._refused),
-                    "acked": list(self._acked), "acks": copy_json(self._acks),
-                    "deliveries": copy_json(self._deliveries), "dropped": list(self._dropped),
-                    "pending": [e.key for e in self._queue],
-                    "sockets": [s.info() for s in self._sockets],
-                    "connections_opened": len(self._sockets),
-                    "connection_urls": self._urls_issued,
-                    "open_sockets": sum(1 for s in self._sockets if s.closed_at is None),
-                    "max_open_sockets": self._max_open, "responses": copy_json(self._responses),
-                    "internal_errors": list(self._internal_errors),
-                })  # fmt: skip
-        if verb != "POST" or name not in self._CONTROLS:
-            return _error("unknown_control", 404)
-        try:
-            kwargs = json.loads(raw or b"{}")
-            if not isinstance(kwargs, dict):
-                raise ValueError("the body must be a JSON object")
-            result = getattr(self, name)(**kwargs)
-        except (TypeError, ValueError, KeyError, LookupError) as exc:
-            return _Reply(400, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
-        return _ok(result=result)
 
 
 def main() -> None:
@@ -1273,15 +859,9 @@ def main() -> None:
     parser.add_argument("--app-token", default=APP_TOKEN, help="the xapp- token it accepts")
     parser.add_argument("--ack-timeout", type=float, default=3.0, help="seconds before a retry")
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with FakeSlack(
-        bot_token=args.bot_token, app_token=args.app_token, ack_timeout=args.ack_timeout
-    ) as fake:
-        print(fake.url, flush=True)
-        try:
-            fake.server.thread.join()
-        except KeyboardInterrupt:
-            pass
+    serve_until_killed(
+        FakeSlack(bot_token=args.bot_token, app_token=args.app_token, ack_timeout=args.ack_timeout)
+    )
 
 
 if __name__ == "__main__":

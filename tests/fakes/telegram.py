@@ -90,19 +90,16 @@ import json
 import mimetypes
 import posixpath
 import re
-import signal
 import socket
-import sys
-import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
 
-from tests.fakes.local_http import LocalServer, TrackedHandler, copy_json
+from tests.fakes.kit import Fake, observed, serve_until_killed
+from tests.fakes.local_http import Reply, TrackedHandler, copy_json
 
 BOT_ID = 7000000001
 BOT_USERNAME = "hermes_test_bot"
@@ -149,17 +146,6 @@ def utf16_len(text: str) -> int:
 
 
 @attrs.define
-class _Fault:
-    method: str  # lower case, or "*" for any method
-    status: int
-    description: str
-    retry_after: float | None
-    migrate_to_chat_id: int | None
-    chat_id: int | str | None
-    times: int
-
-
-@attrs.define
 class _File:
     file_id: str
     file_unique_id: str
@@ -176,27 +162,20 @@ class _Poll:
     kicked: bool = False  # another instance's poll terminated it (conflict_for)
 
 
-@attrs.define
-class _Reply:
-    status: int
-    body: dict[str, Any] | bytes
-    content_type: str = "application/json"
-
-
 class ParseError(Exception):
     """A text that does not parse in its parse_mode (Telegram's message follows)."""
 
 
-def _ok(result: Any) -> _Reply:
-    return _Reply(200, {"ok": True, "result": result})
+def _ok(result: Any) -> Reply:
+    return Reply(200, {"ok": True, "result": result})
 
 
-def _error(status: int, description: str, **parameters: Any) -> _Reply:
+def _error(status: int, description: str, **parameters: Any) -> Reply:
     body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
     parameters = {k: v for k, v in parameters.items() if v is not None}
     if parameters:
         body["parameters"] = parameters
-    return _Reply(status, body)
+    return Reply(status, body)
 
 
 def _client_gone(conn: socket.socket | None) -> bool:
@@ -497,16 +476,25 @@ _PARSERS: dict[str, Callable[[str], str]] = {
 # -- the fake -------------------------------------------------------------------------
 
 
-class FakeTelegram:
+class FakeTelegram(Fake):
+    name = "Telegram"
+    _CONTROLS = frozenset({
+        "message", "inject", "fail", "clear_faults", "migrate", "conflict_for", "hang_polls",
+        "unhang_polls", "revoke_token", "set_webhook",
+    })  # fmt: skip
+    _STATE = (
+        "polls", "conflicts", "acked", "pending", "max_concurrent_polls", "held_polls", "sent",
+        "refused", "actions", "deleted_webhook_calls",
+    )  # fmt: skip
+
     def __init__(
         self, token: str = "123456:TEST-token", *, first_update_id: int = 1, port: int = 0
     ) -> None:
         """`port` 0 picks a free one; a test that needs the address before the fake
         listens (a platform that refuses connections, then comes up) names it."""
+        super().__init__(port)
         self.token = token
-        self._cond = threading.Condition()
         self._revoked = False
-        self._closing = False
         # updates
         self._next_update = first_update_id
         self._updates: list[dict[str, Any]] = []  # not yet confirmed
@@ -533,82 +521,24 @@ class FakeTelegram:
         self._file_paths: dict[str, _File] = {}
         self._thumbs: dict[str, list[dict[str, Any]]] = {}
         # records
-        self._sent: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
         self._errors: list[dict[str, Any]] = []
         self._actions: list[dict[str, Any]] = []
         self._deleted_webhook: list[dict[str, Any]] = []
         self._calls: list[dict[str, Any]] = []
         self._downloads: list[str] = []
-        self._internal_errors: list[str] = []
-        self._faults: list[_Fault] = []
-        fake = self
-
-        class Handler(TrackedHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-                self._serve(b"")
-
-            def _serve(self, raw: bytes) -> None:
-                try:
-                    reply = fake._handle(
-                        self.command, self.path, self.headers.get("content-type", ""), raw,
-                        self.connection,
-                    )  # fmt: skip
-                except Exception:  # a bug of the fake: answer, record, keep serving
-                    fake._record_internal_error(traceback.format_exc())
-                    reply = _error(500, "Internal Server Error: the fake failed")
-                if reply is None:  # the client went away while its poll was held
-                    self.close_connection = True
-                    return
-                self._answer(reply)
-
-            def _answer(self, reply: _Reply) -> None:
-                if isinstance(reply.body, bytes):
-                    data = reply.body
-                else:
-                    data = json.dumps(reply.body, ensure_ascii=False).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("content-type", reply.content_type)
-                    self.send_header("content-length", str(len(data)))
-                    if fake._closing:
-                        self.send_header("connection", "close")
-                        self.close_connection = True
-                    self.end_headers()
-                    self.wfile.write(data)
-                    self.wfile.flush()
-                except OSError:  # the client went away: nobody to answer
-                    self.close_connection = True
-
-        self.server = LocalServer(Handler, port)
 
     # -- lifecycle ------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        return self.server.url
 
     @property
     def api_url(self) -> str:
         """`{url}/bot{token}`: append `/getMe` and so on."""
         return f"{self.url}/bot{self.token}"
 
-    def __enter__(self) -> FakeTelegram:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def close(self) -> None:
         """Stop serving: held (and hung) polls answer 503 at once, kept-alive
         connections are shut, and nothing is waited for."""
-        with self._cond:
-            if self._closing:
-                return
-            self._closing = True
-            self._cond.notify_all()
-        self.server.stop()
+        self._stop()
 
     # -- injecting updates ------------------------------------------------------
 
@@ -770,17 +700,10 @@ class FakeTelegram:
             description = prefix + description
         if isinstance(retry_after, float) and retry_after.is_integer():
             retry_after = int(retry_after)
+        reply = _error(status, description, retry_after=retry_after,
+                       migrate_to_chat_id=migrate_to_chat_id)  # fmt: skip
         with self._cond:
-            self._faults.append(_Fault(
-                method="*" if method == "*" else method.lower(), status=status,
-                description=description, retry_after=retry_after,
-                migrate_to_chat_id=migrate_to_chat_id, chat_id=_chat_key(chat_id), times=times,
-            ))  # fmt: skip
-
-    def clear_faults(self) -> None:
-        """Forget the faults not yet taken (not migrations, hangs or conflict windows)."""
-        with self._cond:
-            self._faults.clear()
+            self._faults.add(reply, method.lower(), _chat_key(chat_id), times)
 
     def migrate(self, old_chat_id: int, new_chat_id: int) -> None:
         """The group `old_chat_id` becomes the supergroup `new_chat_id`: from now on
@@ -807,36 +730,51 @@ class FakeTelegram:
     def hang_polls(self) -> None:
         """Go deaf: getUpdates calls arrive (and count) but get no answer until
         `unhang_polls()` or `close()`."""
-        with self._cond:
-            self._hung = True
+        self._change(_hung=True)
 
     def unhang_polls(self) -> None:
         """Hung polls go on as if they had just been held (answered at once if an update
         waits, else `[]` if their timeout has passed meanwhile)."""
-        with self._cond:
-            self._hung = False
-            self._cond.notify_all()
+        self._change(_hung=False)
 
     def revoke_token(self) -> None:
         """Every call from now on answers 401, held polls included, whatever the token."""
-        with self._cond:
-            self._revoked = True
-            self._cond.notify_all()
+        self._change(_revoked=True)
 
     def set_webhook(self, url: str = "https://example.invalid/hook") -> None:
         """A webhook is set: getUpdates answers 409 until deleteWebhook."""
-        with self._cond:
-            self._webhook = url
-            self._cond.notify_all()
+        self._change(_webhook=url)
 
     # -- observing ----------------------------------------------------------------
 
-    @property
-    def sent(self) -> list[dict[str, Any]]:
-        """The sendMessage calls taken, in order: their parameters, `chat_id` (an int
-        where it is one), `message_id` and `at` (time.monotonic() of arrival)."""
-        with self._cond:
-            return copy_json(self._sent)
+    sent = observed("_sent", """The sendMessage calls taken, in order: their parameters,
+        `chat_id` (an int where it is one), `message_id` and `at` (time.monotonic() of
+        arrival).""")  # fmt: skip
+    refused = observed("_refused", """The sendMessage calls answered with an error, in
+        order: as in `sent` (no message_id) plus `error_code`, `description` and
+        `parameters` if any.""")  # fmt: skip
+    errors = observed("_errors", """Every call answered ok: false, whatever its method
+        (getUpdates included): `method`, `params`, `error_code`, `description`,
+        `at`.""")  # fmt: skip
+    calls = observed("_calls", """Every Bot API call that reached a method, in order:
+        `method` (as spelt by the client), `params`, `status` (None while a poll is
+        held), `at`.""")  # fmt: skip
+    actions = observed("_actions", """The sendChatAction calls taken: `chat_id`, `action`,
+        `message_thread_id`, `at`.""")  # fmt: skip
+    polls = observed("_polls", "getUpdates calls that arrived in the fake's life (any answer).")
+    conflicts = observed("_conflicts", """getUpdates calls answered 409 (concurrent poller,
+        conflict_for, a webhook).""")  # fmt: skip
+    acked = observed("_acked", "The highest update_id confirmed by a getUpdates offset (0: none).")
+    dropped = observed("_dropped", """The update_ids dropped by
+        deleteWebhook(drop_pending_updates=true).""")  # fmt: skip
+    max_concurrent_polls = observed("_max_concurrent", """The most getUpdates calls open at
+        once (a client gone is not open).""")  # fmt: skip
+    deleted_webhook_calls = observed("_deleted_webhook", """The deleteWebhook calls:
+        `drop_pending_updates` (bool, False when not passed), `passed` (whether it was),
+        `at`.""")  # fmt: skip
+    allowed_updates = observed("_allowed_updates", """The allowed_updates last passed to
+        getUpdates (None: never).""")  # fmt: skip
+    downloads = observed("_downloads", "The file paths downloaded, in order.")
 
     def sent_to(self, chat_id: int | str) -> list[dict[str, Any]]:
         """The sends taken in one chat."""
@@ -844,130 +782,37 @@ class FakeTelegram:
         with self._cond:
             return copy_json([s for s in self._sent if s["chat_id"] == key])
 
-    @property
-    def refused(self) -> list[dict[str, Any]]:
-        """The sendMessage calls answered with an error, in order: as in `sent` (no
-        message_id) plus `error_code`, `description` and `parameters` if any."""
-        with self._cond:
-            return copy_json(self._refused)
-
-    @property
-    def errors(self) -> list[dict[str, Any]]:
-        """Every call answered ok: false, whatever its method (getUpdates included):
-        `method`, `params`, `error_code`, `description`, `at`."""
-        with self._cond:
-            return copy_json(self._errors)
-
-    @property
-    def calls(self) -> list[dict[str, Any]]:
-        """Every Bot API call that reached a method, in order: `method` (as spelt by the
-        client), `params`, `status` (None while a poll is held), `at`."""
-        with self._cond:
-            return copy_json(self._calls)
-
-    @property
-    def actions(self) -> list[dict[str, Any]]:
-        """The sendChatAction calls taken: `chat_id`, `action`, `message_thread_id`, `at`."""
-        with self._cond:
-            return copy_json(self._actions)
-
-    @property
-    def polls(self) -> int:
-        """getUpdates calls that arrived in the fake's life (any answer)."""
-        with self._cond:
-            return self._polls
-
-    @property
-    def conflicts(self) -> int:
-        """getUpdates calls answered 409 (concurrent poller, conflict_for, a webhook)."""
-        with self._cond:
-            return self._conflicts
-
-    @property
-    def acked(self) -> int:
-        """The highest update_id confirmed by a getUpdates offset (0: none)."""
-        with self._cond:
-            return self._acked
-
-    @property
-    def pending(self) -> list[int]:
-        """The update_ids neither confirmed nor dropped."""
-        with self._cond:
-            return [u["update_id"] for u in self._updates]
-
-    @property
-    def dropped(self) -> list[int]:
-        """The update_ids dropped by deleteWebhook(drop_pending_updates=true)."""
-        with self._cond:
-            return list(self._dropped)
-
-    @property
-    def max_concurrent_polls(self) -> int:
-        """The most getUpdates calls open at once (a client gone is not open)."""
-        with self._cond:
-            return self._max_concurrent
-
-    @property
-    def held_polls(self) -> int:
-        """getUpdates calls held now (hung ones included)."""
-        with self._cond:
-            return len(self._held)
-
-    @property
-    def deleted_webhook_calls(self) -> list[dict[str, Any]]:
-        """The deleteWebhook calls: `drop_pending_updates` (bool, False when not passed),
-        `passed` (whether it was), `at`."""
-        with self._cond:
-            return copy_json(self._deleted_webhook)
-
-    @property
-    def allowed_updates(self) -> list[str] | None:
-        """The allowed_updates last passed to getUpdates (None: never)."""
-        with self._cond:
-            return None if self._allowed_updates is None else list(self._allowed_updates)
-
-    @property
-    def downloads(self) -> list[str]:
-        """The file paths downloaded, in order."""
-        with self._cond:
-            return list(self._downloads)
-
-    @property
-    def internal_errors(self) -> list[str]:
-        """Tracebacks of the fake's own failures (answered 500); a test may assert none."""
-        with self._cond:
-            return list(self._internal_errors)
+    pending = observed("_updates", "The update_ids neither confirmed nor dropped.",
+                       lambda updates: [u["update_id"] for u in updates])  # fmt: skip
+    held_polls = observed("_held", "getUpdates calls held now (hung ones included).", len)
 
     def wait_sent(
         self, count: int, timeout: float = 10.0, *, chat_id: int | str | None = None
     ) -> list[dict[str, Any]]:
         """The sends taken (in `chat_id` if given), once at least `count` were."""
         key = _chat_key(chat_id)
-
-        def mine() -> list[dict[str, Any]]:
-            return [s for s in self._sent if key is None or s["chat_id"] == key]
-
         where = "" if key is None else f" to chat {key}"
-        self._wait(lambda: len(mine()) >= count, timeout, f"{count} sendMessage(s){where}")
-        with self._cond:
-            return copy_json(mine())
+        return self._wait_records("_sent", count, timeout, f"{count} sendMessage(s){where}",
+                                  lambda s: key in (None, s["chat_id"]))  # fmt: skip
 
     def wait_refused(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """The refused sends, once at least `count` were."""
-        self._wait(lambda: len(self._refused) >= count, timeout, f"{count} refused send(s)")
-        return self.refused
+        return self._wait_records("_refused", count, timeout, f"{count} refused send(s)")
 
     def wait_actions(
         self, count: int, timeout: float = 10.0, *, action: str | None = None
     ) -> list[dict[str, Any]]:
         """The chat actions taken (of `action` if given), once at least `count` were."""
+        return self._wait_records("_actions", count, timeout, f"{count} chat action(s)",
+                                  lambda a: action in (None, a["action"]))  # fmt: skip
 
-        def mine() -> list[dict[str, Any]]:
-            return [a for a in self._actions if action is None or a["action"] == action]
-
-        self._wait(lambda: len(mine()) >= count, timeout, f"{count} chat action(s)")
-        with self._cond:
-            return copy_json(mine())
+    def wait_errors(
+        self, count: int, timeout: float = 10.0, *, method: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The calls answered with an error (of `method` if given), once `count` were."""
+        wanted = None if method is None else method.lower()
+        return self._wait_records("_errors", count, timeout, f"{count} error answer(s)",
+                                  lambda e: wanted in (None, e["method"].lower()))  # fmt: skip
 
     def wait_polls(self, count: int, timeout: float = 10.0) -> None:
         """Until `count` getUpdates calls arrived in the fake's life."""
@@ -984,30 +829,6 @@ class FakeTelegram:
     def wait_conflicts(self, count: int, timeout: float = 10.0) -> None:
         """Until `count` getUpdates calls were answered 409."""
         self._wait(lambda: self._conflicts >= count, timeout, f"{count} 409 conflict(s)")
-
-    def wait_errors(
-        self, count: int, timeout: float = 10.0, *, method: str | None = None
-    ) -> list[dict[str, Any]]:
-        """The calls answered with an error (of `method` if given), once `count` were."""
-
-        def mine() -> list[dict[str, Any]]:
-            wanted = None if method is None else method.lower()
-            return [e for e in self._errors if wanted in (None, e["method"].lower())]
-
-        self._wait(lambda: len(mine()) >= count, timeout, f"{count} error answer(s)")
-        with self._cond:
-            return copy_json(mine())
-
-    def wait_until(
-        self, ready: Callable[[FakeTelegram], bool], timeout: float = 10.0, what: str = "it"
-    ) -> None:
-        """Until `ready(fake)` is true (checked on every change of the fake's state)."""
-        self._wait(lambda: ready(self), timeout, what)
-
-    def _wait(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
-        with self._cond:
-            if not self._cond.wait_for(ready, timeout):
-                raise TimeoutError(f"the fake Telegram saw no {what} within {timeout:g} s")
 
     # -- internals of injection (called holding the lock) -------------------------
 
@@ -1133,20 +954,16 @@ class FakeTelegram:
             })  # fmt: skip
         return found
 
-    def _record_internal_error(self, text: str) -> None:
-        with self._cond:
-            self._internal_errors.append(text)
-            self._cond.notify_all()
-
     # -- serving (handler threads) --------------------------------------------------
 
-    def _handle(
-        self, verb: str, path: str, content_type: str, raw: bytes, conn: socket.socket
-    ) -> _Reply | None:
-        parts = urlsplit(path)
+    def _internal_error(self) -> Reply:
+        return _error(500, "Internal Server Error: the fake failed")
+
+    def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
+        """The answer to a request; None: the client went away while its poll was held."""
+        content_type = request.headers.get("content-type", "")
+        parts = urlsplit(request.path)
         segments = parts.path.split("/")
-        if len(segments) >= 3 and segments[1] == "_fake":
-            return self._control(verb, segments[2], raw)
         if len(segments) >= 4 and segments[1] == "file" and segments[2].startswith("bot"):
             return self._download(segments[2][3:], unquote("/".join(segments[3:])))
         if len(segments) != 3 or segments[0] or not segments[1].startswith("bot"):
@@ -1163,7 +980,7 @@ class FakeTelegram:
             if method == "getupdates":
                 self._polls += 1
             self._cond.notify_all()
-        reply = self._dispatch(method, token, params, conn)
+        reply = self._dispatch(method, token, params, request.connection)
         with self._cond:
             call["status"] = None if reply is None else reply.status
             if reply is not None and isinstance(reply.body, dict) and not reply.body.get("ok"):
@@ -1208,7 +1025,7 @@ class FakeTelegram:
 
     def _dispatch(
         self, method: str, token: str, params: dict[str, Any], conn: socket.socket
-    ) -> _Reply | None:
+    ) -> Reply | None:
         with self._cond:
             if self._revoked or token != self.token:
                 return _error(401, "Unauthorized")
@@ -1219,7 +1036,7 @@ class FakeTelegram:
         if method == "sendchataction":
             return self._send_chat_action(params)
         with self._cond:
-            fault = self._take_fault(method, None)
+            fault = self._faults.take(method, None)
             if fault is not None:
                 return fault
             if method == "getme":
@@ -1260,23 +1077,7 @@ class FakeTelegram:
                 })  # fmt: skip
         return _error(404, "Not Found")
 
-    def _take_fault(self, method: str, chat: int | str | None) -> _Reply | None:
-        """The first queued fault matching the call, taken (holding the lock)."""
-        for fault in self._faults:
-            if fault.method not in ("*", method):
-                continue
-            if fault.chat_id is not None and fault.chat_id != chat:
-                continue
-            fault.times -= 1
-            if fault.times <= 0:
-                self._faults.remove(fault)
-            return _error(
-                fault.status, fault.description, retry_after=fault.retry_after,
-                migrate_to_chat_id=fault.migrate_to_chat_id,
-            )  # fmt: skip
-        return None
-
-    def _get_updates(self, params: dict[str, Any], conn: socket.socket) -> _Reply | None:
+    def _get_updates(self, params: dict[str, Any], conn: socket.socket) -> Reply | None:
         offset = _int(params.get("offset"), 0) or 0
         limit = max(1, min(100, _int(params.get("limit"), 100) or 100))
         try:
@@ -1285,7 +1086,7 @@ class FakeTelegram:
             return _error(400, "Bad Request: wrong parameter timeout")
         allowed = params.get("allowed_updates")
         with self._cond:
-            fault = self._take_fault("getupdates", None)
+            fault = self._faults.take("getupdates", None)
             if fault is not None:
                 if fault.status == 409:
                     self._conflicts += 1
@@ -1362,7 +1163,7 @@ class FakeTelegram:
         ready = [u for u in self._updates if u["update_id"] >= offset][:limit]
         return copy_json(ready)
 
-    def _send_message(self, params: dict[str, Any]) -> _Reply:
+    def _send_message(self, params: dict[str, Any]) -> Reply:
         chat = _chat_key(params.get("chat_id"))
         record = {**params, "chat_id": chat, "at": time.monotonic()}
         with self._cond:
@@ -1383,15 +1184,22 @@ class FakeTelegram:
             self._cond.notify_all()
             return reply
 
-    def _check_message(self, params: dict[str, Any], chat: int | str | None) -> _Reply:
-        """The answer to a sendMessage (holding the lock); a message taken is stored."""
-        fault = self._take_fault("sendmessage", chat)
+    def _chat_refusal(self, method: str, chat: int | str | None) -> Reply | None:
+        """A fault, no chat or a migrated group: the refusal of a send (holding the lock)."""
+        fault = self._faults.take(method, chat)
         if fault is not None:
             return fault
         if chat is None:
             return _error(400, "Bad Request: chat_id is empty")
         if chat in self._migrated:
             return _error(400, MIGRATED, migrate_to_chat_id=self._migrated[chat])
+        return None
+
+    def _check_message(self, params: dict[str, Any], chat: int | str | None) -> Reply:
+        """The answer to a sendMessage (holding the lock); a message taken is stored."""
+        refusal = self._chat_refusal("sendmessage", chat)
+        if refusal is not None:
+            return refusal
         text = params.get("text")
         text = "" if text is None else str(text)
         mode = params.get("parse_mode")
@@ -1433,17 +1241,13 @@ class FakeTelegram:
         self._messages[message["message_id"]] = message
         return _ok(copy_json(message))
 
-    def _send_chat_action(self, params: dict[str, Any]) -> _Reply:
+    def _send_chat_action(self, params: dict[str, Any]) -> Reply:
         chat = _chat_key(params.get("chat_id"))
         action = str(params.get("action", ""))
         with self._cond:
-            fault = self._take_fault("sendchataction", chat)
-            if fault is not None:
-                return fault
-            if chat is None:
-                return _error(400, "Bad Request: chat_id is empty")
-            if chat in self._migrated:
-                return _error(400, MIGRATED, migrate_to_chat_id=self._migrated[chat])
+            refusal = self._chat_refusal("sendchataction", chat)
+            if refusal is not None:
+                return refusal
             if action not in CHAT_ACTIONS:
                 return _error(400, "Bad Request: wrong parameter action in request")
             self._actions.append({
@@ -1454,7 +1258,7 @@ class FakeTelegram:
             self._cond.notify_all()
             return _ok(True)
 
-    def _download(self, token: str, path: str) -> _Reply:
+    def _download(self, token: str, path: str) -> Reply:
         with self._cond:
             if self._revoked or unquote(token) != self.token:
                 return _error(401, "Unauthorized")
@@ -1463,34 +1267,10 @@ class FakeTelegram:
                 return _error(404, "Not Found")
             self._downloads.append(path)
             self._cond.notify_all()
-            return _Reply(200, file.content, file.mime_type)
+            return Reply(200, file.content, content_type=file.mime_type)
 
-    # -- driving from another process ---------------------------------------------------
-
-    _CONTROLS = frozenset({
-        "message", "inject", "fail", "clear_faults", "migrate", "conflict_for", "hang_polls",
-        "unhang_polls", "revoke_token", "set_webhook",
-    })  # fmt: skip
-
-    def _control(self, verb: str, name: str, raw: bytes) -> _Reply:
-        if verb == "GET" and name == "state":
-            with self._cond:
-                return _ok({
-                    "polls": self._polls, "conflicts": self._conflicts, "acked": self._acked,
-                    "pending": [u["update_id"] for u in self._updates],
-                    "max_concurrent_polls": self._max_concurrent,
-                    "held_polls": len(self._held), "sent": copy_json(self._sent),
-                    "refused": copy_json(self._refused), "actions": copy_json(self._actions),
-                    "deleted_webhook_calls": copy_json(self._deleted_webhook),
-                })  # fmt: skip
-        if verb != "POST" or name not in self._CONTROLS:
-            return _error(404, "Not Found")
-        try:
-            kwargs = json.loads(raw or b"{}")
-            result = getattr(self, name)(**kwargs)
-        except (TypeError, ValueError, KeyError) as exc:
-            return _error(400, f"Bad Request: {exc}")
-        return _ok(result)
+    def _control_error(self, status: int, exc: Exception | None) -> Reply:
+        return _error(status, "Not Found" if exc is None else f"Bad Request: {exc}")
 
 
 def main() -> None:
@@ -1500,13 +1280,7 @@ def main() -> None:
     )
     parser.add_argument("--token", default="123456:TEST-token", help="the bot token it accepts")
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with FakeTelegram(token=args.token) as fake:
-        print(fake.url, flush=True)
-        try:
-            fake.server.thread.join()
-        except KeyboardInterrupt:
-            pass
+    serve_until_killed(FakeTelegram(token=args.token))
 
 
 if __name__ == "__main__":
