@@ -1,15 +1,16 @@
 """The Outbox actor against sending straight through the adapter, on a real HTTP platform.
 
 Run: python bench/outbox.py   (from the repository root; takes well under a minute)
-- The fake chat platform (tests/fakes/chat_platform.py) runs in its own process:
-  a real HTTP server that answers each send at once with message id m<n>, n its
-  count of sends taken in its life (so an id says where the send arrived).
-- direct (the baseline): a FakePlatformAdapter running as an actor sends 10,000
+- The fake Bot API (tests/fakes/telegram.py) runs in its own process: a real HTTP
+  server that answers each send at once with a message id counted over its life
+  (so an id says where the send arrived).
+- direct (the baseline): Telegram's adapter running as an actor sends 10,000
   messages over 100 chats: 100 chat tasks, each awaiting
   `adapter.call(Send(...))` for its messages in turn (in order per chat, one in
   flight per chat). Latency: the chat task starting a message's send -> its answer.
 - hermes: a fresh state.db, a Registry, and an Outbox whose `adapter_of` gives a
-  fresh FakePlatformAdapter on the same fake. The same 10,000 messages are
+  fresh Telegram adapter on the same fake, with no pace (the fake keeps none). The
+  same 10,000 messages are
   enqueued, one `db.write(enqueue, ...)` per chat (its 100 messages as chunks)
   and an `Enqueued()` cast after each, from 100 concurrent producers. The clock
   runs from before the first enqueue until every row is `sent` in state.db.
@@ -75,16 +76,17 @@ from common import CpuWatch, kill, percentile, start_fake  # noqa: E402
 from hermes.actors.reply import Reply  # noqa: E402
 from hermes.adapters.base import AdapterSetup, AdapterStatus  # noqa: E402
 from hermes.adapters.contract import Send, SendRequest, SendResult, Sent, Target  # noqa: E402
+from hermes.adapters.telegram.adapter import TelegramAdapter  # noqa: E402
 from hermes.config import PlatformConfig, Secrets  # noqa: E402
 from hermes.delivery.outbox import Enqueued, Outbox, nudge  # noqa: E402
 from hermes.delivery.outbox_store import SENT, enqueue  # noqa: E402
 from hermes.state.db import Db  # noqa: E402
 from hermes.state.registry import Registry  # noqa: E402
-from tests.adapters.testplatform import FakePlatformAdapter  # noqa: E402
 
-PLATFORM = "testplatform"
-TOKEN = "bench-token"
-TOKEN_ENV = "BENCH_PLATFORM_TOKEN"
+PLATFORM = "telegram"
+TOKEN = "123456:bench-token"
+TOKEN_ENV = "BENCH_TELEGRAM_TOKEN"
+PROBE_CHAT = "999999"
 CHATS = 100
 PER_CHAT = 100
 TOTAL = CHATS * PER_CHAT
@@ -99,8 +101,8 @@ STEADY_TOTAL = 2000  # round robin over the chats: STEADY_TOTAL // CHATS each
 # --- the fake, the adapter, CPU --------------------------------------------------------------
 
 
-class BenchAdapter(FakePlatformAdapter):
-    """The test platform's adapter, unchanged but for a long progress deadline, an
+class BenchAdapter(TelegramAdapter):
+    """Telegram's adapter, unchanged but for a long progress deadline, an
     event when `expect` sends were answered (hermes's phase waits on it), and when
     each send began and ended in its handler (wall clock, by idempotency key)."""
 
@@ -157,10 +159,10 @@ async def send_through(address: Any, request: SendRequest) -> SendResult:
 
 
 def message_number(result: SendResult) -> int:
-    """The fake's count of sends when it took this one (its id is m<n>)."""
-    if not isinstance(result, Sent):
+    """The fake's count of messages when it took this one (its message id)."""
+    if not isinstance(result, Sent) or result.message_id is None:
         raise RuntimeError(f"the fake did not take a send: {result!r}")
-    return int(result.message_id.removeprefix("m"))
+    return int(result.message_id)
 
 
 def text(chat: int, i: int) -> str:
@@ -168,7 +170,7 @@ def text(chat: int, i: int) -> str:
 
 
 def chat_id(chat: int) -> str:
-    return f"chat-{chat}"
+    return str(1000 + chat)
 
 
 STEPS = (
@@ -368,13 +370,13 @@ async def hermes_phase(url: str, state_db: Path, pids: list[int]) -> Phase:
         adapter_address = await nursery.start(adapter.run)
 
         async def probe(key: str) -> int:
-            request = SendRequest(Target(PLATFORM, "probe"), "probe", key)
+            request = SendRequest(Target(PLATFORM, PROBE_CHAT), "probe", key)
             return message_number(await send_through(adapter_address, request))
 
         handover = Handover(adapter_address)
         outbox = Outbox(
-            registry, state_db, lambda p: handover if p == PLATFORM else None
-        )  # real wall clock; the platform has no pace (the fake has no rate limit)
+            registry, state_db, lambda p: handover if p == PLATFORM else None, paces={}
+        )  # real wall clock; no pace: the fake keeps no rate limit, nor does direct
         async with Db(registry, state_db) as db, trio.open_nursery() as inner:
             outbox_address = await inner.start(outbox.run)
 
@@ -518,11 +520,12 @@ async def steady_hermes(url: str, state_db: Path, pids: list[int]) -> Steady:
         adapter_address = await nursery.start(adapter.run)
 
         async def probe(key: str) -> int:
-            request = SendRequest(Target(PLATFORM, "probe"), "probe", key)
+            request = SendRequest(Target(PLATFORM, PROBE_CHAT), "probe", key)
             return message_number(await send_through(adapter_address, request))
 
         handover = Handover(adapter_address)
-        outbox = Outbox(registry, state_db, lambda p: handover if p == PLATFORM else None)
+        outbox = Outbox(registry, state_db, lambda p: handover if p == PLATFORM else None,
+                        paces={})  # fmt: skip
         arrivals: dict[str, float] = {}  # the row's idempotency key -> arrival (wall clock)
         committed: dict[str, float] = {}  # -> its enqueue's commit answered
         async with Db(registry, state_db) as db, trio.open_nursery() as inner:
@@ -603,7 +606,7 @@ async def steady_hermes(url: str, state_db: Path, pids: list[int]) -> Steady:
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hermes-bench-") as tmp, contextlib.ExitStack() as st:
-        fake, url = start_fake("chat_platform", "--token", TOKEN)
+        fake, url = start_fake("telegram", "--token", TOKEN)
         st.callback(kill, fake)
         pids = [os.getpid(), fake.pid]
         direct = trio.run(direct_phase, url, pids)
