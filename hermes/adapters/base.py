@@ -38,6 +38,7 @@ from hermes.actors.actor import Actor
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import (
+    SEND_DEADLINE,
     Admit,
     ChatType,
     Fetch,
@@ -106,7 +107,6 @@ class PlatformAdapter(Actor):
     platform: str = "?"
     progress_deadline: float = 90.0
     concurrent_sends: int = 16  # in flight at once, across chats
-    send_grace: float = 45.0  # a send's own limit, past its HTTP timeouts
     typing_every: float = math.inf  # while a turn runs, `type_once` this often (inf: never)
     typing_at_most: float = 600.0
     reconnect_backoff: Backoff = EARLY_FAILURES  # after connections that ended unsettled
@@ -212,12 +212,12 @@ class PlatformAdapter(Actor):
         return {**self.status.detail(), "deadline": deadline}  # None: it waits on nobody
 
     async def _send(self, msg: Send) -> None:
-        """One send, shielded for up to `send_grace`: a connection replaced under it (a
+        """One send, shielded for up to SEND_DEADLINE: a connection replaced under it (a
         hung poll, a 409 storm) has nothing to do with the send's own request, which
         finishes with its real result instead of an unknown one."""
         try:
-            result: SendResult = Unconfirmed(f"{self.name}: no answer in {self.send_grace:g} s")
-            with trio.CancelScope(shield=True), trio.move_on_after(self.send_grace):
+            result: SendResult = Unconfirmed(f"{self.name}: no answer in {SEND_DEADLINE:g} s")
+            with trio.CancelScope(shield=True), trio.move_on_after(SEND_DEADLINE):
                 try:
                     result = await self.send(msg.request)
                 except Exception as exc:  # a bug in send: the row waits and goes again

@@ -58,6 +58,10 @@ class InboundEvent:
         return Target(self.platform, self.chat_id, self.thread_id, self.scope_id)
 
 
+SEND_DEADLINE = 30.0
+"""A send's one limit: an adapter answers every send within it (a request still out
+then is Unconfirmed), and the outbox waits for that answer, not a limit of its own."""
+
 Admit = Callable[[InboundEvent], Awaitable[bool]]
 """Hand an event to the gateway: True once it is committed to the journal, False for a
 duplicate. An adapter acknowledges the event to its platform only after this returns."""

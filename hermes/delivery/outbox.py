@@ -31,6 +31,7 @@ from hermes.actors.clock import WallClock
 from hermes.actors.errors import ActorStopped
 from hermes.actors.reply import Reply
 from hermes.adapters.contract import (
+    SEND_DEADLINE,
     Permanent,
     RetryAfter,
     Send,
@@ -66,7 +67,7 @@ SENDS = Counter(
 )
 
 FRESHNESS = 24 * 3600.0  # a reply that old is noise
-SEND_TIMEOUT = 60.0
+HANDOVER = 5.0  # past the adapter's SEND_DEADLINE: its answer on the way back
 LOOK_EVERY = 30.0  # also look this often: rows a CLI retried, or queued with no nudge
 RETRY_BACKOFF = Backoff(minimum=1.0, maximum=300.0)
 
@@ -233,13 +234,14 @@ class Outbox(Actor):
                               plain=row.plain, kind=row.kind)  # fmt: skip
         reply = Reply()
         try:
-            with trio.move_on_after(SEND_TIMEOUT) as handing:
+            with trio.move_on_after(SEND_DEADLINE) as handing:
                 await adapter.cast(Send(request, reply))  # its mailbox may be full: not sent
             if handing.cancelled_caught:
                 return RetryAfter(None, f"the {row.target.platform} adapter is busy")
-            with trio.move_on_after(SEND_TIMEOUT):
+            with trio.move_on_after(SEND_DEADLINE + HANDOVER):  # it answers within its own
                 return await reply.wait()
-            return Unconfirmed(f"no answer from {row.target.platform} in {SEND_TIMEOUT:g} s")
+            wait = SEND_DEADLINE + HANDOVER
+            return Unconfirmed(f"no answer from {row.target.platform} in {wait:g} s")
         except ActorStopped:
             return RetryAfter(None, f"the {row.target.platform} adapter is restarting")
         finally:

@@ -39,7 +39,7 @@ import httpx
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
-from hermes.adapters.base import AdapterFatal, AdapterSetup, PlatformAdapter
+from hermes.adapters.base import AdapterFatal, AdapterSetup
 from hermes.adapters.contract import (
     InboundEvent,
     Permanent,
@@ -51,7 +51,7 @@ from hermes.adapters.contract import (
 from hermes.adapters.discord.inbound import incoming
 from hermes.adapters.discord.link import RESUMABLE_CLOSE, Link
 from hermes.adapters.discord.session import KeptSession, Session
-from hermes.adapters.http_errors import failed_send
+from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
@@ -63,14 +63,13 @@ FATAL_CLOSES = {4004: "authentication failed (4004)", 4010: "invalid shard (4010
                 4013: "invalid intents (4013)", 4014: "disallowed intents (4014): enable"
                 " the message content intent for the bot"}  # fmt: skip
 NEW_SESSION_CLOSES = {4007, 4009}
-HTTP_TIMEOUT = 30.0
 MAX_FRAME = 4 * 1024 * 1024
 HEARTBEAT, IDENTIFY, RESUME, RECONNECT, INVALID_SESSION, HELLO, HEARTBEAT_ACK = (
     1, 2, 6, 7, 9, 10, 11,
 )  # fmt: skip
 
 
-class DiscordAdapter(PlatformAdapter):
+class DiscordAdapter(HttpAdapter):
     platform = "discord"
     typing_every = 8.0  # Discord shows typing for 10 s
     progress_deadline = 60.0  # until Hello says the interval
@@ -82,7 +81,6 @@ class DiscordAdapter(PlatformAdapter):
         self.token_env = config.token_env
         self.token = setup.secrets.get(config.token_env) if config.token_env else None
         self.base = (config.base_url or DEFAULT_BASE).rstrip("/") + "/api/v10/"
-        self.http: httpx.AsyncClient | None = None  # for sends, opened in on_start
         self.cursors = setup.cursors
         self.kept = KeptSession(setup.cursors, f"{setup.name}:session")
         self.gateway: str | None = None
@@ -98,12 +96,9 @@ class DiscordAdapter(PlatformAdapter):
         if not token:
             raise AdapterFatal(f"no token: set {config.token_env or 'platforms.discord.token_env'}")
         base = (config.base_url or DEFAULT_BASE).rstrip("/") + "/api/v10/"
-        auth = {"Authorization": f"Bot {token}"}
-        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT, headers=auth) as http:
+        async with httpx.AsyncClient(timeout=TIMEOUT, headers=_auth(token)) as http:
             response = await http.get(base + "users/@me")
-        if response.status_code == 401:
-            raise AdapterFatal("Discord refused the token (401 Unauthorized)")
-        response.raise_for_status()
+        _refused(response)
         me = response.json()
         return f"{me.get('username')} (id {me.get('id')})"
 
@@ -113,10 +108,10 @@ class DiscordAdapter(PlatformAdapter):
         kept = await self.kept.load()
         if kept is not None:
             self.bot_id = kept.bot_id
-        auth = {"Authorization": f"Bot {self.token or ''}"}
-        client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, headers=auth)
-        self.http = await self.exits.enter_async_context(client)
         await super().on_start()
+
+    def headers(self) -> dict[str, str]:
+        return _auth(self.token or "")
 
     async def flush(self) -> None:
         await self.kept.keep()  # the last sequence admitted: a restart replays less
@@ -130,9 +125,7 @@ class DiscordAdapter(PlatformAdapter):
             raise AdapterFatal(f"no token: set {self.token_env or 'platforms.discord.token_env'}")
         if self.gateway is None:
             response = await self.http.get(self.base + "gateway/bot")
-            if response.status_code == 401:
-                raise AdapterFatal("Discord refused the token (401 Unauthorized)")
-            response.raise_for_status()
+            _refused(response)
             self.gateway = str(response.json()["url"])
         session = self.kept.current
         why = await self._socket(session.resume_url if session else self.gateway)
@@ -277,35 +270,40 @@ class DiscordAdapter(PlatformAdapter):
     # -- sending ------------------------------------------------------------------
 
     async def send(self, request: SendRequest) -> SendResult:
-        if self.http is None:
-            return RetryAfter(None, "the adapter is not started")
         body: dict[str, Any] = {"content": request.text}
         if request.reply_to:
             body["message_reference"] = {"message_id": request.reply_to,
                                          "fail_if_not_exists": False}  # fmt: skip
-        url = f"{self.base}channels/{request.target.chat_id}/messages"
-        try:
-            response = await self.http.post(url, json=body)
-        except httpx.HTTPError as exc:
-            return failed_send(exc)
-        try:
-            answer = response.json()
-        except ValueError:
-            answer = {}
-        if not isinstance(answer, dict):
-            answer = {}
-        status = response.status_code
-        reason = f"{status} {answer.get('message') or response.reason_phrase}"
-        if status in (200, 201):
-            message_id = answer.get("id")
-            return Sent(str(message_id) if message_id else None)
-        if status == 429:
-            wait = float(answer.get("retry_after") or response.headers.get("retry-after") or 1)
-            scope_wide = (
-                bool(answer.get("global"))
-                or response.headers.get("x-ratelimit-global", "").lower() == "true"
-            )
-            return RetryAfter(wait, reason, scope_wide=scope_wide)
-        if status >= 500:
-            return RetryAfter(None, reason)
-        return Permanent(reason)  # every other 4xx: never retried
+        answer = await self.post(f"{self.base}channels/{request.target.chat_id}/messages", body)
+        return read_send(answer) if isinstance(answer, HttpAnswer) else answer
+
+
+def read_send(answer: HttpAnswer) -> SendResult:
+    """Discord's answer to a message send, as a send result."""
+    body = answer.body if isinstance(answer.body, dict) else {}
+    status = answer.status
+    reason = f"{status} {body.get('message') or 'no message'}"
+    if status in (200, 201):
+        message_id = body.get("id")
+        return Sent(str(message_id) if message_id else None)
+    if status == 429:
+        wait = float(body.get("retry_after") or answer.headers.get("retry-after") or 1)
+        scope_wide = (
+            bool(body.get("global"))
+            or answer.headers.get("x-ratelimit-global", "").lower() == "true"
+        )
+        return RetryAfter(wait, reason, scope_wide=scope_wide)
+    if status >= 500:
+        return RetryAfter(None, reason)
+    return Permanent(reason)  # every other 4xx: never retried
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bot {token}"}
+
+
+def _refused(response: httpx.Response) -> None:
+    """A 401 is the token refused for good; any other failure passes as httpx's error."""
+    if response.status_code == 401:
+        raise AdapterFatal("Discord refused the token (401 Unauthorized)")
+    response.raise_for_status()

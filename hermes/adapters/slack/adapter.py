@@ -30,7 +30,7 @@ import httpx
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
-from hermes.adapters.base import AdapterFatal, AdapterSetup, ConnectionEnded, PlatformAdapter
+from hermes.adapters.base import AdapterFatal, AdapterSetup, ConnectionEnded
 from hermes.adapters.contract import (
     Permanent,
     RetryAfter,
@@ -38,15 +38,14 @@ from hermes.adapters.contract import (
     SendResult,
     Sent,
 )
-from hermes.adapters.http_errors import failed_send
-from hermes.adapters.slack.api import DEFAULT_BASE, SlackError, WebApi
+from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.slack.api import DEFAULT_BASE, SlackError, WebApi, retry_after, web_api_url
 from hermes.adapters.slack.inbound import incoming
 from hermes.adapters.slack.mrkdwn import escape
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
 
-HTTP_TIMEOUT = 30.0
 RETIRE_AFTER = 30.0  # an old socket is closed by us this long after its replacement
 MAX_FRAME = 4 * 1024 * 1024
 FATAL_AUTH = {"invalid_auth", "not_authed", "account_inactive", "token_revoked",
@@ -55,7 +54,7 @@ PASSING = {"ratelimited", "internal_error", "fatal_error", "service_unavailable"
            "request_timeout", "invalid_response"} | FATAL_AUTH  # fmt: skip
 
 
-class SlackAdapter(PlatformAdapter):
+class SlackAdapter(HttpAdapter):
     platform = "slack"
 
     def __init__(self, setup: AdapterSetup) -> None:
@@ -67,7 +66,6 @@ class SlackAdapter(PlatformAdapter):
         self.app_token = setup.secrets.get(config.app_token_env) if config.app_token_env else None
         self.base = config.base_url or DEFAULT_BASE
         self.progress_deadline = config.idle_timeout
-        self.api: WebApi | None = None  # for sends, opened in on_start
         self.bot_user = ""
         self.current: WebSocketConnection | None = None
 
@@ -80,7 +78,7 @@ class SlackAdapter(PlatformAdapter):
         if not bot or not app:
             missing = config.token_env if not bot else config.app_token_env
             raise AdapterFatal(f"no token: set {missing or 'platforms.slack token variables'}")
-        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
             try:
                 auth = await WebApi(http, config.base_url or DEFAULT_BASE, bot).call("auth.test")
             except SlackError as exc:
@@ -89,10 +87,8 @@ class SlackAdapter(PlatformAdapter):
                 raise
         return f"{auth.get('user')} in {auth.get('team')} (user {auth.get('user_id')})"
 
-    async def on_start(self) -> None:
-        http = await self.exits.enter_async_context(httpx.AsyncClient(timeout=HTTP_TIMEOUT))
-        self.api = WebApi(http, self.base, self.bot_token or "")
-        await super().on_start()
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.bot_token or ''}"}
 
     # -- receiving --------------------------------------------------------------
 
@@ -100,7 +96,7 @@ class SlackAdapter(PlatformAdapter):
         if not self.bot_token or not self.app_token:
             missing = self.bot_env if not self.bot_token else self.app_env
             raise AdapterFatal(f"no token: set {missing or 'platforms.slack token variables'}")
-        async with httpx.AsyncClient(timeout=HTTP_TIMEOUT) as http:
+        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
             auth = await self._fatal_on_auth(WebApi(http, self.base, self.bot_token), "auth.test")
             self.bot_user = str(auth.get("user_id") or "")
             self.progress()
@@ -188,23 +184,29 @@ class SlackAdapter(PlatformAdapter):
     # -- sending ------------------------------------------------------------------
 
     async def send(self, request: SendRequest) -> SendResult:
-        if self.api is None:
-            return RetryAfter(None, "the adapter is not started")
         target = request.target
         params: dict[str, Any] = {"channel": target.chat_id, "text": escape(request.text)}
         if target.thread_id:
             params["thread_ts"] = target.thread_id
         elif request.reply_to and not target.chat_id.startswith("D"):
             params["thread_ts"] = request.reply_to  # a mention is answered in its thread
-        try:
-            posted = await self.api.call("chat.postMessage", params)
-        except httpx.HTTPError as exc:
-            return failed_send(exc)
-        except SlackError as exc:
-            if exc.status == 429:
-                return RetryAfter(exc.retry_after or 1.0, str(exc))
-            if exc.error in PASSING or exc.status >= 500:
-                return RetryAfter(None, str(exc))
-            return Permanent(str(exc))  # channel_not_found, not_in_channel, is_archived...
-        ts = posted.get("ts")
+        answer = await self.post(web_api_url(self.base, "chat.postMessage"), params)
+        return read_send(answer) if isinstance(answer, HttpAnswer) else answer
+
+
+def read_send(answer: HttpAnswer) -> SendResult:
+    """Slack's answer to chat.postMessage (HTTP 200 with `ok` either way; 429 with a
+    Retry-After header), as a send result."""
+    if answer.status == 429:
+        return RetryAfter(retry_after(answer.headers), "chat.postMessage: ratelimited (HTTP 429)")
+    body = answer.body if isinstance(answer.body, dict) else {"error": "invalid_response"}
+    if answer.status < 500 and body.get("ok"):
+        ts = body.get("ts")
         return Sent(str(ts) if ts else None)
+    error = str(body.get("error") or "unknown_error")[:100]
+    reason = f"chat.postMessage: {error}" + (
+        f" (HTTP {answer.status})" if answer.status != 200 else ""
+    )
+    if error in PASSING or answer.status >= 500:
+        return RetryAfter(None, reason)
+    return Permanent(reason)  # channel_not_found, not_in_channel, is_archived...

@@ -25,18 +25,22 @@ class SlackError(Exception):
         self.retry_after = retry_after
 
 
+def web_api_url(base: str, method: str) -> str:
+    return base.rstrip("/") + "/api/" + method
+
+
 class WebApi:
     def __init__(self, http: httpx.AsyncClient, base: str, token: str) -> None:
         self.http = http
-        self.url = base.rstrip("/") + "/api/"
+        self.base = base
         self.headers = {"Authorization": f"Bearer {token}"}
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """The answer of an `ok` call; SlackError otherwise. httpx's errors pass through."""
-        response = await self.http.post(self.url + method, json=params or {},
+        response = await self.http.post(web_api_url(self.base, method), json=params or {},
                                          headers=self.headers)  # fmt: skip
         if response.status_code == 429:
-            raise SlackError(method, "ratelimited", 429, _seconds(response.headers))
+            raise SlackError(method, "ratelimited", 429, retry_after(response.headers))
         try:
             body = response.json()
         except ValueError:
@@ -49,7 +53,8 @@ class WebApi:
         return body
 
 
-def _seconds(headers: httpx.Headers) -> float:
+def retry_after(headers: httpx.Headers) -> float:
+    """Slack's Retry-After header in seconds (1 when it is missing or unreadable)."""
     try:
         return max(0.0, float(headers.get("retry-after", "1")))
     except ValueError:

@@ -31,7 +31,7 @@ import httpx
 import trio
 
 from hermes.actors.backoff import Backoff
-from hermes.adapters.base import BACKING_OFF, AdapterFatal, AdapterSetup, PlatformAdapter
+from hermes.adapters.base import BACKING_OFF, AdapterFatal, AdapterSetup
 from hermes.adapters.contract import (
     Fetched,
     InboundEvent,
@@ -42,8 +42,8 @@ from hermes.adapters.contract import (
     Sent,
     Unconfirmed,
 )
-from hermes.adapters.http_errors import failed_send
-from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi
+from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi, result_of
 from hermes.adapters.telegram.inbound import Bot, MediaRef, incoming
 from hermes.adapters.telegram.markdown import to_markdown_v2
 from hermes.adapters.telegram.media import MAX_FILE, save
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 MARGIN = 10.0  # a poll not back within its timeout plus this: the connection is dead
 # (a third of a shorter timeout, at least 1 s: tests poll for a second or two)
 HTTP_SLACK = 15.0  # the poll's HTTP read timeout is later still: the watchdog decides
-SEND_TIMEOUT = 30.0
+CALL_TIMEOUT = 30.0  # a poll's connect and write (its read: the poll's hold and a slack)
 CONFLICT_BACKOFF = Backoff(minimum=1.0, maximum=15.0)
 FORMATTING = "can't parse entities"
 
@@ -67,7 +67,7 @@ def _chat_ref(chat_id: str) -> int | str:
         return chat_id
 
 
-class TelegramAdapter(PlatformAdapter):
+class TelegramAdapter(HttpAdapter):
     platform = "telegram"
     concurrent_sends = 16
     typing_every = 4.0  # Telegram shows "typing" for about 5 s
@@ -88,7 +88,7 @@ class TelegramAdapter(PlatformAdapter):
         self.offset_key = f"{setup.name}:offset"
         self.migrated_key = f"{setup.name}:migrated:"
         self.migrated: dict[str, str] = {}  # old chat id -> the supergroup it became
-        self.api: BotApi | None = None  # for sends and downloads, opened in on_start
+        self.api: BotApi | None = None  # for sends, downloads, typing: opened in on_start
         self.bot: Bot | None = None
         self.rng = random.Random()
 
@@ -100,7 +100,7 @@ class TelegramAdapter(PlatformAdapter):
         if not token:
             variable = config.token_env or "platforms.telegram.token_env"
             raise AdapterFatal(f"no token: set {variable}")
-        async with httpx.AsyncClient(timeout=SEND_TIMEOUT) as http:
+        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
             api = BotApi(http, config.base_url or DEFAULT_BASE, token)
             me = await _call(api, "getMe", None, config.token_env)
         return f"@{me.get('username')} (id {me.get('id')})"
@@ -111,16 +111,15 @@ class TelegramAdapter(PlatformAdapter):
         if self.cursors is not None:
             await self.exits.enter_async_context(self.cursors)
             self.migrated = await self.cursors.prefixed(self.migrated_key)
-        http = await self.exits.enter_async_context(httpx.AsyncClient(timeout=SEND_TIMEOUT))
-        self.api = BotApi(http, self.base, self.token or "")
-        await super().on_start()
+        await super().on_start()  # opens self.http
+        self.api = BotApi(self.http, self.base, self.token or "")
 
     # -- receiving --------------------------------------------------------------
 
     async def connect(self) -> None:
         if not self.token:
             raise AdapterFatal(f"no token: set {self.token_env or 'platforms.telegram.token_env'}")
-        timeout = httpx.Timeout(SEND_TIMEOUT, read=self.poll_timeout + HTTP_SLACK)
+        timeout = httpx.Timeout(CALL_TIMEOUT, read=self.poll_timeout + HTTP_SLACK)
         async with httpx.AsyncClient(timeout=timeout) as http:
             api = BotApi(http, self.base, self.token)
             me = await self._call(api, "getMe")
@@ -243,10 +242,11 @@ class TelegramAdapter(PlatformAdapter):
             params["reply_parameters"] = {"message_id": _chat_ref(request.reply_to),
                                           "allow_sending_without_reply": True}  # fmt: skip
         for _ in range(2):  # once more in the supergroup a group became
+            answer = await self.post(self.api.url("sendMessage"), params)
+            if not isinstance(answer, HttpAnswer):
+                return answer  # the request failed on the way
             try:
-                message = await self.api.call("sendMessage", params)
-            except httpx.HTTPError as exc:
-                return failed_send(exc)
+                message = result_of("sendMessage", answer)
             except ApiError as exc:
                 if exc.status == 200:  # taken, and an answer hermes cannot read
                     return Unconfirmed(f"sendMessage: {exc.description}")

@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 
+from hermes.adapters.http import HttpAnswer
+
 DEFAULT_BASE = "https://api.telegram.org"
 
 
@@ -43,31 +45,16 @@ class BotApi:
         self.base = base.rstrip("/")
         self.token = token
 
+    def url(self, method: str) -> str:
+        return f"{self.base}/bot{self.token}/{method}"
+
     async def call(
         self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None
     ) -> Any:
         """The call's `result`; ApiError for a refusal. httpx's errors pass through."""
         extra = {"timeout": timeout} if timeout is not None else {}
-        response = await self.http.post(
-            f"{self.base}/bot{self.token}/{method}", json=params or {}, **extra
-        )
-        try:
-            body = response.json()
-        except ValueError:
-            body = {}
-        if not isinstance(body, dict):
-            body = {}
-        if response.status_code == 200 and body.get("ok"):
-            return body.get("result")
-        parameters = body.get("parameters") or {}
-        migrate = parameters.get("migrate_to_chat_id")
-        raise ApiError(
-            method,
-            int(body.get("error_code") or response.status_code),
-            str(body.get("description") or response.reason_phrase)[:300],
-            _seconds(parameters.get("retry_after")),
-            str(migrate) if migrate is not None else None,
-        )
+        response = await self.http.post(self.url(method), json=params or {}, **extra)
+        return result_of(method, HttpAnswer.of(response))
 
     async def download(
         self, file_path: str, limit: int, progress: Callable[[], None] = lambda: None
@@ -85,6 +72,23 @@ class BotApi:
                 if len(data) > limit:
                     raise ApiError("download", 413, f"the file is over {limit} bytes")
             return bytes(data)
+
+
+def result_of(method: str, answer: HttpAnswer) -> Any:
+    """The `result` of an answer that says `ok`; ApiError for anything else (a 200 whose
+    body cannot be read too: its status is then 200)."""
+    body = answer.body if isinstance(answer.body, dict) else {}
+    if answer.status == 200 and body.get("ok"):
+        return body.get("result")
+    parameters = body.get("parameters") or {}
+    migrate = parameters.get("migrate_to_chat_id")
+    raise ApiError(
+        method,
+        int(body.get("error_code") or answer.status),
+        str(body.get("description") or "no description")[:300],
+        _seconds(parameters.get("retry_after")),
+        str(migrate) if migrate is not None else None,
+    )
 
 
 def _seconds(value: Any) -> float | None:

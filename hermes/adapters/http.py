@@ -1,0 +1,68 @@
+"""The base of every adapter spoken over HTTP: one client, one send deadline, one way to
+read what came back.
+
+The client is opened with the actor (its auth headers from `headers()`) and
+has no read timeout of its own: a send's one limit is the contract's
+SEND_DEADLINE, which the adapter base keeps; only connecting is bounded here,
+so a request that never left is told from one that may have arrived. `post`
+turns a transport failure into its send result (`failed_send`) and anything
+the platform answered into an `HttpAnswer`, which the platform's own table
+reads into a SendResult.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import httpx
+
+from hermes.adapters.base import PlatformAdapter
+from hermes.adapters.contract import RetryAfter, SendResult
+from hermes.adapters.http_errors import failed_send
+
+CONNECT_TIMEOUT = 10.0
+TIMEOUT = httpx.Timeout(None, connect=CONNECT_TIMEOUT)
+
+
+@attrs.frozen
+class HttpAnswer:
+    """What the platform answered: its status, its JSON body (None when it sent none or
+    something else), its headers."""
+
+    status: int
+    body: Any
+    headers: httpx.Headers
+
+    @classmethod
+    def of(cls, response: httpx.Response) -> HttpAnswer:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        return cls(response.status_code, body, response.headers)
+
+
+class HttpAdapter(PlatformAdapter):
+    """A platform adapter with one HTTP client for its calls and sends."""
+
+    http: httpx.AsyncClient | None = None
+
+    def headers(self) -> dict[str, str]:
+        """Headers every request carries (a bearer token); none by default."""
+        return {}
+
+    async def on_start(self) -> None:
+        client = httpx.AsyncClient(timeout=TIMEOUT, headers=self.headers())
+        self.http = await self.exits.enter_async_context(client)
+        await super().on_start()
+
+    async def post(self, url: str, body: dict[str, Any]) -> HttpAnswer | SendResult:
+        """A send's request: the platform's answer, or the result of a request that
+        failed on the way (never left: retry; may have arrived: unconfirmed)."""
+        if self.http is None:
+            return RetryAfter(None, "the adapter is not started")
+        try:
+            return HttpAnswer.of(await self.http.post(url, json=body))
+        except httpx.HTTPError as exc:
+            return failed_send(exc)
