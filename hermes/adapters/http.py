@@ -18,11 +18,20 @@ import attrs
 import httpx
 
 from hermes.adapters.base import PlatformAdapter
-from hermes.adapters.contract import RetryAfter, SendResult
-from hermes.adapters.http_errors import failed_send
+from hermes.adapters.contract import RetryAfter, SendResult, Unconfirmed
 
 CONNECT_TIMEOUT = 10.0
 TIMEOUT = httpx.Timeout(None, connect=CONNECT_TIMEOUT)
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def failed_send(exc: httpx.HTTPError) -> SendResult:
+    """A request that never left (no connection) goes again; one that may have reached
+    the platform is Unconfirmed, so a platform that does not deduplicate never gets it
+    twice."""
+    if isinstance(exc, NOT_SENT):
+        return RetryAfter(None, f"not sent: {type(exc).__name__}")
+    return Unconfirmed(f"no answer: {type(exc).__name__}")
 
 
 @attrs.frozen
