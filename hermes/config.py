@@ -32,7 +32,7 @@ class _BadValue(ValueError):
     """Raised by validators; the key path is added by the loader."""
 
 
-def _positive(_inst: Any, attr: attrs.Attribute, value: float) -> None:
+def positive(_inst: Any, attr: attrs.Attribute, value: float) -> None:
     if value <= 0:
         raise _BadValue(f"{attr.name}: must be greater than 0, got {value!r}")
 
@@ -137,30 +137,27 @@ class GatewayConfig:
     may be and still be resumed (seconds); `rate_limit`: messages a user may send per
     minute (0: no limit)."""
 
-    drain_timeout: float = attrs.field(default=30.0, validator=_positive)
+    drain_timeout: float = attrs.field(default=30.0, validator=positive)
     busy_mode: Literal["interrupt", "queue"] = "interrupt"
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
     local: LocalEndpointConfig = LocalEndpointConfig()
     allowed_users: tuple[str, ...] = ()
     owners: tuple[str, ...] = ()
-    resume_window: float = attrs.field(default=600.0, validator=_positive)
+    resume_window: float = attrs.field(default=600.0, validator=positive)
     rate_limit: int = attrs.field(default=20, validator=_at_least(0))
 
 
 @attrs.frozen
 class PlatformConfig:
-    """One chat platform under `platforms:`. `token_env` (and Slack's `app_token_env`)
-    name the variables holding its tokens; the values come from the environment or
-    .env. `group_policy`: "allowlist" (only `allowed_chats`), "open", "disabled".
-    `home_channel` is `chat[:thread]`; `owner` a user id (else the first approved).
-    `poll_timeout`: how long a long-polling platform (Telegram) holds each poll;
-    `idle_timeout`: how long a socket (Slack) may go without a frame or a pong
-    before it is replaced."""
+    """What every chat platform under `platforms:` has. `token_env` names the variable
+    holding its token; the value comes from the environment or .env. `group_policy`:
+    "allowlist" (only `allowed_chats`), "open", "disabled". `home_channel` is
+    `chat[:thread]`; `owner` a user id (else the first approved). A platform with
+    settings of its own subclasses it in its package (its `Platform.settings`)."""
 
     enabled: bool = True
     token_env: str | None = None
-    app_token_env: str | None = None
     base_url: str | None = None
     allowed_users: tuple[str, ...] = ()
     allow_all_users: bool = False
@@ -169,11 +166,10 @@ class PlatformConfig:
     require_mention: bool = True
     home_channel: str | None = None
     owner: str | None = None
-    poll_timeout: float = attrs.field(default=30.0, validator=_positive)  # a long poll's hold
-    idle_timeout: float = attrs.field(default=30.0, validator=_positive)  # a socket's silence
 
     def token_names(self) -> list[str]:
-        return [n for n in (self.token_env, self.app_token_env) if n]
+        """Every variable the platform takes a secret from."""
+        return [self.token_env] if self.token_env else []
 
 
 @attrs.frozen
@@ -181,8 +177,8 @@ class CronConfig:
     failure_nudge_threshold: int = attrs.field(default=3, validator=_at_least(0))
     mirror_delivery: bool = False
     catch_up: bool = True
-    lease_seconds: float = attrs.field(default=60.0, validator=_positive)
-    heartbeat_seconds: float = attrs.field(default=20.0, validator=_positive)
+    lease_seconds: float = attrs.field(default=60.0, validator=positive)
+    heartbeat_seconds: float = attrs.field(default=20.0, validator=positive)
 
 
 @attrs.frozen
@@ -194,10 +190,10 @@ class RetentionConfig:
     `pairing_failures_hours`: failed pairing approvals (at least the 2 hours the
     lockout looks back)."""
 
-    journal_days: float = attrs.field(default=7.0, validator=_positive)
-    outbox_sent_days: float = attrs.field(default=30.0, validator=_positive)
+    journal_days: float = attrs.field(default=7.0, validator=positive)
+    outbox_sent_days: float = attrs.field(default=30.0, validator=positive)
     cron_runs_per_job: int = attrs.field(default=200, validator=_at_least(1))
-    cron_deliveries_days: float = attrs.field(default=30.0, validator=_positive)
+    cron_deliveries_days: float = attrs.field(default=30.0, validator=positive)
     pairing_failures_hours: float = attrs.field(default=24.0, validator=_at_least(2))
     prune_every: float = attrs.field(default=3600.0, validator=_at_least(60))
 
@@ -342,16 +338,45 @@ def structure(data: Any, kind: type[T]) -> T:
         raise InputError("; ".join(_errors(exc))) from None
 
 
-def parse_config(data: Any, source: str) -> Config:
+def _within(where: str, problem: str) -> str:
+    """A problem found in a platform's section, named from the top of config.yaml."""
+    if problem.endswith(" at the top level"):
+        return problem.removesuffix(" at the top level") + f" in {where}"
+    if problem.startswith("unknown key"):
+        return problem.replace(" in ", f" in {where}.", 1)
+    return f"{where}.{problem}"
+
+
+Sections = Mapping[str, type[PlatformConfig]]
+"""Each platform's config section by name (the adapters' registry has them); a platform
+not in it is read as the shared PlatformConfig."""
+
+
+def parse_config(data: Any, source: str, sections: Sections | None = None) -> Config:
     """Structure already-parsed YAML into a Config, or raise ConfigError."""
     if data is None:
         return Config()
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping of settings")
+    platforms = data.get("platforms")
     try:
-        return structure(data, Config)
+        config = structure({k: v for k, v in data.items() if k != "platforms"}, Config)
     except InputError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    if platforms is None:
+        return config
+    if not isinstance(platforms, Mapping):
+        raise ConfigError(f"{source}: platforms: expected a mapping of platforms")
+    read = {}
+    for name, section in platforms.items():
+        kind = (sections or {}).get(str(name), PlatformConfig)
+        try:
+            read[str(name)] = structure({} if section is None else section, kind)
+        except InputError as exc:
+            where = f"platforms[{str(name)!r}]"
+            problems = [_within(where, p) for p in str(exc).split("; ")]
+            raise ConfigError(f"{source}: {'; '.join(problems)}") from None
+    return attrs.evolve(config, platforms=read)
 
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"
@@ -404,8 +429,9 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"not valid YAML{where}: {problem}"
 
 
-def load_config(path: Path) -> Config:
-    """Read config.yaml; a missing file is the embedded default."""
+def load_config(path: Path, sections: Sections | None = None) -> Config:
+    """Read config.yaml; a missing file is the embedded default. `sections`: each
+    platform's own settings class (hermes.adapters.registry.SECTIONS)."""
     text = _read_text(path)
     if text is None:
         return Config()
@@ -415,12 +441,17 @@ def load_config(path: Path) -> Config:
         raise ConfigError(f"{path}: {_yaml_problem(exc)}") from None
     except RecursionError:
         raise ConfigError(f"{path}: not valid YAML: nested too deeply") from None
-    return parse_config(data, str(path))
+    return parse_config(data, str(path), sections)
 
 
 def dump_config(config: Config) -> dict[str, Any]:
     """The effective config as plain data (for `hermes config show`)."""
-    return _converter.unstructure(config)
+    data = _converter.unstructure(config)
+    data["platforms"] = {  # each as its own section, with its own settings
+        name: _converter.unstructure(p, unstructure_as=type(p))
+        for name, p in config.platforms.items()
+    }
+    return data
 
 
 @attrs.frozen

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
+from hermes.config import PlatformConfig
+
 if TYPE_CHECKING:
     from hermes.adapters.base import AdapterFactory
 
@@ -53,7 +55,8 @@ class Platform:
     that may have arrived is sent again after a restart); `secret_variables`: name
     patterns of environment variables that hold its secrets (kept out of commands);
     `token_hint`: where its token comes from, for doctor; `factory`: its adapter
-    (None for the local endpoint, which the serve tree builds itself)."""
+    (None for the local endpoint, which the serve tree builds itself); `settings`:
+    its section of config.yaml (PlatformConfig, or its own subclass of it)."""
 
     name: str
     limit: Limit
@@ -63,3 +66,4 @@ class Platform:
     deduplicates: bool = False
     secret_variables: tuple[str, ...] = ()
     token_hint: str = "the token the platform issued"
+    settings: type[PlatformConfig] = PlatformConfig

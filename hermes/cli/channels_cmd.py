@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
+from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.config import Config, load_config
 from hermes.delivery.channels import HomeChannel, home_channels
@@ -31,7 +32,7 @@ def _homes(home: HermesHome, config: Config) -> dict[str, HomeChannel]:
 
 def channels(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path)
+    config = load_config(home.config_path, SECTIONS)
     homes = _homes(home, config)
     if not homes:
         print("no home channels: send /sethome in a chat as its owner, or set")

@@ -8,6 +8,7 @@ import sys
 import trio
 
 from hermes.actors.snapshot import Snapshot
+from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.cli.client import EndpointError, connect, endpoint_url
 from hermes.config import load_config
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
     home = HermesHome.from_env()
-    config = load_config(home.config_path)
+    config = load_config(home.config_path, SECTIONS)
     try:
         token = home.serve_token.read_text().strip()
     except FileNotFoundError:

@@ -6,6 +6,7 @@ import argparse
 
 import yaml
 
+from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.config import Secrets, dump_config, load_config
 from hermes.home import HermesHome
@@ -24,7 +25,7 @@ def config(args: argparse.Namespace) -> int:
     if args.action == "path":
         print(home.config_path)
         return exit_codes.OK
-    effective = load_config(home.config_path)
+    effective = load_config(home.config_path, SECTIONS)
     secrets = Secrets.load(home.env_path)
     source = "file" if home.config_path.exists() else "embedded default"
     print(f"# {home.config_path} ({source})")

@@ -19,6 +19,7 @@ from typing import Any
 import apsw
 import trio
 
+from hermes.adapters.registry import SECTIONS
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.loop import Agent
 from hermes.agent.providers import build_agent
@@ -108,7 +109,7 @@ READS = ("list", "history", "status")  # these never create state.db
 
 def cron(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path)
+    config = load_config(home.config_path, SECTIONS)
     if args.action in READS:
         if not home.state_db.exists():
             return _fresh_home(args)

@@ -12,6 +12,7 @@ import argparse
 import sys
 import time
 
+from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.config import load_config
 from hermes.gateway.pairing import (
@@ -67,7 +68,7 @@ def pairing(args: argparse.Namespace) -> int:
         return exit_codes.FAILED
     if args.action == "approve":
         who = f"{result.user_id} ({result.user_name})" if result.user_name else result.user_id
-        named = load_config(home.config_path).platforms.get(result.platform)
+        named = load_config(home.config_path, SECTIONS).platforms.get(result.platform)
         owner = owner_rule(named.owner if named else None, result.user_id, result.owner)
         then = (
             f"they are the owner of {result.platform}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.cli.logs import setup_logging
 from hermes.config import load_config
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path)  # a bad config creates nothing
+    config = load_config(home.config_path, SECTIONS)  # a bad config creates nothing
     home.ensure()
     setup_logging(home, args.verbose)
 

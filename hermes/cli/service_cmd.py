@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.config import load_config
 from hermes.home import HermesHome
@@ -83,7 +84,9 @@ def _systemctl(user: bool) -> str:
 
 def _install(args: argparse.Namespace, name: str) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path)  # a bad config.yaml exits 2 before anything is written
+    config = load_config(
+        home.config_path, SECTIONS
+    )  # a bad config.yaml exits 2 before anything is written
     run_as = None if args.user else invoking_user()
     if run_as is not None:
         problem = home_problem(home.root, run_as)

@@ -24,7 +24,7 @@ import trio
 
 from hermes.adapters.base import AdapterFatal
 from hermes.adapters.platform import Platform
-from hermes.adapters.registry import chat_platforms
+from hermes.adapters.registry import SECTIONS, chat_platforms
 from hermes.config import Config, ConfigError, CronConfig, PlatformConfig, Secrets, load_config
 from hermes.cron.jobs import Job
 from hermes.cron.store import list_jobs
@@ -77,7 +77,7 @@ class Loaded:
 def check_config(home: HermesHome) -> tuple[CheckResult, Loaded | None]:
     """config.yaml and .env load (a missing config.yaml is the embedded default)."""
     try:
-        config = load_config(home.config_path)
+        config = load_config(home.config_path, SECTIONS)
         secrets = Secrets.load(home.env_path)
     except ConfigError as exc:
         fix = "correct the key it names; `hermes config show` prints what hermes reads"

@@ -40,9 +40,10 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.slack.api import DEFAULT_BASE, SlackError, WebApi, retry_after, web_api_url
+from hermes.adapters.slack.config import SlackConfig
 from hermes.adapters.slack.inbound import incoming
 from hermes.adapters.slack.mrkdwn import escape
-from hermes.config import PlatformConfig, Secrets
+from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class SlackAdapter(HttpAdapter):
     def __init__(self, setup: AdapterSetup) -> None:
         super().__init__(setup.name, setup.status, setup.admit)
         config = setup.config
+        if not isinstance(config, SlackConfig):  # the tree reads it as SLACK.settings
+            raise TypeError(f"Slack's adapter needs a SlackConfig, not {config!r}")
         self.platform = setup.name
         self.bot_env, self.app_env = config.token_env, config.app_token_env
         self.bot_token = setup.secrets.get(config.token_env) if config.token_env else None
@@ -70,7 +73,7 @@ class SlackAdapter(HttpAdapter):
         self.current: WebSocketConnection | None = None
 
     @classmethod
-    async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
+    async def check_token(cls, config: SlackConfig, secrets: Secrets) -> str:
         """`auth.test` with the bot token on the Web API client `connect()` uses; both
         tokens must be set, as at connect."""
         bot = secrets.get(config.token_env) if config.token_env else None

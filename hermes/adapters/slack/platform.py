@@ -3,6 +3,7 @@ about one message a second per channel, bursts tolerated."""
 
 from hermes.adapters.platform import Limit, Pace, Platform
 from hermes.adapters.slack.adapter import SlackAdapter
+from hermes.adapters.slack.config import SlackConfig
 from hermes.adapters.slack.mrkdwn import escape
 
 SLACK = Platform(
@@ -13,4 +14,5 @@ SLACK = Platform(
     pace=Pace(50.0, 1.0, burst=50),
     secret_variables=("SLACK_*",),
     token_hint="the app's Bot User OAuth Token (xoxb-...)",
+    settings=SlackConfig,
 )

@@ -44,6 +44,7 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi, result_of
+from hermes.adapters.telegram.config import TelegramConfig
 from hermes.adapters.telegram.inbound import Bot, MediaRef, incoming
 from hermes.adapters.telegram.markdown import to_markdown_v2
 from hermes.adapters.telegram.media import MAX_FILE, save
@@ -75,6 +76,8 @@ class TelegramAdapter(HttpAdapter):
     def __init__(self, setup: AdapterSetup) -> None:
         super().__init__(setup.name, setup.status, setup.admit)
         config = setup.config
+        if not isinstance(config, TelegramConfig):  # the tree reads it as TELEGRAM.settings
+            raise TypeError(f"Telegram's adapter needs a TelegramConfig, not {config!r}")
         self.platform = setup.name
         self.token_env = config.token_env
         self.token = setup.secrets.get(config.token_env) if config.token_env else None

@@ -3,6 +3,7 @@ second overall and about one a second per chat (the Bot API's FAQ)."""
 
 from hermes.adapters.platform import Limit, Pace, Platform
 from hermes.adapters.telegram.adapter import TelegramAdapter
+from hermes.adapters.telegram.config import TelegramConfig
 from hermes.adapters.telegram.markdown import to_markdown_v2
 
 TELEGRAM = Platform(
@@ -13,4 +14,5 @@ TELEGRAM = Platform(
     pace=Pace(30.0, 1.0, burst=30),
     secret_variables=("TELEGRAM_*",),
     token_hint="the token @BotFather gave you",
+    settings=TelegramConfig,
 )
