@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +16,37 @@ from hermes.home import HermesHome
 from hermes.state.registry import Registry
 from hermes.terminal.reaper import become_subreaper, reap
 from hermes.terminal.tree import ProcessId, descendant_pids
+from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
 from tests.fakes.openai import FakeOpenAI
+from tests.fakes.telegram import FakeTelegram
 from tests.processes import start_serve
+
+REQUIRE_SYSTEM = "HERMES_TEST_REQUIRE_SYSTEM"  # "1": a missing system package fails (CI)
+
+
+def _require_system(*programs: str | Path, packages: tuple[str, ...]) -> None:
+    """Skip the test unless every one of `programs` (absolute paths) is an executable file,
+    saying which Debian `packages` provide them and the command that installs them; with
+    HERMES_TEST_REQUIRE_SYSTEM=1 in the environment (.ci/run, which installs them) fail
+    instead, so a test that must run never passes as skipped."""
+    missing = [str(p) for p in programs if not (Path(p).is_file() and os.access(p, os.X_OK))]
+    if not missing:
+        return
+    reason = (
+        f"needs Debian's {' and '.join(packages)}: apt-get install {' '.join(packages)}"
+        f" ({', '.join(missing)} missing)"
+    )
+    if os.environ.get(REQUIRE_SYSTEM) == "1":
+        pytest.fail(f"{reason}; {REQUIRE_SYSTEM}=1 says it must run", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def require_system() -> Callable[..., None]:
+    """`require_system(*programs, packages=(...))` for a test that drives a system program
+    (Chromium, Dovecot): skipped with the install command as its reason when one is
+    missing, failed instead under HERMES_TEST_REQUIRE_SYSTEM=1."""
+    return _require_system
 
 
 @pytest.fixture
@@ -76,6 +105,13 @@ def fake():
     """The fake OpenAI-compatible model server (tests/fakes/openai.py), one per test."""
     with FakeOpenAI() as server:
         yield server
+
+
+@pytest.fixture
+def tg() -> Iterator[FakeTelegram]:
+    """The fake Telegram Bot API (tests/fakes/telegram.py) with serve's test token."""
+    with FakeTelegram(token=TELEGRAM_TOKEN) as fake:
+        yield fake
 
 
 @pytest.fixture

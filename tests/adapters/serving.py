@@ -1,5 +1,5 @@
-"""What the adapter tests share: `hermes serve` with the test platform as a real
-process on the test's home (restartable), the fake model, the fake platform."""
+"""What the adapter tests share: `hermes serve` as a real process on the test's home
+(restartable), with the fake model and, in a platform's harness, that platform's fake."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,10 +18,7 @@ from trio_websocket import open_websocket_url
 
 from hermes.actors.snapshot import Snapshot
 from tests.fakes.openai import FakeOpenAI
-from tests.processes import wait_ready
-
-TOKEN_VAR = "TESTPLATFORM_TOKEN"
-TOKEN = "t0k-secret"
+from tests.processes import HERMES, wait_ready
 
 
 def in_thread(fn, *args):
@@ -39,27 +35,27 @@ def until_line(proc: subprocess.Popen[str], text: str) -> None:
 
 @attrs.define
 class Serve:
-    """`hermes serve` on the test's home with one chat platform pointed at its fake,
-    restartable. This one runs the test platform (python -m tests.adapters.serve adds
-    its adapter); a built-in platform's harness names its settings, tokens and access."""
+    """`hermes serve` on the test's home, restartable. This one has no chat platform (its
+    local endpoint only); a platform's harness (tests/adapters/<name>/serving.py) names the
+    platform, its settings, its tokens and who may talk, and `platform` is its fake."""
 
     home: Any
-    platform: Any  # the platform's fake
+    platform: Any  # the platform's fake (None: no chat platform)
     model: FakeOpenAI
     procs: list[subprocess.Popen[str]] = attrs.Factory(list)
     port: int = 0
 
-    name = "testplatform"
-    command = (sys.executable, "-m", "tests.adapters.serve")
-    access = "    allowed_users: ['u1']\n    owner: u1\n"  # unless a test says otherwise
+    name = "local"
+    command = (*HERMES, "serve")
+    access = ""  # a platform's `allowed_users` and `owner`, unless a test says otherwise
 
     def tokens(self) -> dict[str, str]:
         """The environment variables holding the platform's tokens."""
-        return {TOKEN_VAR: TOKEN}
+        return {}
 
     def settings(self) -> str:
         """The platform's YAML lines under `platforms.<name>`, access aside."""
-        return f"    token_env: {TOKEN_VAR}\n    base_url: '{self.platform.url}'\n"
+        return ""
 
     def configure(
         self,
@@ -78,15 +74,18 @@ class Serve:
         built-in offline model; default the fake)."""
         if model is None:
             model = f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
+        platforms = ""
+        if self.platform is not None:
+            platforms = (
+                f"platforms:\n  {self.name}:\n"
+                + self.settings()
+                + (self.access if access is None else access)
+                + platform
+            )
         self.home.config_path.write_text(
             model + f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
             f"  rate_limit: {rate_limit}\n"
-            "  local:\n    port: 0\nops:\n  port: 0\n"
-            f"platforms:\n  {self.name}:\n"
-            + self.settings()
-            + (self.access if access is None else access)
-            + platform
-            + top
+            "  local:\n    port: 0\nops:\n  port: 0\n" + platforms + top
         )
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
@@ -162,8 +161,8 @@ class Serve:
 
 @contextlib.contextmanager
 def serving(harness: type[Serve], fake: Any, home: Any, model: FakeOpenAI) -> Iterator[Serve]:
-    """`harness` on the test's home with the (running) `fake`, configured; whatever
-    still runs is killed at the end."""
+    """`harness` on the test's home with the (running) `fake` (None: no chat platform),
+    configured; whatever still runs is killed at the end."""
     serve = harness(home, fake, model)
     serve.configure()
     try:

@@ -1,37 +1,74 @@
-"""The adapter conformance kit: what every adapter and its fake must show, run against a
-real `hermes serve` process and parametrized over the adapters: the local endpoint,
-the test platform (python -m tests.adapters.serve adds its adapter), Telegram, Slack
-and Discord (built in, against their fakes in tests/fakes/).
+"""The adapter conformance kit: what every adapter and its fake must show, parametrized over
+the adapters: the local endpoint, Telegram, Slack and Discord (built in, against their
+fakes in tests/fakes/).
 
-Each driver speaks to serve the way its platform's users do (the local endpoint: a
-WebSocket client; the chat platforms: messages injected into their fakes) and reads
-what the user got back. A kit item runs on every adapter whose platform has the thing
-it tests: the local endpoint is a server (no progress deadline, no token to refuse,
-no bots), so the liveness items run on the chat platforms; Telegram never delivers
-an update it was told was received again, nor Slack an acknowledged envelope (a
-repeat comes only across a restart, which the kill item covers), nor Discord a
-dispatch outside a Resume, so the replay step runs where the platform replays.
-"Deaf" is each platform's way of going silent: a stalled poll, a hung poll, a
-half-open socket, a gateway that stops acknowledging heartbeats.
+Through `hermes serve` as a real process (the first part): each driver speaks to serve
+the way its platform's users do (the local endpoint: a WebSocket client; the chat
+platforms: messages injected into their fakes) and reads what the user got back. A kit
+item runs on every adapter whose platform has the thing it tests: the local endpoint is
+a server (no progress deadline, no token to refuse, no bots), so the liveness items run
+on the chat platforms; Telegram never delivers an update it was told was received
+again, nor Slack an acknowledged envelope (a repeat comes only across a restart, which
+the kill item covers), nor Discord a dispatch outside a Resume, so the replay step runs
+where the platform replays. "Deaf" is each platform's way of going silent: a hung poll,
+a half-open socket, a gateway that stops acknowledging heartbeats.
+
+The seam's own promises (the second part) are shown on each chat platform's adapter in
+this process (tests/adapters/inprocess.py) with an `admit` the kit holds open while it
+watches the fake: nothing is acknowledged to the platform (Telegram's offset, Slack's
+envelope, Discord's sequence) before its admission commits, however long that takes, and
+the progress deadline waits for it; an admission that failed leaves the event to come
+again; a refused token is fatal at once; a rate limit on receiving (Telegram's
+getUpdates 429) waits as long as the platform said.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+import math
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+from unittest.mock import ANY
 
 import pytest
 import trio
+import trio.testing
 
+from hermes.adapters import base as adapter_base
+from hermes.adapters.base import BACKING_OFF, FATAL, LIVE, AdapterFactory
+from hermes.adapters.contract import (
+    Permanent,
+    RetryAfter,
+    SendRequest,
+    SendResult,
+    Sent,
+    Target,
+    Unconfirmed,
+)
+from hermes.adapters.cursors import Cursors
+from hermes.adapters.slack.adapter import SlackAdapter
+from hermes.adapters.slack.config import SlackConfig
+from hermes.adapters.telegram.adapter import TelegramAdapter
+from hermes.adapters.telegram.config import TelegramConfig
+from hermes.config import PlatformConfig, Secrets
+from tests.adapters.discord.inprocess import QuickDiscord
+from tests.adapters.discord.serving import TOKEN_VAR as DISCORD_VAR
 from tests.adapters.discord.serving import DiscordServe
-from tests.adapters.serving import TOKEN, Serve, in_thread, serving, until_line
+from tests.adapters.inprocess import Admissions, Running, running
+from tests.adapters.relay import HeldRelay
+from tests.adapters.serving import Serve, in_thread, serving, until_line
+from tests.adapters.slack.serving import APP_VAR as SLACK_APP_VAR
+from tests.adapters.slack.serving import BOT_VAR as SLACK_BOT_VAR
 from tests.adapters.slack.serving import SlackServe
 from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
+from tests.adapters.telegram.serving import TOKEN_VAR as TELEGRAM_VAR
 from tests.adapters.telegram.serving import TelegramServe
-from tests.fakes.chat_platform import FakeChatPlatform
 from tests.fakes.discord import TOKEN as DISCORD_TOKEN
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.openai import text_answer
+from tests.fakes.slack import APP_TOKEN as SLACK_APP_TOKEN
 from tests.fakes.slack import BOT_TOKEN as SLACK_TOKEN
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram, parse_markdown_v2
@@ -68,54 +105,6 @@ class LocalDriver:
 
     def received(self) -> list[str]:
         return self.answers
-
-
-class PlatformDriver:
-    """A user of the test platform: messages injected into its fake."""
-
-    name = "testplatform"
-    replays = True
-    deaf_restarts = True  # deaf: the progress deadline replaces the connection
-    token = TOKEN
-    fatal = "401"
-
-    def __init__(self, serve: Serve) -> None:
-        self.serve = serve
-        self.platform = serve.platform
-        self.updates: dict[str, int] = {}
-
-    async def say(self, text: str, ref: str) -> None:
-        before = len(self.platform.sent)
-        self.updates[ref] = self.platform.inject(text)
-        await in_thread(self.platform.wait_sent, before + 1, 30.0)
-
-    def start_saying(self, nursery: trio.Nursery, text: str, ref: str) -> None:
-        self.updates[ref] = self.platform.inject(text)
-
-    async def say_again(self, text: str, ref: str) -> None:
-        again = self.platform.replay(self.updates[ref])
-        await in_thread(self.platform.wait_acked, again, 30.0)
-
-    def received(self) -> list[str]:
-        return [s["text"] for s in self.platform.sent]
-
-    def polls(self) -> int:
-        return self.platform.polls
-
-    def wait_polls(self, count: int, timeout: float = 30.0) -> None:
-        self.platform.wait_polls(count, timeout)
-
-    def deafen(self) -> None:
-        self.platform.stall()
-
-    def undeafen(self) -> None:
-        self.platform.unstall()
-
-    def revoke_token(self) -> None:
-        self.platform.revoke_token()
-
-    async def say_as_bot(self, text: str) -> None:
-        await in_thread(self.platform.wait_acked, self.platform.inject(text, is_bot=True), 30.0)
 
 
 class TelegramDriver:
@@ -260,35 +249,37 @@ class DiscordDriver:
 
 
 @contextlib.contextmanager
-def running(name: str, home, model) -> Iterator[Serve]:
-    """Serve on the test's home with `name`'s fake (the local endpoint: the test
-    platform's harness, which has the endpoint too)."""
+def serve_on(name: str, home, model) -> Iterator[Serve]:
+    """Serve on the test's home with `name`'s fake (the local endpoint: serve with no chat
+    platform)."""
+    if name == "local":
+        with serving(Serve, None, home, model) as serve:
+            yield serve
+        return
     if name == "telegram":
         fake, harness = FakeTelegram(token=TELEGRAM_TOKEN), TelegramServe
     elif name == "slack":
         fake, harness = FakeSlack(), SlackServe
-    elif name == "discord":
-        fake, harness = FakeDiscord(), DiscordServe
     else:
-        fake, harness = FakeChatPlatform(token=TOKEN), Serve
+        fake, harness = FakeDiscord(), DiscordServe
     with fake, serving(harness, fake, home, model) as serve:
         yield serve
 
 
-DRIVERS = {"local": LocalDriver, "testplatform": PlatformDriver, "telegram": TelegramDriver,
-           "slack": SlackDriver, "discord": DiscordDriver}  # fmt: skip
-CONNECTED = ("testplatform", "telegram", "slack", "discord")  # a connection to keep, a token, bots
+DRIVERS = {"local": LocalDriver, "telegram": TelegramDriver, "slack": SlackDriver,
+           "discord": DiscordDriver}  # fmt: skip
+CONNECTED = ("telegram", "slack", "discord")  # a connection to keep, a token, bots
 
 
 @pytest.fixture(params=sorted(DRIVERS))
 def driver(request, home, model):
-    with running(request.param, home, model) as serve:
+    with serve_on(request.param, home, model) as serve:
         yield DRIVERS[request.param](serve)
 
 
 @pytest.fixture(params=CONNECTED)
 def connected(request, home, model):
-    with running(request.param, home, model) as serve:
+    with serve_on(request.param, home, model) as serve:
         yield DRIVERS[request.param](serve)
 
 
@@ -296,7 +287,7 @@ def connected(request, home, model):
 def deaf(request, home, model):
     """Where going deaf is caught by the progress deadline (Discord's gateway catches
     a silent connection by its heartbeats first: tests/adapters/discord)."""
-    with running(request.param, home, model) as serve:
+    with serve_on(request.param, home, model) as serve:
         yield DRIVERS[request.param](serve)
 
 
@@ -393,3 +384,380 @@ async def test_a_bots_message_is_ignored(model, connected):
     states = [state for *_, state in serve.journal()]  # refused where it was admitted at all
     assert states in (["refused", "answered"], ["answered"])
     assert len(model.requests) == 1
+
+
+# -- the seam, in this process: admission gates acknowledgement ---------------------------
+
+
+class Seam:
+    """A chat platform's adapter and its fake, for the kit items run in this process: how
+    the platform shows that an event was acknowledged, and that it was not."""
+
+    name: str
+    adapter: AdapterFactory
+    fake: Any
+    chat: str  # a chat to send to
+    send_path: bytes  # what a send's request says (tests/adapters/relay.py holds it)
+    comes_again_while_held = False  # the platform delivers an unacknowledged event again
+
+    def __enter__(self) -> Seam:
+        self.fake.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.fake.__exit__(*exc)
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        """The adapter's config and secrets, its base_url the fake's unless given."""
+        raise NotImplementedError
+
+    def sends_limited(self, seconds: float) -> None:
+        """The next send is answered 429 with `seconds` to wait."""
+        raise NotImplementedError
+
+    def sends_failing(self) -> None:
+        """The next send meets a passing fault (a 5xx)."""
+        raise NotImplementedError
+
+    def sends_refused(self) -> None:
+        """The next send is refused for good (forbidden, no such chat)."""
+        raise NotImplementedError
+
+    def sent(self) -> list[str]:
+        """The texts the platform took, as its users read them."""
+        raise NotImplementedError
+
+    async def connected(self) -> None:
+        """Until the adapter is connected and listening."""
+        raise NotImplementedError
+
+    def say(self, text: str) -> str:
+        """A user's message; the event id its admission will carry."""
+        raise NotImplementedError
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        """Show that the platform has not been told the event was received (waiting for
+        what would follow an acknowledgement where the platform has such a thing)."""
+        raise NotImplementedError
+
+    async def acknowledged(self, event_id: str) -> None:
+        """Until the platform was told the event was received."""
+        raise NotImplementedError
+
+    def never_connected(self) -> bool:
+        """The adapter never got past the token check."""
+        raise NotImplementedError
+
+
+class TelegramSeam(Seam):
+    """Telegram's adapter on the fake Bot API (polls held 1 s). It acknowledges an update
+    by a later poll's offset."""
+
+    name = "telegram"
+    adapter = TelegramAdapter
+    chat = "1001"
+    send_path = b"/sendMessage"
+
+    def __init__(self, refusing: bool = False) -> None:
+        token = "999:another-token" if refusing else TELEGRAM_TOKEN
+        self.tg = self.fake = FakeTelegram(token=token)
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        url = base_url or self.tg.url
+        config = TelegramConfig(token_env=TELEGRAM_VAR, base_url=url, poll_timeout=1)
+        return config, Secrets({TELEGRAM_VAR: TELEGRAM_TOKEN}, frozenset())
+
+    def sends_limited(self, seconds: float) -> None:
+        self.tg.fail("sendMessage", 429, retry_after=seconds)
+
+    def sends_failing(self) -> None:
+        self.tg.fail("sendMessage", 502)
+
+    def sends_refused(self) -> None:
+        self.tg.fail("sendMessage", 403)  # the user blocked the bot
+
+    def sent(self) -> list[str]:
+        return [parse_markdown_v2(s["text"]) for s in self.tg.sent]
+
+    async def connected(self) -> None:
+        await in_thread(self.tg.wait_held_polls, 1)
+
+    def say(self, text: str) -> str:
+        return str(self.tg.message(text))  # the update_id
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        assert self.tg.acked < int(event_id) and int(event_id) in self.tg.pending
+
+    async def acknowledged(self, event_id: str) -> None:
+        await in_thread(self.tg.wait_acked, int(event_id))
+
+    def never_connected(self) -> bool:
+        return self.tg.polls == 0
+
+    def limit_receiving(self, retry_after: float) -> None:
+        """The next poll is answered 429 with `retry_after`."""
+        self.tg.fail("getUpdates", 429, retry_after=retry_after)
+
+    async def receiving_limited(self) -> None:
+        """Until that poll was answered."""
+        await in_thread(functools.partial(self.tg.wait_errors, 1, method="getUpdates"))
+
+
+class SlackSeam(Seam):
+    """Slack's adapter on the fake's Socket Mode (an envelope unacknowledged for half a
+    second comes again, as after Slack's 3 s)."""
+
+    name = "slack"
+    adapter = SlackAdapter
+    comes_again_while_held = True
+    chat = "D1"
+    send_path = b"/chat.postMessage"
+
+    def __init__(self, refusing: bool = False) -> None:
+        bot = "xoxb-0002-0002-another-bot-token" if refusing else SLACK_TOKEN
+        self.slack = self.fake = FakeSlack(ack_timeout=0.5, bot_token=bot)
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        config = SlackConfig(token_env=SLACK_BOT_VAR, app_token_env=SLACK_APP_VAR,
+                                base_url=base_url or self.slack.url, idle_timeout=3)  # fmt: skip
+        tokens = {SLACK_BOT_VAR: SLACK_TOKEN, SLACK_APP_VAR: SLACK_APP_TOKEN}
+        return config, Secrets(tokens, frozenset())
+
+    def sends_limited(self, seconds: float) -> None:
+        self.slack.fail("chat.postMessage", "ratelimited", retry_after=seconds)
+
+    def sends_failing(self) -> None:
+        self.slack.fail("chat.postMessage", "internal_error", status=500)
+
+    def sends_refused(self) -> None:
+        self.slack.fail("chat.postMessage", "channel_not_found")
+
+    def sent(self) -> list[str]:
+        return [s["text"] for s in self.slack.sent]
+
+    async def connected(self) -> None:
+        await in_thread(self.slack.wait_connections, 1)
+
+    def say(self, text: str) -> str:
+        return self.slack.message(text)  # the payload's event_id
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        """Slack sends the envelope again: nobody acknowledged it."""
+        await in_thread(functools.partial(self.slack.wait_deliveries, 2, event_id=event_id))
+        assert event_id not in self.slack.acked
+
+    async def acknowledged(self, event_id: str) -> None:
+        await in_thread(self.slack.wait_acked, event_id)
+
+    def never_connected(self) -> bool:
+        return self.slack.connections_opened == 0
+
+
+class DiscordSeam(Seam):
+    """Discord's adapter on the fake Gateway (heartbeats every 0.2 s). It acknowledges a
+    dispatch by the sequence its heartbeats (and a Resume) carry."""
+
+    name = "discord"
+    adapter = QuickDiscord
+    chat = "2001"
+    send_path = b"/messages"
+
+    def __init__(self, refusing: bool = False) -> None:
+        token = "another-token" if refusing else DISCORD_TOKEN
+        self.discord = self.fake = FakeDiscord(token, heartbeat_interval=0.2)
+        self.beats = 0  # heartbeats before the last message was said
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        config = PlatformConfig(token_env=DISCORD_VAR, base_url=base_url or self.discord.url)
+        return config, Secrets({DISCORD_VAR: DISCORD_TOKEN}, frozenset())
+
+    def sends_limited(self, seconds: float) -> None:
+        self.discord.rate_limit(retry_after=seconds)
+
+    def sends_failing(self) -> None:
+        self.discord.fail(502, 0, "Bad Gateway")
+
+    def sends_refused(self) -> None:
+        self.discord.fail(403, 50013, "Missing Permissions")
+
+    def sent(self) -> list[str]:
+        return [s["content"] for s in self.discord.sent]
+
+    async def connected(self) -> None:
+        await in_thread(self.discord.wait_settled)
+
+    def say(self, text: str) -> str:
+        self.beats = len(self.discord.heartbeats)
+        return self.discord.message(text)  # the message id
+
+    @staticmethod
+    def _seq(fake: FakeDiscord, message_id: str) -> int | None:
+        """The sequence its dispatch carried (None: not dispatched yet)."""
+        return next((d["s"] for d in fake.dispatches if d["id"] == message_id), None)
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        """Heartbeats go on, every one with a sequence short of the message's."""
+        await in_thread(self.discord.wait_heartbeats, self.beats + 3)
+        told = [h["d"] for h in self.discord.heartbeats[self.beats :]]
+        assert max(told) < self._seq(self.discord, event_id), told
+
+    async def acknowledged(self, event_id: str) -> None:
+        def told(fake: FakeDiscord) -> bool:
+            seq = self._seq(fake, event_id)
+            return seq is not None and any((h["d"] or 0) >= seq for h in fake.heartbeats)
+
+        wait = functools.partial(self.discord.wait_until, told, what=f"{event_id} acknowledged")
+        await in_thread(wait)
+
+    def never_connected(self) -> bool:
+        return self.discord.connections == 0
+
+
+SEAMS: dict[str, type[Seam]] = {s.name: s for s in (TelegramSeam, SlackSeam, DiscordSeam)}
+
+
+@asynccontextmanager
+async def adapter_on(
+    seam: Seam, admissions: Admissions, base_url: str | None = None, **kwargs: Any
+) -> AsyncIterator[Running]:
+    """The seam's adapter in this process, on its fake (or at `base_url`)."""
+    config, secrets = seam.setup(base_url)
+    async with running(seam.adapter, seam.name, config, secrets, admissions, **kwargs) as run:
+        yield run
+
+
+@pytest.fixture(params=sorted(SEAMS))
+def seam(request) -> Iterator[Seam]:
+    with SEAMS[request.param]() as platform:
+        yield platform
+
+
+@pytest.fixture(params=sorted(SEAMS))
+def refusing(request) -> Iterator[Seam]:
+    """A seam whose fake knows another token than the adapter's."""
+    with SEAMS[request.param](refusing=True) as platform:
+        yield platform
+
+
+@pytest.fixture(params=[n for n, kind in sorted(SEAMS.items()) if hasattr(kind, "limit_receiving")])
+def limited(request) -> Iterator[Seam]:
+    """A seam whose platform can rate-limit receiving (Telegram's getUpdates)."""
+    with SEAMS[request.param]() as platform:
+        yield platform
+
+
+# Past every progress deadline here, the one a Discord connection starts on (60 s, until
+# Hello gives the heartbeat interval) included.
+LONG_ADMISSION = 120.0
+
+
+@pytest.mark.timeout(60)
+async def test_nothing_is_acknowledged_before_its_admission_commits_however_long(seam, jump_clock):
+    admissions = Admissions()
+    async with adapter_on(seam, admissions) as run:
+        await seam.connected()
+        first = seam.say("first")
+        await seam.acknowledged(first)
+        admissions.hold("held")  # the journal takes its time over this one
+        held = seam.say("held")
+        await admissions.wait_for(held)
+        assert 2 * run.incarnations[-1].progress_deadline < LONG_ADMISSION
+        jump_clock.jump(LONG_ADMISSION)  # it outlasts the progress deadline...
+        await trio.testing.wait_all_tasks_blocked()  # ...and the watchdog has looked
+        await seam.still_unacknowledged(held)
+        assert (run.restarts, len(run.incarnations), run.status.state) == (0, 1, LIVE)
+        admissions.release("held")
+        await seam.acknowledged(held)
+        assert (run.restarts, len(run.incarnations)) == (0, 1)  # the same connection went on
+    assert admissions.ids.count(first) == 1
+    if seam.comes_again_while_held:  # admitted again; the journal knows it by its key
+        assert admissions.ids.count(held) >= 2
+    else:
+        assert admissions.ids.count(held) == 1
+
+
+@pytest.mark.timeout(60)
+async def test_an_event_whose_admission_failed_is_not_acknowledged_and_comes_again(
+    seam, registry, tmp_path
+):
+    admissions = Admissions()
+    state_db = tmp_path / "state.db"  # what the adapter keeps (an offset, a session)
+    async with adapter_on(seam, admissions, cursors=lambda: Cursors(registry, state_db)) as run:
+        await seam.connected()
+        admissions.hold("doomed")
+        doomed = seam.say("doomed")
+        await admissions.wait_for(doomed)
+        admissions.fail("doomed")  # the journal could not take it: the connection crashes
+        await run.status.reach(BACKING_OFF)
+        await seam.acknowledged(doomed)  # only once a later admission of it committed
+        assert run.restarts == 1 and len(run.incarnations) == 2
+    assert admissions.ids.count(doomed) >= 2
+
+
+@pytest.mark.timeout(60)
+async def test_a_token_refused_at_connect_is_fatal_and_never_retried(refusing, jump_clock):
+    async with adapter_on(refusing, Admissions()) as run:
+        await run.status.reach(FATAL)
+        jump_clock.jump(60)  # long past any restart's backoff
+        await trio.testing.wait_all_tasks_blocked()
+        assert run.status.state == FATAL and "refused the token" in run.status.reason
+        assert (run.restarts, len(run.incarnations)) == (0, 1)
+    assert refusing.never_connected()
+
+
+RETRY_AFTER = 30
+
+
+@pytest.mark.timeout(60)
+async def test_a_429_on_receiving_waits_the_platforms_retry_after(limited, jump_clock):
+    admissions = Admissions()
+    async with adapter_on(limited, admissions) as run:
+        await limited.connected()
+        limited.limit_receiving(RETRY_AFTER)  # the next poll is refused...
+        before = limited.say("before")  # ...once this one ends the poll held now
+        await admissions.wait_for(before)
+        await limited.receiving_limited()
+        await run.status.reach(BACKING_OFF)  # the adapter has the answer: it waits
+        limited_at = trio.current_time()
+        during = limited.say("while limited")
+        step = run.incarnations[-1].progress_deadline / 2  # the adapter shows it is alive
+        for n in range(math.ceil(RETRY_AFTER / step)):
+            jump_clock.jump(step)
+            await trio.testing.wait_all_tasks_blocked()
+            if n == 2:
+                assert run.status.state == BACKING_OFF  # shown meanwhile, as a wait
+        await admissions.wait_for(during)
+        assert admissions.first_time(during) - limited_at >= RETRY_AFTER - 1
+        assert run.restarts == 0 and run.status.state == LIVE
+
+
+@pytest.mark.timeout(60)
+async def test_a_send_is_answered_with_a_typed_result(seam, monkeypatch):
+    """What the platform answered, as the outbox acts on it: taken; rate limited for as
+    long as it said; a passing fault; refused for good; no answer within the send's
+    deadline (it may have arrived: never sent blindly again); never sent (no connection)."""
+    monkeypatch.setattr(adapter_base, "SEND_DEADLINE", 1.0)  # the contract's 30 s, shorter
+    with HeldRelay(seam.fake.url) as relay:  # the sends go through it
+        async with adapter_on(seam, Admissions(), base_url=relay.url) as run:
+            await seam.connected()
+
+            async def send(text: str) -> SendResult:
+                return await run.send(SendRequest(Target(seam.name, seam.chat), text, text))
+
+            taken = await send("taken")
+            assert isinstance(taken, Sent) and taken.message_id
+            seam.sends_limited(7)
+            assert await send("limited") == RetryAfter(7.0, ANY)
+            seam.sends_failing()
+            assert await send("failing") == RetryAfter(None, ANY)
+            seam.sends_refused()
+            assert isinstance(await send("refused"), Permanent)
+            relay.hold(seam.send_path)
+            assert isinstance(await send("unanswered"), Unconfirmed)
+            relay.release()  # it arrives after all
+            await in_thread(seam.fake.wait_sent, 2)
+            relay.close()
+            never = await send("never sent")
+            assert isinstance(never, RetryAfter) and never.seconds is None
+            assert "not sent" in never.reason
+    assert seam.sent() == ["taken", "unanswered"]

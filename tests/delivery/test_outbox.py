@@ -2,8 +2,8 @@
 
 Timing (a 429's retry-after, a ten-minute outage) runs on the mock clock against an
 adapter that answers from a script, since the outbox's contract is the adapter's
-typed answer; order, faults and restarts also run against the test platform's fake
-over real HTTP.
+typed answer; order, faults and restarts also run through the Telegram adapter
+against the fake Bot API over real HTTP.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import trio
 
 from hermes.actors.actor import Actor
 from hermes.actors.clock import WallClock
+from hermes.adapters import base as adapter_base
 from hermes.adapters.base import AdapterSetup, AdapterStatus
 from hermes.adapters.contract import (
     Permanent,
@@ -27,25 +28,30 @@ from hermes.adapters.contract import (
     Target,
 )
 from hermes.adapters.platform import Pace
-from hermes.config import PlatformConfig, Secrets
+from hermes.adapters.telegram.adapter import TelegramAdapter
+from hermes.adapters.telegram.config import TelegramConfig
+from hermes.config import Secrets
 from hermes.delivery.outbox import Enqueued, Outbox
 from hermes.delivery.outbox_store import (
     DEAD,
+    PENDING,
     SENT,
     UNKNOWN,
     enqueue,
     mark_retry,
     mark_sending,
+    mark_sent,
 )
 from hermes.state.db import Db
-from tests.adapters.testplatform import FakePlatformAdapter
-from tests.fakes.chat_platform import FakeChatPlatform
+from tests.adapters.relay import HeldRelay
+from tests.adapters.telegram.serving import TOKEN, TOKEN_VAR
+from tests.fakes.telegram import parse_markdown_v2
 
 ORIGIN = 1_800_000_000.0
 MOCK = WallClock(ORIGIN)  # wall time on the mock clock: ORIGIN at trio time 0
 REAL = WallClock()  # the tests over real HTTP run on real time (trio's clock has an offset)
-PLATFORM = "testplatform"
-TOKEN = "t0k"
+PLATFORM = "scripted"  # the scripted adapter's platform: no pace unless a test sets one
+TELEGRAM = "telegram"
 
 
 class ScriptedPlatform(Actor):
@@ -80,18 +86,26 @@ def sent_ok(request: SendRequest) -> SendResult:
 
 
 async def queue(
-    db: Db, outbox, chat: str, *chunks: str, key: str | None = None, clock: WallClock = MOCK
+    db: Db,
+    outbox,
+    chat: str,
+    *chunks: str,
+    key: str | None = None,
+    clock: WallClock = MOCK,
+    platform: str = PLATFORM,
 ) -> None:
     now = clock.now()
     key = key or f"{chat}-{chunks[0]}"
-    await db.write(enqueue, Target(PLATFORM, chat), list(chunks), "reply", key, now)
+    await db.write(enqueue, Target(platform, chat), list(chunks), "reply", key, now)
     outbox.cast_nowait(Enqueued())
 
 
 @asynccontextmanager
-async def running(registry, home, adapter_address, clock: WallClock = MOCK, paces=None):
+async def running(
+    registry, home, adapter_address, clock: WallClock = MOCK, paces=None, platform=PLATFORM
+):
     """An Outbox on the test's state.db whose only platform is `adapter_address`."""
-    box = Outbox(registry, home.state_db, lambda p: adapter_address if p == PLATFORM else None,
+    box = Outbox(registry, home.state_db, lambda p: adapter_address if p == platform else None,
                  clock=clock, **({"paces": paces} if paces is not None else {}))  # fmt: skip
     async with Db(registry, home.state_db) as db, trio.open_nursery() as nursery:
         address = await nursery.start(box.run)
@@ -270,118 +284,154 @@ async def test_a_row_older_than_the_freshness_limit_is_not_sent(registry, home, 
     ]  # fmt: skip
 
 
-# -- over real HTTP, against the test platform's fake ------------------------------------
+async def test_a_chats_next_chunk_waits_while_another_serve_sends_its_first(
+    registry, home, io_clock
+):
+    """Two serves on one state.db (the second started with --no-lock) share the outbox's
+    rows: while one sends a chat's first chunk, the other never takes its second."""
+    platform = ScriptedPlatform(sent_ok)
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter) as (box, outbox, db):
+
+            def taken_by_the_other_serve(conn, now: float) -> int:
+                first, _ = enqueue(conn, Target(PLATFORM, "a"), ["a0", "a1"], "reply", "a", now)
+                mark_sending(conn, first, now)
+                return first
+
+            first = await db.write(taken_by_the_other_serve, MOCK.now())
+            await queue(db, outbox, "b", "b0", "b1")  # this outbox looks at the rows again
+            await platform.until(lambda: platform.texts("b") == ["b0", "b1"])
+            assert platform.texts("a") == []
+            assert [(chat, state) for chat, _, state, _, _ in await rows(db)][:2] == [
+                ("a", "sending"), ("a", PENDING)
+            ]  # fmt: skip
+            await db.write(mark_sent, first, "m-a0", MOCK.now())  # the other serve's answer
+            outbox.cast_nowait(Enqueued())
+            await platform.until(lambda: platform.texts("a") == ["a1"])
+        platform.request_drain(trio.current_time())
+
+
+# -- over real HTTP, through the Telegram adapter and the fake Bot API -----------------------
 
 
 @asynccontextmanager
-async def http_platform(
-    platform: FakeChatPlatform, admitted: list | None = None, send_timeout: float | None = None
-):
-    secrets = Secrets({"TP_TOKEN": TOKEN}, frozenset())
-    config = PlatformConfig(token_env="TP_TOKEN", base_url=platform.url)
+async def telegram(url: str, admitted: list | None = None):
+    """The Telegram adapter as an actor on the Bot API at `url`; what it admits goes to
+    `admitted`."""
+    config = TelegramConfig(token_env=TOKEN_VAR, base_url=url, poll_timeout=1)
+    secrets = Secrets({TOKEN_VAR: TOKEN}, frozenset())
 
     async def admit(event) -> bool:
         if admitted is not None:
             admitted.append(event)
         return True
 
-    adapter = FakePlatformAdapter(AdapterSetup(PLATFORM, config, secrets, AdapterStatus(), admit))
-    if send_timeout is not None:
-        adapter.send_timeout = send_timeout
+    actor = TelegramAdapter(AdapterSetup(TELEGRAM, config, secrets, AdapterStatus(), admit))
     async with trio.open_nursery() as nursery:
-        yield await nursery.start(adapter.run)
-        adapter.request_drain(trio.current_time())
+        yield await nursery.start(actor.run)
+        actor.request_drain(trio.current_time())
 
 
-async def test_per_chat_order_across_fifty_chats(registry, home):
-    with FakeChatPlatform(token=TOKEN) as platform:
-        async with http_platform(platform) as adapter, running(registry, home, adapter, REAL) as (
-            box, outbox, db,
-        ):  # fmt: skip
-            for chat in range(50):
-                await queue(db, outbox, f"c{chat}", *[f"c{chat}-{i}" for i in range(3)], clock=REAL)
-            sent = await trio.to_thread.run_sync(platform.wait_sent, 150, 30.0)
+@asynccontextmanager
+async def sending(registry, home, url: str, admitted: list | None = None):
+    """An Outbox (real time, no pace) sending through the Telegram adapter at `url`."""
+    async with (
+        telegram(url, admitted) as address,
+        running(registry, home, address, REAL, {TELEGRAM: Pace()}, TELEGRAM) as (_, outbox, db),
+    ):
+        yield outbox, db
+
+
+async def send(db: Db, outbox, chat: int, *chunks: str, key: str | None = None) -> None:
+    await queue(db, outbox, str(chat), *chunks, key=key, clock=REAL, platform=TELEGRAM)
+
+
+def shown(sent: list[dict], chat: int | None = None) -> list[str]:
+    """The texts of the messages sent (to `chat`), as their user reads them."""
+    return [parse_markdown_v2(s["text"]) for s in sent if chat in (None, s["chat_id"])]
+
+
+async def test_per_chat_order_across_fifty_chats(registry, home, tg):
+    async with sending(registry, home, tg.url) as (outbox, db):
+        for chat in range(50):
+            await send(db, outbox, 100 + chat, *[f"chat {chat} part {i}" for i in range(3)])
+        sent = await trio.to_thread.run_sync(tg.wait_sent, 150, 30.0)
     for chat in range(50):
-        texts = [s["text"] for s in sent if s["chat_id"] == f"c{chat}"]
-        assert texts == [f"c{chat}-{i}" for i in range(3)]
-    assert len({s["idempotency_key"] for s in sent}) == 150
+        assert shown(sent, 100 + chat) == [f"chat {chat} part {i}" for i in range(3)]
 
 
-async def test_after_a_restart_pending_goes_once_and_an_unanswered_send_is_unknown(registry, home):
-    """The state a SIGKILL leaves: one row sent, one mid-send, one waiting to retry, one
-    never started. The fake does not deduplicate, so the mid-send one is not resent."""
-    with FakeChatPlatform(token=TOKEN) as platform:
-        async with Db(registry, home.state_db) as db:
-            now = REAL.now()
-            for key, text in (("k1", "was sending"), ("k2", "to retry"), ("k3", "pending")):
-                await db.write(enqueue, Target(PLATFORM, key), [text], "reply", key, now)
-            await db.write(mark_sending, 1, now)
-            await db.write(mark_sending, 2, now)
-            await db.write(mark_retry, 2, now - 1, "503", now)
-        async with http_platform(platform) as adapter, running(registry, home, adapter, REAL) as (
-            box, outbox, db,
-        ):  # fmt: skip
-            sent = await trio.to_thread.run_sync(platform.wait_sent, 2, 30.0)
-            assert sorted(s["text"] for s in sent) == ["pending", "to retry"]
-        states = [state for _, _, state, _, _ in await settled_rows(registry, home)]
-        assert states == [UNKNOWN, SENT, SENT]
-        async with http_platform(platform) as adapter, running(registry, home, adapter, REAL):
-            pass  # a second restart sends nothing more
-        assert len(platform.sent) == 2
+async def test_after_a_restart_pending_goes_once_and_an_unanswered_send_is_unknown(
+    registry, home, tg
+):
+    """The state a SIGKILL leaves: one row mid-send, one waiting to retry, one never
+    started. Telegram does not deduplicate, so the mid-send one is not resent."""
+    async with Db(registry, home.state_db) as db:
+        now = REAL.now()
+        for chat, text in ((1, "was sending"), (2, "to retry"), (3, "pending")):
+            await db.write(enqueue, Target(TELEGRAM, str(chat)), [text], "reply", text, now)
+        await db.write(mark_sending, 1, now)
+        await db.write(mark_sending, 2, now)
+        await db.write(mark_retry, 2, now - 1, "503", now)
+    async with sending(registry, home, tg.url):
+        sent = await trio.to_thread.run_sync(tg.wait_sent, 2, 30.0)
+        assert sorted(shown(sent)) == ["pending", "to retry"]
+    states = [state for _, _, state, _, _ in await settled_rows(registry, home)]
+    assert states == [UNKNOWN, SENT, SENT]
+    async with sending(registry, home, tg.url):
+        pass  # a second restart sends nothing more
+    assert len(tg.sent) == 2
 
 
-async def test_a_failing_send_retries_and_a_rejected_one_is_dead(registry, home):
-    with FakeChatPlatform(token=TOKEN) as platform:
-        platform.fail_sends(503, times=2)
-        async with http_platform(platform) as adapter, running(registry, home, adapter, REAL) as (
-            box, outbox, db,
-        ):  # fmt: skip
-            await queue(db, outbox, "a", "after two failures", clock=REAL)
-            [sent] = await trio.to_thread.run_sync(platform.wait_sent, 1, 30.0)
-            assert sent["text"] == "after two failures"
-            platform.fail_sends(403)
-            await queue(db, outbox, "b", "forbidden", clock=REAL)
-            await trio.to_thread.run_sync(platform.wait_refused, 3, 30.0)
-            await queue(db, outbox, "b", "next", key="b-next", clock=REAL)  # b's queue moves on
-            await trio.to_thread.run_sync(platform.wait_sent, 2, 30.0)
+async def test_a_failing_send_retries_and_a_rejected_one_is_dead(registry, home, tg):
+    tg.fail("sendMessage", 503, times=2)
+    async with sending(registry, home, tg.url) as (outbox, db):
+        await send(db, outbox, 1, "after two failures")
+        sent = await trio.to_thread.run_sync(tg.wait_sent, 1, 30.0)
+        assert shown(sent) == ["after two failures"]
+        tg.fail("sendMessage", 403)
+        await send(db, outbox, 2, "forbidden")
+        await trio.to_thread.run_sync(tg.wait_refused, 3, 30.0)
+        await send(db, outbox, 2, "next", key="2-next")  # chat 2's queue moves on
+        await trio.to_thread.run_sync(tg.wait_sent, 2, 30.0)
     assert [(c, s) for c, _, s, _, _ in await settled_rows(registry, home)] == [
-        ("a", SENT), ("b", DEAD), ("b", SENT)
+        ("1", SENT), ("2", DEAD), ("2", SENT)
     ]  # fmt: skip
+    assert len(tg.refused) == 3  # the dead one was tried once
 
 
-async def test_a_held_send_never_blocks_the_adapters_receiving(registry, home):
+async def test_a_held_send_never_blocks_the_adapters_receiving(registry, home, tg):
     """A 429 with a long retry-after holds the chat's row in the outbox, not in the
     adapter: the adapter keeps taking messages from the platform meanwhile."""
     admitted: list = []
-    with FakeChatPlatform(token=TOKEN) as platform:
-        platform.fail_sends(429, retry_after=3600)
-        async with http_platform(platform, admitted) as adapter, running(
-            registry, home, adapter, REAL
-        ) as (box, outbox, db):  # fmt: skip
-            await queue(db, outbox, "a", "held for an hour", clock=REAL)
-            await trio.to_thread.run_sync(platform.wait_refused, 1, 30.0)
-            update = platform.inject("are you there?")
-            await trio.to_thread.run_sync(platform.wait_acked, update, 30.0)
-            assert [e.text for e in admitted] == ["are you there?"]
-            assert platform.sent == []
-        [(_, _, state, _, error)] = await settled_rows(registry, home)
-        assert state == "retry" and "429" in error
+    tg.fail("sendMessage", 429, retry_after=3600)
+    async with sending(registry, home, tg.url, admitted) as (outbox, db):
+        await send(db, outbox, 1, "held for an hour")
+        await trio.to_thread.run_sync(tg.wait_refused, 1, 30.0)
+        update = tg.message("are you there?")
+        await trio.to_thread.run_sync(tg.wait_acked, update, 30.0)
+        assert [e.text for e in admitted] == ["are you there?"]
+        assert tg.sent == []
+    [(_, _, state, _, error)] = await settled_rows(registry, home)
+    assert state == "retry" and "429" in error
 
 
-async def test_a_send_whose_answer_never_came_is_unknown_not_sent_twice(registry, home):
-    """The platform took the request and answered too late (a read timeout): it may have
-    arrived, so on a platform that does not deduplicate it is never sent again."""
-    with FakeChatPlatform(token=TOKEN) as platform:
-        platform.hold_sends()
-        async with http_platform(platform, send_timeout=0.5) as adapter, running(
-            registry, home, adapter, REAL
-        ) as (box, outbox, db):  # fmt: skip
-            await queue(db, outbox, "a", "slow to answer", clock=REAL)
-            await queue(db, outbox, "a", "the next one", key="a-next", clock=REAL)
-            await trio.to_thread.run_sync(platform.wait_held, 2, 30.0)  # resent blindly?
-            platform.release_sends()
-            sent = await trio.to_thread.run_sync(platform.wait_sent, 2, 30.0)
+async def test_a_send_whose_answer_never_came_is_unknown_not_sent_twice(
+    registry, home, tg, monkeypatch
+):
+    """The request left and no answer came within the send's deadline (it was held on its
+    way: tests/adapters/relay.py): it may have arrived, so on a platform that does not
+    deduplicate it is never sent again; the chat's next message goes after it."""
+    monkeypatch.setattr(adapter_base, "SEND_DEADLINE", 1.0)  # the contract's 30 s, shorter
+    with HeldRelay(tg.url) as relay:
+        relay.hold(b"/sendMessage")
+        async with sending(registry, home, relay.url) as (outbox, db):
+            await send(db, outbox, 1, "slow to answer")
+            await send(db, outbox, 1, "the next one", key="1-next")
+            await trio.to_thread.run_sync(relay.wait_held, 2, 30.0)  # resent blindly?
+            relay.release()
+            sent = await trio.to_thread.run_sync(tg.wait_sent, 2, 30.0)
         # each once (released together, they land in either order)
-        assert sorted(s["text"] for s in sent) == ["slow to answer", "the next one"]
+        assert sorted(shown(sent)) == ["slow to answer", "the next one"]
         assert [(state, attempts) for _, _, state, attempts, _ in
                 await settled_rows(registry, home)] == [(UNKNOWN, 1), (SENT, 1)]  # fmt: skip

@@ -9,6 +9,7 @@ import base64
 import contextlib
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,20 +33,16 @@ from tests.processes import hermes, wait_ready
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
+BROWSER_PACKAGES = ("chromium", "chromium-driver")
 WAIT = 30.0  # seconds for any one thing to show; the page polls every 2 or 5 s
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[WebDriver]:
+def browser(tmp_path: Path, require_system) -> Iterator[WebDriver]:
     """Headless Chromium through Debian's chromedriver (named, so Selenium Manager never
-    runs). A missing browser fails the test: CI installs both (.ci/run)."""
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.is_file()]
-    if missing:
-        pytest.fail(
-            f"the dashboard test needs {' and '.join(missing)}:"
-            " apt-get install chromium chromium-driver",
-            pytrace=False,
-        )
+    runs); without them the test is skipped with the install command (failed in CI, which
+    installs them: .ci/run)."""
+    require_system(CHROMIUM, CHROMEDRIVER, packages=BROWSER_PACKAGES)
     options = Options()
     options.binary_location = str(CHROMIUM)
     for arg in (
@@ -68,6 +65,24 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
     finally:
         driver.quit()
         _end_leftovers()
+
+
+def test_without_the_browser_it_is_skipped_with_the_install_command_unless_required(
+    require_system, monkeypatch, tmp_path
+):
+    nowhere = tmp_path / "chromium"  # as on a machine without the package
+    monkeypatch.delenv("HERMES_TEST_REQUIRE_SYSTEM", raising=False)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        require_system(nowhere, Path(sys.executable), packages=BROWSER_PACKAGES)
+    assert str(skipped.value) == (
+        "needs Debian's chromium and chromium-driver: apt-get install chromium chromium-driver"
+        f" ({nowhere} missing)"
+    )
+    monkeypatch.setenv("HERMES_TEST_REQUIRE_SYSTEM", "1")  # CI: it must run
+    with pytest.raises(pytest.fail.Exception) as failed:
+        require_system(nowhere, packages=BROWSER_PACKAGES)
+    assert str(failed.value).startswith(str(skipped.value))
+    require_system(Path(sys.executable), packages=("python3",))  # there: the test goes on
 
 
 def _end_leftovers() -> None:

@@ -159,13 +159,14 @@ class TelegramAdapter(HttpAdapter):
             wait = CONFLICT_BACKOFF.delay(attempt, self.rng)
         why = "another poller has this token" if exc.status == 409 else "rate limited"
         self.status.state = BACKING_OFF
-        self.status.reason = f"getUpdates {exc.status}: {why}; polling again in {wait:.0f} s"
-        log.warning("%s: %s", self.name, self.status.reason)
+        why_waiting = f"getUpdates {exc.status}: {why}; polling again in {wait:.0f} s"
+        self.status.reason = why_waiting  # kept through the wait: progress() clears it
+        log.warning("%s: %s", self.name, why_waiting)
         until = trio.current_time() + wait
         while trio.current_time() < until:  # the wait is Telegram's answer, not silence
             await trio.sleep(min(until - trio.current_time(), self.progress_deadline / 2))
             self.progress()
-            self.status.state = BACKING_OFF
+            self.status.state, self.status.reason = BACKING_OFF, why_waiting
 
     async def _offset(self) -> int:
         if self.cursors is None:

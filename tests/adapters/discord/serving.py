@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from tests.adapters.serving import Serve
 from tests.fakes.discord import TOKEN
-from tests.processes import HERMES
 
 TOKEN_VAR = "DISCORD_BOT_TOKEN"
 
@@ -14,7 +13,6 @@ class DiscordServe(Serve):
     """Serve with `platforms.discord` pointed at the fake."""
 
     name = "discord"
-    command = (*HERMES, "serve")
     access = "    allow_all_users: true\n    group_policy: open\n"
 
     def tokens(self) -> dict[str, str]:

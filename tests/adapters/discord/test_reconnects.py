@@ -19,12 +19,8 @@ import pytest
 from hermes.actors.backoff import Backoff
 from hermes.adapters.base import EARLY_FAILURES
 from hermes.adapters.cursors import Cursors
-from tests.adapters.discord.inprocess import (
-    NAME,
-    Admissions,
-    QuickDiscord,
-    running,
-)
+from tests.adapters.discord.inprocess import NAME, QuickDiscord, running_discord
+from tests.adapters.inprocess import Admissions
 from tests.adapters.serving import in_thread
 from tests.fakes.discord import BOT_ID, FakeDiscord
 
@@ -54,7 +50,7 @@ class Lowest(random.Random):
 async def test_a_flapping_gateway_gets_identifies_at_a_growing_pace(discord):
     discord.flap(4000)  # Hello, then a close on every Identify: no session ever begins
     pace = PacedDiscord.reconnect_backoff
-    async with running(discord, Admissions(), adapter=PacedDiscord) as run:
+    async with running_discord(discord, Admissions(), adapter=PacedDiscord) as run:
         await in_thread(discord.wait_identifies, 6, 30.0)
         times = [p["at"] for p in discord.identify_payloads[:6]]
         gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
@@ -73,7 +69,7 @@ async def test_a_flapping_gateway_gets_identifies_at_a_growing_pace(discord):
 @pytest.mark.timeout(60)
 async def test_no_false_zombie_while_waiting_to_identify_after_an_invalid_session(discord, caplog):
     caplog.set_level(logging.INFO, logger="hermes.adapters")
-    async with running(discord, Admissions()) as run:
+    async with running_discord(discord, Admissions()) as run:
         first = await in_thread(discord.wait_settled)
         discord.invalid_session(resumable=False)
         await in_thread(discord.wait_identifies, 2, 10.0)
@@ -95,7 +91,7 @@ async def test_a_refused_resume_is_followed_by_identify_on_the_same_socket_later
     gone = {"id": "gone", "resume_url": discord.resume_gateway_url, "bot_id": BOT_ID, "seq": 7}
     async with Cursors(registry, state_db) as cursors:  # kept by an earlier hermes
         await cursors.put(f"{NAME}:session", json.dumps(gone))
-    async with running(discord, Admissions(), cursors=lambda: Cursors(registry, state_db)):
+    async with running_discord(discord, Admissions(), cursors=lambda: Cursors(registry, state_db)):
         sock = await in_thread(discord.wait_settled)
     [refused] = discord.resume_attempts
     [fresh] = discord.identify_payloads
@@ -109,7 +105,7 @@ async def test_a_refused_resume_is_followed_by_identify_on_the_same_socket_later
 @pytest.mark.timeout(60)
 async def test_a_close_before_identify_or_resume_is_no_crash_and_keeps_the_session(discord):
     admissions = Admissions()
-    async with running(discord, admissions) as run:
+    async with running_discord(discord, admissions) as run:
         await in_thread(discord.wait_settled)
         [session] = discord.sessions
         discord.flap(4000, at="hello")  # the next sockets close before we speak
@@ -129,7 +125,7 @@ async def test_a_close_before_identify_or_resume_is_no_crash_and_keeps_the_sessi
 @pytest.mark.timeout(60)
 async def test_a_zombie_is_closed_with_4000_and_the_log_says_so(discord, caplog):
     caplog.set_level(logging.INFO, logger="hermes.adapters")
-    async with running(discord, Admissions()) as run:
+    async with running_discord(discord, Admissions()) as run:
         await in_thread(discord.wait_settled)
         discord.zombie()
         await in_thread(discord.wait_resumes, 1, 10.0)
@@ -146,7 +142,9 @@ async def test_a_new_incarnation_resumes_the_kept_session_never_past_admission(
 ):
     state_db = tmp_path / "state.db"
     admissions = Admissions()
-    async with running(discord, admissions, cursors=lambda: Cursors(registry, state_db)) as run:
+    async with running_discord(
+        discord, admissions, cursors=lambda: Cursors(registry, state_db)
+    ) as run:
         await in_thread(discord.wait_settled)
         [session] = discord.sessions
         admissions.hold("two")  # its admission waits

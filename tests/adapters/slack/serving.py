@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from tests.adapters.serving import Serve
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN
-from tests.processes import HERMES
 
 BOT_VAR, APP_VAR = "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"
 
@@ -14,7 +13,6 @@ class SlackServe(Serve):
     """Serve with `platforms.slack` pointed at the fake (a socket idle 3 s is dead)."""
 
     name = "slack"
-    command = (*HERMES, "serve")
     access = "    allow_all_users: true\n    group_policy: open\n"
 
     def tokens(self) -> dict[str, str]:

@@ -123,12 +123,16 @@ async def test_a_429_on_one_channel_delays_only_that_channel(serve, model, slack
 
 @pytest.mark.timeout(60)
 async def test_a_brief_posted_flat_is_continued_flat_and_in_its_thread(serve, model, slack):
-    made = ("cronjob", {"action": "create", "schedule": "in 2s", "prompt": "Brief me",
-                        "attach_to_session": True})  # fmt: skip
+    """A job made in a channel posts its brief flat into it (spec/delivery.md, "Mirrors and
+    continuable briefs"; mirrored by the global switch, the job says nothing): a plain
+    reply in the channel, or a reply in the brief's own thread, continues the job's
+    session."""
+    made = ("cronjob", {"action": "create", "schedule": "in 2s", "prompt": "Brief me"})
     model.script(tool_answer(made), text_answer("Scheduled."), text_answer("THE BRIEF"),
                  text_answer("flat"), text_answer("threaded"))  # fmt: skip
     # everyone here is a user: cronjob offered to users, for jobs that report back here
-    serve.configure(top=f"agent:\n  tools:\n    user: [{', '.join((*USER_TOOLS, 'cronjob'))}]\n")
+    tools = f"agent:\n  tools:\n    user: [{', '.join((*USER_TOOLS, 'cronjob'))}]\n"
+    serve.configure(top=tools + "cron:\n  mirror_delivery: true\n")
     serve.start()
     slack.mention("brief me later", channel="C5")
     scheduled, brief = await in_thread(slack.wait_sent, 2, 30.0)
@@ -138,6 +142,13 @@ async def test_a_brief_posted_flat_is_continued_flat_and_in_its_thread(serve, mo
     slack.mention("and then?", channel="C5", thread_ts=brief["ts"])
     await in_thread(slack.wait_sent, 4, 30.0)
     serve.stop()
-    for request in model.requests[3:5]:
-        said = [(m["role"], m.get("content")) for m in request["body"]["messages"]]
-        assert ("assistant", "THE BRIEF") in said
+    flat, threaded = (said(request) for request in model.requests[3:5])
+    assert ("assistant", "THE BRIEF") in flat and ("assistant", "THE BRIEF") in threaded
+    assert ("user", "brief me later") in flat  # the job's own session
+    assert (flat[-1], threaded[-1]) == (("user", "thanks"), ("user", "and then?"))
+    assert [s["text"] for s in slack.sent][2:] == ["flat", "threaded"]
+
+
+def said(request: dict) -> list[tuple[str, str]]:
+    """The (role, text) of a model request's conversation."""
+    return [(m["role"], m.get("content") or "") for m in request["body"]["messages"]]

@@ -4,7 +4,6 @@ Bot API (tests/fakes/telegram.py) and the fake model."""
 from __future__ import annotations
 
 from tests.adapters.serving import Serve
-from tests.processes import HERMES
 
 TOKEN_VAR = "TELEGRAM_BOT_TOKEN"
 TOKEN = "123456:TEST-token"
@@ -15,7 +14,6 @@ class TelegramServe(Serve):
     """Serve with `platforms.telegram` pointed at the fake (polls held 1 s)."""
 
     name = "telegram"
-    command = (*HERMES, "serve")
     access = f"    allowed_users: ['{ANN}']\n    owner: '{ANN}'\n"
 
     def tokens(self) -> dict[str, str]:
