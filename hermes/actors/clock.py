@@ -14,7 +14,9 @@ import time
 import trio
 
 
-class WallClock:
+class Clock:
+    """The one clock of serve: wall-clock seconds, on the Trio clock in tests."""
+
     def __init__(self, origin: float | None = None) -> None:
         self.origin = origin  # wall time at trio.current_time() == 0, or None for real time
 

@@ -1,15 +1,40 @@
-"""Typed errors the kernel raises to callers and parents."""
+"""The root of hermes's errors, its families, and the kernel's own errors.
+
+Every error hermes raises on purpose is a HermesError (config.py's, which sits
+beside the kernel and imports nothing, are the one exception). A caller that
+only needs to know what to do next catches a family: Invalid (the request is
+wrong; asking again the same way fails again) or Unavailable (a part is
+stopped, busy or replaced; the same request may succeed later). The CLI, the
+dashboard and JSON-RPC map these two families to their exit statuses, HTTP
+statuses and error codes in one place each.
+"""
 
 from __future__ import annotations
 
 import trio
 
 
-class ActorError(Exception):
+class HermesError(Exception):
+    """Root of every error hermes raises on purpose."""
+
+
+class Invalid(HermesError):
+    """The request is wrong (bad input, a rule says no): the same request fails again."""
+
+
+class NotFound(Invalid):
+    """The request names something that does not exist (a job, a session, a row, a code)."""
+
+
+class Unavailable(HermesError):
+    """Something the request needs is stopped, busy or replaced: it may succeed later."""
+
+
+class ActorError(HermesError):
     """Base for every error raised by the actor kernel."""
 
 
-class ActorStopped(ActorError):
+class ActorStopped(ActorError, Unavailable):
     """The actor behind an address is stopped (or stopping) and takes no messages."""
 
     def __init__(self, name: str) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from hermes.actors.address import Address
-from hermes.actors.clock import WallClock
+from hermes.actors.clock import Clock
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore, memory_of
 from hermes.agent.permissions import Caller
@@ -97,7 +97,7 @@ def cron_fire_context(
         spill_dir=home.logs / "cron",
         runner=runner,
         config=config.cron,
-        clock=WallClock(),
+        clock=Clock(),
         platforms=platforms,
         sessions=config.gateway,
         outbox=outbox,

@@ -28,7 +28,7 @@ import trio
 from prometheus_client import Counter, Histogram
 
 from hermes.actors.address import Address
-from hermes.actors.clock import WallClock
+from hermes.actors.clock import Clock
 from hermes.config import CronConfig, GatewayConfig, PlatformConfig
 from hermes.cron.briefs import queue_brief
 from hermes.cron.jobs import Job
@@ -92,7 +92,7 @@ class FireContext:
     spill_dir: Path
     runner: AgentRunner
     config: CronConfig = CronConfig()
-    clock: WallClock = attrs.field(factory=WallClock)
+    clock: Clock = attrs.field(factory=Clock)
     platforms: Mapping[str, PlatformConfig] = attrs.field(factory=dict)
     sessions: GatewayConfig = GatewayConfig()
     outbox: Callable[[], Address | None] = lambda: None

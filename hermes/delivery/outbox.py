@@ -27,7 +27,7 @@ from prometheus_client import Counter
 from hermes.actors.actor import Actor
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
-from hermes.actors.clock import WallClock
+from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
 from hermes.actors.reply import Reply
 from hermes.adapters.contract import (
@@ -125,7 +125,7 @@ class Outbox(Actor):
         freshness: float = FRESHNESS,
         name: str = "outbox",
         rng: random.Random | None = None,
-        clock: WallClock | None = None,
+        clock: Clock | None = None,
         sessions: GatewayConfig = DEFAULT_SESSIONS,
         mirrored: Callable[[list[str]], Awaitable[None]] | None = None,
     ) -> None:
@@ -137,7 +137,7 @@ class Outbox(Actor):
         self.paces = paces
         self.freshness = freshness
         self.rng = rng or random.Random()
-        self.clock = clock or WallClock()
+        self.clock = clock or Clock()
         self.sessions = sessions  # how a mirrored brief's sessions are keyed
         self.mirrored = mirrored  # told which sessions a mirror wrote to
         self.db: Db | None = None

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import trio
 
-from hermes.actors.clock import WallClock
+from hermes.actors.clock import Clock
 from hermes.agent.chain import ProviderChain
 from hermes.agent.cron_runner import CronAgentRunner
 from hermes.agent.loop import Agent
@@ -50,7 +50,7 @@ async def test_cron_agent_job_end_to_end(fake, home, registry, io_clock, fails):
     runner = Runner(agent, registry, home.state_db, home.memories, home.root,
                     home.root / ".term", UTC, workspace=home.workspace)  # fmt: skip
     ctx = FireContext(scripts=home.scripts, output_dir=home.cron_output, spill_dir=home.logs,
-                      runner=runner, config=CronConfig(), clock=WallClock(origin=T0))  # fmt: skip
+                      runner=runner, config=CronConfig(), clock=Clock(origin=T0))  # fmt: skip
     scheduler = Scheduler(registry, home.state_db, ctx, UTC, poll_max=float("inf"))
     async with trio.open_nursery() as nursery:
         address = await nursery.start(scheduler.run)

@@ -15,7 +15,7 @@ import pytest
 import trio
 import trio.testing
 
-from hermes.actors.clock import WallClock
+from hermes.actors.clock import Clock
 from hermes.config import CronConfig, PlatformConfig
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job
@@ -80,7 +80,7 @@ def setup(home, registry, cron_clock):
             spill_dir=home.logs / "cron",
             runner=runner,
             config=CronConfig(**{"lease_seconds": 30.0, "heartbeat_seconds": 10.0, **config}),
-            clock=WallClock(origin=T0),
+            clock=Clock(origin=T0),
             platforms=PLATFORMS,
         )
         sched = Scheduler(registry, home.state_db, ctx, UTC, poll_max=poll_max)

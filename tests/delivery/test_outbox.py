@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from hermes.actors.actor import Actor
-from hermes.actors.clock import WallClock
+from hermes.actors.clock import Clock
 from hermes.adapters import base as adapter_base
 from hermes.adapters.base import AdapterSetup, AdapterStatus
 from hermes.adapters.contract import (
@@ -48,8 +48,8 @@ from tests.adapters.telegram.serving import TOKEN, TOKEN_VAR
 from tests.fakes.telegram import parse_markdown_v2
 
 ORIGIN = 1_800_000_000.0
-MOCK = WallClock(ORIGIN)  # wall time on the mock clock: ORIGIN at trio time 0
-REAL = WallClock()  # the tests over real HTTP run on real time (trio's clock has an offset)
+MOCK = Clock(ORIGIN)  # wall time on the mock clock: ORIGIN at trio time 0
+REAL = Clock()  # the tests over real HTTP run on real time (trio's clock has an offset)
 PLATFORM = "scripted"  # the scripted adapter's platform: no pace unless a test sets one
 TELEGRAM = "telegram"
 
@@ -91,7 +91,7 @@ async def queue(
     chat: str,
     *chunks: str,
     key: str | None = None,
-    clock: WallClock = MOCK,
+    clock: Clock = MOCK,
     platform: str = PLATFORM,
 ) -> None:
     now = clock.now()
@@ -102,7 +102,7 @@ async def queue(
 
 @asynccontextmanager
 async def running(
-    registry, home, adapter_address, clock: WallClock = MOCK, paces=None, platform=PLATFORM
+    registry, home, adapter_address, clock: Clock = MOCK, paces=None, platform=PLATFORM
 ):
     """An Outbox on the test's state.db whose only platform is `adapter_address`."""
     box = Outbox(registry, home.state_db, lambda p: adapter_address if p == platform else None,
