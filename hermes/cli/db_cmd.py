@@ -34,6 +34,8 @@ def db(args: argparse.Namespace) -> int:
         print(f"integrity_check: {report.integrity}")
         print(f"quick_check: {report.quick}")
         print(f"schema_version: {report.schema_version}")
+        if report.schema_error is not None:
+            print(f"schema: {report.schema_error}")
         print(f"wal_bytes: {report.wal_bytes}")
         return exit_codes.OK if report.ok else exit_codes.FAILED
     if args.action == "backup":

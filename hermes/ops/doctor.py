@@ -31,8 +31,7 @@ from hermes.cron.store import list_jobs
 from hermes.delivery.outbox_store import DEAD, OutboxRow, listing
 from hermes.home import HermesHome
 from hermes.state import maintenance
-from hermes.state.errors import StateError
-from hermes.state.schema import SCHEMA_VERSION
+from hermes.state.errors import SchemaTooNew, StateError
 from hermes.state.writer import WAL_WARN_BYTES
 
 T = TypeVar("T")
@@ -202,12 +201,10 @@ def check_state_db(path: Path) -> CheckResult:
         report = maintenance.check(path)
     except (apsw.Error, StateError) as exc:
         return failed("state.db", f"cannot be read: {_describe(exc)}", FIX_CORRUPT)
-    if report.schema_version > SCHEMA_VERSION:
-        return failed(
-            "state.db",
-            f"schema {report.schema_version} is newer than this hermes knows ({SCHEMA_VERSION})",
-            "upgrade hermes",
-        )
+    if isinstance(report.schema_error, SchemaTooNew):
+        return failed("state.db", str(report.schema_error), "upgrade hermes")
+    if report.schema_error is not None:  # not made by the baseline: nothing migrates it
+        return failed("state.db", str(report.schema_error), "move state.db aside")
     if not report.ok:
         problem = report.integrity if report.integrity != "ok" else report.quick
         return failed("state.db", f"integrity check: {problem[:200]}", FIX_CORRUPT)

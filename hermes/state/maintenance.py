@@ -13,9 +13,9 @@ from pathlib import Path
 import apsw
 import attrs
 
-from hermes.state.connection import BUSY_TIMEOUT_MS, open_writer, restamp
-from hermes.state.errors import StateError
-from hermes.state.schema import SCHEMA_VERSION, migrate, schema_version
+from hermes.state.connection import BUSY_TIMEOUT_MS, restamp
+from hermes.state.errors import SchemaTooNew, SchemaUnknown, StateError
+from hermes.state.schema import known_version, schema_version
 
 
 def has_table(conn: apsw.Connection, name: str) -> bool:
@@ -44,16 +44,17 @@ def wal_size(path: Path) -> int:
 
 @attrs.frozen
 class CheckReport:
+    """`schema_error`: why this hermes cannot use the file's schema (None: it can)."""
+
     integrity: str
     quick: str
     schema_version: int
+    schema_error: SchemaTooNew | SchemaUnknown | None
     wal_bytes: int
 
     @property
     def ok(self) -> bool:
-        return (
-            self.integrity == "ok" and self.quick == "ok" and self.schema_version <= SCHEMA_VERSION
-        )
+        return self.integrity == "ok" and self.quick == "ok" and self.schema_error is None
 
 
 def check(path: Path) -> CheckReport:
@@ -61,10 +62,15 @@ def check(path: Path) -> CheckReport:
     try:
         integrity = "; ".join(r[0] for r in conn.execute("PRAGMA integrity_check"))
         quick = "; ".join(r[0] for r in conn.execute("PRAGMA quick_check"))
-        version = conn.execute("PRAGMA user_version").get
+        version = schema_version(conn)
+        try:
+            known_version(conn)
+            schema_error = None
+        except (SchemaTooNew, SchemaUnknown) as exc:
+            schema_error = exc
     finally:
         conn.close()
-    return CheckReport(integrity, quick, version, wal_size(path))
+    return CheckReport(integrity, quick, version, schema_error, wal_size(path))
 
 
 def backup(
@@ -111,7 +117,7 @@ def stats(path: Path) -> dict[str, int]:
     conn = open_plain(path)
     try:
         return {
-            "schema_version": conn.execute("PRAGMA user_version").get,
+            "schema_version": schema_version(conn),
             "sessions": conn.execute("SELECT count(*) FROM sessions").get,
             "live_sessions": conn.execute(
                 "SELECT count(*) FROM sessions WHERE ended_at IS NULL"
@@ -125,17 +131,3 @@ def stats(path: Path) -> dict[str, int]:
         }
     finally:
         conn.close()
-
-
-def open_for_writing(path: Path) -> apsw.Connection:
-    """A write connection for a one-shot command, creating and migrating the file if needed.
-
-    Callers run each change inside `schema.immediate(conn)`.
-    """
-    conn = open_writer(path)
-    try:
-        migrate(conn)
-    except BaseException:
-        conn.close()
-        raise
-    return conn

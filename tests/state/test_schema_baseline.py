@@ -1,0 +1,138 @@
+"""The baseline (schema version 1) builds exactly what the fifteen old steps built from an
+empty file (tests/state/old_steps.py, frozen), and step 2 only adds cron_jobs.zone."""
+
+from __future__ import annotations
+
+import re
+
+import apsw
+
+from hermes.state import schema
+from tests.state import old_steps
+
+FTS_SHADOWS = (
+    "messages_fts_data",
+    "messages_fts_idx",
+    "messages_fts_docsize",
+    "messages_fts_config",
+)
+
+
+def normalized(sql: str | None) -> str | None:
+    """The statement with comments dropped and whitespace collapsed (none around
+    punctuation): how it is laid out in the source does not count, every word does."""
+    if sql is None:
+        return None
+    sql = re.sub(r"--[^\n]*", " ", sql)
+    sql = re.sub(r"\s+", " ", sql).strip()
+    return re.sub(r"\s*([(),;])\s*", r"\1", sql)
+
+
+def shape(conn: apsw.Connection) -> dict:
+    """What the schema is: every object in sqlite_master, and per table its columns
+    (type, NOT NULL, default, key), indexes (with their columns) and foreign keys."""
+    master = sorted(
+        (kind, name, table, normalized(sql))
+        for kind, name, table, sql in conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master"
+        )
+    )
+    tables = [name for kind, name, _, _ in master if kind == "table"]
+    per_table = {}
+    for table in tables:
+        indexes = list(conn.execute(f"PRAGMA index_list('{table}')"))
+        per_table[table] = {
+            "columns": list(conn.execute(f"PRAGMA table_xinfo('{table}')")),
+            "indexes": indexes,
+            "index_columns": {
+                index[1]: list(conn.execute(f"PRAGMA index_xinfo('{index[1]}')"))
+                for index in indexes
+            },
+            "foreign_keys": list(conn.execute(f"PRAGMA foreign_key_list('{table}')")),
+        }
+    return {"master": master, "tables": per_table}
+
+
+def rows(conn: apsw.Connection, tables: tuple[str, ...] | None = None) -> dict[str, list]:
+    """Every row of the given tables (default: every ordinary table)."""
+    if tables is None:
+        found = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'"
+        )
+        tables = tuple(name for (name,) in found)
+    return {t: sorted(conn.execute(f"SELECT * FROM '{t}'"), key=repr) for t in tables}
+
+
+def baseline() -> apsw.Connection:
+    conn = apsw.Connection(":memory:")
+    assert schema.migrate(conn, target=1) == [1]
+    return conn
+
+
+def old() -> apsw.Connection:
+    conn = apsw.Connection(":memory:")
+    old_steps.build(conn)
+    assert schema.schema_version(conn) == 15
+    return conn
+
+
+def test_the_baseline_builds_the_schema_the_old_steps_built():
+    new, reference = baseline(), old()
+    assert schema.schema_version(new) == 1
+    ours = shape(new)
+    assert ours == shape(reference)
+    kinds = [kind for kind, *_ in ours["master"]]
+    assert (kinds.count("table"), kinds.count("index"), kinds.count("trigger")) == (20, 22, 3)
+
+
+def test_the_baseline_inserts_only_its_mark():
+    new, reference = baseline(), old()
+    ours, theirs = rows(new), rows(reference)
+    assert ours["meta"] == [(schema.BASELINE_MARK, "1")] and theirs["meta"] == []
+    # The old step 2 rebuilt its then empty index, which writes the index's empty
+    # averages record; a new index writes that record on its first insert.
+    for name in ("meta", "messages_fts_data"):
+        del ours[name], theirs[name]
+    assert ours == theirs
+    assert all(not table_rows for name, table_rows in ours.items() if name not in FTS_SHADOWS)
+
+
+def write_the_same(conn: apsw.Connection) -> None:
+    conn.execute("INSERT INTO sessions (id, started_at) VALUES ('s', 1)")
+    for text in ("the blue umbrella", "a red umbrella", "no rain today"):
+        conn.execute(
+            "INSERT INTO messages (session_id, role, content, timestamp)"
+            " VALUES ('s', 'user', ?, 1)",
+            (text,),
+        )
+    conn.execute("UPDATE messages SET content = 'the green umbrella' WHERE id = 1")
+    conn.execute("DELETE FROM messages WHERE id = 2")
+
+
+def test_the_search_index_and_its_triggers_work_as_before():
+    new, reference = baseline(), old()
+    for conn in (new, reference):
+        write_the_same(conn)
+        conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+    found = "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid"
+    assert [r for (r,) in new.execute(found, ("umbrella",))] == [1]
+    for word in ("umbrella", "green", "blue", "rain"):
+        assert list(new.execute(found, (word,))) == list(reference.execute(found, (word,)))
+    assert rows(new, FTS_SHADOWS) == rows(reference, FTS_SHADOWS)
+
+
+def test_step_2_adds_the_zone_of_cron_jobs_and_nothing_else():
+    conn = baseline()
+    before = shape(conn)
+    conn.execute(
+        "INSERT INTO cron_jobs (id, name, schedule, schedule_display, created_at)"
+        " VALUES ('j', 'j', 'every:3600', 'every 1h', 1)"
+    )
+    assert schema.migrate(conn) == [2]
+    assert schema.schema_version(conn) == 2
+    after = shape(conn)
+    columns = after["tables"]["cron_jobs"].pop("columns")
+    assert columns[:-1] == before["tables"]["cron_jobs"].pop("columns")
+    assert columns[-1][1:] == ("zone", "TEXT", 0, None, 0, 0)  # nullable, no default
+    assert after["tables"] == before["tables"]
+    assert conn.execute("SELECT zone FROM cron_jobs WHERE id = 'j'").get is None
