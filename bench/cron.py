@@ -13,6 +13,7 @@ Last line: RESULT batch_ratio=<per-job time / batch time> lateness_p99_ms=<p99>
 from __future__ import annotations
 
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,13 +25,15 @@ import trio
 from hermes.config import CronConfig
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import JOB_SELECT, Job, job_from_row
+from hermes.cron.lifecycle import claim_due
 from hermes.cron.schedule import Schedule, next_after
 from hermes.cron.scheduler import JobsChanged, Scheduler
-from hermes.cron.store import NewJob, claim_due, create_job
+from hermes.cron.store import NewJob, create_job
 from hermes.state.db import Db
-from hermes.state.maintenance import open_for_writing
 from hermes.state.registry import Registry
-from hermes.state.schema import immediate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.seed
+from tests.seed import writing  # noqa: E402
 
 UTC = ZoneInfo("UTC")
 JOBS = 10_000
@@ -59,9 +62,8 @@ def claim_one(conn: apsw.Connection, job_id: str, owner: str, now: float) -> Non
 
 
 def fill(path: Path) -> None:
-    conn = open_for_writing(path)
     hourly = Schedule("cron", "every 1h", expr="0 * * * *")
-    with immediate(conn):
+    with writing(path) as conn:
         for i in range(JOBS):
             create_job(conn, NewJob(f"job-{i}", hourly, prompt="p"), T0, UTC)
         # the first DUE jobs are due now; the rest later
@@ -70,7 +72,6 @@ def fill(path: Path) -> None:
             " (SELECT rowid FROM cron_jobs ORDER BY rowid LIMIT ?)",
             (T0 + 10, DUE),
         )
-    conn.close()
 
 
 def copy(src: Path, dest: Path) -> None:
@@ -133,11 +134,12 @@ async def measure_lateness(root: Path) -> list[float]:
             ctx = FireContext(scripts=root, output_dir=root / "out", spill_dir=root / "spill",
                               runner=runner, config=CronConfig())  # fmt: skip
             scheduler = Scheduler(registry, path, ctx, UTC)
-            address = await nursery.start(scheduler.run)
-            await address.cast(JobsChanged())
-            with trio.fail_after(30):
-                await runner.all_fired.wait()
-            scheduler.request_drain(trio.current_time() + 5)
+            async with trio.open_nursery() as fires:  # it stops before the registry does
+                address = await fires.start(scheduler.run)
+                await address.cast(JobsChanged())
+                with trio.fail_after(30):
+                    await runner.all_fired.wait()
+                scheduler.request_drain(trio.current_time() + 5)
         registry.request_drain(trio.current_time() + 30)
     return runner.lateness
 

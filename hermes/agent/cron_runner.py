@@ -80,10 +80,12 @@ def cron_fire_context(
     config: Config,
     policy: EnvPolicy | None = None,
     outbox: Callable[[], Address | None] = lambda: None,
+    clock: Clock | None = None,
 ) -> FireContext:
     """How cron fires run in this home: scripts from its scripts/, agent turns with
     memory, outputs under cron/output, briefs into the outbox (`outbox` is the Outbox
-    actor to nudge, when one runs in this process)."""
+    actor to nudge, when one runs in this process), every time read from `clock`
+    (serve's one clock; a real one by default)."""
     platforms = config.enabled_platforms()
     policy = policy or EnvPolicy()
     runner = CronAgentRunner(
@@ -97,7 +99,7 @@ def cron_fire_context(
         spill_dir=home.logs / "cron",
         runner=runner,
         config=config.cron,
-        clock=Clock(),
+        clock=clock or Clock(),
         platforms=platforms,
         sessions=config.gateway,
         outbox=outbox,

@@ -16,7 +16,8 @@ import apsw
 
 from hermes.config import GatewayConfig, PlatformConfig
 from hermes.cron.jobs import Job
-from hermes.cron.store import record_delivery, record_target
+from hermes.cron.lifecycle import record_delivery
+from hermes.cron.store import record_target
 from hermes.delivery.channels import home_channels
 from hermes.delivery.mirror import LOCAL, Mirror, plan_seeds
 from hermes.delivery.outbox_store import enqueue

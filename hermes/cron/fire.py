@@ -32,8 +32,9 @@ from hermes.actors.clock import Clock
 from hermes.config import CronConfig, GatewayConfig, PlatformConfig
 from hermes.cron.briefs import queue_brief
 from hermes.cron.jobs import Job
+from hermes.cron.lifecycle import LOST, Cause, Claim, finish_fire, heartbeat, interrupt
 from hermes.cron.output import is_silent, write_output
-from hermes.cron.store import Claim, finish_fire, heartbeat, holds_lease, record_interrupted
+from hermes.cron.store import holds_lease
 from hermes.delivery.outbox import nudge
 from hermes.state.db import Db
 from hermes.state.errors import StateError
@@ -104,16 +105,19 @@ class FireContext:
 
 @attrs.define(eq=False)
 class Fire:
-    """A fire in flight: cancel it with `cancel(reason)`; `done` is set when it ended."""
+    """A fire in flight: stop it with `cancel(cause, reason)`, which is what its run
+    records (lifecycle.interrupt); `done` is set when it ended."""
 
     claim: Claim
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
+    cause: Cause = Cause.CANCELLED
     reason: str = "cancelled"
     done: trio.Event = attrs.Factory(trio.Event)
 
-    def cancel(self, reason: str) -> None:
+    def cancel(self, cause: Cause, reason: str | None = None) -> None:
+        """The first cause wins (a shutdown after a cancel is still a cancel)."""
         if not self.scope.cancel_called:
-            self.reason = reason
+            self.cause, self.reason = cause, reason or str(cause)
         self.scope.cancel()
 
 
@@ -224,20 +228,25 @@ async def _keep_lease(fire: Fire, ctx: FireContext, db: Db) -> None:
             log.warning("cron %s run %d: cannot check its lease: %s", job_id, fence, exc)
             ours = ctx.clock.now() < held_until
         if not ours:
-            fire.cancel("lost its lease (cancelled, or taken over)")
+            fire.cancel(Cause.LEASE, LOST)
             return
 
 
 async def _interrupted(fire: Fire, ctx: FireContext, db: Db) -> None:
     claim = fire.claim
-    log.warning("cron %s run %d %s", claim.job.id, claim.fence, fire.reason)
+    job_id, fence = claim.job.id, claim.fence
+    log.warning("cron %s run %d %s", job_id, fence, fire.reason)
     with trio.CancelScope(shield=True):
         try:
-            await db.write(
-                record_interrupted, claim.job.id, claim.fence, fire.reason, ctx.clock.now()
+            ours = await db.write(
+                interrupt, job_id, fence, fire.cause, fire.reason, ctx.clock.now()
             )
         except StateError as exc:
-            log.error("cron %s: cannot record the interruption: %s", claim.job.id, exc)
+            log.error("cron %s: cannot record the interruption: %s", job_id, exc)
+            return
+    if not ours:  # a cancel or an expiry was recorded first, or a newer fire owns the job
+        log.warning("cron %s run %d: stale interruption refused; the run keeps what was"
+                    " recorded", job_id, fence)  # fmt: skip
 
 
 async def _finish(claim: Claim, result: FireResult, ctx: FireContext, db: Db) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from hermes.actors.errors import Invalid
+
 PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "tries to override the agent's instructions",
@@ -63,7 +65,7 @@ def scan(text: str) -> list[str]:
     return findings
 
 
-class InjectionRefused(ValueError):
+class InjectionRefused(Invalid):
     def __init__(self, what: str, findings: list[str]) -> None:
         super().__init__(f"{what} refused by the injection scan: {'; '.join(findings)}")
         self.findings = findings

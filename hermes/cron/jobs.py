@@ -1,4 +1,5 @@
-"""Cron job rows and the values they hold."""
+"""Cron job rows and the values they hold (what a state or status means, and what
+changes it: hermes.cron.lifecycle)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class Job:
     fence: int
     running_fence: int | None
     role: str  # its maker's role (owner or user): what its agent turns may do
+    zone: str | None  # the time zone next_run_at was computed in (wall-clock schedules)
 
     def made_by(self, platform: str, user_id: str) -> bool:
         """Whether this user made the job (from a chat: its origin names them)."""
@@ -49,6 +51,10 @@ class Job:
             and self.origin.platform == platform
             and self.origin.user_id == user_id
         )
+
+    def fire_running(self, now: float) -> bool:
+        """Whether a fire of it holds a lease that has not run out by `now`."""
+        return self.running_fence is not None and (self.lease_expires_at or 0) > now
 
     @property
     def recurring(self) -> bool:

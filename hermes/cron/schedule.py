@@ -15,6 +15,8 @@ from zoneinfo import ZoneInfo
 import attrs
 from croniter import croniter
 
+from hermes.actors.errors import Invalid
+
 ACCEPTED = (
     "accepted forms: 'every 30m', 'every 2h', 'every day at 9am', 'weekdays at 9:30', "
     "'every monday and friday at 18:00', a five-field cron expression ('0 9 * * 1-5'), "
@@ -32,7 +34,7 @@ DAYS = {
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-class ScheduleError(ValueError):
+class ScheduleError(Invalid):
     """A schedule that does not parse; the message shows the accepted forms."""
 
     def __init__(self, text: str, why: str) -> None:
@@ -168,6 +170,19 @@ def _instants(naive: datetime, tz: ZoneInfo) -> list[float]:
     if not found:
         found.add(naive.replace(tzinfo=tz, fold=0).timestamp())
     return sorted(found)
+
+
+def zone_of(schedule: Schedule, tz: ZoneInfo) -> str | None:
+    """The zone a run of `schedule` computed in `tz` depends on: tz's name for a cron
+    expression (a wall-clock schedule), None for an interval or a one-shot (an instant)."""
+    return tz.key if schedule.kind == "cron" else None
+
+
+def same_wall_time(at: float, old: ZoneInfo, new: ZoneInfo) -> float:
+    """The instant whose wall-clock time in `new` is the one `at` shows in `old` (the
+    earlier of two in a fall-back hour; across a spring-forward gap, the offset before
+    the jump)."""
+    return _instants(datetime.fromtimestamp(at, old).replace(tzinfo=None), new)[0]
 
 
 def next_after(schedule: Schedule, base: float, tz: ZoneInfo) -> float | None:

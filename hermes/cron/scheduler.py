@@ -1,17 +1,25 @@
 """The Scheduler actor: decides when. It claims due jobs and runs each fire.
 
-It sleeps until the earliest next run (and at most POLL_MAX, so jobs changed
-by another process, such as `hermes cron add`, are seen), and wakes at once
-when told jobs changed in this process. Each claimed fire runs through
-hermes.cron.fire.run_fire in the scheduler's nursery. While the gateway
-drains nothing new is dispatched; fires in flight get until the drain
-deadline, then are cancelled and recorded as interrupted against their own
-execution token.
+It sleeps until the earliest next run (or the earliest lease of a fire to run
+out), and wakes at once on `JobsChanged` (every change to jobs goes through the
+running serve, which casts it) and when one of its fires ends. It does not poll
+state.db, with one exception: a second serve on the same home started with
+`--no-lock` cannot hear the other's changes, so it is given
+`watch_other_writers` (seconds between looks). While asleep it re-reads the
+wall clock at least every WALL_CHECK seconds, so a suspended machine or a
+stepped clock delays a run by at most that.
+
+On start it moves wall-clock jobs whose next run was computed in another zone
+onto its own (lifecycle.rezone). Each claimed fire runs through
+hermes.cron.fire.run_fire in the scheduler's nursery. While the gateway drains
+nothing new is dispatched; fires in flight get until the drain deadline, then
+are cancelled and recorded as interrupted against their own execution token.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import socket
@@ -24,14 +32,17 @@ import trio
 
 from hermes.actors.actor import Actor
 from hermes.cron.fire import Fire, FireContext, run_fire
-from hermes.cron.store import JobError, claim_due, claim_now, earliest_due
+from hermes.cron.lifecycle import SHUT_DOWN, Cause, claim_due, rezone
+from hermes.cron.store import JobError, claim_now, earliest_due
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.state.registry import Registry
 
 log = logging.getLogger(__name__)
 
-POLL_MAX = 5.0
+# The longest sleep before the wall clock is read again. Trio's clock does not count
+# time the machine spent suspended, so a long sleep alone could end hours late.
+WALL_CHECK = 300.0
 
 
 @attrs.frozen
@@ -65,15 +76,18 @@ class Scheduler(Actor):
         ctx: FireContext,
         tz: ZoneInfo | None = None,
         name: str = "scheduler",
-        poll_max: float = POLL_MAX,
+        watch_other_writers: float | None = None,
     ) -> None:
+        """`watch_other_writers`: look at state.db at least this often (seconds), for a
+        serve that shares its home with another one (`--no-lock`) whose changes it
+        cannot hear; None (alone on its home): look only when due or told."""
         super().__init__(name)
         self.registry = registry
         self.state_db = state_db
         self.ctx = ctx
         self.tz = tz or ZoneInfo("UTC")
         self.owner = make_owner_id()
-        self.poll_max = poll_max
+        self.watch_other_writers = watch_other_writers
         self.db: Db | None = None
         self.running: dict[tuple[str, int], Fire] = {}
         self._wake = trio.Event()
@@ -100,7 +114,7 @@ class Scheduler(Actor):
     async def flush(self) -> None:
         self._loop_scope.cancel()  # it may be inside a query: it must not outlive the handle
         for fire in list(self.running.values()):
-            fire.cancel("interrupted: the gateway shut down")
+            fire.cancel(Cause.SHUTDOWN, SHUT_DOWN)
         for fire in list(self.running.values()):
             await fire.done.wait()
 
@@ -128,7 +142,7 @@ class Scheduler(Actor):
         cancelled = []
         for (job_id, run_fence), fire in self.running.items():
             if ref in (job_id, fire.claim.job.name) and fence in (None, run_fence):
-                fire.cancel("cancelled")
+                fire.cancel(Cause.CANCELLED)
                 cancelled.append(f"{job_id}#{run_fence}")
         return cancelled
 
@@ -138,6 +152,14 @@ class Scheduler(Actor):
         """Everything the scheduler does with state.db on its own runs in this scope,
         which flush cancels before it lets go of the database."""
         with self._loop_scope:
+            try:
+                moved = await self.db.write(rezone, self.tz, self.ctx.clock.now())
+            except StateError as exc:
+                log.error("scheduler: cannot move jobs to %s: %s", self.tz.key, exc)
+            else:
+                if moved:
+                    log.warning("cron: the next run of %d job(s) moved to the time zone %s:"
+                                " %s", len(moved), self.tz.key, ", ".join(moved))  # fmt: skip
             await self._plan_until_drained()
 
     async def _plan_until_drained(self) -> None:
@@ -156,12 +178,20 @@ class Scheduler(Actor):
                 nxt = await self.db.read(earliest_due)
             except StateError as exc:
                 log.error("scheduler: cannot read jobs: %s", exc)
-                nxt = None
-            limit = self.poll_max
-            wait = limit if nxt is None else min(limit, max(0.0, nxt - clock.now()))
-            with trio.move_on_after(wait):
-                await self._wake.wait()
+                nxt = now + (self.watch_other_writers or WALL_CHECK)  # try again then
+            if self.watch_other_writers is not None:
+                nxt = min(math.inf if nxt is None else nxt, now + self.watch_other_writers)
+            await self._sleep_until(nxt)
             self._wake = trio.Event()
+
+    async def _sleep_until(self, when: float | None) -> None:
+        """Until the wall clock reaches `when` (None: forever), or a wake-up."""
+        clock = self.ctx.clock
+        while when is None or clock.now() < when:
+            left = WALL_CHECK if when is None else min(WALL_CHECK, when - clock.now())
+            with trio.move_on_after(left):
+                await self._wake.wait()
+                return
 
     def _spawn(self, fire: Fire) -> None:
         claim = fire.claim
@@ -177,3 +207,4 @@ class Scheduler(Actor):
             self.running.pop((claim.job.id, claim.fence), None)
             if not self.running:
                 self._idle.set()
+            self._wake.set()  # what it recorded may be due now (an interrupted one-shot)

@@ -51,7 +51,7 @@ async def test_cron_agent_job_end_to_end(fake, home, registry, io_clock, fails):
                     home.root / ".term", UTC, workspace=home.workspace)  # fmt: skip
     ctx = FireContext(scripts=home.scripts, output_dir=home.cron_output, spill_dir=home.logs,
                       runner=runner, config=CronConfig(), clock=Clock(origin=T0))  # fmt: skip
-    scheduler = Scheduler(registry, home.state_db, ctx, UTC, poll_max=float("inf"))
+    scheduler = Scheduler(registry, home.state_db, ctx, UTC)
     async with trio.open_nursery() as nursery:
         address = await nursery.start(scheduler.run)
         async with Db(registry, home.state_db) as db:

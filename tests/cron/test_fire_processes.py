@@ -15,7 +15,7 @@ import pytest
 import trio
 from trio_websocket import open_websocket_url
 
-from hermes.cron.store import EXPIRED
+from hermes.cron.lifecycle import EXPIRED
 from hermes.terminal.tree import ProcessId
 from tests.processes import HERMES, hermes, wait_ready
 
@@ -135,9 +135,9 @@ def test_a_cancel_reaches_a_fire_that_cron_run_runs_elsewhere(home):
     assert took < 2.0 + 1.0, took  # grace + 1 s (the lease watch looks twice a second)
     assert fire.returncode == 1
     ((status, error),) = rows(home, "SELECT status, error FROM cron_runs")
-    assert (status, error) == ("interrupted", "cancelled")  # the late result did not win
+    assert (status, error) == ("cancelled", None)  # the late result did not win
     ((last_status,),) = rows(home, "SELECT last_status FROM cron_jobs")
-    assert last_status == "interrupted"
+    assert last_status == "cancelled"
 
 
 @pytest.mark.timeout(90)

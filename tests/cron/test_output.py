@@ -10,8 +10,7 @@ from hermes.cron.fire import FireError, script_path
 from hermes.cron.output import write_output
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.store import NewJob, create_job
-from hermes.state.maintenance import open_for_writing
-from hermes.state.schema import immediate
+from tests.seed import writing
 
 UTC = ZoneInfo("UTC")
 T0 = 1_800_000_000.0
@@ -19,13 +18,9 @@ T0 = 1_800_000_000.0
 
 def new_job(home, name: str):
     """A job row made the way `hermes cron add` makes one."""
-    conn = open_for_writing(home.state_db)
-    try:
-        with immediate(conn):
-            every = parse_schedule("every 1h", UTC, T0)
-            return create_job(conn, NewJob(name, every, prompt="brief me"), T0, UTC)
-    finally:
-        conn.close()
+    with writing(home.state_db) as conn:
+        every = parse_schedule("every 1h", UTC, T0)
+        return create_job(conn, NewJob(name, every, prompt="brief me"), T0, UTC)
 
 
 @pytest.fixture

@@ -6,55 +6,33 @@ The clock is `io_clock` (see tests/conftest.py): it autojumps only after
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import pytest
 import trio
 import trio.testing
 
-from hermes.actors.clock import Clock
-from hermes.config import CronConfig, PlatformConfig
-from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job
-from hermes.cron.schedule import parse_schedule
-from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow, Scheduler
-from hermes.cron.store import NewJob, cancel_job, create_job, get_job, run_history
+from hermes.cron.scheduler import CancelFire, RunNow
+from hermes.cron.store import cancel_job
 from hermes.state.db import Db
 from hermes.terminal.tree import _stat
-
-UTC = ZoneInfo("UTC")
-T0 = 1_800_000_000.0
+from tests.cron.harness import (
+    T0,
+    Runner,
+    add_job,
+    history,
+    make_scheduler,
+    settle,
+    wait_runs,
+    write,
+)
 
 
 @pytest.fixture
 def cron_clock(io_clock):
     return io_clock
-
-
-class Runner:
-    """An AgentRunner that records prompts and answers from a script of replies."""
-
-    def __init__(self, replies=None, delay: float = 0.0, fail: Exception | None = None):
-        self.replies = list(replies or [])
-        self.delay = delay
-        self.fail = fail
-        self.prompts: list[tuple[float, str]] = []
-        self.calls = trio.Event()
-
-    async def run(self, job: Job, prompt: str, session_id: str) -> str:
-        self.prompts.append((trio.current_time(), prompt))
-        self.calls.set()
-        self.calls = trio.Event()
-        await trio.sleep(self.delay)
-        if self.fail is not None:
-            raise self.fail
-        return self.replies.pop(0) if self.replies else f"done: {prompt}"
-
-
-PLATFORMS = {"telegram": PlatformConfig()}  # slack has no adapter configured
 
 
 async def queued(registry, home) -> list[tuple[str, str]]:
@@ -72,70 +50,30 @@ async def queued(registry, home) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def setup(home, registry, cron_clock):
-    def make(runner=None, poll_max=5.0, **config):
+    def make(runner=None, **config):
         runner = runner or Runner()
-        ctx = FireContext(
-            scripts=home.scripts,
-            output_dir=home.cron_output,
-            spill_dir=home.logs / "cron",
-            runner=runner,
-            config=CronConfig(**{"lease_seconds": 30.0, "heartbeat_seconds": 10.0, **config}),
-            clock=Clock(origin=T0),
-            platforms=PLATFORMS,
-        )
-        sched = Scheduler(registry, home.state_db, ctx, UTC, poll_max=poll_max)
-        return sched, runner
+        return make_scheduler(home, registry, runner, **config), runner
 
     return make
-
-
-async def add_job(registry, home, text, **kw):
-    async with Db(registry, home.state_db) as db:
-        schedule = parse_schedule(text, UTC, T0 + trio.current_time())
-        new = NewJob(kw.pop("name", text), schedule, **{"prompt": "brief me", **kw})
-        return await db.write(create_job, new, T0 + trio.current_time(), UTC)
-
-
-async def write(registry, home, fn, *args):
-    async with Db(registry, home.state_db) as db:
-        return await db.write(fn, *args)
-
-
-async def history(registry, home, job_id):
-    async with Db(registry, home.state_db) as db:
-        return await db.read(run_history, job_id, 100), await db.read(get_job, job_id)
-
-
-async def wait_runs(runner: Runner, count: int) -> None:
-    while len(runner.prompts) < count:
-        await runner.calls.wait()
 
 
 async def fire_once(sched, runner, registry, home, schedule, **job) -> Job:
     """Run the scheduler until the job's first fire has recorded and delivered."""
     async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
-        made = await add_job(registry, home, schedule, **job)
+        address = await nursery.start(sched.run)
+        made = await add_job(registry, home, schedule, address, **job)
         await wait_runs(runner, 1)
         await settle(sched)
         sched.request_drain(trio.current_time() + 5)
     return made
 
 
-async def settle(sched: Scheduler) -> None:
-    """Until every fire in flight has recorded its result and delivered its brief."""
-    for fire in list(sched.running.values()):
-        await fire.done.wait()
-
-
 async def test_fires_on_time_and_wakes_early_for_new_jobs(setup, registry, home, cron_clock):
-    sched, runner = setup(poll_max=math.inf)  # no polling: it sleeps until the earliest due
+    sched, runner = setup()  # no polling: it sleeps until the earliest due
     async with trio.open_nursery() as nursery:
         address = await nursery.start(sched.run)
-        job = await add_job(registry, home, "in 1h")
-        await address.cast(JobsChanged())
-        soon = await add_job(registry, home, "in 2s", name="soon")
-        await address.cast(JobsChanged())
+        job = await add_job(registry, home, "in 1h", address)
+        soon = await add_job(registry, home, "in 2s", address, name="soon")
         await wait_runs(runner, 2)
         sched.request_drain(trio.current_time() + 5)
     fired_at = [t for t, _ in runner.prompts]
@@ -156,8 +94,9 @@ async def test_losing_the_lease_cancels_the_fire_and_kills_the_script_tree(
     )
     sched, _ = setup()
     async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
-        job = await add_job(registry, home, "in 1m", prompt=None, script="tree.sh", no_agent=True)
+        address = await nursery.start(sched.run)
+        job = await add_job(registry, home, "in 1m", address, prompt=None, script="tree.sh",
+                            no_agent=True)  # fmt: skip
         await trio.to_thread.run_sync(fifo.read_text)  # the tree is up
         child = int((home.scripts / "child.pid").read_text())
         ((key, run),) = sched.running.items()
@@ -169,7 +108,8 @@ async def test_losing_the_lease_cancels_the_fire_and_kills_the_script_tree(
     stat = _stat(child)
     assert stat is None or stat[0] in "ZX"
     runs, final = await history(registry, home, job.id)
-    assert [(r.status, r.error) for r in runs] == [("interrupted", "cancelled")]
+    assert [(r.status, r.error) for r in runs] == [("cancelled", None)]
+    assert (final.state, final.next_run_at) == ("cancelled", None)  # a one-shot ends so
 
 
 async def test_drain_interrupts_the_fire_in_flight_on_its_own_token(
@@ -177,8 +117,8 @@ async def test_drain_interrupts_the_fire_in_flight_on_its_own_token(
 ):
     sched, runner = setup(runner=Runner(delay=1000))
     async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
-        job = await add_job(registry, home, "every 1m")
+        address = await nursery.start(sched.run)
+        job = await add_job(registry, home, "every 1m", address)
         await wait_runs(runner, 1)
         begin = trio.current_time()
         sched.stop_intake()
@@ -194,9 +134,9 @@ async def test_failure_streak_nudges_at_the_threshold(setup, registry, home, cro
     sched, runner = setup(runner=Runner(fail=RuntimeError("provider down")),
                           failure_nudge_threshold=3)  # fmt: skip
     async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
-        await add_job(registry, home, "every 1m", deliver="telegram:42")
-        once = await add_job(registry, home, "in 30s", name="once", deliver="telegram:43")
+        address = await nursery.start(sched.run)
+        await add_job(registry, home, "every 1m", address, deliver="telegram:42")
+        once = await add_job(registry, home, "in 30s", address, name="once", deliver="telegram:43")
         await write(registry, home, _streak, once.id, 5)  # it has failed before, often
         await wait_runs(runner, 5)
         await settle(sched)
@@ -246,8 +186,8 @@ def _take_over(conn, job_id):
 async def test_nudge_threshold_zero_disables_it(setup, registry, home, cron_clock):
     sched, runner = setup(runner=Runner(fail=RuntimeError("x")), failure_nudge_threshold=0)
     async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
-        await add_job(registry, home, "every 1m", deliver="telegram:42")
+        address = await nursery.start(sched.run)
+        await add_job(registry, home, "every 1m", address, deliver="telegram:42")
         await wait_runs(runner, 4)
         await settle(sched)
         sched.request_drain(trio.current_time() + 5)
@@ -271,11 +211,10 @@ async def test_silent_replies_are_not_delivered(
 
 
 async def test_run_prompt_text_is_for_that_fire_only(setup, registry, home, cron_clock):
-    sched, runner = setup(poll_max=math.inf)
+    sched, runner = setup()
     async with trio.open_nursery() as nursery:
         address = await nursery.start(sched.run)
-        job = await add_job(registry, home, "every 1h")
-        await address.cast(JobsChanged())
+        job = await add_job(registry, home, "every 1h", address)
         await address.call(RunNow(job.id, "look at the staging server too"))
         await wait_runs(runner, 2)  # the manual fire, then the scheduled one
         sched.request_drain(trio.current_time() + 5)
@@ -305,7 +244,7 @@ async def test_cancel_by_execution_token(setup, registry, home, cron_clock):
     sched, runner = setup(runner=Runner(delay=1000))
     async with trio.open_nursery() as nursery:
         address = await nursery.start(sched.run)
-        job = await add_job(registry, home, "every 1m")
+        job = await add_job(registry, home, "every 1m", address)
         await wait_runs(runner, 1)
         ((job_id, fence),) = sched.running
         assert await address.call(CancelFire(job.id, fence + 1)) == []  # another execution
@@ -313,7 +252,7 @@ async def test_cancel_by_execution_token(setup, registry, home, cron_clock):
         await settle(sched)
         sched.request_drain(trio.current_time() + 5)
     runs, _ = await history(registry, home, job.id)
-    assert [(r.fence, r.status, r.error) for r in runs][-1] == (fence, "interrupted", "cancelled")
+    assert [(r.fence, r.status, r.error) for r in runs][-1] == (fence, "cancelled", None)
 
 
 async def deliveries_table(registry, home):

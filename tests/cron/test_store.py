@@ -6,18 +6,22 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from hermes.cron.lifecycle import (
+    EXPIRED,
+    SHUT_DOWN,
+    Cause,
+    claim_due,
+    finish_fire,
+    heartbeat,
+    interrupt,
+)
 from hermes.cron.schedule import Schedule, parse_schedule
 from hermes.cron.store import (
-    EXPIRED,
     JobError,
     NewJob,
     cancel_job,
-    claim_due,
     create_job,
-    finish_fire,
     get_job,
-    heartbeat,
-    record_interrupted,
     resolve_job,
     run_history,
 )
@@ -100,8 +104,8 @@ async def test_a_cancelled_fires_late_result_is_refused(db):
     late = await db.write(finish_fire, job.id, claim.fence, "ok", job.next_run_at + 2)
     assert late is None
     (run,) = await db.read(run_history, job.id)
-    assert (run.status, run.error) == ("interrupted", "cancelled")  # the cancel stands
-    assert (await db.read(get_job, job.id)).last_status == "interrupted"
+    assert (run.status, run.error) == ("cancelled", None)  # the cancel stands
+    assert (await db.read(get_job, job.id)).last_status == "cancelled"
 
 
 async def test_overlap_skips_while_the_previous_fire_runs(db):
@@ -159,10 +163,16 @@ async def test_interruption_is_recorded_against_its_own_execution(db):
     await db.write(finish_fire, job.id, first.fence, "ok", job.next_run_at + 1)
     second = (await db.write(claim_due, "A", job.next_run_at + 60, LEASE, UTC)).claims[0]
     # an interruption recorded late for the first execution changes nothing of the second
-    await db.write(record_interrupted, job.id, first.fence, "shutdown", job.next_run_at + 61)
+    stale = await db.write(
+        interrupt, job.id, first.fence, Cause.SHUTDOWN, SHUT_DOWN, job.next_run_at + 61
+    )
+    assert stale is False
     runs = {r.fence: r.status for r in await db.read(run_history, job.id)}
     assert runs == {first.fence: "ok", second.fence: "running"}
-    await db.write(record_interrupted, job.id, second.fence, "shutdown", job.next_run_at + 62)
+    ours = await db.write(
+        interrupt, job.id, second.fence, Cause.SHUTDOWN, SHUT_DOWN, job.next_run_at + 62
+    )
+    assert ours is True
     runs = {r.fence: r.status for r in await db.read(run_history, job.id)}
     assert runs == {first.fence: "ok", second.fence: "interrupted"}
     assert (await db.read(get_job, job.id)).last_status == "interrupted"

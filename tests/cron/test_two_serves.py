@@ -13,9 +13,8 @@ import pytest
 
 from hermes.cron.schedule import Schedule
 from hermes.cron.store import NewJob, create_job
-from hermes.state.maintenance import open_for_writing
-from hermes.state.schema import immediate
 from tests.processes import wait_ready
+from tests.seed import writing
 
 JOBS = 20
 EVERY = 3.0
@@ -24,24 +23,26 @@ FIRES = 20 * JOBS  # about a minute of occurrences
 
 @pytest.mark.timeout(240)
 def test_two_serves_fire_every_occurrence_exactly_once(home, spawn):
+    """With the default config: the second serve takes free ports where the first holds
+    the configured ones."""
+    home.config_path.write_text("")  # the defaults, ports included (not the fixture's 0)
     fifo = home.root / "fires"
     os.mkfifo(fifo)
     (home.scripts / "fire.sh").write_text(f"echo tick > {fifo}\necho fired\n")
-    conn = open_for_writing(home.state_db)
     now = time.time()
-    with immediate(conn):
+    with writing(home.state_db) as conn:
         for i in range(JOBS):
             every = Schedule("interval", f"every {EVERY:g}s", seconds=EVERY)
             job = NewJob(f"tick-{i}", every, script="fire.sh", no_agent=True)
             create_job(conn, job, now, ZoneInfo("UTC"))
-    conn.close()
 
     # Read-write, so opening does not wait for a writer; held open for both serves' fires.
     reader = os.open(fifo, os.O_RDWR)
-    serves = [spawn("--no-lock") for _ in range(2)]
+    serves = [spawn("--no-lock")]
     try:
-        for serve in serves:
-            wait_ready(serve)
+        wait_ready(serves[0])  # it holds the default ports; the second takes free ones
+        serves.append(spawn("--no-lock"))
+        wait_ready(serves[1])
         seen = 0
         while seen < FIRES:  # each fire writes one line: wait for them, not for a clock
             seen += os.read(reader, 4096).count(b"\n")

@@ -16,10 +16,12 @@ from zoneinfo import ZoneInfo
 import pytest
 import trio
 
+from hermes.actors.clock import Clock
 from hermes.adapters.contract import ChatType, InboundEvent, Target
 from hermes.config import RetentionConfig
+from hermes.cron.lifecycle import finish_fire
 from hermes.cron.schedule import parse_schedule
-from hermes.cron.store import NewJob, claim_now, create_job, finish_fire, record_target
+from hermes.cron.store import NewJob, claim_now, create_job, record_target
 from hermes.delivery.outbox_store import (
     enqueue,
     mark_dead,
@@ -52,7 +54,7 @@ async def next_pass(actor: Retention) -> dict[str, int]:
 
 @pytest.fixture
 async def pruner(registry, home):
-    actor = Retention(registry, home.state_db, RULES)
+    actor = Retention(registry, home.state_db, RULES, Clock(time.time() - trio.current_time()))
     async with trio.open_nursery() as nursery:
         await nursery.start(actor.run)
         await passes(actor, 1)  # the pass at start: nothing to prune yet
@@ -189,7 +191,7 @@ async def test_what_piled_up_before_the_start_goes_in_the_pass_at_start(
             "INSERT INTO pairing_failures (platform, at) VALUES ('tg', ?)", (now - 25 * 3600,)
         )
     )
-    actor = Retention(registry, home.state_db, RULES)
+    actor = Retention(registry, home.state_db, RULES, Clock(time.time() - trio.current_time()))
     async with trio.open_nursery() as nursery:
         await nursery.start(actor.run)
         await passes(actor, 1)
