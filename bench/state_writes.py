@@ -48,14 +48,14 @@ def text(p: int, n: int) -> str:
 def fresh(path: Path) -> apsw.Connection:
     conn = open_writer(path)
     schema.migrate(conn)
-    create_session(conn, NewSession("bench"))
+    create_session(conn, NewSession("bench", started_at=time.time()))
     return conn
 
 
 def measure_ceiling(path: Path) -> float:
     conn = fresh(path)
     rows = [
-        NewMessage("bench", "user", text(p, n))
+        NewMessage("bench", "user", text(p, n), timestamp=time.time())
         for p in range(PRODUCERS)
         for n in range(WRITES_EACH)
     ]
@@ -75,7 +75,9 @@ def measure_naive_serial(path: Path) -> float:
     start = time.perf_counter()
     for i in range(count):
         conn.execute("BEGIN IMMEDIATE")
-        append_message(conn, NewMessage("bench", "user", text(i % PRODUCERS, i)))
+        append_message(
+            conn, NewMessage("bench", "user", text(i % PRODUCERS, i), timestamp=time.time())
+        )
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - start
     conn.close()
@@ -87,7 +89,7 @@ def measure_naive_threads(path: Path, connection_per_write: bool) -> float:
 
     def write(conn: apsw.Connection, p: int, n: int) -> None:
         conn.execute("BEGIN IMMEDIATE")
-        append_message(conn, NewMessage("bench", "user", text(p, n)))
+        append_message(conn, NewMessage("bench", "user", text(p, n), timestamp=time.time()))
         conn.execute("COMMIT")
 
     def producer(p: int) -> None:
@@ -118,12 +120,15 @@ async def measure_hermes(path: Path) -> tuple[float, list[float]]:
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
         async with Db(registry, path) as gen:
-            await gen.write(create_session, NewSession("bench"))
+            await gen.write(create_session, NewSession("bench", started_at=time.time()))
 
             async def producer(p: int) -> None:
                 for n in range(WRITES_EACH):
                     began = time.perf_counter()
-                    await gen.write(append_message, NewMessage("bench", "user", text(p, n)))
+                    await gen.write(
+                        append_message,
+                        NewMessage("bench", "user", text(p, n), timestamp=time.time()),
+                    )
                     latencies.append(time.perf_counter() - began)
 
             start = time.perf_counter()

@@ -82,14 +82,23 @@ def _optional_at_least(minimum: int):
 
 @attrs.frozen
 class ModelConfig:
-    """One model provider. `api_key_env` names the variable holding the key;
-    `context_tokens` its context window (unset: the provider kind's default)."""
+    """One model provider: the model, or one of its fallbacks. (The docstring under
+    each field of these classes is its line in docs/configuration.md.)"""
 
     provider: str = "offline"
+    """`offline` (the built-in model: no network, deterministic), or a name you choose
+    for an OpenAI-compatible chat-completions endpoint."""
     model: str = "hermes-offline"
+    """The model's name, as the provider knows it."""
     base_url: str | None = None
+    """The endpoint's base URL (`https://api.openai.com/v1`); every provider but `offline`
+    needs one."""
     api_key_env: str | None = None
+    """The environment variable holding the API key (never the key itself); unset: no key
+    is sent."""
     context_tokens: int | None = attrs.field(default=None, validator=_optional_at_least(1000))
+    """The model's context window in tokens (at least 1000); unset: 128000, or 8000 for
+    `offline`."""
 
 
 Role = Literal["owner", "user"]  # who may do what; see hermes.agent.permissions
@@ -99,26 +108,36 @@ USER_TOOLS = ("memory", "session_search", "send_message")
 
 @attrs.frozen
 class ToolsConfig:
-    """Which tools each role may call (`*` is every tool), in one place. A tool a role
-    may not call is never offered to its sessions. `pass_env`: variables a command's
-    environment keeps although they hold a secret."""
+    """Which tools each role may call, in one place. A tool a role may not call is never
+    offered to its sessions."""
 
     owner: tuple[str, ...] = OWNER_TOOLS
+    """The tools an owner may call; `*` is every tool."""
     user: tuple[str, ...] = USER_TOOLS
+    """The tools every other user let in may call (`terminal` or `process` here gives every
+    user a shell on this machine)."""
     pass_env: tuple[str, ...] = ()
+    """Variables a command's environment keeps although their names look like a secret's
+    (they are dropped otherwise)."""
 
 
 @attrs.frozen
 class AgentConfig:
-    """`compact_at`: the share of a model's context window a prompt may fill before
-    the conversation is compacted; `keep_turns`: recent turns compaction never touches;
-    `workdir`: where terminal sessions start (unset: HERMES_HOME/workspace/<session>)."""
+    """The agent's turns: how many model calls, which tools, and when a long conversation
+    is compacted."""
 
     max_turns: int = attrs.field(default=20, validator=_at_least(1))
+    """The model calls one turn may make at most."""
     compact_at: float = attrs.field(default=0.75, validator=_share)
+    """The share of the model's context window a prompt may fill before the conversation is
+    compacted (0.1 to 0.95)."""
     keep_turns: int = attrs.field(default=4, validator=_at_least(1))
+    """The most recent turns compaction never touches."""
     tools: ToolsConfig = ToolsConfig()
+    """Which tools each role may call, and what a command's environment keeps."""
     workdir: str | None = attrs.field(default=None, validator=not_blank)
+    """Where every conversation's commands start; unset: a directory per session,
+    HERMES_HOME/workspace/<session>. Never HERMES_HOME itself."""
 
     def workdir_path(self) -> Path | None:
         return Path(self.workdir).expanduser() if self.workdir else None
@@ -126,46 +145,67 @@ class AgentConfig:
 
 @attrs.frozen
 class LocalEndpointConfig:
+    """The local endpoint, for `hermes chat` and every client holding the serve token."""
+
     host: str = "127.0.0.1"
+    """The address it listens on."""
     port: int = attrs.field(default=9119, validator=_port)
+    """Its port; 0 picks a free one (written to HERMES_HOME/serve.port)."""
 
 
 @attrs.frozen
 class GatewayConfig:
-    """`allowed_users`: platform user ids allowed on every platform; `owners`: user ids
-    that are owners on every platform; `resume_window`: how old a turn cut by a restart
-    may be and still be resumed (seconds); `rate_limit`: messages a user may send per
-    minute (0: no limit)."""
+    """How messages become turns: conversations, who may talk and how fast, restarts."""
 
     drain_timeout: float = attrs.field(default=30.0, validator=positive)
+    """Seconds in-flight turns and fires get to finish when serve stops."""
     busy_mode: Literal["interrupt", "queue"] = "interrupt"
+    """A message that arrives mid-turn: `interrupt` stops the running turn, `queue` waits
+    for it (at most 16 wait)."""
     group_sessions_per_user: bool = True
+    """In a group or channel (outside threads), each user has a conversation of their own."""
     thread_sessions_per_user: bool = False
+    """In a thread, each user has a conversation of their own (else the thread's is shared)."""
     local: LocalEndpointConfig = LocalEndpointConfig()
+    """The local endpoint: JSON-RPC 2.0 over WebSocket on loopback."""
     allowed_users: tuple[str, ...] = ()
+    """User ids allowed to talk on every platform."""
     owners: tuple[str, ...] = ()
+    """User ids that are owners on every platform."""
     resume_window: float = attrs.field(default=600.0, validator=positive)
+    """Seconds: a turn cut by a restart is answered after it if it is younger than this."""
     rate_limit: int = attrs.field(default=20, validator=_at_least(0))
+    """Messages a user may send a minute on a platform, commands included (0: no limit)."""
 
 
 @attrs.frozen
 class PlatformConfig:
-    """What every chat platform under `platforms:` has. `token_env` names the variable
-    holding its token; the value comes from the environment or .env. `group_policy`:
-    "allowlist" (only `allowed_chats`), "open", "disabled". `home_channel` is
-    `chat[:thread]`; `owner` a user id (else the first approved). A platform with
-    settings of its own subclasses it in its package (its `Platform.settings`)."""
+    """What every chat platform under `platforms:` has. A platform with settings of its
+    own subclasses it in its package (its `Platform.settings`)."""
 
     enabled: bool = True
+    """`false` keeps the section but starts no adapter."""
     token_env: str | None = None
+    """The environment variable holding the platform's bot token (required)."""
     base_url: str | None = None
+    """The platform's API address; unset: the real service's."""
     allowed_users: tuple[str, ...] = ()
+    """Platform user ids that may talk to the bot, quoted (they are text)."""
     allow_all_users: bool = False
+    """Let every user talk to the bot: no allowlist, no pairing."""
     allowed_chats: tuple[str, ...] = ()
+    """The groups or channels the bot answers in under `group_policy: allowlist`."""
     group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
+    """Groups and channels: `allowlist` (only `allowed_chats`), `open` (any), `disabled`
+    (none)."""
     require_mention: bool = True
+    """In groups and channels, answer only when mentioned or replied to."""
     home_channel: str | None = None
+    """Where cron briefs and notices without a chat go, as `chat[:thread]`; `/sethome`
+    overrides it."""
     owner: str | None = None
+    """The user id that is owner on this platform; unset: the first user approved by
+    pairing."""
 
     def token_names(self) -> list[str]:
         """Every variable the platform takes a secret from."""
@@ -174,40 +214,58 @@ class PlatformConfig:
 
 @attrs.frozen
 class CronConfig:
+    """Scheduled jobs: what they do around a fire, and the lease every fire holds."""
+
     failure_nudge_threshold: int = attrs.field(default=3, validator=_at_least(0))
+    """Failures in a row after which a recurring job's failure notice asks you to review
+    it (0: never)."""
     mirror_delivery: bool = False
+    """Write a brief delivered to its job's origin chat into that chat's conversation too,
+    so a reply continues from it."""
     catch_up: bool = True
+    """A run missed beyond its grace window fires once when serve is back (a job's own
+    `--no-catch-up` turns it off for that job)."""
     lease_seconds: float = attrs.field(default=60.0, validator=positive)
+    """How long a fire's claim on its job holds without renewal; a fire that loses it is
+    cancelled."""
     heartbeat_seconds: float = attrs.field(default=20.0, validator=positive)
+    """How often a running fire renews its lease (keep it near a third of
+    `lease_seconds`)."""
 
 
 @attrs.frozen
 class RetentionConfig:
     """How long what piles up in state.db is kept; serve prunes it every `prune_every`
-    seconds while it runs. `journal_days`: inbound events (duplicates are recognised
-    within it); `outbox_sent_days`: sent outbox rows; `cron_runs_per_job`: the newest
-    runs kept per job; `cron_deliveries_days`: cron delivery records;
-    `pairing_failures_hours`: failed pairing approvals (at least the 2 hours the
-    lockout looks back)."""
+    seconds while it runs, never what is still needed."""
 
     journal_days: float = attrs.field(default=7.0, validator=positive)
+    """Days inbound events are kept (a duplicate is recognised within them)."""
     outbox_sent_days: float = attrs.field(default=30.0, validator=positive)
+    """Days sent outbox rows are kept (unsent, dead and unknown ones stay)."""
     cron_runs_per_job: int = attrs.field(default=200, validator=_at_least(1))
+    """The newest runs kept per job (a running one stays)."""
     cron_deliveries_days: float = attrs.field(default=30.0, validator=positive)
+    """Days the records of where cron briefs went are kept."""
     pairing_failures_hours: float = attrs.field(default=24.0, validator=_at_least(2))
+    """Hours failed pairing approvals are kept (at least the 2 the lockout looks back)."""
     prune_every: float = attrs.field(default=3600.0, validator=_at_least(60))
+    """Seconds between pruning passes (at least 60); one also runs at start."""
 
 
 @attrs.frozen
 class OpsConfig:
-    """The operator surfaces (/health, /ready, /metrics, the dashboard). `port` 0 picks a
-    free one (written to HERMES_HOME/ops.port); `host` unset keeps them on loopback;
-    `freeze_seconds`: an event loop blocked this long exits 75 (the service restarts it)."""
+    """The operator surfaces (/health, /ready, /metrics, the dashboard) and the watchdog of
+    the event loop."""
 
     enabled: bool = True
+    """`false`: serve runs neither the operator surfaces nor the watchdog."""
     host: str | None = None
+    """The address they listen on; unset: 127.0.0.1 only (beyond it, put TLS in front)."""
     port: int = attrs.field(default=9120, validator=_port)
+    """Their port; 0 picks a free one (written to HERMES_HOME/ops.port)."""
     freeze_seconds: float = attrs.field(default=60.0, validator=_at_least(1))
+    """An event loop blocked this long logs every stack and exits 75, for the service
+    manager to restart it."""
 
     def bind_host(self) -> str:
         return self.host or "127.0.0.1"
@@ -218,14 +276,25 @@ class Config:
     """The whole of config.yaml. `Config()` is the embedded default."""
 
     model: ModelConfig = ModelConfig()
+    """The model that answers: with no configuration, the built-in offline one."""
     fallback_providers: tuple[ModelConfig, ...] = ()
+    """Providers tried in order when the model cannot answer; each entry has the keys of
+    `model`."""
     agent: AgentConfig = AgentConfig()
+    """The agent's turns: model calls, tools, and compaction of long conversations."""
     gateway: GatewayConfig = GatewayConfig()
+    """How messages become turns: conversations, who may talk, rate limits, restarts."""
     cron: CronConfig = CronConfig()
+    """Scheduled jobs."""
     ops: OpsConfig = OpsConfig()
+    """The operator surfaces over HTTP and the event loop's watchdog."""
     retention: RetentionConfig = RetentionConfig()
+    """How long state.db keeps what piles up."""
     timezone: str | None = attrs.field(default=None, validator=_timezone)
+    """The IANA zone (`Europe/Berlin`) schedules are read in; unset: the machine's ($TZ,
+    then /etc/localtime), else UTC."""
     platforms: dict[str, PlatformConfig] = attrs.field(factory=dict)
+    """The chat platforms, one section each (below)."""
 
     def zone(self) -> zoneinfo.ZoneInfo:
         """The configured timezone, else the machine's ($TZ, then /etc/localtime), else UTC."""

@@ -6,9 +6,8 @@ import time
 
 from hermes.adapters.contract import Target
 from hermes.delivery.channels import set_home
-from hermes.state.maintenance import open_for_writing
-from hermes.state.schema import immediate
 from tests.processes import hermes
+from tests.seed import writing
 
 
 def test_channels_lists_config_then_sethome(home):
@@ -24,9 +23,7 @@ def test_channels_lists_config_then_sethome(home):
     [row] = listed.stdout.splitlines()[1:]
     assert row.split()[:4] == ["telegram", "-100", "7", "config"]
 
-    conn = open_for_writing(home.state_db)
-    with immediate(conn):
+    with writing(home.state_db) as conn:
         set_home(conn, Target("telegram", "-200"), "u42", time.time())
-    conn.close()
     [row] = hermes("channels").stdout.splitlines()[1:]
     assert row.split()[:4] == ["telegram", "-200", "-", "u42"]

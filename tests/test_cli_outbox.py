@@ -8,9 +8,8 @@ import apsw
 
 from hermes.adapters.contract import Target
 from hermes.delivery.outbox_store import enqueue, mark_dead, mark_sending
-from hermes.state.maintenance import open_for_writing
-from hermes.state.schema import immediate
 from tests.processes import hermes
+from tests.seed import writing
 
 
 def _states(home) -> list[tuple[int, str]]:
@@ -26,14 +25,12 @@ def test_outbox_list_retry_and_purge(home):
     assert (empty.returncode, empty.stdout.strip()) == (0, "the outbox is empty")
     assert not home.state_db.exists()
 
-    conn = open_for_writing(home.state_db)
     now = time.time()
-    with immediate(conn):
+    with writing(home.state_db) as conn:
         enqueue(conn, Target("telegram", "42"), ["hello there"], "reply", "k1", now)
         enqueue(conn, Target("telegram", "43"), ["to a blocked chat"], "reply", "k2", now)
         mark_sending(conn, 2, now)
         mark_dead(conn, 2, "403: bot was blocked by the user", now)
-    conn.close()
 
     listed = hermes("outbox")
     assert listed.returncode == 0
@@ -48,9 +45,8 @@ def test_outbox_list_retry_and_purge(home):
     assert again.returncode == 0, again.stderr
     assert _states(home) == [(1, "pending"), (2, "pending")]
 
-    with immediate(conn := open_for_writing(home.state_db)):
+    with writing(home.state_db) as conn:
         mark_dead(conn, 2, "400: chat not found", now)
-    conn.close()
     purged = hermes("outbox", "purge", "--dead")
     assert purged.stdout.strip() == "deleted 1 dead row"
     assert _states(home) == [(1, "pending")]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import apsw
@@ -14,12 +15,13 @@ import pytest
 import trio
 
 from hermes.state.db import Db
-from hermes.state.maintenance import open_for_writing
+from hermes.state.maintenance import open_plain
 from hermes.state.messages import NewMessage, append_message, append_messages
 from hermes.state.registry import Registry
 from hermes.state.schema import SCHEMA_VERSION, immediate
 from hermes.state.sessions import NewSession, create_session, ensure_session, set_title
 from tests.processes import hermes
+from tests.seed import writing
 
 
 async def fill(home) -> None:
@@ -27,16 +29,24 @@ async def fill(home) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(reg.run)
         async with Db(reg, home.state_db) as gen:
-            await gen.write(create_session, NewSession("s-trip", source="telegram", chat_id="7"))
+            await gen.write(
+                create_session,
+                NewSession("s-trip", source="telegram", chat_id="7", started_at=time.time()),
+            )
             await gen.write(set_title, "s-trip", "Planning Lisbon", "user")
             await gen.write(
                 append_messages,
                 [
-                    NewMessage("s-trip", "user", "book a hotel in Lisbon"),
-                    NewMessage("s-trip", "assistant", "Found three hotels in Lisbon."),
+                    NewMessage("s-trip", "user", "book a hotel in Lisbon", timestamp=time.time()),
+                    NewMessage(
+                        "s-trip",
+                        "assistant",
+                        "Found three hotels in Lisbon.",
+                        timestamp=time.time(),
+                    ),
                 ],
             )
-            await gen.write(create_session, NewSession("s-other"))
+            await gen.write(create_session, NewSession("s-other", started_at=time.time()))
         reg.request_drain(trio.current_time() + 10)
 
 
@@ -62,7 +72,7 @@ def test_sessions_list_show_search_export(filled):
     assert missing.returncode == 1 and "no session 'nope'" in missing.stderr
     assert missing.stdout == ""
     bad = hermes("sessions", "search", '"unbalanced')
-    assert bad.returncode == 1 and "cannot search" in bad.stderr
+    assert bad.returncode == 2 and "cannot search" in bad.stderr  # a bad request: usage
     assert "Traceback" not in bad.stderr
 
 
@@ -150,9 +160,8 @@ def test_the_rest_on_a_fresh_home_fail_in_one_line_and_create_nothing(
 
 
 def test_db_check_reports_a_newer_schema_as_not_ok(home):
-    conn = open_for_writing(home.state_db)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    conn.close()
+    with writing(home.state_db) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     result = hermes("db", "check")
     assert result.returncode == 1
     assert f"schema_version: {SCHEMA_VERSION + 1}" in result.stdout
@@ -216,12 +225,15 @@ def test_db_backup_is_consistent_while_writes_continue(home, tmp_path):
 
 
 def test_db_checkpoint_truncate_empties_the_wal(home):
-    conn = open_for_writing(home.state_db)  # stays open: the CLI's close is not the last
+    with writing(home.state_db):
+        pass  # the file, migrated
+    conn = open_plain(home.state_db, readonly=False)  # stays open: the CLI's is not the last
     try:
         with immediate(conn):
-            ensure_session(conn, NewSession("s-wal"))
+            ensure_session(conn, NewSession("s-wal", started_at=time.time()))
             for n in range(50):
-                append_message(conn, NewMessage("s-wal", "user", f"message {n}"))
+                message = NewMessage("s-wal", "user", f"message {n}", timestamp=time.time())
+                append_message(conn, message)
         wal = Path(f"{home.state_db}-wal")
         assert wal.stat().st_size > 0
         result = hermes("db", "checkpoint", "--truncate")

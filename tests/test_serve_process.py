@@ -12,10 +12,10 @@ import apsw
 
 from hermes.agent.offline import tool_line
 from hermes.gateway.serve import READY_LINE
-from hermes.state.maintenance import open_for_writing
 from hermes.state.schema import SCHEMA_VERSION
 from hermes.terminal.tree import descendant_pids
 from tests.processes import HERMES, hermes, wait_ready
+from tests.seed import writing
 
 
 def test_serve_ready_refuses_second_and_drains_on_sigterm(home, spawn):
@@ -77,9 +77,8 @@ def user_version(path: Path) -> int:
 def test_serve_refuses_a_database_from_a_newer_hermes(home):
     home.config_path.write_text("gateway:\n  local:\n    port: 0\nops:\n  port: 0\n")
     newer = SCHEMA_VERSION + 1
-    conn = open_for_writing(home.state_db)
-    conn.execute(f"PRAGMA user_version = {newer}")
-    conn.close()
+    with writing(home.state_db) as conn:
+        conn.execute(f"PRAGMA user_version = {newer}")
     result = hermes("serve", timeout=30)
     assert result.returncode != 0
     assert READY_LINE not in result.stdout

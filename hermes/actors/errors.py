@@ -30,6 +30,10 @@ class Unavailable(HermesError):
     """Something the request needs is stopped, busy or replaced: it may succeed later."""
 
 
+class Throttled(Unavailable):
+    """Refused for now: too many tries or requests (a pairing lockout); later it may pass."""
+
+
 class ActorError(HermesError):
     """Base for every error raised by the actor kernel."""
 

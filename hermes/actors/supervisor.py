@@ -15,18 +15,17 @@ import logging
 import math
 import random
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import attrs
 import trio
 
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorError, ActorStopped, ChildStartError, SupervisorGaveUp
+from hermes.actors.ref import Ref
 from hermes.actors.snapshot import RunState, Snapshot
 
 log = logging.getLogger(__name__)
-
-H = TypeVar("H")
 
 
 class Child(Protocol):
@@ -63,6 +62,7 @@ class ChildSpec:
     child's own drain deadline in seconds, counted from when it is asked to stop.
     `grace`: seconds it gets to stop even when the parent's drain deadline has
     passed (adapters delivering the last answers of turns cut at that deadline).
+    `ref`: pointed at the child's ready handle on every start, cleared when it ends.
     """
 
     name: str
@@ -70,6 +70,7 @@ class ChildSpec:
     restart: Restart = Restart.PERMANENT
     shutdown: float = 5.0
     grace: float = 0.0
+    ref: Ref | None = None
 
 
 @attrs.define(eq=False)
@@ -99,11 +100,14 @@ class ReadyStatus:
     """Wraps a task_status to learn whether a hosted child reached ready (a crash
     before it is a failed start; after it, a crash the host handles)."""
 
-    def __init__(self, inner: trio.TaskStatus[Any]) -> None:
+    def __init__(self, inner: trio.TaskStatus[Any], ref: Ref | None = None) -> None:
         self.inner = inner
+        self.ref = ref
         self.started_ok = False
 
     def started(self, value: Any = None) -> None:
+        if self.ref is not None:
+            self.ref.point(value)  # a handle of the wrong kind fails the start, here
         self.started_ok = True
         self.inner.started(value)
 
@@ -147,25 +151,6 @@ class Supervisor:
         self._exits_send, self._exits = trio.open_memory_channel[_Exit](math.inf)
 
     # -- public API -----------------------------------------------------------
-
-    def handle_of(self, name: str, kind: type[H]) -> H:
-        """What the named child reported when it became ready, checked to be a `kind`:
-        an Address for an Actor, or the typed handle a service child reports."""
-        handle = self._slot(name).handle
-        if not isinstance(handle, kind):
-            raise TypeError(
-                f"child {name!r} of {self.name!r} handed out {type(handle).__name__}, "
-                f"not {kind.__name__}"
-            )
-        return handle
-
-    def find(self, name: str, kind: type[H]) -> H | None:
-        """The named child's handle, or None while it has none to give (not started
-        yet, or no such child): for a caller that looks a sibling up at call time."""
-        for slot in self._slots:
-            if slot.spec.name == name:
-                return None if slot.handle is None else self.handle_of(name, kind)
-        return None
 
     def child_names(self) -> list[str]:
         return [s.spec.name for s in self._slots]
@@ -276,7 +261,7 @@ class Supervisor:
     async def _host(
         self, slot: _Slot, child: Child, incarnation: int, task_status: trio.TaskStatus[Any]
     ) -> None:
-        status = ReadyStatus(task_status)
+        status = ReadyStatus(task_status, slot.spec.ref)
         error: BaseException | None = None
         try:
             with trio.CancelScope() as scope:
@@ -289,6 +274,8 @@ class Supervisor:
             log.error("%s/%s crashed: %r", self.name, slot.spec.name, exc, exc_info=exc)
         finally:
             slot.done.set()
+            if slot.spec.ref is not None and incarnation == slot.incarnation:
+                slot.spec.ref.point(None)
         if not status.started_ok:
             raise RuntimeError(f"child {slot.spec.name!r} returned before it was ready")
         if not slot.stopping:

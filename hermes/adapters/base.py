@@ -36,7 +36,7 @@ import trio
 
 from hermes.actors.actor import Actor
 from hermes.actors.backoff import Backoff
-from hermes.actors.errors import ActorStopped
+from hermes.actors.errors import ActorStopped, HermesError
 from hermes.adapters.contract import (
     SEND_DEADLINE,
     Admit,
@@ -48,7 +48,7 @@ from hermes.adapters.contract import (
     Send,
     SendRequest,
     SendResult,
-    TurnEvent,
+    TurnStep,
     Unconfirmed,
 )
 from hermes.adapters.cursors import Cursors
@@ -69,7 +69,7 @@ CONNECTING, LIVE, BACKING_OFF, FATAL, STOPPED = (
 EARLY_FAILURES = Backoff(minimum=8.0, maximum=300.0)
 
 
-class AdapterFatal(Exception):
+class AdapterFatal(HermesError):
     """The platform refused us for good (bad token, disabled app): no more restarts."""
 
     def __init__(self, reason: str) -> None:
@@ -77,11 +77,11 @@ class AdapterFatal(Exception):
         self.reason = reason
 
 
-class ProgressLost(Exception):
+class ProgressLost(HermesError):
     """No progress within the deadline: the connection is presumed dead."""
 
 
-class ConnectionEnded(Exception):
+class ConnectionEnded(HermesError):
     """The platform closed the connection; the supervisor connects again."""
 
 
@@ -146,10 +146,10 @@ class PlatformAdapter(Actor):
         """Show "typing" in the event's chat once (a platform with an indicator sets
         `typing_every` too); failures are only logged: it is best effort."""
 
-    async def show(self, event: TurnEvent) -> None:
+    async def show(self, step: TurnStep) -> None:
         """A step of a turn in progress: the turn's end stops its typing indicator."""
-        if event.final:
-            scope = self._typing.pop(event.event_id, None)
+        if step.final:
+            scope = self._typing.pop(step.event_id, None)
             if scope is not None:
                 scope.cancel()
 
@@ -251,7 +251,7 @@ class PlatformAdapter(Actor):
             await self._sends.acquire()  # backpressure: the mailbox waits, not a task pile
             self.nursery.start_soon(self._send, msg)
             return None
-        if isinstance(msg, TurnEvent):
+        if isinstance(msg, TurnStep):
             return await self.show(msg)
         if isinstance(msg, Fetch):
             self.nursery.start_soon(self._fetch, msg)

@@ -164,24 +164,39 @@ class Fetched:
     problems: tuple[str, ...] = ()
 
 
-@attrs.frozen
-class TurnEvent:
-    """A step of the turn answering inbound event `event_id`: text, tool_call,
-    tool_result, and one final step (done, interrupted, error, refused). Adapters that
-    show progress (the local endpoint streams it) take these; others ignore them. The
-    answer itself is sent as a SendRequest."""
+class StepKind(enum.StrEnum):
+    """What a step of a turn is. The values are the local endpoint's wire names."""
 
-    event_id: str
-    target: Target
-    session_id: str | None
-    kind: str
-    text: str
-    tool: str | None = None
-    call_id: str | None = None
+    TEXT = "text"  # a piece of the reply as the model streams it
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    DONE = "done"  # the final answer
+    INTERRUPTED = "interrupted"  # /stop, or a newer message took its place
+    ERROR = "error"
+    REFUSED = "refused"  # the router took no turn (authorization, a drain, a rate limit)
+    CUT = "cut"  # cut from outside (a drain, a crash); an adapter sees it as interrupted
 
     @property
     def final(self) -> bool:
-        return self.kind in FINAL_KINDS
+        return self not in (StepKind.TEXT, StepKind.TOOL_CALL, StepKind.TOOL_RESULT)
 
 
-FINAL_KINDS = frozenset({"done", "interrupted", "error", "refused"})
+@attrs.frozen
+class TurnStep:
+    """A step of a turn, from the agent loop's emit to an adapter that shows progress
+    (the local endpoint streams it; the others only see the final step). The loop
+    fills what happened; the router adds which inbound event's turn it belongs to
+    (`event_id`, `target`, `session_id`) before it hands the step on. The answer
+    itself is sent as a SendRequest."""
+
+    kind: StepKind
+    text: str = ""
+    tool: str | None = None
+    call_id: str | None = None
+    event_id: str = ""
+    target: Target | None = None
+    session_id: str | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.kind.final

@@ -3,11 +3,13 @@ a poll offset, a migrated chat's new id. Small named values, one row each."""
 
 from __future__ import annotations
 
-import time
+from pathlib import Path
 
 import apsw
 
+from hermes.actors.clock import Clock
 from hermes.state.db import UsesDb
+from hermes.state.registry import Registry
 
 
 def _get(conn: apsw.Connection, key: str) -> str | None:
@@ -35,11 +37,15 @@ def _prefixed(conn: apsw.Connection, prefix: str) -> dict[str, str]:
 class Cursors(UsesDb):
     """Held open by an adapter (`async with`, on its exit stack)."""
 
+    def __init__(self, registry: Registry, state_db: Path, clock: Clock) -> None:
+        super().__init__(registry, state_db)
+        self.clock = clock
+
     async def get(self, key: str) -> str | None:
         return await self.db.read(_get, key)
 
     async def put(self, key: str, value: str) -> None:
-        await self.db.write(_put, key, value, time.time())
+        await self.db.write(_put, key, value, self.clock.now())
 
     async def prefixed(self, prefix: str) -> dict[str, str]:
         """Every value whose key starts with `prefix`, by the rest of its key."""

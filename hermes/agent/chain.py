@@ -16,6 +16,7 @@ import trio
 from prometheus_client import Counter
 
 from hermes.actors.backoff import Backoff
+from hermes.actors.errors import Unavailable
 from hermes.agent.provider import (
     FallbackError,
     ModelReply,
@@ -35,7 +36,7 @@ MODEL_CALLS = Counter(
 )
 
 
-class AllProvidersFailed(ProviderError):
+class AllProvidersFailed(ProviderError, Unavailable):
     user_line = "no model provider could answer; try again in a while"
 
 

@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 import trio
 
+from hermes.actors.clock import Clock
 from hermes.agent.provider import Provider
 from hermes.state.db import Db
 from hermes.state.messages import Compaction, PromptHistory, add_compaction
@@ -197,7 +198,10 @@ class Compacted:
 class Compactor:
     """Keeps one session's Conversation under a provider's budget."""
 
-    def __init__(self, budgets: Budgets, db: Db, session_id: str, spill_dir: Path) -> None:
+    def __init__(
+        self, budgets: Budgets, db: Db, session_id: str, spill_dir: Path, clock: Clock
+    ) -> None:
+        self.clock = clock  # when a compaction was made
         self.budgets = budgets
         self.db = db
         self.session_id = session_id
@@ -326,7 +330,7 @@ class Compactor:
             summary = summary[-(budget_chars // 2) :]  # repeated failures do not grow it
             kind = "dropped"
         record = Compaction(self.session_id, min(ids), max(ids), kind, summary, provider.model)
-        await self.db.write(add_compaction, record)
+        await self.db.write(add_compaction, record, self.clock.now())
         conversation.summary = summary
         del conversation.messages[:keep]
         del conversation.ids[:keep]

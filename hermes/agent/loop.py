@@ -12,15 +12,15 @@ records the interruption in the transcript.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import apsw
 import attrs
 import trio
 
-from hermes.actors.errors import is_cancel
+from hermes.actors.errors import Invalid, is_cancel
+from hermes.adapters.contract import StepKind, TurnStep
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import (
     INTERRUPTED,
@@ -33,7 +33,7 @@ from hermes.agent.context import (
 from hermes.agent.permissions import Permissions
 from hermes.agent.prompt import system_prompt
 from hermes.agent.provider import ModelReply, Provider, ToolCall
-from hermes.agent.tools.base import Tool, ToolContext, ToolError, schema
+from hermes.agent.tools.base import Tool, ToolContext, schema
 from hermes.config import Role, ToolsConfig
 from hermes.delivery.outbox import nudge
 from hermes.delivery.replies import Answer
@@ -54,16 +54,6 @@ NOT_RUN_AGAIN = (
     "hermes restarted while a command of this turn was running; it was not run again."
     " Send your message again if you want it run."
 )
-
-
-@attrs.frozen
-class Event:
-    """What a client sees of a turn as it happens: text, tool_call, tool_result, done."""
-
-    kind: str
-    text: str = ""
-    tool: str = ""
-    call_id: str = ""
 
 
 @attrs.frozen
@@ -111,10 +101,14 @@ class Agent:
         return self._offered[role][1]
 
     def compactor(self, ctx: ToolContext) -> Compactor:
-        return Compactor(self.budgets, ctx.db, ctx.session_id, ctx.terminal.options.spill_dir)
+        return Compactor(
+            self.budgets, ctx.db, ctx.session_id, ctx.terminal.options.spill_dir, ctx.clock
+        )
 
     def system(self, ctx: ToolContext, source: str) -> str:
-        return system_prompt(ctx.memory.prompt_block(), ctx.session_id, source, ctx.tz, time.time())
+        return system_prompt(
+            ctx.memory.prompt_block(), ctx.session_id, source, ctx.tz, ctx.clock.now()
+        )
 
     async def load(self, ctx: ToolContext) -> Conversation:
         """What the next prompt of the session needs, from state.db."""
@@ -148,7 +142,7 @@ class Agent:
         self,
         ctx: ToolContext,
         user_text: str,
-        on_event: Callable[[Event], None] | None = None,
+        on_step: Callable[[TurnStep], Awaitable[None]] | None = None,
         stream: bool = True,
         source: str = "local",
         conversation: Conversation | None = None,
@@ -159,8 +153,14 @@ class Agent:
         otherwise what the prompt needs is read from state.db (the latest compaction
         and the messages after it). `resume`: answer `user_text` again after a restart
         cut its turn; it is not recorded twice if it was recorded already. `answer`:
-        where the final text goes, queued in the outbox with the message holding it."""
-        emit = on_event or (lambda event: None)
+        where the final text goes, queued in the outbox with the message holding it.
+        `on_step` gets each step as it happens and is awaited: a slow consumer holds
+        the turn back (the model's stream included) rather than piling steps up."""
+
+        async def emit(step: TurnStep) -> None:
+            if on_step is not None:
+                await on_step(step)
+
         db = ctx.db
         user_write: PendingWrite | None = None
         user_message = {"role": "user", "content": user_text}
@@ -168,26 +168,30 @@ class Agent:
             conversation = await self.load(ctx)
             done = _answered(conversation, user_text)
             if done is not None:  # cut after its answer was recorded (and queued with it)
-                emit(Event("done", done))
+                await emit(TurnStep(StepKind.DONE, done))
                 return TurnResult(done, 0, "", "", conversation)
             if _cut_in_a_command(conversation, user_text):  # never run it again unasked
-                row_id = await db.write(append_answered, NewMessage(ctx.session_id, "assistant",
-                                        NOT_RUN_AGAIN), answer)  # fmt: skip
+                said = NewMessage(ctx.session_id, "assistant", NOT_RUN_AGAIN,
+                                  timestamp=ctx.clock.now())  # fmt: skip
+                row_id = await db.write(append_answered, said, answer)
                 nudge(ctx.outbox)
                 conversation.add({"role": "assistant", "content": NOT_RUN_AGAIN}, row_id)
-                emit(Event("done", NOT_RUN_AGAIN))
+                await emit(TurnStep(StepKind.DONE, NOT_RUN_AGAIN))
                 return TurnResult(NOT_RUN_AGAIN, 0, "", "", conversation)
             if not _asked(conversation, user_text):  # cut before it began: ask it now
-                user_write = await db.submit(continue_turn, ctx.session_id, source, user_text)
+                user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
+                                           ctx.clock.now())  # fmt: skip
                 conversation.add(user_message)
         elif conversation is None:
-            history, user_id = await db.write(begin_turn, ctx.session_id, source, user_text)
+            history, user_id = await db.write(begin_turn, ctx.session_id, source, user_text,
+                                           ctx.clock.now())  # fmt: skip
             conversation = Conversation.from_history(history)
             conversation.add(user_message, user_id)
         else:
             # Queued now and awaited with the reply's record: its commit overlaps
             # the model call.
-            user_write = await db.submit(continue_turn, ctx.session_id, source, user_text)
+            user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
+                                           ctx.clock.now())  # fmt: skip
             conversation.add(user_message)
         system = self.system(ctx, source)
         compactor = self.compactor(ctx)
@@ -201,11 +205,13 @@ class Agent:
             sent[key] = prompt_chars(messages) + schema_chars
             return messages
 
-        on_text = (lambda piece: emit(Event("text", piece))) if stream else None
+        async def on_text(piece: str) -> None:
+            await emit(TurnStep(StepKind.TEXT, piece))
+
         reply: ModelReply | None = None
         try:
             for calls_made in range(1, self.max_turns + 1):
-                reply = await self.chain.complete(prepare, schemas, on_text)
+                reply = await self.chain.complete(prepare, schemas, on_text if stream else None)
                 key = provider_key(reply.provider, reply.model)
                 self.budgets.calibrate(key, sent.get(key, 0), reply.input_tokens)
                 earlier, user_write = user_write, None
@@ -215,37 +221,41 @@ class Agent:
                     conversation.ids[_index_of(conversation, user_message)] = user_id
                 conversation.add(_assistant_message(reply), reply_id)
                 if not reply.tool_calls:
-                    emit(Event("done", reply.content or ""))
-                    return TurnResult(reply.content or "", calls_made, reply.provider,
-                                      reply.model, conversation)  # fmt: skip
+                    result = TurnResult(reply.content or "", calls_made, reply.provider,
+                                        reply.model, conversation)  # fmt: skip
+                    break
                 for call in reply.tool_calls:
-                    emit(Event("tool_call", call.arguments, call.name, call.id))
+                    await emit(TurnStep(StepKind.TOOL_CALL, call.arguments, call.name, call.id))
                 results = await self._run_tools(reply.tool_calls, ctx)
-                for call, result in zip(reply.tool_calls, results, strict=True):
-                    emit(Event("tool_result", result, call.name, call.id))
-                    row = NewMessage(
-                        ctx.session_id, "tool", result, tool_call_id=call.id, tool_name=call.name
-                    )
+                for call, output in zip(reply.tool_calls, results, strict=True):
+                    row = NewMessage(ctx.session_id, "tool", output, tool_call_id=call.id,
+                                     tool_name=call.name, timestamp=ctx.clock.now())  # fmt: skip
                     row_id = await db.write(append_message, row)
-                    conversation.add({"role": "tool", "tool_call_id": call.id, "content": result},
+                    conversation.add({"role": "tool", "tool_call_id": call.id, "content": output},
                                      row_id)  # fmt: skip
-            text = f"[stopped after {self.max_turns} model calls without a final answer]"
-            row_id = await db.write(append_answered, NewMessage(ctx.session_id, "assistant", text),
-                                    answer)  # fmt: skip
-            nudge(ctx.outbox)
-            emit(Event("done", text))
-            conversation.add({"role": "assistant", "content": text}, row_id)
-            return TurnResult(text, self.max_turns, reply.provider, reply.model, conversation)
+                    await emit(TurnStep(StepKind.TOOL_RESULT, output, call.name, call.id))
+            else:
+                text = f"[stopped after {self.max_turns} model calls without a final answer]"
+                said = NewMessage(ctx.session_id, "assistant", text, timestamp=ctx.clock.now())
+                row_id = await db.write(append_answered, said, answer)
+                nudge(ctx.outbox)
+                conversation.add({"role": "assistant", "content": text}, row_id)
+                result = TurnResult(text, self.max_turns, reply.provider, reply.model, conversation)
         except BaseException as exc:
             note = INTERRUPTED if is_cancel(exc) else self.redact(f"[the turn failed: {exc}]")
             with trio.CancelScope(shield=True):
                 try:
                     if user_write is not None:  # the model call failed or was cancelled
                         await user_write.result()
-                    await db.write(append_message, NewMessage(ctx.session_id, "system", note))
+                    said = NewMessage(ctx.session_id, "system", note, timestamp=ctx.clock.now())
+                    await db.write(append_message, said)
                 except Exception as write_error:  # the original error matters more
                     log.error("cannot record the end of turn %s: %s", ctx.session_id, write_error)
             raise
+        # Recorded (and queued) already: a cancel while the step waits for its consumer
+        # must not record an interruption after the answer.
+        await emit(TurnStep(StepKind.DONE, result.text))
+        return result
 
     async def _record_reply(
         self,
@@ -262,6 +272,7 @@ class Agent:
         message = NewMessage(
             ctx.session_id, "assistant", reply.content, tool_calls=calls,
             input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+            timestamp=ctx.clock.now(),
         )  # fmt: skip
         record = await ctx.db.submit(append_answered, message, answer)
         user_id = None
@@ -302,7 +313,7 @@ class Agent:
             return f"error: {refusal}"
         try:
             return await tool(call.parsed(), ctx)
-        except (ToolError, ValueError) as exc:
+        except (Invalid, ValueError) as exc:  # the call is wrong (ValueError: its JSON)
             return f"error: {exc}"
         except Exception as exc:  # a tool bug is the model's problem to route around, not a crash
             log.exception("tool %s failed", call.name)
@@ -310,11 +321,11 @@ class Agent:
 
 
 def append_answered(conn: apsw.Connection, message: NewMessage, answer: Answer | None) -> int:
-    """The assistant's message and, for a final one, its answer's outbox rows: one
-    transaction."""
+    """The assistant's message and, for a final one, its answer's outbox rows (queued
+    at the message's time): one transaction."""
     row_id = append_message(conn, message)
     if answer is not None and message.content:
-        answer.queue(conn, message.content, time.time())
+        answer.queue(conn, message.content, message.timestamp)
     return row_id
 
 

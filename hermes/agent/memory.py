@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hermes.actors.errors import Invalid
 from hermes.agent.permissions import Caller
 from hermes.home import path_part
 
@@ -27,7 +28,7 @@ TITLES = {"memory": "Your notes", "user": "About the user"}
 RECHECK_SECONDS = 1.0
 
 
-class MemoryRefused(ValueError):
+class MemoryRefused(Invalid):
     """A memory change that cannot be made (cap, unknown entry, empty text)."""
 
 

@@ -50,7 +50,7 @@ class OfflineProvider:
             lines = _text(last.get("content")).splitlines()
             gist = " / ".join(line[:80] for line in (lines[:2] + lines[-2:]))
             summary = f"{len(lines)} lines of conversation; it began and ended: {gist}"
-            return self._say(summary, None)
+            return await self._say(summary, None)
         if last.get("role") == "tool":
             results = []
             for msg in reversed(messages):
@@ -58,7 +58,7 @@ class OfflineProvider:
                     break
                 results.append(f"{msg.get('name', 'tool')}: {_text(msg.get('content'))[:500]}")
             reply = "Tool results:\n" + "\n".join(reversed(results))
-            return self._say(reply, on_text)
+            return await self._say(reply, on_text)
         user = _text(last.get("content"))
         calls = []
         for n, line in enumerate(user.splitlines()):
@@ -67,11 +67,11 @@ class OfflineProvider:
                 calls.append(ToolCall(f"call_{len(messages)}_{n}", name, args.strip() or "{}"))
         if calls:
             return ModelReply(None, tuple(calls), self.name, self.model)
-        return self._say(f"You said: {user}", on_text)
+        return await self._say(f"You said: {user}", on_text)
 
-    def _say(self, text: str, on_text: OnText | None) -> ModelReply:
+    async def _say(self, text: str, on_text: OnText | None) -> ModelReply:
         if on_text is not None:
-            on_text(text)  # it has the whole reply at once: one piece
+            await on_text(text)  # it has the whole reply at once: one piece
         return ModelReply(text, (), self.name, self.model, 0, len(text.split()))
 
 

@@ -122,7 +122,7 @@ class OpenAICompatible:
                 delta = choice.get("delta") or {}
                 if delta.get("content"):
                     text.append(delta["content"])
-                    on_text(delta["content"])
+                    await on_text(delta["content"])
                 for part in delta.get("tool_calls") or ():
                     call = calls.setdefault(
                         part.get("index", 0), {"id": "", "name": "", "args": ""}

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import attrs
+
+from hermes.actors.errors import HermesError, Unavailable
 
 
 @attrs.frozen
@@ -39,7 +41,7 @@ class ModelReply:
     output_tokens: int = 0
 
 
-class ProviderError(Exception):
+class ProviderError(HermesError):
     """A provider failed in a way that neither a retry nor a fallback will fix.
 
     Its message (the provider's URL, status and body) is for the log; a chat user
@@ -56,11 +58,11 @@ class AuthFailed(FallbackError):
     user_line = "the model provider refused hermes's credentials"
 
 
-class Unreachable(FallbackError):
+class Unreachable(FallbackError, Unavailable):
     user_line = "the model provider cannot be reached"
 
 
-class Retryable(ProviderError):
+class Retryable(ProviderError, Unavailable):
     """Worth another try after a backoff (429, 5xx); after the retries, fall back."""
 
     user_line = "the model provider is busy or failing; try again in a while"
@@ -70,7 +72,8 @@ class Retryable(ProviderError):
         self.retry_after = retry_after
 
 
-OnText = Callable[[str], None]
+OnText = Callable[[str], Awaitable[None]]
+"""Takes each piece of a streamed reply; awaited, so a slow consumer slows the stream."""
 
 
 class Provider(Protocol):

@@ -7,10 +7,11 @@ from datetime import datetime
 
 from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
-from hermes.config import Config, load_config
+from hermes.cli.act import perform
+from hermes.config import load_config
 from hermes.delivery.channels import HomeChannel, home_channels
 from hermes.home import HermesHome
-from hermes.state.maintenance import has_table, open_plain
+from hermes.operations.context import NoArgs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,22 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=channels)
 
 
-def _homes(home: HermesHome, config: Config) -> dict[str, HomeChannel]:
-    """Read-only: a home where serve never ran (or ran before home channels existed) has
-    only what config.yaml names."""
-    if not home.state_db.exists():
-        return home_channels(None, config.platforms)
-    conn = open_plain(home.state_db)
-    try:
-        return home_channels(conn if has_table(conn, "home_channels") else None, config.platforms)
-    finally:
-        conn.close()
-
-
 def channels(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
     config = load_config(home.config_path, SECTIONS)
-    homes = _homes(home, config)
+    homes: dict[str, HomeChannel] = {}
+    if home.state_db.exists():  # a read creates nothing: only config.yaml's then
+        homes = perform(home, config, "channels", NoArgs())
+    else:
+        homes = home_channels(None, config.platforms)
     if not homes:
         print("no home channels: send /sethome in a chat as its owner, or set")
         print("platforms.<name>.home_channel in config.yaml")

@@ -10,9 +10,11 @@ import trio
 from hermes.actors.snapshot import Snapshot
 from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
-from hermes.cli.client import EndpointError, connect, endpoint_url
+from hermes.cli.act import ask_serve
+from hermes.cli.client import connect, serve_address
 from hermes.config import load_config
 from hermes.home import HermesHome
+from hermes.operations.context import NoArgs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,12 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
     home = HermesHome.from_env()
-    config = load_config(home.config_path, SECTIONS)
-    try:
-        token = home.serve_token.read_text().strip()
-    except FileNotFoundError:
-        raise EndpointError(f"no {home.serve_token}: start `hermes serve` first") from None
-    return endpoint_url(home, config, args.port), token
+    return serve_address(home, load_config(home.config_path, SECTIONS), args.port)
 
 
 class _Shown:
@@ -89,25 +86,13 @@ async def _chat(url: str, token: str, args: argparse.Namespace) -> int:
 
 
 def chat_main(args: argparse.Namespace) -> int:
-    try:
-        url, token = _target(args)
-        return trio.run(_chat, url, token, args)
-    except EndpointError as exc:
-        print(f"hermes chat: {exc}", file=sys.stderr)
-        return exit_codes.FAILED
-
-
-async def _status(url: str, token: str) -> dict:
-    async with connect(url, token) as rpc:
-        return await rpc.call("status", {})
+    url, token = _target(args)
+    return trio.run(_chat, url, token, args)
 
 
 def status_main(args: argparse.Namespace) -> int:
-    try:
-        url, token = _target(args)
-        tree = trio.run(_status, url, token)
-    except EndpointError as exc:
-        print(f"hermes status: {exc}", file=sys.stderr)
-        return exit_codes.FAILED
-    print(Snapshot.from_dict(tree).render())
+    home = HermesHome.from_env()
+    config = load_config(home.config_path, SECTIONS)
+    tree: Snapshot = trio.run(ask_serve, home, config, "status", NoArgs(), args.port)
+    print(tree.render())
     return exit_codes.OK

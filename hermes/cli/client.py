@@ -1,4 +1,4 @@
-"""A JSON-RPC client of the local endpoint, for `hermes chat` and `hermes status`."""
+"""A JSON-RPC client of the local endpoint: `hermes chat`, and actions sent to serve."""
 
 from __future__ import annotations
 
@@ -15,21 +15,28 @@ from trio_websocket import (
     open_websocket_url,
 )
 
+from hermes.actors.errors import HermesError
 from hermes.config import Config
 from hermes.home import HermesHome
+from hermes.operations.wire import error_from_json
 
 
-class EndpointError(Exception):
-    """The endpoint could not be reached, refused us, or answered with an error."""
+class EndpointError(HermesError):
+    """The endpoint could not be reached or refused us (it answers errors as themselves)."""
 
 
-def endpoint_url(home: HermesHome, config: Config, port: int | None) -> str:
+def serve_address(home: HermesHome, config: Config, port: int | None) -> tuple[str, str]:
+    """The running serve's endpoint URL (its port from serve.port unless given) and token."""
+    try:
+        token = home.serve_token.read_text().strip()
+    except FileNotFoundError:
+        raise EndpointError(f"no {home.serve_token}: start `hermes serve` first") from None
     if port is None:
         try:
             port = int((home.root / "serve.port").read_text())
         except (FileNotFoundError, ValueError):
             port = config.gateway.local.port
-    return f"ws://{config.gateway.local.host}:{port}/"
+    return f"ws://{config.gateway.local.host}:{port}/", token
 
 
 class Rpc:
@@ -54,7 +61,7 @@ class Rpc:
             msg = json.loads(await self.ws.get_message())
             if msg.get("id") == request_id:
                 if "error" in msg:
-                    raise EndpointError(msg["error"]["message"])
+                    raise error_from_json(msg["error"]["message"], msg["error"].get("data"))
                 return msg["result"]
             if "method" in msg and on_notify is not None:
                 on_notify(msg)

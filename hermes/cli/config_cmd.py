@@ -1,4 +1,5 @@
-"""`hermes config show | path`: the effective config, secrets never shown."""
+"""`hermes config show | path | reference`: the effective config (secrets never shown),
+where it is read from, and what every key means."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import yaml
 
 from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
+from hermes.cli.config_reference import reference
 from hermes.config import Secrets, dump_config, load_config
 from hermes.home import HermesHome
 
@@ -17,10 +19,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = parser.add_subparsers(dest="action", required=True)
     actions.add_parser("show", help="the effective config; secrets shown only as set or missing")
     actions.add_parser("path", help="where config.yaml is read from")
+    actions.add_parser(
+        "reference", help="every key of config.yaml as Markdown (docs/configuration.md)"
+    )
     parser.set_defaults(func=config)
 
 
 def config(args: argparse.Namespace) -> int:
+    if args.action == "reference":
+        print(reference(), end="")
+        return exit_codes.OK
     home = HermesHome.from_env()
     if args.action == "path":
         print(home.config_path)

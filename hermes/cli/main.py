@@ -6,6 +6,7 @@ import argparse
 import importlib.metadata
 import sys
 
+from hermes.actors.errors import HermesError
 from hermes.cli import (
     channels_cmd,
     chat_cmd,
@@ -21,10 +22,6 @@ from hermes.cli import (
     sessions_cmd,
 )
 from hermes.config import ConfigError
-from hermes.cron.injection import InjectionRefused
-from hermes.cron.schedule import ScheduleError
-from hermes.cron.store import JobError
-from hermes.state.errors import StateError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,12 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ConfigError, ScheduleError, InjectionRefused) as exc:
+    except ConfigError as exc:
         print(f"hermes: {exc}", file=sys.stderr)
         return exit_codes.USAGE
-    except (StateError, JobError) as exc:
+    except HermesError as exc:
         print(f"hermes: {exc}", file=sys.stderr)
-        return exit_codes.FAILED
+        return exit_codes.of_error(exc)
 
 
 if __name__ == "__main__":

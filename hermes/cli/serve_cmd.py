@@ -10,7 +10,13 @@ from hermes.cli import exit_codes
 from hermes.cli.logs import setup_logging
 from hermes.config import load_config
 from hermes.gateway.pidfile import AlreadyRunning
-from hermes.gateway.serve import READY_LINE, PortInUse, StateDbUnusable, run_serve
+from hermes.gateway.serve import (
+    READY_LINE,
+    PortInUse,
+    StateDbUnusable,
+    beside_another,
+    run_serve,
+)
 from hermes.home import HermesHome
 from hermes.ops.server import ops_children
 
@@ -31,6 +37,8 @@ def serve(args: argparse.Namespace) -> int:
     config = load_config(home.config_path, SECTIONS)  # a bad config creates nothing
     home.ensure()
     setup_logging(home, args.verbose)
+    if args.no_lock:
+        config = beside_another(config)
 
     def ready(port: int) -> None:
         print(f"{READY_LINE} port={port}", flush=True)

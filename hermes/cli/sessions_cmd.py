@@ -1,18 +1,29 @@
-"""`hermes sessions list | show ID | search QUERY | export ID`: read state.db directly."""
+"""`hermes sessions list | show ID | search QUERY | export ID`, through the operator
+actions (hermes.operations.sessions)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
+from hermes.actors.errors import NotFound
+from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
+from hermes.cli.act import perform
+from hermes.config import load_config
 from hermes.home import HermesHome
-from hermes.state.export import to_json, to_markdown
-from hermes.state.maintenance import open_plain
-from hermes.state.messages import messages_of
-from hermes.state.search import search_messages
-from hermes.state.sessions import get_session, list_sessions
+from hermes.operations.sessions import (
+    ExportArgs,
+    Exported,
+    Hit,
+    ListArgs,
+    SearchArgs,
+    ShowArgs,
+    Transcript,
+)
+from hermes.state.rows import SessionRow
 
 NO_DB_YET = "no state.db yet: hermes serve creates it"
 
@@ -40,14 +51,12 @@ def _when(ts: float | None) -> str:
 
 
 def sessions(args: argparse.Namespace) -> int:
-    path = HermesHome.from_env().state_db
-    if not path.exists():
+    home = HermesHome.from_env()
+    if not home.state_db.exists():
         return _without_db(args)
-    conn = open_plain(path)
-    try:
-        return ACTIONS[args.action](conn, args)
-    finally:
-        conn.close()
+    config = load_config(home.config_path, SECTIONS)
+    name, request = REQUESTS[args.action](args)
+    return SHOW[args.action](perform(home, config, name, request))
 
 
 def _without_db(args: argparse.Namespace) -> int:
@@ -58,11 +67,18 @@ def _without_db(args: argparse.Namespace) -> int:
     if args.action == "search":
         print(f"no matches ({NO_DB_YET})")
         return exit_codes.OK
-    return _missing(args.id)
+    raise NotFound(f"no session {args.id!r}")
 
 
-def _list(conn, args: argparse.Namespace) -> int:
-    rows = list_sessions(conn, args.limit, args.source)
+REQUESTS: dict[str, Callable[[argparse.Namespace], tuple[str, Any]]] = {
+    "list": lambda a: ("sessions.list", ListArgs(a.limit, a.source)),
+    "show": lambda a: ("sessions.show", ShowArgs(a.id)),
+    "search": lambda a: ("sessions.search", SearchArgs(a.query, a.limit, a.tools)),
+    "export": lambda a: ("sessions.export", ExportArgs(a.id, a.format)),
+}
+
+
+def _list(rows: list[SessionRow]) -> int:
     if not rows:
         print("no sessions")
         return exit_codes.OK
@@ -74,41 +90,33 @@ def _list(conn, args: argparse.Namespace) -> int:
     return exit_codes.OK
 
 
-def _missing(session_id: str) -> int:
-    print(f"hermes: no session {session_id!r}", file=sys.stderr)
-    return exit_codes.FAILED
-
-
-def _show(conn, args: argparse.Namespace) -> int:
-    session = get_session(conn, args.id)
-    if session is None:
-        return _missing(args.id)
-    for key, value in session.to_dict().items():
+def _show(found: Transcript) -> int:
+    for key, value in found.session.to_dict().items():
         if value is not None:
             print(f"{key}: {value}")
     print()
-    for m in messages_of(conn, args.id):
+    for m in found.messages:
         who = m.role if m.role != "tool" else f"tool:{m.tool_name}"
         print(f"[{_when(m.timestamp)}] {who}: {m.content or m.tool_calls or ''}")
     return exit_codes.OK
 
 
-def _search(conn, args: argparse.Namespace) -> int:
-    hits = search_messages(conn, args.query, args.limit, args.tools)
+def _search(hits: list[Hit]) -> int:
     for h in hits:
-        print(f"{h.session_id:<24} #{h.message_id:<7} {h.role:<9} {h.snippet}")
+        print(f"{h.session:<24} #{h.message:<7} {h.role:<9} {h.snippet}")
     if not hits:
         print("no matches")
     return exit_codes.OK
 
 
-def _export(conn, args: argparse.Namespace) -> int:
-    session = get_session(conn, args.id)
-    if session is None:
-        return _missing(args.id)
-    messages = messages_of(conn, args.id)
-    print(to_json(session, messages) if args.format == "json" else to_markdown(session, messages))
+def _export(exported: Exported) -> int:
+    print(exported.text)
     return exit_codes.OK
 
 
-ACTIONS = {"list": _list, "show": _show, "search": _search, "export": _export}
+SHOW: dict[str, Callable[[Any], int]] = {
+    "list": _list,
+    "show": _show,
+    "search": _search,
+    "export": _export,
+}

@@ -90,6 +90,7 @@ def write_mirror(
     target: Target,
     message_id: str | None,
     config: GatewayConfig,
+    now: float,
 ) -> list[str]:
     """Write the brief into each seeded session (the key's live session, else a new
     one); returns their ids. Runs inside the transaction that marks the row sent."""
@@ -104,9 +105,9 @@ def write_mirror(
         ensure_session(conn, NewSession(
             session_id, source=target.platform, session_key=key, chat_id=where.chat_id,
             chat_type=seed.chat_type, thread_id=where.thread_id, user_id=seed.user_id,
-            scope_id=where.scope_id,
+            scope_id=where.scope_id, started_at=now,
         ))  # fmt: skip
         append_message(conn, NewMessage(session_id, "assistant", mirror.text,
-                                        platform_message_id=message_id))  # fmt: skip
+                                        platform_message_id=message_id, timestamp=now))  # fmt: skip
         written.append(session_id)
     return written

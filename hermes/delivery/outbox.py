@@ -68,7 +68,6 @@ SENDS = Counter(
 
 FRESHNESS = 24 * 3600.0  # a reply that old is noise
 HANDOVER = 5.0  # past the adapter's SEND_DEADLINE: its answer on the way back
-LOOK_EVERY = 30.0  # also look this often: rows a CLI retried, or queued with no nudge
 RETRY_BACKOFF = Backoff(minimum=1.0, maximum=300.0)
 
 
@@ -128,7 +127,11 @@ class Outbox(Actor):
         clock: Clock | None = None,
         sessions: GatewayConfig = DEFAULT_SESSIONS,
         mirrored: Callable[[list[str]], Awaitable[None]] | None = None,
+        watch_other_writers: float | None = None,
     ) -> None:
+        """`watch_other_writers`: look at state.db this often even unasked, for a second
+        serve on the same home (--no-lock), whose rows this one is never told about;
+        None (one serve): look only when told (Enqueued) or when a row comes due."""
         super().__init__(name)
         self.registry = registry
         self.state_db = state_db
@@ -140,6 +143,7 @@ class Outbox(Actor):
         self.clock = clock or Clock()
         self.sessions = sessions  # how a mirrored brief's sessions are keyed
         self.mirrored = mirrored  # told which sessions a mirror wrote to
+        self.watch = math.inf if watch_other_writers is None else watch_other_writers
         self.db: Db | None = None
         self.busy: set[tuple[str, str]] = set()  # chats with a send in flight
         self.held: dict[str, float] = {}  # platform -> not before (a global 429)
@@ -190,8 +194,8 @@ class Outbox(Actor):
                 self._drained.set()
                 return
             held = [t for t in self.held.values() if t > now]
-            soonest = min([t for t in (wake_at, *held) if t is not None], default=now + LOOK_EVERY)
-            wait = min(max(0.0, soonest - self.clock.now()), LOOK_EVERY)
+            soonest = min([t for t in (wake_at, *held) if t is not None], default=math.inf)
+            wait = min(max(0.0, soonest - self.clock.now()), self.watch)
             with trio.move_on_after(wait):
                 await self._wake.wait()
 

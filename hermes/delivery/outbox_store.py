@@ -183,7 +183,9 @@ def mark_sent(
     seeded: list[str] = []
     try:
         with conn:  # a savepoint: a failed seed leaves the sent mark standing
-            seeded = write_mirror(conn, Mirror.from_json(found[4]), target, message_id, sessions)
+            seeded = write_mirror(
+                conn, Mirror.from_json(found[4]), target, message_id, sessions, now
+            )
         outcome = "seeded " + ", ".join(seeded)
     except Exception as exc:  # a bad mirror record (cattrs raises a group) or the write
         log.warning("outbox row %d to %s: the brief was sent but not mirrored: %s",

@@ -12,18 +12,18 @@ is nothing for the outbox to retry.
 
 from __future__ import annotations
 
-import time
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 import apsw
 import attrs
-import trio
 
 from hermes.actors.address import Address
+from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
-from hermes.adapters.contract import InboundEvent, Target, TurnEvent
+from hermes.adapters.contract import InboundEvent, Target, TurnStep
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue
 from hermes.delivery.split import chunks_for
@@ -49,8 +49,9 @@ class Answer:
 
 
 class Replies(Protocol):
-    async def progress(self, event: TurnEvent) -> None:
-        """A step of a turn, in order; lost when its adapter is down."""
+    async def progress(self, step: TurnStep) -> None:
+        """A step of a turn (addressed: its `target` set), in order; waits while its
+        adapter is behind; lost when the adapter is down."""
 
     def planned(self, source: InboundEvent, key: str, prefix: str = "") -> Answer | None:
         """The answer a turn for `source` queues with its final message; None where the
@@ -72,26 +73,27 @@ class OutboxReplies(UsesDb):
         state_db: Path,
         adapter_of: Callable[[str], Address | None],
         outbox: Callable[[], Address | None],
+        clock: Clock,
         streamed: frozenset[str] = frozenset({"local"}),
     ) -> None:
+        self.clock = clock
         self.streamed = streamed
         super().__init__(registry, state_db)
         self.adapter_of = adapter_of
         self.outbox = outbox
 
-    async def progress(self, event: TurnEvent) -> None:
-        """Best effort: a step is dropped when the adapter's mailbox is full (a slow
-        client never holds up the router); the final one waits for room."""
-        adapter = self.adapter_of(event.target.platform)
+    async def progress(self, step: TurnStep) -> None:
+        """A streaming platform gets every step, and the turn waits while its adapter
+        is behind (back-pressure up to the model's stream; the adapter bounds how long
+        a stuck client can hold it). The others get only the final step (it ends their
+        typing indicator): nothing shows the rest."""
+        if step.target is None or not (step.final or step.target.platform in self.streamed):
+            return
+        adapter = self.adapter_of(step.target.platform)
         if adapter is None:
             return
-        try:
-            if event.final:
-                await adapter.cast(event)
-            else:
-                adapter.cast_nowait(event)
-        except (ActorStopped, trio.WouldBlock):
-            pass
+        with contextlib.suppress(ActorStopped):
+            await adapter.cast(step)
 
     def planned(self, source: InboundEvent, key: str, prefix: str = "") -> Answer | None:
         if source.platform in self.streamed:
@@ -105,5 +107,5 @@ class OutboxReplies(UsesDb):
             return  # its final step carried it
         reply_to = source.message_id if source is not None else None
         kind = "reply" if source is not None else "notice"
-        await self.db.write(Answer(target, key, reply_to).queue, text, time.time(), kind)
+        await self.db.write(Answer(target, key, reply_to).queue, text, self.clock.now(), kind)
         nudge(self.outbox())

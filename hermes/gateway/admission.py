@@ -8,7 +8,6 @@ waits in the journal, and the router takes it when it starts.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import trio
 from prometheus_client import Counter
 
 from hermes.actors.address import Address
+from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent
 from hermes.gateway.journal import admit
@@ -39,13 +39,18 @@ class Admission(UsesDb):
     """An adapter's `admit`: held open by the adapter (`async with`: a state.db handle)."""
 
     def __init__(
-        self, registry: Registry, state_db: Path, router: Callable[[], Address | None]
+        self,
+        registry: Registry,
+        state_db: Path,
+        router: Callable[[], Address | None],
+        clock: Clock,
     ) -> None:
         super().__init__(registry, state_db)
         self.router = router
+        self.clock = clock
 
     async def __call__(self, event: InboundEvent) -> bool:
-        if not await self.db.write(admit, event, time.time()):
+        if not await self.db.write(admit, event, self.clock.now()):
             INBOUND.labels(event.platform, "duplicate").inc()
             return False  # a duplicate: it was answered, or will be
         INBOUND.labels(event.platform, "admitted").inc()

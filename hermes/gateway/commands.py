@@ -7,7 +7,6 @@ Unknown `/words` go to the agent as text.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import attrs
@@ -49,7 +48,7 @@ class CommandReply:
 async def _new(c: CommandContext) -> CommandReply:
     await c.router.interrupt(c.session_id)
     try:
-        await c.router.db.write(end_session, c.session_id, "new session")
+        await c.router.db.write(end_session, c.session_id, "new session", c.router.clock.now())
     except SessionNotFound:
         pass  # it never had a turn
     new = await c.router.start_new(c.event)
@@ -94,7 +93,7 @@ async def _sethome(c: CommandContext) -> CommandReply:
     if await role_of(c.event, c.router.config, c.router.db) != "owner":
         return CommandReply("Only an owner can set the home channel.", c.session_id)
     target = c.event.target()
-    await c.router.db.write(set_home, target, c.event.user_id, time.time())
+    await c.router.db.write(set_home, target, c.event.user_id, c.router.clock.now())
     return CommandReply(
         f"This chat is now the home channel of {target.platform}.",
         c.session_id,

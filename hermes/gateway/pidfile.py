@@ -12,8 +12,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from hermes.actors.errors import Unavailable
 
-class AlreadyRunning(Exception):
+
+class AlreadyRunning(Unavailable):
     """Another serve of this HERMES_HOME holds the pid file."""
 
     def __init__(self, path: Path, pid: int | None) -> None:
@@ -46,3 +48,19 @@ def hold_pid_file(path: Path) -> Iterator[None]:
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+
+
+def serve_holds(path: Path) -> bool:
+    """Whether a serve holds this pid file now (a CLI's question: send a change to it,
+    or make the change in state.db itself)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock we took
+    return False

@@ -12,7 +12,6 @@ the next one: housekeeping never takes the serve down.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,14 @@ import apsw
 import trio
 
 from hermes.actors.actor import Actor
+from hermes.actors.clock import Clock
 from hermes.config import RetentionConfig
 from hermes.cron.store import prune_deliveries, prune_runs
 from hermes.delivery.outbox_store import prune_sent
 from hermes.gateway.journal import prune
-from hermes.gateway.pairing import prune_failures
 from hermes.state.db import Db
 from hermes.state.errors import StateError
+from hermes.state.pairing import prune_failures
 from hermes.state.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -50,9 +50,15 @@ class Retention(Actor):
     """Prunes on a timer; it takes no messages."""
 
     def __init__(
-        self, registry: Registry, state_db: Path, rules: RetentionConfig, name: str = "retention"
+        self,
+        registry: Registry,
+        state_db: Path,
+        rules: RetentionConfig,
+        clock: Clock,
+        name: str = "retention",
     ) -> None:
         super().__init__(name)
+        self.clock = clock
         self.registry = registry
         self.state_db = state_db
         self.rules = rules
@@ -76,7 +82,7 @@ class Retention(Actor):
     async def prune_once(self) -> dict[str, int]:
         """One pass; rows pruned by table (empty when the pass failed)."""
         try:
-            pruned = await self.db.write(prune_all, self.rules, time.time())
+            pruned = await self.db.write(prune_all, self.rules, self.clock.now())
         except (StateError, apsw.Error) as exc:
             log.warning("retention: pruning state.db failed (tried again in %g s): %s",
                         self.rules.prune_every, exc)  # fmt: skip

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from hermes.adapters.contract import InboundEvent
 from hermes.config import Config, Role
-from hermes.gateway.pairing import owner_rule, owners
 from hermes.state.db import Db
+from hermes.state.pairing import owner_rule, owners
 
 
 async def role_of(event: InboundEvent, config: Config, db: Db) -> Role:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -30,9 +29,10 @@ import trio
 
 from hermes.actors.actor import Actor
 from hermes.actors.address import Address
+from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
 from hermes.actors.reply import Reply
-from hermes.adapters.contract import Fetch, Fetched, InboundEvent, Target, TurnEvent
+from hermes.adapters.contract import Fetch, Fetched, InboundEvent, StepKind, Target, TurnStep
 from hermes.agent.loop import COMMAND_TOOLS, Agent
 from hermes.agent.memory import MemoryStore, memory_of
 from hermes.agent.permissions import Caller
@@ -52,19 +52,19 @@ from hermes.gateway.journal import (
     claim_interrupted,
     finish,
 )
-from hermes.gateway.pairing import (
-    approved_users,
-    owner_rule,
-    request_code,
-    to_welcome,
-    welcomed,
-)
 from hermes.gateway.rate_limit import InboundLimit
 from hermes.gateway.roles import role_of
 from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
 from hermes.home import HermesHome
 from hermes.state.db import Db
 from hermes.state.errors import StateError
+from hermes.state.pairing import (
+    approved_users,
+    owner_rule,
+    request_code,
+    to_welcome,
+    welcomed,
+)
 from hermes.state.registry import Registry
 from hermes.state.sessions import NewSession, current_session, ensure_session
 from hermes.terminal.env import EnvPolicy
@@ -77,6 +77,7 @@ RESUMED_PREFIX = "(answered after hermes restarted) "
 CUT_NOTICE = "hermes restarted while answering this; please send it again"
 FETCH_TIMEOUT = 300.0  # seconds an event's attachments may take to download
 HOUSEKEEPING = 5.0  # seconds between looks for approvals to announce
+TURN_STEPS = 16  # steps of a turn not yet passed on; the turn waits while it is full
 LOCAL_POLICY = PlatformConfig(allow_all_users=True, group_policy="open", require_mention=False)
 
 
@@ -111,6 +112,11 @@ class Mirrored:
     session_ids: tuple[str, ...]
 
 
+@attrs.frozen
+class PairingChanged:
+    """An operator approved someone: tell them they are in, now."""
+
+
 @attrs.define
 class _Following:
     """A turn in flight, as the router follows it."""
@@ -136,6 +142,7 @@ class Router(Actor):
         config: Config,
         replies: Replies,
         owner: str,
+        clock: Clock,
         services: SessionServices | None = None,
         name: str = "gateway",
     ) -> None:
@@ -151,6 +158,7 @@ class Router(Actor):
         self.gateway = config.gateway
         self.replies = replies
         self.owner = owner
+        self.clock = clock
         self.services = services or SessionServices()
         self.policies = policies(config)
         self.global_allowed = frozenset(config.gateway.allowed_users)
@@ -166,6 +174,7 @@ class Router(Actor):
         self._drain_by = math.inf
         self._drain_asked = trio.Event()
         self._arrived, self._arrivals = trio.open_memory_channel[InboundEvent](256)
+        self._look = trio.Event()  # set: housekeeping looks now, not at its next round
         self._arrivals_idle = trio.Event()
 
     # -- life -----------------------------------------------------------------
@@ -174,7 +183,7 @@ class Router(Actor):
         self.db = await self.exits.enter_async_context(Db(self.registry, self.state_db))
         if isinstance(self.replies, contextlib.AbstractAsyncContextManager):
             await self.exits.enter_async_context(self.replies)  # what it holds open
-        now = time.time()
+        now = self.clock.now()
         waiting = await self.db.read(admitted)
         resumed = await self.db.write(
             claim_interrupted, self.owner, now, self.gateway.resume_window
@@ -243,6 +252,9 @@ class Router(Actor):
                 if actor is not None:
                     actor.reload()
             return None
+        if isinstance(msg, PairingChanged):
+            self._look.set()
+            return None
         raise TypeError(f"the router cannot handle {type(msg).__name__}")
 
     async def _route_arrivals(self) -> None:
@@ -257,7 +269,7 @@ class Router(Actor):
                     batch.append(self._arrivals.receive_nowait())
                 except trio.WouldBlock:
                     break
-            now = time.time()
+            now = self.clock.now()
             claims = [
                 await self.db.submit(claim, e.platform, e.event_id, self.owner, now) for e in batch
             ]
@@ -270,23 +282,25 @@ class Router(Actor):
     async def _route(self, event: InboundEvent, resume: bool = False) -> None:
         """A claimed event: refused, a command, or a turn. A resumed one (its turn was
         cut by a restart) goes the same way: authorized again, never a turn unasked."""
-        now = time.time()
+        now = self.clock.now()
         if await self._refused(event, now):
             return  # authorized first: a stranger or a bot never gets the drain notice
         if self.draining:
-            await self._end(event, None, "refused", DRAIN_NOTICE, REFUSED)
+            await self._end(event, None, StepKind.REFUSED, DRAIN_NOTICE, REFUSED)
             return
         if event.platform != "local":  # the token holder: the operator's own client
             verdict = self.limit.take((event.platform, event.user_id))
             if verdict is not None:
-                await self._end(event, None, "refused", verdict, REFUSED, answer=bool(verdict))
+                await self._end(
+                    event, None, StepKind.REFUSED, verdict, REFUSED, answer=bool(verdict)
+                )
                 return
         text = event.text.strip()
         word = text.split(maxsplit=1)[0].split("@", 1)[0].lower() if text else ""
         if word in COMMANDS:
             session_id = await self._session_id(event)
             reply = await answer_command(word, CommandContext(self, event, session_id))
-            await self._end(event, reply.session_id, "done", reply.text, ANSWERED)
+            await self._end(event, reply.session_id, StepKind.DONE, reply.text, ANSWERED)
             return
         await self._turn(event, text, resume=resume)
 
@@ -295,7 +309,7 @@ class Router(Actor):
         policy = self.policies.get(event.platform)
         if policy is None:
             self._log_refusal(event, "no such platform is configured")
-            await self._end(event, None, "refused", "", REFUSED, answer=False)
+            await self._end(event, None, StepKind.REFUSED, "", REFUSED, answer=False)
             return True
         decision = decide(event, policy, frozenset(), self.global_allowed)
         if not decision.allowed:  # only then can pairing's approvals change the answer
@@ -310,7 +324,7 @@ class Router(Actor):
                 request_code, event.platform, event.user_id, event.user_name, now, event.chat_id
             )
             text = offer.message(now)
-        await self._end(event, None, "refused", text, REFUSED, answer=bool(text))
+        await self._end(event, None, StepKind.REFUSED, text, REFUSED, answer=bool(text))
         return True
 
     def _log_refusal(self, event: InboundEvent, reason: str) -> None:
@@ -329,17 +343,20 @@ class Router(Actor):
         self,
         event: InboundEvent,
         session_id: str | None,
-        kind: str,
+        kind: StepKind,
         text: str,
         state: str,
         answer: bool = True,
     ) -> None:
         """The event's final step, its answer, and its journal row closed."""
         target = event.target()
-        await self.replies.progress(TurnEvent(event.event_id, target, session_id, kind, text))
+        step = TurnStep(kind, text, event_id=event.event_id, target=target, session_id=session_id)
+        await self.replies.progress(step)
         if answer and text:
             await self.replies.answer(event, target, text, f"{event.platform}:{event.event_id}")
-        await self.db.write(finish, event.platform, event.event_id, state, session_id, time.time())
+        await self.db.write(
+            finish, event.platform, event.event_id, state, session_id, self.clock.now()
+        )
 
     def detail(self) -> dict[str, Any]:
         return {"sessions": len(self.sessions)}
@@ -374,6 +391,7 @@ class Router(Actor):
                 session_id, source=event.platform, session_key=key, chat_id=event.chat_id,
                 chat_type=str(event.chat_type), thread_id=event.thread_id,
                 user_id=event.user_id, user_name=event.user_name, scope_id=event.scope_id,
+                started_at=self.clock.now(),
             ))  # fmt: skip
         return session_id
 
@@ -424,6 +442,7 @@ class Router(Actor):
             session_id, source=event.platform, session_key=self.key_of(event),
             chat_id=event.chat_id, chat_type=str(event.chat_type), thread_id=event.thread_id,
             user_id=event.user_id, user_name=event.user_name, scope_id=event.scope_id,
+            started_at=self.clock.now(),
         ))  # fmt: skip
         services = self.services
         workdir = await session_directory(
@@ -444,6 +463,7 @@ class Router(Actor):
             tz=services.tz,
             outbox=services.outbox,
             platforms=frozenset(self.policies),
+            clock=self.clock,
         )
         actor = SessionActor(ctx, self.agent, self.gateway.busy_mode, source=event.platform)
         address = await self.nursery.start(self._host, actor)
@@ -471,7 +491,7 @@ class Router(Actor):
 
     async def _turn(self, event: InboundEvent, text: str, resume: bool = False) -> None:
         session_id = await self._session_id(event)
-        send, events = trio.open_memory_channel[dict[str, Any]](float("inf"))
+        send, events = trio.open_memory_channel[TurnStep](TURN_STEPS)
         key = f"{event.platform}:{event.event_id}"
         answer = self.replies.planned(event, key, RESUMED_PREFIX if resume else "")
         role = await role_of(event, self.config, self.db)
@@ -499,34 +519,33 @@ class Router(Actor):
         await address.cast(attrs.evolve(turn, ctx=ctx, media=self._media(event)))
 
     async def _follow(
-        self, follow: _Following, events: trio.MemoryReceiveChannel[dict[str, Any]]
+        self, follow: _Following, events: trio.MemoryReceiveChannel[TurnStep]
     ) -> None:
         """Pass a turn's steps on as they come, then answer and close its journal row.
 
         Shielded: when the router is cancelled at the drain deadline, its turns end
         with an interrupted step that must still reach the user. The turn's events
-        end when its session actor does; `flush` cancels what is left after that."""
+        end when its session actor does; `flush` cancels what is left after that.
+        Each step waits for the adapter to take it: a slow client holds its turn back."""
         event, session_id = follow.event, follow.session_id
-        target = event.target()
-        final: dict[str, Any] | None = None
+        address = {"event_id": event.event_id, "target": event.target(), "session_id": session_id}
+        final: TurnStep | None = None
         try:
             with follow.scope:
                 async with events:
                     async for step in events:
-                        kind, text = step["kind"], step["text"]
-                        if kind == "tool_call" and step["tool"] in COMMAND_TOOLS:
-                            follow.in_terminal.add(step["call_id"])
-                        elif kind == "tool_result":
-                            follow.in_terminal.discard(step["call_id"])
-                        if kind in ("done", "interrupted", "error", "cut"):
+                        if step.kind is StepKind.TOOL_CALL and step.tool in COMMAND_TOOLS:
+                            follow.in_terminal.add(step.call_id)
+                        elif step.kind is StepKind.TOOL_RESULT:
+                            follow.in_terminal.discard(step.call_id)
+                        shown = attrs.evolve(step, **address)
+                        if step.final:
                             final = step
-                            if kind == "done" and follow.resume:
-                                text = RESUMED_PREFIX + text
-                            kind = "interrupted" if kind == "cut" else kind
-                        await self.replies.progress(TurnEvent(
-                            event.event_id, target, session_id, kind, text,
-                            step["tool"] or None, step["call_id"] or None,
-                        ))  # fmt: skip
+                            if step.kind is StepKind.DONE and follow.resume:
+                                shown = attrs.evolve(shown, text=RESUMED_PREFIX + step.text)
+                            elif step.kind is StepKind.CUT:
+                                shown = attrs.evolve(shown, kind=StepKind.INTERRUPTED)
+                        await self.replies.progress(shown)
                 try:
                     await self._close(follow, final)
                 except (ActorStopped, StateError) as exc:  # a hurried stop: state.db is gone
@@ -537,33 +556,35 @@ class Router(Actor):
             if not self.following:
                 self._followers_done.set()
 
-    async def _close(self, follow: _Following, final: dict[str, Any] | None) -> None:
+    async def _close(self, follow: _Following, final: TurnStep | None) -> None:
         event, session_id = follow.event, follow.session_id
         target, key = event.target(), f"{event.platform}:{event.event_id}"
-        kind = final["kind"] if final else "error"
-        if kind == "cut" and follow.resumable and not follow.resume:
+        kind = final.kind if final else StepKind.ERROR
+        if kind is StepKind.CUT and follow.resumable and not follow.resume:
             return  # a drain or a crash cut it: left started, the next start resumes it
         text = None
-        if kind == "done" and final["text"]:
-            text = (RESUMED_PREFIX if follow.resume else "") + final["text"]
-        elif kind == "error":
-            text = f"Sorry, that failed: {final['text'] if final else 'the turn ended early'}"
-        elif kind == "cut":
+        if kind is StepKind.DONE and final.text:
+            text = (RESUMED_PREFIX if follow.resume else "") + final.text
+        elif kind is StepKind.ERROR:
+            text = f"Sorry, that failed: {final.text if final else 'the turn ended early'}"
+        elif kind is StepKind.CUT:
             text = CUT_NOTICE
         if text:
             await self.replies.answer(event, target, text, key)
         await self.db.write(finish, event.platform, event.event_id, ANSWERED, session_id,
-                            time.time())  # fmt: skip
+                            self.clock.now())  # fmt: skip
 
     # -- housekeeping -------------------------------------------------------------
 
     async def _housekeeping(self) -> None:
-        """Tell users approved by `hermes pairing approve` that they are in (the CLI
-        cannot reach them)."""
+        """Tell users an operator approved that they are in: at once when the approval
+        came through serve (PairingChanged), else at the next round (an approval made
+        in state.db with no serve running, or by another serve on the home)."""
         while True:
+            self._look = trio.Event()
             # An event admitted while this router was starting (or restarting) had no
             # one to tell: take it from the journal (a claim is atomic: never twice).
-            for event in await self.db.read(admitted, time.time() - HOUSEKEEPING):
+            for event in await self.db.read(admitted, self.clock.now() - HOUSEKEEPING):
                 await self._arrived.send(event)
             for welcome in await self.db.read(to_welcome):
                 if welcome.platform not in self.policies:
@@ -574,6 +595,7 @@ class Router(Actor):
                 welcome = attrs.evolve(welcome, owner=owner)
                 target = Target(welcome.platform, welcome.chat_id)
                 await self.replies.answer(None, target, welcome.message(), welcome.key)
-                await self.db.write(welcomed, welcome.platform, welcome.user_id, time.time())
+                await self.db.write(welcomed, welcome.platform, welcome.user_id, self.clock.now())
             self.limit.forget_idle()
-            await trio.sleep(HOUSEKEEPING)
+            with trio.move_on_after(HOUSEKEEPING):
+                await self._look.wait()

@@ -10,11 +10,13 @@ import contextlib
 import errno
 import logging
 import signal
+import socket
 from collections.abc import AsyncIterator, Callable
 
+import attrs
 import trio
 
-from hermes.actors.errors import ChildStartError
+from hermes.actors.errors import ChildStartError, HermesError, Unavailable
 from hermes.actors.supervisor import Supervisor
 from hermes.config import Config
 from hermes.gateway.pidfile import hold_pid_file
@@ -28,11 +30,42 @@ from hermes.terminal.reaper import become_subreaper
 log = logging.getLogger(__name__)
 
 READY_LINE = "HERMES_BACKEND_READY"
+# A serve beside another on one home (--no-lock) is never told of the other's changes
+# (jobs added, rows queued): it looks at state.db this often.
+OTHER_SERVE_EVERY = 5.0
 
 
-class PortInUse(Exception):
+class PortInUse(Unavailable):
     def __init__(self, host: str, port: int, key: str = "gateway.local.port") -> None:
         super().__init__(f"{host}:{port} is already in use; stop what holds it or set {key}")
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
+    return True
+
+
+def beside_another(config: Config) -> Config:
+    """A second serve on this home (--no-lock) takes a free port where the first holds the
+    configured one, and says so; its ports are written to serve.port and ops.port, where
+    clients look, as for any serve."""
+    local, ops = config.gateway.local, config.ops
+    if local.port and not _port_free(local.host, local.port):
+        log.warning("gateway.local.port %d is taken (by the other serve?): this one takes a"
+                    " free port (HERMES_HOME/serve.port)", local.port)  # fmt: skip
+        gateway = attrs.evolve(config.gateway, local=attrs.evolve(local, port=0))
+        config = attrs.evolve(config, gateway=gateway)
+    if ops.enabled and ops.port and not _port_free(ops.bind_host(), ops.port):
+        log.warning("ops.port %d is taken (by the other serve?): this one's operator surfaces"
+                    " take a free port (HERMES_HOME/ops.port)", ops.port)  # fmt: skip
+        config = attrs.evolve(config, ops=attrs.evolve(ops, port=0))
+    return config
 
 
 async def _watch_signals(
@@ -71,7 +104,7 @@ async def serve_tree(root: Supervisor, timeout: float, on_ready: Callable[[], No
             nursery.cancel_scope.cancel()
 
 
-class StateDbUnusable(Exception):
+class StateDbUnusable(HermesError):
     """state.db cannot be opened (written by a newer hermes, not a database, ...)."""
 
 
@@ -108,7 +141,8 @@ def run_serve(
             port = actual
 
         keys = ServeKeys.load(home, config)
-        root = build_root(home, config, keys, bound, surfaces)
+        watch = None if lock else OTHER_SERVE_EVERY
+        root = build_root(home, config, keys, bound, surfaces, watch_other_writers=watch)
 
         def ready() -> None:
             on_ready(port)

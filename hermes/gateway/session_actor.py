@@ -13,8 +13,9 @@ from prometheus_client import Histogram
 
 from hermes.actors.actor import Actor
 from hermes.actors.errors import is_cancel
+from hermes.adapters.contract import StepKind, TurnStep
 from hermes.agent.context import Conversation
-from hermes.agent.loop import Agent, Event
+from hermes.agent.loop import Agent
 from hermes.agent.provider import ProviderError
 from hermes.agent.tools.base import ToolContext
 from hermes.delivery.replies import Answer
@@ -33,13 +34,14 @@ IDLE_TIMEOUT = 600.0
 
 @attrs.frozen
 class Turn:
-    """Run `text` as a turn; its events go to `events` (closed when the turn ends).
+    """Run `text` as a turn; its steps go to `events` (closed when the turn ends), a
+    bounded channel: the turn waits while its reader is behind.
     `resume`: answer it again after a restart cut it (it is recorded already).
     `answer`: queued with the turn's final message (None: its final step carries it).
     In a chat many users share, each turn is its sender's: `ctx` says whose."""
 
     text: str
-    events: trio.MemorySendChannel[dict[str, Any]]
+    events: trio.MemorySendChannel[TurnStep]
     resume: bool = False
     answer: Answer | None = None
     ctx: ToolContext | None = None  # whose turn it is (caller, memory, origin); else the session's
@@ -55,18 +57,18 @@ COMMANDS = ("/compress", "/usage")  # answered by the session without the agent,
 QUEUE_MAX = 16  # turns waiting behind the running one; more are refused, not buffered
 
 
-def _end(turn: Turn, why: str, kind: str = "error") -> None:
+FINAL_WAIT = 5.0  # seconds a turn's last step waits for its reader when the turn is cut
+
+
+def _end(turn: Turn, why: str, kind: StepKind = StepKind.ERROR) -> None:
     """A turn that will never run: its caller waits on the events, so end them and say why
-    (`interrupted` when the user meant it: /stop, or a newer message took its place)."""
+    (`interrupted` when the user meant it: /stop, or a newer message took its place).
+    Nothing else was sent on them, so the one step has room."""
     with turn.events:
         try:
-            turn.events.send_nowait(_event(Event(kind, why)))
+            turn.events.send_nowait(TurnStep(kind, why))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the caller has gone too
-
-
-def _event(event: Event) -> dict[str, Any]:
-    return {"kind": event.kind, "text": event.text, "tool": event.tool, "call_id": event.call_id}
 
 
 class SessionActor(Actor):
@@ -130,7 +132,7 @@ class SessionActor(Actor):
 
     def _clear_queue(self, why: str) -> None:
         while self.queue:
-            _end(self.queue.popleft(), why, "interrupted")
+            _end(self.queue.popleft(), why, StepKind.INTERRUPTED)
 
     async def finish_in_flight(self) -> None:
         await self.idle.wait()
@@ -142,11 +144,16 @@ class SessionActor(Actor):
         self.nursery.start_soon(self._run, turn, self.current)
 
     async def _run(self, turn: Turn, scope: trio.CancelScope) -> None:
-        def send(event: dict[str, Any]) -> None:
+        async def send(step: TurnStep) -> None:
             try:
-                turn.events.send_nowait(event)
+                await turn.events.send(step)  # waits while the reader is behind
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass  # the client went away; the turn still finishes and is recorded
+                pass  # the reader went away; the turn still finishes and is recorded
+
+        async def send_last(step: TurnStep) -> None:
+            """The final step of a turn ended by a cancel: shielded, and bounded."""
+            with trio.CancelScope(shield=True), trio.move_on_after(FINAL_WAIT):
+                await send(step)
 
         started, outcome = trio.current_time(), "ok"
         ctx = turn.ctx or self.ctx
@@ -159,15 +166,15 @@ class SessionActor(Actor):
                     if turn.text.strip() in COMMANDS:  # queued and interrupted like a turn
                         conversation = conversation or await self.agent.load(ctx)
                         answer = await self._command(ctx, turn.text.strip(), conversation)
-                        send(_event(Event("text", answer)))
-                        send(_event(Event("done", answer)))
+                        await send(TurnStep(StepKind.TEXT, answer))
+                        await send(TurnStep(StepKind.DONE, answer))
                         self.conversation = conversation
                     else:
                         text = turn.text
                         if turn.media is not None:
                             text = f"{text}\n\n{await turn.media()}".strip()
                         result = await self.agent.run_turn(
-                            ctx, text, lambda e: send(_event(e)), source=self.source,
+                            ctx, text, send, source=self.source,
                             conversation=conversation, resume=turn.resume, answer=turn.answer,
                         )  # fmt: skip
                         self.conversation = result.conversation
@@ -175,15 +182,17 @@ class SessionActor(Actor):
                     detail = self.agent.redact(str(exc))
                     log.warning("turn in %s failed: %s", self.ctx.session_id, detail)
                     line = exc.user_line if isinstance(exc, ProviderError) else detail
-                    send(_event(Event("error", line)))
+                    await send(TurnStep(StepKind.ERROR, line))
                     outcome = "error"
             if scope.cancelled_caught:
-                send(_event(Event("interrupted", "interrupted by a new message or /stop")))
+                await send_last(
+                    TurnStep(StepKind.INTERRUPTED, "interrupted by a new message or /stop")
+                )
                 outcome = "interrupted"
         except BaseException as exc:  # a cancel from a tool's nursery comes as a group
             outcome = "cut"
             if is_cancel(exc):  # cut from outside (a drain, a crash): `cut`, not a user's stop
-                send(_event(Event("cut", "interrupted: hermes is shutting down")))
+                await send_last(TurnStep(StepKind.CUT, "interrupted: hermes is shutting down"))
             raise
         finally:
             TURNS.labels(self.source, outcome).observe(trio.current_time() - started)

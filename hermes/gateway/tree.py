@@ -1,11 +1,11 @@
 """The root of the serve tree: its children in start order and what each is given.
 
 rest_for_one: a child that crashes restarts everything started after it,
-which is everything that was given its address. So each factory passes the
-current handles of earlier children, explicitly and typed, when it builds
-its child. Adapters start before the router and hand it events through the
-journal, so they look the router up at call time (and the router takes from
-the journal what arrived while it was down).
+which is everything that was given its address. Children reach each other
+through one Services record of Refs, which the supervisors re-point on every
+restart. Adapters start before the router and hand it events through the
+journal, so they read the router's Ref at call time (and the router takes
+from the journal what arrived while it was down).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import attrs
 
-from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
+from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
 from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
 from hermes.adapters.base import AdapterSetup, AdapterStatus, PlatformAdapter
@@ -34,19 +34,22 @@ from hermes.delivery.outbox import Outbox
 from hermes.delivery.replies import OutboxReplies
 from hermes.gateway.admission import Admission
 from hermes.gateway.journal import new_owner
+from hermes.gateway.live import ServeLive
 from hermes.gateway.local_methods import Methods
 from hermes.gateway.redaction import serve_policy, serve_redactor
 from hermes.gateway.retention import Retention
 from hermes.gateway.router import Mirrored, Router, SessionServices
+from hermes.gateway.services import Services
 from hermes.home import HermesHome, write_secret_file
+from hermes.operations.context import Live
 from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
 from hermes.terminal.env import EnvPolicy, Redactor
 
 ADAPTER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
-# Children a layer above the gateway adds after the rest, given how to reach the root
-# (their factories run once the root exists).
-Surfaces = Callable[[Callable[[], Supervisor]], list[ChildSpec]]
+# Children a layer above the gateway adds after the rest, given the services and the
+# operator actions' way to the live actors.
+Surfaces = Callable[[Services, Live], list[ChildSpec]]
 
 
 def serve_token(home: HermesHome) -> str:
@@ -103,14 +106,19 @@ def build_root(
     keys: ServeKeys,
     on_bound: Callable[[int], None],
     surfaces: Surfaces | None = None,
+    clock: Clock | None = None,
+    watch_other_writers: float | None = None,
 ) -> Supervisor:
-    """The serve tree, children in start order (they stop in reverse).
+    """The serve tree, children in start order (they stop in reverse), wired through one
+    Services record.
 
     The state registry holds HERMES_HOME/state.db open from the start and,
     being first, stops last; the gateway (the router), last, stops first: its
     turns finish while all else still runs, adapters included. `on_bound(port)`
     is told the endpoint's port each time it binds. `surfaces` adds children after
-    the gateway (they start last and stop first).
+    the gateway (they start last and stop first). `watch_other_writers`: how often the
+    scheduler and the outbox look at state.db unasked, when another serve (--no-lock)
+    writes to it too; None: only when told.
     """
     secrets_, token, policy = keys.secrets, keys.token, keys.policy
     check_platforms(config, secrets_, home.env_path)
@@ -120,35 +128,28 @@ def build_root(
         raise ConfigError("agent.workdir: not HERMES_HOME itself, where serve keeps its secrets")
     agent = build_agent(config, secrets_, keys.redact)
     tz = config.zone()
-    statuses = {name: AdapterStatus() for name in ("local", *config.enabled_platforms())}
+    names = ["local", *config.enabled_platforms()]
+    statuses = {name: AdapterStatus() for name in names}
+    services = Services.for_platforms(clock or Clock(), names)
+    live = ServeLive(services)
 
     def registry() -> Registry:
-        return root.handle_of("state", Registry)
-
-    def router() -> Address | None:
-        return root.find("gateway", Address)
-
-    def adapter_of(platform: str) -> Address | None:
-        adapters = root.find("adapters", Supervisor)
-        return adapters.find(platform, Address) if adapters is not None else None
-
-    def outbox() -> Address | None:
-        return root.find("outbox", Address)
+        return services.state.get()
 
     async def mirrored(session_ids: list[str]) -> None:
         """A brief was written into these sessions: live ones read them again (the
         outbox's sender for that chat waits for room in the router's mailbox)."""
-        address = router()
+        address = services.gateway.current()
         if address is not None:
             with contextlib.suppress(ActorStopped):
                 await address.cast(Mirrored(tuple(session_ids)))
 
     def admission() -> Admission:
-        return Admission(registry(), home.state_db, router)
+        return Admission(registry(), home.state_db, services.gateway.current, services.clock)
 
     def endpoint() -> LocalEndpoint:
         local = config.gateway.local
-        methods = Methods(root, registry(), home.state_db, tz)
+        methods = Methods(registry(), home.state_db, services.clock, config, live)
 
         def bound(port: int) -> None:
             write_secret_file(home.root / "serve.port", f"{port}\n")  # where clients look
@@ -170,45 +171,55 @@ def build_root(
                     own,
                     statuses[name],
                     admission(),
-                    Cursors(registry(), home.state_db),
+                    Cursors(registry(), home.state_db, services.clock),
                     home.cache,
                 )
             ),
             restart=Restart.TRANSIENT,  # a fatal error ends it normally: not restarted
             shutdown=5.0,
+            ref=services.adapters[name],
         )
 
     def adapters() -> Supervisor:
-        children = [ChildSpec("local", endpoint, shutdown=5.0)]
+        children = [ChildSpec("local", endpoint, shutdown=5.0, ref=services.adapters["local"])]
         children += [platform_spec(n, platforms[n].factory) for n in config.enabled_platforms()]
         # One platform's outage never stops the others, nor the serve: no give-up.
         return Supervisor("adapters", children, strategy=Strategy.ONE_FOR_ONE,
                           max_restarts=math.inf, period=600.0, backoff=ADAPTER_BACKOFF)  # fmt: skip
 
     def scheduler() -> Scheduler:
-        ctx = cron_fire_context(agent, registry(), home, tz, config, policy, outbox)
-        return Scheduler(registry(), home.state_db, ctx, tz)
+        outbox = services.outbox.current
+        ctx = cron_fire_context(agent, registry(), home, tz, config, policy, outbox,
+                                services.clock)  # fmt: skip
+        return Scheduler(registry(), home.state_db, ctx, tz,
+                         watch_other_writers=watch_other_writers)  # fmt: skip
 
     def gateway() -> Router:
-        services = SessionServices(
-            background=root.handle_of("terminal", Address),
-            scheduler=root.handle_of("scheduler", Address),
+        session_services = SessionServices(
+            background=services.terminal.get(),
+            scheduler=services.scheduler.get(),
             tz=tz,
-            outbox=outbox(),
+            outbox=services.outbox.current(),
             policy=policy,
-            adapter_of=adapter_of,
+            adapter_of=services.adapter_of,
         )
-        replies = OutboxReplies(registry(), home.state_db, adapter_of, outbox)
+        replies = OutboxReplies(registry(), home.state_db, services.adapter_of,
+                                services.outbox.current, services.clock)  # fmt: skip
         return Router(registry(), home.state_db, home.root, home.memories, agent, config,
-                      replies, new_owner(), services)  # fmt: skip
+                      replies, new_owner(), services.clock, session_services)  # fmt: skip
 
     dedup = frozenset(n for n in config.enabled_platforms() if platforms[n].deduplicates)
     drain = config.gateway.drain_timeout
     root = Supervisor(
         "serve",
         [
-            ChildSpec("state", lambda: Registry(keep_open=[home.state_db]), shutdown=30.0),
-            ChildSpec("terminal", BackgroundProcesses, shutdown=10.0),
+            ChildSpec(
+                "state",
+                lambda: Registry(keep_open=[home.state_db]),
+                shutdown=30.0,
+                ref=services.state,
+            ),  # fmt: skip
+            ChildSpec("terminal", BackgroundProcesses, shutdown=10.0, ref=services.terminal),
             ChildSpec("adapters", adapters, shutdown=10.0, grace=3.0),
             # After the adapters: it stops before them, so a send in flight can finish.
             ChildSpec(
@@ -216,23 +227,29 @@ def build_root(
                 lambda: Outbox(
                     registry(),
                     home.state_db,
-                    adapter_of,
+                    services.adapter_of,
                     dedup,
                     sessions=config.gateway,
                     mirrored=mirrored,
+                    watch_other_writers=watch_other_writers,
                 ),  # fmt: skip
                 shutdown=drain,
                 grace=3.0,
+                ref=services.outbox,
             ),  # fmt: skip
-            ChildSpec("scheduler", scheduler, shutdown=drain),
-            ChildSpec("gateway", gateway, shutdown=drain),
-            *(surfaces(lambda: root) if surfaces else ()),
+            ChildSpec("scheduler", scheduler, shutdown=drain, ref=services.scheduler),
+            ChildSpec("gateway", gateway, shutdown=drain, ref=services.gateway),
+            *(surfaces(services, live) if surfaces else ()),
             # Last: it needs only the registry, and under rest_for_one its crash restarts
             # only the children after it, so here nothing else (a failed pass is logged).
-            ChildSpec("retention", lambda: Retention(registry(), home.state_db, config.retention)),
+            ChildSpec(
+                "retention",
+                lambda: Retention(registry(), home.state_db, config.retention, services.clock),
+            ),  # fmt: skip
         ],
         strategy=Strategy.REST_FOR_ONE,
         max_restarts=5,
         period=60.0,
     )
+    services.root.point(root)
     return root

@@ -2,19 +2,18 @@
 
 /health answers anyone; everything else needs the serve token (a bearer header
 or the login cookie), and a POST that changes state needs its CSRF token too.
-The dashboard's JSON routes call the same functions as the CLI commands that do
-the same thing (`hermes sessions`, `cron`, `outbox`, `pairing`).
+The dashboard's JSON routes only parse the request and answer the result of the
+operator action (hermes.operations) the CLI and JSON-RPC run for the same thing;
+an action's error is answered by its family (`http_status`).
 """
 
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import attrs
 from starlette.applications import Starlette
@@ -30,37 +29,24 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from hermes.actors.address import Address
-from hermes.actors.errors import ActorStopped
-from hermes.actors.supervisor import Supervisor
-from hermes.cron.scheduler import JobsChanged, RunNow
-from hermes.cron.store import JobError, list_jobs, resolve_job, run_history, set_paused
-from hermes.delivery.outbox import nudge
-from hermes.delivery.outbox_store import OutboxRow, listing, retry_row
-from hermes.gateway.pairing import (
-    PairingLocked,
-    PairingRefused,
-    approved,
-    attempt_approval,
-    deny_request,
-    pending,
-)
+from hermes.actors.errors import HermesError, Invalid, NotFound, Throttled, Unavailable
+from hermes.actors.snapshot import Snapshot
+from hermes.config import Config
+from hermes.gateway.services import Services
+from hermes.operations.context import Live, Ops
+from hermes.operations.wire import error_to_json, operation, parse_args, result_to_json
 from hermes.ops.auth import BEARER, COOKIE, COOKIE_SECONDS, Gate
 from hermes.ops.metrics import CONTENT_TYPE, exposition
 from hermes.ops.readiness import readiness
 from hermes.ops.watchdog import LoopWatch
 from hermes.state.db import Db
-from hermes.state.errors import SearchQueryError, StateError
-from hermes.state.messages import messages_of
-from hermes.state.search import search_messages
-from hermes.state.sessions import get_session, list_sessions
 
 STATIC = Path(__file__).with_name("static")
+CRON_ACTIONS = ("run", "pause", "resume")
 OPEN_PATHS = {"/health", "/login"}  # the login form takes the token itself
 MAX_LIMIT = 200
 MAX_LOGIN_BODY = 4096
 MAX_CODE_BODY = 256  # {"code": "..."}: a pairing code, not more
-TRANSCRIPT_LIMIT = 1000  # messages shown of one session (a CLI export has them all)
 # The page loads only its own files; nothing frames it; no browser guesses a type.
 HEADERS = [
     (
@@ -73,8 +59,9 @@ HEADERS = [
 ]
 
 
-class Refused(Exception):
-    """A request that cannot be done as asked: answered with `status` and the message."""
+class Refused(Invalid):
+    """A request the HTTP surface itself cannot take (too big, malformed): answered with
+    `status` and the message."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -83,16 +70,27 @@ class Refused(Exception):
 
 @attrs.frozen
 class OpsView:
-    """What the routes read: the tree, state.db, the loop's lag, the token's gate."""
+    """What the routes use: the operator actions' context, the tree, the loop's lag, the
+    token's gate."""
 
-    root: Callable[[], Supervisor]
+    services: Services
+    live: Live
     db: Db
     loop: LoopWatch
     gate: Gate
-    tz: ZoneInfo
+    config: Config
 
-    def address(self, name: str) -> Address | None:
-        return self.root().find(name, Address)
+    def ops(self) -> Ops:
+        return Ops(self.db, self.services.clock, self.config, self.live, "dashboard")
+
+    def tree(self) -> Snapshot:
+        return self.services.root.get().snapshot()
+
+    async def act(self, name: str, params: dict[str, Any]) -> Response:
+        """Run an operator action and answer its result as JSON (errors: `_ERRORS`)."""
+        op = operation(name)
+        result = await op.run(self.ops(), parse_args(op, params))
+        return JSONResponse(result_to_json(result))
 
 
 def login_page(status: int, note: str = "") -> HTMLResponse:
@@ -151,20 +149,6 @@ def _limit(request: Request, default: int = 50) -> int:
     return int(raw)
 
 
-def _outbox_row(row: OutboxRow) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "to": str(row.target),
-        "kind": row.kind,
-        "state": row.state,
-        "attempts": row.attempts,
-        "created_at": row.created_at,
-        "not_before": row.not_before,
-        "error": row.last_error,
-        "text": row.text if len(row.text) <= 300 else row.text[:297] + "...",
-    }
-
-
 async def _code_of(request: Request) -> str:
     """The pairing code the owner typed, from a small JSON body (never the URL: a path
     or a query string can end up in a log)."""
@@ -187,11 +171,11 @@ def build_app(s: OpsView) -> Starlette:
         return JSONResponse({"status": "ok", "loop_lag": round(s.loop.lag, 3)})
 
     async def ready(request: Request) -> Response:
-        result = await readiness(s.root().snapshot(), s.db)
+        result = await readiness(s.tree(), s.db, s.services.clock.now())
         return JSONResponse(result.body, 200 if result.ready else 503)
 
     async def metrics(request: Request) -> Response:
-        text = await exposition(s.root().snapshot(), s.db, s.loop.take_peak())
+        text = await exposition(s.tree(), s.db, s.loop.take_peak(), s.services.clock.now())
         return Response(text, media_type=CONTENT_TYPE)
 
     async def index(request: Request) -> Response:
@@ -224,88 +208,50 @@ def build_app(s: OpsView) -> Starlette:
         return JSONResponse({"csrf": s.gate.csrf(nonce), "cookie": nonce != BEARER})
 
     async def tree(request: Request) -> Response:
-        return JSONResponse({"tree": s.root().snapshot().to_dict(), "loop_lag": s.loop.lag})
+        return JSONResponse({"tree": s.tree().to_dict(), "loop_lag": s.loop.lag})
 
     async def sessions(request: Request) -> Response:
         query, limit = request.query_params.get("q", "").strip(), _limit(request)
         if query:
-            hits = await s.db.read(search_messages, query, limit)
-            return JSONResponse([attrs.asdict(h) for h in hits])
-        rows = await s.db.read(list_sessions, limit, request.query_params.get("source"))
-        return JSONResponse([r.to_dict() for r in rows])
+            return await s.act("sessions.search", {"query": query, "limit": limit})
+        source = request.query_params.get("source")
+        return await s.act("sessions.list", {"limit": limit, "source": source})
 
     async def transcript(request: Request) -> Response:
-        session_id = request.path_params["id"]
-        found = await s.db.read(get_session, session_id)
-        if found is None:
-            raise Refused(404, f"no session {session_id!r}")
-        messages = await s.db.read(messages_of, session_id, TRANSCRIPT_LIMIT)
-        return JSONResponse(
-            {"session": found.to_dict(), "messages": [m.to_dict() for m in messages]}
-        )
+        return await s.act("sessions.show", {"id": request.path_params["id"]})
 
     async def cron(request: Request) -> Response:
-        jobs = await s.db.read(list_jobs, True)
-        return JSONResponse([j.to_dict() for j in jobs])
+        return await s.act("cron.list", {"all": True})
 
     async def cron_runs(request: Request) -> Response:
-        job = await s.db.read(resolve_job, request.path_params["id"])
-        runs = await s.db.read(run_history, job.id, _limit(request, 20))
-        return JSONResponse([attrs.asdict(r) for r in runs])
+        job, limit = request.path_params["id"], _limit(request, 20)
+        return await s.act("cron.history", {"job": job, "limit": limit})
 
     async def cron_action(request: Request) -> Response:
         ref, action = request.path_params["id"], request.path_params["action"]
-        scheduler = s.address("scheduler")
-        if scheduler is None:
-            raise Refused(503, "the scheduler is not running (restarting, or stopping)")
-        if action == "run":
-            job_id, fence = await scheduler.call(RunNow(ref))
-            return JSONResponse({"job": job_id, "run": fence})
-        if action not in ("pause", "resume"):
-            raise Refused(404, f"no cron action {action!r} (run, pause, resume)")
-        job = await s.db.read(resolve_job, ref)
-        job = await s.db.write(set_paused, job.id, action == "pause", time.time(), s.tz)
-        await scheduler.cast(JobsChanged())
-        return JSONResponse(job.to_dict())
+        if action not in CRON_ACTIONS:
+            raise Refused(404, f"no cron action {action!r} ({', '.join(CRON_ACTIONS)})")
+        return await s.act(f"cron.{action}", {"job": ref})
 
     async def outbox(request: Request) -> Response:
         dead = request.query_params.get("dead") == "1"
-        rows = await s.db.read(listing, dead, _limit(request, MAX_LIMIT))
-        return JSONResponse([_outbox_row(r) for r in rows])
+        return await s.act("outbox.list", {"dead": dead, "limit": _limit(request, MAX_LIMIT)})
 
     async def outbox_retry(request: Request) -> Response:
-        row_id = request.path_params["id"]
-        if not await s.db.write(retry_row, row_id, time.time()):
-            raise Refused(404, f"no dead or unknown outbox row {row_id}")
-        nudge(s.address("outbox"))
-        return JSONResponse({"id": row_id, "state": "pending"})
+        return await s.act("outbox.retry", {"id": request.path_params["id"]})
 
     async def pairing(request: Request) -> Response:
-        waiting = await s.db.read(pending, time.time())
-        allowed = await s.db.read(approved)
-        return JSONResponse(
-            {
-                "pending": [attrs.asdict(r) for r in waiting],
-                "approved": [attrs.asdict(a) for a in allowed],
-            }
-        )
+        return await s.act("pairing.list", {})
 
     async def pairing_approve(request: Request) -> Response:
         """By the code the user was sent, as `hermes pairing approve` does, with its
         lockout: a stranger picks their own display name, so a name proves nothing."""
         platform, code = request.path_params["platform"], await _code_of(request)
-        result = await s.db.write(attempt_approval, platform, code, time.time(), "dashboard")
-        if isinstance(result, PairingLocked):
-            raise Refused(429, str(result))
-        if isinstance(result, PairingRefused):
-            raise Refused(404, str(result))
-        return JSONResponse(attrs.asdict(result))
+        return await s.act("pairing.approve", {"platform": platform, "code": code})
 
     async def pairing_deny(request: Request) -> Response:
         platform, user = request.path_params["platform"], request.path_params["user"]
-        if not await s.db.write(deny_request, platform, user):
-            raise Refused(404, f"no pending request from {platform} user {user}")
-        return JSONResponse({"denied": user})
+        return await s.act("pairing.deny", {"platform": platform, "user": user})
 
     routes = [
         Route("/health", health),
@@ -333,17 +279,19 @@ def build_app(s: OpsView) -> Starlette:
     return app
 
 
-def _answer(status: int) -> Callable[[Request, Exception], Awaitable[Response]]:
-    async def handler(request: Request, exc: Exception) -> Response:
-        return JSONResponse({"error": str(exc)}, getattr(exc, "status", status))
+def http_status(exc: HermesError) -> int:
+    """An operator action's error as HTTP answers it, by its family."""
+    if isinstance(exc, Refused):
+        return exc.status
+    for family, status in ((NotFound, 404), (Invalid, 400), (Throttled, 429), (Unavailable, 503)):
+        if isinstance(exc, family):
+            return status
+    return 500
 
-    return handler
+
+async def _error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HermesError)
+    return JSONResponse({"error": str(exc), **error_to_json(exc)}, http_status(exc))
 
 
-_ERRORS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
-    Refused: _answer(400),
-    JobError: _answer(404),
-    SearchQueryError: _answer(400),
-    StateError: _answer(503),
-    ActorStopped: _answer(503),
-}
+_ERRORS: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {HermesError: _error}

@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import time
 from collections.abc import Mapping
+
+from hermes.actors.clock import Clock
 
 COOKIE = "hermes_session"
 CSRF_HEADER = "x-csrf-token"
@@ -29,7 +30,8 @@ def same(a: str, b: str) -> bool:
 
 
 class Gate:
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, clock: Clock) -> None:
+        self.clock = clock  # a cookie's issue time and age
         self._token = token
         self._key = token.encode()
 
@@ -39,8 +41,8 @@ class Gate:
     def token_ok(self, offered: str) -> bool:
         return same(offered, self._token)
 
-    def new_cookie(self, now: float | None = None) -> str:
-        nonce = f"{secrets.token_urlsafe(16)}-{int(now or time.time())}"
+    def new_cookie(self) -> str:
+        nonce = f"{secrets.token_urlsafe(16)}-{int(self.clock.now())}"
         return f"{nonce}.{self._mac('session', nonce)}"
 
     def nonce_of(self, headers: Mapping[str, str], cookies: Mapping[str, str]) -> str | None:
@@ -52,7 +54,7 @@ class Gate:
         if not nonce or nonce == BEARER or not same(mac, self._mac("session", nonce)):
             return None
         issued = nonce.rpartition("-")[2]
-        if not issued.isdigit() or time.time() - int(issued) > COOKIE_SECONDS:
+        if not issued.isdigit() or self.clock.now() - int(issued) > COOKIE_SECONDS:
             return None  # expired: log in again
         return nonce
 

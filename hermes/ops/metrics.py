@@ -10,7 +10,6 @@ sessions) is read at scrape time from the tree's snapshot and state.db.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import apsw
@@ -82,9 +81,9 @@ def _outbox(conn: apsw.Connection, now: float) -> dict[str, float]:
     return {"states": state_counts(conn), "oldest_age": now - oldest if oldest else 0.0}
 
 
-async def exposition(tree: Snapshot, db: Db, lag: float) -> bytes:
-    """The whole scrape: the counted events, then the states as they are now."""
-    outbox = await db.read(_outbox, time.time())
+async def exposition(tree: Snapshot, db: Db, lag: float, now: float) -> bytes:
+    """The whole scrape: the counted events, then the states as they are `now`."""
+    outbox = await db.read(_outbox, now)
     now = CollectorRegistry(auto_describe=False)
     now.register(_Scrape(tree, outbox, lag))
     return generate_latest(REGISTRY) + generate_latest(now)

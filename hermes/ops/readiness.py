@@ -7,7 +7,6 @@ what was looked at, so an operator sees which part is behind and by how much.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import apsw
@@ -89,11 +88,12 @@ def _state_of(conn: apsw.Connection, now: float) -> dict[str, Any]:
     }
 
 
-async def readiness(tree: Snapshot, db: Db) -> Readiness:
+async def readiness(tree: Snapshot, db: Db, now: float) -> Readiness:
+    """Ready or not, and why, as of `now` (ages of the outbox's oldest rows)."""
     problems = []
     body: dict[str, Any] = {"tree": str(tree.state)}
     try:
-        body.update(await db.read(_state_of, time.time()))
+        body.update(await db.read(_state_of, now))
         body["state_db"] = "open"
     except (StateError, apsw.Error) as exc:
         body["state_db"] = f"unusable: {exc}"

@@ -18,16 +18,19 @@ from hypercorn.config import Config as HttpConfig
 from hypercorn.trio import serve
 
 from hermes.actors.actor import Actor
-from hermes.actors.supervisor import ChildSpec, Supervisor
+from hermes.actors.ref import Ref
+from hermes.actors.snapshot import Snapshot
+from hermes.actors.supervisor import ChildSpec
 from hermes.config import Config
 from hermes.gateway.serve import PortInUse
+from hermes.gateway.services import Services
 from hermes.gateway.tree import Surfaces, serve_token
 from hermes.home import HermesHome, write_secret_file
+from hermes.operations.context import Live
 from hermes.ops.app import OpsView, build_app
 from hermes.ops.auth import Gate
 from hermes.ops.watchdog import LoopWatch
 from hermes.state.db import Db
-from hermes.state.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -64,22 +67,25 @@ def ops_children(home: HermesHome, config: Config) -> Surfaces:
     """The children `hermes serve` adds to the tree for the operator surfaces."""
     ops = config.ops
 
-    def children(root: Callable[[], Supervisor]) -> list[ChildSpec]:
-        def registry() -> Registry:
-            return root().handle_of("state", Registry)
+    def children(services: Services, live: Live) -> list[ChildSpec]:
+        watchdog = Ref("watchdog", LoopWatch)
+
+        def tree() -> Snapshot:
+            return services.root.get().snapshot()
 
         def watch() -> LoopWatch:
-            return LoopWatch(ops.freeze_seconds, root, registry(), home.state_db)
+            return LoopWatch(ops.freeze_seconds, tree, services.state.get(), home.state_db)
 
         def server() -> OpsServer:
-            loop = root().handle_of("watchdog", LoopWatch)
-            view = OpsView(root, Db(registry(), home.state_db), loop,
-                            Gate(serve_token(home)), config.zone())  # fmt: skip
+            gate = Gate(serve_token(home), services.clock)
+            db = Db(services.state.get(), home.state_db)
+            view = OpsView(services, live, db, watchdog.get(), gate, config)
             return OpsServer(view, ops.bind_host(), ops.port, bound)
 
         def bound(port: int) -> None:
             write_secret_file(home.ops_port, f"{port}\n")
 
-        return [ChildSpec("watchdog", watch, shutdown=2.0), ChildSpec("ops", server, shutdown=3.0)]
+        return [ChildSpec("watchdog", watch, shutdown=2.0, ref=watchdog),
+                ChildSpec("ops", server, shutdown=3.0)]  # fmt: skip
 
     return children

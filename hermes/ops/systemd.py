@@ -19,6 +19,8 @@ import pwd
 import re
 from pathlib import Path
 
+from hermes.actors.errors import Invalid
+
 DEFAULT_NAME = "hermes"
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 STOP_MARGIN = 15  # seconds beyond the drain for the shielded flush and the exit itself
@@ -31,7 +33,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 _NEEDS_QUOTES = re.compile(r"[\s\"'\\;]")
 
 
-class UnitError(Exception):
+class UnitError(Invalid):
     """A unit that cannot be rendered or placed; the message says what to do instead."""
 
 

@@ -26,7 +26,7 @@ import psutil
 import trio
 
 from hermes.actors.actor import Actor
-from hermes.actors.supervisor import Supervisor
+from hermes.actors.snapshot import Snapshot
 from hermes.delivery.outbox_store import depth
 from hermes.ops.readiness import find
 from hermes.state.db import Db
@@ -68,14 +68,14 @@ class LoopWatch(Actor):
     def __init__(
         self,
         freeze_seconds: float,
-        root: Callable[[], Supervisor],
+        tree: Callable[[], Snapshot],
         registry: Registry,
         state_db: Path,
         exit: Callable[[int], Any] = os._exit,
     ) -> None:
         super().__init__()
         self.freeze_seconds = freeze_seconds
-        self.root = root
+        self.tree = tree
         self.lag = 0.0
         self._peak = 0.0  # the worst lag since /metrics last asked
         self._db = Db(registry, state_db)
@@ -147,7 +147,7 @@ class LoopWatch(Actor):
         proc = psutil.Process()
         while True:
             await trio.sleep(STATS_EVERY)
-            gateway = find(self.root().snapshot(), "gateway")
+            gateway = find(self.tree(), "gateway")
             try:
                 pending, _ = await self._db.read(depth)
             except (StateError, apsw.Error) as exc:  # the line still goes out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +22,7 @@ class NewMessage:
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     tool_name: str | None = None
-    timestamp: float | None = None
+    timestamp: float = attrs.field(kw_only=True)  # the caller's clock: writes read none
     token_count: int | None = None
     platform_message_id: str | None = None
     input_tokens: int = 0  # what producing it cost, added to its session's counters
@@ -53,8 +52,8 @@ _INSERT_ROWS = (
 )
 
 
-def _row(msg: NewMessage, now: float) -> tuple[Any, ...]:
-    at = msg.timestamp if msg.timestamp is not None else now
+def _row(msg: NewMessage) -> tuple[Any, ...]:
+    at = msg.timestamp
     calls = json.dumps(msg.tool_calls) if msg.tool_calls else None
     return (msg.session_id, msg.role, msg.content, calls, msg.tool_call_id, msg.tool_name,
             at, msg.token_count, msg.platform_message_id)  # fmt: skip
@@ -63,7 +62,7 @@ def _row(msg: NewMessage, now: float) -> tuple[Any, ...]:
 def append_message(conn: apsw.Connection, message: NewMessage) -> int:
     """Append one message; bumps its session's counters, tokens and activity. Returns its
     row id. The writer runs appends queued together as one `append_messages`."""
-    row = _row(message, time.time())
+    row = _row(message)
     bump = (len(message.tool_calls or ()), row[6], message.input_tokens, message.output_tokens)
     conn.execute(_BUMP_SESSION, (*bump, message.session_id))
     if conn.changes() == 0:
@@ -81,8 +80,7 @@ def append_messages(conn: apsw.Connection, messages: Sequence[NewMessage]) -> li
     """
     if len(messages) <= 1:
         return [append_message(conn, m) for m in messages]
-    now = time.time()
-    rows = [_row(msg, now) for msg in messages]
+    rows = [_row(msg) for msg in messages]
     # session -> [messages, tool calls, last activity, input tokens, output tokens]
     bumps: dict[str, list[Any]] = {}
     for msg, row in zip(messages, rows, strict=True):
@@ -138,11 +136,11 @@ class Compaction:
     model: str | None = None
 
 
-def add_compaction(conn: apsw.Connection, record: Compaction, at: float | None = None) -> int:
+def add_compaction(conn: apsw.Connection, record: Compaction, at: float) -> int:
     conn.execute(
         "INSERT INTO compactions (session_id, first_message_id, last_message_id, kind, summary,"
         " model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (*attrs.astuple(record), at if at is not None else time.time()),
+        (*attrs.astuple(record), at),
     )
     return conn.last_insert_rowid()
 
@@ -175,18 +173,20 @@ def prompt_history(conn: apsw.Connection, session_id: str) -> PromptHistory:
 
 
 def begin_turn(
-    conn: apsw.Connection, session_id: str, source: str, text: str
+    conn: apsw.Connection, session_id: str, source: str, text: str, now: float
 ) -> tuple[PromptHistory, int]:
     """One transaction: the session exists, what the prompt needs of its history is
     read, the user's message is in. Returns that history (from before the message)
     and the message's row id."""
-    ensure_session(conn, NewSession(session_id, source=source))
+    ensure_session(conn, NewSession(session_id, source=source, started_at=now))
     history = prompt_history(conn, session_id)
-    return history, append_message(conn, NewMessage(session_id, "user", text))
+    return history, append_message(conn, NewMessage(session_id, "user", text, timestamp=now))
 
 
-def continue_turn(conn: apsw.Connection, session_id: str, source: str, text: str) -> int:
+def continue_turn(
+    conn: apsw.Connection, session_id: str, source: str, text: str, now: float
+) -> int:
     """The user's message of a turn whose history the caller kept. The session is made
     again if it is gone (a restored backup erased it), so the turn carries on."""
-    ensure_session(conn, NewSession(session_id, source=source))
-    return append_message(conn, NewMessage(session_id, "user", text))
+    ensure_session(conn, NewSession(session_id, source=source, started_at=now))
+    return append_message(conn, NewMessage(session_id, "user", text, timestamp=now))

@@ -1,7 +1,7 @@
-"""DM pairing: a stranger gets a code, the owner approves it with `hermes pairing approve`.
+"""DM pairing's tables and rules: a stranger gets a code, an owner approves it.
 
 Every function takes an apsw connection and runs inside a write transaction
-(`await db.write(request_code, ...)`, or `schema.immediate(conn)` in the CLI).
+(`await db.write(request_code, ...)`).
 Codes are stored only as a hash, never in plain text, and live an hour; the
 owner sees a two-character hint. The lockout counts failed approvals per
 platform: five within an hour lock approvals for an hour, valid codes
@@ -11,9 +11,9 @@ A stranger is answered at most once an hour however often they write
 (`pairing_replies`), and a full platform makes room by dropping its oldest
 request, so strangers can neither make the bot spam nor lock pairing for others.
 
-`attempt_approval` returns a refusal instead of raising it: the failure it
-records must commit, and a write that raises is rolled back. Raise the
-returned refusal after the commit (`approve` does, through a Db handle).
+`attempt_approval` returns a Refusal instead of raising: the failure it
+records must commit, and a write that raises is rolled back. The operator
+action (hermes.operations.pairing) raises it after the commit.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from datetime import UTC, datetime
 
 import apsw
 import attrs
-
-from hermes.state.db import Db
 
 ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, no 1/I: nothing to misread
 CODE_LENGTH = 8
@@ -38,21 +36,24 @@ LOCK_WINDOW = 3600.0
 LOCK_SECONDS = 3600.0  # ... for this long after the last of them
 
 
-class PairingRefused(Exception):
-    """A pairing request or approval that cannot be done; the message says why."""
+@attrs.frozen
+class Refusal:
+    """Why an approval was not done: a wrong or expired code, or a locked platform
+    (`locked_until` set). Returned, never raised: the failure it records must commit."""
+
+    platform: str
+    reason: str
+    locked_until: float | None = None
 
 
-class PairingLocked(PairingRefused):
-    """Approvals on a platform are locked after too many failed ones."""
-
-    def __init__(self, platform: str, until: float) -> None:
-        when = datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        super().__init__(
-            f"approvals for {platform} are locked until {when}: {LOCK_FAILURES} failed"
-            f" approvals within {LOCK_WINDOW / 60:.0f} minutes (valid codes are refused too)"
-        )
-        self.platform = platform
-        self.until = until
+def _locked(platform: str, until: float) -> Refusal:
+    when = datetime.fromtimestamp(until, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Refusal(
+        platform,
+        f"approvals for {platform} are locked until {when}: {LOCK_FAILURES} failed"
+        f" approvals within {LOCK_WINDOW / 60:.0f} minutes (valid codes are refused too)",
+        until,
+    )
 
 
 @attrs.frozen
@@ -198,7 +199,7 @@ def locked_until(conn: apsw.Connection, platform: str, now: float) -> float | No
 
 def attempt_approval(
     conn: apsw.Connection, platform: str, code: str, now: float, approved_by: str = "cli"
-) -> Approved | PairingRefused:
+) -> Approved | Refusal:
     """Approve the user whose pending request has this code, or say why not.
 
     A wrong or expired code is recorded as a failure (the lockout counts
@@ -207,7 +208,7 @@ def attempt_approval(
     conn.execute("DELETE FROM pairing_failures WHERE at <= ?", (now - LOCK_WINDOW - LOCK_SECONDS,))
     until = locked_until(conn, platform, now)
     if until is not None:
-        return PairingLocked(platform, until)
+        return _locked(platform, until)
     row = conn.execute(
         "SELECT user_id, user_name, chat_id FROM pairing_requests"
         " WHERE platform = ? AND code_hash = ? AND expires_at > ?",
@@ -215,9 +216,10 @@ def attempt_approval(
     ).fetchone()
     if row is None:
         conn.execute("INSERT INTO pairing_failures (platform, at) VALUES (?, ?)", (platform, now))
-        return PairingRefused(
+        return Refusal(
+            platform,
             f"no pending request with that code on {platform} (wrong, expired or already"
-            " used; `hermes pairing list` shows the pending ones)"
+            " used; `hermes pairing list` shows the pending ones)",
         )
     return _approve(conn, platform, *row, now, approved_by)
 
@@ -252,16 +254,6 @@ def _approve(
     for table in ("pairing_requests", "pairing_replies"):  # revoked, they may ask again
         conn.execute(f"DELETE FROM {table} WHERE platform = ? AND user_id = ?", (platform, user_id))
     return Approved(platform, user_id, user_name, owner, now)
-
-
-async def approve(
-    db: Db, platform: str, code: str, now: float, approved_by: str = "cli"
-) -> Approved:
-    """`attempt_approval` through the writer; raises its refusal after the commit."""
-    result = await db.write(attempt_approval, platform, code, now, approved_by)
-    if isinstance(result, PairingRefused):
-        raise result
-    return result
 
 
 def revoke(conn: apsw.Connection, platform: str, user_id: str) -> bool:

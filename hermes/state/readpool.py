@@ -11,12 +11,14 @@ import outcome
 import trio
 
 from hermes.state.connection import open_reader
+from hermes.state.errors import StateError
 
 T = TypeVar("T")
 
 
-class PoolClosed(Exception):
-    """The pool was closed (its generation retired or released)."""
+class PoolClosed(StateError):
+    """The pool was closed (its generation retired or released); the handle turns it
+    into the NotWritten that says why."""
 
 
 class ReadPool:

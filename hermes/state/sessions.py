@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import time
-
 import apsw
 import attrs
 
@@ -30,18 +28,12 @@ class NewSession:
     scope_id: str | None = None
     parent_session_id: str | None = None
     model: str | None = None
-    started_at: float | None = None
-
-
-def _values(new: NewSession) -> dict[str, object]:
-    values = attrs.asdict(new)
-    values["started_at"] = new.started_at if new.started_at is not None else time.time()
-    return values
+    started_at: float = attrs.field(kw_only=True)  # the caller's clock: writes read none
 
 
 def create_session(conn: apsw.Connection, new: NewSession) -> SessionRow:
     """Insert a new session; an existing id is a ConstraintError."""
-    values = _values(new)
+    values = attrs.asdict(new)
     names = ", ".join(values)
     marks = ", ".join(f":{n}" for n in values)
     conn.execute(f"INSERT INTO sessions ({names}) VALUES ({marks})", values)
@@ -54,7 +46,7 @@ def ensure_session(conn: apsw.Connection, new: NewSession) -> SessionRow:
     A routing column that is already set is never overwritten: a late event
     with different routing cannot move a live conversation somewhere else.
     """
-    values = _values(new)
+    values = attrs.asdict(new)
     names = ", ".join(values)
     marks = ", ".join(f":{n}" for n in values)
     fill = ", ".join(
@@ -90,13 +82,11 @@ def require_session(conn: apsw.Connection, session_id: str) -> SessionRow:
     return row
 
 
-def end_session(
-    conn: apsw.Connection, session_id: str, reason: str, at: float | None = None
-) -> SessionRow:
+def end_session(conn: apsw.Connection, session_id: str, reason: str, at: float) -> SessionRow:
     """Mark the session ended. The first reason wins; later calls change nothing."""
     conn.execute(
         "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
-        (at if at is not None else time.time(), reason, session_id),
+        (at, reason, session_id),
     )
     return require_session(conn, session_id)
 

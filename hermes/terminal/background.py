@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import secrets
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import attrs
 import trio
 
 from hermes.actors.actor import Actor
+from hermes.actors.errors import Invalid
 from hermes.terminal.command import DRAIN_IDLE, OutputPump, spawned
 from hermes.terminal.env import Redactor
 from hermes.terminal.guards import judge
@@ -30,7 +30,7 @@ MAX_TRACKED = 64
 TAIL_CHARS = 2_000
 
 
-class ProcessError(Exception):
+class ProcessError(Invalid):
     """A background process request that cannot be done (unknown id, limits, guards)."""
 
 
@@ -41,7 +41,6 @@ class _Proc:
     owner: str | None
     persist: bool
     started_at: float  # trio clock
-    started_wall: float
     ring: RingBuffer = attrs.Factory(lambda: RingBuffer(RING_SIZE))
     pid: int | None = None
     exit_code: int | None = None
@@ -208,7 +207,6 @@ class BackgroundProcesses(Actor):
             owner=msg.owner,
             persist=msg.persist,
             started_at=trio.current_time(),
-            started_wall=time.time(),
         )
         await self.nursery.start(self._supervise, proc, msg)
         self._procs[proc.id] = proc

@@ -12,6 +12,7 @@ from hermes.actors.actor import Actor
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorStopped, ChildStartError, SupervisorGaveUp
+from hermes.actors.ref import Ref
 from hermes.actors.snapshot import RunState, Snapshot
 from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
 from tests.actors.probe import Probe
@@ -249,15 +250,16 @@ async def test_no_task_outlives_its_nursery(autojump_clock):
     def inner():
         return Supervisor("inner", [ChildSpec("busy", lambda: Busy("busy", journal))])
 
+    a = Ref("a", Address)
     root = Supervisor(
         "root",
-        [*probes(journal, "a"), ChildSpec("inner", inner)],
+        [ChildSpec("a", lambda: Probe("a", journal), ref=a), ChildSpec("inner", inner)],
         strategy=Strategy.ONE_FOR_ALL,
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(root.run)
         assert count_tasks() > before + 5
-        await root.handle_of("a", Address).cast("crash")  # one_for_all: everything restarts
+        await a.get().cast("crash")  # one_for_all: everything restarts
         await trio.sleep(1)
         assert [c.restarts for c in root.snapshot().children] == [1, 1]
         root.drain(trio.current_time() + 5)
@@ -271,13 +273,15 @@ async def test_snapshot_reports_states_restarts_and_mailbox_depth(autojump_clock
         async def handle(self, msg):
             await self.gate.wait()
 
+    gated_ref = Ref("gated", Address)
     root = Supervisor(
         "root",
-        [ChildSpec("gated", lambda: Gated()), ChildSpec("sub", lambda: Supervisor("sub"))],
-    )
+        [ChildSpec("gated", lambda: Gated(), ref=gated_ref),
+         ChildSpec("sub", lambda: Supervisor("sub"))],
+    )  # fmt: skip
     async with trio.open_nursery() as nursery:
         await nursery.start(root.run)
-        address = root.handle_of("gated", Address)
+        address = gated_ref.get()
         for i in range(4):
             await address.cast(i)
         snap = root.snapshot()

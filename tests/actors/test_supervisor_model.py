@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import SupervisorGaveUp
+from hermes.actors.ref import Ref
 from hermes.actors.snapshot import RunState
 from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
 from tests.actors.probe import Probe
@@ -93,8 +94,9 @@ events = st.lists(
     seed=st.integers(0, 2**32 - 1),
 )
 def test_supervisor_matches_model(strategy, restarts, events, seed) -> None:
+    refs = {f"c{i}": Ref(f"c{i}", Address) for i in range(len(restarts))}
     specs = [
-        ChildSpec(f"c{i}", Probe, restart=restart, shutdown=1.0)
+        ChildSpec(f"c{i}", Probe, restart=restart, shutdown=1.0, ref=refs[f"c{i}"])
         for i, restart in enumerate(restarts)
     ]
     model = Model(strategy, [ModelChild(s.name, s.restart) for s in specs])
@@ -126,7 +128,7 @@ def test_supervisor_matches_model(strategy, restarts, events, seed) -> None:
                 # Settle: any restart (backoff <= 2s) is over before the next event.
                 await trio.sleep(BACKOFF.maximum + gap)
                 target = running[pick % len(running)]
-                address = sup.handle_of(target.name, Address)
+                address = refs[target.name].get()
                 now = trio.current_time()
                 await address.cast("crash" if crashed else "exit")
                 model.step(target, crashed, now)

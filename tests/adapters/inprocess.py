@@ -20,6 +20,7 @@ import trio
 
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
+from hermes.actors.ref import Ref
 from hermes.actors.reply import Reply
 from hermes.actors.supervisor import ChildSpec, Restart, Supervisor
 from hermes.adapters.base import AdapterFactory, AdapterSetup, AdapterStatus, PlatformAdapter
@@ -103,6 +104,7 @@ class Running:
     supervisor: Supervisor
     status: WatchedStatus
     incarnations: list[PlatformAdapter]
+    adapter: Ref[Address]
 
     @property
     def restarts(self) -> int:
@@ -111,7 +113,7 @@ class Running:
     async def send(self, request: SendRequest) -> SendResult:
         """One send through the running adapter, as the outbox hands it over."""
         reply = Reply()
-        await self.supervisor.handle_of(self.name, Address).cast(Send(request, reply))
+        await self.adapter.get().cast(Send(request, reply))
         return await reply.wait()
 
 
@@ -134,11 +136,12 @@ async def running(
         incarnations.append(adapter(AdapterSetup(name, config, secrets, status, admit, kept)))
         return incarnations[-1]
 
-    spec = ChildSpec(name, make, restart=Restart.TRANSIENT, shutdown=2.0)
+    ref = Ref(name, Address)
+    spec = ChildSpec(name, make, restart=Restart.TRANSIENT, shutdown=2.0, ref=ref)
     supervisor = Supervisor(
         "platforms", [spec], max_restarts=20, period=10.0, backoff=Backoff(0.05, 0.2)
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(supervisor.run)
-        yield Running(name, supervisor, status, incarnations)
+        yield Running(name, supervisor, status, incarnations, ref)
         supervisor.drain(trio.current_time() + 3)

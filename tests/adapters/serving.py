@@ -17,6 +17,7 @@ import trio
 from trio_websocket import open_websocket_url
 
 from hermes.actors.snapshot import Snapshot
+from hermes.home import HermesHome
 from tests.fakes.openai import FakeOpenAI
 from tests.processes import HERMES, wait_ready
 
@@ -143,15 +144,7 @@ class Serve:
             conn.close()
 
     async def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        token = self.home.serve_token.read_text().strip()
-        headers = [(b"authorization", f"Bearer {token}".encode())]
-        async with open_websocket_url(f"ws://127.0.0.1:{self.port}/", extra_headers=headers) as ws:
-            await ws.send_message(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
-                                              "params": params}))  # fmt: skip
-            while True:
-                msg = json.loads(await ws.get_message())
-                if msg.get("id") == 1:
-                    return msg
+        return await rpc(self.home, self.port, method, params)
 
     async def status(self) -> dict[str, Snapshot]:
         tree = Snapshot.from_dict((await self.rpc("status", {}))["result"])
@@ -169,3 +162,16 @@ def serving(harness: type[Serve], fake: Any, home: Any, model: FakeOpenAI) -> It
         yield serve
     finally:
         serve.close()
+
+
+async def rpc(home: HermesHome, port: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One JSON-RPC call to the local endpoint of the serve of `home`; its whole answer."""
+    token = home.serve_token.read_text().strip()
+    headers = [(b"authorization", f"Bearer {token}".encode())]
+    async with open_websocket_url(f"ws://127.0.0.1:{port}/", extra_headers=headers) as ws:
+        await ws.send_message(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
+                                          "params": params}))  # fmt: skip
+        while True:
+            msg = json.loads(await ws.get_message())
+            if msg.get("id") == 1:
+                return msg

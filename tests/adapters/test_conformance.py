@@ -36,6 +36,7 @@ import pytest
 import trio
 import trio.testing
 
+from hermes.actors.clock import Clock
 from hermes.adapters import base as adapter_base
 from hermes.adapters.base import BACKING_OFF, FATAL, LIVE, AdapterFactory
 from hermes.adapters.contract import (
@@ -682,7 +683,9 @@ async def test_an_event_whose_admission_failed_is_not_acknowledged_and_comes_aga
 ):
     admissions = Admissions()
     state_db = tmp_path / "state.db"  # what the adapter keeps (an offset, a session)
-    async with adapter_on(seam, admissions, cursors=lambda: Cursors(registry, state_db)) as run:
+    async with adapter_on(
+        seam, admissions, cursors=lambda: Cursors(registry, state_db, Clock())
+    ) as run:
         await seam.connected()
         admissions.hold("doomed")
         doomed = seam.say("doomed")

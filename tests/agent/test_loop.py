@@ -11,10 +11,10 @@ import pytest
 import trio
 import trio.testing
 
-from hermes.adapters.contract import Target
+from hermes.adapters.contract import StepKind, Target, TurnStep
 from hermes.agent.chain import AllProvidersFailed, ProviderChain
 from hermes.agent.context import INTERRUPTED
-from hermes.agent.loop import Agent, Event
+from hermes.agent.loop import Agent
 from hermes.agent.offline import OfflineProvider, tool_line
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
@@ -61,10 +61,14 @@ async def test_plain_reply(fake, ctx):
 
 async def test_streamed_reply(fake, ctx):
     fake.script(stream_answer(["Str", "eam", "ed!"]))
-    events: list[Event] = []
-    result = await agent(provider(fake)).run_turn(ctx, "stream please", events.append)
-    assert [e.text for e in events if e.kind == "text"] == ["Str", "eam", "ed!"]
-    assert events[-1] == Event("done", "Streamed!")
+    events: list[TurnStep] = []
+
+    async def on_step(step: TurnStep) -> None:
+        events.append(step)
+
+    result = await agent(provider(fake)).run_turn(ctx, "stream please", on_step)
+    assert [e.text for e in events if e.kind is StepKind.TEXT] == ["Str", "eam", "ed!"]
+    assert events[-1] == TurnStep(StepKind.DONE, "Streamed!")
     assert result.text == "Streamed!"
     assert fake.requests[0]["body"]["stream"] is True
 
@@ -129,13 +133,13 @@ async def test_cancel_mid_stream_records_the_interruption(fake, ctx):
     fake.script(stream_answer(["one ", "two ", "three ", "four"], pause=0.5))
     first_text = trio.Event()
 
-    def on_event(event):
-        if event.kind == "text":
+    async def on_step(step: TurnStep) -> None:
+        if step.kind is StepKind.TEXT:
             first_text.set()
 
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(agent(provider(fake)).run_turn, ctx, "tell me", on_event)
+            nursery.start_soon(agent(provider(fake)).run_turn, ctx, "tell me", on_step)
             await first_text.wait()
             scope.cancel()
     assert (await transcript(ctx))[-1] == ("system", INTERRUPTED)
@@ -164,10 +168,14 @@ async def test_a_continuing_turn_cancelled_mid_stream_keeps_the_users_message(fa
     model = agent(provider(fake))
     first = await model.run_turn(ctx, "hello", stream=False)
     started = trio.Event()
+
+    async def on_step(step: TurnStep) -> None:
+        started.set()
+
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(functools.partial(
-                model.run_turn, ctx, "tell me", lambda e: started.set(),
+                model.run_turn, ctx, "tell me", on_step,
                 conversation=first.conversation,
             ))  # fmt: skip
             await started.wait()

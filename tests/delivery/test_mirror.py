@@ -106,9 +106,16 @@ async def test_a_sent_brief_seeds_both_sessions_anchored_on_its_message_id(regis
         # the flat key's live session exists: it is the one written, not a new one
         await db.write(
             ensure_session,
-            NewSession("tp_live", source="tp", session_key="agent:main:tp:group:g1:user:u1"),
+            NewSession(
+                "tp_live",
+                source="tp",
+                session_key="agent:main:tp:group:g1:user:u1",
+                started_at=time.time(),
+            ),
         )
-        await db.write(append_message, NewMessage("tp_live", "user", "schedule it"))
+        await db.write(
+            append_message, NewMessage("tp_live", "user", "schedule it", timestamp=time.time())
+        )
         seeds = (Seed("group", "u1"), Seed("group", "u1", thread=True))
         (row,) = await queue(db, Mirror("THE BRIEF", seeds))
         assert list(await sessions_of(db)) == ["agent:main:tp:group:g1:user:u1"]  # not before sent
@@ -163,7 +170,8 @@ async def test_mirror_eligibility(registry, home, deliver, origin, target, attac
     async with Db(registry, home.state_db) as db:
         for chat in ("g1", "g2", "g3", HOME):  # hermes has talked in each: group chats
             await db.write(ensure_session, NewSession(f"s-{chat}", source="tp", chat_id=chat,
-                                                      chat_type="group"))  # fmt: skip
+                                                      chat_type="group",
+                                                      started_at=time.time()))  # fmt: skip
         await db.write(set_home, Target("tp", HOME), "u1", time.time())
         schedule = parse_schedule("every 1h", ZoneInfo("UTC"), time.time())
         job = await db.write(create_job, NewJob("j", schedule, prompt="p", deliver=deliver,

@@ -2,7 +2,7 @@
 
     async with running_router(registry, home, fake, config) as h:
         event = await h.send("alice", "hello")       # admitted through Admission
-        step = await h.final(event)                  # its final TurnEvent
+        step = await h.final(event)                  # its final TurnStep
         answer = await h.answer_to(event)            # what the user was sent
 
 `RecordingReplies` stands in for the delivery side: it keeps every progress
@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
-import apsw
 import attrs
 import trio
 
 from hermes.actors.address import Address
-from hermes.adapters.contract import ChatType, InboundEvent, Target, TurnEvent
+from hermes.actors.clock import Clock
+from hermes.adapters.contract import ChatType, InboundEvent, Target, TurnStep
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
@@ -34,10 +35,9 @@ from hermes.gateway.admission import Admission, Admitted
 from hermes.gateway.journal import new_owner
 from hermes.gateway.router import Router
 from hermes.home import HermesHome
-from hermes.state.maintenance import open_for_writing
 from hermes.state.registry import Registry
-from hermes.state.schema import immediate
 from tests.fakes.openai import FakeOpenAI
+from tests.seed import writing
 
 T = TypeVar("T")
 
@@ -60,7 +60,7 @@ class RecordingReplies:
     """The router's Replies: records steps and answers, in order."""
 
     def __init__(self, timeout: float) -> None:
-        self.steps: list[TurnEvent] = []
+        self.steps: list[TurnStep] = []
         self.answers: list[Answer] = []
         self.timeout = timeout
         # An answer this says True for never completes (an adapter whose send hangs);
@@ -73,7 +73,7 @@ class RecordingReplies:
         self._changed.set()
         self._changed = trio.Event()
 
-    async def progress(self, event: TurnEvent) -> None:
+    async def progress(self, event: TurnStep) -> None:
         self.steps.append(event)
         self._touch()
 
@@ -98,7 +98,7 @@ class RecordingReplies:
                 await self._changed.wait()
         return value
 
-    def steps_of(self, event: InboundEvent) -> list[TurnEvent]:
+    def steps_of(self, event: InboundEvent) -> list[TurnStep]:
         return [s for s in self.steps if s.event_id == event.event_id]
 
     def answers_to(self, event: InboundEvent) -> list[Answer]:
@@ -149,12 +149,12 @@ class RouterHarness:
 
     # -- what came of them --------------------------------------------------------
 
-    async def final(self, event: InboundEvent) -> TurnEvent:
+    async def final(self, event: InboundEvent) -> TurnStep:
         return await self.replies.wait_for(
             lambda: next((s for s in self.replies.steps_of(event) if s.final), None)
         )
 
-    async def first_step(self, event: InboundEvent, kind: str = "text") -> TurnEvent:
+    async def first_step(self, event: InboundEvent, kind: str = "text") -> TurnStep:
         return await self.replies.wait_for(
             lambda: next((s for s in self.replies.steps_of(event) if s.kind == kind), None)
         )
@@ -198,12 +198,8 @@ class RouterHarness:
     def cli_write(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(conn, *args)` the way `hermes pairing ...` runs it: its own connection,
         one immediate transaction."""
-        conn: apsw.Connection = open_for_writing(self.home.state_db)
-        try:
-            with immediate(conn):
-                return fn(conn, *args)
-        finally:
-            conn.close()
+        with writing(self.home.state_db) as conn:
+            return fn(conn, *args)
 
 
 def make_agent(fake: FakeOpenAI) -> Agent:
@@ -225,9 +221,10 @@ async def running_router(
     `timeout` bounds every wait of the harness (virtual seconds under a mock clock,
     where a large one only fires when everything is stuck)."""
     replies = RecordingReplies(timeout)
+    clock = Clock(time.time() - trio.current_time())  # wall time, on the test's trio clock
     router = Router(
         registry, home.state_db, home.root, home.memories, make_agent(fake),
-        config or Config(), replies, owner or new_owner(),
+        config or Config(), replies, owner or new_owner(), clock,
     )  # fmt: skip
     stopped = trio.Event()
     scope = trio.CancelScope()
@@ -241,6 +238,6 @@ async def running_router(
 
     async with trio.open_nursery() as nursery:
         address: Address = await nursery.start(host)
-        async with Admission(registry, home.state_db, lambda: address) as admission:
+        async with Admission(registry, home.state_db, lambda: address, clock) as admission:
             yield RouterHarness(router, address, admission, replies, fake, home, stopped, scope)
         router.request_drain(trio.current_time() + 5.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import typing
 
 import attrs
 import pytest
@@ -11,24 +12,39 @@ import trio
 from trio_websocket import open_websocket_url
 
 from hermes.adapters.local.endpoint import ChatSend
-from hermes.gateway.local_methods import PARAMS
 from hermes.gateway.router import DRAIN_NOTICE
+from hermes.operations.catalog import OPERATIONS
 from tests.fakes.openai import stream_answer
 from tests.processes import wait_ready
 
-VALID = {
+VALID = {  # each method's required parameters
     "chat.send": {"text": "hi"},
+    "pairing.approve": {"platform": "telegram", "code": "ABCDEFGH"},
+    "pairing.deny": {"platform": "telegram", "user": "1"},
+    "pairing.revoke": {"platform": "telegram", "user": "1"},
     "sessions.show": {"id": "x"},
     "sessions.search": {"query": "x"},
+    "sessions.export": {"id": "x"},
     "cron.add": {"schedule": "every 1h", "prompt": "p"},
-    "cron.run": {"job": "x"},
-    "cron.cancel": {"job": "x"},
-}
+    **{f"cron.{name}": {"job": "x"} for name in
+       ("edit", "pause", "resume", "remove", "run", "cancel", "history")},
+    "outbox.retry": {"id": 1},
+    "outbox.drop": {"id": 1},
+}  # fmt: skip
 WRONG = {  # values of another type than the parameter's
     "str": [["a", "list"], {"an": "object"}, 12, True],
     "int": [["a", "list"], {"an": "object"}, "12", True, 1.5],
     "bool": [["a", "list"], {"an": "object"}, "yes", 1],
 }
+
+
+def type_name(declared: object) -> str:
+    """A field's (first) type by name: attrs keeps it as the annotation's text until
+    something (cattrs, structuring) resolves it into the type."""
+    if isinstance(declared, str):
+        return declared.split(" |")[0]
+    first = (typing.get_args(declared) or (declared,))[0]
+    return getattr(first, "__name__", "")
 
 
 @pytest.fixture
@@ -60,9 +76,10 @@ async def test_wrong_params_deep_nesting_and_leaving_clients(serve, fake):
     proc, port, token = serve
     async with connect(port, token) as ws:
         n = 0
-        for method, kind in {"chat.send": ChatSend, **PARAMS}.items():
+        params_of = {name: op.args for name, op in OPERATIONS.items()}
+        for method, kind in {"chat.send": ChatSend, **params_of}.items():
             for field in attrs.fields(kind):
-                for value in WRONG[field.type.split(" |")[0]]:
+                for value in WRONG.get(type_name(field.type), []):
                     n += 1
                     params = {**VALID.get(method, {}), field.name: value}
                     answer = await call(ws, n, method, params)

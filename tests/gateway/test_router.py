@@ -22,23 +22,22 @@ import pytest
 import trio
 import trio.testing
 
-from hermes.adapters.contract import Target
+from hermes.adapters.contract import StepKind, Target
 from hermes.config import Config, GatewayConfig, PlatformConfig
 from hermes.gateway import router as router_module
 from hermes.gateway.admission import Admitted
 from hermes.gateway.commands import HELP
 from hermes.gateway.journal import new_owner
-from hermes.gateway.pairing import (
-    ALPHABET,
-    Approved,
-    PairingLocked,
-    PairingRefused,
-    attempt_approval,
-    revoke,
-)
 from hermes.gateway.router import CUT_NOTICE, DRAIN_NOTICE, RESUMED_PREFIX
 from hermes.gateway.session_actor import IDLE_TIMEOUT, QUEUE_MAX, Turn
 from hermes.state.db import Db
+from hermes.state.pairing import (
+    ALPHABET,
+    Approved,
+    Refusal,
+    attempt_approval,
+    revoke,
+)
 from tests.fakes.openai import error_answer, stream_answer, text_answer, tool_answer
 from tests.gateway.router_harness import running_router
 
@@ -213,14 +212,13 @@ async def test_an_expired_code_is_replaced_and_a_locked_platform_approves_nobody
         (new,) = CODE.findall((await h.ask("sam", "hi again")).text)
         assert new != old
         refused = h.cli_write(attempt_approval, "telegram", old, time.time())
-        assert isinstance(refused, PairingRefused)
+        assert isinstance(refused, Refusal) and refused.locked_until is None
 
         for _ in range(4):  # with the one above: five failures within the hour
-            assert isinstance(
-                h.cli_write(attempt_approval, "telegram", "WRONGONE", time.time()), PairingRefused
-            )
+            wrong = h.cli_write(attempt_approval, "telegram", "WRONGONE", time.time())
+            assert isinstance(wrong, Refusal) and wrong.locked_until is None
         locked = h.cli_write(attempt_approval, "telegram", new, time.time())
-        assert isinstance(locked, PairingLocked)
+        assert isinstance(locked, Refusal) and locked.locked_until is not None
         quiet = await h.send("sam", "am I in?")  # one code an hour: silence
         assert (await h.final(quiet)).kind == "refused" and h.replies.answers_to(quiet) == []
         assert fake.requests == []
@@ -478,8 +476,8 @@ async def test_a_turn_left_in_a_crashed_session_actors_mailbox_ends_with_an_erro
         with trio.fail_after(5):
             async with events:
                 got = [e async for e in events]  # ends: the caller is not left waiting
-        assert [e["kind"] for e in got] == ["error"]
-        assert "stopped before the turn began" in got[0]["text"]
+        assert [e.kind for e in got] == [StepKind.ERROR]
+        assert "stopped before the turn began" in got[0].text
         await trio.testing.wait_all_tasks_blocked()  # the router has seen the crash
         assert session not in h.router.sessions
         assert any("crashed" in r.getMessage() for r in caplog.records)

@@ -25,11 +25,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from hermes.gateway.pairing import request_code
-from hermes.state.maintenance import open_for_writing, open_plain
-from hermes.state.schema import immediate
+from hermes.state.maintenance import open_plain
+from hermes.state.pairing import request_code
 from tests.ops.surfaces import ops_url
 from tests.processes import hermes, wait_ready
+from tests.seed import writing
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -176,12 +176,8 @@ def test_the_dashboard_in_a_browser(home, spawn, browser, tmp_path):
     added = hermes("cron", "add", "every 2h", "--name", "weather", "--prompt", "the weather")
     assert added.returncode == 0, added
     job = added.stdout.split()[1]
-    conn = open_for_writing(home.state_db)
-    try:
-        with immediate(conn):
-            code = request_code(conn, "telegram", "4242", "Zed", time.time(), chat_id="4242").code
-    finally:
-        conn.close()
+    with writing(home.state_db) as conn:
+        code = request_code(conn, "telegram", "4242", "Zed", time.time(), chat_id="4242").code
 
     steps = Steps(browser, tmp_path)
     url = ops_url(home)

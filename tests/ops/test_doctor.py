@@ -18,13 +18,12 @@ from hermes.cron.schedule import Schedule
 from hermes.cron.store import NewJob, create_job
 from hermes.delivery.outbox_store import enqueue, mark_dead, mark_sending
 from hermes.ops.doctor import check_platform
-from hermes.state.maintenance import open_for_writing
-from hermes.state.schema import immediate
 from tests.fakes.discord import TOKEN as DISCORD_TOKEN
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.fakes.telegram import FakeTelegram
 from tests.processes import hermes, wait_ready
+from tests.seed import writing
 
 TELEGRAM_TOKEN = "123456:TEST-token"
 TOKENS = {
@@ -87,7 +86,8 @@ def doctor() -> tuple[int, dict[str, tuple[str, str]], str]:
 
 def test_all_good_exits_0_with_an_ok_line_per_check(home, fakes):
     configure(home, fakes, TOKENS)
-    open_for_writing(home.state_db).close()  # the schema, as serve makes it
+    with writing(home.state_db):  # the schema, as serve makes it
+        pass
     status, checks, output = doctor()
     assert status == 0, output
     assert set(checks) == ALL_CHECKS
@@ -142,16 +142,16 @@ def test_an_unknown_platform_and_a_missing_token_fail(home, monkeypatch):
 
 
 def test_dead_letters_and_a_job_failing_in_a_row_fail(home):
-    conn = open_for_writing(home.state_db)
     now = time.time()
     every = Schedule("interval", "every 1h", seconds=3600)
-    with immediate(conn):
+    with writing(home.state_db) as conn:
         enqueue(conn, Target("telegram", "43"), ["to a blocked chat"], "reply", "k1", now)
         mark_sending(conn, 1, now)
         mark_dead(conn, 1, "403: bot was blocked by the user", now)
         job = create_job(conn, NewJob("morning brief", every, prompt="p"), now, ZoneInfo("UTC"))
-    conn.execute("UPDATE cron_jobs SET failure_streak = 3, last_error = 'model down:\nHTTP 503'")
-    conn.close()
+        conn.execute(
+            "UPDATE cron_jobs SET failure_streak = 3, last_error = 'model down:\nHTTP 503'"
+        )
     status, checks, output = doctor()
     assert status == 1, output
     verdict, rest = checks["dead letters"]

@@ -10,15 +10,15 @@ import time
 import httpx
 import pytest
 
-from hermes.gateway.pairing import request_code
-from hermes.state.maintenance import open_for_writing, open_plain
-from hermes.state.schema import immediate
+from hermes.state.maintenance import open_plain
+from hermes.state.pairing import request_code
 from tests.adapters.serving import in_thread, until_line
 from tests.adapters.telegram.serving import TOKEN, TelegramServe
 from tests.fakes.openai import FakeOpenAI
 from tests.fakes.telegram import FakeTelegram
 from tests.ops.surfaces import bearer, ops_url, sample, scrape, until
 from tests.processes import wait_ready
+from tests.seed import writing
 
 GUARDED_GETS = [
     "/ready", "/metrics", "/", "/login", "/static/dashboard.js", "/api/session", "/api/tree",
@@ -148,12 +148,8 @@ async def test_only_health_answers_without_the_token_and_changes_need_csrf(home,
 
 
 def ask_pairing(home, user: str) -> str:
-    conn = open_for_writing(home.state_db)
-    try:
-        with immediate(conn):
-            return request_code(conn, "telegram", user, "Zed", time.time(), chat_id=user).code
-    finally:
-        conn.close()
+    with writing(home.state_db) as conn:
+        return request_code(conn, "telegram", user, "Zed", time.time(), chat_id=user).code
 
 
 @pytest.mark.timeout(60)

@@ -26,7 +26,7 @@ async def test_ready_counts_unknown_outbox_rows_beside_dead_ones(registry, db_pa
 
     async with Db(registry, db_path) as db:
         await db.write(write)
-        result = await readiness(Snapshot("serve", "Supervisor", RunState.RUNNING), db)
+        result = await readiness(Snapshot("serve", "Supervisor", RunState.RUNNING), db, now)
     outbox = result.body["outbox"]
     assert (outbox["depth"], outbox["dead"], outbox["unknown"]) == (1, 1, 2)
     assert outbox["oldest_pending_age"] >= 100

@@ -55,10 +55,6 @@ async def test_every_five_minutes_the_log_says_rss_sessions_and_outbox_depth(
                                        detail={"sessions": 3}),))  # fmt: skip
     exits, lines, logged = [], [], trio.Event()
 
-    class Root:
-        def snapshot(self) -> Snapshot:
-            return tree
-
     class Lines(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             if record.getMessage().startswith("rss="):
@@ -69,7 +65,7 @@ async def test_every_five_minutes_the_log_says_rss_sessions_and_outbox_depth(
     caplog.set_level(logging.INFO, logger="hermes.ops.watchdog")
     logging.getLogger("hermes.ops.watchdog").addHandler(handler)
     try:
-        watch = LoopWatch(60.0, Root, registry, home.state_db, exit=exits.append)
+        watch = LoopWatch(60.0, lambda: tree, registry, home.state_db, exit=exits.append)
         async with trio.open_nursery() as nursery:
             await nursery.start(watch.run)
             begin = trio.current_time()

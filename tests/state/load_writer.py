@@ -9,6 +9,7 @@ then "done" when every write is acknowledged.
 from __future__ import annotations
 
 import sys
+import time
 
 import trio
 
@@ -23,12 +24,14 @@ async def main(db: str, tag: str, producers: int, writes: int) -> None:
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
         async with Db(registry, db) as gen:
-            await gen.write(ensure_session, NewSession("load"))
+            await gen.write(ensure_session, NewSession("load", started_at=time.time()))
 
             async def producer(p: int) -> None:
                 for n in range(writes):
                     key = f"{tag}-{p}-{n}"
-                    await gen.write(append_message, NewMessage("load", "user", key))
+                    await gen.write(
+                        append_message, NewMessage("load", "user", key, timestamp=time.time())
+                    )
                     sys.stdout.write(f"ack {key}\n")
                     sys.stdout.flush()
 

@@ -3,19 +3,17 @@ owners, revocation, lockout, and `hermes pairing ...`."""
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import apsw
 import pytest
 
 from hermes.cli import exit_codes
-from hermes.cli.pairing_cmd import register
-from hermes.gateway.pairing import (
+from hermes.cli.main import main
+from hermes.operations.pairing import PairingLocked, PairingRefused, approve_code
+from hermes.state.db import Db
+from hermes.state.pairing import (
     ALPHABET,
-    PairingLocked,
-    PairingRefused,
-    approve,
     approved_users,
     deny_request,
     new_code,
@@ -24,10 +22,7 @@ from hermes.gateway.pairing import (
     request_code,
     revoke,
 )
-from hermes.state import schema
-from hermes.state.db import Db
-from hermes.state.maintenance import open_for_writing
-from hermes.state.schema import immediate
+from tests.seed import writing
 
 T0 = 1_800_000_000.0
 HOUR = 3600.0
@@ -82,9 +77,9 @@ async def test_the_code_is_stored_only_hashed(db, db_path):
 async def test_a_code_is_valid_for_one_hour(db):
     early = await ask(db, "1")
     late = await ask(db, "2")
-    assert (await approve(db, "telegram", early.code, T0 + HOUR - 1)).user_id == "1"
+    assert (await approve_code(db, "telegram", early.code, T0 + HOUR - 1)).user_id == "1"
     with pytest.raises(PairingRefused, match="no pending request with that code") as refused:
-        await approve(db, "telegram", late.code, T0 + HOUR + 1)
+        await approve_code(db, "telegram", late.code, T0 + HOUR + 1)
     assert not isinstance(refused.value, PairingLocked)
     assert await db.read(approved_users, "telegram") == frozenset({"1"})
     assert await db.read(pending, T0 + HOUR + 1) == []
@@ -106,7 +101,7 @@ async def test_a_user_who_asks_a_hundred_times_gets_one_reply_an_hour(db):
     # The hour is up (the code with it): one new code, then quiet again.
     later = [(await ask(db, "42", T0 + HOUR + i)).code for i in range(5)]
     assert later[0] is not None and later[0] not in first and later[1:] == [None] * 4
-    assert (await approve(db, "telegram", later[0], T0 + HOUR + 10)).user_id == "42"
+    assert (await approve_code(db, "telegram", later[0], T0 + HOUR + 10)).user_id == "42"
 
 
 async def test_a_full_platform_evicts_its_oldest_request(db):
@@ -119,14 +114,14 @@ async def test_a_full_platform_evicts_its_oldest_request(db):
     assert await pending_users(db, T0 + 200, "slack") == ["4"]
 
     with pytest.raises(PairingRefused, match="no pending request with that code"):
-        await approve(db, "telegram", codes["1"], T0 + 300)  # its code stopped working
+        await approve_code(db, "telegram", codes["1"], T0 + 300)  # its code stopped working
     # The evicted user is not told, and writing again within their hour is not answered
     # (no code, no eviction of someone else) ...
     for at in (T0 + 400, T0 + 1800, T0 + HOUR - 1):
         again = await ask(db, "1", at)
         assert (again.code, again.message(at)) == (None, "")
     assert await pending_users(db, T0 + HOUR - 1) == ["2", "3", "4"]
-    assert (await approve(db, "telegram", codes["2"], T0 + HOUR - 1)).user_id == "2"
+    assert (await approve_code(db, "telegram", codes["2"], T0 + HOUR - 1)).user_id == "2"
     # ... after it, they may ask again.
     assert (await ask(db, "1", T0 + HOUR)).code is not None
     assert await pending_users(db, T0 + HOUR) == ["3", "4", "1"]
@@ -140,7 +135,7 @@ async def test_expired_requests_are_dropped_and_new_users_get_codes(db):
     assert all(offer.code for offer in newcomers)
     assert await count(db, "SELECT count(*) FROM pairing_requests") == 3  # the old rows gone
     assert await pending_users(db, T0 + HOUR + 2) == ["5", "6", "7"]
-    assert (await approve(db, "telegram", newcomers[0].code, T0 + HOUR + 3)).user_id == "5"
+    assert (await approve_code(db, "telegram", newcomers[0].code, T0 + HOUR + 3)).user_id == "5"
 
 
 async def test_a_denied_user_is_not_answered_until_their_hour_is_up(db):
@@ -153,29 +148,29 @@ async def test_a_denied_user_is_not_answered_until_their_hour_is_up(db):
 
 async def test_approval_lets_the_user_in_and_the_first_is_owner(db):
     alice, bob = await ask(db, "1"), await ask(db, "2")
-    first = await approve(db, "telegram", alice.code.lower(), T0 + 60)  # typed in lower case
+    first = await approve_code(db, "telegram", alice.code.lower(), T0 + 60)  # typed in lower case
     assert (first.user_id, first.user_name, first.owner) == ("1", "name-1", True)
     assert await db.read(approved_users, "telegram") == frozenset({"1"})
-    second = await approve(db, "telegram", bob.code, T0 + 120)
+    second = await approve_code(db, "telegram", bob.code, T0 + 120)
     assert (second.user_id, second.owner) == ("2", False)
     assert await db.read(approved_users, "telegram") == frozenset({"1", "2"})
     assert await db.read(owners, "telegram") == frozenset({"1"})
     assert await db.read(pending, T0 + 120) == []
     assert (await ask(db, "1", T0 + 180)).already_approved
     with pytest.raises(PairingRefused):  # a code approves once
-        await approve(db, "telegram", alice.code, T0 + 240)
+        await approve_code(db, "telegram", alice.code, T0 + 240)
 
 
 async def test_a_code_approves_only_on_its_platform(db):
     offer = await ask(db, "1")
     with pytest.raises(PairingRefused, match="on slack"):
-        await approve(db, "slack", offer.code, T0 + 60)
+        await approve_code(db, "slack", offer.code, T0 + 60)
     assert await db.read(approved_users, "slack") == frozenset()
 
 
 async def test_revoke(db):
     offer = await ask(db, "1")
-    await approve(db, "telegram", offer.code, T0 + 60)
+    await approve_code(db, "telegram", offer.code, T0 + 60)
     assert await db.write(revoke, "telegram", "1") is True
     assert await db.read(approved_users, "telegram") == frozenset()
     assert await db.write(revoke, "telegram", "1") is False
@@ -185,46 +180,39 @@ async def test_revoke(db):
 async def test_five_failures_lock_approvals_for_an_hour(db):
     for i in range(5):
         with pytest.raises(PairingRefused) as refused:
-            await approve(db, "telegram", "WRONGCDE", T0 + i)
+            await approve_code(db, "telegram", "WRONGCDE", T0 + i)
         assert not isinstance(refused.value, PairingLocked)
     offer = await ask(db, "42", T0 + 1800)  # valid until T0 + 5400
     with pytest.raises(PairingLocked, match="locked until") as locked:
-        await approve(db, "telegram", offer.code, T0 + 1801)  # a valid code, refused
+        await approve_code(db, "telegram", offer.code, T0 + 1801)  # a valid code, refused
     assert locked.value.until == T0 + 4 + HOUR
     with pytest.raises(PairingLocked):  # guessing on while locked does not stretch the lock
-        await approve(db, "telegram", "WRONGCDE", T0 + 3000)
+        await approve_code(db, "telegram", "WRONGCDE", T0 + 3000)
     other = await ask(db, "7", T0 + 1900, platform="slack")
-    assert (await approve(db, "slack", other.code, T0 + 1901)).user_id == "7"  # per platform
+    assert (await approve_code(db, "slack", other.code, T0 + 1901)).user_id == "7"  # per platform
     assert await db.read(approved_users, "telegram") == frozenset()
-    assert (await approve(db, "telegram", offer.code, T0 + 4 + HOUR)).user_id == "42"
+    assert (await approve_code(db, "telegram", offer.code, T0 + 4 + HOUR)).user_id == "42"
 
 
 async def test_failures_spread_over_more_than_an_hour_do_not_lock(db):
     for at in (T0, T0 + 1, T0 + 2, T0 + 3, T0 + HOUR + 1):
         with pytest.raises(PairingRefused) as refused:
-            await approve(db, "telegram", "WRONGCDE", at)
+            await approve_code(db, "telegram", "WRONGCDE", at)
         assert not isinstance(refused.value, PairingLocked)
     offer = await ask(db, "42", T0 + HOUR + 2)
-    assert (await approve(db, "telegram", offer.code, T0 + HOUR + 3)).user_id == "42"
+    assert (await approve_code(db, "telegram", offer.code, T0 + HOUR + 3)).user_id == "42"
 
 
 # -- hermes pairing ... ---------------------------------------------------------------
 
 
 def run_cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
-    args = parser.parse_args(["pairing", *argv])
-    return args.func(args)
+    return main(["pairing", *argv])
 
 
 def ask_now(home, user: str, name: str | None) -> str:
-    conn = open_for_writing(home.state_db)
-    try:
-        with immediate(conn):
-            return request_code(conn, "telegram", user, name, time.time()).code
-    finally:
-        conn.close()
+    with writing(home.state_db) as conn:
+        return request_code(conn, "telegram", user, name, time.time()).code
 
 
 def test_cli_list_on_a_fresh_home_creates_nothing(home, capsys):
@@ -276,10 +264,8 @@ def test_cli_wrong_code_is_one_line_on_stderr(home, capsys):
     assert captured.err.count("\n") == 1
 
 
-def test_cli_list_on_a_state_db_from_before_pairing(home, capsys):
+def test_cli_list_on_a_state_db_without_tables(home, capsys):
     """A read-only list cannot migrate: a file without the pairing tables has none pending."""
-    conn = apsw.Connection(str(home.state_db))
-    schema.migrate(conn, schema.MIGRATIONS.index(schema._step_6_pairing))
-    conn.close()
+    apsw.Connection(str(home.state_db)).close()  # the file exists, empty
     assert run_cli("list") == exit_codes.OK
     assert capsys.readouterr().out == "no pending pairing requests\n"

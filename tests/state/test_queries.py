@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from hermes.state.db import Db
@@ -31,10 +33,21 @@ async def db(registry, db_path):
 
 
 async def test_ensure_session_never_overwrites_routing(db):
-    await db.write(ensure_session, NewSession("s", source="telegram", chat_id="42", user_id="u1"))
+    await db.write(
+        ensure_session,
+        NewSession("s", source="telegram", chat_id="42", user_id="u1", started_at=time.time()),
+    )
     row = await db.write(
         ensure_session,
-        NewSession("s", source="slack", chat_id="99", user_id="u2", thread_id="t", model="m"),
+        NewSession(
+            "s",
+            source="slack",
+            chat_id="99",
+            user_id="u2",
+            thread_id="t",
+            model="m",
+            started_at=time.time(),
+        ),
     )
     assert (row.source, row.chat_id, row.user_id) == ("telegram", "42", "u1")
     assert row.thread_id == "t"  # was empty: filled in
@@ -42,17 +55,17 @@ async def test_ensure_session_never_overwrites_routing(db):
 
 
 async def test_end_session_first_reason_wins(db):
-    await db.write(create_session, NewSession("s"))
+    await db.write(create_session, NewSession("s", started_at=time.time()))
     first = await db.write(end_session, "s", "user_reset", 100.0)
     second = await db.write(end_session, "s", "idle", 200.0)
     assert (first.end_reason, first.ended_at) == ("user_reset", 100.0)
     assert (second.end_reason, second.ended_at) == ("user_reset", 100.0)
     with pytest.raises(SessionNotFound):
-        await db.write(end_session, "nope", "x")
+        await db.write(end_session, "nope", "x", 300.0)
 
 
 async def test_title_authority(db):
-    await db.write(create_session, NewSession("s"))
+    await db.write(create_session, NewSession("s", started_at=time.time()))
     assert await db.write(set_title, "s", "from first message", "derived")
     assert await db.write(set_title, "s", "from the model", "llm")  # raises authority
     assert not await db.write(set_title, "s", "derived again", "derived")
@@ -65,18 +78,33 @@ async def test_title_authority(db):
 
 
 async def test_messages_in_order_with_counters_and_latest_by_role(db):
-    await db.write(create_session, NewSession("s"))
+    await db.write(create_session, NewSession("s", started_at=time.time()))
     ids = await db.write(
         append_messages,
         [
-            NewMessage("s", "user", "hi"),
-            NewMessage("s", "assistant", None, tool_calls=[{"id": "c1"}, {"id": "c2"}]),
-            NewMessage("s", "tool", "output", tool_call_id="c1", tool_name="terminal"),
-            NewMessage("s", "assistant", "done"),
+            NewMessage("s", "user", "hi", timestamp=time.time()),
+            NewMessage(
+                "s",
+                "assistant",
+                None,
+                tool_calls=[{"id": "c1"}, {"id": "c2"}],
+                timestamp=time.time(),
+            ),
+            NewMessage(
+                "s",
+                "tool",
+                "output",
+                tool_call_id="c1",
+                tool_name="terminal",
+                timestamp=time.time(),
+            ),
+            NewMessage("s", "assistant", "done", timestamp=time.time()),
         ],
     )
-    last_user = await db.write(append_message, NewMessage("s", "user", "again"))
-    await db.write(append_message, NewMessage("s", "assistant", "ok"))
+    last_user = await db.write(
+        append_message, NewMessage("s", "user", "again", timestamp=time.time())
+    )
+    await db.write(append_message, NewMessage("s", "assistant", "ok", timestamp=time.time()))
     assert ids == sorted(ids)
     rows = await db.read(messages_of, "s")
     assert [r.role for r in rows] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
@@ -87,18 +115,20 @@ async def test_messages_in_order_with_counters_and_latest_by_role(db):
     assert (session.message_count, session.tool_call_count) == (6, 2)
     assert session.last_activity_at is not None
     with pytest.raises(SessionNotFound):
-        await db.write(append_message, NewMessage("ghost", "user", "x"))
+        await db.write(append_message, NewMessage("ghost", "user", "x", timestamp=time.time()))
 
 
 async def test_search_ranks_snippets_and_skips_tool_rows(db):
-    await db.write(create_session, NewSession("s"))
+    await db.write(create_session, NewSession("s", started_at=time.time()))
     await db.write(
         append_messages,
         [
-            NewMessage("s", "user", "the weather in Lisbon is sunny"),
-            NewMessage("s", "assistant", "Lisbon Lisbon Lisbon: a trip to Lisbon"),
-            NewMessage("s", "tool", "curl output mentioning Lisbon"),
-            NewMessage("s", "user", "nothing to see"),
+            NewMessage("s", "user", "the weather in Lisbon is sunny", timestamp=time.time()),
+            NewMessage(
+                "s", "assistant", "Lisbon Lisbon Lisbon: a trip to Lisbon", timestamp=time.time()
+            ),
+            NewMessage("s", "tool", "curl output mentioning Lisbon", timestamp=time.time()),
+            NewMessage("s", "user", "nothing to see", timestamp=time.time()),
         ],
     )
     hits = await db.read(search_messages, "lisbon")

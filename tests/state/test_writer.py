@@ -4,6 +4,7 @@ any callable as a write, checkpoints off the commit path, a batch that fails who
 from __future__ import annotations
 
 import os
+import time
 
 import apsw
 import pytest
@@ -86,12 +87,15 @@ async def one_batch(gen, writes: dict[str, tuple]) -> dict[str, object]:
 
 async def test_failing_request_fails_alone_and_batch_commits(registry, db_path):
     async with Db(registry, db_path) as gen:
-        await gen.write(create_session, NewSession("s"))
+        await gen.write(create_session, NewSession("s", started_at=time.time()))
         writer = writer_of(registry, db_path).core
         before = writer.batches
-        writes = {f"ok{i}": (append_message, NewMessage("s", "user", f"m{i}")) for i in range(10)}
+        writes = {
+            f"ok{i}": (append_message, NewMessage("s", "user", f"m{i}", timestamp=time.time()))
+            for i in range(10)
+        }
         writes["bad"] = (refuse, "must vanish")
-        writes["dup"] = (create_session, NewSession("s"))
+        writes["dup"] = (create_session, NewSession("s", started_at=time.time()))
         outcomes = await one_batch(gen, writes)
         # the gate's batch, then one batch with all twelve
         assert writer.batches - before == 2
@@ -105,13 +109,15 @@ async def test_failing_request_fails_alone_and_batch_commits(registry, db_path):
 
 async def test_many_concurrent_writers_share_few_transactions(registry, db_path):
     async with Db(registry, db_path) as gen:
-        await gen.write(create_session, NewSession("s"))
+        await gen.write(create_session, NewSession("s", started_at=time.time()))
         writer = writer_of(registry, db_path).core
         before = writer.batches
 
         async def producer(i):
             for j in range(10):
-                await gen.write(append_message, NewMessage("s", "user", f"{i}-{j}"))
+                await gen.write(
+                    append_message, NewMessage("s", "user", f"{i}-{j}", timestamp=time.time())
+                )
 
         async with trio.open_nursery() as nursery:
             for i in range(100):
@@ -123,14 +129,14 @@ async def test_many_concurrent_writers_share_few_transactions(registry, db_path)
 
 async def test_write_is_acknowledged_after_commit(registry, db_path):
     async with Db(registry, db_path) as gen:
-        await gen.write(create_session, NewSession("visible"))
+        await gen.write(create_session, NewSession("visible", started_at=time.time()))
         # Another connection (another process) sees it the moment the call returns.
         assert count(db_path, "SELECT count(*) FROM sessions WHERE id = 'visible'") == 1
 
 
 async def test_reads_do_not_wait_behind_the_writer(registry, db_path):
     async with Db(registry, db_path) as gen:
-        await gen.write(create_session, NewSession("s"))
+        await gen.write(create_session, NewSession("s", started_at=time.time()))
         gate = Gate()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(gen.write, gate.hold)
@@ -146,12 +152,12 @@ async def test_growing_wal_is_reported_once_per_database(registry, db_path, monk
     monkeypatch.setattr(writer_module, "_warned_wal", set())
     reader = plain(db_path)
     async with Db(registry, db_path) as gen:
-        await gen.write(create_session, NewSession("s"))
+        await gen.write(create_session, NewSession("s", started_at=time.time()))
         writer = writer_of(registry, db_path)
         reader.execute("BEGIN")  # an open read transaction keeps the WAL from being reset
         assert reader.execute("SELECT count(*) FROM sessions").get == 1
         for i in range(3):
-            await gen.write(append_message, NewMessage("s", "user", f"m{i}"))
+            await gen.write(append_message, NewMessage("s", "user", f"m{i}", timestamp=time.time()))
             await writer._checkpoint_in_background()  # what a full WAL or the timer starts
         reader.execute("COMMIT")
     reader.close()
@@ -166,15 +172,15 @@ async def test_commits_never_checkpoint_the_background_checkpointer_does(
     monkeypatch.setattr(writer_module, "CHECKPOINT_PAGES", 10**9)
     async with Db(registry, db_path) as gen:
         writer = writer_of(registry, db_path)
-        await gen.write(create_session, NewSession("s"))
+        await gen.write(create_session, NewSession("s", started_at=time.time()))
         size = os.stat(db_path).st_size
         page = "x" * 4096  # a row of about one page
         for _ in range(20):  # SQLite alone would checkpoint inside one of these commits
-            await gen.write(append_message, NewMessage("s", "user", page))
+            await gen.write(append_message, NewMessage("s", "user", page, timestamp=time.time()))
         assert os.stat(db_path).st_size == size  # every page is still only in the WAL
         assert writer.checkpoints == 0
         monkeypatch.setattr(writer_module, "CHECKPOINT_PAGES", 40)
-        await gen.write(append_message, NewMessage("s", "user", page))
+        await gen.write(append_message, NewMessage("s", "user", page, timestamp=time.time()))
     # the checkpointer ran beside the commits (the release waited for it to finish)
     assert writer.checkpoints == 1
     assert count(db_path, "SELECT count(*) FROM messages") == 21
@@ -183,7 +189,7 @@ async def test_commits_never_checkpoint_the_background_checkpointer_does(
 async def test_appends_queued_together_go_in_as_one_statement(registry, db_path):
     async with Db(registry, db_path) as gen:
         for name in ("a", "b"):
-            await gen.write(create_session, NewSession(name))
+            await gen.write(create_session, NewSession(name, started_at=time.time()))
 
         async def batch(*appends):
             """Queue `appends` (message, input, output) behind a blocked batch, so they
@@ -205,8 +211,15 @@ async def test_appends_queued_together_go_in_as_one_statement(registry, db_path)
 
         await gen.write(trace_inserts)
         ids, seen = await batch(
-            *[NewMessage("a", "user", f"a{i}", input_tokens=10, output_tokens=1) for i in range(3)],
-            NewMessage("b", "assistant", "b0", input_tokens=5, output_tokens=2),
+            *[
+                NewMessage(
+                    "a", "user", f"a{i}", input_tokens=10, output_tokens=1, timestamp=time.time()
+                )
+                for i in range(3)
+            ],
+            NewMessage(
+                "b", "assistant", "b0", input_tokens=5, output_tokens=2, timestamp=time.time()
+            ),
         )
         assert await gen.write(inserts_traced) == 1  # four messages, one statement
         assert seen == list(zip(ids[:3], ["a0", "a1", "a2"], strict=True))  # in order, before it
@@ -214,9 +227,9 @@ async def test_appends_queued_together_go_in_as_one_statement(registry, db_path)
 
         await gen.write(trace_inserts)
         outcomes, seen = await batch(
-            NewMessage("a", "user", "a3", input_tokens=1),
-            NewMessage("nobody", "user", "lost"),
-            NewMessage("a", "user", "a4", input_tokens=1),
+            NewMessage("a", "user", "a3", input_tokens=1, timestamp=time.time()),
+            NewMessage("nobody", "user", "lost", timestamp=time.time()),
+            NewMessage("a", "user", "a4", input_tokens=1, timestamp=time.time()),
         )
         traced = await gen.write(inserts_traced)
         await gen.write(untrace)
@@ -231,11 +244,14 @@ async def test_appends_queued_together_go_in_as_one_statement(registry, db_path)
 
 async def test_a_write_is_any_callable_lambdas_and_closures_too(registry, db_path):
     async with Db(registry, db_path) as db:
-        await db.write(create_session, NewSession("s"))
+        await db.write(create_session, NewSession("s", started_at=time.time()))
         words = ["kept", "too"]
 
         def insert_all(conn, session_id, *, role):  # a closure over `words`
-            return [append_message(conn, NewMessage(session_id, role, w)) for w in words]
+            return [
+                append_message(conn, NewMessage(session_id, role, w, timestamp=time.time()))
+                for w in words
+            ]
 
         ids = await db.write(insert_all, "s", role="user")
         total = await db.write(lambda conn: conn.execute("SELECT count(*) FROM messages").get)
@@ -250,13 +266,13 @@ async def test_a_batch_that_fails_as_a_whole_crashes_the_writer_and_the_next_wri
     registry, db_path
 ):
     async with Db(registry, db_path) as db:
-        await db.write(create_session, NewSession("before"))
+        await db.write(create_session, NewSession("before", started_at=time.time()))
         broken = registry._live[resolve(db_path)]
         with trio.fail_after(10):  # an answer comes: nobody is left waiting
             with pytest.raises(ActorStopped):
                 await db.write(commit_behind_the_writers_back)
         await trio.testing.wait_all_tasks_blocked()
-        await db.write(create_session, NewSession("after"))
+        await db.write(create_session, NewSession("after", started_at=time.time()))
         assert registry._live[resolve(db_path)] is not broken and broken.crashed
         names = {s.id for s in await db.read(list_sessions, 10, None)}
     assert names == {"before", "after"}

@@ -12,6 +12,11 @@ event, and streams the turn's steps back as `turn.event` notifications; the
 call's result is the final step. Steps of turns no call waits for (a turn
 resumed after a restart) and answers sent to a session go to every client
 that follows it. The other methods are handed to `methods`.
+
+A slow client holds its turn back: a call keeps at most CALL_STEPS steps, and
+the endpoint (so the router, so the turn, so the model's stream) waits while
+they are full. A client that takes no frame for CLIENT_STUCK_AFTER seconds is
+stuck: its connection is cut, its calls end, and whatever waited on it goes on.
 """
 
 from __future__ import annotations
@@ -27,7 +32,13 @@ from typing import Any
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+from trio_websocket import (
+    CloseReason,
+    ConnectionClosed,
+    WebSocketConnection,
+    WebSocketRequest,
+    serve_websocket,
+)
 
 from hermes.adapters.base import AdapterStatus, PlatformAdapter
 from hermes.adapters.contract import (
@@ -37,7 +48,8 @@ from hermes.adapters.contract import (
     SendRequest,
     SendResult,
     Sent,
-    TurnEvent,
+    StepKind,
+    TurnStep,
 )
 from hermes.adapters.local import jsonrpc
 from hermes.adapters.local.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, RpcError
@@ -46,6 +58,9 @@ from hermes.config import InputError, not_blank, structure
 log = logging.getLogger(__name__)
 
 MAX_FRAME = 1024 * 1024
+CALL_STEPS = 16  # steps a chat.send call holds for its client before the turn waits
+CLIENT_STUCK_AFTER = 30.0  # seconds a client may take to accept one frame
+STUCK = 1008  # the close code of a connection cut for taking no frames
 
 
 class Client:
@@ -54,12 +69,20 @@ class Client:
     def __init__(self, ws: WebSocketConnection) -> None:
         self.ws = ws
         self.sessions: set[str] = set()
+        self.scope = trio.CancelScope()  # around the connection's handler: cut() ends it
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.send(jsonrpc.notification(method, params))
 
     async def send(self, text: str) -> None:
-        await self.ws.send_message(text)  # trio-websocket serializes concurrent sends itself
+        """One frame; a client that does not take it in CLIENT_STUCK_AFTER is cut, and
+        this raises ConnectionClosed as for a client that left."""
+        with trio.move_on_after(CLIENT_STUCK_AFTER):
+            await self.ws.send_message(text)  # trio-websocket serializes concurrent sends
+            return
+        log.warning("local endpoint: a client took no frame in %gs; cut", CLIENT_STUCK_AFTER)
+        self.scope.cancel()
+        raise ConnectionClosed(CloseReason(STUCK, "the client stopped reading"))
 
 
 Handler = Callable[[Client, str, dict[str, Any]], Awaitable[Any]]
@@ -78,7 +101,7 @@ ASKED_KEPT = 1024  # recent chat.send calls whose asker already saw the answer s
 
 
 class LocalEndpoint(PlatformAdapter):
-    mailbox_size = 256  # a turn's steps arrive in bursts; progress is dropped when full
+    mailbox_size = 64  # a turn's steps arrive in bursts; the router waits when it is full
     platform = "local"
     progress_deadline = math.inf  # a server: it is alive while it runs
 
@@ -100,7 +123,7 @@ class LocalEndpoint(PlatformAdapter):
         self.methods = methods
         self.on_bound = on_bound
         self.clients: set[Client] = set()
-        self.waiting: dict[str, trio.MemorySendChannel[TurnEvent]] = {}  # by event id
+        self.waiting: dict[str, trio.MemorySendChannel[TurnStep]] = {}  # by event id
         self.asked: collections.OrderedDict[str, Client] = collections.OrderedDict()
         self._call_ended = trio.Event()
 
@@ -141,13 +164,17 @@ class LocalEndpoint(PlatformAdapter):
                     self.clients.discard(client)
         return reached
 
-    async def show(self, event: TurnEvent) -> None:
-        waiting = self.waiting.get(event.event_id)
+    async def show(self, step: TurnStep) -> None:
+        """To the call waiting on the step's turn (waits while the call is CALL_STEPS
+        behind), else to the session's followers."""
+        waiting = self.waiting.get(step.event_id)
         if waiting is not None:
-            waiting.send_nowait(event)  # unbounded: the call streams them in order
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await waiting.send(step)  # a call that ended (its client left) takes none
             return
-        params = {"session": event.session_id or event.target.chat_id, **_step(event)}
-        await self._publish(event.target.chat_id, "turn.event", params)
+        chat = step.target.chat_id if step.target is not None else ""
+        params = {"session": step.session_id or chat, **_step(step)}
+        await self._publish(chat, "turn.event", params)
 
     async def send(self, request: SendRequest) -> SendResult:
         """A message to a session (an answer, a cron brief): its followers get it,
@@ -170,7 +197,7 @@ class LocalEndpoint(PlatformAdapter):
         )  # fmt: skip
         if event_id in self.waiting:  # the same message, still being answered
             return {"session": session, "text": "", "status": "duplicate"}
-        send, steps = trio.open_memory_channel[TurnEvent](math.inf)
+        send, steps = trio.open_memory_channel[TurnStep](CALL_STEPS)
         self.waiting[event_id] = send
         client.sessions.add(session)
         self.asked[event_id] = client
@@ -185,13 +212,15 @@ class LocalEndpoint(PlatformAdapter):
                 await client.notify("turn.event", {"session": step.session_id, **_step(step)})
         finally:
             del self.waiting[event_id]
+            steps.close()  # a step on its way now is dropped, not waited on
             self._call_ended.set()
         raise AssertionError("unreachable: the steps end with a final one")
 
-    def _result(self, session: str, step: TurnEvent) -> dict[str, Any]:
-        if step.kind == "refused":  # the router took no turn (draining)
+    def _result(self, session: str, step: TurnStep) -> dict[str, Any]:
+        if step.kind is StepKind.REFUSED:  # the router took no turn (draining)
             raise RpcError(SERVER_BUSY, step.text or "refused")
-        return {"session": step.session_id or session, "text": step.text, "status": step.kind}
+        return {"session": step.session_id or session, "text": step.text,
+                "status": str(step.kind)}  # fmt: skip
 
     def _authorized(self, request: WebSocketRequest) -> bool:
         for key, value in request.headers:
@@ -207,8 +236,9 @@ class LocalEndpoint(PlatformAdapter):
         client = Client(await request.accept())
         self.clients.add(client)
         try:
-            async with trio.open_nursery() as calls:
-                await self._read(client, calls)
+            with client.scope:
+                async with trio.open_nursery() as calls:
+                    await self._read(client, calls)
         except* ConnectionClosed:
             pass  # the client went away; its calls were cancelled with it
         except* Exception as group:  # one connection's trouble never takes the endpoint down
@@ -253,6 +283,7 @@ class LocalEndpoint(PlatformAdapter):
                 pass
 
 
-def _step(event: TurnEvent) -> dict[str, Any]:
-    return {"kind": event.kind, "text": event.text, "tool": event.tool or "",
-            "call_id": event.call_id or ""}  # fmt: skip
+def _step(step: TurnStep) -> dict[str, Any]:
+    """A step's fields on the wire (`turn.event`'s params beside the session)."""
+    return {"kind": str(step.kind), "text": step.text, "tool": step.tool or "",
+            "call_id": step.call_id or ""}  # fmt: skip

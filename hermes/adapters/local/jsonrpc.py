@@ -7,6 +7,8 @@ from typing import Any
 
 import attrs
 
+from hermes.actors.errors import HermesError
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -15,7 +17,9 @@ INTERNAL_ERROR = -32603
 SERVER_BUSY = -32000  # draining, or a turn could not be started
 
 
-class RpcError(Exception):
+class RpcError(HermesError):
+    """A JSON-RPC error to answer a request with: its code, message and data."""
+
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code = code

@@ -9,10 +9,12 @@ from typing import Any
 
 import httpx
 
+from hermes.actors.errors import HermesError
+
 DEFAULT_BASE = "https://slack.com"
 
 
-class SlackError(Exception):
+class SlackError(HermesError):
     """The Web API said no: `error` is Slack's code (channel_not_found, ratelimited...)."""
 
     def __init__(

@@ -8,12 +8,13 @@ from hermes.config import PlatformConfig, positive
 
 @attrs.frozen
 class SlackConfig(PlatformConfig):
-    """`app_token_env`: the variable holding the app-level token (xapp-...) Socket Mode
-    opens its sockets with; `idle_timeout`: how long a socket may go without a frame or
-    a pong before it is replaced."""
+    """Slack's own settings, beside those every platform has."""
 
     app_token_env: str | None = None
+    """The environment variable holding the app-level token (`xapp-...`) Socket Mode
+    connects with (required)."""
     idle_timeout: float = attrs.field(default=30.0, validator=positive)
+    """Seconds a socket may go without a frame or a pong before it is replaced."""
 
     def token_names(self) -> list[str]:
         return [n for n in (self.token_env, self.app_token_env) if n]

@@ -13,12 +13,13 @@ from typing import Any
 
 import httpx
 
+from hermes.actors.errors import HermesError
 from hermes.adapters.http import HttpAnswer
 
 DEFAULT_BASE = "https://api.telegram.org"
 
 
-class ApiError(Exception):
+class ApiError(HermesError):
     """The Bot API said no."""
 
     def __init__(

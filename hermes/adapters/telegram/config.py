@@ -7,6 +7,8 @@ from hermes.config import PlatformConfig, positive
 
 @attrs.frozen
 class TelegramConfig(PlatformConfig):
-    """`poll_timeout`: how long each getUpdates is held open (seconds)."""
+    """Telegram's own settings, beside those every platform has."""
 
     poll_timeout: float = attrs.field(default=30.0, validator=positive)
+    """Seconds each getUpdates poll is held open; a poll not back 10 s after it is a dead
+    connection, and is replaced."""

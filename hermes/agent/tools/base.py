@@ -8,6 +8,8 @@ from zoneinfo import ZoneInfo
 import attrs
 
 from hermes.actors.address import Address
+from hermes.actors.clock import Clock
+from hermes.actors.errors import Invalid
 from hermes.agent.memory import Memory
 from hermes.agent.permissions import Caller
 from hermes.delivery.targets import Origin
@@ -15,7 +17,7 @@ from hermes.state.db import Db
 from hermes.terminal.session import TerminalSession
 
 
-class ToolError(Exception):
+class ToolError(Invalid):
     """A tool call that cannot be done; its message goes back to the model."""
 
 
@@ -35,6 +37,7 @@ class ToolContext:
     tz: ZoneInfo = ZoneInfo("UTC")
     outbox: Address | None = None  # told when a send is queued (it also looks at its start)
     platforms: frozenset[str] = frozenset({"local"})  # where send_message may send
+    clock: Clock = attrs.Factory(Clock)  # serve's one clock; the real one unless given
 
 
 class Tool(Protocol):

@@ -7,7 +7,6 @@ runs only the jobs they made, and only jobs that deliver to their own chat."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import attrs
@@ -70,7 +69,7 @@ class CronjobTool:
         return json.dumps(result)
 
     async def _act(self, action: str, args: dict[str, Any], ctx: ToolContext) -> Any:
-        now = time.time()
+        now = ctx.clock.now()
         caller = ctx.caller
         if not caller.is_owner and args.get("deliver") not in (None, "", "origin"):
             raise ToolError("your jobs deliver to this chat only (deliver: origin)")

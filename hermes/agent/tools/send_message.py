@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from typing import Any
 
 import attrs
@@ -44,6 +43,6 @@ class SendMessageTool:
         key = f"send:{ctx.session_id}:{secrets.token_hex(6)}"
         chunks = chunks_for(text, platform)
         rows = await ctx.db.write(enqueue, where, chunks, "send",
-                                  key, time.time(), origin=ctx.session_id)  # fmt: skip
+                                  key, ctx.clock.now(), origin=ctx.session_id)  # fmt: skip
         nudge(ctx.outbox)
         return json.dumps({"queued": True, "outbox_rows": rows})

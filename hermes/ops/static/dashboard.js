@@ -154,7 +154,7 @@ async function refreshSessions() {
   const q = document.getElementById("session-search").value.trim();
   const data = await api("/api/sessions" + (q ? "?q=" + encodeURIComponent(q) : ""));
   const rows = q
-    ? data.map((h) => row([sessionLink(h.session_id), h.role, h.snippet, when(h.timestamp)]))
+    ? data.map((h) => row([sessionLink(h.session), h.role, h.snippet, when(h.timestamp)]))
     : data.map((s) => row([sessionLink(s.id), s.source, s.title || "",
       when(s.last_activity_at || s.started_at)]));
   fill(document.querySelector("#sessions tbody"), rows, q ? "no matches" : "no sessions");
@@ -166,10 +166,11 @@ let historyOf = null;
 
 async function showHistory(job) {
   historyOf = job;
-  const runs = await api("/api/cron/" + encodeURIComponent(job.id) + "/runs");
+  const history = await api("/api/cron/" + encodeURIComponent(job.id) + "/runs");
   document.getElementById("cron-history-title").textContent = "Runs of " + job.name;
   fill(document.getElementById("cron-runs"),
-    runs.map((r) => row([r.fence, when(r.started_at), stateCell(r.status), r.error || ""])),
+    history.runs.map(({ run: r }) =>
+      row([r.fence, when(r.started_at), stateCell(r.status), r.error || ""])),
     "no runs yet");
   document.getElementById("cron-history").hidden = false;
 }

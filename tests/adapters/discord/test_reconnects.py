@@ -17,6 +17,7 @@ import random
 import pytest
 
 from hermes.actors.backoff import Backoff
+from hermes.actors.clock import Clock
 from hermes.adapters.base import EARLY_FAILURES
 from hermes.adapters.cursors import Cursors
 from tests.adapters.discord.inprocess import NAME, QuickDiscord, running_discord
@@ -89,9 +90,11 @@ async def test_a_refused_resume_is_followed_by_identify_on_the_same_socket_later
     caplog.set_level(logging.INFO, logger="hermes.adapters")
     state_db = tmp_path / "state.db"
     gone = {"id": "gone", "resume_url": discord.resume_gateway_url, "bot_id": BOT_ID, "seq": 7}
-    async with Cursors(registry, state_db) as cursors:  # kept by an earlier hermes
+    async with Cursors(registry, state_db, Clock()) as cursors:  # kept by an earlier hermes
         await cursors.put(f"{NAME}:session", json.dumps(gone))
-    async with running_discord(discord, Admissions(), cursors=lambda: Cursors(registry, state_db)):
+    async with running_discord(
+        discord, Admissions(), cursors=lambda: Cursors(registry, state_db, Clock())
+    ):
         sock = await in_thread(discord.wait_settled)
     [refused] = discord.resume_attempts
     [fresh] = discord.identify_payloads
@@ -143,7 +146,7 @@ async def test_a_new_incarnation_resumes_the_kept_session_never_past_admission(
     state_db = tmp_path / "state.db"
     admissions = Admissions()
     async with running_discord(
-        discord, admissions, cursors=lambda: Cursors(registry, state_db)
+        discord, admissions, cursors=lambda: Cursors(registry, state_db, Clock())
     ) as run:
         await in_thread(discord.wait_settled)
         [session] = discord.sessions
@@ -155,7 +158,7 @@ async def test_a_new_incarnation_resumes_the_kept_session_never_past_admission(
         await in_thread(discord.wait_heartbeats, beats + 3, 10.0)
         told = [h["d"] for h in discord.heartbeats[beats:]]  # READY is 1, "one" 2
         assert max(told) == told[-1] == 2  # never "two"'s 3 while it is not admitted
-        async with Cursors(registry, state_db) as cursors:
+        async with Cursors(registry, state_db, Clock()) as cursors:
             kept = json.loads(await cursors.get(f"{NAME}:session") or "{}")
         assert (kept["id"], kept["seq"]) == (session["session_id"], 2)
         later = discord.message("three")

@@ -1,0 +1,201 @@
+"""`hermes config reference`: every key of config.yaml as Markdown, from the config classes.
+
+The classes are the one source. A key's meaning is the docstring written under its
+field (`timeout: float = 30.0` then `\"\"\"Seconds ...\"\"\"`), read from the class's
+source; its type and default come from attrs. docs/configuration.md is this
+command's output, and a test keeps the two equal, so the manual cannot drift from
+the code. A field without a docstring is an error naming it.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import types
+import typing
+from typing import Any, Literal
+
+import attrs
+import yaml
+
+from hermes.actors.errors import Invalid
+from hermes.adapters.registry import chat_platforms
+from hermes.config import Config, PlatformConfig
+
+REGENERATE = "hermes config reference > docs/configuration.md"
+
+INTRO = f"""\
+# Configuration reference
+
+<!-- Generated from the config classes by `hermes config reference`; do not edit.
+     Change the docstrings under the fields in hermes/config.py and
+     hermes/adapters/<name>/config.py, then run: {REGENERATE} -->
+
+hermes reads `config.yaml` from HERMES_HOME (`~/.hermes` unless the `HERMES_HOME`
+variable says otherwise; `hermes config path` prints where). The file is optional:
+every key has the default shown here, and a file holds only the keys you change.
+`hermes config show` prints the effective configuration.
+
+The file is read strictly. An unknown key, a value of the wrong type (`"30"` where a
+number belongs, `yes` for `true`) or a value out of range stops hermes with one line
+naming the file and the key, and exit status 2. Secrets never go in config.yaml: keys
+ending in `_env` name an environment variable, whose value comes from the process
+environment or, failing that, from `HERMES_HOME/.env`.
+
+Types: *number* takes `30` or `0.5`; *whole number* only `30`; *text* is a YAML string;
+*list of text* is `[a, b]` or a block list; *null* (or leaving the key out) means unset.
+"""
+
+
+class MissingHelp(Invalid):
+    """A config field has no docstring under it, so the reference cannot say what it means."""
+
+
+@attrs.frozen
+class Key:
+    """One row of the reference: a key's dotted path, its type, default and meaning.
+    `section`: the key holds a section of keys of its own (listed under its path)."""
+
+    path: str
+    type: str
+    default: str
+    meaning: str
+    section: type | None = None
+
+
+def field_help(cls: type) -> dict[str, str]:
+    """The docstring under each field of `cls` (and of the classes it inherits)."""
+    found: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not attrs.has(klass):
+            continue
+        body = ast.parse(inspect.getsource(klass)).body[0]
+        statements = body.body if isinstance(body, ast.ClassDef) else []
+        for field, after in zip(statements, statements[1:], strict=False):
+            doc = _docstring(after)
+            if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name) and doc:
+                found[field.target.id] = " ".join(doc.split())
+    return found
+
+
+def _docstring(node: ast.stmt) -> str | None:
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return node.value.value if isinstance(node.value.value, str) else None
+    return None
+
+
+def _is_section(kind: Any) -> bool:
+    return isinstance(kind, type) and attrs.has(kind)
+
+
+def type_name(kind: Any) -> str:
+    """A field's type as a reader of config.yaml meets it."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        names = [type_name(a) if a is not type(None) else "null" for a in args]
+        return " or ".join(sorted(names, key=lambda n: n == "null"))  # null last
+    if origin is Literal:
+        return " or ".join(f"`{a}`" for a in args)
+    if origin is tuple:
+        inner = args[0]
+        return f"list of {'entries' if _is_section(inner) else type_name(inner)}"
+    if origin is dict:
+        return "mapping of sections"
+    if _is_section(kind):
+        return "section"
+    return {bool: "true or false", int: "whole number", float: "number", str: "text"}[kind]
+
+
+def default_text(value: Any) -> str:
+    """A default as it would be written in config.yaml."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, tuple):
+        value = list(value)
+    if attrs.has(type(value)) or isinstance(value, dict):
+        return ""  # a section: its keys have the defaults
+    text = yaml.safe_dump(value, default_flow_style=True, width=1000)
+    return text.removesuffix("\n...\n").strip()  # a plain scalar's document end
+
+
+def keys_of(cls: type, prefix: str = "") -> list[Key]:
+    """The keys of one section, in the order the class declares them."""
+    hints = typing.get_type_hints(cls)
+    help_ = field_help(cls)
+    rows = []
+    for field in attrs.fields(cls):
+        path = f"{prefix}{field.name}"
+        if field.name not in help_:
+            raise MissingHelp(f"{cls.__qualname__}.{field.name} ({path}) has no docstring")
+        kind = hints[field.name]
+        default = field.default
+        value = default.factory() if isinstance(default, attrs.Factory) else default
+        rows.append(Key(path, type_name(kind), default_text(value), help_[field.name],
+                        kind if _is_section(kind) else None))  # fmt: skip
+    return rows
+
+
+def _cell(text: str) -> str:
+    """Text for a table cell: `|` escaped, and `<` and `>` outside code spans too (a
+    `<session>` would be read as an HTML tag)."""
+    parts = text.replace("|", "\\|").split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
+
+
+def _table(rows: list[Key]) -> list[str]:
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for row in rows:
+        default = f"`{row.default}`" if row.default else "see below"
+        lines.append(f"| `{row.path}` | {row.type} | {default} | {_cell(row.meaning)} |")
+    return lines
+
+
+def _sections(rows: list[Key], level: int) -> list[str]:
+    """Each section among `rows`, its table, then the sections inside it."""
+    out: list[str] = []
+    for row in rows:
+        if row.section is None:
+            continue
+        inner = keys_of(row.section, row.path + ".")
+        out += ["", f"{'#' * level} `{row.path}`", "", _cell(row.meaning), "", *_table(inner)]
+        out += _sections(inner, level + 1)
+    return out
+
+
+def _platforms() -> list[str]:
+    """`platforms:`: the keys every platform has, then each platform's own."""
+    shared = keys_of(PlatformConfig, "platforms.<name>.")
+    names = sorted(chat_platforms())
+    out = [
+        "",
+        "## `platforms`",
+        "",
+        "One section per chat platform, named by the platform: "
+        f"{', '.join(f'[{n}](platforms/{n}.md)' for n in names)} (each link is its "
+        "set-up). A platform with a section is enabled (unless `enabled: false`); its "
+        "token variables must then be set, or serve stops at start naming the variable. "
+        "The local endpoint has no section here: it is `gateway.local` "
+        "([local](platforms/local.md)).",
+        "",
+        "Every platform has these keys:",
+        "",
+        *_table(shared),
+    ]
+    own_keys = {f.name for f in attrs.fields(PlatformConfig)}
+    for name in names:
+        settings = chat_platforms()[name].settings
+        own = [k for k in keys_of(settings, f"platforms.{name}.") if k.path.rsplit(".", 1)[1]
+               not in own_keys]  # fmt: skip
+        out += ["", f"### `platforms.{name}`", ""]
+        out += ["The keys above, and:", "", *_table(own)] if own else ["The keys above only."]
+    return out
+
+
+def reference() -> str:
+    """The whole reference, as docs/configuration.md holds it."""
+    top = keys_of(Config)
+    lines = [INTRO.rstrip("\n"), "", "## Top level", "", *_table(top), *_sections(top, 2)]
+    lines += _platforms()
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,48 @@
+"""The operator actions' way to serve's live actors (operations' Live), over Services."""
+
+from __future__ import annotations
+
+import contextlib
+
+from hermes.actors.errors import ActorStopped, Unavailable
+from hermes.actors.snapshot import RunState, Snapshot
+from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow
+from hermes.delivery.outbox import nudge
+from hermes.gateway.router import DRAIN_NOTICE, PairingChanged
+from hermes.gateway.services import Services
+
+
+class ServeLive:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def _stopped(self, exc: ActorStopped) -> Unavailable:
+        root = self.services.root.current()
+        draining = root is not None and root.state is RunState.DRAINING
+        return Unavailable(DRAIN_NOTICE if draining else f"{exc} (restarting? try again)")
+
+    async def jobs_changed(self) -> None:
+        with contextlib.suppress(ActorStopped):  # it plans from state.db when it starts
+            await self.services.scheduler.get().cast(JobsChanged())
+
+    async def outbox_changed(self) -> None:
+        nudge(self.services.outbox.current())  # it looks at state.db when it starts
+
+    async def pairing_changed(self) -> None:
+        with contextlib.suppress(ActorStopped):  # it looks for approvals when it starts
+            await self.services.gateway.get().cast(PairingChanged())
+
+    async def run_job(self, ref: str, context: str | None) -> tuple[str, int]:
+        try:
+            return await self.services.scheduler.get().call(RunNow(ref, context))
+        except ActorStopped as exc:
+            raise self._stopped(exc) from None
+
+    async def cancel_fires(self, ref: str, fence: int | None) -> list[str]:
+        try:
+            return await self.services.scheduler.get().call(CancelFire(ref, fence))
+        except ActorStopped:
+            return []  # not running here: the lease is revoked in state.db instead
+
+    def snapshot(self) -> Snapshot:
+        return self.services.root.get().snapshot()

@@ -1,0 +1,99 @@
+"""What an operator action runs with: state.db, the clock, the zone, and the live tree.
+
+`Live` is the small interface through which an action reaches running actors
+(the scheduler, the outbox, the tree's snapshot). Serve implements it over its
+services; `Offline` is what a CLI gets when no serve runs, so the same action
+runs on the database alone and says plainly what needs a running serve.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
+
+import attrs
+
+from hermes.actors.clock import Clock
+from hermes.actors.errors import Unavailable
+from hermes.actors.snapshot import Snapshot
+from hermes.config import Config
+from hermes.state.db import Db
+
+
+def count(low: int, high: int | None = None) -> Any:
+    """An attrs validator: a whole number from `low` to `high` (None: no limit; an unset
+    optional field passes)."""
+
+    def check(_inst: Any, attr: attrs.Attribute, value: int | None) -> None:
+        if value is None or (low <= value and (high is None or value <= high)):
+            return
+        within = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise ValueError(f"{attr.name}: must be {within}, got {value}")
+
+    return check
+
+
+class NotServing(Unavailable):
+    """The action needs a running serve and none runs for this home."""
+
+
+@attrs.frozen
+class NoArgs:
+    """The arguments of an action that takes none."""
+
+
+class Live(Protocol):
+    async def jobs_changed(self) -> None:
+        """Jobs were added or changed: the scheduler re-plans now."""
+
+    async def outbox_changed(self) -> None:
+        """Rows were queued or retried: the outbox looks now."""
+
+    async def pairing_changed(self) -> None:
+        """Someone was approved: the gateway tells them they are in, now."""
+
+    async def run_job(self, ref: str, context: str | None) -> tuple[str, int]:
+        """Fire the job now in serve; its id and the run's fence."""
+
+    async def cancel_fires(self, ref: str, fence: int | None) -> list[str]:
+        """Cancel the matching fires running in serve; `job#fence` of each."""
+
+    def snapshot(self) -> Snapshot:
+        """The serve tree as it is now."""
+
+
+class Offline:
+    """No serve runs: changes need no one told, and what only serve does is refused."""
+
+    async def jobs_changed(self) -> None:
+        pass
+
+    async def outbox_changed(self) -> None:
+        pass
+
+    async def pairing_changed(self) -> None:
+        pass
+
+    async def run_job(self, ref: str, context: str | None) -> tuple[str, int]:
+        raise NotServing("no serve is running for this home to fire the job in")
+
+    async def cancel_fires(self, ref: str, fence: int | None) -> list[str]:
+        return []  # a fire elsewhere (a `hermes cron run`) sees its lease revoked
+
+    def snapshot(self) -> Snapshot:
+        raise NotServing("no serve is running for this home (`hermes serve` starts it)")
+
+
+@attrs.frozen
+class Ops:
+    """Everything an action needs; `by` names who acted (cli, dashboard, local)."""
+
+    db: Db
+    clock: Clock
+    config: Config
+    live: Live
+    by: str
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return self.config.zone()

@@ -1,0 +1,65 @@
+"""docs/configuration.md is `hermes config reference`'s output, and what it says is true."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import attrs
+import pytest
+import yaml
+
+from hermes.adapters.registry import SECTIONS, chat_platforms
+from hermes.cli.config_reference import REGENERATE, MissingHelp, keys_of
+from hermes.config import Config, load_config
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+ROW = re.compile(r"^\| `([^`]+)` \| [^|]+ \| `([^`]*)` \|", re.MULTILINE)
+
+
+def test_the_doc_is_the_commands_output(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "HERMES_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-m", "hermes.cli.main", "config", "reference"],
+        capture_output=True, text=True, env=env, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == DOC.read_text(), f"docs/configuration.md is out of date: {REGENERATE}"
+    assert not home.exists()  # it reads the classes, not a home
+
+
+def test_every_key_written_with_its_default_reads_back_as_the_default(tmp_path: Path) -> None:
+    """Each row of the doc, written into config.yaml as the doc shows it (`<name>` as each
+    platform), is a key the strict loader knows, and its default is the code's."""
+    rows = ROW.findall(DOC.read_text())
+    assert len(rows) > 40
+    data: dict = {}
+    for path, default in rows:
+        names = chat_platforms() if "<name>" in path else [None]
+        for name in names:
+            *parents, leaf = path.replace("<name>", name or "").split(".")
+            node = data
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = yaml.safe_load(default)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(data))
+    expected = Config(platforms={name: SECTIONS[name]() for name in chat_platforms()})
+    assert load_config(config_file, SECTIONS) == expected
+    assert set(data["platforms"]) == set(chat_platforms())
+
+
+@attrs.frozen
+class Half:
+    said: int = 1
+    """This one says what it means."""
+    unsaid: int = 2
+
+
+def test_a_key_without_a_docstring_is_named() -> None:
+    with pytest.raises(MissingHelp, match=r"Half\.unsaid \(half\.unsaid\) has no docstring"):
+        keys_of(Half, "half.")
