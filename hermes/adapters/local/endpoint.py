@@ -8,8 +8,9 @@ connection is closed with 1009).
 
 `chat.send` is a chat message like any platform's: the endpoint picks the
 session at its edge (the one the client names, or a new id), admits the
-event, and streams the turn's steps back as `turn.event` notifications; the
-call's result is the final step. Steps of turns no call waits for (a turn
+event, and streams the turn's steps back as `turn.event` notifications (its text
+coalesced: a frame at most every 50 ms, not one per word); the call's result is the
+final step. Steps of turns no call waits for (a turn
 resumed after a restart) and answers sent to a session go to every client
 that follows it. The other methods are handed to `methods`.
 
@@ -60,6 +61,8 @@ log = logging.getLogger(__name__)
 MAX_FRAME = 1024 * 1024
 CALL_STEPS = 16  # steps a chat.send call holds for its client before the turn waits
 CLIENT_STUCK_AFTER = 30.0  # seconds a client may take to accept one frame
+COALESCE = 0.05  # streamed text goes to a client at most this often ...
+COALESCE_BYTES = 1024  # ... unless this much waits
 STUCK = 1008  # the close code of a connection cut for taking no frames
 
 
@@ -206,15 +209,50 @@ class LocalEndpoint(PlatformAdapter):
         try:
             if not await self.admit(event):
                 return {"session": session, "text": "", "status": "duplicate"}
-            async for step in steps:
-                if step.final:
-                    return self._result(session, step)
-                await client.notify("turn.event", {"session": step.session_id, **_step(step)})
+            return await self._stream(client, session, steps)
         finally:
             del self.waiting[event_id]
             steps.close()  # a step on its way now is dropped, not waited on
             self._call_ended.set()
         raise AssertionError("unreachable: the steps end with a final one")
+
+    async def _stream(
+        self, client: Client, session: str, steps: trio.MemoryReceiveChannel[TurnStep]
+    ) -> dict[str, Any]:
+        """The call's steps to its client, its streamed text coalesced: a text frame at
+        most every COALESCE seconds (or once COALESCE_BYTES wait), never per word; any
+        other step sends what text waits first. Returns the call's result."""
+        held: list[TurnStep] = []
+        size, last_frame, flush_at = 0, -math.inf, math.inf
+
+        async def flush() -> None:
+            nonlocal size, last_frame, flush_at
+            if held:
+                text = "".join(h.text for h in held)
+                joined = attrs.evolve(held[-1], text=text)
+                held.clear()
+                await client.notify("turn.event", {"session": joined.session_id, **_step(joined)})
+            size, last_frame, flush_at = 0, trio.current_time(), math.inf
+
+        while True:
+            step = None
+            with trio.move_on_at(flush_at):
+                step = await steps.receive()
+            if step is None:  # the held text's time came
+                await flush()
+                continue
+            if step.kind is StepKind.TEXT:
+                held.append(step)
+                size += len(step.text)
+                if size >= COALESCE_BYTES or trio.current_time() >= last_frame + COALESCE:
+                    await flush()
+                else:
+                    flush_at = last_frame + COALESCE
+                continue
+            await flush()
+            if step.final:
+                return self._result(session, step)
+            await client.notify("turn.event", {"session": step.session_id, **_step(step)})
 
     def _result(self, session: str, step: TurnStep) -> dict[str, Any]:
         if step.kind is StepKind.REFUSED:  # the router took no turn (draining)
