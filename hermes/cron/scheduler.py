@@ -33,7 +33,7 @@ import trio
 from hermes.actors.actor import Actor
 from hermes.cron.fire import Fire, FireContext, run_fire
 from hermes.cron.lifecycle import SHUT_DOWN, Cause, claim_due, rezone
-from hermes.cron.store import JobError, claim_now, earliest_due
+from hermes.cron.store import JobBusy, JobError, claim_now, earliest_due
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.state.registry import Registry
@@ -128,7 +128,7 @@ class Scheduler(Actor):
                 return None
             case RunNow(ref=ref, context=context):
                 if not self._dispatching:
-                    raise JobError("the gateway is shutting down; nothing new is fired")
+                    raise JobBusy("the gateway is shutting down; nothing new is fired")
                 claim = await self.db.write(
                     claim_now, ref, self.owner, clock.now(), config.lease_seconds, context
                 )

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import apsw
 import attrs
 
-from hermes.actors.errors import Invalid, NotFound
+from hermes.actors.errors import Invalid, NotFound, Unavailable
 from hermes.config import Role
 from hermes.cron.injection import check as injection_check
 from hermes.cron.jobs import JOB_SELECT, RUN_SELECT, Job, Run, job_from_row
@@ -42,6 +42,10 @@ class JobError(Invalid):
 
 class JobNotFound(JobError, NotFound):
     """No job has that id or name."""
+
+
+class JobBusy(Unavailable):
+    """Not now: the job is running, or the scheduler is stopping; later it may be done."""
 
 
 @attrs.frozen
@@ -200,7 +204,7 @@ def claim_now(
     injection_check(context, "run context")
     job = resolve_job(conn, ref)
     if job.fire_running(now):
-        raise JobError(f"job {job.id} is running now (run {job.running_fence})")
+        raise JobBusy(f"job {job.id} is running now (run {job.running_fence})")
     if job.running_fence is not None:  # its worker died: that fire is interrupted first
         interrupt(conn, job.id, job.running_fence, Cause.LEASE, EXPIRED, now)
         job = _job(conn, job.id)

@@ -6,6 +6,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from hermes.actors.errors import Invalid, Unavailable
 from hermes.cron.lifecycle import (
     EXPIRED,
     SHUT_DOWN,
@@ -17,9 +18,11 @@ from hermes.cron.lifecycle import (
 )
 from hermes.cron.schedule import Schedule, parse_schedule
 from hermes.cron.store import (
+    JobBusy,
     JobError,
     NewJob,
     cancel_job,
+    claim_now,
     create_job,
     get_job,
     resolve_job,
@@ -206,3 +209,12 @@ async def test_creation_refusals(db):
         await db.write(create_job, NewJob("x", every, prompt="p", no_agent=True), T0, UTC)
     with pytest.raises(JobError, match="prompt or a script"):
         await db.write(create_job, NewJob("x", every, prompt="  "), T0, UTC)
+
+
+async def test_firing_a_job_that_runs_now_is_busy_not_a_bad_request(db):
+    """Later it may work: Unavailable (exit 75, HTTP 503), not Invalid."""
+    job = await add(db)
+    await db.write(claim_now, job.id, "A", T0, LEASE, None)
+    with pytest.raises(JobBusy, match=f"job {job.id} is running now") as busy:
+        await db.write(claim_now, job.id, "B", T0 + 1, LEASE, None)
+    assert isinstance(busy.value, Unavailable) and not isinstance(busy.value, Invalid)

@@ -17,6 +17,7 @@ from hermes.cron.jobs import Job
 from hermes.cron.schedule import ScheduleError, parse_schedule
 from hermes.cron.scheduler import JobsChanged, RunNow
 from hermes.cron.store import (
+    JobBusy,
     JobError,
     NewJob,
     create_job,
@@ -62,7 +63,7 @@ class CronjobTool:
             raise ToolError(f"jobs cannot pin {', '.join(pinned)}; the configured model runs them")
         try:
             result = await self._act(need(args, "action"), args, ctx)
-        except (JobError, ScheduleError, InjectionRefused) as exc:
+        except (JobError, JobBusy, ScheduleError, InjectionRefused) as exc:
             raise ToolError(str(exc)) from None
         if ctx.scheduler is not None and args["action"] in ("create", "update", "resume"):
             await ctx.scheduler.cast(JobsChanged())
