@@ -56,6 +56,7 @@ adding such a file.
   with it, to seconds (warned; by design, not a stall).
 Targets (issue 26), at the default rates: vs_bare >= 0.9, p99 <= 100 ms.
 Last line: RESULT vs_bare=<hermes rate / bare rate> p99_ms=<hermes p99 latency>
+cpu_ms_per_msg=<serve's CPU per answered message> bare_cpu_ms_per_msg=<the echo client's>
 """
 
 from __future__ import annotations
@@ -561,7 +562,10 @@ class Bench:
             if side.problems:
                 out.append(f"WARNING: {side.name}: {len(side.problems)} problems (above)")
         out.extend(f"WARNING: {note}" for note in notes)
-        out.append(f"RESULT vs_bare={hermes.rate / bare.rate:.2f} p99_ms={hermes.p(99):.1f}")
+        serve_ms = serve_cpu / len(hermes.timed) * 1000  # over the timed phase
+        bare_ms = client_cpu / len(bare.timed) * 1000
+        out.append(f"RESULT vs_bare={hermes.rate / bare.rate:.2f} p99_ms={hermes.p(99):.1f}"
+                   f" cpu_ms_per_msg={serve_ms:.2f} bare_cpu_ms_per_msg={bare_ms:.2f}")  # fmt: skip
         return out
 
 
