@@ -183,11 +183,7 @@ def finish_fire(
         (now, status, error, status == RunStatus.ERROR, JobState.COMPLETED, job_id, fence, fence),
     )
     if conn.changes() == 0:
-        conn.execute(
-            "UPDATE cron_runs SET status = ?, finished_at = ?, error = ?"
-            " WHERE job_id = ? AND fence = ? AND status = ?",
-            (RunStatus.STALE, now, REFUSED, job_id, fence, RunStatus.RUNNING),
-        )
+        _close_run(conn, job_id, fence, RunStatus.STALE, REFUSED, now)
         return None
     conn.execute(
         "UPDATE cron_runs SET status = ?, finished_at = ?, error = ?, output_path = ?"
@@ -250,11 +246,7 @@ def interrupt(
     job = _owned(conn, job_id, fence)
     if job is None:
         return False
-    conn.execute(
-        "UPDATE cron_runs SET status = ?, finished_at = ?, error = ?"
-        " WHERE job_id = ? AND fence = ? AND status = ?",
-        (RunStatus.INTERRUPTED, now, reason, job_id, fence, RunStatus.RUNNING),
-    )
+    _close_run(conn, job_id, fence, RunStatus.INTERRUPTED, reason, now)
     _release(conn, job_id, RunStatus.INTERRUPTED, reason)
     if job.recurring or job.state in ENDED:
         return True
@@ -276,6 +268,22 @@ def interrupt(
     return True
 
 
+def _close_run(
+    conn: apsw.Connection,
+    job_id: str,
+    fence: int,
+    status: RunStatus,
+    error: str | None,
+    now: float,
+) -> None:
+    """The run of this fence, if it still runs, ends with `status` (and `error`)."""
+    conn.execute(
+        "UPDATE cron_runs SET status = ?, finished_at = ?, error = ?"
+        " WHERE job_id = ? AND fence = ? AND status = ?",
+        (status, now, error, job_id, fence, RunStatus.RUNNING),
+    )
+
+
 def _interruptions(conn: apsw.Connection, job_id: str, due: float) -> int:
     """How many fires of the occurrence due at `due` were interrupted."""
     return conn.execute(
@@ -291,11 +299,7 @@ def cancel(conn: apsw.Connection, job_id: str, fence: int, now: float) -> bool:
     job = _owned(conn, job_id, fence)
     if job is None:
         return False
-    conn.execute(
-        "UPDATE cron_runs SET status = ?, finished_at = ?, error = NULL"
-        " WHERE job_id = ? AND fence = ? AND status = ?",
-        (RunStatus.CANCELLED, now, job_id, fence, RunStatus.RUNNING),
-    )
+    _close_run(conn, job_id, fence, RunStatus.CANCELLED, None, now)
     _release(conn, job_id, RunStatus.CANCELLED, None)
     if not job.recurring:
         _end(conn, job_id, JobState.CANCELLED, "its fire was cancelled")

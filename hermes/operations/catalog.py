@@ -9,8 +9,12 @@ from typing import Any
 
 import attrs
 
+from hermes.actors.snapshot import Snapshot
+from hermes.cron.jobs import Job
+from hermes.delivery.channels import HomeChannel
 from hermes.operations import channels, cron, outbox, pairing, sessions, status
 from hermes.operations.context import NoArgs, Ops
+from hermes.state.rows import SessionRow
 
 
 @attrs.frozen
@@ -33,25 +37,25 @@ OPERATIONS: dict[str, Operation] = _ops(
     Operation("pairing.deny", pairing.UserArgs, pairing.Done, pairing.deny_pairing, changes=True),
     Operation("pairing.revoke", pairing.UserArgs, pairing.Done, pairing.revoke_pairing,
               changes=True),
-    Operation("cron.list", cron.ListArgs, list[cron.Job], cron.list_cron),
+    Operation("cron.list", cron.ListArgs, list[Job], cron.list_cron),
     Operation("cron.history", cron.HistoryArgs, cron.History, cron.cron_history),
     Operation("cron.status", NoArgs, cron.CronStatus, cron.cron_status),
-    Operation("cron.add", cron.AddArgs, cron.Job, cron.add_cron, changes=True),
-    Operation("cron.edit", cron.EditArgs, cron.Job, cron.edit_cron, changes=True),
-    Operation("cron.pause", cron.JobArgs, cron.Job, cron.pause_cron, changes=True),
-    Operation("cron.resume", cron.JobArgs, cron.Job, cron.resume_cron, changes=True),
-    Operation("cron.remove", cron.JobArgs, cron.Job, cron.remove_cron, changes=True),
+    Operation("cron.add", cron.AddArgs, Job, cron.add_cron, changes=True),
+    Operation("cron.edit", cron.EditArgs, Job, cron.edit_cron, changes=True),
+    Operation("cron.pause", cron.JobArgs, Job, cron.pause_cron, changes=True),
+    Operation("cron.resume", cron.JobArgs, Job, cron.resume_cron, changes=True),
+    Operation("cron.remove", cron.JobArgs, Job, cron.remove_cron, changes=True),
     Operation("cron.run", cron.RunArgs, cron.Fired, cron.run_cron, changes=True),
     Operation("cron.cancel", cron.CancelArgs, cron.Cancelled, cron.cancel_cron, changes=True),
     Operation("outbox.list", outbox.ListArgs, list[outbox.RowView], outbox.list_outbox),
     Operation("outbox.retry", outbox.RowArgs, outbox.RowState, outbox.retry_outbox, changes=True),
     Operation("outbox.drop", outbox.RowArgs, outbox.RowState, outbox.drop_outbox, changes=True),
     Operation("outbox.purge", NoArgs, outbox.Purged, outbox.purge_outbox, changes=True),
-    Operation("sessions.list", sessions.ListArgs, list[sessions.SessionRow],
+    Operation("sessions.list", sessions.ListArgs, list[SessionRow],
               sessions.list_session_rows),
     Operation("sessions.show", sessions.ShowArgs, sessions.Transcript, sessions.show_session),
     Operation("sessions.search", sessions.SearchArgs, list[sessions.Hit], sessions.search_sessions),
     Operation("sessions.export", sessions.ExportArgs, sessions.Exported, sessions.export_session),
-    Operation("channels", NoArgs, dict[str, channels.HomeChannel], channels.list_channels),
-    Operation("status", NoArgs, status.Snapshot, status.tree_status),
+    Operation("channels", NoArgs, dict[str, HomeChannel], channels.list_channels),
+    Operation("status", NoArgs, Snapshot, status.tree_status),
 )  # fmt: skip

@@ -95,3 +95,15 @@ async def settle(sched: Scheduler) -> None:
     """Until every fire in flight has recorded its result and delivered its brief."""
     for fire in list(sched.running.values()):
         await fire.done.wait()
+
+
+async def cut_by_shutdown(registry: Registry, home: HermesHome, schedule: str) -> Job:
+    """A job added to a running scheduler, whose first fire the scheduler's drain cuts."""
+    runner = Runner(delay=1000)
+    sched = make_scheduler(home, registry, runner)
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(sched.run)
+        job = await add_job(registry, home, schedule, address)
+        await wait_runs(runner, 1)
+        sched.request_drain(trio.current_time() + 5)
+    return job

@@ -39,6 +39,7 @@ from tests.cron.harness import (
     UTC,
     Runner,
     add_job,
+    cut_by_shutdown,
     history,
     make_scheduler,
     settle,
@@ -180,13 +181,7 @@ async def test_an_expired_lease_interrupts_the_fire_and_the_job_waits_for_its_ne
 
 
 async def test_shutdown_interrupts_a_fire_on_its_own_token(registry, home, io_clock):
-    runner = Runner(delay=1000)
-    sched = make_scheduler(home, registry, runner)
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(sched.run)
-        job = await add_job(registry, home, "every 1h", address)
-        await wait_runs(runner, 1)
-        sched.request_drain(trio.current_time() + 5)
+    job = await cut_by_shutdown(registry, home, "every 1h")
     runs, final = await history(registry, home, job.id)
     assert [(r.fence, r.status, r.error) for r in runs] == [(1, "interrupted", SHUT_DOWN)]
     assert (final.state, final.last_status, final.running_fence) == (
@@ -305,13 +300,7 @@ async def test_a_one_shot_interrupted_past_its_grace_ends_interrupted(registry, 
 
 
 async def test_a_one_shot_cut_by_shutdown_fires_again_once_on_next_start(registry, home, io_clock):
-    first = Runner(delay=1000)
-    sched = make_scheduler(home, registry, first)
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(sched.run)
-        once = await add_job(registry, home, "in 1m", address)
-        await wait_runs(first, 1)
-        sched.request_drain(trio.current_time() + 5)
+    once = await cut_by_shutdown(registry, home, "in 1m")
     between = (await history(registry, home, once.id))[1]
     assert (between.state, between.next_run_at) == ("scheduled", once.next_run_at)
     restarted = trio.current_time()

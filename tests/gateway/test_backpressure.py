@@ -9,10 +9,8 @@ import trio
 import trio.testing
 from trio_websocket import open_websocket_url
 
-from hermes.adapters.base import AdapterStatus
 from hermes.adapters.contract import InboundEvent, StepKind, Target, TurnStep
-from hermes.adapters.local.endpoint import CALL_STEPS, CLIENT_STUCK_AFTER, LocalEndpoint
-from hermes.adapters.local.jsonrpc import METHOD_NOT_FOUND, RpcError
+from hermes.adapters.local.endpoint import CALL_STEPS, CLIENT_STUCK_AFTER
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.memory import Memory, MemoryStore
@@ -25,8 +23,7 @@ from hermes.gateway.session_actor import SessionActor, Turn
 from hermes.state.db import Db
 from hermes.state.messages import messages_of
 from hermes.terminal.session import TerminalSession
-
-TOKEN = "t0ken"
+from tests.gateway.local_endpoint import HEADERS, Admissions, local_endpoint
 
 
 async def test_a_reader_that_stops_holds_the_turn_back(registry, home):
@@ -56,20 +53,9 @@ async def test_a_reader_that_stops_holds_the_turn_back(registry, home):
         nursery.cancel_scope.cancel()
 
 
-async def no_methods(client, method, params):
-    raise RpcError(METHOD_NOT_FOUND, method)
-
-
 async def test_a_client_that_stops_reading_slows_its_turn_then_is_cut(autojump_clock):
-    admitted: list[InboundEvent] = []
-    arrived = trio.Event()
-
-    async def admit(event: InboundEvent) -> bool:
-        admitted.append(event)
-        arrived.set()
-        return True
-
-    endpoint = LocalEndpoint("127.0.0.1", 0, TOKEN, no_methods, AdapterStatus(), admit)
+    admissions = Admissions()
+    endpoint = local_endpoint(admissions)
     piece = "x" * 256 * 1024
     pieces = 400  # far more than the socket buffers, the call and the mailbox hold
     passed_on = 0
@@ -83,32 +69,29 @@ async def test_a_client_that_stops_reading_slows_its_turn_then_is_cut(autojump_c
             passed_on += 1
         await address.cast(TurnStep(StepKind.DONE, "end", **where))
 
-    headers = [(b"authorization", f"Bearer {TOKEN}".encode())]
     async with trio.open_nursery() as nursery:
         address = await nursery.start(endpoint.run)
         url = f"ws://127.0.0.1:{endpoint.port}/"
-        async with open_websocket_url(url, extra_headers=headers) as stuck:
+        async with open_websocket_url(url, extra_headers=HEADERS) as stuck:
             request = {"jsonrpc": "2.0", "id": 1, "method": "chat.send", "params": {"text": "hi"}}
             await stuck.send_message(json.dumps(request))  # and never reads again
-            await arrived.wait()
+            first = await admissions.next()
             async with trio.open_nursery() as router:
-                router.start_soon(turn, admitted[0])
+                router.start_soon(turn, first)
                 await trio.testing.wait_all_tasks_blocked()
                 # Everything between is full and the producer waits; no time has passed.
                 assert passed_on < pieces and trio.current_time() < CLIENT_STUCK_AFTER
-                call = endpoint.waiting[admitted[0].event_id]
+                call = endpoint.waiting[first.event_id]
                 assert call.statistics().current_buffer_used == CALL_STEPS
             # The stuck client was cut after CLIENT_STUCK_AFTER; then the turn went on.
             assert trio.current_time() >= CLIENT_STUCK_AFTER
             assert passed_on == pieces and not endpoint.waiting and not endpoint.clients
 
         # The endpoint still serves: a new client's call gets its turn's final step.
-        arrived = trio.Event()
-        async with open_websocket_url(url, extra_headers=headers) as fresh:
+        async with open_websocket_url(url, extra_headers=HEADERS) as fresh:
             request = {"jsonrpc": "2.0", "id": 2, "method": "chat.send", "params": {"text": "yo"}}
             await fresh.send_message(json.dumps(request))
-            await arrived.wait()
-            event = admitted[-1]
+            event = await admissions.next()
             where = {"event_id": event.event_id, "target": Target("local", event.chat_id)}
             await address.cast(TurnStep(StepKind.DONE, "hello", session_id="s2", **where))
             reply = json.loads(await fresh.get_message())

@@ -8,25 +8,17 @@ import json
 import trio
 from trio_websocket import open_websocket_url
 
-from hermes.adapters.base import AdapterStatus
 from hermes.adapters.contract import InboundEvent, StepKind, TurnStep
-from hermes.adapters.local.endpoint import COALESCE, COALESCE_BYTES, LocalEndpoint
-from tests.gateway.test_backpressure import TOKEN, no_methods
+from hermes.adapters.local.endpoint import COALESCE, COALESCE_BYTES
+from tests.gateway.local_endpoint import HEADERS, Admissions, local_endpoint
 
 WORDS = 200
 EVERY = 0.005  # the model's pace: a word every 5 ms, 1 s in all
 
 
 async def test_words_go_out_in_frames_at_most_every_50_ms(autojump_clock):
-    admitted: list[InboundEvent] = []
-    arrived = trio.Event()
-
-    async def admit(event: InboundEvent) -> bool:
-        admitted.append(event)
-        arrived.set()
-        return True
-
-    endpoint = LocalEndpoint("127.0.0.1", 0, TOKEN, no_methods, AdapterStatus(), admit)
+    admissions = Admissions()
+    endpoint = local_endpoint(admissions)
 
     async def turn(event: InboundEvent) -> None:
         where = {"event_id": event.event_id, "target": event.target(), "session_id": "s"}
@@ -37,16 +29,14 @@ async def test_words_go_out_in_frames_at_most_every_50_ms(autojump_clock):
         await address.cast(TurnStep(StepKind.TEXT, "x" * (2 * COALESCE_BYTES), **where))
         await address.cast(TurnStep(StepKind.DONE, "the answer", **where))
 
-    headers = [(b"authorization", f"Bearer {TOKEN}".encode())]
     frames: list[tuple[float, dict]] = []
     async with trio.open_nursery() as nursery:
         address = await nursery.start(endpoint.run)
         url = f"ws://127.0.0.1:{endpoint.port}/"
-        async with open_websocket_url(url, extra_headers=headers) as ws:
+        async with open_websocket_url(url, extra_headers=HEADERS) as ws:
             request = {"jsonrpc": "2.0", "id": 1, "method": "chat.send", "params": {"text": "hi"}}
             await ws.send_message(json.dumps(request))
-            await arrived.wait()
-            nursery.start_soon(turn, admitted[0])
+            nursery.start_soon(turn, await admissions.next())
             while True:
                 msg = json.loads(await ws.get_message())
                 if msg.get("id") == 1:
