@@ -34,6 +34,7 @@ from hermes.agent.permissions import Permissions
 from hermes.agent.prompt import system_prompt
 from hermes.agent.provider import ModelReply, Provider, ToolCall
 from hermes.agent.tools.base import Tool, ToolContext, schema
+from hermes.agent.turn_times import TurnTimes
 from hermes.config import Role, ToolsConfig
 from hermes.delivery.outbox import nudge
 from hermes.delivery.replies import Answer
@@ -41,7 +42,6 @@ from hermes.state.db import PendingWrite
 from hermes.state.messages import (
     NewMessage,
     append_message,
-    begin_turn,
     continue_turn,
     prompt_history,
 )
@@ -148,6 +148,7 @@ class Agent:
         conversation: Conversation | None = None,
         resume: bool = False,
         answer: Answer | None = None,
+        times: TurnTimes | None = None,
     ) -> TurnResult:
         """`conversation`: what the last turn's result kept, if the caller kept it;
         otherwise what the prompt needs is read from state.db (the latest compaction
@@ -155,7 +156,9 @@ class Agent:
         cut its turn; it is not recorded twice if it was recorded already. `answer`:
         where the final text goes, queued in the outbox with the message holding it.
         `on_step` gets each step as it happens and is awaited: a slow consumer holds
-        the turn back (the model's stream included) rather than piling steps up."""
+        the turn back (the model's stream included) rather than piling steps up.
+        `times`: marked with the model's and the tools' spans."""
+        times = times or TurnTimes(0.0)
 
         async def emit(step: TurnStep) -> None:
             if on_step is not None:
@@ -182,14 +185,12 @@ class Agent:
                 user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
                                            ctx.clock.now())  # fmt: skip
                 conversation.add(user_message)
-        elif conversation is None:
-            history, user_id = await db.write(begin_turn, ctx.session_id, source, user_text,
-                                           ctx.clock.now())  # fmt: skip
-            conversation = Conversation.from_history(history)
-            conversation.add(user_message, user_id)
         else:
-            # Queued now and awaited with the reply's record: its commit overlaps
-            # the model call.
+            if conversation is None:  # read before the message is queued: it is not in it
+                conversation = await self.load(ctx)
+            # Queued now and awaited with the reply's record: its commit overlaps the
+            # model call (the journal's row, committed at admission, is the turn's only
+            # commit before it).
             user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
                                            ctx.clock.now())  # fmt: skip
             conversation.add(user_message)
@@ -203,6 +204,7 @@ class Agent:
             messages = conversation.prompt(system)
             key = provider_key(provider.name, provider.model)
             sent[key] = prompt_chars(messages) + schema_chars
+            times.wait_begins()  # the request goes now
             return messages
 
         async def on_text(piece: str) -> None:
@@ -212,6 +214,7 @@ class Agent:
         try:
             for calls_made in range(1, self.max_turns + 1):
                 reply = await self.chain.complete(prepare, schemas, on_text if stream else None)
+                times.wait_ends()  # its last byte came
                 key = provider_key(reply.provider, reply.model)
                 self.budgets.calibrate(key, sent.get(key, 0), reply.input_tokens)
                 earlier, user_write = user_write, None
@@ -226,7 +229,9 @@ class Agent:
                     break
                 for call in reply.tool_calls:
                     await emit(TurnStep(StepKind.TOOL_CALL, call.arguments, call.name, call.id))
+                times.wait_begins()
                 results = await self._run_tools(reply.tool_calls, ctx)
+                times.wait_ends()
                 for call, output in zip(reply.tool_calls, results, strict=True):
                     row = NewMessage(ctx.session_id, "tool", output, tool_call_id=call.id,
                                      tool_name=call.name, timestamp=ctx.clock.now())  # fmt: skip

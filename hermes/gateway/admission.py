@@ -1,9 +1,11 @@
 """Admission: what every adapter calls with an inbound event before it acknowledges it.
 
 The event is committed to the inbound journal first; only then is the router
-told (a cast that carries the event, so it need not read it back). When the
-router is not running (it is restarting, or stopped in a drain) the event
-waits in the journal, and the router takes it when it starts.
+told (a cast that carries the event, so it need not read it back). While a
+router runs, that one commit writes the event already claimed by it: the
+turn's first commit is its last before the model is called. When no router
+runs (it is restarting, or stopped in a drain) the event waits in the
+journal, and the router takes it when it starts.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from hermes.actors.address import Address
 from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent
-from hermes.gateway.journal import admit
+from hermes.gateway.journal import admit, release
 from hermes.state.db import UsesDb
 from hermes.state.registry import Registry
 
@@ -30,9 +32,22 @@ INBOUND = Counter(
 
 @attrs.frozen
 class Admitted:
-    """To the router: this event is in the journal and waits for its turn."""
+    """To the router: this event is in the journal and waits for its turn, claimed for
+    it by admission when `owner` is its name (else the router claims it). `arrived`:
+    when the adapter handed it in (Trio's clock), for the turn overhead histogram;
+    None for one taken from the journal."""
 
     event: InboundEvent
+    owner: str | None = None
+    arrived: float | None = None
+
+
+@attrs.frozen
+class Intake:
+    """What a running router hands out: its mailbox, and its name in the journal."""
+
+    address: Address
+    owner: str
 
 
 class Admission(UsesDb):
@@ -42,7 +57,7 @@ class Admission(UsesDb):
         self,
         registry: Registry,
         state_db: Path,
-        router: Callable[[], Address | None],
+        router: Callable[[], Intake | None],
         clock: Clock,
     ) -> None:
         super().__init__(registry, state_db)
@@ -50,18 +65,21 @@ class Admission(UsesDb):
         self.clock = clock
 
     async def __call__(self, event: InboundEvent) -> bool:
-        if not await self.db.write(admit, event, self.clock.now()):
+        arrived = trio.current_time()
+        intake = self.router()
+        owner = intake.owner if intake is not None else None
+        if not await self.db.write(admit, event, self.clock.now(), owner):
             INBOUND.labels(event.platform, "duplicate").inc()
             return False  # a duplicate: it was answered, or will be
         INBOUND.labels(event.platform, "admitted").inc()
-        router = self.router()
-        if router is None:
+        if intake is None:
             return True  # it takes the event from the journal when it starts
+        told = Admitted(event, intake.owner, arrived)
         try:
             try:
-                router.cast_nowait(Admitted(event))
-            except trio.WouldBlock:
-                await router.cast(Admitted(event))  # backpressure: the router is behind
-        except ActorStopped:
-            pass  # as above
+                intake.address.cast_nowait(told)
+            except trio.WouldBlock:  # backpressure: the router is behind
+                await intake.address.cast(told)
+        except ActorStopped:  # it ended before it heard: the next router takes the event
+            await self.db.write(release, event.platform, event.event_id, intake.owner)
         return True

@@ -3,13 +3,17 @@
 Admission before acknowledgement: an adapter hands each event to `admit`,
 which commits a row keyed by (platform, event id) and only then lets the
 adapter acknowledge it to the platform. A duplicate (a retried envelope, a
-replay after a resume) finds its key and starts nothing. Turns start from
-the journal: `claim` moves a row from admitted to started exactly once, so
-an event admitted just before a crash starts its turn after the restart, and
-an event that reached a turn never starts a second one. A turn that was
-started and never answered (a drain or a crash cut it) is resumed once after
-a restart if it is young enough (`claim_interrupted`). Rows are pruned after
-a retention window.
+replay after a resume) finds its key and starts nothing.
+
+Who owns an event's turn is written in its row, once. While a router runs,
+admission writes the event already started by that router (`owner`: its
+host, pid and a nonce per incarnation), in the one commit before the
+acknowledgement, so nothing more is committed before the model is called.
+When no router runs, the row waits as admitted, and the router that starts
+`claim`s it (admitted -> started, exactly once). A turn started and never
+answered (a drain or a crash cut it, or its router died before it began) is
+resumed once, by a later router, if its owner is gone and it is young enough
+(`claim_interrupted`). Rows are pruned after a retention window.
 
 These are functions of a connection, run through the Db handle.
 """
@@ -38,21 +42,37 @@ ADMITTED, STARTED, ANSWERED, REFUSED, RESUMED = (
 _FIELDS = [f.name for f in attrs.fields(InboundEvent)]
 
 
-def admit(conn: apsw.Connection, event: InboundEvent, now: float) -> bool:
-    """Record the event; False if its key was already admitted (a duplicate)."""
-    values = attrs.asdict(event)
+_ADMIT = (
+    f"INSERT INTO inbound_journal ({', '.join(_FIELDS)}, state, owner, received_at, started_at)"
+    f" VALUES ({', '.join(f':{n}' for n in _FIELDS)}, :state, :owner, :now, :started)"
+    " ON CONFLICT (platform, event_id) DO NOTHING"
+)
+
+
+def admit(conn: apsw.Connection, event: InboundEvent, now: float, owner: str | None) -> bool:
+    """Record the event, started by `owner` (the live router) or else admitted for the
+    next router to claim; False if its key was already admitted (a duplicate)."""
+    values = attrs.asdict(event, recurse=False)
     values["chat_type"] = str(event.chat_type)
     values["attachments"] = json.dumps(list(event.attachments))
     values["is_bot"] = int(event.is_bot)
     values["mentioned"] = int(event.mentioned)
-    names = ", ".join(values)
-    marks = ", ".join(f":{n}" for n in values)
-    conn.execute(
-        f"INSERT INTO inbound_journal ({names}, state, received_at) VALUES ({marks}, :state, :now)"
-        " ON CONFLICT (platform, event_id) DO NOTHING",
-        {**values, "state": ADMITTED, "now": now},
-    )
+    values["state"] = ADMITTED if owner is None else STARTED
+    values["owner"] = owner
+    values["now"] = now
+    values["started"] = None if owner is None else now
+    conn.execute(_ADMIT, values)
     return conn.changes() == 1
+
+
+def release(conn: apsw.Connection, platform: str, event_id: str, owner: str) -> None:
+    """The router `owner` was gone before it heard of the event admitted for it: back to
+    admitted, for the router that runs next (unless one resumed it already)."""
+    conn.execute(
+        "UPDATE inbound_journal SET state = ?, owner = NULL, started_at = NULL"
+        " WHERE platform = ? AND event_id = ? AND state = ? AND owner = ?",
+        (ADMITTED, platform, event_id, STARTED, owner),
+    )
 
 
 def _event(row: tuple) -> InboundEvent:

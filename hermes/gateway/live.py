@@ -30,7 +30,7 @@ class ServeLive:
 
     async def pairing_changed(self) -> None:
         with contextlib.suppress(ActorStopped):  # it looks for approvals when it starts
-            await self.services.gateway.get().cast(PairingChanged())
+            await self.services.gateway.get().address.cast(PairingChanged())
 
     async def run_job(self, ref: str, context: str | None) -> tuple[str, int]:
         try:

@@ -15,6 +15,7 @@ from hermes.actors.address import Address
 from hermes.actors.clock import Clock
 from hermes.actors.ref import Ref
 from hermes.actors.supervisor import Supervisor
+from hermes.gateway.admission import Intake
 from hermes.state.registry import Registry
 
 
@@ -26,7 +27,7 @@ class Services:
     adapters: Mapping[str, Ref[Address]] = attrs.field(factory=dict)  # by platform
     outbox: Ref[Address] = attrs.field(factory=lambda: Ref("outbox", Address))
     scheduler: Ref[Address] = attrs.field(factory=lambda: Ref("scheduler", Address))
-    gateway: Ref[Address] = attrs.field(factory=lambda: Ref("gateway", Address))
+    gateway: Ref[Intake] = attrs.field(factory=lambda: Ref("gateway", Intake))  # the router
     # The root itself, for its snapshot and whether it drains: pointed once it exists.
     root: Ref[Supervisor] = attrs.field(factory=lambda: Ref("serve", Supervisor))
 

@@ -18,6 +18,7 @@ from hermes.agent.context import Conversation
 from hermes.agent.loop import Agent
 from hermes.agent.provider import ProviderError
 from hermes.agent.tools.base import ToolContext
+from hermes.agent.turn_times import TurnTimes
 from hermes.delivery.replies import Answer
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class Turn:
     answer: Answer | None = None
     ctx: ToolContext | None = None  # whose turn it is (caller, memory, origin); else the session's
     media: Callable[[], Awaitable[str]] | None = None  # fetches its attachments: lines to add
+    times: TurnTimes | None = None  # where its time goes, when it arrived just now
 
 
 @attrs.frozen
@@ -176,6 +178,7 @@ class SessionActor(Actor):
                         result = await self.agent.run_turn(
                             ctx, text, send, source=self.source,
                             conversation=conversation, resume=turn.resume, answer=turn.answer,
+                            times=turn.times,
                         )  # fmt: skip
                         self.conversation = result.conversation
                 except Exception as exc:

@@ -139,10 +139,10 @@ def build_root(
     async def mirrored(session_ids: list[str]) -> None:
         """A brief was written into these sessions: live ones read them again (the
         outbox's sender for that chat waits for room in the router's mailbox)."""
-        address = services.gateway.current()
-        if address is not None:
+        intake = services.gateway.current()
+        if intake is not None:
             with contextlib.suppress(ActorStopped):
-                await address.cast(Mirrored(tuple(session_ids)))
+                await intake.address.cast(Mirrored(tuple(session_ids)))
 
     def admission() -> Admission:
         return Admission(registry(), home.state_db, services.gateway.current, services.clock)

@@ -172,21 +172,14 @@ def prompt_history(conn: apsw.Connection, session_id: str) -> PromptHistory:
     return PromptHistory(compaction, [MessageRow(*r) for r in rows])
 
 
-def begin_turn(
-    conn: apsw.Connection, session_id: str, source: str, text: str, now: float
-) -> tuple[PromptHistory, int]:
-    """One transaction: the session exists, what the prompt needs of its history is
-    read, the user's message is in. Returns that history (from before the message)
-    and the message's row id."""
-    ensure_session(conn, NewSession(session_id, source=source, started_at=now))
-    history = prompt_history(conn, session_id)
-    return history, append_message(conn, NewMessage(session_id, "user", text, timestamp=now))
-
-
 def continue_turn(
     conn: apsw.Connection, session_id: str, source: str, text: str, now: float
 ) -> int:
-    """The user's message of a turn whose history the caller kept. The session is made
-    again if it is gone (a restored backup erased it), so the turn carries on."""
-    ensure_session(conn, NewSession(session_id, source=source, started_at=now))
-    return append_message(conn, NewMessage(session_id, "user", text, timestamp=now))
+    """The user's message of a turn. The session is made if it is not there yet (its
+    first turn) or gone (a restored backup erased it), so the turn carries on."""
+    message = NewMessage(session_id, "user", text, timestamp=now)
+    try:
+        return append_message(conn, message)  # nothing written when its session is missing
+    except SessionNotFound:
+        ensure_session(conn, NewSession(session_id, source=source, started_at=now))
+        return append_message(conn, message)

@@ -1,6 +1,8 @@
 """Restart recovery (spec/gateway.md), on Telegram: a turn cut by a drain is answered once
 after the restart, by one serve even when two start on the home, and not when it is too
-old; a turn cut by a crash while its command ran never runs the command again."""
+old; a turn cut by a SIGKILL while the model thinks (its event admitted, and claimed, in
+one commit) is answered once; a turn cut by a crash while its command ran never runs the
+command again."""
 
 from __future__ import annotations
 
@@ -75,6 +77,32 @@ async def test_a_turn_older_than_the_resume_window_is_not_resumed(serve, model, 
     assert "resuming" not in log
     assert len(model.requests) == 1 and tg.sent == []
     assert [state for *_, state in serve.journal()] == ["started"]
+
+
+@pytest.mark.timeout(90)
+async def test_a_sigkill_between_admission_and_the_answer_yields_one_answer(serve, model, tg):
+    """The event's one commit before the model call (admitted, and started by the live
+    router) is all a SIGKILL leaves; the next serve resumes it, once."""
+    model.delay = 30.0
+    serve.start()
+    tg.message("what is the answer?")
+    await in_thread(model.wait_requests, 1)  # the model thinks; nothing answered yet
+    serve.kill()
+    assert [state for *_, state in serve.journal()] == ["started"]
+    assert tg.sent == []
+    model.delay = 0.0
+    model.script(text_answer("42"))
+    serve.start()
+    await in_thread(tg.wait_sent, 1, 30.0)
+    serve.stop()
+    serve.start()  # and a second restart answers nothing again
+    serve.stop()
+    assert shown(tg) == [RESUMED_PREFIX + "42"]
+    assert [state for *_, state in serve.journal()] == ["answered"]
+    assert len(model.requests) == 2
+    assert serve.assistant_replies() == ["42"]
+    asked = [m for m in model.requests[-1]["body"]["messages"] if m["role"] == "user"]
+    assert [m["content"] for m in asked] == ["what is the answer?"]  # recorded once
 
 
 @pytest.mark.timeout(90)

@@ -31,7 +31,7 @@ from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config
-from hermes.gateway.admission import Admission, Admitted
+from hermes.gateway.admission import Admission, Admitted, Intake
 from hermes.gateway.journal import new_owner
 from hermes.gateway.router import Router
 from hermes.home import HermesHome
@@ -237,7 +237,8 @@ async def running_router(
             stopped.set()
 
     async with trio.open_nursery() as nursery:
-        address: Address = await nursery.start(host)
-        async with Admission(registry, home.state_db, lambda: address, clock) as admission:
+        intake: Intake = await nursery.start(host)
+        address = intake.address
+        async with Admission(registry, home.state_db, lambda: intake, clock) as admission:
             yield RouterHarness(router, address, admission, replies, fake, home, stopped, scope)
         router.request_drain(trio.current_time() + 5.0)

@@ -82,8 +82,8 @@ async def test_journal_rows_go_once_done_with(pruner, db, io_clock):
 
     def write(conn):
         for n in (1, 2, 3, 4):
-            admit(conn, event(n), old)
-        admit(conn, event(5), now - DAY)
+            admit(conn, event(n), old, None)
+        admit(conn, event(5), now - DAY, None)
         finish(conn, "tg", "u1", ANSWERED, "s1", old + 1)
         claim(conn, "tg", "u2", "serve-a", old + 1)  # a turn cut a week ago
         claim(conn, "tg", "u3", "serve-a", now - 60)  # taken late: its turn may still run

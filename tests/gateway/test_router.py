@@ -21,6 +21,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
+from prometheus_client import REGISTRY
 
 from hermes.adapters.contract import StepKind, Target
 from hermes.config import Config, GatewayConfig, PlatformConfig
@@ -518,6 +519,45 @@ async def test_a_duplicate_event_runs_one_turn(registry, home, fake):
         assert len(h.replies.answers) == 1
         assert len([s for s in h.replies.steps if s.final]) == 1
         assert await h.journal(event) == "answered"
+
+
+async def test_an_event_admitted_while_the_router_runs_is_claimed_in_that_one_commit(
+    registry, home, fake
+):
+    """Admission writes the row started by the live router, and the router does not
+    claim it again; a turn's answer closes it."""
+    fake.script(text_answer("one commit"))
+    async with running_router(registry, home, fake, CMD) as h:
+        event = await h.send("alice", "hello")
+        assert (await h.answer_to(event)).text == "one commit"
+        await h.settle()
+        async with Db(registry, home.state_db) as db:
+            row = await db.read(
+                lambda conn: conn.execute(
+                    "SELECT state, owner, started_at = received_at FROM inbound_journal"
+                    " WHERE event_id = ?", (event.event_id,),
+                ).fetchone()
+            )  # fmt: skip
+        assert row == ("answered", h.router.owner, 1)  # started when it was admitted
+
+
+async def test_the_turn_overhead_histogram_leaves_out_the_models_time(registry, home, fake):
+    """Each answered turn that just arrived is observed once, without the model's wait."""
+
+    def sample(part: str) -> float:
+        return REGISTRY.get_sample_value(f"hermes_turn_overhead_seconds_{part}") or 0.0
+
+    count, total = sample("count"), sample("sum")
+    fake.delay = 0.5
+    fake.script(text_answer("thought about it"))
+    async with running_router(registry, home, fake, CMD) as h:
+        start = trio.current_time()
+        assert (await h.ask("alice", "hello")).text == "thought about it"
+        took = trio.current_time() - start
+        await h.settle()
+    assert sample("count") == count + 1
+    assert took >= 0.5  # the model's half second ...
+    assert sample("sum") - total < took - 0.45  # ... is not hermes's
 
 
 async def test_a_turn_cut_by_a_drain_is_resumed_by_the_next_router(registry, home, fake):
