@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -36,8 +37,10 @@ class OpenAICompatible:
         self.name = name
         self.model = model
         self.context_tokens = context_tokens
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.url = httpx.URL(base_url.rstrip("/") + "/chat/completions")  # parsed once
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
         self._client = client or httpx.AsyncClient(timeout=TIMEOUT)
 
     def __repr__(self) -> str:
@@ -56,8 +59,9 @@ class OpenAICompatible:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         try:
+            content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
             async with self._client.stream(
-                "POST", self.url, json=body, headers=self._headers
+                "POST", self.url, content=content, headers=self._headers
             ) as response:
                 if response.status_code != 200:
                     await response.aread()
@@ -110,11 +114,11 @@ class OpenAICompatible:
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         usage: dict[str, int] = {}
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
+        async for line in _lines(response):
+            if not line.startswith(b"data:"):
                 continue
             payload = line[5:].strip()
-            if payload == "[DONE]":
+            if payload == b"[DONE]":
                 continue  # read to the end: a body read whole lets the connection be reused
             chunk = json.loads(payload)
             usage = chunk.get("usage") or usage
@@ -142,3 +146,15 @@ class OpenAICompatible:
             usage.get("prompt_tokens", 0),
             usage.get("completion_tokens", 0),
         )
+
+
+async def _lines(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's lines as bytes, as they come: the events of a stream are JSON, which
+    reads bytes, so no text decoding is spent on them."""
+    rest = b""
+    async for data in response.aiter_bytes():
+        *lines, rest = (rest + data).split(b"\n")
+        for line in lines:
+            yield line
+    if rest:
+        yield rest
