@@ -33,6 +33,7 @@ from hermes.cron.scheduler import Scheduler
 from hermes.delivery.outbox import Outbox
 from hermes.delivery.replies import OutboxReplies
 from hermes.gateway.admission import Admission
+from hermes.gateway.collector import Collector
 from hermes.gateway.journal import new_owner
 from hermes.gateway.live import ServeLive
 from hermes.gateway.local_methods import Methods
@@ -246,6 +247,8 @@ def build_root(
                 "retention",
                 lambda: Retention(registry(), home.state_db, config.retention, services.clock),
             ),  # fmt: skip
+            # After all the rest: it freezes what starting the tree made.
+            ChildSpec("collector", Collector),
         ],
         strategy=Strategy.REST_FOR_ONE,
         max_restarts=5,
