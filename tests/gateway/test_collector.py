@@ -9,7 +9,7 @@ import weakref
 
 import trio
 
-from hermes.gateway.collector import Collector
+from hermes.gateway.collector import YOUNG, Collector
 
 
 class Knot:
@@ -23,9 +23,11 @@ async def test_what_lives_is_frozen_and_a_dead_frozen_cycle_waits_for_the_full_p
     autojump_clock,
 ):
     collector = Collector(freeze_every=5.0, full_pass_every=60.0)
+    thresholds = gc.get_threshold()
     async with trio.open_nursery() as nursery:
         await nursery.start(collector.run)
         assert gc.get_freeze_count() > 0  # frozen at start
+        assert gc.get_threshold()[0] == YOUNG
 
         knot = Knot()
         alive = weakref.ref(knot)
@@ -46,3 +48,4 @@ async def test_what_lives_is_frozen_and_a_dead_frozen_cycle_waits_for_the_full_p
         assert collector.last_pass["freed"] >= 1
         collector.request_drain(trio.current_time())
     assert gc.get_freeze_count() == 0  # stopped: nothing left frozen
+    assert gc.get_threshold() == thresholds
