@@ -1,5 +1,6 @@
 """Long conversations: turn time and retained memory at 10 and 5,000 messages of
-history, and serve's memory slope under a steady mixed load.
+history, and serve's memory slope under a steady mixed load once every session is
+at its context budget.
 
 Run: python bench/long_session.py [--minutes 3]   (from the repository root)
 - In this process, with the built-in offline model (its 8,000-token window) and
@@ -7,13 +8,23 @@ Run: python bench/long_session.py [--minutes 3]   (from the repository root)
   terminal command printing about 100 KB. The median time of a turn (20 turns)
   is measured at 10 messages of history and again at 5,000, and the session's
   retained conversation (what a session actor holds) at 5,000.
-- A real `hermes serve` on a fresh home (offline model): 50 messages/s across
-  100 sessions on an open-loop schedule, every tenth message a command
-  printing about 100 KB, for --minutes; serve's RSS sampled every 5 s; the
-  slope is fitted (least squares) to the samples after the first minute.
+- A real `hermes serve` on a fresh home (offline model), 100 sessions over its
+  local endpoint, in two steps:
+  - prefill: each session is sent its messages one after another (all sessions
+    at once, as fast as serve answers) until state.db holds a compaction record
+    for it: its conversation has reached the budget, and from then on it is
+    compacted back whenever it reaches it again. The sessions whose number ends in
+    9 get only the terminal command, the others only short messages (the load's
+    mix: message n is the command when n % 10 == 9, and n goes round the
+    sessions), so a short-message session needs about 200 turns to get there.
+  - the window: 50 messages/s across the same sessions on an open-loop schedule
+    for --minutes, serve's RSS (with its children) sampled every 5 s; the slope is
+    fitted (least squares) to all the window's samples. Every session is bounded
+    before the window starts, so the target means "no growth once bounded"; what
+    the sessions grew by during the prefill is printed, not fitted.
 Last line: RESULT turn_growth=<t5000/t10> session_kb_at_5000=<x> rss_slope_mb_per_hour=<y>
 Targets: turn_growth <= 1.5, session_kb_at_5000 <= 2 x the budget in bytes,
-rss_slope_mb_per_hour <= 20.
+rss_slope_mb_per_hour <= 20 (after the prefill).
 """
 
 from __future__ import annotations
@@ -22,13 +33,16 @@ import argparse
 import itertools
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import attrs
 import psutil
 import trio
 from trio_websocket import open_websocket_url
@@ -53,6 +67,8 @@ TIMED_TURNS = 20
 RATE = 50.0
 SESSIONS = 100
 SAMPLE_EVERY = 5.0
+PREFILL_LIMIT = 900.0  # seconds for every session to reach its budget
+WATCH_EVERY = 1.0  # how often the prefill looks for new compaction records
 
 
 def message(n: int) -> str:
@@ -121,37 +137,79 @@ def rss_mb(pid: int) -> float:
     return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 2**20
 
 
-async def load(url: str, auth, seconds: float, pid: int) -> list[tuple[float, float]]:
-    samples: list[tuple[float, float]] = []
-    ids = itertools.count(1)
-    sessions: dict[int, str] = {}
-    async with open_websocket_url(url, extra_headers=auth, max_message_size=2**24) as ws:
-        waiting: dict[int, trio.Event] = {}
+class Chat:
+    """The bench's side of one WebSocket to serve: `ask` sends a message to a session
+    and returns when its call is answered."""
 
-        async def reader() -> None:
-            while True:
-                msg = json.loads(await ws.get_message())
-                if "id" in msg and msg["id"] in waiting:
-                    waiting.pop(msg["id"]).set()
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.ids = itertools.count(1)
+        self.waiting: dict[int, trio.Event] = {}
 
-        async def send(i: int) -> None:
-            request = next(ids)
-            done = waiting[request] = trio.Event()
-            params = {"text": message(i)}
-            if sessions.get(i % SESSIONS):
-                params["session"] = sessions[i % SESSIONS]
-            else:
-                sessions[i % SESSIONS] = f"bench_{i % SESSIONS}"
-                params["session"] = sessions[i % SESSIONS]
-            await ws.send_message(
-                json.dumps(
-                    {"jsonrpc": "2.0", "id": request, "method": "chat.send", "params": params}
-                )
-            )
-            await done.wait()
+    async def read(self) -> None:
+        while True:
+            msg = json.loads(await self.ws.get_message())
+            if "id" in msg and msg["id"] in self.waiting:
+                self.waiting.pop(msg["id"]).set()
 
+    async def ask(self, session: int, text: str) -> None:
+        request = next(self.ids)
+        done = self.waiting[request] = trio.Event()
+        params = {"text": text, "session": f"bench_{session}"}
+        await self.ws.send_message(
+            json.dumps({"jsonrpc": "2.0", "id": request, "method": "chat.send", "params": params})
+        )
+        await done.wait()
+
+
+def compacted(state_db: Path) -> set[str]:
+    """The sessions state.db holds a compaction record for (read-only, beside serve)."""
+    conn = sqlite3.connect(f"file:{state_db}?mode=ro", uri=True, timeout=10)
+    try:
+        return {row[0] for row in conn.execute("SELECT DISTINCT session_id FROM compactions")}
+    except sqlite3.OperationalError:  # no table yet: serve has not migrated it
+        return set()
+    finally:
+        conn.close()
+
+
+async def prefill(chat: Chat, state_db: Path) -> list[int]:
+    """Send each session its messages one after another until it has been compacted;
+    how many each was sent."""
+    done: set[str] = set()
+    sent = [0] * SESSIONS
+
+    async def grow(s: int) -> None:
+        while f"bench_{s}" not in done:
+            await chat.ask(s, message(s + SESSIONS * sent[s]))
+            sent[s] += 1
+
+    async def watch() -> None:
+        while len(done) < SESSIONS:
+            await trio.sleep(WATCH_EVERY)
+            done.update(await trio.to_thread.run_sync(compacted, state_db))
+
+    with trio.fail_after(PREFILL_LIMIT):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(reader)
+            nursery.start_soon(watch)
+            for s in range(SESSIONS):
+                nursery.start_soon(grow, s)
+    return sent
+
+
+async def load(
+    url: str, auth, seconds: float, pid: int, state_db: Path
+) -> tuple[list[int], float, list[tuple[float, float]]]:
+    """The prefill (its messages per session and seconds), then the window's RSS samples."""
+    samples: list[tuple[float, float]] = []
+    async with open_websocket_url(url, extra_headers=auth, max_message_size=2**24) as ws:
+        chat = Chat(ws)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(chat.read)
+            began = trio.current_time()
+            sent = await prefill(chat, state_db)
+            filled = trio.current_time() - began
+            first = SESSIONS * max(sent)  # the load goes on with the same mix
             t0 = trio.current_time()
             next_sample = t0
             for i in itertools.count():
@@ -162,13 +220,23 @@ async def load(url: str, auth, seconds: float, pid: int) -> list[tuple[float, fl
                     samples.append((at - t0, rss_mb(pid)))
                     next_sample += SAMPLE_EVERY
                 await trio.sleep_until(at)
-                nursery.start_soon(send, i)
+                nursery.start_soon(chat.ask, i % SESSIONS, message(first + i))
             samples.append((trio.current_time() - t0, rss_mb(pid)))
             nursery.cancel_scope.cancel()
-    return samples
+    return sent, filled, samples
 
 
-def serve_slope(root: Path, minutes: float) -> tuple[float, float, float, list[float]]:
+@attrs.frozen
+class Slope:
+    started_mb: float  # serve's RSS before the prefill
+    sent: list[int]  # prefill messages per session
+    filled: float  # seconds the prefill took
+    samples: list[tuple[float, float]]  # (seconds into the window, RSS MB)
+    per_hour: float  # fitted over the window
+    by_minute: list[float]
+
+
+def serve_slope(root: Path, minutes: float) -> Slope:
     home = root / "home"
     home.mkdir()
     (home / "config.yaml").write_text("gateway:\n  local:\n    port: 0\nops:\n  port: 0\n")
@@ -180,13 +248,15 @@ def serve_slope(root: Path, minutes: float) -> tuple[float, float, float, list[f
         port = int(proc.stdout.readline().split("port=")[1])
         token = (home / "serve.token").read_text().strip()
         auth = [(b"authorization", f"Bearer {token}".encode())]
-        samples = trio.run(load, f"ws://127.0.0.1:{port}/", auth, minutes * 60, proc.pid)
+        started = rss_mb(proc.pid)
+        sent, filled, samples = trio.run(
+            load, f"ws://127.0.0.1:{port}/", auth, minutes * 60, proc.pid, home / "state.db"
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=120)
-    after = [(t, m) for t, m in samples if t >= 60]
     by_minute = [m for t, m in samples if t % 60 < SAMPLE_EVERY]
-    return samples[0][1], samples[-1][1], slope_per_hour(after), by_minute
+    return Slope(started, sent, filled, samples, slope_per_hour(samples), by_minute)
 
 
 def main() -> None:
@@ -203,15 +273,22 @@ def main() -> None:
             f"retained conversation at 5,000: {size / 1024:.1f} KB "
             f"(budget {budget_bytes / 1024:.1f} KB: 75% of {OFFLINE_CONTEXT} tokens x 4 bytes)"
         )
-        start, end, slope, by_minute = serve_slope(root, args.minutes)
+        slope = serve_slope(root, args.minutes)
+        start, end = slope.samples[0][1], slope.samples[-1][1]
         print(
-            f"serve RSS under {RATE:g} msg/s over {SESSIONS} sessions for {args.minutes:g} min: "
-            f"{start:.1f} -> {end:.1f} MB, slope {slope:.1f} MB/h after the first minute"
+            f"prefill: {sum(slope.sent)} messages in {slope.filled:.0f} s until each of the "
+            f"{SESSIONS} sessions was compacted once (per session {min(slope.sent)} to "
+            f"{max(slope.sent)}); serve RSS {slope.started_mb:.1f} -> {start:.1f} MB"
         )
-        print("serve RSS at each minute (MB): " + " ".join(f"{m:.1f}" for m in by_minute))
+        print(
+            f"serve RSS under {RATE:g} msg/s over {SESSIONS} sessions for {args.minutes:g} min "
+            f"after the prefill: {start:.1f} -> {end:.1f} MB, slope {slope.per_hour:.1f} MB/h "
+            f"(target <= 20)"
+        )
+        print("serve RSS at each minute (MB): " + " ".join(f"{m:.1f}" for m in slope.by_minute))
     print(
         f"RESULT turn_growth={t5000 / t10:.2f} session_kb_at_5000={size / 1024:.1f} "
-        f"rss_slope_mb_per_hour={slope:.1f}"
+        f"rss_slope_mb_per_hour={slope.per_hour:.1f}"
     )
 
 

@@ -26,13 +26,16 @@ Run: python bench/outbox.py   (from the repository root; takes well under a minu
   fake took exactly 10,000 sends in between.
 - The adapter runs up to 16 sends at once (a Send carries its reply slot), in
   both phases; a send beyond those waits in its mailbox. The `where` lines
-  split the latency: ready -> handed to the adapter (hermes: the
-  previous row's mark_sent commit, the dispatch loop's `due` read, mark_sending's
-  commit), the mailbox, the HTTP round trip, and after the answer.
+  split the latency: ready -> handed to the adapter (hermes: the previous row's
+  mark_sent commit, which takes the chat's next row for its send in the same
+  transaction; a chat's first row: the dispatch loop's `due` read and
+  mark_sending's commit), the mailbox, the HTTP round trip, and after the answer.
 - Both phases above flood: 100 chats always have a message ready, so each runs
   saturated and its latency is Little's law, in-flight chats / throughput (the
-  summary prints 100 / rate beside the measured mean and p99): no code meets a
-  p99 of 50 ms that way when the direct baseline's own p99 is above 100 ms.
+  summary prints 100 / rate beside the measured mean and p99). That latency is
+  the flood's queueing, not what the outbox adds: it is reported (the RESULT
+  line's flood_bound_ms, hermes's 100 / rate), never a target. Their figure is
+  the throughput ratio, vs_direct.
 - steady, after those two (each side with a fresh adapter, hermes with a fresh
   state.db, the same warm-up and checks): what a user waits when the gateway is
   not flooded. 2,000 messages offered at 200/s, well below both sides' rates,
@@ -48,8 +51,10 @@ Run: python bench/outbox.py   (from the repository root; takes well under a minu
   created_at is that time) -> the fake's answer recorded (direct: the sender
   task's answer time; hermes: the row's updated_at as it becomes `sent`).
   Checked: every message answered once, in its chat's order (the fake's ids).
-Last line: RESULT vs_direct=<hermes rate / direct rate> p99_ms=<hermes p99 latency>
-(both from the saturated phases, as before)
+Targets (issue 28): vs_direct >= 0.5 (the flood), steady_p99_ms <= 15 (the steady phase).
+Last line: RESULT vs_direct=<hermes rate / direct rate, flooded> steady_p99_ms=<hermes's
+p99 in the steady phase> flood_bound_ms=<Little's law for hermes's flood: 100 / its rate,
+information>
 """
 
 from __future__ import annotations
@@ -77,7 +82,8 @@ from hermes.actors.reply import Reply  # noqa: E402
 from hermes.adapters.base import AdapterSetup, AdapterStatus  # noqa: E402
 from hermes.adapters.contract import Send, SendRequest, SendResult, Sent, Target  # noqa: E402
 from hermes.adapters.telegram.adapter import TelegramAdapter  # noqa: E402
-from hermes.config import PlatformConfig, Secrets  # noqa: E402
+from hermes.adapters.telegram.config import TelegramConfig  # noqa: E402
+from hermes.config import Secrets  # noqa: E402
 from hermes.delivery.outbox import Enqueued, Outbox, nudge  # noqa: E402
 from hermes.delivery.outbox_store import SENT, enqueue  # noqa: E402
 from hermes.state.db import Db  # noqa: E402
@@ -92,8 +98,8 @@ PER_CHAT = 100
 TOTAL = CHATS * PER_CHAT
 PHASE_LIMIT = 120.0  # seconds; a phase that takes longer is a failure
 BUSY_OTHERS = 0.1  # CPUs taken by other processes during a timed phase worth a warning
-TARGET_VS_DIRECT = 0.3
-TARGET_P99_MS = 50.0
+TARGET_VS_DIRECT = 0.5
+TARGET_STEADY_P99_MS = 15.0
 STEADY_RATE = 200.0  # messages/s offered in the steady phase, well below both sides' rates
 STEADY_TOTAL = 2000  # round robin over the chats: STEADY_TOTAL // CHATS each
 
@@ -113,7 +119,7 @@ class BenchAdapter(TelegramAdapter):
             return True
 
         secrets = Secrets({TOKEN_ENV: TOKEN}, frozenset())
-        config = PlatformConfig(token_env=TOKEN_ENV, base_url=url)
+        config = TelegramConfig(token_env=TOKEN_ENV, base_url=url)
         super().__init__(AdapterSetup(PLATFORM, config, secrets, AdapterStatus(), admit))
         self.answered = 0
         self.expect = math.inf
@@ -636,22 +642,22 @@ def main() -> None:
           "where: enqueue: arrival -> the enqueue committed; to adapter: from that (direct: "
           "the arrival) to handed to the adapter")  # fmt: skip
     vs_direct = hermes.rate / direct.rate
-    p99 = hermes.p(99)
-    print(f"hermes/direct  rate {vs_direct:.2f} (target >= {TARGET_VS_DIRECT}), hermes p99 "
-          f"{p99:.1f} ms (target <= {TARGET_P99_MS:.0f}; "
-          f"direct p99 {direct.p(99):.1f} ms)")  # fmt: skip
-    print(f"saturated, latency is Little's law: its mean is {CHATS} chats in flight / "
-          "throughput, p99 sits above it: "
-          f"{direct.little()}; {hermes.little()}")  # fmt: skip
+    steady_p99 = steady_h.p(99)
+    bound = CHATS / hermes.rate * 1000
+    print(f"flooded: hermes/direct rate {vs_direct:.2f} (target >= {TARGET_VS_DIRECT}); latency "
+          f"is Little's law, {CHATS} chats in flight / throughput, its mean the bound, p99 "
+          f"above it (information, not a target): {direct.little()}; "
+          f"{hermes.little()}")  # fmt: skip
     print(f"not flooded ({STEADY_RATE:.0f}/s steady), arrival -> answered: hermes p99 "
-          f"{steady_h.p(99):.1f} ms (target <= {TARGET_P99_MS:.0f}), direct p99 "
+          f"{steady_p99:.1f} ms (target <= {TARGET_STEADY_P99_MS:.0f}), direct p99 "
           f"{steady_d.p(99):.1f} ms")  # fmt: skip
     for phase in (direct, hermes, steady_d, steady_h):
         if phase.cpu.others > BUSY_OTHERS:
             print(f"WARNING: other processes took {phase.cpu.others:.2f} CPUs during the "
                   f"{phase.name} phase{' (steady)' if isinstance(phase, Steady) else ''}: "
                   "the figures are not this code's alone")  # fmt: skip
-    print(f"RESULT vs_direct={vs_direct:.2f} p99_ms={p99:.1f}")
+    print(f"RESULT vs_direct={vs_direct:.2f} steady_p99_ms={steady_p99:.1f} "
+          f"flood_bound_ms={bound:.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":

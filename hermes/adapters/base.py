@@ -108,6 +108,7 @@ class PlatformAdapter(Actor):
     progress_deadline: float = 90.0
     concurrent_sends: int = 16  # in flight at once, across chats
     typing_every: float = math.inf  # while a turn runs, `type_once` this often (inf: never)
+    typing_after: float = 0.3  # a turn answered sooner shows no indicator: no request
     typing_at_most: float = 600.0
     reconnect_backoff: Backoff = EARLY_FAILURES  # after connections that ended unsettled
 
@@ -185,8 +186,8 @@ class PlatformAdapter(Actor):
     # -- the base -------------------------------------------------------------
 
     def _start_typing(self, event: InboundEvent) -> None:
-        """While the event's turn runs (until its final step, at most typing_at_most):
-        only for one addressed to us, or no turn will run."""
+        """While the event's turn runs (from typing_after on, until its final step, at
+        most typing_at_most): only for one addressed to us, or no turn will run."""
         if math.isinf(self.typing_every):
             return
         if not event.mentioned and event.chat_type is not ChatType.DM:
@@ -198,6 +199,7 @@ class PlatformAdapter(Actor):
     async def _keep_typing(self, event: InboundEvent, scope: trio.CancelScope) -> None:
         try:
             with scope:
+                await trio.sleep(self.typing_after)
                 while True:
                     try:
                         await self.type_once(event)

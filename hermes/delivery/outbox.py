@@ -6,13 +6,21 @@ not-before (or the whole platform's, when the platform says the limit is
 global); nothing sleeps on an adapter's receive path, and other chats keep
 going. Network errors and 5xx retry with jittered backoff until the row is
 older than the freshness limit; permanent errors are dead at once. It wakes
-when rows are queued (`Enqueued`), when a not-before passes, or when a send
-ends: no polling tick.
+when rows are queued (`Enqueued`), when a not-before passes, or when a chat's
+sends end with something left to look at: no polling tick.
+
+What a send costs in state.db: a row is `sending` (committed) before its request
+leaves and `sent` only once the platform answered it. The commit that records a
+row's outcome also takes the chat's next row for its send when its pace slot is
+free now (never earlier: a row waiting for its slot stays `pending`, so a restart
+sends it), so a chat's later chunks cost one commit each; concurrent chats'
+marks share the writer's group commit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import random
@@ -45,6 +53,7 @@ from hermes.adapters.registry import PLATFORMS
 from hermes.config import GatewayConfig
 from hermes.delivery.outbox_store import (
     DEFAULT_SESSIONS,
+    SENDING,
     OutboxRow,
     due,
     mark_dead,
@@ -72,6 +81,7 @@ RETRY_BACKOFF = Backoff(minimum=1.0, maximum=300.0)
 
 
 PACES: dict[str, Pace] = {name: p.pace for name, p in PLATFORMS.items() if p.pace}
+NO_PACE = Pace()
 
 
 @attrs.frozen
@@ -98,14 +108,20 @@ class _Clock:
     def __init__(self) -> None:
         self.next: dict[Any, float] = {}
 
-    def take(self, limits: list[tuple[Any, float, int]], now: float) -> float:
-        """When a send limited by each (key, rate, burst) may start; reserves it."""
-        limits = [(key, rate, burst) for key, rate, burst in limits if not math.isinf(rate)]
+    def start(self, limits: list[tuple[Any, float, int]], now: float) -> float:
+        """When a send limited by each (key, rate, burst) may start; reserves nothing."""
         start = now
         for key, rate, burst in limits:
-            start = max(start, self.next.get(key, now) - (burst - 1) / rate)
+            if not math.isinf(rate):
+                start = max(start, self.next.get(key, now) - (burst - 1) / rate)
+        return start
+
+    def take(self, limits: list[tuple[Any, float, int]], now: float) -> float:
+        """When a send limited by each (key, rate, burst) may start; reserves it."""
+        start = self.start(limits, now)
         for key, rate, _ in limits:
-            self.next[key] = max(self.next.get(key, now), start) + 1.0 / rate
+            if not math.isinf(rate):
+                self.next[key] = max(self.next.get(key, now), start) + 1.0 / rate
         if len(self.next) > self.KEEP:
             self.next = {key: t for key, t in self.next.items() if t > now}
         return start
@@ -146,6 +162,7 @@ class Outbox(Actor):
         self.watch = math.inf if watch_other_writers is None else watch_other_writers
         self.db: Db | None = None
         self.busy: set[tuple[str, str]] = set()  # chats with a send in flight
+        self.passed: set[tuple[str, str]] = set()  # busy chats the dispatcher passed over
         self.held: dict[str, float] = {}  # platform -> not before (a global 429)
         self._wake = trio.Event()
         self._slots = _Clock()
@@ -184,6 +201,7 @@ class Outbox(Actor):
             rows, wake_at = await self.db.read(_look, now)
             for row in rows:
                 if row.chat in self.busy:
+                    self.passed.add(row.chat)  # its sender looks again when it ends
                     continue
                 if self.held.get(row.target.platform, 0.0) > now:
                     continue
@@ -199,36 +217,38 @@ class Outbox(Actor):
             with trio.move_on_after(wait):
                 await self._wake.wait()
 
-    async def _send(self, row: OutboxRow | None) -> None:
+    async def _send(self, row: OutboxRow) -> None:
         """Send a chat's rows in order while they are due; one such task per busy chat.
         A failure here (state.db gone) ends this chat's turn, not the outbox: the row
-        stays as it was, for the next look or the next start."""
+        stays as it was, for the next look or the next start. A chat that ends with
+        nothing more due needs no look, unless the dispatcher passed it over."""
         chat = row.chat
+        settled = False
         try:
             while row is not None:
                 await self._pace(row)
-                if not await self.db.write(mark_sending, row.id, self.clock.now()):
+                if row.state != SENDING and not await self.db.write(
+                    mark_sending, row.id, self.clock.now()
+                ):
                     break  # another serve took it
                 result = await self._attempt(row)
-                await self._record(row, result)
-                if not isinstance(result, Sent | Permanent):
-                    break  # it waits for its not-before; the dispatcher looks then
-                row = await self.db.read(next_in_chat, *chat, self.clock.now())
+                row, settled = await self._record(row, result)
         except Exception:
             log.exception("outbox: sending to %s:%s failed", *chat)
         finally:
             self.busy.discard(chat)
-            self._wake.set()
+            if not settled or self._draining or chat in self.passed:
+                self.passed.discard(chat)
+                self._wake.set()
+
+    def _limits(self, row: OutboxRow) -> list[tuple[Any, float, int]]:
+        pace = self.paces.get(row.target.platform, NO_PACE)
+        return [(row.target.platform, pace.per_second, pace.burst),
+                (row.chat, pace.per_chat_per_second, pace.chat_burst)]  # fmt: skip
 
     async def _pace(self, row: OutboxRow) -> None:
         """Wait for the platform's and the chat's steady-rate slot (this chat's task only)."""
-        pace = self.paces.get(row.target.platform, Pace())
-        start = self._slots.take(
-            [(row.target.platform, pace.per_second, pace.burst),
-             (row.chat, pace.per_chat_per_second, pace.chat_burst)],
-            trio.current_time(),
-        )  # fmt: skip
-        await trio.sleep_until(start)
+        await trio.sleep_until(self._slots.take(self._limits(row), trio.current_time()))
 
     async def _attempt(self, row: OutboxRow) -> SendResult:
         adapter = self.adapter_of(row.target.platform)
@@ -251,29 +271,28 @@ class Outbox(Actor):
         finally:
             reply.abandon()
 
-    async def _record(self, row: OutboxRow, result: SendResult) -> None:
+    async def _record(self, row: OutboxRow, result: SendResult) -> tuple[OutboxRow | None, bool]:
+        """Write what the platform said. A row that is done (sent, dead, unknown, or to go
+        again as plain text) is marked in one write with a look at the chat's next row,
+        which that write also takes for its send when its pace lets it go now: (the next
+        row or None, True). A row that waits for a retry: (None, False)."""
         now = self.clock.now()
-        SENDS.labels(row.target.platform, _outcome(result)).inc()
-        if isinstance(result, Unconfirmed):
-            if row.target.platform in self.deduplicating:
-                result = RetryAfter(None, result.reason)  # the platform drops a repeat
-            else:
-                await self.db.write(mark_unknown, row.id, result.reason, now)
-                return
+        _sends(row.target.platform, _outcome(result)).inc()
+        if isinstance(result, Unconfirmed) and row.target.platform in self.deduplicating:
+            result = RetryAfter(None, result.reason)  # the platform drops a repeat
         if isinstance(result, Sent):
-            seeded = await self.db.write(mark_sent, row.id, result.message_id, now, self.sessions)
-            if seeded and self.mirrored is not None:
-                await self.mirrored(seeded)
+            mark = (mark_sent, row.id, result.message_id, now, self.sessions)
+        elif isinstance(result, Unconfirmed):
+            mark = (mark_unknown, row.id, result.reason, now)
         elif isinstance(result, Permanent) and result.formatting and not row.plain:
             log.info("outbox row %d: formatting rejected (%s); as plain text", row.id,
                      result.reason)  # fmt: skip
-            await self.db.write(mark_plain, row.id, result.reason, now)
+            mark = (mark_plain, row.id, result.reason, now)
         elif isinstance(result, Permanent):
             log.warning("outbox row %d to %s is dead: %s", row.id, row.target, result.reason)
-            await self.db.write(mark_dead, row.id, result.reason, now)
+            mark = (mark_dead, row.id, result.reason, now)
         elif now - row.created_at > self.freshness:
-            await self.db.write(mark_dead, row.id, f"still failing when stale: {result.reason}",
-                                now)  # fmt: skip
+            mark = (mark_dead, row.id, f"still failing when stale: {result.reason}", now)
         else:
             # A 429 says how long; a passing fault backs off, longer each attempt.
             if result.seconds is None:
@@ -283,6 +302,18 @@ class Outbox(Actor):
                 if result.scope_wide:
                     self.held[row.target.platform] = now + wait
             await self.db.write(mark_retry, row.id, now + wait, result.reason, now)
+            return None, False
+        free = self._slots.start(self._limits(row), trio.current_time()) <= trio.current_time()
+        seeded, after = await self.db.write(_then_next, mark, row.chat, now, free)
+        if seeded and self.mirrored is not None:
+            await self.mirrored(seeded)
+        return after, True
+
+
+@functools.cache
+def _sends(platform: str, outcome: str) -> Any:
+    """The SENDS counter's child for these labels, looked up once."""
+    return SENDS.labels(platform, outcome)
 
 
 def _outcome(result: SendResult) -> str:
@@ -294,3 +325,19 @@ def _outcome(result: SendResult) -> str:
 def _look(conn: Any, now: float) -> tuple[list[OutboxRow], float | None]:
     """What may go now, and when the next waiting retry may: one read, one thread hop."""
     return due(conn, now), next_not_before(conn, now)
+
+
+def _then_next(
+    conn: Any, mark: tuple, chat: tuple[str, str], now: float, take: bool
+) -> tuple[Any, OutboxRow | None]:
+    """`mark` (a store function and its arguments) on a row that is done, then the chat's
+    next row if it may go now, taken for its send (`mark_sending`) when `take`: one
+    transaction, one thread hop. Returns what the mark returned, and that row."""
+    fn, *args = mark
+    marked = fn(conn, *args)
+    after = next_in_chat(conn, *chat, now)
+    if after is not None and take:
+        if not mark_sending(conn, after.id, now):
+            return marked, None
+        after = attrs.evolve(after, state=SENDING, attempts=after.attempts + 1)
+    return marked, after

@@ -71,10 +71,13 @@ def split(text: str, limit: Limit, escape: Callable[[str], str] = as_is) -> list
     """
     if not text:
         return []
-    layout = _Layout(text)
 
     def fits(chunk: str) -> bool:
         return measure(escape(chunk), limit.unit) <= limit.size
+
+    if len(text) <= limit.size and fits(text):
+        return [text]  # most replies: no layout to build (it runs in a write's transaction)
+    layout = _Layout(text)
 
     chunks: list[str] = []
     start = 0

@@ -284,6 +284,70 @@ async def test_a_row_older_than_the_freshness_limit_is_not_sent(registry, home, 
     ]  # fmt: skip
 
 
+class Observing(ScriptedPlatform):
+    """A scripted adapter that notes, as each send reaches it, every row's state and how
+    many transactions state.db's writer has committed."""
+
+    def __init__(self, registry) -> None:
+        super().__init__(sent_ok)
+        self.registry = registry
+        self.db: Db | None = None
+        self.seen: list[tuple[str, list[str], int]] = []
+
+    def commits(self) -> int:
+        [generation] = self.registry.generations()
+        return generation.actor.core.batches
+
+    async def handle(self, msg: Any) -> Any:
+        states = [state for _, _, state, _, _ in await rows(self.db)]
+        self.seen.append((msg.request.text, states, self.commits()))
+        return await super().handle(msg)
+
+
+async def test_a_row_is_sent_only_once_answered_and_its_mark_takes_the_next_in_one_commit(
+    registry, home, io_clock
+):
+    """While the platform has a chunk, its row is `sending` and the later ones are not
+    started; it is `sent` only after the answer, and that mark takes the chat's next
+    chunk for its send in the same commit: a chunk after the first costs one commit."""
+    platform = Observing(registry)
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter) as (box, outbox, db):
+            platform.db = db
+            await queue(db, outbox, "a", "a0", "a1", "a2")
+            await platform.until(lambda: len(platform.taken) == 3)
+        platform.request_drain(trio.current_time())
+    assert [(text, states) for text, states, _ in platform.seen] == [
+        ("a0", ["sending", PENDING, PENDING]),
+        ("a1", [SENT, "sending", PENDING]),
+        ("a2", [SENT, SENT, "sending"]),
+    ]
+    commits = [n for _, _, n in platform.seen]
+    assert [b - a for a, b in zip(commits, commits[1:], strict=False)] == [1, 1]
+    assert [state for _, _, state, _, _ in await settled_rows(registry, home)] == [SENT] * 3
+
+
+async def test_a_chats_next_chunk_is_not_taken_before_its_slot(registry, home, io_clock):
+    """Paced at one a second per chat, the next chunk stays `pending` (never started,
+    so a restart sends it) until its slot comes."""
+    platform = Observing(registry)
+    paces = {PLATFORM: Pace(per_chat_per_second=1.0, chat_burst=1)}
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter, paces=paces) as (box, outbox, db):
+            platform.db = db
+            start = trio.current_time()
+            await queue(db, outbox, "a", "a0", "a1")
+            await platform.until(lambda: len(platform.taken) == 1)
+            await trio.sleep_until(start + 0.5)  # a0 answered; a1's slot is at 1 s
+            assert [state for _, _, state, _, _ in await rows(db)] == [SENT, PENDING]
+            await platform.until(lambda: len(platform.taken) == 2)
+            assert trio.current_time() - start >= 1.0
+        platform.request_drain(trio.current_time())
+    assert [states for _, states, _ in platform.seen] == [["sending", PENDING], [SENT, "sending"]]
+
+
 async def test_a_chats_next_chunk_waits_while_another_serve_sends_its_first(
     registry, home, io_clock
 ):

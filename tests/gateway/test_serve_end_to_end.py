@@ -119,6 +119,7 @@ async def test_serve_end_to_end(home, fake, serve):
         assert names == [
             "state", "terminal", "adapters", "outbox", "scheduler", "gateway", "watchdog", "ops",
             "retention",
+            "collector",
         ]  # fmt: skip
         local = status["result"]["children"][2]["children"][0]
         assert (local["name"], local["detail"]["adapter"]) == ("local", "live")
