@@ -3,6 +3,8 @@ wall clock over a real state.db, and helpers that add jobs and read what happene
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from zoneinfo import ZoneInfo
 
 import trio
@@ -62,6 +64,15 @@ def make_scheduler(
         platforms=PLATFORMS,
     )
     return Scheduler(registry, home.state_db, ctx, tz, watch_other_writers=watch_other_writers)
+
+
+@asynccontextmanager
+async def scheduling(sched: Scheduler) -> AsyncIterator[Address]:
+    """The scheduler running for the block (its address), drained as the block ends."""
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(sched.run)
+        yield address
+        sched.request_drain(trio.current_time() + 5)
 
 
 async def add_job(registry, home, text, tell: Address | None = None, tz=UTC, **kw) -> Job:

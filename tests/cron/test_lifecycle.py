@@ -42,6 +42,7 @@ from tests.cron.harness import (
     cut_by_shutdown,
     history,
     make_scheduler,
+    scheduling,
     settle,
     wait_runs,
     write,
@@ -128,8 +129,7 @@ async def test_cancelling_a_running_fire(registry, home, io_clock):
     serve (CancelFire): a recurring job waits for its next run, a one-shot ends."""
     runner = Runner(delay=1000)
     sched = make_scheduler(home, registry, runner)
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(sched.run)
+    async with scheduling(sched) as address:
         hourly = await add_job(registry, home, "every 1h", address)
         await wait_runs(runner, 1)
         await write(registry, home, cancel_job, hourly.id, now())  # as `hermes cron cancel`
@@ -138,7 +138,6 @@ async def test_cancelling_a_running_fire(registry, home, io_clock):
         await wait_runs(runner, 2)
         assert await address.call(CancelFire(once.id)) == [f"{once.id}#1"]
         await settle(sched)
-        sched.request_drain(trio.current_time() + 5)
     runs, job = await history(registry, home, hourly.id)
     assert [(r.status, r.error) for r in runs] == [("cancelled", None)]
     assert (job.state, job.last_status, job.running_fence) == ("scheduled", "cancelled", None)
@@ -165,11 +164,9 @@ async def test_an_expired_lease_interrupts_the_fire_and_the_job_waits_for_its_ne
     await write(registry, home, claim_due, "dead", due, LEASE, UTC)  # its worker then dies
     runner = Runner()
     sched = make_scheduler(home, registry, runner)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
+    async with scheduling(sched):
         await wait_runs(runner, 1)
         await settle(sched)
-        sched.request_drain(trio.current_time() + 5)
     ((fired_at, _),) = runner.prompts
     assert fired_at + T0 == due + 3600  # not at the expiry: at the next occurrence
     runs, final = await history(registry, home, job.id)
@@ -193,13 +190,11 @@ async def test_shutdown_interrupts_a_fire_on_its_own_token(registry, home, io_cl
 async def test_a_job_completes_when_its_repeat_count_is_reached(registry, home, io_clock):
     runner = Runner()
     sched = make_scheduler(home, registry, runner)
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(sched.run)
+    async with scheduling(sched) as address:
         job = await add_job(registry, home, "every 1m", address, repeat_times=2)
         await wait_runs(runner, 2)
         await settle(sched)
         await trio.sleep(600)  # ten more minutes on the mock clock: no third fire
-        sched.request_drain(trio.current_time() + 5)
     assert len(runner.prompts) == 2
     runs, final = await history(registry, home, job.id)
     assert [r.status for r in runs] == ["ok", "ok"]
@@ -254,12 +249,10 @@ async def test_a_one_shot_whose_worker_died_fires_again_once(registry, home, io_
     await write(registry, home, claim_due, "dead", due, LEASE, UTC)  # SIGKILLed mid-fire
     runner = Runner()
     sched = make_scheduler(home, registry, runner)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
+    async with scheduling(sched):
         await wait_runs(runner, 1)
         await settle(sched)
         await trio.sleep(3 * 3600)  # past its grace window: it fires no more
-        sched.request_drain(trio.current_time() + 5)
     ((fired_at, _),) = runner.prompts
     assert fired_at + T0 == pytest.approx(due + LEASE, abs=1)  # as soon as the lease ran out
     runs, final = await history(registry, home, once.id)
@@ -306,12 +299,10 @@ async def test_a_one_shot_cut_by_shutdown_fires_again_once_on_next_start(registr
     restarted = trio.current_time()
     second = Runner()
     sched = make_scheduler(home, registry, second)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
+    async with scheduling(sched):
         await wait_runs(second, 1)
         await settle(sched)
         await trio.sleep(3600)
-        sched.request_drain(trio.current_time() + 5)
     ((fired_at, _),) = second.prompts
     assert fired_at == pytest.approx(restarted, abs=1)  # at once, within its grace
     runs, final = await history(registry, home, once.id)
@@ -371,11 +362,9 @@ async def test_a_daily_job_follows_a_new_zone_across_a_restart(registry, home, i
     assert slot.endswith(" 18:07") and job.zone == "UTC"
     runner = Runner()
     sched = make_scheduler(home, registry, runner, LA)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sched.run)
+    async with scheduling(sched):
         await wait_runs(runner, 1)
         await settle(sched)
-        sched.request_drain(trio.current_time() + 5)
     ((fired_at, _),) = runner.prompts
     assert wall(T0 + fired_at, LA) == slot  # 8 hours after 18:07 UTC
     runs, final = await history(registry, home, job.id)
@@ -420,12 +409,10 @@ async def test_another_writers_change_is_seen_only_when_watched(
     await add_job(registry, home, "in 10m", name="later")
     runner = Runner()
     sched = make_scheduler(home, registry, runner, watch_other_writers=watch)
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(sched.run)
+    async with scheduling(sched) as address:
         await trio.sleep(300)  # five minutes in, another process adds a job due at 6 min
         await add_job(registry, home, "in 1m", name="sooner")
         await wait_runs(runner, 1)
         await settle(sched)
         await address.cast(JobsChanged())
-        sched.request_drain(trio.current_time() + 5)
     assert runner.prompts[0][0] - start == pytest.approx(fired_at, abs=1)
