@@ -143,6 +143,15 @@ class Serve:
         finally:
             conn.close()
 
+    async def until_mirrored(self, text: str, timeout: float = 10.0) -> None:
+        """Until a brief `text` is in state.db twice: the fire's own record and its mirror.
+        The mirror commits with the row's outcome, after the platform answered the send,
+        and serve tells nobody outside: polled, as the outbox tests poll its rows."""
+        deadline = trio.current_time() + timeout
+        while (await in_thread(self.assistant_replies)).count(text) < 2:
+            assert trio.current_time() < deadline, f"{text!r} was never mirrored"
+            await trio.sleep(0.02)
+
     async def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return await rpc(self.home, self.port, method, params)
 

@@ -137,12 +137,7 @@ async def test_a_brief_posted_flat_is_continued_flat_and_in_its_thread(serve, mo
     slack.mention("brief me later", channel="C5")
     scheduled, brief = await in_thread(slack.wait_sent, 2, 30.0)
     assert brief["text"] == "THE BRIEF" and not brief.get("thread_ts")  # flat in the channel
-    # The mirror commits with the row's outcome, after Slack answered the post (and tells
-    # nobody outside serve): wait for it in state.db, beside the fire's own record.
-    deadline = trio.current_time() + 10
-    while (await in_thread(serve.assistant_replies)).count("THE BRIEF") < 2:
-        assert trio.current_time() < deadline, "the brief was never mirrored"
-        await trio.sleep(0.02)
+    await serve.until_mirrored("THE BRIEF")
     slack.mention("thanks", channel="C5")
     await in_thread(slack.wait_sent, 3, 30.0)
     slack.mention("and then?", channel="C5", thread_ts=brief["ts"])

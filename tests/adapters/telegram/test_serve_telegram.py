@@ -179,6 +179,7 @@ async def test_a_cron_brief_to_the_home_channel_continues_the_job(serve, model, 
     tg.message("brief me in a bit")
     scheduled, brief = await in_thread(tg.wait_sent, 2, 30.0)
     assert brief["chat_id"] == ANN and brief["text"] == "THE BRIEF"
+    await serve.until_mirrored("THE BRIEF")
     tg.message("and?")
     await in_thread(tg.wait_sent, 3, 30.0)
     conversation = [(m["role"], m.get("content")) for m in model.requests[3]["body"]["messages"]]
