@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from hermes.actors.errors import HermesError
-from hermes.adapters.http import HttpAnswer
+from hermes.adapters.http import HttpAnswer, JsonRequests
 
 DEFAULT_BASE = "https://api.telegram.org"
 
@@ -43,6 +43,7 @@ class BotApi:
 
     def __init__(self, http: httpx.AsyncClient, base: str, token: str) -> None:
         self.http = http
+        self.requests = JsonRequests(http)
         self.base = base.rstrip("/")
         self.token = token
 
@@ -53,9 +54,8 @@ class BotApi:
         self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None
     ) -> Any:
         """The call's `result`; ApiError for a refusal. httpx's errors pass through."""
-        extra = {"timeout": timeout} if timeout is not None else {}
-        response = await self.http.post(self.url(method), json=params or {}, **extra)
-        return result_of(method, HttpAnswer.of(response))
+        request = self.requests.post(self.url(method), params or {}, timeout)
+        return result_of(method, HttpAnswer.of(await self.http.send(request)))
 
     async def download(
         self, file_path: str, limit: int, progress: Callable[[], None] = lambda: None
