@@ -41,6 +41,7 @@ from hermes.adapters.contract import (
     SEND_DEADLINE,
     Admit,
     ChatType,
+    Cursor,
     Fetch,
     Fetched,
     InboundEvent,
@@ -154,13 +155,14 @@ class PlatformAdapter(Actor):
             if scope is not None:
                 scope.cancel()
 
-    async def admit(self, event: InboundEvent) -> bool:
+    async def admit(self, event: InboundEvent, cursor: Cursor | None = None) -> bool:
         """Hand the event to the gateway; acknowledge it to the platform only after this
-        returns (False: a duplicate, acknowledge it too). The time it takes is the
-        gateway's, not the platform's: the progress deadline waits for it."""
+        returns (False: a duplicate, acknowledge it too). `cursor` commits with it. The
+        time it takes is the gateway's, not the platform's: the progress deadline waits
+        for it."""
         self._admitting += 1
         try:
-            admitted = await self._admit(event)
+            admitted = await self._admit(event, cursor)
         finally:
             self._admitting -= 1
             self._last = max(self._last, trio.current_time())

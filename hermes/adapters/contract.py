@@ -9,7 +9,7 @@ of sessions, agents or authorization.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import attrs
 
@@ -62,9 +62,21 @@ SEND_DEADLINE = 30.0
 """A send's one limit: an adapter answers every send within it (a request still out
 then is Unconfirmed), and the outbox waits for that answer, not a limit of its own."""
 
-Admit = Callable[[InboundEvent], Awaitable[bool]]
-"""Hand an event to the gateway: True once it is committed to the journal, False for a
-duplicate. An adapter acknowledges the event to its platform only after this returns."""
+
+@attrs.frozen
+class Cursor:
+    """An adapter's kept value (hermes/adapters/cursors.py), written with an admission."""
+
+    key: str
+    value: str
+
+
+class Admit(Protocol):
+    """Hand an event to the gateway: True once it is committed to the journal, False for a
+    duplicate. An adapter acknowledges the event to its platform only after this returns.
+    `cursor` commits with it (a poll offset past it: confirmed only once it is in)."""
+
+    async def __call__(self, event: InboundEvent, cursor: Cursor | None = None) -> bool: ...
 
 
 @attrs.frozen

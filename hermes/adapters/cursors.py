@@ -17,7 +17,7 @@ def _get(conn: apsw.Connection, key: str) -> str | None:
     return row[0] if row else None
 
 
-def _put(conn: apsw.Connection, key: str, value: str, now: float) -> None:
+def put_cursor(conn: apsw.Connection, key: str, value: str, now: float) -> None:
     conn.execute(
         "INSERT INTO adapter_cursors (key, value, updated_at) VALUES (?,?,?)"
         " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
@@ -45,7 +45,7 @@ class Cursors(UsesDb):
         return await self.db.read(_get, key)
 
     async def put(self, key: str, value: str) -> None:
-        await self.db.write(_put, key, value, self.clock.now())
+        await self.db.write(put_cursor, key, value, self.clock.now())
 
     async def prefixed(self, prefix: str) -> dict[str, str]:
         """Every value whose key starts with `prefix`, by the rest of its key."""

@@ -43,9 +43,13 @@ class Answer:
     reply_to: str | None = None
     prefix: str = ""  # said before the text (a turn answered after a restart)
 
-    def queue(self, conn: apsw.Connection, text: str, now: float, kind: str = "reply") -> None:
+    def queue(self, conn: apsw.Connection, text: str, now: float, kind: str = "reply") -> list[int]:
+        """Its rows queued; the new ids (none when it was queued before)."""
         chunks = chunks_for(self.prefix + text, self.target.platform)
-        enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to)
+        return enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to)
+
+
+Then = Callable[[apsw.Connection, float], None]  # a caller's write (conn, now)
 
 
 class Replies(Protocol):
@@ -58,10 +62,16 @@ class Replies(Protocol):
         turn's final step carries it (a streaming platform)."""
 
     async def answer(
-        self, source: InboundEvent | None, target: Target, text: str, key: str
+        self,
+        source: InboundEvent | None,
+        target: Target,
+        text: str,
+        key: str,
+        then: Then | None = None,
     ) -> None:
         """Send `text` to `target` (in reply to `source`, if any); `key` is stable for
-        this answer across retries and restarts."""
+        this answer across retries and restarts. `then`: the caller's write, committed
+        with the answer's rows (the router closes the event's journal row with it)."""
 
 
 class OutboxReplies(UsesDb):
@@ -101,11 +111,24 @@ class OutboxReplies(UsesDb):
         return Answer(source.target(), key, source.message_id, prefix)
 
     async def answer(
-        self, source: InboundEvent | None, target: Target, text: str, key: str
+        self,
+        source: InboundEvent | None,
+        target: Target,
+        text: str,
+        key: str,
+        then: Then | None = None,
     ) -> None:
-        if target.platform in self.streamed:
-            return  # its final step carried it
+        queued = text and target.platform not in self.streamed  # else its final step carried it
+        if not queued and then is None:
+            return
         reply_to = source.message_id if source is not None else None
         kind = "reply" if source is not None else "notice"
-        await self.db.write(Answer(target, key, reply_to).queue, text, self.clock.now(), kind)
-        nudge(self.outbox())
+
+        def write(conn: apsw.Connection, now: float) -> list[int]:
+            added = Answer(target, key, reply_to).queue(conn, text, now, kind) if queued else []
+            if then is not None:
+                then(conn, now)
+            return added
+
+        if await self.db.write(write, self.clock.now()):  # none added: already on its way
+            nudge(self.outbox())

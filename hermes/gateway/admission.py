@@ -20,7 +20,7 @@ from prometheus_client import Counter
 from hermes.actors.address import Address
 from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
-from hermes.adapters.contract import InboundEvent
+from hermes.adapters.contract import Cursor, InboundEvent
 from hermes.gateway.journal import admit, release
 from hermes.state.db import UsesDb
 from hermes.state.registry import Registry
@@ -64,11 +64,11 @@ class Admission(UsesDb):
         self.router = router
         self.clock = clock
 
-    async def __call__(self, event: InboundEvent) -> bool:
+    async def __call__(self, event: InboundEvent, cursor: Cursor | None = None) -> bool:
         arrived = trio.current_time()
         intake = self.router()
         owner = intake.owner if intake is not None else None
-        if not await self.db.write(admit, event, self.clock.now(), owner):
+        if not await self.db.write(admit, event, self.clock.now(), owner, cursor):
             INBOUND.labels(event.platform, "duplicate").inc()
             return False  # a duplicate: it was answered, or will be
         INBOUND.labels(event.platform, "admitted").inc()

@@ -25,11 +25,13 @@ import math
 import os
 import secrets
 import socket
+from collections.abc import Callable
 
 import apsw
 import attrs
 
-from hermes.adapters.contract import ChatType, InboundEvent
+from hermes.adapters.contract import ChatType, Cursor, InboundEvent
+from hermes.adapters.cursors import put_cursor
 
 ADMITTED, STARTED, ANSWERED, REFUSED, RESUMED = (
     "admitted",
@@ -49,9 +51,16 @@ _ADMIT = (
 )
 
 
-def admit(conn: apsw.Connection, event: InboundEvent, now: float, owner: str | None) -> bool:
+def admit(
+    conn: apsw.Connection,
+    event: InboundEvent,
+    now: float,
+    owner: str | None,
+    cursor: Cursor | None = None,
+) -> bool:
     """Record the event, started by `owner` (the live router) or else admitted for the
-    next router to claim; False if its key was already admitted (a duplicate)."""
+    next router to claim, and the adapter's `cursor` with it; False if its key was
+    already admitted (a duplicate)."""
     values = attrs.asdict(event, recurse=False)
     values["chat_type"] = str(event.chat_type)
     values["attachments"] = json.dumps(list(event.attachments))
@@ -62,7 +71,10 @@ def admit(conn: apsw.Connection, event: InboundEvent, now: float, owner: str | N
     values["now"] = now
     values["started"] = None if owner is None else now
     conn.execute(_ADMIT, values)
-    return conn.changes() == 1
+    added = conn.changes() == 1
+    if cursor is not None:
+        put_cursor(conn, cursor.key, cursor.value, now)
+    return added
 
 
 def release(conn: apsw.Connection, platform: str, event_id: str, owner: str) -> None:
@@ -107,6 +119,13 @@ def finish(
         " finished_at = ? WHERE platform = ? AND event_id = ?",
         (state, session_id, now, platform, event_id),
     )
+
+
+def closing(
+    platform: str, event_id: str, state: str, session_id: str | None
+) -> Callable[[apsw.Connection, float], None]:
+    """`finish` for this event as a write of (conn, now): run with its answer's rows."""
+    return lambda conn, now: finish(conn, platform, event_id, state, session_id, now)
 
 
 def admitted(conn: apsw.Connection, before: float = math.inf) -> list[InboundEvent]:

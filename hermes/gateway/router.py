@@ -52,7 +52,7 @@ from hermes.gateway.journal import (
     admitted,
     claim,
     claim_interrupted,
-    finish,
+    closing,
 )
 from hermes.gateway.rate_limit import InboundLimit
 from hermes.gateway.roles import role_of
@@ -372,11 +372,9 @@ class Router(Actor):
         target = event.target()
         step = TurnStep(kind, text, event_id=event.event_id, target=target, session_id=session_id)
         await self.replies.progress(step)
-        if answer and text:
-            await self.replies.answer(event, target, text, f"{event.platform}:{event.event_id}")
-        await self.db.write(
-            finish, event.platform, event.event_id, state, session_id, self.clock.now()
-        )
+        closed = closing(event.platform, event.event_id, state, session_id)
+        key = f"{event.platform}:{event.event_id}"
+        await self.replies.answer(event, target, text if answer else "", key, then=closed)
 
     def detail(self) -> dict[str, Any]:
         return {"sessions": len(self.sessions)}
@@ -598,10 +596,8 @@ class Router(Actor):
             text = f"Sorry, that failed: {final.text if final else 'the turn ended early'}"
         elif kind is StepKind.CUT:
             text = CUT_NOTICE
-        if text:
-            await self.replies.answer(event, target, text, key)
-        await self.db.write(finish, event.platform, event.event_id, ANSWERED, session_id,
-                            self.clock.now())  # fmt: skip
+        closed = closing(event.platform, event.event_id, ANSWERED, session_id)
+        await self.replies.answer(event, target, text or "", key, then=closed)  # one commit
 
     # -- housekeeping -------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from hermes.actors.ref import Ref
 from hermes.actors.reply import Reply
 from hermes.actors.supervisor import ChildSpec, Restart, Supervisor
 from hermes.adapters.base import AdapterFactory, AdapterSetup, AdapterStatus, PlatformAdapter
-from hermes.adapters.contract import InboundEvent, Send, SendRequest, SendResult
+from hermes.adapters.contract import Cursor, InboundEvent, Send, SendRequest, SendResult
 from hermes.adapters.cursors import Cursors
 from hermes.config import PlatformConfig, Secrets
 
@@ -52,7 +52,7 @@ class Admissions:
         self._failing.add(text)
         self.release(text)
 
-    async def __call__(self, event: InboundEvent) -> bool:
+    async def __call__(self, event: InboundEvent, cursor: Cursor | None = None) -> bool:
         self.ids.append(event.event_id)
         self.times.append(trio.current_time())
         self._changed.set()

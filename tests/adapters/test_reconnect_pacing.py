@@ -12,10 +12,10 @@ import pytest
 import trio
 
 from hermes.adapters.base import BACKING_OFF, EARLY_FAILURES, AdapterStatus, PlatformAdapter
-from hermes.adapters.contract import InboundEvent
+from hermes.adapters.contract import Cursor, InboundEvent
 
 
-async def admit(event: InboundEvent) -> bool:
+async def admit(event: InboundEvent, cursor: Cursor | None = None) -> bool:
     return True
 
 

@@ -386,7 +386,7 @@ async def telegram(url: str, admitted: list | None = None):
     config = TelegramConfig(token_env=TOKEN_VAR, base_url=url, poll_timeout=1)
     secrets = Secrets({TOKEN_VAR: TOKEN}, frozenset())
 
-    async def admit(event) -> bool:
+    async def admit(event, cursor=None) -> bool:
         if admitted is not None:
             admitted.append(event)
         return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from hermes.adapters.base import AdapterStatus
-from hermes.adapters.contract import InboundEvent
+from hermes.adapters.contract import Cursor, InboundEvent
 from hermes.adapters.local.endpoint import LocalEndpoint
 from hermes.adapters.local.jsonrpc import METHOD_NOT_FOUND, RpcError
 
@@ -24,7 +24,7 @@ class Admissions:
         self.events: list[InboundEvent] = []
         self._arrived = trio.Event()
 
-    async def __call__(self, event: InboundEvent) -> bool:
+    async def __call__(self, event: InboundEvent, cursor: Cursor | None = None) -> bool:
         self.events.append(event)
         self._arrived.set()
         return True

@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
@@ -25,12 +26,13 @@ import trio
 
 from hermes.actors.address import Address
 from hermes.actors.clock import Clock
-from hermes.adapters.contract import ChatType, InboundEvent, Target, TurnStep
+from hermes.adapters.contract import ChatType, Cursor, InboundEvent, Target, TurnStep
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config
+from hermes.delivery.replies import Then
 from hermes.gateway.admission import Admission, Admitted, Intake
 from hermes.gateway.journal import new_owner
 from hermes.gateway.router import Router
@@ -59,7 +61,8 @@ class Answer:
 class RecordingReplies:
     """The router's Replies: records steps and answers, in order."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, state_db: Path) -> None:
+        self.state_db = state_db  # where the router's `then` writes go (its journal rows)
         self.steps: list[TurnStep] = []
         self.answers: list[Answer] = []
         self.timeout = timeout
@@ -81,14 +84,23 @@ class RecordingReplies:
         return None  # every answer comes through `answer`, where it is recorded
 
     async def answer(
-        self, source: InboundEvent | None, target: Target, text: str, key: str
+        self,
+        source: InboundEvent | None,
+        target: Target,
+        text: str,
+        key: str,
+        then: Then | None = None,
     ) -> None:
         answer = Answer(source, target, text, key)
         if self.hang(answer):
             self.hanging.append(answer)
             self._touch()
             await trio.sleep_forever()
-        self.answers.append(answer)
+        if then is not None:
+            with writing(self.state_db) as conn:
+                then(conn, time.time())
+        if text:
+            self.answers.append(answer)
         self._touch()
 
     async def wait_for(self, found: Callable[[], T | None]) -> T:
@@ -139,8 +151,8 @@ class RouterHarness:
         fields.setdefault("user_name", user.title())
         return InboundEvent(platform, f"ev{n}", chat_type, chat_id, user, text, **fields)
 
-    async def admit(self, event: InboundEvent) -> bool:
-        return await self.admission(event)
+    async def admit(self, event: InboundEvent, cursor: Cursor | None = None) -> bool:
+        return await self.admission(event, cursor)
 
     async def send(self, user: str = "alice", text: str = "hello", **kw: Any) -> InboundEvent:
         event = self.event(user, text, **kw)
@@ -220,7 +232,7 @@ async def running_router(
 
     `timeout` bounds every wait of the harness (virtual seconds under a mock clock,
     where a large one only fires when everything is stuck)."""
-    replies = RecordingReplies(timeout)
+    replies = RecordingReplies(timeout, home.state_db)
     clock = Clock(time.time() - trio.current_time())  # wall time, on the test's trio clock
     router = Router(
         registry, home.state_db, home.root, home.memories, make_agent(fake),

@@ -7,7 +7,9 @@ import socket
 
 import trio
 
-from hermes.adapters.contract import ChatType, InboundEvent
+from hermes.actors.clock import Clock
+from hermes.adapters.contract import ChatType, Cursor, InboundEvent
+from hermes.adapters.cursors import Cursors
 from hermes.gateway.journal import (
     ANSWERED,
     REFUSED,
@@ -37,6 +39,14 @@ async def test_a_duplicate_is_recognised_and_an_event_is_claimed_once(registry, 
         assert await db.write(claim, "tg", "u1", "serve-a", T0 + 2)
         assert not await db.write(claim, "tg", "u1", "serve-b", T0 + 2)  # never twice
         assert await db.read(admitted) == []
+
+
+async def test_a_poll_offset_commits_with_the_admission_a_duplicate_included(registry, db_path):
+    async with Db(registry, db_path) as db, Cursors(registry, db_path, Clock()) as kept:
+        assert await db.write(admit, event(1), T0, None, Cursor("tg:offset", "2"))
+        assert await kept.get("tg:offset") == "2"
+        assert not await db.write(admit, event(1), T0 + 1, None, Cursor("tg:offset", "3"))
+        assert await kept.get("tg:offset") == "3"  # a replayed batch still moves it on
 
 
 async def test_an_interrupted_turn_is_resumed_once_and_only_if_young(registry, db_path):

@@ -33,6 +33,7 @@ import trio
 from hermes.actors.backoff import Backoff
 from hermes.adapters.base import BACKING_OFF, AdapterFatal, AdapterSetup
 from hermes.adapters.contract import (
+    Cursor,
     Fetched,
     InboundEvent,
     Permanent,
@@ -175,10 +176,12 @@ class TelegramAdapter(HttpAdapter):
         return int(kept) if kept and kept.lstrip("-").isdigit() else 0
 
     async def _take(self, updates: Any, offset: int) -> int:
-        """Admit each update in order; the new offset (kept in state.db) confirms them to
-        Telegram with the next poll, only after all of them are committed."""
+        """Admit each update in order; the new offset (kept in state.db, committed with the
+        last of them) confirms them to Telegram with the next poll, only after all of
+        them are committed."""
         if not isinstance(updates, list) or not updates:
             return offset
+        events = []
         for update in updates:
             try:
                 update_id = int(update["update_id"])
@@ -193,9 +196,14 @@ class TelegramAdapter(HttpAdapter):
                 continue
             if found is not None:  # its media is fetched only once it is authorized
                 refs = tuple(ref.to_text() for ref in found.media)
-                await self.admit(attrs.evolve(found.event, attachments=refs))
-        if self.cursors is not None:
-            await self.cursors.put(self.offset_key, str(offset))
+                events.append(attrs.evolve(found.event, attachments=refs))
+        kept = Cursor(self.offset_key, str(offset)) if self.cursors is not None else None
+        for event in events[:-1]:
+            await self.admit(event)
+        if events:
+            await self.admit(events[-1], kept)
+        elif kept is not None:
+            await self.cursors.put(kept.key, kept.value)
         return offset
 
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
