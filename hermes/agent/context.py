@@ -148,8 +148,11 @@ class Budgets:
 
     def estimate(self, messages: Sequence[dict[str, Any]], extra_chars: int, p: Provider) -> int:
         """The prompt's size in tokens, as `p` would count it."""
-        chars = prompt_chars(messages) + extra_chars
-        return int(chars / self.chars_per_token(p)) + MESSAGE_OVERHEAD * len(messages)
+        return self.tokens(prompt_chars(messages) + extra_chars, len(messages), p)
+
+    def tokens(self, chars: int, count: int, p: Provider) -> int:
+        """`count` messages of `chars` characters in all, in tokens as `p` would count them."""
+        return int(chars / self.chars_per_token(p)) + MESSAGE_OVERHEAD * count
 
     def threshold(self, provider: Provider) -> int:
         return int(provider.context_tokens * self.compact_at)
@@ -209,12 +212,17 @@ class Compactor:
 
     async def fit(
         self, conversation: Conversation, system: str, extra_chars: int, provider: Provider
-    ) -> Compacted:
-        """Compact `conversation` (in place) if its prompt would pass `provider`'s threshold."""
-        threshold = self.budgets.threshold(provider)
-        if self._size(conversation, system, extra_chars, provider) <= threshold:
-            return Compacted()
-        return await self.compact(conversation, system, extra_chars, provider)
+    ) -> int:
+        """Compact `conversation` (in place) if its prompt would pass `provider`'s
+        threshold. Returns the prompt's characters then (`extra_chars` not counted):
+        measured once, as the turn's one walk over the conversation when it fits."""
+        prompt = conversation.prompt(system)
+        chars = prompt_chars(prompt)
+        size = self.budgets.tokens(chars + extra_chars, len(prompt), provider)
+        if size <= self.budgets.threshold(provider):
+            return chars
+        await self.compact(conversation, system, extra_chars, provider)
+        return prompt_chars(conversation.prompt(system))
 
     async def compact(
         self,

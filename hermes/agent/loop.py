@@ -27,7 +27,6 @@ from hermes.agent.context import (
     Budgets,
     Compactor,
     Conversation,
-    prompt_chars,
     provider_key,
 )
 from hermes.agent.permissions import Permissions
@@ -200,12 +199,10 @@ class Agent:
         schemas, schema_chars = self._offered[ctx.caller.role]
 
         async def prepare(provider: Provider) -> list[dict[str, Any]]:
-            await compactor.fit(conversation, system, schema_chars, provider)
-            messages = conversation.prompt(system)
-            key = provider_key(provider.name, provider.model)
-            sent[key] = prompt_chars(messages) + schema_chars
+            chars = await compactor.fit(conversation, system, schema_chars, provider)
+            sent[provider_key(provider.name, provider.model)] = chars + schema_chars
             times.wait_begins()  # the request goes now
-            return messages
+            return conversation.prompt(system)
 
         async def on_text(piece: str) -> None:
             await emit(TurnStep(StepKind.TEXT, piece))
