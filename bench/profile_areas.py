@@ -21,10 +21,17 @@ AREAS = (
     ("state.db: the writer, its thread, reads", ("hermes/state/",)),
     ("the local endpoint (WebSocket, JSON-RPC)", ("hermes/adapters/local/",)),
     ("chat adapters and their HTTP", ("hermes/adapters/",)),
-    ("router, admission, sessions", ("hermes/gateway/router.py", "hermes/gateway/admission.py",
-                                     "hermes/gateway/session_actor.py", "hermes/gateway/journal.py",
-                                     "hermes/gateway/roles.py",
-                                     "hermes/gateway/authorization.py")),  # fmt: skip
+    (
+        "router, admission, sessions",
+        (
+            "hermes/gateway/router.py",
+            "hermes/gateway/admission.py",
+            "hermes/gateway/session_actor.py",
+            "hermes/gateway/journal.py",
+            "hermes/gateway/roles.py",
+            "hermes/gateway/authorization.py",
+        ),
+    ),  # fmt: skip
     ("the agent loop, prompt, context, memory", ("hermes/agent/",)),
     ("the actor kernel (mailboxes, calls)", ("hermes/actors/",)),
     ("delivery (replies, outbox)", ("hermes/delivery/",)),

@@ -208,6 +208,7 @@ class TurnStep:
     event_id: str = ""
     target: Target | None = None
     session_id: str | None = None
+    settled: bool = False  # DONE: its answer's rows and its Answer's `then` are committed
 
     @property
     def final(self) -> bool:

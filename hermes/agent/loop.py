@@ -178,7 +178,7 @@ class Agent:
                 row_id = await db.write(append_answered, said, answer)
                 nudge(ctx.outbox)
                 conversation.add({"role": "assistant", "content": NOT_RUN_AGAIN}, row_id)
-                await emit(TurnStep(StepKind.DONE, NOT_RUN_AGAIN))
+                await emit(TurnStep(StepKind.DONE, NOT_RUN_AGAIN, settled=answer is not None))
                 return TurnResult(NOT_RUN_AGAIN, 0, "", "", conversation)
             if not _asked(conversation, user_text):  # cut before it began: ask it now
                 user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
@@ -256,7 +256,8 @@ class Agent:
             raise
         # Recorded (and queued) already: a cancel while the step waits for its consumer
         # must not record an interruption after the answer.
-        await emit(TurnStep(StepKind.DONE, result.text))
+        settled = answer is not None and bool(result.text)  # queued with its message
+        await emit(TurnStep(StepKind.DONE, result.text, settled=settled))
         return result
 
     async def _record_reply(

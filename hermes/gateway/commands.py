@@ -13,7 +13,6 @@ import attrs
 
 from hermes.adapters.contract import InboundEvent
 from hermes.delivery.channels import set_home
-from hermes.gateway.roles import role_of
 from hermes.state.errors import SessionNotFound
 from hermes.state.sessions import end_session
 
@@ -83,14 +82,14 @@ async def _status(c: CommandContext) -> CommandReply:
 async def _whoami(c: CommandContext) -> CommandReply:
     e = c.event
     name = f" ({e.user_name})" if e.user_name else ""
-    role = await role_of(e, c.router.config, c.router.db)
+    role = await c.router.role(e)
     tools = ", ".join(c.router.agent.offered(role)) or "none"
     return CommandReply(f"{e.platform} user {e.user_id}{name} · authorized · role: {role}"
                         f" · tools: {tools}", c.session_id)  # fmt: skip
 
 
 async def _sethome(c: CommandContext) -> CommandReply:
-    if await role_of(c.event, c.router.config, c.router.db) != "owner":
+    if await c.router.role(c.event) != "owner":
         return CommandReply("Only an owner can set the home channel.", c.session_id)
     target = c.event.target()
     await c.router.db.write(set_home, target, c.event.user_id, c.router.clock.now())

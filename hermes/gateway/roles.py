@@ -8,16 +8,21 @@ else who is let in is a user.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from hermes.adapters.contract import InboundEvent
 from hermes.config import Config, Role
-from hermes.state.db import Db
-from hermes.state.pairing import owner_rule, owners
+from hermes.state.pairing import owner_rule
+
+OwnersOf = Callable[[str], Awaitable[frozenset[str]]]  # a platform's owners by pairing
 
 
-async def role_of(event: InboundEvent, config: Config, db: Db) -> Role:
+async def role_of(event: InboundEvent, config: Config, owners_of: OwnersOf) -> Role:
+    """`owners_of` is asked only when config does not settle it (the router keeps its
+    answers between its housekeeping rounds: hermes/gateway/router.py)."""
     if event.platform == "local" or event.user_id in config.gateway.owners:
         return "owner"
     configured = config.platforms.get(event.platform)
     named = configured.owner if configured is not None else None
-    first = not named and event.user_id in await db.read(owners, event.platform)
+    first = not named and event.user_id in await owners_of(event.platform)
     return "owner" if owner_rule(named, event.user_id, first) else "user"

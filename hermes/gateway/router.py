@@ -63,6 +63,7 @@ from hermes.state.errors import StateError
 from hermes.state.pairing import (
     approved_users,
     owner_rule,
+    owners,
     request_code,
     to_welcome,
     welcomed,
@@ -188,6 +189,9 @@ class Router(Actor):
         self._arrived, self._arrivals = trio.open_memory_channel[Admitted](256)
         self._look = trio.Event()  # set: housekeeping looks now, not at its next round
         self._arrivals_idle = trio.Event()
+        # Each platform's owners by pairing, as read since the last housekeeping round
+        # (or PairingChanged): a turn asks its sender's role, and they rarely change.
+        self._owners: dict[str, frozenset[str]] = {}
 
     # -- life -----------------------------------------------------------------
 
@@ -265,6 +269,7 @@ class Router(Actor):
                     actor.reload()
             return None
         if isinstance(msg, PairingChanged):
+            self._owners.clear()
             self._look.set()
             return None
         raise TypeError(f"the router cannot handle {type(msg).__name__}")
@@ -375,6 +380,15 @@ class Router(Actor):
         closed = closing(event.platform, event.event_id, state, session_id)
         key = f"{event.platform}:{event.event_id}"
         await self.replies.answer(event, target, text if answer else "", key, then=closed)
+
+    async def role(self, event: InboundEvent) -> Role:
+        """The sender's role (hermes/gateway/roles.py), the pairing owners as last read."""
+        return await role_of(event, self.config, self._owners_of)
+
+    async def _owners_of(self, platform: str) -> frozenset[str]:
+        if platform not in self._owners:
+            self._owners[platform] = await self.db.read(owners, platform)
+        return self._owners[platform]
 
     def detail(self) -> dict[str, Any]:
         return {"sessions": len(self.sessions)}
@@ -518,7 +532,10 @@ class Router(Actor):
         send, events = trio.open_memory_channel[TurnStep](TURN_STEPS)
         key = f"{event.platform}:{event.event_id}"
         answer = self.replies.planned(event, key, RESUMED_PREFIX if resume else "")
-        role = await role_of(event, self.config, self.db)
+        if answer is not None:  # the event's journal row closes with the answer's rows
+            answer = attrs.evolve(answer, then=closing(event.platform, event.event_id,
+                                                       ANSWERED, session_id))  # fmt: skip
+        role = await self.role(event)
         times = TurnTimes(arrived) if arrived is not None else None
         follow = _Following(event, session_id, resume, times)
         self.following[event.platform, event.event_id] = follow
@@ -587,6 +604,8 @@ class Router(Actor):
         event, session_id = follow.event, follow.session_id
         target, key = event.target(), f"{event.platform}:{event.event_id}"
         kind = final.kind if final else StepKind.ERROR
+        if final is not None and final.settled:
+            return  # answered, and its journal row closed, in the answer's transaction
         if kind is StepKind.CUT and follow.resumable and not follow.resume:
             return  # a drain or a crash cut it: left started, the next start resumes it
         text = None
@@ -607,6 +626,7 @@ class Router(Actor):
         in state.db with no serve running, or by another serve on the home)."""
         while True:
             self._look = trio.Event()
+            self._owners.clear()  # an approval or revocation made outside serve shows now
             # An event admitted while this router was starting (or restarting) had no
             # one to tell: take it from the journal (a claim is atomic: never twice).
             for event in await self.db.read(admitted, self.clock.now() - HOUSEKEEPING):

@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 from hermes.adapters.contract import StepKind, Target, TurnStep
+from hermes.adapters.cursors import put_cursor
 from hermes.agent.chain import AllProvidersFailed, ProviderChain
 from hermes.agent.context import INTERRUPTED
 from hermes.agent.loop import Agent
@@ -252,3 +253,27 @@ async def test_the_final_answer_is_queued_with_the_message_holding_it(fake, ctx)
             " FROM outbox o JOIN messages m ON m.content = 'Noted.'"))  # fmt: skip
 
     assert await ctx.db.read(rows) == [("42", "(late) Noted.", "in7", "telegram:e1:0", "Noted.")]
+
+
+async def test_the_answers_then_commits_with_its_rows_and_the_done_step_says_so(fake, ctx):
+    """The router's write (the event's journal row closed) rides on the answer's
+    transaction, and the DONE step says so: the router writes nothing after it."""
+    fake.script(text_answer("Done."))
+
+    def closed(conn, now: float) -> None:
+        put_cursor(conn, "closed", "telegram:e2", now)
+
+    answer = Answer(Target("telegram", "42"), "telegram:e2", then=closed)
+    steps: list[TurnStep] = []
+
+    async def on_step(step: TurnStep) -> None:
+        steps.append(step)
+
+    await agent(provider(fake)).run_turn(ctx, "hi", on_step, stream=False, answer=answer)
+    assert steps[-1].kind is StepKind.DONE and steps[-1].settled
+
+    def rows(conn):
+        sql = "SELECT o.text, c.value FROM outbox o, adapter_cursors c WHERE c.key = 'closed'"
+        return list(conn.execute(sql))
+
+    assert await ctx.db.read(rows) == [("Done.", "telegram:e2")]

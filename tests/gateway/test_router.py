@@ -199,6 +199,20 @@ async def test_an_approved_user_is_answered_at_once_welcomed_and_revocable(
         assert user_texts(fake) == ["now?"]
 
 
+async def test_an_owner_approved_outside_serve_has_the_role_from_the_next_round(
+    registry, home, fake, io_clock
+):
+    """The router keeps the pairing owners it read until its next housekeeping round,
+    which is also the round that welcomes an approval made outside serve."""
+    config = attrs.evolve(OPEN, gateway=GatewayConfig(allowed_users=("alice",)))
+    async with running_router(registry, home, fake, config, timeout=1e6) as h:
+        assert "role: user" in (await h.ask("alice", "/whoami")).text  # no owner by pairing
+        (code,) = CODE.findall((await h.ask("sam", "hello?")).text)
+        assert h.cli_write(attempt_approval, "telegram", code, time.time()).owner
+        await h.answer_with_key("welcome:telegram:sam")
+        assert "role: owner" in (await h.ask("sam", "/whoami")).text
+
+
 async def test_an_expired_code_is_replaced_and_a_locked_platform_approves_nobody(
     registry, home, fake
 ):
