@@ -36,7 +36,7 @@ from hermes.agent.tools.base import Tool, ToolContext, schema
 from hermes.agent.turn_times import TurnTimes
 from hermes.config import Role, ToolsConfig
 from hermes.delivery.outbox import nudge
-from hermes.delivery.replies import Answer
+from hermes.delivery.replies import Answer, Then
 from hermes.state.db import PendingWrite
 from hermes.state.messages import (
     NewMessage,
@@ -148,6 +148,7 @@ class Agent:
         resume: bool = False,
         answer: Answer | None = None,
         times: TurnTimes | None = None,
+        settle: Then | None = None,
     ) -> TurnResult:
         """`conversation`: what the last turn's result kept, if the caller kept it;
         otherwise what the prompt needs is read from state.db (the latest compaction
@@ -156,7 +157,8 @@ class Agent:
         where the final text goes, queued in the outbox with the message holding it.
         `on_step` gets each step as it happens and is awaited: a slow consumer holds
         the turn back (the model's stream included) rather than piling steps up.
-        `times`: marked with the model's and the tools' spans."""
+        `times`: marked with the model's and the tools' spans. `settle`: the caller's
+        write, committed with the final message (its DONE step then says `settled`)."""
         times = times or TurnTimes(0.0)
 
         async def emit(step: TurnStep) -> None:
@@ -175,10 +177,10 @@ class Agent:
             if _cut_in_a_command(conversation, user_text):  # never run it again unasked
                 said = NewMessage(ctx.session_id, "assistant", NOT_RUN_AGAIN,
                                   timestamp=ctx.clock.now())  # fmt: skip
-                row_id = await db.write(append_answered, said, answer)
+                row_id = await db.write(append_answered, said, answer, settle)
                 nudge(ctx.outbox)
                 conversation.add({"role": "assistant", "content": NOT_RUN_AGAIN}, row_id)
-                await emit(TurnStep(StepKind.DONE, NOT_RUN_AGAIN, settled=answer is not None))
+                await emit(TurnStep(StepKind.DONE, NOT_RUN_AGAIN, settled=settle is not None))
                 return TurnResult(NOT_RUN_AGAIN, 0, "", "", conversation)
             if not _asked(conversation, user_text):  # cut before it began: ask it now
                 user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
@@ -215,8 +217,10 @@ class Agent:
                 key = provider_key(reply.provider, reply.model)
                 self.budgets.calibrate(key, sent.get(key, 0), reply.input_tokens)
                 earlier, user_write = user_write, None
-                final = answer if not reply.tool_calls else None
-                reply_id, user_id = await self._record_reply(ctx, reply, earlier, final)
+                final = not reply.tool_calls
+                reply_id, user_id = await self._record_reply(
+                    ctx, reply, earlier, answer if final else None, settle if final else None
+                )
                 if user_id is not None:
                     conversation.ids[_index_of(conversation, user_message)] = user_id
                 conversation.add(_assistant_message(reply), reply_id)
@@ -239,7 +243,7 @@ class Agent:
             else:
                 text = f"[stopped after {self.max_turns} model calls without a final answer]"
                 said = NewMessage(ctx.session_id, "assistant", text, timestamp=ctx.clock.now())
-                row_id = await db.write(append_answered, said, answer)
+                row_id = await db.write(append_answered, said, answer, settle)
                 nudge(ctx.outbox)
                 conversation.add({"role": "assistant", "content": text}, row_id)
                 result = TurnResult(text, self.max_turns, reply.provider, reply.model, conversation)
@@ -256,8 +260,7 @@ class Agent:
             raise
         # Recorded (and queued) already: a cancel while the step waits for its consumer
         # must not record an interruption after the answer.
-        settled = answer is not None and bool(result.text)  # queued with its message
-        await emit(TurnStep(StepKind.DONE, result.text, settled=settled))
+        await emit(TurnStep(StepKind.DONE, result.text, settled=settle is not None))
         return result
 
     async def _record_reply(
@@ -266,18 +269,19 @@ class Agent:
         reply: ModelReply,
         earlier: PendingWrite | None,
         answer: Answer | None,
+        settle: Then | None,
     ) -> tuple[int, int | None]:
         """The reply is queued behind `earlier` (the user's message), then both are
         awaited: the writer commits them in that order, usually in one batch. A final
-        reply's `answer` rows go in with it. Returns their row ids (the reply's, and
-        the user message's if it was queued)."""
+        reply's `answer` rows and its `settle` go in with it. Returns their row ids (the
+        reply's, and the user message's if it was queued)."""
         calls = [c.to_message() for c in reply.tool_calls] or None
         message = NewMessage(
             ctx.session_id, "assistant", reply.content, tool_calls=calls,
             input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
             timestamp=ctx.clock.now(),
         )  # fmt: skip
-        record = await ctx.db.submit(append_answered, message, answer)
+        record = await ctx.db.submit(append_answered, message, answer, settle)
         user_id = None
         try:
             if earlier is not None:
@@ -323,12 +327,19 @@ class Agent:
             return f"error: {type(exc).__name__}: {exc}"
 
 
-def append_answered(conn: apsw.Connection, message: NewMessage, answer: Answer | None) -> int:
+def append_answered(
+    conn: apsw.Connection,
+    message: NewMessage,
+    answer: Answer | None,
+    settle: Then | None = None,
+) -> int:
     """The assistant's message and, for a final one, its answer's outbox rows (queued
-    at the message's time): one transaction."""
+    at the message's time) and the caller's `settle`: one transaction."""
     row_id = append_message(conn, message)
     if answer is not None and message.content:
         answer.queue(conn, message.content, message.timestamp)
+    if settle is not None:
+        settle(conn, message.timestamp)
     return row_id
 
 

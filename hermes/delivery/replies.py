@@ -38,22 +38,17 @@ class Answer:
     """Where a turn's answer goes. The agent queues it (`queue`) in the transaction that
     records the assistant message holding it: an answer recorded is an answer sent,
     and a crash between the two cannot lose it. Its rows are keyed by `key`, so the
-    router's own `answer` afterwards (or a resumed turn's) adds nothing. `then`, the
-    router's write, commits with them (the event's journal row closed)."""
+    router's own `answer` afterwards (or a resumed turn's) adds nothing."""
 
     target: Target
     key: str
     reply_to: str | None = None
     prefix: str = ""  # said before the text (a turn answered after a restart)
-    then: Then | None = None
 
     def queue(self, conn: apsw.Connection, text: str, now: float, kind: str = "reply") -> list[int]:
-        """Its rows queued and `then` run; the new ids (none when it was queued before)."""
+        """Its rows queued; the new ids (none when it was queued before)."""
         chunks = chunks_for(self.prefix + text, self.target.platform)
-        added = enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to)
-        if self.then is not None:
-            self.then(conn, now)
-        return added
+        return enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to)
 
 
 class Replies(Protocol):
@@ -129,11 +124,10 @@ class OutboxReplies(UsesDb):
         kind = "reply" if source is not None else "notice"
 
         def write(conn: apsw.Connection, now: float) -> list[int]:
-            if queued:
-                return Answer(target, key, reply_to, then=then).queue(conn, text, now, kind)
+            added = Answer(target, key, reply_to).queue(conn, text, now, kind) if queued else []
             if then is not None:
                 then(conn, now)
-            return []
+            return added
 
         if await self.db.write(write, self.clock.now()):  # none added: already on its way
             nudge(self.outbox())

@@ -136,6 +136,7 @@ class _Following:
     session_id: str
     resume: bool
     times: TurnTimes | None
+    queued: bool = False  # its answer goes into the outbox with its final message
     in_terminal: set[str] = attrs.Factory(set)  # open terminal calls
     resumable: bool = True
     scope: trio.CancelScope = attrs.Factory(lambda: trio.CancelScope(shield=True))
@@ -532,18 +533,17 @@ class Router(Actor):
         send, events = trio.open_memory_channel[TurnStep](TURN_STEPS)
         key = f"{event.platform}:{event.event_id}"
         answer = self.replies.planned(event, key, RESUMED_PREFIX if resume else "")
-        if answer is not None:  # the event's journal row closes with the answer's rows
-            answer = attrs.evolve(answer, then=closing(event.platform, event.event_id,
-                                                       ANSWERED, session_id))  # fmt: skip
+        # The event's journal row closes in the transaction of the turn's final message.
+        settle = closing(event.platform, event.event_id, ANSWERED, session_id)
         role = await self.role(event)
         times = TurnTimes(arrived) if arrived is not None else None
-        follow = _Following(event, session_id, resume, times)
+        follow = _Following(event, session_id, resume, times, queued=answer is not None)
         self.following[event.platform, event.event_id] = follow
         if self._followers_done.is_set():  # one already waited on stays the one
             self._followers_done = trio.Event()
         self.nursery.start_soon(self._follow, follow, events)
         try:
-            turn = Turn(text, send, resume=resume, answer=answer, times=times)
+            turn = Turn(text, send, resume=resume, answer=answer, settle=settle, times=times)
             try:
                 await self._hand(session_id, event, role, turn)
             except ActorStopped:  # it stopped for idleness a moment ago: start it again
@@ -604,8 +604,9 @@ class Router(Actor):
         event, session_id = follow.event, follow.session_id
         target, key = event.target(), f"{event.platform}:{event.event_id}"
         kind = final.kind if final else StepKind.ERROR
-        if final is not None and final.settled:
-            return  # answered, and its journal row closed, in the answer's transaction
+        settled = final is not None and final.settled  # its journal row closed with it
+        if settled and follow.queued:
+            return  # and its answer's rows queued in that transaction
         if kind is StepKind.CUT and follow.resumable and not follow.resume:
             return  # a drain or a crash cut it: left started, the next start resumes it
         text = None
@@ -615,7 +616,7 @@ class Router(Actor):
             text = f"Sorry, that failed: {final.text if final else 'the turn ended early'}"
         elif kind is StepKind.CUT:
             text = CUT_NOTICE
-        closed = closing(event.platform, event.event_id, ANSWERED, session_id)
+        closed = None if settled else closing(event.platform, event.event_id, ANSWERED, session_id)
         await self.replies.answer(event, target, text or "", key, then=closed)  # one commit
 
     # -- housekeeping -------------------------------------------------------------

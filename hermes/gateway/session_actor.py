@@ -19,7 +19,7 @@ from hermes.agent.loop import Agent
 from hermes.agent.provider import ProviderError
 from hermes.agent.tools.base import ToolContext
 from hermes.agent.turn_times import TurnTimes
-from hermes.delivery.replies import Answer
+from hermes.delivery.replies import Answer, Then
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class Turn:
     events: trio.MemorySendChannel[TurnStep]
     resume: bool = False
     answer: Answer | None = None
+    settle: Then | None = None  # the router's write, committed with the final message
     ctx: ToolContext | None = None  # whose turn it is (caller, memory, origin); else the session's
     media: Callable[[], Awaitable[str]] | None = None  # fetches its attachments: lines to add
     times: TurnTimes | None = None  # where its time goes, when it arrived just now
@@ -178,7 +179,7 @@ class SessionActor(Actor):
                         result = await self.agent.run_turn(
                             ctx, text, send, source=self.source,
                             conversation=conversation, resume=turn.resume, answer=turn.answer,
-                            times=turn.times,
+                            settle=turn.settle, times=turn.times,
                         )  # fmt: skip
                         self.conversation = result.conversation
                 except Exception as exc:

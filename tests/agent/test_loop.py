@@ -255,25 +255,34 @@ async def test_the_final_answer_is_queued_with_the_message_holding_it(fake, ctx)
     assert await ctx.db.read(rows) == [("42", "(late) Noted.", "in7", "telegram:e1:0", "Noted.")]
 
 
-async def test_the_answers_then_commits_with_its_rows_and_the_done_step_says_so(fake, ctx):
-    """The router's write (the event's journal row closed) rides on the answer's
-    transaction, and the DONE step says so: the router writes nothing after it."""
-    fake.script(text_answer("Done."))
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_the_settle_write_commits_with_the_final_message_once(fake, ctx, streamed):
+    """The router's write (the event's journal row closed) rides on the final message's
+    transaction, answer rows or none (a streamed platform), never on a tool-calling
+    step's; the DONE step says so, and the router writes nothing after it."""
+    fake.script(tool_answer(("memory", {"action": "add", "target": "user", "text": "tea"})),
+                text_answer("Done."))  # fmt: skip
+    ran: list[float] = []
 
-    def closed(conn, now: float) -> None:
+    def settle(conn, now: float) -> None:
+        ran.append(now)
         put_cursor(conn, "closed", "telegram:e2", now)
 
-    answer = Answer(Target("telegram", "42"), "telegram:e2", then=closed)
+    answer = None if streamed else Answer(Target("telegram", "42"), "telegram:e2")
     steps: list[TurnStep] = []
 
     async def on_step(step: TurnStep) -> None:
         steps.append(step)
 
-    await agent(provider(fake)).run_turn(ctx, "hi", on_step, stream=False, answer=answer)
-    assert steps[-1].kind is StepKind.DONE and steps[-1].settled
+    await agent(provider(fake)).run_turn(ctx, "hi", on_step, stream=False, answer=answer,
+                                         settle=settle)  # fmt: skip
+    assert steps[-1].kind is StepKind.DONE and steps[-1].settled and len(ran) == 1
 
     def rows(conn):
-        sql = "SELECT o.text, c.value FROM outbox o, adapter_cursors c WHERE c.key = 'closed'"
+        sql = (
+            "SELECT m.content, c.value, (SELECT count(*) FROM outbox) FROM messages m"
+            " JOIN adapter_cursors c ON c.updated_at = m.timestamp WHERE c.key = 'closed'"
+        )
         return list(conn.execute(sql))
 
-    assert await ctx.db.read(rows) == [("Done.", "telegram:e2")]
+    assert await ctx.db.read(rows) == [("Done.", "telegram:e2", 0 if streamed else 1)]
