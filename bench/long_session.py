@@ -5,9 +5,11 @@ at its context budget.
 Run: python bench/long_session.py [--minutes 3]   (from the repository root)
 - In this process, with the built-in offline model (its 8,000-token window) and
   a real state.db: one session grown to 5,000 messages, every tenth message a
-  terminal command printing about 100 KB. The median time of a turn (50 turns)
-  is measured at 10 messages of history and again at 5,000, and the session's
-  retained conversation (what a session actor holds) at 5,000.
+  terminal command printing about 100 KB, and a second grown to 10. The median
+  time of a turn (50 turns each, one on each session in turn, so the machine's
+  noise falls on both alike: a turn is well under a millisecond) with 10 messages
+  of history and with 5,000, and the long session's retained conversation (what a
+  session actor holds).
 - A real `hermes serve` on a fresh home (offline model), 100 sessions over its
   local endpoint, in two steps:
   - prefill: each session is sent its messages one after another (all sessions
@@ -63,7 +65,7 @@ from hermes.state.registry import Registry  # noqa: E402
 from hermes.terminal.session import TerminalSession  # noqa: E402
 
 BIG = tool_line("terminal", command="head -c 100000 /dev/zero | tr '\\0' x")
-TIMED_TURNS = 50  # a turn is well under a millisecond: fewer make the ratio noise
+TIMED_TURNS = 50
 RATE = 50.0
 SESSIONS = 100
 SAMPLE_EVERY = 5.0
@@ -75,50 +77,52 @@ def message(n: int) -> str:
     return BIG if n % 10 == 9 else f"message {n}: how is the weather going to be tomorrow?"
 
 
-async def timed(agent: Agent, ctx: ToolContext, conversation, start: int):
-    times = []
-    for n in range(start, start + TIMED_TURNS):
-        began = time.perf_counter()
-        conversation = (await agent.run_turn(ctx, f"timed turn {n}", stream=False,
-                                             conversation=conversation)).conversation  # fmt: skip
-        times.append(time.perf_counter() - began)
-    return statistics.median(times), conversation
+async def grown(agent: Agent, ctx: ToolContext, count: int) -> Any:
+    """`ctx`'s session grown by turns (the load's mix) until state.db holds `count` of
+    its messages; its conversation as the session actor would keep it."""
+    conversation, n = None, 0
+    while True:
+        for _ in range(1 if count <= 100 else 100):
+            conversation = (
+                await agent.run_turn(ctx, message(n), stream=False, conversation=conversation)
+            ).conversation
+            n += 1
+        have = len(await ctx.db.read(messages_of, ctx.session_id, count))
+        if count > 100:
+            print(f"  history: {have} messages", file=sys.stderr)
+        if have >= count:
+            return conversation
 
 
 async def one_session(root: Path) -> tuple[float, float, int]:
-    """Median turn time at 10 and at 5,000 messages; the conversation's size at 5,000."""
+    """Median turn time with 10 and with 5,000 messages of history (two sessions in one
+    state.db, timed turn about, so the machine's noise falls on both alike); the long
+    conversation's size."""
     registry = Registry()
     agent = Agent(ProviderChain([OfflineProvider()]), default_tools())
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
         async with Db(registry, root / "state.db") as db:
-            ctx = ToolContext("long", db, TerminalSession(root, state_dir=root / ".t"),
-                              Memory(MemoryStore(root / "memories")),
-                              Caller("local", "", "owner"))  # fmt: skip
-            conversation = None
-            n = 0
-            while len(await db.read(messages_of, "long", 20)) < 10:
-                conversation = (
-                    await agent.run_turn(ctx, message(n), stream=False, conversation=conversation)
-                ).conversation
-                n += 1
-            at_10, conversation = await timed(agent, ctx, conversation, 0)
-            while True:
-                for _ in range(100):
-                    conversation = (
-                        await agent.run_turn(
-                            ctx, message(n), stream=False, conversation=conversation
-                        )
-                    ).conversation
-                    n += 1
-                count = await db.read(lambda c: c.execute("SELECT count(*) FROM messages").get)
-                print(f"  history: {count} messages", file=sys.stderr)
-                if count >= 5000:
-                    break
-            at_5000, conversation = await timed(agent, ctx, conversation, 10_000)
-            size = conversation.chars()
+
+            def context(session_id: str) -> ToolContext:
+                return ToolContext(session_id, db,
+                                   TerminalSession(root, state_dir=root / f".t-{session_id}"),
+                                   Memory(MemoryStore(root / "memories")),
+                                   Caller("local", "", "owner"))  # fmt: skip
+
+            long, short = context("long"), context("short")
+            kept = {"long": await grown(agent, long, 5000), "short": await grown(agent, short, 10)}
+            times: dict[str, list[float]] = {"long": [], "short": []}
+            for n in range(TIMED_TURNS):
+                for ctx in (short, long):
+                    began = time.perf_counter()
+                    kept[ctx.session_id] = (await agent.run_turn(
+                        ctx, f"timed turn {n}", stream=False, conversation=kept[ctx.session_id]
+                    )).conversation  # fmt: skip
+                    times[ctx.session_id].append(time.perf_counter() - began)
+            size = kept["long"].chars()
         registry.request_drain(trio.current_time() + 10)
-    return at_10, at_5000, size
+    return statistics.median(times["short"]), statistics.median(times["long"]), size
 
 
 def slope_per_hour(samples: list[tuple[float, float]]) -> float:
