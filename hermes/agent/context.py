@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from typing import Any
 import attrs
 import trio
 
+from hermes.actors.backoff import Backoff
 from hermes.actors.clock import Clock
 from hermes.agent.provider import Provider
 from hermes.state.db import Db
@@ -198,12 +200,36 @@ class Compacted:
         return "; ".join(parts)
 
 
+SUMMARY_BACKOFF = Backoff(minimum=60.0, maximum=3600.0)
+
+
+@attrs.define
+class SummaryHealth:
+    """A session's summary calls failed in a row, and when the next may be made: a
+    compaction before then leaves old turns out instead of calling a failing model."""
+
+    failures: int = 0
+    not_before: float = 0.0
+    rng: random.Random = attrs.Factory(random.Random)
+
+    def failed(self, now: float) -> None:
+        self.failures += 1
+        self.not_before = now + SUMMARY_BACKOFF.delay(self.failures, self.rng)
+
+
 class Compactor:
     """Keeps one session's Conversation under a provider's budget."""
 
     def __init__(
-        self, budgets: Budgets, db: Db, session_id: str, spill_dir: Path, clock: Clock
+        self,
+        budgets: Budgets,
+        db: Db,
+        session_id: str,
+        spill_dir: Path,
+        clock: Clock,
+        health: SummaryHealth | None = None,
     ) -> None:
+        self.health = health or SummaryHealth()  # the session's, kept by the agent
         self.clock = clock  # when a compaction was made
         self.budgets = budgets
         self.db = db
@@ -232,28 +258,36 @@ class Compactor:
         provider: Provider,
         force: bool = False,
     ) -> Compacted:
-        """Bring the prompt down to TARGET_SHARE of the threshold (or, `force`: summarize
-        every turn but the kept ones now)."""
-        target = int(self.budgets.threshold(provider) * TARGET_SHARE)
+        """Bring what is older than the last `keep_turns` turns down to TARGET_SHARE of
+        the threshold (or, `force`: summarize it now). The kept turns are touched only
+        when the prompt would not fit the threshold with them: then the older of them go
+        too, the current turn never. One summary call at most (none while a failed one
+        backs off: what it would cover is left out instead)."""
+        threshold = self.budgets.threshold(provider)
+        target = int(threshold * TARGET_SHARE)
         keep = self._kept_from(conversation)
 
-        def over() -> bool:
-            return self._size(conversation, system, extra_chars, provider) > target
+        def over(limit: int) -> bool:
+            return self._size(conversation, system, extra_chars, provider) > limit
 
         trimmed = await self._trim_tools(conversation, end=keep)
-        summarized = dropped = summary_chars = 0
-        if (force or over()) and keep > 0:
+        summarized = dropped = 0
+        asked = False  # the one summary attempt of this compaction was made
+        if (force or over(target)) and keep > 0:
             summarized, dropped = await self._summarize(conversation, keep, provider)
-            summary_chars = len(conversation.summary or "") if summarized else 0
-        if over():
+            asked = True
+        if over(threshold):
             trimmed += await self._trim_tools(conversation, end=len(conversation.messages),
                                               head=TOOL_HEAD_HARD, tail=TOOL_TAIL_HARD)  # fmt: skip
         current = conversation.turn_starts()[-1:] or [0]
-        if over() and current[0] > 0:  # the recent turns alone are too big
-            more, lost = await self._summarize(conversation, current[0], provider)
-            summarized, dropped = summarized + more, dropped + lost
-            summary_chars = len(conversation.summary or "")
-        if over():
+        if over(threshold) and current[0] > 0:  # the recent turns alone do not fit
+            if asked:
+                dropped += await self._leave_out(conversation, current[0], provider, "")
+            else:
+                more, lost = await self._summarize(conversation, current[0], provider)
+                summarized, dropped = summarized + more, dropped + lost
+        summary_chars = len(conversation.summary or "") if summarized else 0
+        if over(threshold):
             _cut_long_messages(conversation, share=target * self.budgets.chars_per_token(provider))
         done = Compacted(trimmed, summarized, dropped, summary_chars)
         log.info("session %s: compacted for %s/%s: %s", self.session_id, provider.name,
@@ -309,40 +343,65 @@ class Compactor:
     async def _summarize(
         self, conversation: Conversation, keep: int, provider: Provider
     ) -> tuple[int, int]:
-        """Replace messages [0, keep) by a summary; on failure, by a marker. Returns
-        (summarized, dropped) counts."""
+        """Replace messages [0, keep) by a summary; on failure, or while an earlier
+        failure backs off, leave them out with a marker. Returns (summarized, dropped)."""
         old = conversation.messages[:keep]
-        ids = [i for i in conversation.ids[:keep] if i is not None]
-        if not ids:
+        if not any(i is not None for i in conversation.ids[:keep]):
             return 0, 0
-        budget_chars = int(provider.context_tokens * SUMMARY_SHARE
-                           * self.budgets.chars_per_token(provider))  # fmt: skip
+        now = self.clock.now()
+        if now < self.health.not_before:
+            why = "an earlier summary call failed; the next is tried later"
+            return 0, await self._leave_out(conversation, keep, provider, why)
         request = [
             {"role": "system", "content": COMPACTION_PROMPT},
-            {"role": "user", "content": render(conversation.summary, old, budget_chars)},
-        ]
+            {"role": "user", "content": render(conversation.summary, old,
+                                               self._summary_chars(provider))},
+        ]  # fmt: skip
         try:
             with trio.fail_after(SUMMARY_TIMEOUT):
                 reply = await provider.complete(request, [], None)
             summary = (reply.content or "").strip()
             if not summary:
                 raise ValueError("the model wrote an empty summary")
-            summary = summary[: budget_chars // 2]
-            kind = "summary"
         except Exception as exc:  # never fail the user's turn because history is long
-            log.warning("session %s: the summary call failed (%s); leaving %d old messages "
-                        "out of the prompt instead", self.session_id, exc, len(old))  # fmt: skip
-            marker = (f"[{len(old)} earlier messages were left out to fit the context window; "
-                      "the transcript keeps them]")  # fmt: skip
-            summary = f"{conversation.summary}\n\n{marker}" if conversation.summary else marker
-            summary = summary[-(budget_chars // 2) :]  # repeated failures do not grow it
-            kind = "dropped"
+            self.health.failed(now)
+            return 0, await self._leave_out(conversation, keep, provider, str(exc))
+        self.health.failures = 0
+        await self._replace(conversation, keep, provider, "summary",
+                            summary[: self._summary_chars(provider) // 2])  # fmt: skip
+        return len(old), 0
+
+    async def _leave_out(
+        self, conversation: Conversation, keep: int, provider: Provider, why: str
+    ) -> int:
+        """Leave messages [0, keep) out of the prompt with a marker (the transcript keeps
+        them); `why` is logged. Returns how many."""
+        if not any(i is not None for i in conversation.ids[:keep]):
+            return 0
+        if why:
+            log.warning("session %s: %s; leaving %d old messages out of the prompt instead",
+                        self.session_id, why, keep)  # fmt: skip
+        marker = (f"[{keep} earlier messages were left out to fit the context window; "
+                  "the transcript keeps them]")  # fmt: skip
+        summary = f"{conversation.summary}\n\n{marker}" if conversation.summary else marker
+        summary = summary[-(self._summary_chars(provider) // 2) :]  # failures do not grow it
+        await self._replace(conversation, keep, provider, "dropped", summary)
+        return keep
+
+    async def _replace(
+        self, conversation: Conversation, keep: int, provider: Provider, kind: str, summary: str
+    ) -> None:
+        """Messages [0, keep) become `summary`, recorded in state.db."""
+        ids = [i for i in conversation.ids[:keep] if i is not None]
         record = Compaction(self.session_id, min(ids), max(ids), kind, summary, provider.model)
         await self.db.write(add_compaction, record, self.clock.now())
         conversation.summary = summary
         del conversation.messages[:keep]
         del conversation.ids[:keep]
-        return (len(old), 0) if kind == "summary" else (0, len(old))
+
+    def _summary_chars(self, provider: Provider) -> int:
+        """What a summary call is given to read, in characters."""
+        return int(provider.context_tokens * SUMMARY_SHARE * self.budgets.chars_per_token(provider))
 
 
 def _cut_long_messages(conversation: Conversation, share: float) -> None:

@@ -27,6 +27,7 @@ from hermes.agent.context import (
     Budgets,
     Compactor,
     Conversation,
+    SummaryHealth,
     provider_key,
 )
 from hermes.agent.permissions import Permissions
@@ -48,6 +49,7 @@ from hermes.state.sessions import get_session
 
 log = logging.getLogger(__name__)
 
+SUMMARIES_KEPT = 10_000  # sessions whose summary health the agent keeps (then: the failing)
 COMMAND_TOOLS = ("terminal", "process")  # tools that run commands on the host
 NOT_RUN_AGAIN = (
     "hermes restarted while a command of this turn was running; it was not run again."
@@ -83,6 +85,7 @@ class Agent:
         self.tools = tools
         self.max_turns = max_turns
         self.budgets = budgets or Budgets()
+        self._summaries: dict[str, SummaryHealth] = {}  # by session: a failing summary waits
         self.permissions = permissions or Permissions.build(ToolsConfig(), tools)
         self.redact = redact
         self._offered: dict[str, tuple[list[dict[str, Any]], int]] = {}
@@ -100,9 +103,13 @@ class Agent:
         return self._offered[role][1]
 
     def compactor(self, ctx: ToolContext) -> Compactor:
-        return Compactor(
-            self.budgets, ctx.db, ctx.session_id, ctx.terminal.options.spill_dir, ctx.clock
-        )
+        health = self._summaries.get(ctx.session_id)
+        if health is None:
+            if len(self._summaries) >= SUMMARIES_KEPT:  # months of sessions: keep the failing
+                self._summaries = {k: v for k, v in self._summaries.items() if v.failures}
+            health = self._summaries[ctx.session_id] = SummaryHealth()
+        return Compactor(self.budgets, ctx.db, ctx.session_id, ctx.terminal.options.spill_dir,
+                         ctx.clock, health)  # fmt: skip
 
     def system(self, ctx: ToolContext, source: str) -> str:
         return system_prompt(

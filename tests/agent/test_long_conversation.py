@@ -83,6 +83,54 @@ async def test_a_failing_summary_drops_turns_and_the_turn_is_still_answered(ctx,
     assert max(fake.prompt_tokens) <= WINDOW
 
 
+def is_summary(request: dict) -> bool:
+    return request["body"]["messages"][0]["content"] == COMPACTION_PROMPT
+
+
+async def test_a_failing_summary_keeps_the_recent_turns_and_asks_once_then_backs_off(ctx, fake):
+    """The recent turns fit the window but not compaction's target: with the summary
+    model failing, only older turns are left out, never the last `keep_turns`; each
+    compaction asks for a summary at most once, and after a failure none is asked for
+    until the backoff has passed."""
+    fake.default = text_answer("noted.")
+    fake.answer_when(COMPACTION_PROMPT, error_answer(500, "the model is overloaded"), times=None)
+    model = agent(fake.url, window=6_000)
+    conversation = None
+    asked: list[str] = []
+    for n in range(30):
+        text = f"paste {n}: " + "the quick brown fox jumps " * 85  # about 2,200 characters
+        asked.append(text)
+        result = await model.run_turn(ctx, text, stream=False, conversation=conversation)
+        assert result.text == "noted."
+        conversation = result.conversation
+    stored = await compactions(ctx)
+    assert len(stored) >= 2 and {kind for kind, *_ in stored} == {"dropped"}
+    summaries = [r for r in fake.requests if is_summary(r)]
+    assert len(summaries) == 1  # one attempt, then the backoff (a minute at least)
+    for request in (r for r in fake.requests if not is_summary(r)):
+        users = [m["content"] for m in request["body"]["messages"] if m["role"] == "user"]
+        current = asked.index(users[-1])
+        assert users[-4:] == asked[max(0, current - 3) : current + 1]  # the last four turns
+
+
+async def test_a_current_message_longer_than_any_cut_reaches_the_model_whole(ctx, fake):
+    fake.default = text_answer("noted.")
+    fake.answer_when(COMPACTION_PROMPT, error_answer(500, "the model is overloaded"), times=None)
+    model = agent(fake.url)
+    conversation = None
+    for n in range(6):
+        text = f"paste {n}: " + "lorem ipsum dolor sit amet " * 120
+        conversation = (await model.run_turn(ctx, text, stream=False,
+                                             conversation=conversation)).conversation  # fmt: skip
+    whole = "the question: " + "".join(
+        f"line {i} of what I pasted, kept whole\n" for i in range(200)
+    )
+    assert len(whole) > 4 * WINDOW * 0.75 * 0.6 / 2  # past the last resort's cut of any message
+    await model.run_turn(ctx, whole, stream=False, conversation=conversation)
+    sent = fake.requests[-1]["body"]["messages"]
+    assert sent[-1] == {"role": "user", "content": whole}  # byte for byte
+
+
 async def test_a_fallback_with_a_smaller_window_gets_a_prompt_compacted_for_it(ctx, fake):
     fake.default = text_answer("noted.")
     model = agent(fake.url, window=50_000, fallback=OfflineProvider(context_tokens=2_000))
