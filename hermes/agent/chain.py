@@ -53,6 +53,15 @@ class ProviderChain:
         self.retries = retries
         self.rng = rng or random.Random()
 
+    def starting_with(self, key: str | None) -> ProviderChain:
+        """This chain with the provider `key` ("name/model") first and the others after it
+        in their order: a session's /model choice. Itself when `key` is None or unknown."""
+        chosen = [p for p in self.providers if f"{p.name}/{p.model}" == key]
+        if not chosen or chosen[0] is self.providers[0]:
+            return self
+        rest = [p for p in self.providers if p is not chosen[0]]
+        return ProviderChain([chosen[0], *rest], self.retries, self.rng)
+
     async def complete(
         self,
         prepare: Callable[[Provider], Awaitable[list[dict[str, Any]]]],

@@ -122,7 +122,7 @@ class Agent:
 
     async def compress(self, ctx: ToolContext, conversation: Conversation, source: str) -> str:
         """/compress: summarize every turn but the last few now; says what it did."""
-        provider = self.chain.providers[0]
+        provider = self.chain.starting_with(ctx.model).providers[0]
         chars = self.schema_chars(ctx.caller.role)
         done = await self.compactor(ctx).compact(
             conversation, self.system(ctx, source), chars, provider, force=True
@@ -132,7 +132,7 @@ class Agent:
     async def usage(self, ctx: ToolContext, conversation: Conversation, source: str) -> str:
         """/usage: the next prompt's estimated size against the budget, and the tokens
         the session has used."""
-        provider = self.chain.providers[0]
+        provider = self.chain.starting_with(ctx.model).providers[0]
         prompt = conversation.prompt(self.system(ctx, source))
         size = self.budgets.estimate(prompt, self.schema_chars(ctx.caller.role), provider)
         window = provider.context_tokens
@@ -204,6 +204,7 @@ class Agent:
             conversation.add(user_message)
         system = self.system(ctx, source)
         compactor = self.compactor(ctx)
+        chain = self.chain.starting_with(ctx.model)  # a smaller window: fit compacts for it
         sent: dict[str, int] = {}
         schemas, schema_chars = self._offered[ctx.caller.role]
 
@@ -219,7 +220,7 @@ class Agent:
         reply: ModelReply | None = None
         try:
             for calls_made in range(1, self.max_turns + 1):
-                reply = await self.chain.complete(prepare, schemas, on_text if stream else None)
+                reply = await chain.complete(prepare, schemas, on_text if stream else None)
                 times.wait_ends()  # its last byte came
                 key = provider_key(reply.provider, reply.model)
                 self.budgets.calibrate(key, sent.get(key, 0), reply.input_tokens)

@@ -14,7 +14,7 @@ import attrs
 from hermes.adapters.contract import InboundEvent
 from hermes.delivery.channels import set_home
 from hermes.state.errors import SessionNotFound
-from hermes.state.sessions import end_session
+from hermes.state.sessions import end_session, get_session
 
 if TYPE_CHECKING:
     from hermes.gateway.router import Router
@@ -25,7 +25,7 @@ HELP = """\
 /status   this session: id, model, running or idle
 /whoami   who you are to me: your role and tools
 /sethome  make this chat the home channel (owners)
-/model    the model that answers
+/model    the model that answers; /model NAME switches this session (owners), /model default
 /compress summarize older turns now
 /usage    how full the context is
 /help     this list"""
@@ -60,12 +60,21 @@ async def _stop(c: CommandContext) -> CommandReply:
                         c.session_id)  # fmt: skip
 
 
-def _model(c: CommandContext) -> str:
-    first, *rest = c.router.agent.chain.providers
+def _model(c: CommandContext, chosen: str | None) -> str:
+    first, *rest = c.router.agent.chain.starting_with(chosen).providers
     line = f"{first.name}/{first.model}"
     if rest:
         line += " (then " + ", ".join(f"{p.name}/{p.model}" for p in rest) + ")"
     return line
+
+
+async def _chosen(c: CommandContext) -> str | None:
+    """The session's /model choice: its live actor's, else state.db's."""
+    actor = c.router.session_actor(c.session_id)
+    if actor is not None:
+        return actor.ctx.model
+    row = await c.router.db.read(get_session, c.session_id)
+    return row.model if row is not None else None
 
 
 async def _status(c: CommandContext) -> CommandReply:
@@ -73,7 +82,8 @@ async def _status(c: CommandContext) -> CommandReply:
     running = actor is not None and actor.current is not None
     waiting = len(actor.queue) if actor is not None else 0
     text = (
-        f"session {c.session_id} · model {_model(c)} · {'running' if running else 'idle'}"
+        f"session {c.session_id} · model {_model(c, await _chosen(c))} ·"
+        f" {'running' if running else 'idle'}"
         f" · {waiting} waiting"
     )
     return CommandReply(text, c.session_id)
@@ -100,7 +110,28 @@ async def _sethome(c: CommandContext) -> CommandReply:
 
 
 async def _model_cmd(c: CommandContext) -> CommandReply:
-    return CommandReply(f"model: {_model(c)}", c.session_id)
+    """/model shows this session's model; /model NAME switches it to a configured
+    provider (NAME: "name/model", or the provider's or the model's name alone, where
+    that is unique); /model default goes back to config's order. Owners only switch."""
+    words = c.event.text.split()
+    if len(words) < 2:
+        return CommandReply(f"model: {_model(c, await _chosen(c))}", c.session_id)
+    if await c.router.role(c.event) != "owner":
+        return CommandReply("Only an owner can switch the model.", c.session_id)
+    name = words[1]
+    providers = c.router.agent.chain.providers
+    keys = [f"{p.name}/{p.model}" for p in providers]
+    if name == "default":
+        chosen = None
+    else:
+        found = [k for k, p in zip(keys, providers, strict=True) if name in (k, p.name, p.model)]
+        if len(found) != 1:
+            why = "matches more than one" if found else "is not one"
+            return CommandReply(f"{name} {why} of the configured models: {', '.join(keys)}",
+                                c.session_id)  # fmt: skip
+        chosen = found[0]
+    await c.router.choose_model(c.event, c.session_id, chosen)
+    return CommandReply(f"model: {_model(c, chosen)}", c.session_id)
 
 
 async def _help(c: CommandContext) -> CommandReply:

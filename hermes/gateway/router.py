@@ -69,7 +69,13 @@ from hermes.state.pairing import (
     welcomed,
 )
 from hermes.state.registry import Registry
-from hermes.state.sessions import NewSession, current_session, ensure_session, get_session
+from hermes.state.sessions import (
+    NewSession,
+    current_session,
+    ensure_session,
+    get_session,
+    set_model,
+)
 from hermes.terminal.env import EnvPolicy
 from hermes.terminal.session import TerminalSession, session_directory
 
@@ -461,6 +467,15 @@ class Router(Actor):
         entry = self.sessions.get(session_id)
         return entry[0] if entry is not None and entry[0].state != "stopped" else None
 
+    async def choose_model(self, event: InboundEvent, session_id: str, model: str | None) -> None:
+        """/model: the session's provider from its next turn on (None: config's order),
+        kept in state.db; its session actor (started if need be) is told."""
+        await self._session(session_id, event)  # the session's row exists from here
+        await self.db.write(set_model, session_id, model)
+        actor = self.session_actor(session_id)
+        if actor is not None:
+            actor.ctx = attrs.evolve(actor.ctx, model=model)
+
     async def interrupt(self, session_id: str) -> bool:
         entry = self.sessions.get(session_id)
         if entry is None:
@@ -474,7 +489,8 @@ class Router(Actor):
         entry = self.sessions.get(session_id)
         if entry is not None and entry[0].state != "stopped":
             return entry[1]
-        if await self.db.read(get_session, session_id) is None:  # a read: no commit
+        row = await self.db.read(get_session, session_id)  # a read: no commit
+        if row is None:
             await self.db.write(ensure_session, NewSession(
                 session_id, source=event.platform, session_key=self.key_of(event),
                 chat_id=event.chat_id, chat_type=str(event.chat_type), thread_id=event.thread_id,
@@ -501,6 +517,7 @@ class Router(Actor):
             outbox=services.outbox,
             platforms=frozenset(self.policies),
             clock=self.clock,
+            model=row.model if row is not None else None,
         )
         actor = SessionActor(ctx, self.agent, self.gateway.busy_mode, source=event.platform)
         address = await self.nursery.start(self._host, actor)

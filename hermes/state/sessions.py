@@ -60,6 +60,13 @@ def ensure_session(conn: apsw.Connection, new: NewSession) -> SessionRow:
     return get_session(conn, new.id)
 
 
+def set_model(conn: apsw.Connection, session_id: str, model: str | None) -> None:
+    """The session's /model choice ("name/model"); None: the configured order again."""
+    conn.execute("UPDATE sessions SET model = ? WHERE id = ?", (model, session_id))
+    if not conn.changes():
+        raise SessionNotFound(session_id)
+
+
 def current_session(conn: apsw.Connection, session_key: str) -> str | None:
     """The live session of a key (the newest not ended), if it has one."""
     row = conn.execute(

@@ -227,15 +227,17 @@ async def running_router(
     *,
     owner: str | None = None,
     timeout: float = 10.0,
+    agent: Agent | None = None,
 ) -> AsyncIterator[RouterHarness]:
     """A router in a nursery and an admission into it; drained on the way out.
 
-    `timeout` bounds every wait of the harness (virtual seconds under a mock clock,
+    `agent`: another than `make_agent(fake)` (a second provider). `timeout` bounds every
+    wait of the harness (virtual seconds under a mock clock,
     where a large one only fires when everything is stuck)."""
     replies = RecordingReplies(timeout, home.state_db)
     clock = Clock(time.time() - trio.current_time())  # wall time, on the test's trio clock
     router = Router(
-        registry, home.state_db, home.root, home.memories, make_agent(fake),
+        registry, home.state_db, home.root, home.memories, agent or make_agent(fake),
         config or Config(), replies, owner or new_owner(), clock,
     )  # fmt: skip
     stopped = trio.Event()

@@ -24,6 +24,10 @@ import trio.testing
 from prometheus_client import REGISTRY
 
 from hermes.adapters.contract import StepKind, Target
+from hermes.agent.chain import ProviderChain
+from hermes.agent.loop import Agent
+from hermes.agent.openai_compat import OpenAICompatible
+from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config, GatewayConfig, PlatformConfig
 from hermes.gateway import router as router_module
 from hermes.gateway.admission import Admitted
@@ -39,7 +43,13 @@ from hermes.state.pairing import (
     attempt_approval,
     revoke,
 )
-from tests.fakes.openai import error_answer, stream_answer, text_answer, tool_answer
+from tests.fakes.openai import (
+    FakeOpenAI,
+    error_answer,
+    stream_answer,
+    text_answer,
+    tool_answer,
+)
 from tests.gateway.router_harness import running_router
 
 CODE = re.compile(r"pairing code is ([A-Z0-9]+)\.")
@@ -300,6 +310,31 @@ async def test_a_shared_group_session_and_a_session_kept_across_routers(registry
 # -- commands ----------------------------------------------------------------------------
 
 CMD = Config(platforms={"telegram": PlatformConfig(allowed_users=("alice", "bob"), owner="alice")})
+
+
+async def test_model_switches_this_session_only_and_survives_a_restart(registry, home, fake):
+    fake.default = text_answer("from the first")
+    with FakeOpenAI() as second:
+        second.default = text_answer("from the second")
+
+        def two() -> Agent:
+            providers = [OpenAICompatible("f", "m", fake.url, "k"),
+                         OpenAICompatible("g", "m2", second.url, "k")]  # fmt: skip
+            return Agent(ProviderChain(providers), default_tools())
+
+        async with running_router(registry, home, fake, CMD, agent=two()) as h:
+            assert (await h.ask("alice", "/model")).text == "model: f/m (then g/m2)"
+            assert (await h.ask("alice", "/model g")).text == "model: g/m2 (then f/m)"
+            assert (await h.ask("alice", "hi")).text == "from the second"
+            assert (await h.ask("bob", "hi")).text == "from the first"  # his own session
+            assert (await h.ask("bob", "/model g")).text == "Only an owner can switch the model."
+            refused = (await h.ask("alice", "/model gpt")).text
+            assert refused == "gpt is not one of the configured models: f/m, g/m2"
+        async with running_router(registry, home, fake, CMD, agent=two()) as h:  # a restart
+            assert (await h.ask("alice", "again")).text == "from the second"
+            assert (await h.ask("alice", "/model default")).text == "model: f/m (then g/m2)"
+            assert (await h.ask("alice", "back")).text == "from the first"
+        assert user_texts(second) == ["hi", "again"]
 
 
 async def test_help_model_whoami_and_unknown_words(registry, home, fake):

@@ -38,6 +38,7 @@ class ToolContext:
     outbox: Address | None = None  # told when a send is queued (it also looks at its start)
     platforms: frozenset[str] = frozenset({"local"})  # where send_message may send
     clock: Clock = attrs.Factory(Clock)  # serve's one clock; the real one unless given
+    model: str | None = None  # the session's /model choice ("name/model"); None: config's order
 
 
 class Tool(Protocol):
