@@ -1,6 +1,6 @@
 """Commands the router answers itself, without the agent, on every platform.
 
-`/compress` and `/usage` are not here: they need the session's conversation,
+`/compress`, `/usage`, `/undo` and `/retry` are not here: they need the session's conversation,
 so the session actor answers them as turns (queued, never interrupting).
 Unknown `/words` go to the agent as text.
 """
@@ -27,6 +27,8 @@ HELP = """\
 /sethome  make this chat the home channel (owners)
 /model    the model that answers; /model NAME switches this session (owners), /model default
 /compress summarize older turns now
+/undo     take your last message and its answer out of the conversation
+/retry    undo your last message and send it again
 /usage    how full the context is
 /help     this list"""
 

@@ -20,6 +20,7 @@ from hermes.agent.provider import ProviderError
 from hermes.agent.tools.base import ToolContext
 from hermes.agent.turn_times import TurnTimes
 from hermes.delivery.replies import Answer, Then
+from hermes.state.messages import undo_last
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,10 @@ class Interrupt:
     """/stop: cancel the running turn, if any."""
 
 
-COMMANDS = ("/compress", "/usage")  # answered by the session without the agent, as turns
+# Answered by the session, as turns (they wait for the running one): /compress and /usage
+# without the agent; /undo takes the last exchange out of what the model sees, and /retry
+# does that and runs its message again.
+COMMANDS = ("/compress", "/usage", "/undo", "/retry")
 QUEUE_MAX = 16  # turns waiting behind the running one; more are refused, not buffered
 
 
@@ -72,6 +76,16 @@ def _end(turn: Turn, why: str, kind: StepKind = StepKind.ERROR) -> None:
             turn.events.send_nowait(TurnStep(kind, why))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the caller has gone too
+
+
+def _undone(word: str, text: str | None) -> str:
+    """What /undo (or a /retry with nothing to run) answers."""
+    if text is None:
+        return f"Nothing to {word.lstrip('/')}: no message of yours since the last compaction."
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    return (
+        f"Undone: {shown!r} and its answer are out of the conversation (the transcript keeps them)."
+    )
 
 
 class SessionActor(Actor):
@@ -166,14 +180,22 @@ class SessionActor(Actor):
                 if self.stale:
                     conversation, self.stale = None, False
                 try:
-                    if turn.text.strip() in COMMANDS:  # queued and interrupted like a turn
-                        conversation = conversation or await self.agent.load(ctx)
-                        answer = await self._command(ctx, turn.text.strip(), conversation)
+                    word, text = turn.text.strip(), turn.text
+                    if word in ("/undo", "/retry"):
+                        undone = await ctx.db.write(undo_last, ctx.session_id, ctx.clock.now())
+                        conversation = None  # what the model sees changed: read it again
+                        if undone is not None and word == "/retry":
+                            word, text = "", undone
+                    if word in COMMANDS:  # queued and interrupted like a turn
+                        if word in ("/undo", "/retry"):
+                            answer = _undone(word, undone)
+                        else:
+                            conversation = conversation or await self.agent.load(ctx)
+                            answer = await self._command(ctx, word, conversation)
+                            self.conversation = conversation
                         await send(TurnStep(StepKind.TEXT, answer))
                         await send(TurnStep(StepKind.DONE, answer))
-                        self.conversation = conversation
                     else:
-                        text = turn.text
                         if turn.media is not None:
                             text = f"{text}\n\n{await turn.media()}".strip()
                         result = await self.agent.run_turn(

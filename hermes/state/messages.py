@@ -167,9 +167,31 @@ def prompt_history(conn: apsw.Connection, session_id: str) -> PromptHistory:
     compaction = latest_compaction(conn, session_id)
     after = compaction.last_message_id if compaction else 0
     rows = conn.execute(
-        f"{MESSAGE_SELECT} WHERE session_id = ? AND id > ? ORDER BY id", (session_id, after)
+        f"{MESSAGE_SELECT} WHERE session_id = ? AND id > ? AND undone_at IS NULL ORDER BY id",
+        (session_id, after),
     )
     return PromptHistory(compaction, [MessageRow(*r) for r in rows])
+
+
+def undo_last(conn: apsw.Connection, session_id: str, now: float) -> str | None:
+    """/undo: the session's last exchange (its last user message not undone, and all
+    after it) leaves the conversation the model sees; the transcript keeps it, marked
+    `undone_at`. Only what the latest compaction has not covered can be undone.
+    Returns that user message's text (None: nothing to undo)."""
+    compaction = latest_compaction(conn, session_id)
+    after = compaction.last_message_id if compaction else 0
+    found = conn.execute(
+        "SELECT id, content FROM messages WHERE session_id = ? AND id > ? AND role = 'user'"
+        " AND undone_at IS NULL ORDER BY id DESC LIMIT 1",
+        (session_id, after),
+    ).fetchone()
+    if found is None:
+        return None
+    conn.execute(
+        "UPDATE messages SET undone_at = ? WHERE session_id = ? AND id >= ? AND undone_at IS NULL",
+        (now, session_id, found[0]),
+    )
+    return found[1] or ""
 
 
 def continue_turn(

@@ -329,10 +329,17 @@ def _step_2_cron_zone(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE cron_jobs ADD COLUMN zone TEXT")
 
 
+def _step_3_undone(conn: apsw.Connection) -> None:
+    """When /undo took a message out of the conversation the model sees (the transcript
+    keeps it): NULL for every message it did not."""
+    conn.execute("ALTER TABLE messages ADD COLUMN undone_at REAL")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
     _step_2_cron_zone,
+    _step_3_undone,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -337,6 +337,37 @@ async def test_model_switches_this_session_only_and_survives_a_restart(registry,
         assert user_texts(second) == ["hi", "again"]
 
 
+def said(request: dict) -> list[tuple[str, str]]:
+    """The user and assistant messages of a model request, in order."""
+    return [(m["role"], m["content"]) for m in request["body"]["messages"]
+            if m["role"] in ("user", "assistant")]  # fmt: skip
+
+
+async def test_undo_and_retry_change_what_the_model_sees_and_the_transcript_keeps_it(
+    registry, home, fake
+):
+    fake.script(text_answer("one"), text_answer("two"), text_answer("two again"),
+                text_answer("three"), text_answer("after a restart"))  # fmt: skip
+    async with running_router(registry, home, fake, CMD) as h:
+        assert (await h.ask("alice", "first")).text == "one"
+        assert (await h.ask("alice", "second")).text == "two"
+        assert (await h.ask("alice", "/retry")).text == "two again"
+        assert said(fake.requests[-1]) == [("user", "first"), ("assistant", "one"),
+                                           ("user", "second")]  # fmt: skip
+        undone = (await h.ask("alice", "/undo")).text
+        assert undone.startswith("Undone: 'second' and its answer are out of the conversation")
+        assert (await h.ask("alice", "third")).text == "three"
+        assert said(fake.requests[-1])[-2:] == [("assistant", "one"), ("user", "third")]
+        marked = await h.rows("SELECT content FROM messages WHERE undone_at IS NOT NULL"
+                              " ORDER BY id")  # fmt: skip
+        assert [m for (m,) in marked] == ["second", "two", "second", "two again"]
+        assert (await h.ask("bob", "/undo")).text.startswith("Nothing to undo")
+    async with running_router(registry, home, fake, CMD) as h:  # read again from state.db
+        assert (await h.ask("alice", "and now?")).text == "after a restart"
+        assert [u for u, _ in said(fake.requests[-1])].count("user") == 3  # first, third, now
+        assert "second" not in str(said(fake.requests[-1]))
+
+
 async def test_help_model_whoami_and_unknown_words(registry, home, fake):
     fake.script(text_answer("no idea"))
     async with running_router(registry, home, fake, CMD) as h:

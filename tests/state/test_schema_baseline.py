@@ -128,7 +128,7 @@ def test_step_2_adds_the_zone_of_cron_jobs_and_nothing_else():
         "INSERT INTO cron_jobs (id, name, schedule, schedule_display, created_at)"
         " VALUES ('j', 'j', 'every:3600', 'every 1h', 1)"
     )
-    assert schema.migrate(conn) == [2]
+    assert schema.migrate(conn, target=2) == [2]
     assert schema.schema_version(conn) == 2
     after = shape(conn)
     columns = after["tables"]["cron_jobs"].pop("columns")
@@ -136,3 +136,19 @@ def test_step_2_adds_the_zone_of_cron_jobs_and_nothing_else():
     assert columns[-1][1:] == ("zone", "TEXT", 0, None, 0, 0)  # nullable, no default
     assert after["tables"] == before["tables"]
     assert conn.execute("SELECT zone FROM cron_jobs WHERE id = 'j'").get is None
+
+
+def test_step_3_adds_when_a_message_was_undone_and_nothing_else():
+    conn = baseline()
+    schema.migrate(conn, target=2)
+    before = shape(conn)
+    conn.execute("INSERT INTO sessions (id) VALUES ('s')")
+    conn.execute("INSERT INTO messages (session_id, role, content, timestamp)"
+                 " VALUES ('s', 'user', 'hi', 1)")  # fmt: skip
+    assert schema.migrate(conn) == [3]
+    after = shape(conn)
+    columns = after["tables"]["messages"].pop("columns")
+    assert columns[:-1] == before["tables"]["messages"].pop("columns")
+    assert columns[-1][1:] == ("undone_at", "REAL", 0, None, 0, 0)  # nullable, no default
+    assert after["tables"] == before["tables"]
+    assert conn.execute("SELECT undone_at FROM messages").get is None
