@@ -208,7 +208,7 @@ class TurnStep:
     event_id: str = ""
     target: Target | None = None
     session_id: str | None = None
-    settled: bool = False  # DONE: its answer's rows and its Answer's `then` are committed
+    settled: bool = False  # DONE: committed with the turn's `settle` write (its journal row)
 
     @property
     def final(self) -> bool:

@@ -17,6 +17,7 @@ from prometheus_client import Counter
 
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import Unavailable
+from hermes.agent.context import provider_key
 from hermes.agent.provider import (
     FallbackError,
     ModelReply,
@@ -56,7 +57,7 @@ class ProviderChain:
     def starting_with(self, key: str | None) -> ProviderChain:
         """This chain with the provider `key` ("name/model") first and the others after it
         in their order: a session's /model choice. Itself when `key` is None or unknown."""
-        chosen = [p for p in self.providers if f"{p.name}/{p.model}" == key]
+        chosen = [p for p in self.providers if provider_key(p.name, p.model) == key]
         if not chosen or chosen[0] is self.providers[0]:
             return self
         rest = [p for p in self.providers if p is not chosen[0]]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from hermes.adapters.contract import InboundEvent
+from hermes.agent.context import provider_key
 from hermes.delivery.channels import set_home
 from hermes.state.errors import SessionNotFound
 from hermes.state.sessions import end_session, get_session
@@ -63,11 +64,9 @@ async def _stop(c: CommandContext) -> CommandReply:
 
 
 def _model(c: CommandContext, chosen: str | None) -> str:
-    first, *rest = c.router.agent.chain.starting_with(chosen).providers
-    line = f"{first.name}/{first.model}"
-    if rest:
-        line += " (then " + ", ".join(f"{p.name}/{p.model}" for p in rest) + ")"
-    return line
+    first, *rest = (provider_key(p.name, p.model)
+                    for p in c.router.agent.chain.starting_with(chosen).providers)  # fmt: skip
+    return f"{first} (then {', '.join(rest)})" if rest else first
 
 
 async def _chosen(c: CommandContext) -> str | None:
@@ -122,7 +121,7 @@ async def _model_cmd(c: CommandContext) -> CommandReply:
         return CommandReply("Only an owner can switch the model.", c.session_id)
     name = words[1]
     providers = c.router.agent.chain.providers
-    keys = [f"{p.name}/{p.model}" for p in providers]
+    keys = [provider_key(p.name, p.model) for p in providers]
     if name == "default":
         chosen = None
     else:

@@ -25,13 +25,13 @@ import math
 import os
 import secrets
 import socket
-from collections.abc import Callable
 
 import apsw
 import attrs
 
 from hermes.adapters.contract import ChatType, Cursor, InboundEvent
 from hermes.adapters.cursors import put_cursor
+from hermes.delivery.replies import Then
 
 ADMITTED, STARTED, ANSWERED, REFUSED, RESUMED = (
     "admitted",
@@ -121,9 +121,7 @@ def finish(
     )
 
 
-def closing(
-    platform: str, event_id: str, state: str, session_id: str | None
-) -> Callable[[apsw.Connection, float], None]:
+def closing(platform: str, event_id: str, state: str, session_id: str | None) -> Then:
     """`finish` for this event as a write of (conn, now): run with its answer's rows."""
     return lambda conn, now: finish(conn, platform, event_id, state, session_id, now)
 

@@ -40,7 +40,7 @@ from hermes.agent.permissions import Caller
 from hermes.agent.tools.base import ToolContext
 from hermes.agent.turn_times import TurnTimes
 from hermes.config import Config, PlatformConfig, Role
-from hermes.delivery.replies import Replies
+from hermes.delivery.replies import Replies, Then
 from hermes.delivery.session_keys import new_session_id, session_key
 from hermes.delivery.targets import Origin
 from hermes.gateway.admission import Admitted, Intake
@@ -142,6 +142,7 @@ class _Following:
     session_id: str
     resume: bool
     times: TurnTimes | None
+    settle: Then  # closes its journal row: with its final message, else with the notice
     queued: bool = False  # its answer goes into the outbox with its final message
     in_terminal: set[str] = attrs.Factory(set)  # open terminal calls
     resumable: bool = True
@@ -554,7 +555,7 @@ class Router(Actor):
         settle = closing(event.platform, event.event_id, ANSWERED, session_id)
         role = await self.role(event)
         times = TurnTimes(arrived) if arrived is not None else None
-        follow = _Following(event, session_id, resume, times, queued=answer is not None)
+        follow = _Following(event, session_id, resume, times, settle, queued=answer is not None)
         self.following[event.platform, event.event_id] = follow
         if self._followers_done.is_set():  # one already waited on stays the one
             self._followers_done = trio.Event()
@@ -618,7 +619,7 @@ class Router(Actor):
                 self._followers_done.set()
 
     async def _close(self, follow: _Following, final: TurnStep | None) -> None:
-        event, session_id = follow.event, follow.session_id
+        event = follow.event
         target, key = event.target(), f"{event.platform}:{event.event_id}"
         kind = final.kind if final else StepKind.ERROR
         settled = final is not None and final.settled  # its journal row closed with it
@@ -633,8 +634,8 @@ class Router(Actor):
             text = f"Sorry, that failed: {final.text if final else 'the turn ended early'}"
         elif kind is StepKind.CUT:
             text = CUT_NOTICE
-        closed = None if settled else closing(event.platform, event.event_id, ANSWERED, session_id)
-        await self.replies.answer(event, target, text or "", key, then=closed)  # one commit
+        then = None if settled else follow.settle
+        await self.replies.answer(event, target, text or "", key, then=then)  # one commit
 
     # -- housekeeping -------------------------------------------------------------
 

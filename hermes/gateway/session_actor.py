@@ -180,19 +180,21 @@ class SessionActor(Actor):
                 if self.stale:
                     conversation, self.stale = None, False
                 try:
-                    word, text = turn.text.strip(), turn.text
+                    # A command is queued and interrupted like a turn; its answer is its
+                    # only step (None: a turn runs, /retry's with the undone message).
+                    word, text, answer = turn.text.strip(), turn.text, None
                     if word in ("/undo", "/retry"):
                         undone = await ctx.db.write(undo_last, ctx.session_id, ctx.clock.now())
                         conversation = None  # what the model sees changed: read it again
-                        if undone is not None and word == "/retry":
-                            word, text = "", undone
-                    if word in COMMANDS:  # queued and interrupted like a turn
-                        if word in ("/undo", "/retry"):
-                            answer = _undone(word, undone)
+                        if word == "/retry" and undone is not None:
+                            text = undone
                         else:
-                            conversation = conversation or await self.agent.load(ctx)
-                            answer = await self._command(ctx, word, conversation)
-                            self.conversation = conversation
+                            answer = _undone(word, undone)
+                    elif word in COMMANDS:
+                        conversation = conversation or await self.agent.load(ctx)
+                        answer = await self._command(ctx, word, conversation)
+                        self.conversation = conversation
+                    if answer is not None:
                         await send(TurnStep(StepKind.TEXT, answer))
                         await send(TurnStep(StepKind.DONE, answer))
                     else:

@@ -26,6 +26,12 @@ def agent(url: str, window: int = WINDOW, fallback=None) -> Agent:
     return Agent(ProviderChain(providers), default_tools(), budgets=Budgets(0.75, 4))
 
 
+def failing_summaries(fake) -> None:
+    """Every answer is "noted.", and every summary request fails."""
+    fake.default = text_answer("noted.")
+    fake.answer_when(COMPACTION_PROMPT, error_answer(500, "the model is overloaded"), times=None)
+
+
 async def compactions(ctx) -> list[tuple]:
     return await ctx.db.read(
         lambda c, s: list(c.execute("SELECT kind, first_message_id, last_message_id, summary"
@@ -68,8 +74,7 @@ async def test_two_thousand_turns_stay_in_the_window_and_continue_after_a_restar
 
 
 async def test_a_failing_summary_drops_turns_and_the_turn_is_still_answered(ctx, fake):
-    fake.default = text_answer("noted.")
-    fake.answer_when(COMPACTION_PROMPT, error_answer(500, "the model is overloaded"), times=None)
+    failing_summaries(fake)
     model = agent(fake.url)
     conversation = None
     for n in range(150):
@@ -92,8 +97,7 @@ async def test_a_failing_summary_keeps_the_recent_turns_and_asks_once_then_backs
     model failing, only older turns are left out, never the last `keep_turns`; each
     compaction asks for a summary at most once, and after a failure none is asked for
     until the backoff has passed."""
-    fake.default = text_answer("noted.")
-    fake.answer_when(COMPACTION_PROMPT, error_answer(500, "the model is overloaded"), times=None)
+    failing_summaries(fake)
     model = agent(fake.url, window=6_000)
     conversation = None
     asked: list[str] = []
@@ -114,8 +118,7 @@ async def test_a_failing_summary_keeps_the_recent_turns_and_asks_once_then_backs
 
 
 async def test_a_current_message_longer_than_any_cut_reaches_the_model_whole(ctx, fake):
-    fake.default = text_answer("noted.")
-    fake.answer_when(COMPACTION_PROMPT, error_answer(500, "the model is overloaded"), times=None)
+    failing_summaries(fake)
     model = agent(fake.url)
     conversation = None
     for n in range(6):
