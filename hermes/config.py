@@ -138,6 +138,9 @@ class AgentConfig:
     workdir: str | None = attrs.field(default=None, validator=not_blank)
     """Where every conversation's commands start; unset: a directory per session,
     HERMES_HOME/workspace/<session>. Never HERMES_HOME itself."""
+    approval_timeout: float = attrs.field(default=300.0, validator=positive)
+    """Seconds a guarded command (sudo, a download piped into a shell...) waits for an
+    owner's approval in the chat before the request expires and the model is told."""
 
     def workdir_path(self) -> Path | None:
         return Path(self.workdir).expanduser() if self.workdir else None

@@ -16,7 +16,7 @@ import trio
 
 from hermes.state.db import Db
 from hermes.state.maintenance import open_plain
-from hermes.state.messages import NewMessage, append_message, append_messages
+from hermes.state.messages import NewMessage, append_message, append_messages, undo_last
 from hermes.state.registry import Registry
 from hermes.state.schema import SCHEMA_VERSION, immediate
 from hermes.state.sessions import NewSession, create_session, ensure_session, set_title
@@ -46,6 +46,14 @@ async def fill(home) -> None:
                     ),
                 ],
             )
+            await gen.write(
+                append_messages,
+                [
+                    NewMessage("s-trip", "user", "and a car", timestamp=time.time()),
+                    NewMessage("s-trip", "assistant", "Two cars.", timestamp=time.time()),
+                ],
+            )
+            await gen.write(undo_last, "s-trip", time.time())  # /undo: marked, kept
             await gen.write(create_session, NewSession("s-other", started_at=time.time()))
         reg.request_drain(trio.current_time() + 10)
 
@@ -61,13 +69,16 @@ def test_sessions_list_show_search_export(filled):
     assert "s-trip" in out and "Planning Lisbon" in out and "s-other" in out
     shown = hermes("sessions", "show", "s-trip").stdout
     assert "book a hotel in Lisbon" in shown and "chat_id: 7" in shown
+    assert "user: book a hotel" in shown and "user (undone): and a car" in shown
     found = hermes("sessions", "search", "hotels").stdout
     assert "s-trip" in found and "[hotels]" in found
     data = json.loads(hermes("sessions", "export", "s-trip").stdout)
     assert data["session"]["title"] == "Planning Lisbon"
-    assert [m["role"] for m in data["messages"]] == ["user", "assistant"]
+    assert [m["role"] for m in data["messages"]] == ["user", "assistant"] * 2
+    assert [m["undone_at"] is not None for m in data["messages"]] == [False, False, True, True]
     md = hermes("sessions", "export", "s-trip", "--format", "md").stdout
     assert md.startswith("# Planning Lisbon") and "## assistant" in md
+    assert md.count(" · undone ") == 2
     missing = hermes("sessions", "show", "nope")
     assert missing.returncode == 1 and "no session 'nope'" in missing.stderr
     assert missing.stdout == ""
@@ -85,7 +96,7 @@ def test_db_check_backup_checkpoint_stats(filled, tmp_path):
     assert result.returncode == 0, result.stderr
     conn = apsw.Connection(str(backup))
     try:
-        assert conn.execute("SELECT count(*) FROM messages").get == 2
+        assert conn.execute("SELECT count(*) FROM messages").get == 4
         source = apsw.Connection(str(filled.state_db))
         # the copy has a stamp of its own, so restoring it under a live serve is noticed
         assert (
@@ -98,7 +109,7 @@ def test_db_check_backup_checkpoint_stats(filled, tmp_path):
     assert again.returncode == 1 and "already exists" in again.stderr
     assert "TRUNCATE checkpoint" in hermes("db", "checkpoint", "--truncate").stdout
     stats = hermes("db", "stats").stdout
-    assert "messages: 2" in stats and "sessions: 2" in stats
+    assert "messages: 4" in stats and "sessions: 2" in stats
 
 
 @pytest.fixture(params=["no home", "empty home"])

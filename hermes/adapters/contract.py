@@ -93,8 +93,21 @@ class Target:
 
 
 @attrs.frozen
+class Button:
+    """A button under a message. Pressing it is the same as sending `command` (an
+    approval's `/approve ID`): the adapter admits the press as an InboundEvent whose
+    text is `command`, from the user who pressed it, `mentioned`, in reply to the
+    message that carries the button; and it acknowledges the press to its platform
+    once that is admitted. A platform without buttons sends the text alone."""
+
+    label: str
+    command: str
+
+
+@attrs.frozen
 class SendRequest:
-    """One chunk to send. `idempotency_key` is stable across retries and restarts."""
+    """One chunk to send. `idempotency_key` is stable across retries and restarts.
+    `buttons`: shown under this chunk, in one row, where the platform has buttons."""
 
     target: Target
     text: str
@@ -102,6 +115,7 @@ class SendRequest:
     reply_to: str | None = None
     plain: bool = False  # send without formatting (the formatted send was rejected)
     kind: str = "reply"  # reply, cron, send, notice: what the outbox row holds
+    buttons: tuple[Button, ...] = ()
 
 
 @attrs.frozen

@@ -38,6 +38,7 @@ from hermes.agent.turn_times import TurnTimes
 from hermes.config import Role, ToolsConfig
 from hermes.delivery.outbox import nudge
 from hermes.delivery.replies import Answer, Then
+from hermes.state.approvals import EXPIRED, Approval, of_calls
 from hermes.state.db import PendingWrite
 from hermes.state.messages import (
     NewMessage,
@@ -55,6 +56,18 @@ NOT_RUN_AGAIN = (
     "hermes restarted while a command of this turn was running; it was not run again."
     " Send your message again if you want it run."
 )
+
+
+def _not_run_again(waited: list[Approval]) -> str:
+    """What a resumed turn cut in a command says: a request that waited for approval
+    when hermes stopped expired, and its command never ran."""
+    if not waited:
+        return NOT_RUN_AGAIN
+    commands = ", ".join(f"`{a.command}`" for a in waited)
+    return (
+        f"hermes restarted while {commands} waited for an owner's approval; the request"
+        " expired and the command did not run. Send your message again if you want it run."
+    )
 
 
 @attrs.frozen
@@ -181,14 +194,16 @@ class Agent:
             if done is not None:  # cut after its answer was recorded (and queued with it)
                 await emit(TurnStep(StepKind.DONE, done))
                 return TurnResult(done, 0, "", "", conversation)
-            if _cut_in_a_command(conversation, user_text):  # never run it again unasked
-                said = NewMessage(ctx.session_id, "assistant", NOT_RUN_AGAIN,
-                                  timestamp=ctx.clock.now())  # fmt: skip
+            cut = _cut_in_a_command(conversation, user_text)
+            if cut:  # never run it again unasked
+                waited = await db.read(of_calls, ctx.session_id, cut)
+                told = _not_run_again([a for a in waited if a.state == EXPIRED])
+                said = NewMessage(ctx.session_id, "assistant", told, timestamp=ctx.clock.now())
                 row_id = await db.write(append_answered, said, answer, settle)
                 nudge(ctx.outbox)
-                conversation.add({"role": "assistant", "content": NOT_RUN_AGAIN}, row_id)
-                await emit(TurnStep(StepKind.DONE, NOT_RUN_AGAIN, settled=settle is not None))
-                return TurnResult(NOT_RUN_AGAIN, 0, "", "", conversation)
+                conversation.add({"role": "assistant", "content": told}, row_id)
+                await emit(TurnStep(StepKind.DONE, told, settled=settle is not None))
+                return TurnResult(told, 0, "", "", conversation)
             if not _asked(conversation, user_text):  # cut before it began: ask it now
                 user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
                                            ctx.clock.now())  # fmt: skip
@@ -327,7 +342,7 @@ class Agent:
         if refusal is not None:
             return f"error: {refusal}"
         try:
-            return await tool(call.parsed(), ctx)
+            return await tool(call.parsed(), attrs.evolve(ctx, call_id=call.id))
         except (Invalid, ValueError) as exc:  # the call is wrong (ValueError: its JSON)
             return f"error: {exc}"
         except Exception as exc:  # a tool bug is the model's problem to route around, not a crash
@@ -371,24 +386,26 @@ def _answered(conversation: Conversation, text: str) -> str | None:
     return last["content"]
 
 
-def _cut_in_a_command(conversation: Conversation, text: str) -> bool:
-    """Whether the turn asking `text` was cut while a command ran: a terminal or process
-    call after it has no recorded result. The transcript records the call before it
-    runs, so this holds across a crash, where nothing else could be written."""
+def _cut_in_a_command(conversation: Conversation, text: str) -> list[str]:
+    """The command calls of the turn asking `text` that were cut while they ran (a
+    terminal or process call after it has no recorded result): their call ids. The
+    transcript records the call before it runs, so this holds across a crash, where
+    nothing else could be written."""
     messages = conversation.messages
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     if not users or messages[users[-1]].get("content") != text:
-        return False
+        return []
     commands = {
         call["id"]
         for m in messages[users[-1] :]
         for call in m.get("tool_calls") or ()
         if call["function"]["name"] in COMMAND_TOOLS
     }
-    return any(
-        m["role"] == "tool" and m.get("tool_call_id") in commands and m["content"] == INTERRUPTED
+    return [
+        m["tool_call_id"]
         for m in messages[users[-1] :]
-    )
+        if m["role"] == "tool" and m.get("tool_call_id") in commands and m["content"] == INTERRUPTED
+    ]
 
 
 def _asked(conversation: Conversation, text: str) -> bool:

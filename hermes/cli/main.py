@@ -8,6 +8,7 @@ import sys
 
 from hermes.actors.errors import HermesError
 from hermes.cli import (
+    approvals_cmd,
     channels_cmd,
     chat_cmd,
     config_cmd,
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     db_cmd.register(sub)
     cron_cmd.register(sub)
     pairing_cmd.register(sub)
+    approvals_cmd.register(sub)
     channels_cmd.register(sub)
     outbox_cmd.register(sub)
     doctor_cmd.register(sub)

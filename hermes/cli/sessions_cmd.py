@@ -97,7 +97,8 @@ def _show(found: Transcript) -> int:
     print()
     for m in found.messages:
         who = m.role if m.role != "tool" else f"tool:{m.tool_name}"
-        print(f"[{_when(m.timestamp)}] {who}: {m.content or m.tool_calls or ''}")
+        undone = " (undone)" if m.undone_at is not None else ""
+        print(f"[{_when(m.timestamp)}] {who}{undone}: {m.content or m.tool_calls or ''}")
     return exit_codes.OK
 
 

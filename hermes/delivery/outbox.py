@@ -255,7 +255,7 @@ class Outbox(Actor):
         if adapter is None:
             return RetryAfter(None, f"no {row.target.platform} adapter is running")
         request = SendRequest(row.target, row.text, row.idempotency_key, reply_to=row.reply_to,
-                              plain=row.plain, kind=row.kind)  # fmt: skip
+                              plain=row.plain, kind=row.kind, buttons=row.buttons)  # fmt: skip
         reply = Reply()
         try:
             with trio.move_on_after(SEND_DEADLINE) as handing:

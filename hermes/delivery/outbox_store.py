@@ -11,13 +11,14 @@ inside `schema.immediate`).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 
 import apsw
 import attrs
 
-from hermes.adapters.contract import Target
+from hermes.adapters.contract import Button, Target
 from hermes.config import GatewayConfig
 from hermes.delivery.mirror import Mirror, write_mirror
 
@@ -48,6 +49,7 @@ class OutboxRow:
     last_error: str | None
     message_id: str | None
     plain: bool
+    buttons: tuple[Button, ...] = ()
 
     @property
     def chat(self) -> tuple[str, str]:
@@ -56,16 +58,18 @@ class OutboxRow:
 
 _COLUMNS = (
     "id, platform, chat_id, thread_id, scope_id, text, reply_to, kind, origin,"
-    " idempotency_key, state, attempts, not_before, created_at, last_error, message_id, plain"
+    " idempotency_key, state, attempts, not_before, created_at, last_error, message_id, plain,"
+    " buttons"
 )
 
 
 def _row(values: tuple) -> OutboxRow:
     (id_, platform, chat, thread, scope, text, reply_to, kind, origin, key, state, attempts,
-     not_before, created, error, message_id, plain) = values  # fmt: skip
+     not_before, created, error, message_id, plain, buttons) = values  # fmt: skip
+    shown = tuple(Button(*b) for b in json.loads(buttons)) if buttons else ()
     return OutboxRow(id_, Target(platform, chat, thread, scope), text, reply_to, kind, origin,
                      key, state, attempts, not_before, created, error, message_id,
-                     bool(plain))  # fmt: skip
+                     bool(plain), shown)  # fmt: skip
 
 
 def enqueue(
@@ -78,24 +82,27 @@ def enqueue(
     reply_to: str | None = None,
     origin: str | None = None,
     mirror: Mirror | None = None,
+    buttons: Sequence[Button] = (),
 ) -> list[int]:
     """Queue the chunks of one message; chunk i's idempotency key is `key:i`. Queuing a
     key again (a retried write, a replayed event, a resumed turn's answer that split
-    differently) adds nothing. A mirror rides on the
-    first chunk: it is written when that chunk is sent. Returns the new row ids."""
+    differently) adds nothing. A mirror rides on the first chunk: it is written when
+    that chunk is sent; `buttons` ride on the last. Returns the new row ids."""
     if kind not in KINDS:
         raise ValueError(f"outbox kind must be one of {', '.join(KINDS)}, got {kind!r}")
     if conn.execute("SELECT 1 FROM outbox WHERE idempotency_key = ?", (f"{key}:0",)).fetchone():
         return []  # queued before: never a second version of it (a resumed turn's)
+    shown = json.dumps([[b.label, b.command] for b in buttons]) if buttons else None
     ids = []
     for i, chunk in enumerate(chunks):
         conn.execute(
             "INSERT INTO outbox (platform, chat_id, thread_id, scope_id, text, reply_to, kind,"
-            " origin, idempotency_key, created_at, mirror) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-            " ON CONFLICT (idempotency_key) DO NOTHING",
+            " origin, idempotency_key, created_at, mirror, buttons)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (idempotency_key) DO NOTHING",
             (target.platform, target.chat_id, target.thread_id, target.scope_id, chunk,
              reply_to if i == 0 else None, kind, origin, f"{key}:{i}", now,
-             mirror.to_json() if mirror is not None and i == 0 else None),
+             mirror.to_json() if mirror is not None and i == 0 else None,
+             shown if i == len(chunks) - 1 else None),
         )  # fmt: skip
         if conn.changes():
             ids.append(conn.last_insert_rowid())

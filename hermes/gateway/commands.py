@@ -14,6 +14,8 @@ import attrs
 from hermes.adapters.contract import InboundEvent
 from hermes.agent.context import provider_key
 from hermes.delivery.channels import set_home
+from hermes.operations.approvals import ApproveArgs, DenyArgs, approve_request, deny_request
+from hermes.state.approvals import APPROVED, ApprovalEnded, ApprovalNotFound, approvals
 from hermes.state.errors import SessionNotFound
 from hermes.state.sessions import end_session, get_session
 
@@ -31,6 +33,8 @@ HELP = """\
 /undo     take your last message and its answer out of the conversation
 /retry    undo your last message and send it again
 /usage    how full the context is
+/approve  let a command that waits for approval run (owners): /approve ID [always]
+/deny     refuse it (owners): /deny ID
 /help     this list"""
 
 
@@ -135,6 +139,38 @@ async def _model_cmd(c: CommandContext) -> CommandReply:
     return CommandReply(f"model: {_model(c, chosen)}", c.session_id)
 
 
+async def _decide(c: CommandContext) -> CommandReply:
+    """/approve [ID] [always] and /deny [ID]: an owner decides a request (a button press
+    sends the same words). Without an ID: the one request that waits, if only one does."""
+    word, *rest = c.event.text.split()
+    approve = word.split("@", 1)[0].lower() == "/approve"
+    if await c.router.role(c.event) != "owner":
+        return CommandReply(f"Only an owner can {'approve' if approve else 'deny'}.",
+                            c.session_id)  # fmt: skip
+    if rest:
+        request_id = rest[0]
+    else:
+        waiting = await c.router.db.read(approvals)
+        if len(waiting) != 1:
+            ids = ", ".join(a.id for a in waiting)
+            text = f"Name one: {ids}." if waiting else "Nothing waits for approval."
+            return CommandReply(text, c.session_id)
+        request_id = waiting[0].id
+    always = approve and [w.lower() for w in rest[1:2]] == ["always"]
+    ops = c.router.ops(c.event)
+    try:
+        if approve:
+            done = await approve_request(ops, ApproveArgs(request_id, always))
+        else:
+            done = await deny_request(ops, DenyArgs(request_id))
+    except (ApprovalNotFound, ApprovalEnded) as exc:
+        return CommandReply(f"{exc}.", c.session_id)
+    if done.state != APPROVED:
+        return CommandReply(f"Denied ({done.id}): {done.command} will not run.", c.session_id)
+    rule = " It and this exact command run without asking for the rest of that session." * always
+    return CommandReply(f"Approved ({done.id}): {done.command} runs now.{rule}", c.session_id)
+
+
 async def _help(c: CommandContext) -> CommandReply:
     return CommandReply(HELP, c.session_id)
 
@@ -147,6 +183,8 @@ _ANSWERS = {
     "/whoami": _whoami,
     "/sethome": _sethome,
     "/model": _model_cmd,
+    "/approve": _decide,
+    "/deny": _decide,
 }
 COMMANDS = frozenset(_ANSWERS)
 

@@ -32,6 +32,9 @@ class ServeLive:
         with contextlib.suppress(ActorStopped):  # it looks for approvals when it starts
             await self.services.gateway.get().address.cast(PairingChanged())
 
+    async def approval_decided(self, request_id: str) -> None:
+        self.services.approval_waits.wake(request_id)
+
     async def run_job(self, ref: str, context: str | None) -> tuple[str, int]:
         try:
             return await self.services.scheduler.get().call(RunNow(ref, context))

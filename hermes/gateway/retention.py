@@ -24,6 +24,7 @@ from hermes.config import RetentionConfig
 from hermes.cron.store import prune_deliveries, prune_runs
 from hermes.delivery.outbox_store import prune_sent
 from hermes.gateway.journal import prune
+from hermes.state.approvals import prune_approvals
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.state.pairing import prune_failures
@@ -43,6 +44,7 @@ def prune_all(conn: apsw.Connection, rules: RetentionConfig, now: float) -> dict
         "cron_runs": prune_runs(conn, rules.cron_runs_per_job),
         "cron_deliveries": prune_deliveries(conn, now - rules.cron_deliveries_days * DAY),
         "pairing_failures": prune_failures(conn, now - rules.pairing_failures_hours * HOUR),
+        "approvals": prune_approvals(conn, now - rules.journal_days * DAY),
     }
 
 

@@ -26,3 +26,11 @@ async def role_of(event: InboundEvent, config: Config, owners_of: OwnersOf) -> R
     named = configured.owner if configured is not None else None
     first = not named and event.user_id in await owners_of(event.platform)
     return "owner" if owner_rule(named, event.user_id, first) else "user"
+
+
+async def owner_ids(platform: str, config: Config, owners_of: OwnersOf) -> frozenset[str]:
+    """The owners of `platform` by the same rule, as user ids (who may be asked there)."""
+    configured = config.platforms.get(platform)
+    named = configured.owner if configured is not None else None
+    mine = frozenset({named}) if named else await owners_of(platform)
+    return frozenset(config.gateway.owners) | mine

@@ -44,6 +44,7 @@ from hermes.delivery.replies import Replies, Then
 from hermes.delivery.session_keys import new_session_id, session_key
 from hermes.delivery.targets import Origin
 from hermes.gateway.admission import Admitted, Intake
+from hermes.gateway.approvals import Approvals, ApprovalWaits
 from hermes.gateway.authorization import decide
 from hermes.gateway.commands import COMMANDS, CommandContext, answer_command
 from hermes.gateway.journal import (
@@ -53,11 +54,14 @@ from hermes.gateway.journal import (
     claim,
     claim_interrupted,
     closing,
+    owner_gone,
 )
 from hermes.gateway.rate_limit import InboundLimit
-from hermes.gateway.roles import role_of
+from hermes.gateway.roles import owner_ids, role_of
 from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
 from hermes.home import HermesHome
+from hermes.operations.context import Live, Offline, Ops
+from hermes.state.approvals import expire_abandoned
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.state.pairing import (
@@ -165,7 +169,11 @@ class Router(Actor):
         clock: Clock,
         services: SessionServices | None = None,
         name: str = "gateway",
+        approval_waits: ApprovalWaits | None = None,
+        live: Live | None = None,
     ) -> None:
+        """`approval_waits`: the requests turns wait on, shared with `live` (the operator
+        actions' way into serve, through which the chat's /approve decides too)."""
         super().__init__(name)
         self.registry = registry
         self.state_db = state_db
@@ -180,6 +188,9 @@ class Router(Actor):
         self.owner = owner
         self.clock = clock
         self.services = services or SessionServices()
+        self.approval_waits = approval_waits or ApprovalWaits()
+        self.live = live or Offline()
+        self.approvals: Approvals | None = None
         self.policies = policies(config)
         self.global_allowed = frozenset(config.gateway.allowed_users)
         self.sessions: dict[str, tuple[SessionActor, Address]] = {}
@@ -208,6 +219,15 @@ class Router(Actor):
         if isinstance(self.replies, contextlib.AbstractAsyncContextManager):
             await self.exits.enter_async_context(self.replies)  # what it holds open
         now = self.clock.now()
+        self.approvals = Approvals(
+            self.db, self.clock, self.approval_waits, self.owner,
+            self.config.agent.approval_timeout, self.owner_ids, self.config.platforms,
+            self.agent.redact,
+        )  # fmt: skip
+        # What waited for approval when serve stopped never runs: expired before resumes.
+        gone = await self.db.write(expire_abandoned, self._gone, now)
+        for request in gone:
+            log.info("approval %s expired: hermes restarted while it waited", request.id)
         waiting = await self.db.read(admitted)
         resumed = await self.db.write(
             claim_interrupted, self.owner, now, self.gateway.resume_window
@@ -216,6 +236,9 @@ class Router(Actor):
         self.nursery.start_soon(self._housekeeping)
         self.nursery.start_soon(self._close_when_drained)
         self.nursery.start_soon(self._route_arrivals)
+
+    def _gone(self, owner: str) -> bool:
+        return owner_gone(owner, self.owner)
 
     async def _take(self, waiting: list[InboundEvent], resumed: list[InboundEvent]) -> None:
         for event in resumed:
@@ -232,6 +255,7 @@ class Router(Actor):
                 if follow.in_terminal:
                     follow.resumable = False
         self.draining = True
+        self.approval_waits.drain()  # a wait for an owner ends now, its request cancelled
 
     def request_drain(self, deadline: float) -> None:
         """The mailbox stays open while turns finish, so events that arrive meanwhile
@@ -393,6 +417,16 @@ class Router(Actor):
         """The sender's role (hermes/gateway/roles.py), the pairing owners as last read."""
         return await role_of(event, self.config, self._owners_of)
 
+    async def owner_ids(self, platform: str) -> frozenset[str]:
+        """Who may approve a command asked on `platform`, as user ids."""
+        return await owner_ids(platform, self.config, self._owners_of)
+
+    def ops(self, event: InboundEvent) -> Ops:
+        """An operator action done from the chat by `event`'s sender."""
+        name = f" ({event.user_name})" if event.user_name else ""
+        by = f"{event.platform} {event.user_id}{name}"
+        return Ops(self.db, self.clock, self.config, self.live, by)
+
     async def _owners_of(self, platform: str) -> frozenset[str]:
         if platform not in self._owners:
             self._owners[platform] = await self.db.read(owners, platform)
@@ -519,6 +553,7 @@ class Router(Actor):
             platforms=frozenset(self.policies),
             clock=self.clock,
             model=row.model if row is not None else None,
+            approver=self.approvals,
         )
         actor = SessionActor(ctx, self.agent, self.gateway.busy_mode, source=event.platform)
         address = await self.nursery.start(self._host, actor)

@@ -16,6 +16,7 @@ from hermes.actors.clock import Clock
 from hermes.actors.ref import Ref
 from hermes.actors.supervisor import Supervisor
 from hermes.gateway.admission import Intake
+from hermes.gateway.approvals import ApprovalWaits
 from hermes.state.registry import Registry
 
 
@@ -30,6 +31,8 @@ class Services:
     gateway: Ref[Intake] = attrs.field(factory=lambda: Ref("gateway", Intake))  # the router
     # The root itself, for its snapshot and whether it drains: pointed once it exists.
     root: Ref[Supervisor] = attrs.field(factory=lambda: Ref("serve", Supervisor))
+    # The approval requests this serve's turns wait on: a decision wakes its turn.
+    approval_waits: ApprovalWaits = attrs.field(factory=ApprovalWaits)
 
     @classmethod
     def for_platforms(cls, clock: Clock, platforms: list[str]) -> Services:

@@ -207,7 +207,8 @@ def build_root(
         replies = OutboxReplies(registry(), home.state_db, services.adapter_of,
                                 services.outbox.current, services.clock)  # fmt: skip
         return Router(registry(), home.state_db, home.root, home.memories, agent, config,
-                      replies, new_owner(), services.clock, session_services)  # fmt: skip
+                      replies, new_owner(), services.clock, session_services,
+                      approval_waits=services.approval_waits, live=live)  # fmt: skip
 
     dedup = frozenset(n for n in config.enabled_platforms() if platforms[n].deduplicates)
     drain = config.gateway.drain_timeout

@@ -12,8 +12,9 @@ import attrs
 from hermes.actors.snapshot import Snapshot
 from hermes.cron.jobs import Job
 from hermes.delivery.channels import HomeChannel
-from hermes.operations import channels, cron, outbox, pairing, sessions, status
+from hermes.operations import approvals, channels, cron, outbox, pairing, sessions, status
 from hermes.operations.context import NoArgs, Ops
+from hermes.state.approvals import Approval
 from hermes.state.rows import SessionRow
 
 
@@ -36,6 +37,11 @@ OPERATIONS: dict[str, Operation] = _ops(
               pairing.approve_pairing, changes=True),
     Operation("pairing.deny", pairing.UserArgs, pairing.Done, pairing.deny_pairing, changes=True),
     Operation("pairing.revoke", pairing.UserArgs, pairing.Done, pairing.revoke_pairing,
+              changes=True),
+    Operation("approvals.list", approvals.ListArgs, list[Approval], approvals.list_approvals),
+    Operation("approvals.approve", approvals.ApproveArgs, Approval, approvals.approve_request,
+              changes=True),
+    Operation("approvals.deny", approvals.DenyArgs, Approval, approvals.deny_request,
               changes=True),
     Operation("cron.list", cron.ListArgs, list[Job], cron.list_cron),
     Operation("cron.history", cron.HistoryArgs, cron.History, cron.cron_history),

@@ -52,6 +52,9 @@ class Live(Protocol):
     async def pairing_changed(self) -> None:
         """Someone was approved: the gateway tells them they are in, now."""
 
+    async def approval_decided(self, request_id: str) -> None:
+        """An approval request was decided: the turn waiting on it goes on, now."""
+
     async def run_job(self, ref: str, context: str | None) -> tuple[str, int]:
         """Fire the job now in serve; its id and the run's fence."""
 
@@ -73,6 +76,9 @@ class Offline:
 
     async def pairing_changed(self) -> None:
         pass
+
+    async def approval_decided(self, request_id: str) -> None:
+        pass  # no turn waits without a serve
 
     async def run_job(self, ref: str, context: str | None) -> tuple[str, int]:
         raise NotServing("no serve is running for this home to fire the job in")

@@ -253,6 +253,18 @@ def build_app(s: OpsView) -> Starlette:
         platform, user = request.path_params["platform"], request.path_params["user"]
         return await s.act("pairing.deny", {"platform": platform, "user": user})
 
+    async def approvals(request: Request) -> Response:
+        return await s.act("approvals.list", {"all": request.query_params.get("all") == "1"})
+
+    async def approval_decide(request: Request) -> Response:
+        """The same action as a button in the chat, `/approve`, or `hermes approvals`."""
+        request_id, action = request.path_params["id"], request.path_params["action"]
+        if action == "deny":
+            return await s.act("approvals.deny", {"id": request_id})
+        if action not in ("approve", "always"):
+            raise Refused(404, f"no approval action {action!r} (approve, always, deny)")
+        return await s.act("approvals.approve", {"id": request_id, "always": action == "always"})
+
     routes = [
         Route("/health", health),
         Route("/ready", ready),
@@ -269,6 +281,8 @@ def build_app(s: OpsView) -> Starlette:
         Route("/api/cron/{id}/{action}", cron_action, methods=["POST"]),
         Route("/api/outbox", outbox),
         Route("/api/outbox/{id:int}/retry", outbox_retry, methods=["POST"]),
+        Route("/api/approvals", approvals),
+        Route("/api/approvals/{id}/{action}", approval_decide, methods=["POST"]),
         Route("/api/pairing", pairing),
         Route("/api/pairing/{platform}/approve", pairing_approve, methods=["POST"]),
         Route("/api/pairing/{platform}/{user}/deny", pairing_deny, methods=["POST"]),

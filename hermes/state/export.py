@@ -33,7 +33,8 @@ def to_markdown(session: SessionRow, messages: list[MessageRow]) -> str:
     ]
     for msg in messages:
         label = msg.role if msg.role != "tool" else f"tool {msg.tool_name or ''}".strip()
-        lines.append(f"## {label} · {_when(msg.timestamp)}")
+        undone = f" · undone {_when(msg.undone_at)}" if msg.undone_at is not None else ""
+        lines.append(f"## {label} · {_when(msg.timestamp)}{undone}")
         lines.append("")
         if msg.content:
             lines.append(msg.content)

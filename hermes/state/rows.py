@@ -47,6 +47,7 @@ class MessageRow:
     timestamp: float
     token_count: int | None
     platform_message_id: str | None
+    undone_at: float | None = None  # /undo took it out of what the model sees
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

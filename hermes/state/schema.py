@@ -335,11 +335,44 @@ def _step_3_undone(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE messages ADD COLUMN undone_at REAL")
 
 
+def _step_4_approvals(conn: apsw.Connection) -> None:
+    """Approval requests: a guarded command waiting for an owner's yes, and what became
+    of it (`always`: the owner approved that exact command for the rest of the session).
+    An outbox row may carry buttons (JSON: [[label, command], ...]) on its platform."""
+    conn.execute(
+        """
+        CREATE TABLE approvals (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            call_id TEXT,
+            command TEXT NOT NULL,
+            cwd TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            platform TEXT NOT NULL,
+            chat_id TEXT,
+            user_id TEXT NOT NULL,
+            user_name TEXT,
+            owner TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN
+                ('pending', 'approved', 'denied', 'expired', 'cancelled')),
+            always INTEGER NOT NULL DEFAULT 0,
+            decided_by TEXT,
+            decided_at REAL
+        )"""
+    )
+    conn.execute("CREATE INDEX approvals_pending ON approvals (state) WHERE state = 'pending'")
+    conn.execute("CREATE INDEX approvals_session ON approvals (session_id, command)")
+    conn.execute("ALTER TABLE outbox ADD COLUMN buttons TEXT")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
     _step_2_cron_zone,
     _step_3_undone,
+    _step_4_approvals,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -9,7 +9,8 @@ that count in each answer's usage unless the answer says otherwise.
 Each request takes the next scripted answer (else `default`): a status code
 with a JSON body, or a list of SSE chunks (optionally paced). A 200 JSON answer
 is streamed when the request asks for `"stream": true`, the way the real API
-does. `answer_when(marker, answer)` answers the requests that mention `marker`
+does (a scripted function of the request's body makes its answer then:
+`last_tool_result`). `answer_when(marker, answer)` answers the requests that mention `marker`
 with `answer` instead (a summary call made to fail on demand). Every answer
 starts `delay` seconds after its request arrived. Requests are recorded with
 their headers and bodies, and the size of each prompt in `prompt_sizes`.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -86,6 +88,13 @@ def as_stream(answer: Answer) -> Answer:
     return Answer(chunks=chunks)
 
 
+def last_tool_result(body: dict[str, Any]) -> Answer:
+    """Script it as an answer: the reply quotes the last tool result the request holds
+    (a model telling the user what a command printed)."""
+    results = [m["content"] for m in body.get("messages") or () if m.get("role") == "tool"]
+    return text_answer(f"it said: {results[-1] if results else '(no tool result)'}")
+
+
 def error_answer(status: int, message: str = "error", **headers: str) -> Answer:
     return Answer(status, {"error": {"message": message}}, headers=headers)
 
@@ -130,7 +139,8 @@ def _with_usage(answer: Answer, tokens: int) -> Answer:
 
 class FakeOpenAI:
     def __init__(self, delay: float = 0.0) -> None:
-        self.answers: list[Answer] = []
+        # An entry may be a function of the request's body that makes its answer.
+        self.answers: list[Answer | Callable[[dict[str, Any]], Answer]] = []
         self.default = text_answer("(no script)")  # when nothing is scripted
         self.delay = delay  # seconds before every answer starts; may be changed any time
         self.requests: list[dict[str, Any]] = []
@@ -158,6 +168,8 @@ class FakeOpenAI:
                     answer = fake._triggered(raw.decode("utf-8", "replace"), body)
                     if answer is None:
                         answer = fake.answers.pop(0) if fake.answers else fake.default
+                    if callable(answer):
+                        answer = answer(body)
                     delay = fake.delay
                 if delay > 0:
                     fake.pacing.wait(delay)  # the model thinking
@@ -207,7 +219,7 @@ class FakeOpenAI:
         wait(self.arrived, lambda: len(self.requests) >= count, timeout,
              lambda: f"{len(self.requests)} of {count} model requests arrived")  # fmt: skip
 
-    def script(self, *answers: Answer) -> None:
+    def script(self, *answers: Answer | Callable[[dict[str, Any]], Answer]) -> None:
         with self.lock:
             self.answers.extend(answers)
 

@@ -34,8 +34,11 @@ from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config
 from hermes.delivery.replies import Then
 from hermes.gateway.admission import Admission, Admitted, Intake
+from hermes.gateway.approvals import ApprovalWaits
 from hermes.gateway.journal import new_owner
+from hermes.gateway.live import ServeLive
 from hermes.gateway.router import Router
+from hermes.gateway.services import Services
 from hermes.home import HermesHome
 from hermes.state.registry import Registry
 from tests.fakes.openai import FakeOpenAI
@@ -236,9 +239,12 @@ async def running_router(
     where a large one only fires when everything is stuck)."""
     replies = RecordingReplies(timeout, home.state_db)
     clock = Clock(time.time() - trio.current_time())  # wall time, on the test's trio clock
+    waits = ApprovalWaits()  # what the chat's /approve wakes, through serve's Live
+    live = ServeLive(Services(clock, approval_waits=waits))
     router = Router(
         registry, home.state_db, home.root, home.memories, agent or make_agent(fake),
         config or Config(), replies, owner or new_owner(), clock,
+        approval_waits=waits, live=live,
     )  # fmt: skip
     stopped = trio.Event()
     scope = trio.CancelScope()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import apsw
+import pytest
 
 from hermes.state import schema
 from tests.state import old_steps
@@ -145,10 +146,31 @@ def test_step_3_adds_when_a_message_was_undone_and_nothing_else():
     conn.execute("INSERT INTO sessions (id) VALUES ('s')")
     conn.execute("INSERT INTO messages (session_id, role, content, timestamp)"
                  " VALUES ('s', 'user', 'hi', 1)")  # fmt: skip
-    assert schema.migrate(conn) == [3]
+    assert schema.migrate(conn, target=3) == [3]
     after = shape(conn)
     columns = after["tables"]["messages"].pop("columns")
     assert columns[:-1] == before["tables"]["messages"].pop("columns")
     assert columns[-1][1:] == ("undone_at", "REAL", 0, None, 0, 0)  # nullable, no default
     assert after["tables"] == before["tables"]
     assert conn.execute("SELECT undone_at FROM messages").get is None
+
+
+def test_step_4_adds_approval_requests_and_an_outbox_rows_buttons():
+    conn = baseline()
+    schema.migrate(conn, target=3)
+    before = shape(conn)
+    conn.execute("INSERT INTO outbox (platform, chat_id, text, kind, idempotency_key,"
+                 " created_at) VALUES ('telegram', 'c', 'hi', 'reply', 'k:0', 1)")  # fmt: skip
+    assert schema.migrate(conn) == [4]
+    after = shape(conn)
+    assert after["tables"].pop("approvals")["columns"][0][1:3] == ("id", "TEXT")
+    columns = after["tables"]["outbox"].pop("columns")
+    assert columns[:-1] == before["tables"]["outbox"].pop("columns")
+    assert columns[-1][1:] == ("buttons", "TEXT", 0, None, 0, 0)  # nullable, no default
+    assert after["tables"] == before["tables"]
+    assert conn.execute("SELECT buttons FROM outbox").get is None
+    conn.execute("INSERT INTO approvals (id, session_id, command, cwd, reason, platform,"
+                 " user_id, owner, created_at, expires_at) VALUES"
+                 " ('a', 's', 'sudo x', '/', 'r', 'telegram', 'u', 'o', 1, 2)")  # fmt: skip
+    with pytest.raises(apsw.ConstraintError):
+        conn.execute("UPDATE approvals SET state = 'maybe'")

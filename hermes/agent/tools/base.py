@@ -13,12 +13,20 @@ from hermes.actors.errors import Invalid
 from hermes.agent.memory import Memory
 from hermes.agent.permissions import Caller
 from hermes.delivery.targets import Origin
+from hermes.state.approvals import Approval
 from hermes.state.db import Db
 from hermes.terminal.session import TerminalSession
 
 
 class ToolError(Invalid):
     """A tool call that cannot be done; its message goes back to the model."""
+
+
+class Approver(Protocol):
+    async def ask(self, ctx: ToolContext, command: str, reason: str) -> Approval:
+        """Ask an owner whether the turn of `ctx` may run `command`, which the guard
+        stopped for `reason`, and wait (in the turn's cancel scope) until they decide or
+        the request ends; the request as it ended (or was approved)."""
 
 
 @attrs.define
@@ -39,6 +47,8 @@ class ToolContext:
     platforms: frozenset[str] = frozenset({"local"})  # where send_message may send
     clock: Clock = attrs.Factory(Clock)  # serve's one clock; the real one unless given
     model: str | None = None  # the session's /model choice ("name/model"); None: config's order
+    approver: Approver | None = None  # asks an owner about a guarded command; None: nobody to ask
+    call_id: str | None = None  # the tool call being run (set for each call)
 
 
 class Tool(Protocol):

@@ -1,4 +1,9 @@
-"""terminal: run a shell command in the session's terminal (or in the background)."""
+"""terminal: run a shell command in the session's terminal (or in the background).
+
+A command the guard holds for approval is asked of an owner where the turn has
+someone to ask (ctx.approver): the turn waits, and the command runs only on a
+yes. Elsewhere (a cron job) the model is told it needs approval.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,21 @@ from typing import Any
 import attrs
 
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
+from hermes.state.approvals import APPROVED, CANCELLED, DENIED, EXPIRED, Approval
 from hermes.terminal.background import Start
+from hermes.terminal.guards import judge
+
+
+def not_run(request: Approval) -> str:
+    """The one line the model is told when an owner's yes did not come."""
+    why = {
+        DENIED: f"an owner ({request.decided_by}) denied it",
+        EXPIRED: "no owner answered in time; the request expired"
+        if request.decided_by is None
+        else f"the request expired ({request.decided_by})",
+        CANCELLED: f"the request was cancelled ({request.decided_by or 'the turn was stopped'})",
+    }[request.state]
+    return f"not run: {why} (approval {request.id}). Do not try to get around the guard."
 
 
 @attrs.frozen
@@ -16,7 +35,8 @@ class TerminalTool:
     name = "terminal"
     description = (
         "Run a bash command. The working directory persists between calls. "
-        "Long-running commands (servers, watchers) need background=true."
+        "Long-running commands (servers, watchers) need background=true. "
+        "A guarded command (sudo, ...) waits for an owner's approval."
     )
     parameters = obj(
         ["command"],
@@ -27,20 +47,29 @@ class TerminalTool:
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
         command = need(args, "command")
-        if args.get("background"):
-            if ctx.background is None:
-                raise ToolError("background processes are not available here")
+        background = bool(args.get("background"))
+        if background and ctx.background is None:
+            raise ToolError("background processes are not available here")
+        approved = False
+        verdict = judge(command, background=True)  # blocked, held for approval, or neither
+        if verdict.action == "approve" and ctx.approver is not None:
+            request = await ctx.approver.ask(ctx, command, verdict.reason)
+            if request.state != APPROVED:
+                return json.dumps({"status": request.state, "error": not_run(request)})
+            approved = True
+        if background:
             started = await ctx.background.call(
                 Start(
                     command,
                     ctx.terminal.cwd,
                     ctx.terminal.env,
                     owner=ctx.session_id,
+                    approved=approved,
                     secrets=tuple(ctx.terminal.redactor_secrets),
                 )  # fmt: skip
             )
             return json.dumps({"started": started["id"], "pid": started["pid"]})
-        result = await ctx.terminal.run(command, timeout=args.get("timeout"))
+        result = await ctx.terminal.run(command, timeout=args.get("timeout"), approved=approved)
         return json.dumps(
             {
                 "exit_code": result.exit_code,

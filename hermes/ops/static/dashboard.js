@@ -137,6 +137,10 @@ async function openTranscript(id) {
     li.appendChild(el("span", m.role === "tool" ? "tool " + (m.tool_name || "") : m.role,
       "role"));
     li.appendChild(el("span", m.content || (m.tool_calls ? JSON.stringify(m.tool_calls) : "")));
+    if (m.undone_at) {  // /undo took it out of what the model sees; the transcript keeps it
+      li.classList.add("undone");
+      li.appendChild(el("span", "undone", "note"));
+    }
     return li;
   });
   document.getElementById("transcript-messages").replaceChildren(...items);
@@ -281,6 +285,30 @@ async function refreshPairing() {
   }), "nobody yet");
 }
 
+// -- approvals -----------------------------------------------------------------------
+
+async function decide(a, action) {
+  if (await act("/api/approvals/" + encodeURIComponent(a.id) + "/" + action)) {
+    await refreshApprovals();
+  }
+}
+
+async function refreshApprovals() {
+  const rows = (await api("/api/approvals")).map((a) => {
+    const ids = { "data-approval": a.id };
+    const actions = el("span");
+    actions.append(
+      button("Approve", () => decide(a, "approve"), { ...ids, "data-action": "approve" }),
+      button("Always", () => decide(a, "always"), { ...ids, "data-action": "always" }),
+      button("Deny", () => decide(a, "deny"), { ...ids, "data-action": "deny" }));
+    const who = (a.user_name ? a.user_name + " " : "") + "(" + a.platform + " " + a.user_id + ")";
+    const tr = row([a.id, el("code", a.command), a.cwd, who, when(a.expires_at), actions]);
+    tr.dataset.approval = a.id;
+    return tr;
+  });
+  fill(document.querySelector("#approvals tbody"), rows, "nothing waits for approval");
+}
+
 // -- the loop ------------------------------------------------------------------------
 
 function every(seconds, fn) {
@@ -304,6 +332,7 @@ async function start() {
   every(5, refreshCron);
   every(5, refreshOutbox);
   every(5, refreshPairing);
+  every(2, refreshApprovals);
   refreshSessions().catch((e) => showError(e.message));
 }
 
