@@ -242,7 +242,8 @@ class RetentionConfig:
     seconds while it runs, never what is still needed."""
 
     journal_days: float = attrs.field(default=7.0, validator=positive)
-    """Days inbound events are kept (a duplicate is recognised within them)."""
+    """Days inbound events are kept (a duplicate is recognised within them), and ended
+    approval requests."""
     outbox_sent_days: float = attrs.field(default=30.0, validator=positive)
     """Days sent outbox rows are kept (unsent, dead and unknown ones stay)."""
     cron_runs_per_job: int = attrs.field(default=200, validator=_at_least(1))
