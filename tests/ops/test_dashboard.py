@@ -1,7 +1,8 @@
 """The dashboard in a real headless Chromium (Debian's chromium and chromium-driver, driven
 by Selenium) against `hermes serve` as a process: log in with the token, see the actor
 tree, search a session and open its transcript, approve a pending pairing request by its
-code, run a cron job and see its run. A screenshot of each step lands in the test's tmp dir."""
+code, deny a command that waits for approval, run a cron job and see its run. A
+screenshot of each step lands in the test's tmp dir."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
+from hermes.state.approvals import NewApproval, open_approval
 from hermes.state.maintenance import open_plain
 from hermes.state.pairing import request_code
 from tests.ops.surfaces import ops_url
@@ -178,6 +180,9 @@ def test_the_dashboard_in_a_browser(home, spawn, browser, tmp_path):
     job = added.stdout.split()[1]
     with writing(home.state_db) as conn:
         code = request_code(conn, "telegram", "4242", "Zed", time.time(), chat_id="4242").code
+        asked = NewApproval("s-1", "sudo apt-get update", "/srv", "running as root with sudo",
+                            "telegram", "4242", "4242", "Zed", "elsewhere:1:x", 300)  # fmt: skip
+        approval = open_approval(conn, asked, time.time()).id
 
     steps = Steps(browser, tmp_path)
     url = ops_url(home)
@@ -231,6 +236,13 @@ def test_the_dashboard_in_a_browser(home, spawn, browser, tmp_path):
     steps.until("the request gone", lambda d: not d.find_elements(By.CSS_SELECTOR, request))
     assert browser.find_element(By.ID, "pairing-code").get_attribute("value") == ""
 
+    # A command waiting for approval: denied here as a chat's button would.
+    waiting = f'#approvals tr[data-approval="{approval}"]'
+    steps.until("the waiting command", lambda d: "sudo apt-get update" in steps.text(waiting))
+    assert "Zed (telegram 4242)" in steps.text(waiting)
+    steps.click("deny", f'{waiting} button[data-action="deny"]')
+    steps.until("the request gone", lambda d: not d.find_elements(By.CSS_SELECTOR, waiting))
+
     steps.click("run the job", f'#cron button[data-action="run"][data-job="{job}"]')
     steps.until(
         "a finished run", lambda d: d.find_elements(By.CSS_SELECTOR, "#cron-runs .state-ok")
@@ -252,5 +264,7 @@ def test_the_dashboard_in_a_browser(home, spawn, browser, tmp_path):
         ) == ("Zed", "dashboard")
         assert _row(conn, "SELECT count(*) FROM pairing_requests WHERE user_id = '4242'") == (0,)
         assert _row(conn, "SELECT status FROM cron_runs WHERE job_id = ?", job) == ("ok",)
+        decided = "SELECT state, decided_by FROM approvals WHERE id = ?"
+        assert _row(conn, decided, approval) == ("denied", "dashboard")
     finally:
         conn.close()

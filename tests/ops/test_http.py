@@ -23,6 +23,7 @@ from tests.seed import writing
 GUARDED_GETS = [
     "/ready", "/metrics", "/", "/login", "/static/dashboard.js", "/api/session", "/api/tree",
     "/api/sessions", "/api/sessions/x", "/api/cron", "/api/outbox", "/api/pairing",
+    "/api/approvals",
 ]  # fmt: skip
 GUARDED_POSTS = [
     "/logout",
@@ -30,6 +31,8 @@ GUARDED_POSTS = [
     "/api/outbox/1/retry",
     "/api/pairing/telegram/approve",
     "/api/pairing/telegram/1/deny",
+    "/api/approvals/abc123/approve",
+    "/api/approvals/abc123/deny",
 ]
 
 
