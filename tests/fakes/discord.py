@@ -7,10 +7,24 @@ REST, under `{url}/api/v10/`, header `Authorization: Bot <token>` (otherwise 401
     GET  gateway/bot               -> {"url": "ws://127.0.0.1:PORT/gateway", "shards": 1,
                                        "session_start_limit": {...}}
     GET  users/@me                 -> the bot user
-    POST channels/{id}/messages    {content, message_reference?} -> 200 a Message
-                                   (`id`: an increasing snowflake string); empty or over
-                                   2000 characters -> 400 code 50035 "Invalid Form Body"
+    POST channels/{id}/messages    {content, message_reference?, components?} -> 200 a
+                                   Message (`id`: an increasing snowflake string; its
+                                   `components` as sent); empty (without components) or
+                                   over 2000 characters, or components Discord refuses
+                                   (see below) -> 400 code 50035 "Invalid Form Body"
     POST channels/{id}/typing      -> 204
+    POST interactions/{id}/{token}/callback  {type, data?} -> 204; needs no Authorization
+                                   (the token in the path is the credential; a bot header
+                                   is taken too). Unknown id or token, or later than 3 s
+                                   after the press -> 404 code 10062 "Unknown interaction";
+                                   a second one -> 400 code 40060 "Interaction has already
+                                   been acknowledged."; a type that cannot answer a button
+                                   press (only 4, 5, 6, 7 and 9 can) -> 400 code 50035.
+
+Components are checked as Discord checks them: at most 5 action rows (type 1) of 1 to 5
+components; a button (type 2) has a style 1-5, a label of at most 80 characters (or an
+emoji), and a custom_id of 1 to 100 characters unique in the message (a link button,
+style 5, has a `url` instead).
 
 Every REST answer carries `X-RateLimit-Limit`, `-Remaining`, `-Reset`, `-Reset-After`
 and `-Bucket` (one bucket per route and channel: "msg-<channel>", "typing-<channel>",
@@ -24,6 +38,11 @@ Gateway: a WebSocket at `{ws}/gateway` (the URL from gateway/bot) and at
 recorded in `sockets`), a query string (`?v=10&encoding=json`) is accepted. Frames
 are JSON text `{"op", "d", "s", "t"}`.
 
+- `press()` dispatches an `INTERACTION_CREATE` (type 3, a button press) shaped like
+  Discord's: `id`, `application_id`, `type`, `data {custom_id, component_type: 2}`,
+  `guild_id`, `guild` and `member {user, ...}` in a guild or `user` in a DM,
+  `channel_id`, `channel {id, type, guild_id?}`, `token`, `version: 1`, `message` (the
+  message as created), `app_permissions`, `locale`, `entitlements`, `context`.
 - On connect: `op 10 Hello {"heartbeat_interval": ms}`.
 - `op 1` heartbeat: recorded in `heartbeats`; answered `op 11` unless the socket is a
   zombie (`zombie()`).
@@ -49,17 +68,23 @@ session: a Resume replays it (so a message sent during a gap is delivered exactl
 to a client that resumes). A new session (Identify) does not get the events of an
 earlier one, as on Discord: a client that must identify anew has lost them, and
 events injected while there is no valid session at all are lost too (`lost`). The
-fake keeps its state for its whole life: sessions outlive client restarts.
+fake keeps its state for its whole life: sessions, messages and interactions outlive
+client restarts.
 
 The test drives the fake from its own thread (every method is thread-safe):
-`message()` and `dispatch()` put events in; `rate_limit()` and `fail()` answer the
+`message()` and `dispatch()` put events in; `press(message, button, user_id=...)`
+presses a button of a message hermes sent (the message as `sent` records it, or its
+id; the button by its custom_id, i.e. hermes's command, or its label) and returns the
+interaction's id, `redeliver(interaction_id)` dispatches that press again (as a Resume
+from an earlier sequence would); `rate_limit()` and `fail()` answer the
 next matching REST calls with errors; `zombie()`, `close(code)`, `reconnect()`,
 `invalid_session()` and `drop()` trouble the current socket; `flap()` makes every new
 socket close right after Hello (a flapping gateway) until `unflap()`. It reads what
-the client did in `sent`, `typing`, `refused`, `calls`, `identifies` (and
-`identify_payloads`, with their times), `resumes`, `sessions`, `heartbeats`, `closes`,
-`sockets`, `dispatches` ... and waits for it with the `wait_*` helpers, which block on
-a condition (no sleeping) and raise TimeoutError naming what they waited for.
+the client did in `sent`, `typing`, `interactions`, `callbacks`, `refused`, `calls`,
+`identifies` (and `identify_payloads`, with their times), `resumes`, `sessions`,
+`heartbeats`, `closes`, `sockets`, `dispatches` ... and waits for it with the `wait_*`
+helpers, which block on a condition (no sleeping) and raise TimeoutError naming what
+they waited for.
 `shutdown()` (or leaving the `with` block) stops the fake at once; `close(code)` closes
 a Gateway socket.
 
@@ -73,6 +98,9 @@ Where the fake knowingly differs from Discord:
   of it); it is never replayed.
 - MESSAGE_CREATE carries an extra `channel_type` (1 DM, 0 guild text, 11 public
   thread...) which Discord leaves out: use `guild_id` to tell a DM from a guild.
+- The 3 seconds an interaction has for its callback are measured on the fake's
+  `clock` (time.monotonic unless a test passes one it moves on), from `press()`.
+  Interaction tokens never expire otherwise, and no follow-up webhooks exist.
 - An empty message answers 50035 (Discord: 50006 "Cannot send an empty message");
   any channel id is taken; rate-limit buckets are counted, never enforced; the
   bucket names are readable ("msg-<channel>"), not opaque hashes.
@@ -85,9 +113,10 @@ In its own process:
 
 prints its base URL on one line and serves until killed. Another process drives it
 over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword arguments calls one
-of message, dispatch, rate_limit, fail, clear_faults, zombie, unzombie, close,
-reconnect, invalid_session, drop, flap, unflap (answer `{"ok": true, "result": <return
-value>}`), and `GET {url}/_fake/state` answers the counters and the records.
+of message, dispatch, press, redeliver, rate_limit, fail, clear_faults, zombie,
+unzombie, close, reconnect, invalid_session, drop, flap, unflap (answer `{"ok": true,
+"result": <return value>}`), and `GET {url}/_fake/state` answers the counters and the
+records.
 """
 
 from __future__ import annotations
@@ -98,6 +127,7 @@ import json
 import math
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -112,6 +142,9 @@ BOT_ID = "100000000000000001"
 BOT_NAME = "hermes"
 APPLICATION_ID = BOT_ID
 MAX_CONTENT = 2000
+ACK_WITHIN = 3.0  # seconds an interaction has for its callback
+MESSAGE_COMPONENT = 3  # the interaction type of a button press
+COMPONENT_CALLBACKS = frozenset({4, 5, 6, 7, 9})  # callback types a press may get
 API_PREFIX = "/api/v10/"
 STOP_CODE = 1001  # the code of the close frames the fake sends when it stops
 ENDING_CODES = frozenset({1000, 1001})  # a client's close with these ends its session
@@ -183,6 +216,59 @@ def _error(status: int, code: int, message: str) -> Reply:
     return Reply(status, {"message": message, "code": code})
 
 
+def _form_error(path: list[str], code: str, message: str) -> dict[str, Any]:
+    """Discord's nested `errors` of a 50035 for one field, `path` from the top."""
+    errors: dict[str, Any] = {"_errors": [{"code": code, "message": message}]}
+    for key in reversed(path):
+        errors = {key: errors}
+    return errors
+
+
+def _component_errors(components: Any) -> dict[str, Any] | None:
+    """Discord's `errors` for a message's `components` it would refuse, or None."""
+    if not isinstance(components, list) or len(components) > 5:
+        return _form_error(["components"], "BASE_TYPE_BAD_LENGTH", "Must be 5 or fewer in length.")
+    seen: set[str] = set()  # custom_ids are unique in a message
+    for r, row in enumerate(components):
+        where = ["components", str(r)]
+        inner = row.get("components") if isinstance(row, dict) else None
+        if not isinstance(row, dict) or row.get("type") != 1 or not isinstance(inner, list):
+            return _form_error(where, "UNION_TYPE_CHOICES", 'Value of "type" must be one of (1,).')
+        if not 1 <= len(inner) <= 5:
+            return _form_error([*where, "components"], "BASE_TYPE_BAD_LENGTH",
+                               "Must be between 1 and 5 in length.")  # fmt: skip
+        for c, button in enumerate(inner):
+            if not isinstance(button, dict) or button.get("type") != 2:
+                continue  # a select menu or the like: not checked
+            problem = _button_problem(button, seen)
+            if problem is not None:
+                return _form_error([*where, "components", str(c), *problem[:1]], *problem[1:])
+    return None
+
+
+def _button_problem(button: dict[str, Any], seen: set[str]) -> tuple[str, str, str] | None:
+    """The field of a button Discord refuses, its error code and message; or None (its
+    custom_id joins `seen`)."""
+    style, label, custom_id = button.get("style"), button.get("label"), button.get("custom_id")
+    if style not in (1, 2, 3, 4, 5):
+        return "style", "BASE_TYPE_CHOICES", "Value must be one of {1, 2, 3, 4, 5}."
+    if label is None and not button.get("emoji"):
+        return "label", "BUTTON_LABEL_REQUIRED", "A label or an emoji is required."
+    if label is not None and (not isinstance(label, str) or len(label) > 80):
+        return "label", "BASE_TYPE_BAD_LENGTH", "Must be 80 or fewer in length."
+    if style == 5:  # a link
+        if not button.get("url") or custom_id is not None:
+            return "url", "BUTTON_COMPONENT_URL_REQUIRED", "A link button has a url only."
+        return None
+    if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= 100:
+        return "custom_id", "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 100 in length."
+    if custom_id in seen:
+        duplicated = "Component custom id cannot be duplicated"
+        return "custom_id", "COMPONENT_CUSTOM_ID_DUPLICATED", duplicated
+    seen.add(custom_id)
+    return None
+
+
 def _timestamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime())
 
@@ -194,14 +280,14 @@ class FakeDiscord(WebSocketFake):
     _socket_class = _Socket
     _socket_paths = frozenset({"/gateway", "/resume"})
     _CONTROLS = frozenset({
-        "message", "dispatch", "rate_limit", "fail", "clear_faults", "zombie", "unzombie",
-        "close", "reconnect", "invalid_session", "drop", "flap", "unflap",
+        "message", "dispatch", "press", "redeliver", "rate_limit", "fail", "clear_faults",
+        "zombie", "unzombie", "close", "reconnect", "invalid_session", "drop", "flap", "unflap",
     })  # fmt: skip
     _channel_field = "channel_id"
     _STATE = (
-        "sent", "typing", "refused", "identifies", "resumes", "resume_attempts", "sessions",
-        "connections", "open_sockets", "sockets", "heartbeats", "closes", "dispatches", "lost",
-        "internal_errors",
+        "sent", "typing", "interactions", "callbacks", "refused", "identifies", "resumes",
+        "resume_attempts", "sessions", "connections", "open_sockets", "sockets", "heartbeats",
+        "closes", "dispatches", "lost", "internal_errors",
     )  # fmt: skip
 
     def __init__(
@@ -211,12 +297,14 @@ class FakeDiscord(WebSocketFake):
         heartbeat_interval: float = 1.0,
         bucket_limit: int = 5,
         bucket_window: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self.token = token
         self.heartbeat_interval = heartbeat_interval  # seconds (sent in ms)
         self.bucket_limit = bucket_limit
         self.bucket_window = bucket_window
+        self.clock = clock  # what an interaction's 3 seconds are measured on
         self._sessions: list[_Session] = []
         self._current: _Session | None = None
         self._flap: tuple[int, str] | None = None  # (code, at) for new sockets
@@ -232,6 +320,10 @@ class FakeDiscord(WebSocketFake):
         self._calls: list[dict[str, Any]] = []
         self._typing: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
+        self._channels: dict[str, tuple[str | None, int]] = {}  # id -> (guild, type)
+        self._interactions: list[dict[str, Any]] = []  # every press, in order
+        self._pressed: dict[str, dict[str, Any]] = {}  # interaction id -> its dispatch's d
+        self._callbacks: list[dict[str, Any]] = []
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -321,6 +413,7 @@ class FakeDiscord(WebSocketFake):
             if mentioned:
                 d["mentions"] = [dict(BOT_USER)]
             self._messages[message_id] = d
+            self._channels[channel] = (guild_id, channel_type)
             self._dispatch("MESSAGE_CREATE", d)
             return message_id
 
@@ -329,6 +422,86 @@ class FakeDiscord(WebSocketFake):
         valid session, the event is lost)."""
         with self._cond:
             return self._dispatch(t, copy_json(d))
+
+    def press(
+        self,
+        message: str | dict[str, Any],
+        button: str,
+        *,
+        user_id: str = "1001",
+        user_name: str | None = None,
+        guild_id: str | None = None,
+    ) -> str:
+        """`user_id` presses `button` (a custom_id, else a label) of a message the client
+        sent (`message`: its id, or its record from `sent`): an INTERACTION_CREATE for
+        the current session, and the interaction's 3 seconds start. The guild is
+        `guild_id`, else the one `message()` last put in the message's channel, else
+        none (a DM). Returns the interaction's id; LookupError for an unknown message or
+        button."""
+        message_id = str(message["id"] if isinstance(message, dict) else message)
+        with self._cond:
+            created = self._messages.get(message_id)
+            if created is None or created["author"]["id"] != BOT_ID:
+                raise LookupError(f"no message {message_id} from the bot")
+            buttons = [c for row in created.get("components") or () for c in row["components"]]
+            chosen = next((b for b in buttons if b.get("custom_id") == button), None)
+            chosen = chosen or next((b for b in buttons if b.get("label") == button), None)
+            if chosen is None or not chosen.get("custom_id"):
+                raise LookupError(f"message {message_id} has no button {button!r}")
+            channel = created["channel_id"]
+            known_guild, channel_type = self._channels.get(channel, (None, None))
+            guild = guild_id if guild_id is not None else known_guild
+            if channel_type is None:
+                channel_type = 1 if guild is None else 0
+            user = {
+                "id": user_id, "username": user_name or f"user{user_id}", "discriminator": "0",
+                "global_name": None, "avatar": None,
+            }  # fmt: skip
+            interaction_id = self._snowflake()
+            token = f"fake-interaction-{uuid.uuid4().hex}"
+            d: dict[str, Any] = {
+                "id": interaction_id, "application_id": APPLICATION_ID,
+                "type": MESSAGE_COMPONENT,
+                "data": {"custom_id": chosen["custom_id"], "component_type": 2},
+                "channel_id": channel, "channel": {"id": channel, "type": channel_type},
+                "token": token, "version": 1, "message": copy_json(created),
+                "app_permissions": "2248473465835073", "locale": "en-US", "entitlements": [],
+                "context": 1 if guild is None else 0,
+            }  # fmt: skip
+            if guild is None:
+                d["user"] = user
+            else:
+                d["guild_id"] = guild
+                d["guild"] = {"id": guild, "locale": "en-US", "features": []}
+                d["guild_locale"] = "en-US"
+                d["channel"]["guild_id"] = guild
+                d["member"] = {
+                    "user": user, "roles": [], "joined_at": _timestamp(), "deaf": False,
+                    "mute": False, "flags": 0, "pending": False, "nick": None, "avatar": None,
+                    "permissions": "2248473465835073",
+                }  # fmt: skip
+            self._pressed[interaction_id] = d
+            self._interactions.append({
+                "id": interaction_id, "token": token, "message_id": message_id,
+                "channel_id": channel, "guild_id": guild, "custom_id": chosen["custom_id"],
+                "user_id": user_id, "pressed_at": self.clock(), "at": time.monotonic(),
+                "acknowledged": None, "s": [self._dispatch("INTERACTION_CREATE", copy_json(d))],
+            })  # fmt: skip
+            self._cond.notify_all()
+            return interaction_id
+
+    def redeliver(self, interaction_id: str) -> int | None:
+        """Dispatch a press again, as it was (the same id and token), as a Resume from a
+        sequence before it replays it; its 3 seconds do not start again. Returns the
+        dispatch's `s` (None: no valid session, lost)."""
+        with self._cond:
+            d = self._pressed.get(str(interaction_id))
+            if d is None:
+                raise LookupError(f"no interaction {interaction_id}")
+            record = next(r for r in self._interactions if r["id"] == str(interaction_id))
+            s = self._dispatch("INTERACTION_CREATE", copy_json(d))
+            record["s"].append(s)
+            return s
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -358,10 +531,10 @@ class FakeDiscord(WebSocketFake):
         *,
         route: str = "messages",
     ) -> None:
-        """The next `times` sends (route "messages", "typing" or "*"; to `channel` if
-        given; None: all from now on) answer `status` `{"message", "code"}` (e.g. 403
-        50013 "Missing Permissions", 404 10003 "Unknown Channel"). Faults queue: each
-        call takes the first match."""
+        """The next `times` sends (route "messages", "typing", "callback" (an interaction's,
+        for any channel) or "*"; to `channel` if given; None: all from now on) answer
+        `status` `{"message", "code"}` (e.g. 403 50013 "Missing Permissions", 404 10003
+        "Unknown Channel"). Faults queue: each call takes the first match."""
         with self._cond:
             self._faults.add(_Fault(int(status), int(code), message), route, channel, times)
 
@@ -441,6 +614,15 @@ class FakeDiscord(WebSocketFake):
     sent = observed("_sent", """The messages created, in order: the request body's
         fields, `channel_id`, `id`, `at` (time.monotonic() of arrival).""")  # fmt: skip
     typing = observed("_typing", "Typing triggers taken: `channel_id`, `at`.")
+    interactions = observed("_interactions", """Every press, in order: `id`, `token`,
+        `message_id`, `channel_id`, `guild_id`, `custom_id`, `user_id`, `pressed_at` (on
+        `clock`), `at`, `acknowledged` (the type of the callback taken, or None), `s`
+        (the sequence of each dispatch of it).""")  # fmt: skip
+    callbacks = observed("_callbacks", """Every interaction callback, in order:
+        `interaction_id`, `type`, `data`, `status`, `code` (of an error), `in_time`
+        (within 3 s of the press on `clock`; None for an unknown interaction), `after`
+        (seconds since the press), `authorization` (whether it carried that header),
+        `at`.""")  # fmt: skip
     refused = observed("_refused", """REST calls answered with an error: `route`,
         `channel_id`, `status`, `code`, `message`, `retry_after`, `global`, `body`,
         `at`.""")  # fmt: skip
@@ -454,7 +636,8 @@ class FakeDiscord(WebSocketFake):
     closes = observed("_closes", """The codes of the close frames clients sent, in order
         (None: no code).""")  # fmt: skip
     dispatches = observed("_written", """Dispatches written on a socket: `session_id`, `s`,
-        `t`, `id` (a message's), `socket`, `replay` (sent again on Resume), `at`.""")  # fmt: skip
+        `t`, `id` (a message's or an interaction's), `socket`, `replay` (sent again on
+        Resume), `at`.""")  # fmt: skip
     lost = observed("_lost", "Events injected while no valid session existed: `t`, `d`, `at`.")
 
     identifies = observed("_identifies", """Identify frames taken (refused ones on a
@@ -470,6 +653,9 @@ class FakeDiscord(WebSocketFake):
 
     def wait_typing(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
         return self._wait_records("_typing", count, timeout, f"{count} typing trigger(s)")
+
+    def wait_callbacks(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
+        return self._wait_records("_callbacks", count, timeout, f"{count} interaction callback(s)")
 
     def wait_refused(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
         return self._wait_records("_refused", count, timeout, f"{count} refused call(s)")
@@ -546,7 +732,9 @@ class FakeDiscord(WebSocketFake):
             if replay and frame["t"] in ("READY", "RESUMED"):
                 continue
             d = frame["d"]
-            is_message = isinstance(d, dict) and frame["t"].startswith("MESSAGE")
+            is_message = isinstance(d, dict) and (
+                frame["t"].startswith("MESSAGE") or frame["t"] == "INTERACTION_CREATE"
+            )
             record = {
                 "session_id": session.id, "s": frame["s"], "t": frame["t"],
                 "id": d.get("id") if is_message else None,
@@ -729,6 +917,10 @@ class FakeDiscord(WebSocketFake):
             return _error(404, 0, "404: Not Found")
         route = path[len(API_PREFIX) :].strip("/").split("/")
         auth = str(headers.get("authorization", ""))
+        if len(route) == 4 and route[0] == "interactions" and route[3] == "callback":
+            if verb != "POST":
+                return _error(405, 0, "405: Method Not Allowed")
+            return self._callback(route[1], route[2], raw, bool(auth), now)
         if auth != f"Bot {self.token}":
             return self._refuse("auth", None, _error(401, 0, "401: Unauthorized"), None, now)
         if route == ["gateway", "bot"] and verb == "GET":
@@ -776,14 +968,17 @@ class FakeDiscord(WebSocketFake):
             problem = ("BASE_TYPE_STRING", "This field must be a string.")
         elif len(content) > MAX_CONTENT:
             problem = ("BASE_TYPE_MAX_LENGTH", f"Must be {MAX_CONTENT} or fewer in length.")
-        elif not content.strip() and not body.get("embeds"):
+        elif not content.strip() and not body.get("embeds") and not body.get("components"):
             problem = ("BASE_TYPE_REQUIRED", "This field is required")
+        errors = None
         if problem is not None:
+            errors = _form_error(["content"], *problem)
+        elif "components" in body:
+            errors = _component_errors(body["components"])
+        if errors is not None:
             reply = _error(400, 50035, "Invalid Form Body")
             assert reply.body is not None
-            reply.body["errors"] = {
-                "content": {"_errors": [{"code": problem[0], "message": problem[1]}]}
-            }
+            reply.body["errors"] = errors
             return self._refuse(
                 "messages", channel, self._with_bucket(reply, bucket, now), body, now
             )
@@ -794,7 +989,7 @@ class FakeDiscord(WebSocketFake):
                 "author": dict(BOT_USER), "timestamp": _timestamp(), "edited_timestamp": None,
                 "tts": False, "mention_everyone": False, "mentions": [], "mention_roles": [],
                 "attachments": [], "embeds": copy_json(body.get("embeds") or []),
-                "pinned": False, "flags": 0,
+                "pinned": False, "flags": 0, "components": copy_json(body.get("components") or []),
             }  # fmt: skip
             reference = body.get("message_reference")
             if isinstance(reference, dict) and reference.get("message_id"):
@@ -810,6 +1005,42 @@ class FakeDiscord(WebSocketFake):
             self._sent.append(sent)
             self._cond.notify_all()
         return self._with_bucket(Reply(200, copy_json(message)), bucket, now)
+
+    def _callback(
+        self, interaction_id: str, token: str, raw: bytes, authorization: bool, now: float
+    ) -> Reply:
+        """An interaction's callback (module docstring), recorded in `callbacks`."""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        body = body if isinstance(body, dict) else {}
+        with self._cond:
+            pressed = next((r for r in self._interactions if r["id"] == interaction_id), None)
+            if pressed is not None and pressed["token"] != token:
+                pressed = None
+            after = None if pressed is None else self.clock() - pressed["pressed_at"]
+            fault = self._faults.take("callback", None)
+            if fault is not None:
+                reply = self._fault_reply(fault, f"callback-{interaction_id}", now)
+            elif pressed is None or after is None or after > ACK_WITHIN:
+                reply = _error(404, 10062, "Unknown interaction")
+            elif pressed["acknowledged"] is not None:
+                reply = _error(400, 40060, "Interaction has already been acknowledged.")
+            elif body.get("type") not in COMPONENT_CALLBACKS:
+                reply = _error(400, 50035, "Invalid Form Body")
+            else:
+                pressed["acknowledged"] = body["type"]
+                reply = Reply(204, None)
+            self._callbacks.append({
+                "interaction_id": interaction_id, "type": body.get("type"),
+                "data": copy_json(body.get("data")), "status": reply.status,
+                "code": (reply.body or {}).get("code"),
+                "in_time": None if after is None else after <= ACK_WITHIN, "after": after,
+                "authorization": authorization, "at": now,
+            })  # fmt: skip
+            self._cond.notify_all()
+        return reply
 
     def _fault_reply(self, fault: _Fault, bucket: str, now: float) -> Reply:
         if fault.status != 429:

@@ -17,7 +17,12 @@ method or the bot token (`xoxb-`) to apps.connections.open
     chat.postMessage       (bot; channel, text, thread_ts, mrkdwn, blocks ...)
                            -> {"channel", "ts", "message"}; "no_text" without text (nor
                               blocks or attachments), "msg_too_long" over 40,000
-                              characters, "channel_not_found" without a channel
+                              characters, "channel_not_found" without a channel,
+                              "invalid_blocks" (with `errors`: what) for blocks past
+                              Block Kit's limits: over 50 blocks, a section's text
+                              over 3,000 characters, an actions block of over 25
+                              elements, a button's label over 75 or value over 2,000,
+                              an action_id repeated in its block or over 255
 
 Socket Mode: each URL from apps.connections.open is single-use: a second handshake
 with its ticket (or an unknown one) is refused with HTTP 401 before the upgrade.
@@ -31,6 +36,13 @@ On connect the fake sends `{"type": "hello", "num_connections": N, "connection_i
     {"envelope_id": "<uuid>", "type": "slash_commands", "accepts_response_payload": true,
      "payload": {"command", "text", "user_id", "channel_id", "team_id", "trigger_id",
      "response_url", ...}}
+    {"envelope_id": "<uuid>", "type": "interactive", "accepts_response_payload": false,
+     "payload": {"type": "block_actions", "user": {"id", "username", "name", "team_id"},
+     "team": {"id", "domain"}, "channel": {"id", "name"}, "container": {"type":
+     "message", "message_ts", "channel_id", "is_ephemeral", "thread_ts"?}, "message":
+     {"ts", "text", "blocks", "thread_ts"?, ...}, "actions": [{"action_id", "block_id",
+     "text", "value", "type": "button", "action_ts"}], "trigger_id", "response_url",
+     "api_app_id", "state", ...}}
 
 A client acknowledges with a text frame `{"envelope_id": "..."}` (an optional
 `payload` is recorded) on any socket. An events_api envelope not acknowledged within
@@ -45,13 +57,19 @@ restarts: the fake keeps its state for its whole life.
 
 The test drives the fake from its own thread (every method is thread-safe):
 `message()`, `mention()`, `slash()`, `inject()` and `envelope()` put events in;
+`press(message, button, user=)` presses a button of a message the client posted (the
+message's record in `sent`, or its ts; the button's value, i.e. hermes's command, or
+its label) and returns the press's trigger_id; `redeliver(key)` sends an event once
+more in a new envelope, acknowledged or not (a test of repeats);
 `fail()` answers the next matching Web API calls with an error; `disconnect()` sends
 a disconnect frame and closes the socket later (warning / refresh_requested: after
 `disconnect_close_after` seconds, default 10; link_disabled: at once);
 `half_open()` makes a socket silent both ways (nothing sent, nothing read: no
 events, no pongs, no acks, no close replies) while its TCP connection stays up;
-`drop()` cuts a socket. It reads what the client did in `sent`, `refused`, `acked`,
-`acks`, `deliveries`, `sockets`, ... and waits for it with the `wait_*` helpers,
+`drop()` cuts a socket. It reads what the client did in `sent` (a message's `blocks`
+as posted among its parameters), `refused`, `acked`, `acks`, `deliveries`, `sockets`,
+... and waits for it with the `wait_*` helpers (`wait_acked(key)` for a press too,
+`wait_acks(count, event_id=key)` for a repeat's acknowledgement),
 which block on a condition (no sleeping) and raise TimeoutError naming what they
 waited for. `close()` returns at once.
 
@@ -67,9 +85,12 @@ Where the fake knowingly differs from Slack:
   `too_many_websockets` disconnect instead of hello, and is closed.
 - Sockets the fake closes get a close frame with code 1001; a cut (`drop()`) has
   none. The fake sends no pings of its own; it answers the client's.
-- Slash commands (and `envelope()`s) are not retried: unacknowledged after
-  `ack_timeout`, they are dropped (Slack shows the user a timeout). Their
-  envelopes carry no retry fields; their key in `acked` is the trigger_id.
+- Slash commands, button presses (and `envelope()`s) are not retried:
+  unacknowledged after `ack_timeout`, they are dropped (Slack shows the user a
+  timeout). Their envelopes carry no retry fields; their key in `acked` is the
+  trigger_id. A press's `action_ts` is a fake ts, unique in the fake's life; a
+  block posted without a block_id gets one (`fk<n>`) in the message Slack keeps
+  (the `message` of chat.postMessage's answer and of a press), not in `sent`.
 - chat.postMessage takes any channel id (a user id is not turned into a DM id) and
   any thread_ts; `response_url` points at `{url}/_slack/response/<trigger_id>`,
   which records the POSTs in `responses`.
@@ -83,8 +104,8 @@ In its own process:
 
 prints its base URL on one line and serves until killed. Another process drives it
 over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword arguments calls one
-of message, mention, slash, inject, envelope, fail, clear_faults, disconnect,
-half_open, drop, disable_link, enable_link, configure (answer `{"ok": true,
+of message, mention, slash, inject, envelope, press, redeliver, fail, clear_faults,
+disconnect, half_open, drop, disable_link, enable_link, configure (answer `{"ok": true,
 "result": <return value>}`), and `GET {url}/_fake/state` answers the counters and
 the records.
 """
@@ -124,6 +145,12 @@ CLOSE_CODE = 1001  # the code of the close frames the fake sends
 _DEFAULT_CHANNELS = {"im": "D1", "channel": "C1", "group": "G1", "mpim": "G2"}
 _CHANNEL_TYPES = {"D": "im", "C": "channel", "G": "group"}
 _BOT_METHODS = frozenset({"auth.test", "chat.postMessage"})
+MAX_BLOCKS = 50  # Block Kit's limits, as chat.postMessage checks them
+MAX_SECTION_TEXT = 3000
+MAX_ELEMENTS = 25  # of an actions block
+MAX_BUTTON_LABEL = 75
+MAX_BUTTON_VALUE = 2000
+MAX_ID = 255  # a block_id, an action_id
 _WS_REFUSALS = {
     "websocket upgrade required": "websocket_upgrade_required",
     "stopping": "service_unavailable",
@@ -174,8 +201,9 @@ class FakeSlack(WebSocketFake):
     _socket_class = _Socket
     _socket_paths = frozenset({"/link"})
     _CONTROLS = frozenset({
-        "message", "mention", "slash", "inject", "envelope", "fail", "clear_faults",
-        "disconnect", "half_open", "drop", "disable_link", "enable_link", "configure",
+        "message", "mention", "slash", "inject", "envelope", "press", "redeliver", "fail",
+        "clear_faults", "disconnect", "half_open", "drop", "disable_link", "enable_link",
+        "configure",
     })  # fmt: skip
     _STATE = (
         "sent", "refused", "acked", "acks", "deliveries", "dropped", "pending", "sockets",
@@ -225,6 +253,8 @@ class FakeSlack(WebSocketFake):
         self._acked: list[str] = []
         self._dropped: list[str] = []
         # Web API
+        self._messages: dict[str, dict[str, Any]] = {}  # by ts: posted, as Slack keeps them
+        self._block_ids = itertools.count(1)
         self._calls: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
         self._responses: list[dict[str, Any]] = []
@@ -387,6 +417,60 @@ class FakeSlack(WebSocketFake):
         with self._cond:
             return copy_json(self._events[key].payload)
 
+    def press(
+        self, message: dict[str, Any] | str, button: str, *, user: str = "U1", team: str = TEAM_ID
+    ) -> str:
+        """`user` presses a button of a message the client posted: `message` is its record
+        in `sent` (or its ts), `button` the button's value (hermes puts the command there)
+        or its label. An `interactive` envelope with a `block_actions` payload goes out,
+        not retried (see the module's docstring). Returns its trigger_id, its key in
+        `acked`, `deliveries` and `payload()`."""
+        ts = message if isinstance(message, str) else str(message.get("ts") or "")
+        with self._cond:
+            posted = self._messages.get(ts)
+            if posted is None:
+                raise LookupError(f"no message with ts {ts!r} was posted")
+            block_id, element = _button(posted, button)
+            n = next(self._event_numbers)
+            trigger_id = f"{n}.{n:04d}.{uuid.uuid4().hex[:32]}"
+            channel = posted["channel"]
+            shown = {k: v for k, v in posted.items() if k != "channel"}
+            container = {"type": "message", "message_ts": ts, "channel_id": channel,
+                         "is_ephemeral": False}  # fmt: skip
+            if "thread_ts" in posted:
+                container["thread_ts"] = posted["thread_ts"]
+            payload = {
+                "type": "block_actions",
+                "user": {"id": user, "username": user.lower(), "name": user.lower(),
+                         "team_id": team},
+                "api_app_id": APP_ID, "token": "fake-verification-token",
+                "container": container, "trigger_id": trigger_id,
+                "team": {"id": team, "domain": TEAM_DOMAIN}, "enterprise": None,
+                "is_enterprise_install": False,
+                "channel": {"id": channel,
+                            "name": "directmessage" if channel.startswith("D") else "general"},
+                "message": copy_json(shown), "state": {"values": {}},
+                "response_url": f"{self.url}/_slack/response/{trigger_id}",
+                "actions": [{
+                    "action_id": element.get("action_id"), "block_id": block_id,
+                    "text": copy_json(element.get("text")), "value": element.get("value"),
+                    "type": "button", "action_ts": self._next_ts(),
+                }],
+            }  # fmt: skip
+            return self._add(trigger_id, "interactive", payload, False)
+
+    def redeliver(self, key: str) -> None:
+        """Send an event (`key`: an event_id, a trigger_id) once more at once, in a new
+        envelope with the same payload, whether it was acknowledged or not: for a test
+        that a client knows a repeat. An events_api event comes as a retry
+        (`retry_attempt` + 1, `retry_reason` "timeout")."""
+        with self._cond:
+            event = self._events[key]
+            if event.state != "queued":
+                event.state, event.retry_reason = "queued", "timeout"
+                self._queue.append(event)
+                self._cond.notify_all()
+
     # -- faults and socket trouble ----------------------------------------------------------
 
     def fail(
@@ -527,6 +611,15 @@ class FakeSlack(WebSocketFake):
         else:
             self._wait(lambda: len(self._acked) >= what, timeout, f"{what} acknowledged event(s)")
         return self.acked
+
+    def wait_acks(
+        self, count: int = 1, timeout: float = 10.0, *, event_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The acknowledgement frames (of `event_id`'s envelopes if given), once at least
+        `count` came: a repeat's included (`acked` names an event once)."""
+        of = "" if event_id is None else f" of {event_id}"
+        return self._wait_records("_acks", count, timeout, f"{count} acknowledgement(s){of}",
+                                  lambda a: event_id in (None, a["event_id"]))  # fmt: skip
 
     def wait_deliveries(
         self, count: int = 1, timeout: float = 10.0, *, event_id: str | None = None
@@ -714,7 +807,8 @@ class FakeSlack(WebSocketFake):
             if event.state == "queued":  # a late ack of an earlier envelope
                 self._queue.remove(event)
             event.state = "acked"
-            self._acked.append(event.key)
+            if event.key not in self._acked:  # a redelivered one: named once
+                self._acked.append(event.key)
 
     # -- the Web API ---------------------------------------------------------------------
 
@@ -813,19 +907,39 @@ class FakeSlack(WebSocketFake):
             return _error("channel_not_found")
         text = params.get("text")
         text = "" if text is None else str(text)
-        if not text and not params.get("blocks") and not params.get("attachments"):
+        blocks = params.get("blocks")
+        if isinstance(blocks, str):  # a form's field
+            try:
+                blocks = json.loads(blocks)
+            except ValueError:
+                return _error("invalid_blocks_format")
+        if blocks is not None and not isinstance(blocks, list):
+            return _error("invalid_blocks_format")
+        if not text and not blocks and not params.get("attachments"):
             return _error("no_text")
         if len(text) > MAX_TEXT:
             return _error("msg_too_long")
+        if blocks:
+            problem = _blocks_problem(blocks)
+            if problem is not None:
+                return Reply(200, {"ok": False, "error": "invalid_blocks", "errors": [problem]})
         ts = self._next_ts()
         message: dict[str, Any] = {
             "type": "message", "text": text, "user": BOT_USER_ID, "bot_id": BOT_ID,
             "app_id": APP_ID, "team": TEAM_ID, "ts": ts,
         }  # fmt: skip
+        if blocks:  # kept with a block_id on each, as Slack keeps them
+            message["blocks"] = [
+                {**copy_json(b), "block_id": b.get("block_id") or f"fk{next(self._block_ids)}"}
+                for b in blocks
+            ]  # fmt: skip
         thread_ts = params.get("thread_ts")
         if thread_ts:
             message["thread_ts"] = str(thread_ts)
+        self._messages[ts] = {**message, "channel": channel}
         sent = {**copy_json(params), "channel": channel, "ts": ts, "at": time.monotonic()}
+        if blocks is not None:
+            sent["blocks"] = copy_json(blocks)
         self._sent.append(sent)
         if self.echo_bot_messages:
             event = {
@@ -847,6 +961,73 @@ class FakeSlack(WebSocketFake):
             self._responses.append({"trigger_id": trigger_id, "body": body, "at": time.monotonic()})
             self._cond.notify_all()
         return _ok()
+
+
+def _blocks_problem(blocks: list[Any]) -> str | None:
+    """What chat.postMessage would find wrong with `blocks` (Block Kit's limits on the
+    blocks hermes sends: sections, actions of buttons), or None."""
+    if len(blocks) > MAX_BLOCKS:
+        return f"more than {MAX_BLOCKS} blocks"
+    block_ids: set[str] = set()
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            return f"block {i}: not a block"
+        block_id = block.get("block_id")
+        if block_id is not None:
+            if not block_id or len(str(block_id)) > MAX_ID or block_id in block_ids:
+                return f"block {i}: block_id empty, too long or not unique"
+            block_ids.add(block_id)
+        if block["type"] == "section":
+            text = block.get("text")
+            if not isinstance(text, dict) or text.get("type") not in ("mrkdwn", "plain_text"):
+                return f"block {i}: a section's text must be a text object"
+            if not 1 <= len(str(text.get("text") or "")) <= MAX_SECTION_TEXT:
+                return f"block {i}: a section's text must be 1 to {MAX_SECTION_TEXT} characters"
+        elif block["type"] == "actions":
+            problem = _actions_problem(block.get("elements"))
+            if problem is not None:
+                return f"block {i}: {problem}"
+    return None
+
+
+def _actions_problem(elements: Any) -> str | None:
+    if not isinstance(elements, list) or not 1 <= len(elements) <= MAX_ELEMENTS:
+        return f"an actions block holds 1 to {MAX_ELEMENTS} elements"
+    action_ids: set[str] = set()
+    for j, element in enumerate(elements):
+        if not isinstance(element, dict) or element.get("type") != "button":
+            continue  # other elements: not checked
+        action_id = element.get("action_id")
+        if action_id is not None:
+            if not action_id or len(str(action_id)) > MAX_ID or action_id in action_ids:
+                return f"element {j}: action_id empty, too long or not unique in its block"
+            action_ids.add(action_id)
+        label = element.get("text")
+        if not isinstance(label, dict) or label.get("type") != "plain_text":
+            return f"element {j}: a button's text must be plain_text"
+        if not 1 <= len(str(label.get("text") or "")) <= MAX_BUTTON_LABEL:
+            return f"element {j}: a button's text must be 1 to {MAX_BUTTON_LABEL} characters"
+        if len(str(element.get("value") or "")) > MAX_BUTTON_VALUE:
+            return f"element {j}: a button's value is over {MAX_BUTTON_VALUE} characters"
+    return None
+
+
+def _button(message: dict[str, Any], button: str) -> tuple[str, dict[str, Any]]:
+    """The block_id and the element of the button of `message` whose value (else label)
+    is `button`."""
+    buttons = [
+        (block["block_id"], element)
+        for block in message.get("blocks") or [] if block.get("type") == "actions"
+        for element in block.get("elements") or [] if element.get("type") == "button"
+    ]  # fmt: skip
+    for found in buttons:
+        if found[1].get("value") == button:
+            return found
+    for found in buttons:
+        if (found[1].get("text") or {}).get("text") == button:
+            return found
+    shown = [(e.get("text") or {}).get("text") for _, e in buttons]
+    raise LookupError(f"message {message['ts']} has no button {button!r} (it has {shown})")
 
 
 def main() -> None:

@@ -483,3 +483,148 @@ async def test_its_own_process_driven_over_http():
             await proc.wait()
         if proc.stdout is not None:
             await proc.stdout.aclose()
+
+
+class Clock:
+    """A clock the test moves on: the fake's 3 seconds for an interaction's callback."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def callback(
+    discord: FakeDiscord, interaction: dict[str, Any], body: dict[str, Any], **headers: str
+) -> httpx.Response:
+    """An interaction's callback, as Discord takes it: no bot token needed."""
+    url = f"{discord.api_url}/interactions/{interaction['id']}/{interaction['token']}/callback"
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await client.post(url, json=body, headers=headers)
+
+
+BUTTONS = [{"type": 1, "components": [
+    {"type": 2, "style": 1, "label": "Approve", "custom_id": "/approve 3f9a1c"},
+    {"type": 2, "style": 4, "label": "Deny", "custom_id": "/deny 3f9a1c"},
+]}]  # fmt: skip
+
+
+@pytest.mark.timeout(30)
+async def test_components_are_kept_with_the_message_and_checked(discord: FakeDiscord):
+    ok = await rest(discord, "POST", "channels/2001/messages", content="run sudo?",
+                    components=BUTTONS)  # fmt: skip
+    assert ok.status_code == 200 and ok.json()["components"] == BUTTONS
+    [sent] = discord.sent
+    assert sent["components"] == BUTTONS and sent["id"] == ok.json()["id"]
+    row = BUTTONS[0]["components"]
+    refused = {
+        "a custom_id over 100": [{**row[0], "custom_id": "x" * 101}],
+        "a label over 80": [{**row[0], "label": "x" * 81}],
+        "the same custom_id twice": [row[0], {**row[1], "custom_id": row[0]["custom_id"]}],
+        "six in a row": [{**row[0], "custom_id": str(i)} for i in range(6)],
+        "no style": [{k: v for k, v in row[0].items() if k != "style"}],
+        "an empty row": [],
+    }
+    for why, buttons in refused.items():
+        answer = await rest(discord, "POST", "channels/2001/messages", content="x",
+                            components=[{"type": 1, "components": buttons}])  # fmt: skip
+        assert (answer.status_code, answer.json()["code"]) == (400, 50035), why
+        assert "components" in answer.json()["errors"], why
+    wrong = await rest(discord, "POST", "channels/2001/messages", content="x",
+                       components=[{**BUTTONS[0], "components": [row[0]]}] * 6)  # fmt: skip
+    assert wrong.status_code == 400  # six rows
+    only_buttons = await rest(discord, "POST", "channels/2001/messages", content="",
+                              components=BUTTONS)  # fmt: skip
+    assert only_buttons.status_code == 200  # components make a message without content
+    assert len(discord.sent) == 2 and len(discord.refused) == len(refused) + 1
+
+
+@pytest.mark.timeout(30)
+async def test_a_press_is_an_interaction_create_acknowledged_once_within_3_s():
+    clock = Clock()
+    with FakeDiscord(heartbeat_interval=0.5, clock=clock) as discord:
+        async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+            await hello_and_ready(ws)
+            discord.message("hi", guild_id="500", mentions_bot=True)  # 3001 is in guild 500
+            await receive(ws)
+            sent = await rest(discord, "POST", "channels/3001/messages", content="approve?",
+                              components=BUTTONS)  # fmt: skip
+            message = discord.sent[0]
+            pressed = discord.press(message, "Deny", user_id="42", user_name="ann")
+            frame = await receive(ws)
+            assert (frame["op"], frame["t"], frame["s"]) == (0, "INTERACTION_CREATE", 3)
+            d = frame["d"]
+            assert (d["id"], d["type"], d["version"]) == (pressed, 3, 1)
+            assert d["application_id"] == BOT_ID and d["token"]
+            assert d["data"] == {"custom_id": "/deny 3f9a1c", "component_type": 2}
+            assert (d["guild_id"], d["channel_id"]) == ("500", "3001")
+            assert d["channel"] == {"id": "3001", "type": 0, "guild_id": "500"}
+            assert d["member"]["user"]["id"] == "42" and "user" not in d
+            assert d["member"]["user"]["username"] == "ann"
+            assert d["message"] == sent.json()
+            # a DM press: the user at the top, no guild
+            dm = await rest(discord, "POST", "channels/2001/messages", content="approve?",
+                            components=BUTTONS)  # fmt: skip
+            discord.press(dm.json()["id"], "/approve 3f9a1c")
+            d_dm = (await receive(ws))["d"]
+            assert d_dm["user"]["id"] == "1001" and "member" not in d_dm
+            assert "guild_id" not in d_dm and d_dm["channel"]["type"] == 1
+            again = discord.redeliver(pressed)
+            replayed = await receive(ws)
+            assert replayed["s"] == again == 5 and replayed["d"] == d
+        first = discord.interactions[0]
+        assert (first["id"], first["custom_id"]) == (pressed, "/deny 3f9a1c")
+        assert (first["user_id"], first["message_id"]) == ("42", message["id"])
+        assert first["s"] == [3, 5] and first["acknowledged"] is None
+        clock.now += 2.9
+        ack = await callback(discord, d, {"type": 6})
+        assert ack.status_code == 204 and ack.content == b""
+        twice = await callback(discord, d, {"type": 6})
+        assert twice.status_code == 400
+        assert twice.json() == {"message": "Interaction has already been acknowledged.",
+                                "code": 40060}  # fmt: skip
+        unknown = await callback(discord, {"id": pressed, "token": "nope"}, {"type": 6})
+        assert unknown.json() == {"message": "Unknown interaction", "code": 10062}
+        assert unknown.status_code == 404
+        bad = await callback(discord, d_dm, {"type": 1})  # a PONG cannot answer a press
+        assert (bad.status_code, bad.json()["code"]) == (400, 50035)
+        clock.now += 0.2  # past 3 s for the DM press too
+        late = await callback(discord, d_dm, {"type": 6}, Authorization=f"Bot {TOKEN}")
+        assert (late.status_code, late.json()["code"]) == (404, 10062)
+        records = discord.callbacks
+        assert [(c["type"], c["status"], c["code"]) for c in records] == [
+            (6, 204, None), (6, 400, 40060), (6, 404, 10062), (1, 400, 50035), (6, 404, 10062),
+        ]  # fmt: skip
+        assert [c["in_time"] for c in records] == [True, True, None, True, False]
+        assert [c["authorization"] for c in records] == [False] * 4 + [True]
+        assert records[0]["after"] == pytest.approx(2.9)
+        assert discord.interactions[0]["acknowledged"] == 6
+        assert discord.interactions[1]["acknowledged"] is None
+        assert await off(discord.wait_callbacks, 5) == records
+        with pytest.raises(LookupError, match="no button"):
+            discord.press(message, "Maybe")
+        with pytest.raises(LookupError, match="no message"):
+            discord.press("123", "Deny")
+        assert discord.internal_errors == []
+
+
+@pytest.mark.timeout(30)
+async def test_press_and_its_records_over_http(discord: FakeDiscord):
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        await hello_and_ready(ws)
+        sent = await rest(discord, "POST", "channels/2001/messages", content="approve?",
+                          components=BUTTONS)  # fmt: skip
+        async with httpx.AsyncClient(timeout=10, base_url=discord.url) as control:
+            answer = await control.post(
+                "/_fake/press", json={"message": sent.json()["id"], "button": "Approve",
+                                      "user_id": "7"})  # fmt: skip
+            assert answer.json()["ok"] is True
+            d = (await receive(ws))["d"]
+            assert d["id"] == answer.json()["result"] and d["user"]["id"] == "7"
+            assert (await callback(discord, d, {"type": 6})).status_code == 204
+            state = (await control.get("/_fake/state")).json()["result"]
+            assert [i["id"] for i in state["interactions"]] == [d["id"]]
+            assert [c["status"] for c in state["callbacks"]] == [204]
+            missing = await control.post("/_fake/press", json={"message": "1", "button": "x"})
+            assert missing.status_code == 400

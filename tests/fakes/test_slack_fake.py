@@ -278,6 +278,115 @@ async def test_post_message_is_recorded(slack: FakeSlack):
     assert [r["error"] for r in slack.refused] == ["msg_too_long", "no_text"]
 
 
+def buttons_message(*labels_and_values: tuple[str, str]) -> list[dict[str, Any]]:
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "Run `sudo ls`?"}},
+        {"type": "actions", "elements": [
+            {"type": "button", "action_id": f"hermes_{i}",
+             "text": {"type": "plain_text", "text": label}, "value": value}
+            for i, (label, value) in enumerate(labels_and_values)
+        ]},
+    ]  # fmt: skip
+
+
+@pytest.mark.timeout(30)
+async def test_blocks_are_recorded_and_checked(slack: FakeSlack):
+    blocks = buttons_message(("Approve", "/approve 1"), ("Deny", "/deny 1"))
+    answer = await api(slack, "chat.postMessage", channel="C1", text="Run?", blocks=blocks)
+    posted = answer.json()
+    assert posted["ok"] is True
+    kept = posted["message"]["blocks"]  # Slack gives each block an id
+    assert [b["block_id"] for b in kept] == ["fk1", "fk2"]
+    assert [{k: v for k, v in b.items() if k != "block_id"} for b in kept] == blocks
+    async with httpx.AsyncClient(timeout=10) as client:  # a form: blocks as a JSON string
+        form = await client.post(
+            f"{slack.api_url}/chat.postMessage",
+            data={"channel": "D1", "blocks": json.dumps(blocks)},  # no text: blocks only
+            headers={"Authorization": f"Bearer {BOT_TOKEN}"},
+        )
+    assert form.json()["ok"] is True
+    sent = await off(slack.wait_sent, 2)
+    assert sent[0]["blocks"] == blocks and sent[0]["text"] == "Run?"
+    assert sent[1]["blocks"] == blocks and "text" not in sent[1]
+
+    def section(text: str) -> list[dict[str, Any]]:
+        return [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+
+    too_many = buttons_message(*[(f"b{i}", f"/b {i}") for i in range(26)])
+    twice = buttons_message(("A", "/a"), ("B", "/b"))
+    twice[1]["elements"][1]["action_id"] = "hermes_0"
+    wrong = {
+        "section": section("x" * 3001),
+        "value": buttons_message(("Long", "x" * 2001)),
+        "label": buttons_message(("x" * 76, "/x")),
+        "elements": too_many,
+        "action_id": twice,
+        "count": section("x") * 51,
+    }
+    for blocks in wrong.values():
+        refused = await api(slack, "chat.postMessage", channel="C1", text="t", blocks=blocks)
+        assert refused.json()["error"] == "invalid_blocks", refused.json()
+    assert (await api(slack, "chat.postMessage", channel="C1", text="t", blocks="[")).json()[
+        "error"
+    ] == "invalid_blocks_format"
+    edge = await api(slack, "chat.postMessage", channel="C1", text="t", blocks=section("x" * 3000))
+    assert edge.json()["ok"] is True and len(slack.sent) == 3
+    errors = [r["error"] for r in slack.refused]
+    assert errors == ["invalid_blocks"] * len(wrong) + ["invalid_blocks_format"]
+
+
+@pytest.mark.timeout(30)
+async def test_a_press_is_an_interactive_envelope_not_retried(slack: FakeSlack):
+    slack.configure(ack_timeout=0.3)
+    blocks = buttons_message(("Approve", "/approve 1"), ("Deny", "/deny 1"))
+    posted = (await api(slack, "chat.postMessage", channel="C5", text="Run?", blocks=blocks,
+                        thread_ts="1699999999.000100")).json()  # fmt: skip
+    [sent] = slack.sent
+    with pytest.raises(LookupError, match="no button"):
+        slack.press(sent, "Maybe")
+    with pytest.raises(LookupError, match="no message"):
+        slack.press("1.000001", "Approve")
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        pressed = slack.press(sent, "/approve 1", user="U2")  # by its value
+        envelope = await receive(ws)
+        assert envelope["type"] == "interactive"
+        assert envelope["accepts_response_payload"] is False and "retry_attempt" not in envelope
+        payload = envelope["payload"]
+        assert payload | {
+            "type": "block_actions", "trigger_id": pressed, "team": {"id": "T0001",
+            "domain": "test"}, "channel": {"id": "C5", "name": "general"},
+            "user": {"id": "U2", "username": "u2", "name": "u2", "team_id": "T0001"},
+            "container": {"type": "message", "message_ts": sent["ts"], "channel_id": "C5",
+                          "is_ephemeral": False, "thread_ts": "1699999999.000100"},
+            "response_url": f"{slack.url}/_slack/response/{pressed}",
+        } == payload  # fmt: skip
+        assert payload["message"] == posted["message"]  # as Slack keeps it: blocks, thread
+        [action] = payload["actions"]
+        assert action | {
+            "action_id": "hermes_0", "block_id": "fk2", "value": "/approve 1", "type": "button",
+            "text": {"type": "plain_text", "text": "Approve"},
+        } == action  # fmt: skip
+        assert action["action_ts"] > sent["ts"]
+        await ack(ws, envelope)
+        assert await off(slack.wait_acked, pressed) == [pressed]
+
+        ignored = slack.press(sent["ts"], "Deny")  # by its label; nobody acknowledges it
+        assert (await receive(ws))["payload"]["actions"][0]["value"] == "/deny 1"
+        await off(slack.wait_until, lambda f: f.dropped == [ignored], 5, "the drop")
+        await nothing_within(ws, 0.6)  # not retried
+
+        slack.redeliver(pressed)  # once more, though acknowledged
+        again = await receive(ws)
+        assert again["envelope_id"] != envelope["envelope_id"]
+        assert again["payload"] == payload
+        await ack(ws, again)
+        acks = await off(slack.wait_acks, 2, event_id=pressed)
+        assert [a["envelope_id"] for a in acks] == [envelope["envelope_id"], again["envelope_id"]]
+    assert slack.acked == [pressed]  # named once
+    assert [d["event_id"] for d in slack.deliveries] == [pressed, ignored, pressed]
+
+
 @pytest.mark.timeout(30)
 async def test_faults_and_a_rate_limit_with_retry_after(slack: FakeSlack):
     slack.fail("chat.postMessage", "ratelimited", retry_after=2)
@@ -360,6 +469,21 @@ def test_the_fake_runs_in_its_own_process():
         assert event["ok"] is True
         state = httpx.get(f"{url}/_fake/state", timeout=5).json()["result"]
         assert state["pending"] == [event["result"]] and state["connections_opened"] == 0
+        posted = httpx.post(
+            f"{url}/api/chat.postMessage",
+            headers={"Authorization": f"Bearer {BOT_TOKEN}"},
+            json={"channel": "D1", "text": "Run?", "blocks": buttons_message(("Go", "/go"))},
+            timeout=5,
+        ).json()
+        press = httpx.post(
+            f"{url}/_fake/press",
+            json={"message": posted["ts"], "button": "Go", "user": "U2"},
+            timeout=5,
+        ).json()
+        assert press["ok"] is True
+        state = httpx.get(f"{url}/_fake/state", timeout=5).json()["result"]
+        assert state["pending"] == [event["result"], press["result"]]
+        assert state["sent"][0]["blocks"] == buttons_message(("Go", "/go"))
         bad = httpx.post(f"{url}/_fake/disconnect", json={}, timeout=5)
         assert bad.status_code == 400 and "no open socket" in bad.json()["error"]
         me = httpx.post(

@@ -23,7 +23,15 @@ no Discord SDK.
   fatal, 4007 and 4009 start a new session, others resume.
 - Liveness: ACKs and dispatches are progress; a connection without them for two
   heartbeat intervals and a margin is replaced.
-- Sends: `POST /channels/{id}/messages` replying to the message; 429's
+- Button presses (INTERACTION_CREATE of type 3, which come whatever the intents) are
+  admitted as their command, then acknowledged with `POST /interactions/{id}/{token}/
+  callback` `{"type": 6}` (the message stays as it is), a duplicate too. Discord wants
+  that within 3 s of the press, so it goes out from a task of its own at once, behind
+  neither the reader nor the sends, without the bot's token (the interaction's token
+  is the credential). A slash command (type 2; hermes registers none) is answered with
+  a note, seen only by its sender, that hermes takes commands as messages.
+- Sends: `POST /channels/{id}/messages` replying to the message, its buttons as one
+  row of components (components.py); 429's
   retry_after for the channel's bucket, or for everything when `global`; 5xx and
   a failed connection retry; every other 4xx is permanent (retrying 4xx earns an
   IP ban); a request that may have arrived without an answer is Unconfirmed.
@@ -48,7 +56,8 @@ from hermes.adapters.contract import (
     SendResult,
     Sent,
 )
-from hermes.adapters.discord.inbound import incoming
+from hermes.adapters.discord.components import button_row
+from hermes.adapters.discord.inbound import incoming, pressed
 from hermes.adapters.discord.link import RESUMABLE_CLOSE, Link
 from hermes.adapters.discord.session import KeptSession, Session
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
@@ -67,6 +76,11 @@ MAX_FRAME = 4 * 1024 * 1024
 HEARTBEAT, IDENTIFY, RESUME, RECONNECT, INVALID_SESSION, HELLO, HEARTBEAT_ACK = (
     1, 2, 6, 7, 9, 10, 11,
 )  # fmt: skip
+APPLICATION_COMMAND, MESSAGE_COMPONENT = 2, 3  # interaction types
+DEFERRED_UPDATE_MESSAGE = {"type": 6}  # the press is taken; the message stays as it is
+TEXT_COMMANDS_ONLY = {"type": 4, "data": {"flags": 1 << 6,  # ephemeral: its sender's only
+                      "content": "hermes takes commands as messages: type /help."}}  # fmt: skip
+CALLBACK_DEADLINE = 10.0  # seconds; Discord refuses one after 3 s anyway
 
 
 class DiscordAdapter(HttpAdapter):
@@ -255,12 +269,73 @@ class DiscordAdapter(HttpAdapter):
                 event = None
             if event is not None:
                 await self.admit(event)  # typing starts once it is admitted
+        elif kind == "INTERACTION_CREATE":
+            await self._interaction(data)
         session = self.kept.current
         if seq is not None and session is not None:  # only past what is admitted
             session.seq = int(seq)
         if kind in ("READY", "RESUMED"):
             link.ready = True
             await self.kept.keep()
+
+    async def _interaction(self, interaction: dict[str, Any]) -> None:
+        """A button press is admitted, then acknowledged (a duplicate too); a slash command
+        is answered with a note; other interactions are skipped."""
+        kind = interaction.get("type")
+        if kind == MESSAGE_COMPONENT:
+            try:
+                event = pressed(interaction, self.platform)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                log.info("%s: a malformed button press: %r", self.name, exc)
+                event = None
+            if event is None:
+                log.info("%s: acknowledging and skipping interaction %s: no command or chat",
+                         self.name, interaction.get("id"))  # fmt: skip
+            else:
+                await self.admit(event)
+            self._answer(interaction, DEFERRED_UPDATE_MESSAGE)
+        elif kind == APPLICATION_COMMAND:
+            self._answer(interaction, TEXT_COMMANDS_ONLY)
+        else:
+            log.debug("%s: skipping interaction %s of type %s",
+                      self.name, interaction.get("id"), kind)  # fmt: skip
+
+    def _answer(self, interaction: dict[str, Any], body: dict[str, Any]) -> None:
+        """Answer the interaction from a task of its own in the actor's nursery: not
+        behind the reader (which goes on with the next dispatch) nor the sends."""
+        interaction_id, token = interaction.get("id"), interaction.get("token")
+        if not interaction_id or not token or self.nursery is None:
+            log.info("%s: interaction %s cannot be answered", self.name, interaction_id)
+            return
+        self.nursery.start_soon(self._callback, str(interaction_id), str(token), body)
+
+    async def _callback(self, interaction_id: str, token: str, body: dict[str, Any]) -> None:
+        """`POST interactions/{id}/{token}/callback`, without the bot's Authorization
+        header (Discord authenticates it by the token in the path). A failure is
+        logged: the press is admitted either way, only its spinner shows an error."""
+        if self.http is None:
+            return
+        headers = {k: v for k, v in self.http.headers.items() if k.lower() != "authorization"}
+        url = f"{self.base}interactions/{interaction_id}/{token}/callback"
+        request = httpx.Request("POST", url, json=body, headers=headers)
+        response = None
+        with trio.move_on_after(CALLBACK_DEADLINE):
+            try:
+                response = await self.http.send(request)
+            except httpx.HTTPError as exc:
+                log.warning("%s: acknowledging interaction %s failed: %r",
+                            self.name, interaction_id, exc)  # fmt: skip
+                return
+        if response is None:
+            log.warning("%s: no answer to acknowledging interaction %s within %g s",
+                        self.name, interaction_id, CALLBACK_DEADLINE)  # fmt: skip
+        elif response.status_code >= 400:
+            answer = HttpAnswer.of(response).body
+            code = answer.get("code") if isinstance(answer, dict) else None
+            # 40060: acknowledged already (a replayed press); 10062: unknown or too late
+            level = logging.INFO if code in (40060, 10062) else logging.WARNING
+            log.log(level, "%s: acknowledging interaction %s: %s %s", self.name,
+                    interaction_id, response.status_code, answer)  # fmt: skip
 
     # -- typing -------------------------------------------------------------------
 
@@ -274,6 +349,12 @@ class DiscordAdapter(HttpAdapter):
         if request.reply_to:
             body["message_reference"] = {"message_id": request.reply_to,
                                          "fail_if_not_exists": False}  # fmt: skip
+        if request.buttons:  # the plain resend too: Discord sends every text as written
+            components, left_off = button_row(request.buttons)
+            for line in left_off:
+                log.warning("%s: %s", self.name, line)
+            if components:
+                body["components"] = components
         answer = await self.post(f"{self.base}channels/{request.target.chat_id}/messages", body)
         return read_send(answer) if isinstance(answer, HttpAnswer) else answer
 

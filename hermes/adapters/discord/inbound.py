@@ -1,10 +1,16 @@
-"""Discord MESSAGE_CREATE dispatches as the gateway's InboundEvents.
+"""Discord dispatches as the gateway's InboundEvents: MESSAGE_CREATE, and the button
+presses of INTERACTION_CREATE.
 
 A message without a guild is a DM (always ours); in a guild channel the bot is
 mentioned when it is in `mentions` or the message replies to one of its own.
 The guild is the scope; a thread is a channel of its own on Discord, so its
 messages carry the thread's channel id. Bots (this one included) are skipped.
 The event id is the message id: a dispatch replayed after a Resume is the same.
+
+A button press is the button's command (its custom_id) sent by whoever pressed it, in
+the chat of the message that carries the button, addressed to the bot and answering
+that message. Its event id is the interaction's id, prefixed so that it never meets a
+message's.
 """
 
 from __future__ import annotations
@@ -39,4 +45,31 @@ def incoming(
         message_id=str(message["id"]),
         reply_to=str(reference) if reference else None,
         mentioned=mentioned,
+    )
+
+
+def pressed(interaction: dict[str, Any], platform: str = "discord") -> InboundEvent | None:
+    """A button press (an interaction of type 3) as the event of its command; None for
+    one without a command, a presser or a chat to place it in."""
+    data = interaction.get("data") or {}
+    command = str(data.get("custom_id") or "").strip()
+    guild = interaction.get("guild_id")
+    user = (interaction.get("member") or {}).get("user") if guild else None
+    user = user or interaction.get("user") or {}
+    channel = interaction.get("channel_id") or (interaction.get("channel") or {}).get("id")
+    if not command or not user.get("id") or not channel or not interaction.get("id"):
+        return None
+    message = (interaction.get("message") or {}).get("id")
+    return InboundEvent(
+        platform=platform,
+        event_id=f"interaction-{interaction['id']}",
+        chat_type=ChatType.DM if guild is None else ChatType.GROUP,
+        chat_id=str(channel),
+        user_id=str(user["id"]),
+        text=command,
+        scope_id=str(guild) if guild else None,
+        user_name=user.get("username"),
+        message_id=str(message) if message else None,
+        reply_to=str(message) if message else None,
+        mentioned=True,
     )

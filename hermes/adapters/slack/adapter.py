@@ -13,10 +13,13 @@
 - Liveness: every frame and every pong is progress; a ping goes out every
   third of the idle deadline; a half-open socket (no frames, no pongs) misses
   the deadline and the connection is replaced by the supervisor.
+- Button presses (`interactive` envelopes of `block_actions`) are admitted as their
+  button's command and acknowledged like every envelope; other interactions are
+  acknowledged and skipped.
 - Sends: `chat.postMessage` in the event's thread (a mention in a channel is
-  answered in a thread under it); 429's Retry-After goes to the outbox;
-  permanent errors are dead letters; a request that may have arrived without
-  an answer is Unconfirmed (never posted twice).
+  answered in a thread under it), its buttons as Block Kit (blocks.py); 429's
+  Retry-After goes to the outbox; permanent errors are dead letters; a request that
+  may have arrived without an answer is Unconfirmed (never posted twice).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.slack.api import DEFAULT_BASE, SlackError, WebApi, retry_after, web_api_url
+from hermes.adapters.slack.blocks import with_buttons
 from hermes.adapters.slack.config import SlackConfig
 from hermes.adapters.slack.inbound import incoming
 from hermes.adapters.slack.mrkdwn import escape
@@ -164,7 +168,7 @@ class SlackAdapter(HttpAdapter):
             return
         try:
             event = incoming(frame, self.bot_user, self.platform)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             log.warning("%s: skipping a malformed envelope: %r", self.name, exc)
             event = None
         if event is not None:
@@ -188,7 +192,14 @@ class SlackAdapter(HttpAdapter):
 
     async def send(self, request: SendRequest) -> SendResult:
         target = request.target
-        params: dict[str, Any] = {"channel": target.chat_id, "text": escape(request.text)}
+        text = escape(request.text)  # `plain` or not: Slack refuses no formatting of ours
+        params: dict[str, Any] = {"channel": target.chat_id, "text": text}
+        if request.buttons:
+            blocks, left_off = with_buttons(text, request.buttons)
+            for line in left_off:
+                log.warning("%s: %s", self.name, line)
+            if blocks:
+                params["blocks"] = blocks  # `text` stays: the notification's
         if target.thread_id:
             params["thread_ts"] = target.thread_id
         elif request.reply_to and not target.chat_id.startswith("D"):

@@ -7,10 +7,17 @@ is skipped (its `app_mention` is the one taken); bots' messages, the bot's own,
 and messages with a subtype (edits, joins, deletions) are skipped. A
 `slash_commands` envelope becomes the command's text (`/hermes new` is `/new`).
 The event id is the payload's `event_id`, the same in every retry of it.
+
+An `interactive` envelope of a `block_actions` payload (a button of ours pressed)
+becomes the button's `value` (its command) from the user who pressed it, mentioned,
+in the chat and thread of the message that carries it (`message_id`: that message's
+ts). Its event id is `action-<action_ts>-<user>`, the same in every delivery of the
+press. Other interactions, and a press without a value or a channel, are skipped.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -19,6 +26,8 @@ from hermes.adapters.contract import ChatType, InboundEvent
 CHAT_TYPES = {"im": ChatType.DM, "channel": ChatType.CHANNEL, "group": ChatType.GROUP,
               "mpim": ChatType.GROUP}  # fmt: skip
 APP_COMMAND = "/hermes"
+
+log = logging.getLogger(__name__)
 
 
 def _kind_of(channel: str) -> ChatType:
@@ -79,6 +88,36 @@ def _slash(payload: dict[str, Any], envelope_id: str, platform: str) -> InboundE
     )
 
 
+def _press(payload: dict[str, Any], platform: str) -> InboundEvent | None:
+    actions = payload.get("actions") or [{}]
+    action, user = actions[0], payload.get("user") or {}
+    container, message = payload.get("container") or {}, payload.get("message") or {}
+    channel = str((payload.get("channel") or {}).get("id") or container.get("channel_id") or "")
+    command, action_ts, user_id = action.get("value"), action.get("action_ts"), user.get("id")
+    if not command or not channel or not action_ts or not user_id:
+        log.info("%s: skipping a button press without a command, a channel, a time or a "
+                 "user (%s)", platform, payload.get("trigger_id"))  # fmt: skip
+        return None
+    message_ts = container.get("message_ts") or message.get("ts")
+    thread = message.get("thread_ts") or container.get("thread_ts")
+    if thread and thread == message_ts:
+        thread = None  # the message starts a thread: it is in the channel itself
+    team = payload.get("team") or {}
+    return InboundEvent(
+        platform=platform,
+        event_id=f"action-{action_ts}-{user_id}",
+        chat_type=_kind_of(channel),
+        chat_id=channel,
+        user_id=str(user_id),
+        text=str(command),
+        scope_id=team.get("id") or user.get("team_id"),
+        thread_id=str(thread) if thread else None,
+        user_name=user.get("username") or user.get("name"),
+        message_id=str(message_ts) if message_ts else None,
+        mentioned=True,
+    )
+
+
 def incoming(
     envelope: dict[str, Any], bot_user: str, platform: str = "slack"
 ) -> InboundEvent | None:
@@ -88,4 +127,8 @@ def incoming(
         return _event(payload, bot_user, platform)
     if envelope.get("type") == "slash_commands":
         return _slash(payload, str(envelope.get("envelope_id") or ""), platform)
+    if envelope.get("type") == "interactive":
+        if payload.get("type") == "block_actions":
+            return _press(payload, platform)
+        log.debug("%s: skipping an interaction of type %s", platform, payload.get("type"))
     return None
