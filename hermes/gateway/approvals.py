@@ -96,11 +96,13 @@ class ApprovalWaits:
             del self._waiting[request_id]
 
 
-def prompt_text(request: Approval, minutes: float) -> str:
+def prompt_text(request: Approval) -> str:
+    seconds = round(request.expires_at - request.created_at)
+    wait = f"{seconds // 60} min" if seconds >= 120 else f"{seconds} s"
     return (
         f"Approval needed ({request.id}): {request.asker} wants to run\n\n"
         f"{request.command}\n\n"
-        f"in {request.cwd} ({request.reason}). It waits {minutes:g} min for an owner:"
+        f"in {request.cwd} ({request.reason}). It waits {wait} for an owner:"
         f" /approve {request.id} or /deny {request.id}."
     )
 
@@ -171,7 +173,7 @@ class Approvals:
             target = prompt_target(conn, ctx, owners, self.platforms)
             if target is None:
                 return
-            chunks = chunks_for(prompt_text(request, self.timeout / 60), target.platform)
+            chunks = chunks_for(prompt_text(request), target.platform)
             key = f"approval:{request.id}"
             enqueue(conn, target, chunks, "notice", key, request.created_at,
                     buttons=buttons(request.id))  # fmt: skip

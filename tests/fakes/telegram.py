@@ -1,6 +1,7 @@
 """A fake Telegram Bot API on 127.0.0.1: a real HTTP server speaking the Bot API's
-JSON protocol (long polling with getUpdates, sendMessage, sendChatAction, getFile
-and file downloads), for the tests of the Telegram adapter and the benches.
+JSON protocol (long polling with getUpdates, sendMessage with inline keyboards,
+button presses and answerCallbackQuery, sendChatAction, getFile and file downloads),
+for the tests of the Telegram adapter and the benches.
 
 Calls go to `{url}/bot<token>/<method>` (method names are case-insensitive, as on
 Telegram), GET with a query string or POST with a JSON, urlencoded or multipart
@@ -14,8 +15,12 @@ HTTP status equal to `error_code`. A wrong token, or any token once
     getMe            -> {"id": BOT_ID, "is_bot": true, "username": "hermes_test_bot", ...}
     deleteWebhook    (drop_pending_updates) -> true; recorded; dropping really drops
     getUpdates       (offset, limit, timeout, allowed_updates) -> [Update, ...]
-    sendMessage      (chat_id, text, message_thread_id, reply_parameters, parse_mode)
-                     -> Message; validated as Telegram does (below)
+    sendMessage      (chat_id, text, message_thread_id, reply_parameters, parse_mode,
+                     reply_markup) -> Message; validated as Telegram does (below)
+    answerCallbackQuery (callback_query_id, text, show_alert) -> true; recorded in
+                     `answered`; an id never given by `press()`, or answered already:
+                     400 "Bad Request: query is too old and response timeout expired
+                     or query ID is invalid"
     sendChatAction   (chat_id, action, message_thread_id) -> true; recorded
     getFile          (file_id) -> {"file_id", "file_unique_id", "file_size", "file_path"}
     setWebhook, getWebhookInfo, setMyCommands, deleteMyCommands: minimal answers
@@ -38,11 +43,16 @@ sendMessage checks, in Telegram's order: an injected fault; a migrated group
 "HTML": a text that does not parse answers 400 "Bad Request: can't parse
 entities: ..."); an empty text after parsing (400 "Bad Request: message text is
 empty"); more than 4096 UTF-16 code units after parsing (400 "Bad Request:
-message is too long"). A send taken is recorded in `sent` (its parameters, the
-chat id it landed in as an int where it is one, its `message_id` and arrival
-time `at`, time.monotonic()); one refused, in `refused` (the same plus
-`error_code` and `description`). Message ids are global and increasing, shared
-with the injected messages.
+message is too long"); then its `reply_markup`: an `inline_keyboard` must be an
+array of arrays of buttons, each with a string `text` and an action (`callback_data`
+or `url`: else 400 "Bad Request: can't parse inline keyboard button: Text buttons are
+unallowed in the inline keyboard"), `callback_data` 1-64 bytes (else 400 "Bad
+Request: BUTTON_DATA_INVALID"). A message taken keeps its inline keyboard (its
+`reply_markup`, as Telegram returns it). A send taken is recorded in `sent` (its
+parameters, `reply_markup` included, the chat id it landed in as an int where it is
+one, its `message_id` and arrival time `at`, time.monotonic()); one refused, in
+`refused` (the same plus `error_code` and `description`). Message ids are global and
+increasing, shared with the injected messages.
 
 The MarkdownV2 check follows Telegram's own parser: outside code, each of
 _*[]()~`>#+-=|{}.! must be escaped with a backslash unless it opens or closes an
@@ -59,9 +69,22 @@ calls with an error, `migrate()` upgrades a group, `conflict_for()` makes every
 poll answer 409 for a while (and kicks a held one), `hang_polls()` makes the
 platform deaf (polls arrive, count, and get no answer until `unhang_polls()`),
 `revoke_token()`. It reads what the client did in `sent`, `refused`, `actions`,
-`polls`, `conflicts`, `acked`, `pending`, ... and waits for it with the `wait_*`
-helpers, which block on a condition (no sleeping) and raise TimeoutError naming
-what they waited for. `close()` returns at once: held polls answer 503.
+`polls`, `conflicts`, `acked`, `pending`, `answered`, ... and waits for it with the
+`wait_*` helpers, which block on a condition (no sleeping) and raise TimeoutError
+naming what they waited for. `close()` returns at once: held polls answer 503.
+
+Buttons: `press(message, command)` (or `label=`) presses a button of the bot's sent
+message (its record in `sent`, or its message_id) as a user (`user_id`, `username`,
+`first_name`: Ann, 1001, by default): a `callback_query` update (returned: its
+update_id), delivered by the next getUpdates (only to a poller whose allowed_updates
+lets callback_query through, as Telegram does), with a fresh callback query `id`,
+`from` the presser, `message` the bot's message as the fake stored it (its
+`reply_markup` included), `chat_instance` and `data` the button's callback_data.
+`answered` lists the answerCallbackQuery calls taken (`callback_query_id`,
+`update_id` and `data` of the press, `text`, `show_alert`, `at`); `unanswered` the
+ids of presses not answered yet; `wait_answered(count)` waits for them. A
+callback_query given to `inject()` (one without a message or data, say) may be
+answered once too; `fail("answerCallbackQuery", ...)` makes an answer fail.
 
 In a forum supergroup, a message in a topic carries `message_thread_id`,
 `is_topic_message` and, unless it replies to something else, a
@@ -74,7 +97,7 @@ In its own process:
 
 prints its base URL on one line and serves until killed. Another process can
 drive it over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword
-arguments calls one of message, inject, fail, clear_faults, migrate,
+arguments calls one of message, press, inject, fail, clear_faults, migrate,
 conflict_for, hang_polls, unhang_polls, revoke_token, set_webhook (answer
 `{"ok": true, "result": <return value>}`), and `GET {url}/_fake/state` answers
 the counters and the records.
@@ -115,6 +138,8 @@ WEBHOOK_CONFLICT = (
     "use deleteWebhook to delete the webhook first"
 )
 MIGRATED = "Bad Request: group chat was upgraded to a supergroup chat"
+QUERY_GONE = "Bad Request: query is too old and response timeout expired or query ID is invalid"
+MAX_CALLBACK_DATA = 64  # bytes
 CHAT_ACTIONS = frozenset({
     "typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
     "upload_document", "choose_sticker", "find_location", "record_video_note",
@@ -473,18 +498,44 @@ _PARSERS: dict[str, Callable[[str], str]] = {
 }
 
 
+def _keyboard_refusal(markup: Any) -> Reply | None:
+    """Telegram's answer to a sendMessage's bad `reply_markup`, or None. Only an inline
+    keyboard is checked (a reply keyboard, its removal or force_reply pass as given)."""
+    if markup is None:
+        return None
+    if not isinstance(markup, dict):
+        return _error(400, "Bad Request: can't parse reply keyboard markup JSON object")
+    if "inline_keyboard" not in markup:
+        return None
+    rows = markup["inline_keyboard"]
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        return _error(400, 'Bad Request: field "inline_keyboard" of the InlineKeyboardMarkup'
+                      " should be an Array of Arrays")  # fmt: skip
+    for button in (b for row in rows for b in row):
+        if not isinstance(button, dict) or not isinstance(button.get("text"), str):
+            return _error(400, "Bad Request: can't parse inline keyboard button: Field"
+                          ' "text" must be of type String')  # fmt: skip
+        if "callback_data" not in button and "url" not in button:
+            return _error(400, "Bad Request: can't parse inline keyboard button: Text"
+                          " buttons are unallowed in the inline keyboard")  # fmt: skip
+        data = button.get("callback_data")
+        if data is not None and not 1 <= len(str(data).encode()) <= MAX_CALLBACK_DATA:
+            return _error(400, "Bad Request: BUTTON_DATA_INVALID")
+    return None
+
+
 # -- the fake -------------------------------------------------------------------------
 
 
 class FakeTelegram(Fake):
     name = "Telegram"
     _CONTROLS = frozenset({
-        "message", "inject", "fail", "clear_faults", "migrate", "conflict_for", "hang_polls",
-        "unhang_polls", "revoke_token", "set_webhook",
+        "message", "press", "inject", "fail", "clear_faults", "migrate", "conflict_for",
+        "hang_polls", "unhang_polls", "revoke_token", "set_webhook",
     })  # fmt: skip
     _STATE = (
         "polls", "conflicts", "acked", "pending", "max_concurrent_polls", "held_polls", "sent",
-        "refused", "actions", "deleted_webhook_calls",
+        "refused", "actions", "deleted_webhook_calls", "answered", "unanswered",
     )  # fmt: skip
 
     def __init__(
@@ -515,6 +566,10 @@ class FakeTelegram(Fake):
         self._messages: dict[int, dict[str, Any]] = {}  # message_id -> Message (both ways)
         self._chats: dict[int | str, dict[str, Any]] = {}
         self._migrated: dict[int | str, int] = {}
+        # button presses
+        self._query_ids = itertools.count(1)
+        self._queries: dict[str, dict[str, Any]] = {}  # callback query id -> its press
+        self._answered: list[dict[str, Any]] = []
         # files
         self._file_numbers = itertools.count(1)
         self._files: dict[str, _File] = {}  # by file_id
@@ -661,14 +716,62 @@ class FakeTelegram(Fake):
 
     def inject(self, update: dict[str, Any]) -> int:
         """Any other update (an edited_message, a callback_query, a my_chat_member ...):
-        `update` without its update_id, which the fake gives (returned)."""
+        `update` without its update_id, which the fake gives (returned). A callback_query's
+        `id` may be answered once, as one from `press()`."""
         with self._cond:
-            return self._add_update(dict(update))
+            update_id = self._add_update(dict(update))
+            query = update.get("callback_query")
+            if isinstance(query, dict) and "id" in query:
+                self._add_query(str(query["id"]), update_id, query.get("data"))
+            return update_id
 
     def update(self, update_id: int) -> dict[str, Any]:
         """An update injected earlier, as it is delivered (confirmed or not)."""
         with self._cond:
             return json.loads(json.dumps(self._history[update_id]))
+
+    def press(
+        self,
+        message: int | dict[str, Any],
+        command: str | None = None,
+        *,
+        label: str | None = None,
+        user_id: int = 1001,
+        username: str | None = "ann",
+        first_name: str = "Ann",
+    ) -> int:
+        """A user presses a button of the bot's message `message` (its record in `sent`,
+        or its message_id): the button whose callback_data is `command`, or whose text is
+        `label`. A new `callback_query` update (returned: its update_id), handed to a
+        held poll at once; its query `id` is fresh, for answerCallbackQuery.
+        ValueError for a message the fake does not know or a button it does not carry."""
+        message_id = _int(message.get("message_id") if isinstance(message, dict) else message)
+        if (command is None) == (label is None):
+            raise ValueError("press needs a button: its command or its label (one of them)")
+        with self._cond:
+            stored = self._messages.get(message_id) if message_id is not None else None
+            if stored is None:
+                raise ValueError(f"no message {message_id} to press a button of")
+            buttons = [b for row in (stored.get("reply_markup") or {}).get("inline_keyboard", ())
+                       for b in row]  # fmt: skip
+            found = next((b for b in buttons if "callback_data" in b and (
+                b["callback_data"] == command if command is not None else b["text"] == label
+            )), None)  # fmt: skip
+            if found is None:
+                shown = [(b.get("text"), b.get("callback_data")) for b in buttons]
+                raise ValueError(f"message {message_id} has no button {command or label!r}:"
+                                 f" it has {shown}")  # fmt: skip
+            user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
+            if username:
+                user["username"] = username
+            query_id = str(4_000_000_000_000_000_000 + next(self._query_ids))
+            update_id = self._add_update({"callback_query": {
+                "id": query_id, "from": user, "message": copy_json(stored),
+                "chat_instance": f"instance{stored['chat']['id']}",
+                "data": found["callback_data"],
+            }})  # fmt: skip
+            self._add_query(query_id, update_id, found["callback_data"])
+            return update_id
 
     # -- faults -----------------------------------------------------------------
 
@@ -772,6 +875,14 @@ class FakeTelegram(Fake):
     deleted_webhook_calls = observed("_deleted_webhook", """The deleteWebhook calls:
         `drop_pending_updates` (bool, False when not passed), `passed` (whether it was),
         `at`.""")  # fmt: skip
+    answered = observed("_answered", """The answerCallbackQuery calls taken, in order:
+        `callback_query_id`, the press's `update_id` and `data`, `text` (None if not
+        given), `show_alert`, `at`.""")  # fmt: skip
+    unanswered = observed(
+        "_queries",
+        "The callback query ids of presses not answered yet.",
+        lambda queries: [q for q, v in queries.items() if not v["answered"]],
+    )
     allowed_updates = observed("_allowed_updates", """The allowed_updates last passed to
         getUpdates (None: never).""")  # fmt: skip
     downloads = observed("_downloads", "The file paths downloaded, in order.")
@@ -814,6 +925,10 @@ class FakeTelegram(Fake):
         return self._wait_records("_errors", count, timeout, f"{count} error answer(s)",
                                   lambda e: wanted in (None, e["method"].lower()))  # fmt: skip
 
+    def wait_answered(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The answerCallbackQuery calls taken, once at least `count` were."""
+        return self._wait_records("_answered", count, timeout, f"{count} answered press(es)")
+
     def wait_polls(self, count: int, timeout: float = 10.0) -> None:
         """Until `count` getUpdates calls arrived in the fake's life."""
         self._wait(lambda: self._polls >= count, timeout, f"{count} getUpdates call(s)")
@@ -840,6 +955,10 @@ class FakeTelegram(Fake):
         self._history[update_id] = update
         self._cond.notify_all()
         return update_id
+
+    def _add_query(self, query_id: str, update_id: int, data: Any) -> None:
+        """A press that answerCallbackQuery may answer once."""
+        self._queries[query_id] = {"update_id": update_id, "data": data, "answered": False}
 
     def _chat_object(
         self,
@@ -1067,6 +1186,8 @@ class FakeTelegram(Fake):
                 })  # fmt: skip
             if method in ("setmycommands", "deletemycommands"):
                 return _ok(True)
+            if method == "answercallbackquery":
+                return self._answer_callback_query(params)
             if method == "getfile":
                 file = self._files.get(str(params.get("file_id", "")))
                 if file is None:
@@ -1216,6 +1337,10 @@ class FakeTelegram(Fake):
             return _error(400, "Bad Request: message text is empty")
         if utf16_len(plain) > MAX_TEXT:
             return _error(400, "Bad Request: message is too long")
+        markup = params.get("reply_markup")
+        refusal = _keyboard_refusal(markup)
+        if refusal is not None:
+            return refusal
         thread = _int(params.get("message_thread_id"))
         reply_parameters = params.get("reply_parameters")
         reply_id = None
@@ -1238,8 +1363,25 @@ class FakeTelegram(Fake):
             message["reply_to_message"] = {
                 k: v for k, v in self._messages[reply_id].items() if k != "reply_to_message"
             }
+        if isinstance(markup, dict) and "inline_keyboard" in markup:
+            message["reply_markup"] = {"inline_keyboard": copy_json(markup["inline_keyboard"])}
         self._messages[message["message_id"]] = message
         return _ok(copy_json(message))
+
+    def _answer_callback_query(self, params: dict[str, Any]) -> Reply:
+        """answerCallbackQuery (holding the lock): once per press, as Telegram takes it."""
+        query_id = str(params.get("callback_query_id") or "")
+        query = self._queries.get(query_id)
+        if query is None or query["answered"]:
+            return _error(400, QUERY_GONE)
+        query["answered"] = True
+        self._answered.append({
+            "callback_query_id": query_id, "update_id": query["update_id"],
+            "data": query["data"], "text": params.get("text"),
+            "show_alert": _bool(params.get("show_alert", False)), "at": time.monotonic(),
+        })  # fmt: skip
+        self._cond.notify_all()
+        return _ok(True)
 
     def _send_chat_action(self, params: dict[str, Any]) -> Reply:
         chat = _chat_key(params.get("chat_id"))

@@ -331,3 +331,94 @@ def test_forum_topics_and_replies_to_the_bot(tg: FakeTelegram):
     [record] = tg.sent_to(chat)
     assert record["message_thread_id"] == 77
     assert record["reply_parameters"] == {"message_id": message["message_id"]}
+
+
+KEYBOARD = {"inline_keyboard": [[{"text": "Approve", "callback_data": "/approve 3f9a1c"},
+                                 {"text": "Deny", "callback_data": "/deny 3f9a1c"}]]}  # fmt: skip
+GONE = "Bad Request: query is too old and response timeout expired or query ID is invalid"
+
+
+@pytest.mark.timeout(30)
+def test_a_pressed_button_comes_as_a_callback_query_answered_once(tg: FakeTelegram):
+    sent = call(tg, "sendMessage", chat_id=-4001, text="run sudo?", reply_markup=KEYBOARD)
+    assert sent.json()["result"]["reply_markup"] == KEYBOARD  # as Telegram returns it
+    [record] = tg.sent
+    assert record["reply_markup"] == KEYBOARD
+    pressed = tg.press(record, "/deny 3f9a1c", user_id=2002, username="bob", first_name="Bob")
+    [update] = call(tg, "getUpdates", timeout=0,
+                    allowed_updates=["message", "callback_query"]).json()["result"]  # fmt: skip
+    assert update["update_id"] == pressed
+    query = update["callback_query"]
+    assert query["from"] == {"id": 2002, "is_bot": False, "first_name": "Bob", "username": "bob"}
+    assert query["data"] == "/deny 3f9a1c" and query["chat_instance"]
+    assert query["message"] == sent.json()["result"]  # the bot's message as stored
+    assert tg.unanswered == [query["id"]]
+    assert call(tg, "answerCallbackQuery", callback_query_id=query["id"]).json() == {
+        "ok": True, "result": True,
+    }  # fmt: skip
+    [answer] = tg.wait_answered(1)
+    told = [answer[k] for k in ("callback_query_id", "update_id", "data", "text", "show_alert")]
+    assert told == [query["id"], pressed, "/deny 3f9a1c", None, False]
+    assert tg.unanswered == []
+    for query_id in (query["id"], "12345"):  # answered already; never given
+        again = call(tg, "answerCallbackQuery", callback_query_id=query_id)
+        assert again.status_code == 400 and again.json()["description"] == GONE
+    by_label = tg.press(record["message_id"], label="Approve")
+    second = tg.update(by_label)["callback_query"]
+    assert second["data"] == "/approve 3f9a1c" and second["id"] != query["id"]
+    assert second["from"]["id"] == 1001  # Ann, by default
+    assert len(tg.answered) == 1
+
+
+@pytest.mark.timeout(30)
+def test_a_press_needs_a_button_the_message_carries(tg: FakeTelegram):
+    plain = call(tg, "sendMessage", chat_id=7, text="no buttons").json()["result"]
+    with pytest.raises(ValueError, match="no button"):
+        tg.press(plain["message_id"], "/approve 1")
+    with pytest.raises(ValueError, match="no message 999"):
+        tg.press(999, "/approve 1")
+    with pytest.raises(ValueError, match="its command or its label"):
+        tg.press(plain["message_id"])
+    assert tg.pending == []
+
+
+@pytest.mark.timeout(30)
+def test_a_press_reaches_only_a_poller_that_allows_callback_queries(tg: FakeTelegram):
+    sent = call(tg, "sendMessage", chat_id=7, text="?", reply_markup=KEYBOARD).json()["result"]
+    tg.press(sent, "/approve 3f9a1c")
+    kept = tg.message("hi")
+    updates = call(tg, "getUpdates", timeout=0, allowed_updates=["message"]).json()["result"]
+    assert [u["update_id"] for u in updates] == [kept]
+    assert tg.allowed_updates == ["message"]
+
+
+@pytest.mark.timeout(30)
+def test_keyboards_are_checked_as_telegram_does(tg: FakeTelegram):
+    def refused(markup: Any) -> str:
+        answer = call(tg, "sendMessage", chat_id=7, text="x", reply_markup=markup)
+        assert answer.status_code == 400
+        return answer.json()["description"]
+
+    long_data = [[{"text": "Go", "callback_data": "/approve " + "x" * 56}]]  # 65 bytes
+    assert refused({"inline_keyboard": long_data}) == "Bad Request: BUTTON_DATA_INVALID"
+    empty_data = [[{"text": "Go", "callback_data": ""}]]
+    assert refused({"inline_keyboard": empty_data}) == "Bad Request: BUTTON_DATA_INVALID"
+    assert "Text buttons are unallowed" in refused({"inline_keyboard": [[{"text": "Go"}]]})
+    assert "Array of Arrays" in refused({"inline_keyboard": [{"text": "Go"}]})
+    assert tg.sent == [] and len(tg.refused) == 4
+    fits = [[{"text": "Go", "callback_data": "/approve " + "é" * 27}]]  # 63 bytes
+    assert call(tg, "sendMessage", chat_id=7, text="x",
+                reply_markup={"inline_keyboard": fits}).status_code == 200  # fmt: skip
+
+
+@pytest.mark.timeout(30)
+def test_a_press_over_the_remote_control(tg: FakeTelegram):
+    sent = call(tg, "sendMessage", chat_id=7, text="?", reply_markup=KEYBOARD).json()["result"]
+    answer = httpx.post(f"{tg.url}/_fake/press", timeout=5, json={
+        "message": sent["message_id"], "command": "/approve 3f9a1c", "user_id": 1001,
+    }).json()  # fmt: skip
+    update = tg.update(answer["result"])
+    state = httpx.get(f"{tg.url}/_fake/state", timeout=5).json()["result"]
+    assert state["unanswered"] == [update["callback_query"]["id"]] and state["answered"] == []
+    wrong = httpx.post(f"{tg.url}/_fake/press", timeout=5, json={"message": 999, "label": "x"})
+    assert wrong.status_code == 400 and "no message 999" in wrong.json()["description"]

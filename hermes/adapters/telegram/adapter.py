@@ -7,11 +7,16 @@ results, a typing indicator while a turn runs.
 - An update is admitted (committed to the journal) before a later poll's offset
   confirms it to Telegram, and the offset is kept after each batch: a restart
   neither drops nor replays (a repeat is recognised by admission anyway).
+- A button press (a `callback_query`) is admitted as its command, then answered
+  (`answerCallbackQuery`, which stops the spinner on the button), a duplicate too,
+  from a task of its own: one at a time, behind neither the poll nor the sends; a
+  failed answer is logged (the press is admitted either way).
 - One poll at a time, in one loop: a connection that is replaced (no progress
   within poll_timeout + MARGIN, the supervisor's restart) has its poll cancelled
   and awaited first, so hermes never stacks pollers. A 409 (another poller or
   a webhook) backs off inside the loop and shows in the status; never fatal.
-- Sends run on their own client, concurrently with the poll: 429 hands its
+- Sends run on their own client, concurrently with the poll, their buttons as an
+  inline keyboard (keyboard.py), the plain resend too: 429 hands its
   retry_after to the outbox, 5xx and a failed connection retry, a request that
   may have arrived without an answer is Unconfirmed (never sent twice), a
   migrated group is followed and remembered, formatting Telegram cannot parse
@@ -46,7 +51,8 @@ from hermes.adapters.contract import (
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi, result_of
 from hermes.adapters.telegram.config import TelegramConfig
-from hermes.adapters.telegram.inbound import Bot, MediaRef, incoming
+from hermes.adapters.telegram.inbound import Bot, MediaRef, incoming, pressed
+from hermes.adapters.telegram.keyboard import inline_keyboard
 from hermes.adapters.telegram.markdown import to_markdown_v2
 from hermes.adapters.telegram.media import MAX_FILE, save
 from hermes.config import PlatformConfig, Secrets
@@ -59,6 +65,9 @@ HTTP_SLACK = 15.0  # the poll's HTTP read timeout is later still: the watchdog d
 CALL_TIMEOUT = 30.0  # a poll's connect and write (its read: the poll's hold and a slack)
 CONFLICT_BACKOFF = Backoff(minimum=1.0, maximum=15.0)
 FORMATTING = "can't parse entities"
+ANSWER_TIMEOUT = 10.0  # an answerCallbackQuery not back by then is given up (logged)
+ANSWERS_WAITING = 64  # presses admitted and not yet answered; past that, left unanswered
+QUERY_GONE = "query is too old"  # Telegram: answered already, or past its time
 
 
 def _chat_ref(chat_id: str) -> int | str:
@@ -95,6 +104,7 @@ class TelegramAdapter(HttpAdapter):
         self.api: BotApi | None = None  # for sends, downloads, typing: opened in on_start
         self.bot: Bot | None = None
         self.rng = random.Random()
+        self.answers: trio.MemorySendChannel[str] | None = None  # presses to answer
 
     @classmethod
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
@@ -117,6 +127,8 @@ class TelegramAdapter(HttpAdapter):
             self.migrated = await self.cursors.prefixed(self.migrated_key)
         await super().on_start()  # opens self.http
         self.api = BotApi(self.http, self.base, self.token or "")
+        self.answers, waiting = trio.open_memory_channel[str](ANSWERS_WAITING)
+        self.nursery.start_soon(self._answer_presses, waiting)
 
     # -- receiving --------------------------------------------------------------
 
@@ -134,7 +146,7 @@ class TelegramAdapter(HttpAdapter):
             conflicts = 0
             while True:
                 params = {"offset": offset, "timeout": math.ceil(self.poll_timeout),
-                          "allowed_updates": ["message"]}  # fmt: skip
+                          "allowed_updates": ["message", "callback_query"]}  # fmt: skip
                 try:
                     updates = await self._call(api, "getUpdates", params)
                 except ApiError as exc:
@@ -178,10 +190,10 @@ class TelegramAdapter(HttpAdapter):
     async def _take(self, updates: Any, offset: int) -> int:
         """Admit each update in order; the new offset (kept in state.db, committed with the
         last of them) confirms them to Telegram with the next poll, only after all of
-        them are committed."""
+        them are committed. A press is answered once it is admitted."""
         if not isinstance(updates, list) or not updates:
             return offset
-        events = []
+        taken: list[tuple[InboundEvent | None, str | None]] = []  # (to admit, to answer)
         for update in updates:
             try:
                 update_id = int(update["update_id"])
@@ -190,21 +202,64 @@ class TelegramAdapter(HttpAdapter):
                 continue
             offset = max(offset, update_id + 1)  # even one that cannot be read: never again
             try:
-                found = incoming(update, self.bot, self.platform)
+                found = self._read(update)
             except Exception as exc:  # a shape hermes does not know: skipped, not a crash loop
                 log.warning("%s: skipping a malformed update %d: %r", self.name, update_id, exc)
                 continue
-            if found is not None:  # its media is fetched only once it is authorized
-                refs = tuple(ref.to_text() for ref in found.media)
-                events.append(attrs.evolve(found.event, attachments=refs))
+            if found is not None:
+                taken.append(found)
         kept = Cursor(self.offset_key, str(offset)) if self.cursors is not None else None
-        for event in events[:-1]:
-            await self.admit(event)
-        if events:
-            await self.admit(events[-1], kept)
-        elif kept is not None:
+        last = max((n for n, (event, _) in enumerate(taken) if event is not None), default=None)
+        for n, (event, query_id) in enumerate(taken):
+            if event is not None:
+                await self.admit(event, kept if n == last else None)
+            if query_id is not None:
+                self._answer(query_id)
+        if last is None and kept is not None:
             await self.cursors.put(kept.key, kept.value)
         return offset
+
+    def _read(self, update: dict[str, Any]) -> tuple[InboundEvent | None, str | None] | None:
+        """What an update gives: the event to admit (a message's media is fetched only
+        once it is authorized) and the id of a press to answer; None: nothing."""
+        query = update.get("callback_query")
+        if isinstance(query, dict):
+            query_id = str(query["id"]) if query.get("id") else None
+            try:
+                event = pressed(query, self.platform)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                log.info("%s: a malformed button press: %r", self.name, exc)
+                event = None
+            if event is None:
+                log.info("%s: answering and skipping button press %s: no command or chat",
+                         self.name, query_id)  # fmt: skip
+            return event, query_id
+        found = incoming(update, self.bot, self.platform)
+        if found is None:
+            return None
+        refs = tuple(ref.to_text() for ref in found.media)
+        return attrs.evolve(found.event, attachments=refs), None
+
+    def _answer(self, query_id: str) -> None:
+        """Hand a press to the task that answers them (the poll goes on at once)."""
+        try:
+            self.answers.send_nowait(query_id)
+        except trio.WouldBlock:
+            log.warning("%s: %d button presses wait for an answer; press %s is left"
+                        " unanswered", self.name, ANSWERS_WAITING, query_id)  # fmt: skip
+
+    async def _answer_presses(self, waiting: trio.MemoryReceiveChannel[str]) -> None:
+        """Answer each press (`answerCallbackQuery`, no text: the spinner stops), one at a
+        time, for the actor's life; a failure is only logged."""
+        async for query_id in waiting:
+            params = {"callback_query_id": query_id}
+            try:
+                await self.api.call("answerCallbackQuery", params, timeout=ANSWER_TIMEOUT)
+            except ApiError as exc:  # a replayed press was answered before, or it is too old
+                level = logging.INFO if QUERY_GONE in exc.description else logging.WARNING
+                log.log(level, "%s: answering button press %s: %s", self.name, query_id, exc)
+            except httpx.HTTPError as exc:
+                log.warning("%s: answering button press %s failed: %r", self.name, query_id, exc)
 
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
         """The files saved to the cache; one that cannot be fetched is left out with a
@@ -253,6 +308,12 @@ class TelegramAdapter(HttpAdapter):
         if request.reply_to:
             params["reply_parameters"] = {"message_id": _chat_ref(request.reply_to),
                                           "allow_sending_without_reply": True}  # fmt: skip
+        if request.buttons:  # the plain resend too
+            markup, left_off = inline_keyboard(request.buttons)
+            for line in left_off:
+                log.warning("%s: %s", self.name, line)
+            if markup is not None:
+                params["reply_markup"] = markup
         for _ in range(2):  # once more in the supergroup a group became
             answer = await self.post(self.api.url("sendMessage"), params)
             if not isinstance(answer, HttpAnswer):

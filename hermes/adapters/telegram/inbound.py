@@ -7,6 +7,12 @@ caption is the text of a photo or document. (A topic message says so:
 `is_topic_message`.) The bot is mentioned by
 `@username`, a text mention of its id, a `/command@username`, or a reply to
 one of its messages. Entity offsets count UTF-16 code units.
+
+A button press (a `callback_query`) is the button's command (its `callback_data`)
+sent by whoever pressed it, in the chat (and topic) of the message that carries the
+button, addressed to the bot and answering that message. Its event id is the callback
+query's id, prefixed so that it never meets an update_id: the same press delivered
+again is the same event.
 """
 
 from __future__ import annotations
@@ -97,6 +103,15 @@ def _media(message: dict[str, Any]) -> tuple[MediaRef, ...]:
     return tuple(found)
 
 
+def topic_of(message: dict[str, Any]) -> str | None:
+    """The forum topic a message is in (its thread), or None."""
+    chat = message.get("chat") or {}
+    if chat.get("is_forum") and message.get("is_topic_message"):
+        thread = message.get("message_thread_id")
+        return str(thread) if thread is not None else None
+    return None
+
+
 def incoming(update: dict[str, Any], bot: Bot, platform: str = "telegram") -> Incoming | None:
     """None for what the gateway does not take (a bot's message, a channel post, an
     edit, a service message): acknowledged and skipped."""
@@ -111,8 +126,6 @@ def incoming(update: dict[str, Any], bot: Bot, platform: str = "telegram") -> In
     media = _media(message)
     if not text and not media:
         return None
-    topic = chat.get("is_forum") and message.get("is_topic_message")
-    thread = message.get("message_thread_id") if topic else None
     reply = message.get("reply_to_message") or {}
     event = InboundEvent(
         platform=platform,
@@ -121,10 +134,37 @@ def incoming(update: dict[str, Any], bot: Bot, platform: str = "telegram") -> In
         chat_id=str(chat["id"]),
         user_id=str(sender["id"]),
         text=text,
-        thread_id=str(thread) if thread is not None else None,
+        thread_id=topic_of(message),
         user_name=sender.get("username") or sender.get("first_name"),
         message_id=str(message["message_id"]) if "message_id" in message else None,
         reply_to=str(reply["message_id"]) if "message_id" in reply else None,
         mentioned=chat_type is ChatType.DM or mentions(message, bot),
     )
     return Incoming(event, media)
+
+
+def pressed(query: dict[str, Any], platform: str = "telegram") -> InboundEvent | None:
+    """A `callback_query` as the event of its button's command; None for one without a
+    command, a presser or a chat to place it in (an inline message's button)."""
+    message, sender = query.get("message"), query.get("from") or {}
+    command = query.get("data")
+    if not isinstance(message, dict) or not command or "id" not in sender or not query.get("id"):
+        return None
+    chat = message.get("chat") or {}
+    chat_type = CHAT_TYPES.get(chat.get("type"))
+    if chat_type is None or "id" not in chat or "message_id" not in message:
+        return None
+    carrier = str(message["message_id"])
+    return InboundEvent(
+        platform=platform,
+        event_id=f"cb-{query['id']}",
+        chat_type=chat_type,
+        chat_id=str(chat["id"]),
+        user_id=str(sender["id"]),
+        text=str(command),
+        thread_id=topic_of(message),
+        user_name=sender.get("username") or sender.get("first_name"),
+        message_id=carrier,
+        reply_to=carrier,
+        mentioned=True,
+    )

@@ -46,6 +46,7 @@ def _commands(sent: dict[str, Any]) -> tuple[str, ...]:
 @pytest.mark.timeout(120)
 async def test_approvals_with_message_components(serve, model, discord, tmp_path):
     serve.configure(access=TEAM, top=SETTINGS)
-    await the_approvals_story(serve, model, DiscordChat(discord), tmp_path, f"discord {ANN} (user{ANN})")
+    ann = f"discord {ANN} (user{ANN})"  # as the fake names a presser
+    await the_approvals_story(serve, model, DiscordChat(discord), tmp_path, ann)
     callbacks = discord.callbacks
     assert [c["type"] for c in callbacks] == [6, 6, 6] and all(c["in_time"] for c in callbacks)

@@ -1,10 +1,11 @@
 """Telegram updates as InboundEvents: chat kinds, forum topics, captions, mentions by
-@username (UTF-16 offsets), /command@bot and reply-to-bot; bots and edits skipped."""
+@username (UTF-16 offsets), /command@bot and reply-to-bot; bots and edits skipped; a
+button press (callback_query) as its command, or None where it has no command or chat."""
 
 from __future__ import annotations
 
 from hermes.adapters.contract import ChatType
-from hermes.adapters.telegram.inbound import Bot, incoming
+from hermes.adapters.telegram.inbound import Bot, incoming, pressed
 
 BOT = Bot(99, "hermes_bot")
 
@@ -78,3 +79,26 @@ def test_bots_edits_channels_and_empty_messages_are_skipped():
 def test_a_reply_in_a_forums_general_topic_is_not_a_thread():
     general = update("x", "supergroup", chat={"is_forum": True}, message_thread_id=12)
     assert incoming(general, BOT).event.thread_id is None
+
+
+def query(data="/deny 3f9a1c", **message):
+    carrier = update("Run it?", **message)["message"]
+    return {"id": "q9", "from": {"id": 8, "first_name": "Bo"}, "chat_instance": "1",
+            "message": carrier, "data": data}  # fmt: skip
+
+
+def test_a_press_is_its_command_in_the_topic_of_the_message_carrying_it():
+    event = pressed(query(chat_type="supergroup", chat={"is_forum": True},
+                          message_thread_id=77, is_topic_message=True))  # fmt: skip
+    assert (event.event_id, event.chat_type, event.chat_id, event.thread_id) == (
+        "cb-q9", ChatType.GROUP, "5", "77",
+    )  # fmt: skip
+    assert (event.user_id, event.user_name, event.text) == ("8", "Bo", "/deny 3f9a1c")
+    assert event.mentioned and event.message_id == event.reply_to == "3"
+    assert pressed(query()).chat_type is ChatType.DM
+
+
+def test_a_press_without_a_command_or_a_chat_is_none():
+    assert pressed(query(data=None)) is None  # a game's button
+    assert pressed({**query(), "message": None, "inline_message_id": "AAQ"}) is None
+    assert pressed(query(chat_type="channel")) is None
