@@ -15,7 +15,7 @@ from hermes.gateway.serve import READY_LINE
 from hermes.state.schema import SCHEMA_VERSION
 from hermes.terminal.tree import descendant_pids
 from tests.processes import HERMES, hermes, wait_ready
-from tests.seed import writing
+from tests.seed import rows, writing
 
 
 def test_serve_ready_refuses_second_and_drains_on_sigterm(home, spawn):
@@ -67,11 +67,7 @@ def test_serve_hosts_state_db_and_flushes_it_on_drain(home, spawn):
 
 
 def user_version(path: Path) -> int:
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return conn.execute("PRAGMA user_version").get
-    finally:
-        conn.close()
+    return rows(path, "PRAGMA user_version")[0][0]
 
 
 def test_serve_refuses_a_database_from_a_newer_hermes(home):

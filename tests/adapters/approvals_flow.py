@@ -20,11 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-import apsw
 import attrs
 
 from tests.adapters.serving import Serve, in_thread
 from tests.fakes.openai import FakeOpenAI, last_tool_result, text_answer, tool_answer
+from tests.seed import rows
 
 TIMEOUT = 2  # agent.approval_timeout, seconds: the expiry step waits it out
 SETTINGS = f"agent:\n  approval_timeout: {TIMEOUT}\n"
@@ -84,13 +84,8 @@ async def prompt(chat: Chat, count: int) -> tuple[Shown, str]:
 
 
 def requests(serve: Serve) -> list[tuple[str, str, str | None]]:
-    conn = apsw.Connection(str(serve.home.state_db), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return conn.execute(
-            "SELECT id, state, decided_by FROM approvals ORDER BY created_at"
-        ).fetchall()
-    finally:
-        conn.close()
+    return rows(serve.home.state_db,
+                "SELECT id, state, decided_by FROM approvals ORDER BY created_at")  # fmt: skip
 
 
 async def the_approvals_story(

@@ -11,7 +11,6 @@ import subprocess
 from collections.abc import Iterator
 from typing import Any
 
-import apsw
 import attrs
 import trio
 from trio_websocket import open_websocket_url
@@ -20,6 +19,7 @@ from hermes.actors.snapshot import Snapshot
 from hermes.home import HermesHome
 from tests.fakes.openai import FakeOpenAI
 from tests.processes import HERMES, wait_ready
+from tests.seed import rows
 
 
 def in_thread(fn, *args):
@@ -127,21 +127,12 @@ class Serve:
         return err
 
     def journal(self) -> list[tuple[str, str, str]]:
-        conn = apsw.Connection(str(self.home.state_db), flags=apsw.SQLITE_OPEN_READONLY)
-        try:
-            return conn.execute(
-                "SELECT platform, event_id, state FROM inbound_journal ORDER BY received_at"
-            ).fetchall()
-        finally:
-            conn.close()
+        sql = "SELECT platform, event_id, state FROM inbound_journal ORDER BY received_at"
+        return rows(self.home.state_db, sql)
 
     def assistant_replies(self) -> list[str]:
-        conn = apsw.Connection(str(self.home.state_db), flags=apsw.SQLITE_OPEN_READONLY)
-        try:
-            rows = conn.execute("SELECT content FROM messages WHERE role = 'assistant'")
-            return [r[0] for r in rows]
-        finally:
-            conn.close()
+        found = rows(self.home.state_db, "SELECT content FROM messages WHERE role = 'assistant'")
+        return [r[0] for r in found]
 
     async def until_mirrored(self, text: str, timeout: float = 10.0) -> None:
         """Until a brief `text` is in state.db twice: the fire's own record and its mirror.

@@ -10,13 +10,13 @@ import signal
 import subprocess
 import time
 
-import apsw
 import pytest
 import trio
 from trio_websocket import open_websocket_url
 
 from hermes.cron.lifecycle import EXPIRED
 from hermes.terminal.tree import ProcessId
+from tests import seed
 from tests.processes import HERMES, hermes, wait_ready
 
 CONFIG = (
@@ -52,11 +52,7 @@ sleep 300
 
 
 def rows(home, sql: str) -> list[tuple]:
-    conn = apsw.Connection(str(home.state_db), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return list(conn.execute(sql))
-    finally:
-        conn.close()
+    return seed.rows(home.state_db, sql)
 
 
 def pids(directory, *names) -> list[ProcessId]:

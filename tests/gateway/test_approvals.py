@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 
-import apsw
 import attrs
 import pytest
 import trio
@@ -28,6 +27,7 @@ from hermes.gateway.journal import new_owner
 from hermes.state.approvals import RESTARTED
 from tests.fakes.openai import text_answer, tool_answer
 from tests.gateway.router_harness import running_router
+from tests.seed import rows
 
 CONFIG = Config(
     platforms={"telegram": PlatformConfig(allowed_users=("alice", "bob"), owner="alice")}
@@ -49,24 +49,15 @@ def tool_results(fake) -> list[dict]:
     return list(seen.values())
 
 
-def rows(h, sql: str) -> list[tuple]:
-    """What state.db holds now, read as the CLI would (also after the router is gone)."""
-    conn = apsw.Connection(str(h.home.state_db), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
 async def requests(h) -> list[tuple]:
-    return rows(h, "SELECT id, state, decided_by, always, command, user_id FROM approvals"
-                " ORDER BY created_at")  # fmt: skip
+    """Read-only, as the CLI reads (also after the router is gone)."""
+    return rows(h.home.state_db, "SELECT id, state, decided_by, always, command, user_id"
+                " FROM approvals ORDER BY created_at")  # fmt: skip
 
 
 async def prompts(h) -> list[tuple]:
-    return rows(
-        h, "SELECT chat_id, text, buttons FROM outbox WHERE idempotency_key LIKE 'approval:%'"
-    )
+    return rows(h.home.state_db, "SELECT chat_id, text, buttons FROM outbox"
+                " WHERE idempotency_key LIKE 'approval:%'")  # fmt: skip
 
 
 async def test_an_owner_approves_from_the_chat_and_the_command_runs(registry, home, fake, tmp_path):

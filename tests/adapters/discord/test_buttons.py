@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import apsw
 import pytest
 import trio
 
@@ -26,17 +25,15 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.discord.components import button_row
 from hermes.gateway.admission import Admission
+from hermes.gateway.approvals import buttons
 from hermes.state.registry import Registry
+from tests import seed
 from tests.adapters.discord.inprocess import NAME, running_discord
 from tests.adapters.inprocess import Admissions
 from tests.adapters.serving import in_thread
 from tests.fakes.discord import FakeDiscord
 
-APPROVAL = (
-    Button("Approve", "/approve 3f9a1c"),
-    Button("Always for this session", "/approve 3f9a1c always"),
-    Button("Deny", "/deny 3f9a1c"),
-)
+APPROVAL = buttons("3f9a1c")  # the approval prompt's
 ROW = [{"type": 1, "components": [
     {"type": 2, "style": 1, "label": "Approve", "custom_id": "/approve 3f9a1c"},
     {"type": 2, "style": 2, "label": "Always for this session",
@@ -199,12 +196,8 @@ async def test_a_press_delivered_twice_is_admitted_once_and_acknowledged_both_ti
         assert run.restarts == 0
     key = f"interaction-{press}"
     assert journal.outcomes == [(key, True), (key, False)]
-    conn = apsw.Connection(str(state_db), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        rows = list(conn.execute("SELECT event_id, text FROM inbound_journal"))
-    finally:
-        conn.close()
-    assert rows == [(key, "/approve 3f9a1c")]
+    journaled = seed.rows(state_db, "SELECT event_id, text FROM inbound_journal")
+    assert journaled == [(key, "/approve 3f9a1c")]
     first, second = discord.callbacks
     assert (first["type"], first["status"], first["in_time"]) == (6, 204, True)
     assert (second["type"], second["status"], second["code"]) == (6, 400, 40060)

@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import apsw
 import pytest
 
 from hermes.actors.clock import Clock
@@ -30,17 +29,15 @@ from hermes.adapters.slack.blocks import sections_of
 from hermes.adapters.slack.config import SlackConfig
 from hermes.config import Secrets
 from hermes.gateway.admission import Admission
+from hermes.gateway.approvals import buttons
 from hermes.state.registry import Registry
+from tests import seed
 from tests.adapters.inprocess import Running, running
 from tests.adapters.serving import in_thread
 from tests.adapters.slack.serving import APP_VAR, BOT_VAR
 from tests.fakes.slack import APP_TOKEN, BOT_TOKEN, TEAM_ID, FakeSlack
 
-APPROVAL = (
-    Button("Approve", "/approve 3f9a1c"),
-    Button("Always for this session", "/approve 3f9a1c always"),
-    Button("Deny", "/deny 3f9a1c"),
-)
+APPROVAL = buttons("3f9a1c")  # the approval prompt's
 THREAD = "1699999999.000100"  # the thread the turn is in (older than any fake ts)
 
 
@@ -61,11 +58,7 @@ class Journal:
         return added
 
     def rows(self) -> list[tuple[str, str, str]]:
-        conn = apsw.Connection(str(self.state_db), flags=apsw.SQLITE_OPEN_READONLY)
-        try:
-            return conn.execute("SELECT event_id, text, state FROM inbound_journal").fetchall()
-        finally:
-            conn.close()
+        return seed.rows(self.state_db, "SELECT event_id, text, state FROM inbound_journal")
 
 
 @asynccontextmanager

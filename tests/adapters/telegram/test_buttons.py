@@ -27,6 +27,7 @@ from hermes.adapters.telegram.adapter import TelegramAdapter
 from hermes.adapters.telegram.config import TelegramConfig
 from hermes.adapters.telegram.keyboard import inline_keyboard
 from hermes.config import Secrets
+from hermes.gateway.approvals import buttons
 from hermes.gateway.journal import admit, admitted
 from hermes.state.db import Db
 from tests.adapters.inprocess import Admissions, Running, running
@@ -34,10 +35,7 @@ from tests.adapters.serving import in_thread
 from tests.adapters.telegram.serving import ANN, TOKEN, TOKEN_VAR
 from tests.fakes.telegram import QUERY_GONE, FakeTelegram
 
-APPROVE = Button("Approve", "/approve 3f9a1c")
-ALWAYS = Button("Always for this session", "/approve 3f9a1c always")
-DENY = Button("Deny", "/deny 3f9a1c")
-PROMPT = (APPROVE, ALWAYS, DENY)
+PROMPT = APPROVE, ALWAYS, DENY = buttons("3f9a1c")  # the approval prompt's
 KEYBOARD = {"inline_keyboard": [[{"text": b.label, "callback_data": b.command} for b in PROMPT]]}
 FORUM, TOPIC = -1001000000077, 77
 BOB = 2002

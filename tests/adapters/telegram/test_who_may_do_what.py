@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import re
 
-import apsw
 import pytest
 
 from hermes.agent.offline import tool_line
 from hermes.config import USER_TOOLS
+from tests import seed
 from tests.adapters.serving import in_thread
 from tests.adapters.telegram.serving import ANN, TOKEN
 from tests.fakes.openai import text_answer, tool_answer
@@ -38,11 +38,7 @@ def offered(request: dict) -> set[str]:
 
 
 def rows(home, sql: str) -> list[tuple]:
-    conn = apsw.Connection(str(home.state_db), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
+    return seed.rows(home.state_db, sql)
 
 
 @pytest.mark.timeout(90)
