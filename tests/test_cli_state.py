@@ -14,6 +14,7 @@ import apsw
 import pytest
 import trio
 
+from hermes.state.approvals import NewApproval, open_approval
 from hermes.state.db import Db
 from hermes.state.maintenance import open_plain
 from hermes.state.messages import NewMessage, append_message, append_messages, undo_last
@@ -21,7 +22,7 @@ from hermes.state.registry import Registry
 from hermes.state.schema import SCHEMA_VERSION, immediate
 from hermes.state.sessions import NewSession, create_session, ensure_session, set_title
 from tests.processes import hermes
-from tests.seed import writing
+from tests.seed import rows, writing
 
 
 async def fill(home) -> None:
@@ -253,3 +254,19 @@ def test_db_checkpoint_truncate_empties_the_wal(home):
         assert conn.execute("SELECT count(*) FROM messages").get == 50
     finally:
         conn.close()
+
+
+def test_approvals_without_a_serve_are_listed_and_never_decided(home):
+    """No turn waits without a serve: a yes would record something that never ran."""
+    with writing(home.state_db) as conn:
+        asked = NewApproval("s-1", "sudo reboot-ish", "sudo reboot-ish", "/srv", "sudo",
+                            "telegram", "7", "7", "Ann", "elsewhere:1:x", 300)  # fmt: skip
+        request_id = open_approval(conn, asked, time.time()).id
+    listed = hermes("approvals")
+    assert listed.returncode == 0 and request_id in listed.stdout
+    assert "Ann (telegram 7)" in listed.stdout and "sudo reboot-ish (/srv)" in listed.stdout
+    refused = hermes("approvals", "approve", request_id, "--always")
+    assert refused.returncode == 2 and "no turn waits for request" in refused.stderr
+    missing = hermes("approvals", "deny", "nope")
+    assert missing.returncode == 1 and "no approval request 'nope'" in missing.stderr
+    assert rows(home.state_db, "SELECT state FROM approvals") == [("pending",)]

@@ -38,7 +38,7 @@ from hermes.agent.turn_times import TurnTimes
 from hermes.config import Role, ToolsConfig
 from hermes.delivery.outbox import nudge
 from hermes.delivery.replies import Answer, Then
-from hermes.state.approvals import EXPIRED, Approval, of_calls
+from hermes.state.approvals import Approval, restarted_while_waiting
 from hermes.state.db import PendingWrite
 from hermes.state.messages import (
     NewMessage,
@@ -196,8 +196,7 @@ class Agent:
                 return TurnResult(done, 0, "", "", conversation)
             cut = _cut_in_a_command(conversation, user_text)
             if cut:  # never run it again unasked
-                waited = await db.read(of_calls, ctx.session_id, cut)
-                told = _not_run_again([a for a in waited if a.state == EXPIRED])
+                told = _not_run_again(await db.read(restarted_while_waiting, ctx.session_id, cut))
                 said = NewMessage(ctx.session_id, "assistant", told, timestamp=ctx.clock.now())
                 row_id = await db.write(append_answered, said, answer, settle)
                 nudge(ctx.outbox)

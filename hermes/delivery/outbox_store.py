@@ -290,6 +290,16 @@ def retry_row(conn: apsw.Connection, row_id: int, now: float) -> bool:
     return conn.changes() == 1
 
 
+def drop_unsent(conn: apsw.Connection, key: str) -> int:
+    """Take back the message queued under `key` where it has not gone yet (a prompt
+    whose question has ended); how many rows."""
+    conn.execute(
+        "DELETE FROM outbox WHERE idempotency_key > ? AND idempotency_key < ? AND state IN (?,?)",
+        (f"{key}:", f"{key}:~", PENDING, RETRY),
+    )
+    return conn.changes()
+
+
 def purge_dead(conn: apsw.Connection) -> int:
     conn.execute("DELETE FROM outbox WHERE state = ?", (DEAD,))
     return conn.changes()

@@ -13,13 +13,15 @@ The prompt goes to the turn's own chat when its sender is an owner; else to an
 owner's DM on that platform (the latest DM session of one), else the platform's
 home channel, else the turn's chat (an operator can still decide from the CLI
 or the dashboard). The local endpoint shows no prompt: its operator decides with
-`hermes approvals` or the dashboard.
+`hermes approvals` or the dashboard. A prompt not yet sent when its request ends
+undecided is taken back from the outbox.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 import apsw
 import attrs
@@ -31,8 +33,9 @@ from hermes.agent.tools.base import ToolContext
 from hermes.config import PlatformConfig
 from hermes.delivery.channels import home_channels
 from hermes.delivery.outbox import nudge
-from hermes.delivery.outbox_store import enqueue
+from hermes.delivery.outbox_store import drop_unsent, enqueue
 from hermes.delivery.split import chunks_for
+from hermes.delivery.targets import LOCAL
 from hermes.state.approvals import (
     CANCELLED,
     EXPIRED,
@@ -40,6 +43,7 @@ from hermes.state.approvals import (
     Approval,
     NewApproval,
     end_approval,
+    expire_abandoned,
     get_approval,
     open_approval,
 )
@@ -49,13 +53,12 @@ log = logging.getLogger(__name__)
 
 SHUTTING_DOWN = "hermes is shutting down"
 STOPPED = "the turn was stopped"
-STREAMED = "local"  # its client holds the turn open: the operator decides elsewhere
 
 
 class ApprovalWaits:
     """The requests turns wait on in this serve, by id: a decision made anywhere in
     serve wakes its turn at once. Shared by the router (whose turns wait) and the
-    operator actions (which decide)."""
+    operator actions (which decide, only where a turn waits)."""
 
     def __init__(self) -> None:
         self._waiting: dict[str, trio.Event] = {}
@@ -63,45 +66,54 @@ class ApprovalWaits:
         self.begun = 0  # waits begun, ever
         self._begins = trio.Event()  # set (and replaced) as each wait begins
 
-    async def until_begun(self, count: int) -> None:
-        """Until `count` waits have begun (a test waits on it, not on the clock)."""
-        while self.begun < count:
-            await self._begins.wait()
+    def reopen(self) -> None:
+        """A router starts (again, after a restart in serve): its turns may wait."""
+        self.draining = False
+
+    def drain(self) -> None:
+        """The router is stopping: every wait ends (its request cancelled) and none
+        begins until the next router starts."""
+        self.draining = True
+        for event in self._waiting.values():
+            event.set()
+
+    def waiting_on(self, request_id: str) -> bool:
+        return request_id in self._waiting
 
     def wake(self, request_id: str) -> None:
         event = self._waiting.get(request_id)
         if event is not None:
             event.set()
 
-    def drain(self) -> None:
-        """Serve is stopping: every wait ends (its request cancelled) and none begins."""
-        self.draining = True
-        for event in self._waiting.values():
-            event.set()
-
-    async def wait(self, request_id: str, timeout: float) -> bool:
-        """Until woken (True) or `timeout` passes (False); a drain wakes it too."""
+    @contextlib.contextmanager
+    def waiting(self, request_id: str) -> Iterator[trio.Event]:
+        """While a turn waits on `request_id`: the event a decision (or a drain) sets."""
         event = self._waiting[request_id] = trio.Event()
         self.begun += 1
         self._begins.set()
         self._begins = trio.Event()
         try:
             if self.draining:
-                return True
-            with trio.move_on_after(timeout):
-                await event.wait()
-                return True
-            return False
+                event.set()
+            yield event
         finally:
             del self._waiting[request_id]
 
+    async def until_begun(self, count: int) -> None:
+        """Until `count` waits have begun (a test waits on it, not on the clock)."""
+        while self.begun < count:
+            await self._begins.wait()
+
 
 def prompt_text(request: Approval) -> str:
+    """The command as a code block: shown as it is, never as the platform's formatting
+    (a `||` or `*` in it must not hide or restyle part of what is approved)."""
     seconds = round(request.expires_at - request.created_at)
     wait = f"{seconds // 60} min" if seconds >= 120 else f"{seconds} s"
+    command = request.command.replace("```", "`\u200b``")  # the fence stays one fence
     return (
-        f"Approval needed ({request.id}): {request.asker} wants to run\n\n"
-        f"{request.command}\n\n"
+        f"Approval needed ({request.id}): {request.asker} wants to run\n"
+        f"```\n{command}\n```\n"
         f"in {request.cwd} ({request.reason}). It waits {wait} for an owner:"
         f" /approve {request.id} or /deny {request.id}."
     )
@@ -123,7 +135,7 @@ def prompt_target(
 ) -> Target | None:
     """Where the owner is asked (None: nowhere in a chat)."""
     origin = ctx.origin
-    if origin is None or origin.platform == STREAMED:
+    if origin is None or origin.platform == LOCAL:  # its client holds the turn open
         return None
     if ctx.caller.is_owner:
         return origin.target()
@@ -138,6 +150,26 @@ def prompt_target(
         return Target(origin.platform, dm[0], None, dm[1])
     home = home_channels(conn, platforms).get(origin.platform)
     return home.target if home is not None else origin.target()
+
+
+def end_waiting(
+    conn: apsw.Connection, request_id: str, state: str, by: str | None, now: float
+) -> Approval:
+    """The waiting turn ends the request (unless a decision came first), and its prompt
+    is taken back where it has not gone yet."""
+    ended = end_approval(conn, request_id, state, by, now)
+    if ended.state == state:
+        drop_unsent(conn, f"approval:{request_id}")
+    return ended
+
+
+def expire_left(conn: apsw.Connection, gone: Callable[[str], bool], now: float) -> list[Approval]:
+    """At a router's start: what nobody waits on any more is expired (never run), and
+    its prompts taken back."""
+    ended = expire_abandoned(conn, gone, now)
+    for request in ended:
+        drop_unsent(conn, f"approval:{request.id}")
+    return ended
 
 
 @attrs.define
@@ -160,40 +192,46 @@ class Approvals:
         owners = await self.owners(platform)
         user_name = await self.db.read(_user_name, ctx.session_id, ctx.caller.user_id)
         new = NewApproval(
-            ctx.session_id, self.redact(command), str(ctx.terminal.cwd), reason, platform,
-            origin.chat_id if origin is not None else None, ctx.caller.user_id, user_name,
-            self.owner, self.timeout, ctx.call_id,
+            ctx.session_id, command, self.redact(command), str(ctx.terminal.cwd), reason,
+            platform, origin.chat_id if origin is not None else None, ctx.caller.user_id,
+            user_name, self.owner, self.timeout, ctx.call_id,
         )  # fmt: skip
-        if self.waits.draining:
-            now = self.clock.now()
-            opened = await self.db.write(open_approval, new, now)
-            return await self.db.write(end_approval, opened.id, CANCELLED, SHUTTING_DOWN, now)
 
-        def prompt(conn: apsw.Connection, request: Approval) -> None:
-            target = prompt_target(conn, ctx, owners, self.platforms)
-            if target is None:
-                return
-            chunks = chunks_for(prompt_text(request), target.platform)
-            key = f"approval:{request.id}"
-            enqueue(conn, target, chunks, "notice", key, request.created_at,
-                    buttons=buttons(request.id))  # fmt: skip
+        def open_and_prompt(conn: apsw.Connection, now: float) -> Approval:
+            target = None if self.waits.draining else prompt_target(conn, ctx, owners,
+                                                                     self.platforms)  # fmt: skip
+            asked = attrs.evolve(new, asked_in=str(target) if target is not None else None)
+            request = open_approval(conn, asked, now)
+            if request.state == PENDING and target is not None:
+                chunks = chunks_for(prompt_text(request), target.platform)
+                enqueue(conn, target, chunks, "notice", f"approval:{request.id}",
+                        request.created_at, buttons=buttons(request.id))  # fmt: skip
+            return request
 
         with trio.CancelScope(shield=True):  # a request opened is a request ended below
-            request = await self.db.write(open_approval, new, self.clock.now(), prompt)
+            request = await self.db.write(open_and_prompt, self.clock.now())
         if request.state != PENDING:
             return request  # "always" for this session: no prompt, no wait
         nudge(ctx.outbox)
         log.info("approval %s waits for an owner: %s", request.id, request.command)
-        try:
-            decided = await self.waits.wait(request.id, self.timeout)
-        except BaseException:  # /stop, a newer message, the turn cut: never run it later
-            with trio.CancelScope(shield=True):
-                await self.db.write(end_approval, request.id, CANCELLED, STOPPED, self.clock.now())
-            raise
-        if decided and not self.waits.draining:
-            return await self.db.read(get_approval, request.id)
-        state, by = (CANCELLED, SHUTTING_DOWN) if decided else (EXPIRED, None)
-        return await self.db.write(end_approval, request.id, state, by, self.clock.now())
+        with self.waits.waiting(request.id) as woken:
+            try:
+                # A decision may have come before the turn listened: read, then wait.
+                request = await self.db.read(get_approval, request.id)
+                if request.state == PENDING and not woken.is_set():
+                    with trio.move_on_after(self.timeout):
+                        await woken.wait()
+            except BaseException:  # /stop, a newer message, the turn cut: never run later
+                await self._end(request.id, CANCELLED, STOPPED)
+                raise
+        if self.waits.draining:
+            return await self._end(request.id, CANCELLED, SHUTTING_DOWN)
+        return await self._end(request.id, EXPIRED, None)  # or as it was decided
+
+    async def _end(self, request_id: str, state: str, by: str | None) -> Approval:
+        """Shielded: what ends the wait is often a cancel, and the row must say so."""
+        with trio.CancelScope(shield=True):
+            return await self.db.write(end_waiting, request_id, state, by, self.clock.now())
 
 
 def _user_name(conn: apsw.Connection, session_id: str, user_id: str) -> str | None:

@@ -14,8 +14,21 @@ import attrs
 from hermes.adapters.contract import InboundEvent
 from hermes.agent.context import provider_key
 from hermes.delivery.channels import set_home
-from hermes.operations.approvals import ApproveArgs, DenyArgs, approve_request, deny_request
-from hermes.state.approvals import APPROVED, ApprovalEnded, ApprovalNotFound, approvals
+from hermes.delivery.targets import LOCAL
+from hermes.operations.approvals import (
+    ApproveArgs,
+    DenyArgs,
+    NobodyWaits,
+    approve_request,
+    deny_request,
+)
+from hermes.state.approvals import (
+    APPROVED,
+    ApprovalEnded,
+    ApprovalNotFound,
+    approvals,
+    get_approval,
+)
 from hermes.state.errors import SessionNotFound
 from hermes.state.sessions import end_session, get_session
 
@@ -33,8 +46,8 @@ HELP = """\
 /undo     take your last message and its answer out of the conversation
 /retry    undo your last message and send it again
 /usage    how full the context is
-/approve  let a command that waits for approval run (owners): /approve ID [always]
-/deny     refuse it (owners): /deny ID
+/approve  let a command that waits for approval run (owners): /approve [ID [always]]
+/deny     refuse it (owners): /deny [ID]
 /help     this list"""
 
 
@@ -140,34 +153,42 @@ async def _model_cmd(c: CommandContext) -> CommandReply:
 
 
 async def _decide(c: CommandContext) -> CommandReply:
-    """/approve [ID] [always] and /deny [ID]: an owner decides a request (a button press
-    sends the same words). Without an ID: the one request that waits, if only one does."""
+    """/approve [ID [always]] and /deny [ID]: an owner of the request's platform decides
+    it (a button press sends the same words). Without an ID: the one request whose
+    prompt is in this chat, if only one waits here."""
     word, *rest = c.event.text.split()
     approve = word.split("@", 1)[0].lower() == "/approve"
-    if await c.router.role(c.event) != "owner":
-        return CommandReply(f"Only an owner can {'approve' if approve else 'deny'}.",
-                            c.session_id)  # fmt: skip
+    verb = "approve" if approve else "deny"
     if rest:
-        request_id = rest[0]
+        try:
+            request = await c.router.db.read(get_approval, rest[0].strip().lower())
+        except ApprovalNotFound as exc:
+            return CommandReply(f"{exc}.", c.session_id)
     else:
-        waiting = await c.router.db.read(approvals)
+        here = str(c.event.target())
+        now = c.router.clock.now()
+        waiting = [a for a in await c.router.db.read(approvals, now) if a.asked_in == here]
         if len(waiting) != 1:
             ids = ", ".join(a.id for a in waiting)
-            text = f"Name one: {ids}." if waiting else "Nothing waits for approval."
+            text = f"Name one: {ids}." if waiting else "Nothing waits for approval here."
             return CommandReply(text, c.session_id)
-        request_id = waiting[0].id
+        request = waiting[0]
+    # An owner of the platform it was asked on (the local endpoint's: the operator).
+    where = c.event.platform in (request.platform, LOCAL)
+    if not where or await c.router.role(c.event) != "owner":
+        return CommandReply(f"Only an owner can {verb}.", c.session_id)
     always = approve and [w.lower() for w in rest[1:2]] == ["always"]
     ops = c.router.ops(c.event)
     try:
         if approve:
-            done = await approve_request(ops, ApproveArgs(request_id, always))
+            done = await approve_request(ops, ApproveArgs(request.id, always))
         else:
-            done = await deny_request(ops, DenyArgs(request_id))
-    except (ApprovalNotFound, ApprovalEnded) as exc:
+            done = await deny_request(ops, DenyArgs(request.id))
+    except (ApprovalEnded, NobodyWaits) as exc:
         return CommandReply(f"{exc}.", c.session_id)
     if done.state != APPROVED:
         return CommandReply(f"Denied ({done.id}): {done.command} will not run.", c.session_id)
-    rule = " It and this exact command run without asking for the rest of that session." * always
+    rule = " It runs without asking again in that session and directory." * always
     return CommandReply(f"Approved ({done.id}): {done.command} runs now.{rule}", c.session_id)
 
 

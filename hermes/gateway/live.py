@@ -35,6 +35,9 @@ class ServeLive:
     async def approval_decided(self, request_id: str) -> None:
         self.services.approval_waits.wake(request_id)
 
+    def waiting_on(self, request_id: str) -> bool:
+        return self.services.approval_waits.waiting_on(request_id)
+
     async def run_job(self, ref: str, context: str | None) -> tuple[str, int]:
         try:
             return await self.services.scheduler.get().call(RunNow(ref, context))

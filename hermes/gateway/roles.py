@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 
 from hermes.adapters.contract import InboundEvent
 from hermes.config import Config, Role
-from hermes.state.pairing import owner_rule
 
 OwnersOf = Callable[[str], Awaitable[frozenset[str]]]  # a platform's owners by pairing
 
@@ -20,16 +19,16 @@ OwnersOf = Callable[[str], Awaitable[frozenset[str]]]  # a platform's owners by 
 async def role_of(event: InboundEvent, config: Config, owners_of: OwnersOf) -> Role:
     """`owners_of` is asked only when config does not settle it (the router keeps its
     answers between its housekeeping rounds: hermes/gateway/router.py)."""
-    if event.platform == "local" or event.user_id in config.gateway.owners:
+    if event.platform == "local":
         return "owner"
-    configured = config.platforms.get(event.platform)
-    named = configured.owner if configured is not None else None
-    first = not named and event.user_id in await owners_of(event.platform)
-    return "owner" if owner_rule(named, event.user_id, first) else "user"
+    return (
+        "owner" if event.user_id in await owner_ids(event.platform, config, owners_of) else "user"
+    )
 
 
 async def owner_ids(platform: str, config: Config, owners_of: OwnersOf) -> frozenset[str]:
-    """The owners of `platform` by the same rule, as user ids (who may be asked there)."""
+    """The owners of `platform` as user ids: `gateway.owners`, and the platform's
+    configured `owner`, else those pairing made owners there."""
     configured = config.platforms.get(platform)
     named = configured.owner if configured is not None else None
     mine = frozenset({named}) if named else await owners_of(platform)

@@ -44,7 +44,7 @@ from hermes.delivery.replies import Replies, Then
 from hermes.delivery.session_keys import new_session_id, session_key
 from hermes.delivery.targets import Origin
 from hermes.gateway.admission import Admitted, Intake
-from hermes.gateway.approvals import Approvals, ApprovalWaits
+from hermes.gateway.approvals import Approvals, ApprovalWaits, expire_left
 from hermes.gateway.authorization import decide
 from hermes.gateway.commands import COMMANDS, CommandContext, answer_command
 from hermes.gateway.journal import (
@@ -61,7 +61,6 @@ from hermes.gateway.roles import owner_ids, role_of
 from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
 from hermes.home import HermesHome
 from hermes.operations.context import Live, Offline, Ops
-from hermes.state.approvals import expire_abandoned
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.state.pairing import (
@@ -225,9 +224,9 @@ class Router(Actor):
             self.agent.redact,
         )  # fmt: skip
         # What waited for approval when serve stopped never runs: expired before resumes.
-        gone = await self.db.write(expire_abandoned, self._gone, now)
-        for request in gone:
-            log.info("approval %s expired: hermes restarted while it waited", request.id)
+        self.approval_waits.reopen()
+        for request in await self.db.write(expire_left, self._gone, now):
+            log.info("approval %s expired: nobody waits for it any more", request.id)
         waiting = await self.db.read(admitted)
         resumed = await self.db.write(
             claim_interrupted, self.owner, now, self.gateway.resume_window

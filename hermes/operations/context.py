@@ -55,6 +55,10 @@ class Live(Protocol):
     async def approval_decided(self, request_id: str) -> None:
         """An approval request was decided: the turn waiting on it goes on, now."""
 
+    def waiting_on(self, request_id: str) -> bool:
+        """Whether a turn in serve waits on the approval request now (only then is
+        deciding it meaningful)."""
+
     async def run_job(self, ref: str, context: str | None) -> tuple[str, int]:
         """Fire the job now in serve; its id and the run's fence."""
 
@@ -79,6 +83,9 @@ class Offline:
 
     async def approval_decided(self, request_id: str) -> None:
         pass  # no turn waits without a serve
+
+    def waiting_on(self, request_id: str) -> bool:
+        return False
 
     async def run_job(self, ref: str, context: str | None) -> tuple[str, int]:
         raise NotServing("no serve is running for this home to fire the job in")

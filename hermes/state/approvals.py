@@ -1,15 +1,16 @@
 """Approval requests: a guarded command that waits for an owner's yes, as rows.
 
-A request is opened pending (or approved at once when the owner said "always"
-for that exact command in that session), then ends once: approved, denied,
-expired (its deadline passed, or serve stopped while it waited) or cancelled
-(/stop, a newer message, a drain). A decision on a request that has ended says
-how it ended and changes nothing. Functions of an apsw connection, run through
-the Db handle.
+A request is opened pending (or approved at once when an owner said "always" for
+that exact command, in that directory, in that session), then ends once:
+approved, denied, expired (its deadline passed, or serve stopped while it
+waited) or cancelled (/stop, a newer message, a drain). A decision on a request
+that has ended finds it as it ended and changes nothing. Functions of an apsw
+connection, run through the Db handle.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Callable
 
@@ -22,7 +23,7 @@ from hermes.state.errors import StateError
 PENDING, APPROVED, DENIED, EXPIRED, CANCELLED = (
     "pending", "approved", "denied", "expired", "cancelled"
 )  # fmt: skip
-ALWAYS = "always for this session"  # decided_by of a request the owner's "always" approved
+ALWAYS = "always for this session"  # decided_by of a request an owner's "always" approved
 RESTARTED = "hermes restarted"  # decided_by of a request pending when serve stopped
 
 
@@ -31,7 +32,7 @@ class Approval:
     id: str
     session_id: str
     call_id: str | None
-    command: str
+    command: str  # as the prompt showed it (redacted)
     cwd: str
     reason: str
     platform: str
@@ -39,6 +40,7 @@ class Approval:
     user_id: str
     user_name: str | None
     owner: str  # the router that waits on it (host:pid:nonce)
+    asked_in: str | None  # the chat its prompt went to (platform:chat[:thread]); None: none
     created_at: float
     expires_at: float
     state: str
@@ -59,11 +61,13 @@ class Approval:
 
 @attrs.frozen
 class NewApproval:
-    """What a turn asks: its command as the model wrote it, where it would run, why the
-    guard stopped it, and whose turn it is."""
+    """What a turn asks: its command as it would run and as it is shown (redacted),
+    where it would run, why the guard stopped it, whose turn it is, and where its
+    prompt goes."""
 
     session_id: str
     command: str
+    shown: str
     cwd: str
     reason: str
     platform: str
@@ -73,6 +77,12 @@ class NewApproval:
     owner: str
     timeout: float
     call_id: str | None = None
+    asked_in: str | None = None
+
+    @property
+    def matches(self) -> str:
+        """What an "always" is for: this command, run in this directory."""
+        return hashlib.sha256(f"{self.cwd}\0{self.command}".encode()).hexdigest()
 
 
 class ApprovalNotFound(StateError, NotFound):
@@ -91,7 +101,7 @@ class ApprovalEnded(StateError, Invalid):
 
 _COLUMNS = (
     "id, session_id, call_id, command, cwd, reason, platform, chat_id, user_id, user_name,"
-    " owner, created_at, expires_at, state, always, decided_by, decided_at"
+    " owner, asked_in, created_at, expires_at, state, always, decided_by, decided_at"
 )
 
 
@@ -108,34 +118,26 @@ def get_approval(conn: apsw.Connection, request_id: str) -> Approval:
     return _row(row)
 
 
-def open_approval(
-    conn: apsw.Connection,
-    new: NewApproval,
-    now: float,
-    then: Callable[[apsw.Connection, Approval], None] | None = None,
-) -> Approval:
-    """The request, committed with the guard's verdict: pending, or approved at once if
-    an owner approved this exact command in this session "always". `then` (the prompt's
-    outbox rows) runs in the same transaction for a pending one."""
+def open_approval(conn: apsw.Connection, new: NewApproval, now: float) -> Approval:
+    """The request, in the transaction of the guard's verdict: pending, or approved at
+    once if an owner approved this command in this directory in this session "always"."""
     always = conn.execute(
-        "SELECT decided_by FROM approvals WHERE session_id = ? AND command = ? AND always = 1"
+        "SELECT decided_by FROM approvals WHERE session_id = ? AND matches = ? AND always = 1"
         " AND state = ? ORDER BY created_at DESC LIMIT 1",
-        (new.session_id, new.command, APPROVED),
+        (new.session_id, new.matches, APPROVED),
     ).fetchone()
-    request_id = secrets.token_hex(3)
+    request_id = secrets.token_hex(3)  # short, to type: /approve 3f9a1c
     while conn.execute("SELECT 1 FROM approvals WHERE id = ?", (request_id,)).fetchone():
-        request_id = secrets.token_hex(4)
+        request_id = secrets.token_hex(3)
     state, by = (APPROVED, f"{ALWAYS} ({always[0]})") if always else (PENDING, None)
     conn.execute(
-        f"INSERT INTO approvals ({_COLUMNS}) VALUES ({','.join('?' * 17)})",
-        (request_id, new.session_id, new.call_id, new.command, new.cwd, new.reason,
-         new.platform, new.chat_id, new.user_id, new.user_name, new.owner, now,
-         now + new.timeout, state, 0, by, now if always else None),
+        f"INSERT INTO approvals ({_COLUMNS}, matches) VALUES ({','.join('?' * 19)})",
+        (request_id, new.session_id, new.call_id, new.shown, new.cwd, new.reason,
+         new.platform, new.chat_id, new.user_id, new.user_name, new.owner,
+         None if always else new.asked_in, now, now + new.timeout, state, 0, by,
+         now if always else None, new.matches),
     )  # fmt: skip
-    approval = get_approval(conn, request_id)
-    if then is not None and state == PENDING:
-        then(conn, approval)
-    return approval
+    return get_approval(conn, request_id)
 
 
 def decide(
@@ -145,20 +147,20 @@ def decide(
     by: str,
     now: float,
     always: bool = False,
-) -> Approval:
-    """An owner's decision. ApprovalEnded when it is no longer pending (one whose
-    deadline has passed is marked expired first: a late yes never runs it)."""
+) -> tuple[Approval, bool]:
+    """An owner's decision: the request as it is after it, and whether this decided it
+    (False: it had ended; one whose deadline has passed is expired now, and stays so)."""
     found = get_approval(conn, request_id)
     if found.state == PENDING and found.expires_at <= now:
-        found = end_approval(conn, request_id, EXPIRED, None, now)
+        return end_approval(conn, request_id, EXPIRED, None, now), False
     if found.state != PENDING:
-        raise ApprovalEnded(found)
+        return found, False
     conn.execute(
         "UPDATE approvals SET state = ?, always = ?, decided_by = ?, decided_at = ?"
         " WHERE id = ? AND state = ?",
         (APPROVED if approve else DENIED, int(approve and always), by, now, request_id, PENDING),
     )
-    return get_approval(conn, request_id)
+    return get_approval(conn, request_id), True
 
 
 def end_approval(
@@ -176,21 +178,29 @@ def end_approval(
 def expire_abandoned(
     conn: apsw.Connection, gone: Callable[[str], bool], now: float
 ) -> list[Approval]:
-    """Requests whose router is `gone` (serve stopped or was killed while they waited):
-    expired, never run. Returns them."""
+    """Pending requests nobody waits on any more: their router is `gone` (serve stopped
+    or was killed while they waited: RESTARTED), or their deadline has passed (a router
+    this one cannot see, on another host). Expired, never run; returns them."""
     rows = conn.execute(f"SELECT {_COLUMNS} FROM approvals WHERE state = ?", (PENDING,))
     ended = []
     for approval in [_row(r) for r in rows]:
         if gone(approval.owner):
             ended.append(end_approval(conn, approval.id, EXPIRED, RESTARTED, now))
+        elif approval.expires_at <= now:
+            ended.append(end_approval(conn, approval.id, EXPIRED, None, now))
     return ended
 
 
-def approvals(conn: apsw.Connection, pending_only: bool = True, limit: int = 50) -> list[Approval]:
-    """Pending requests, oldest first; or (`pending_only` False) the latest `limit` of all."""
+def approvals(
+    conn: apsw.Connection, now: float, pending_only: bool = True, limit: int = 50
+) -> list[Approval]:
+    """Requests that wait (pending, before their deadline), oldest first; or
+    (`pending_only` False) the latest `limit` of all."""
     if pending_only:
         rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM approvals WHERE state = ? ORDER BY created_at", (PENDING,)
+            f"SELECT {_COLUMNS} FROM approvals WHERE state = ? AND expires_at > ?"
+            " ORDER BY created_at",
+            (PENDING, now),
         )
     else:
         rows = conn.execute(
@@ -199,14 +209,16 @@ def approvals(conn: apsw.Connection, pending_only: bool = True, limit: int = 50)
     return [_row(r) for r in rows]
 
 
-def of_calls(conn: apsw.Connection, session_id: str, call_ids: list[str]) -> list[Approval]:
-    """The requests made by these tool calls of the session (a resumed turn asks what its
-    cut calls were waiting for)."""
+def restarted_while_waiting(
+    conn: apsw.Connection, session_id: str, call_ids: list[str]
+) -> list[Approval]:
+    """What these tool calls of the session were waiting for when serve stopped (a
+    resumed turn says so)."""
     marks = ",".join("?" * len(call_ids))
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM approvals WHERE session_id = ? AND call_id IN ({marks})"
-        " ORDER BY created_at",
-        (session_id, *call_ids),
+        " AND state = ? AND decided_by = ? ORDER BY created_at",
+        (session_id, *call_ids, EXPIRED, RESTARTED),
     )
     return [_row(r) for r in rows]
 

@@ -337,8 +337,10 @@ def _step_3_undone(conn: apsw.Connection) -> None:
 
 def _step_4_approvals(conn: apsw.Connection) -> None:
     """Approval requests: a guarded command waiting for an owner's yes, and what became
-    of it (`always`: the owner approved that exact command for the rest of the session).
-    An outbox row may carry buttons (JSON: [[label, command], ...]) on its platform."""
+    of it (`always`: the owner approved that exact command in that directory for the rest
+    of the session; `matches` is their hash, the command as run, before redaction;
+    `asked_in`: the chat its prompt went to). An outbox row may carry buttons (JSON:
+    [[label, command], ...]) on its platform."""
     conn.execute(
         """
         CREATE TABLE approvals (
@@ -347,12 +349,14 @@ def _step_4_approvals(conn: apsw.Connection) -> None:
             call_id TEXT,
             command TEXT NOT NULL,
             cwd TEXT NOT NULL,
+            matches TEXT NOT NULL,
             reason TEXT NOT NULL,
             platform TEXT NOT NULL,
             chat_id TEXT,
             user_id TEXT NOT NULL,
             user_name TEXT,
             owner TEXT NOT NULL,
+            asked_in TEXT,
             created_at REAL NOT NULL,
             expires_at REAL NOT NULL,
             state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN
@@ -363,7 +367,7 @@ def _step_4_approvals(conn: apsw.Connection) -> None:
         )"""
     )
     conn.execute("CREATE INDEX approvals_pending ON approvals (state) WHERE state = 'pending'")
-    conn.execute("CREATE INDEX approvals_session ON approvals (session_id, command)")
+    conn.execute("CREATE INDEX approvals_session ON approvals (session_id, matches)")
     conn.execute("ALTER TABLE outbox ADD COLUMN buttons TEXT")
 
 

@@ -231,15 +231,17 @@ async def running_router(
     owner: str | None = None,
     timeout: float = 10.0,
     agent: Agent | None = None,
+    approval_waits: ApprovalWaits | None = None,
 ) -> AsyncIterator[RouterHarness]:
     """A router in a nursery and an admission into it; drained on the way out.
 
-    `agent`: another than `make_agent(fake)` (a second provider). `timeout` bounds every
+    `agent`: another than `make_agent(fake)` (a second provider); `approval_waits`: one
+    kept across routers, as serve keeps it across a router's restart. `timeout` bounds every
     wait of the harness (virtual seconds under a mock clock,
     where a large one only fires when everything is stuck)."""
     replies = RecordingReplies(timeout, home.state_db)
     clock = Clock(time.time() - trio.current_time())  # wall time, on the test's trio clock
-    waits = ApprovalWaits()  # what the chat's /approve wakes, through serve's Live
+    waits = approval_waits or ApprovalWaits()  # what /approve wakes, through serve's Live
     live = ServeLive(Services(clock, approval_waits=waits))
     router = Router(
         registry, home.state_db, home.root, home.memories, agent or make_agent(fake),

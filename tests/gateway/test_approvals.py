@@ -23,6 +23,7 @@ from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.permissions import Permissions
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import AgentConfig, Config, PlatformConfig, ToolsConfig
+from hermes.gateway.approvals import ApprovalWaits
 from hermes.gateway.journal import new_owner
 from hermes.state.approvals import RESTARTED
 from tests.fakes.openai import text_answer, tool_answer
@@ -69,7 +70,8 @@ async def test_an_owner_approves_from_the_chat_and_the_command_runs(registry, ho
         ((request_id, state, *_),) = await requests(h)
         assert state == "pending" and not ran.exists()
         ((chat, text, buttons),) = await prompts(h)
-        assert chat == "dm-alice" and request_id in text and f"touch {ran}" in text
+        assert chat == "dm-alice" and request_id in text
+        assert f"```\necho DROP TABLE t; touch {ran}\n```" in text  # shown as it is
         assert "Alice (telegram alice)" in text and f"in {home.workspace}" in text
         assert json.loads(buttons) == [
             ["Approve", f"/approve {request_id}"],
@@ -105,9 +107,12 @@ async def test_a_deny_and_an_expiry_tell_the_model_and_run_nothing(registry, hom
         assert (await h.ask("alice", "/deny")).text.startswith(f"Denied ({request_id})")
         assert (await h.answer_to(first)).text == "denied then"
         assert (await h.ask("alice", "drop it again")).text == "expired then"
-        expired_id = (await requests(h))[1][0]
+        denied_id, expired_id = [r[0] for r in await requests(h)]
         told = await h.ask("alice", f"/approve {expired_id}")
         assert told.text == f"request {expired_id} was expired; nothing changed."
+        # No outbox runs here: the prompt of the request that ended undecided is taken
+        # back; the one an owner answered stays.
+        assert [denied_id in text for _, text, _ in await prompts(h)] == [True]
     denied, expired = tool_results(fake)
     assert denied["status"] == "denied" and "denied it" in denied["error"]
     assert expired["status"] == "expired" and "expired" in expired["error"]
@@ -117,9 +122,11 @@ async def test_a_deny_and_an_expiry_tell_the_model_and_run_nothing(registry, hom
 
 async def test_always_for_this_session_asks_once_for_that_command(registry, home, fake, tmp_path):
     ran, other = tmp_path / "ran", tmp_path / "other"
+    elsewhere = {"command": f"mkdir -p {tmp_path}/elsewhere && cd {tmp_path}/elsewhere"}
     fake.script(
         tool_answer(guarded(ran)), text_answer("one"),
         tool_answer(guarded(ran)), text_answer("two"),
+        tool_answer(("terminal", elsewhere)), tool_answer(guarded(ran)), text_answer("no"),
         tool_answer(guarded(other, "DATABASE")), text_answer("three"),
     )  # fmt: skip
     async with running_router(registry, home, fake, CONFIG) as h:
@@ -129,12 +136,18 @@ async def test_always_for_this_session_asks_once_for_that_command(registry, home
         await h.ask("alice", f"/approve {request_id} always")
         await h.replies.wait_for(lambda: any(a.text == "one" for a in h.replies.answers))
         assert (await h.ask("alice", "again")).text == "two"  # no prompt, no wait
+        moved = await h.send("alice", "the same, from elsewhere")
+        await h.router.approval_waits.until_begun(2)  # another directory: asked again
+        await h.ask("alice", "/deny")
+        await h.final(moved)
         third = await h.send("alice", "something else")
-        await h.router.approval_waits.until_begun(2)
+        await h.router.approval_waits.until_begun(3)
         rows = await requests(h)
-        assert [(r[1], r[3]) for r in rows] == [("approved", 1), ("approved", 0), ("pending", 0)]
+        assert [(r[1], r[3]) for r in rows] == [
+            ("approved", 1), ("approved", 0), ("denied", 0), ("pending", 0)
+        ]  # fmt: skip
         assert rows[1][2] == "always for this session (telegram alice (Alice))"
-        assert len(await prompts(h)) == 2  # the first and the different command
+        assert len(await prompts(h)) == 3  # all but the one "always" let through
         await h.ask("alice", "/stop")
         assert (await h.final(third)).kind == "interrupted"
     assert ran.exists() and not other.exists()
@@ -199,3 +212,42 @@ async def test_a_crash_while_waiting_expires_the_request_and_the_resumed_turn_sa
         late = await h.ask("alice", f"/approve {request_id}")
         assert f"request {request_id} was expired by {RESTARTED}" in late.text
     assert not ran.exists() and len(fake.requests) == 1
+
+
+async def test_only_an_owner_of_the_requests_platform_decides(registry, home, fake, tmp_path):
+    """An owner elsewhere (Slack's) is no owner here; `/approve` without an ID takes only
+    the request whose prompt is in this chat."""
+    ran = tmp_path / "ran"
+    two = Config(platforms={
+        **CONFIG.platforms, "slack": PlatformConfig(allowed_users=("sam",), owner="sam")
+    })  # fmt: skip
+    fake.script(tool_answer(guarded(ran)), text_answer("done"))
+    async with running_router(registry, home, fake, two) as h:
+        asked = await h.send("alice", "drop it")
+        await h.router.approval_waits.until_begun(1)
+        ((request_id, *_),) = await requests(h)
+        sam = await h.ask("sam", f"/approve {request_id}", platform="slack")
+        assert sam.text == "Only an owner can approve."
+        elsewhere = await h.ask("bob", "/approve")  # in his own DM
+        assert elsewhere.text == "Nothing waits for approval here."
+        assert (await requests(h))[0][1] == "pending"
+        assert (await h.ask("alice", "/approve")).text.startswith(f"Approved ({request_id})")
+        assert (await h.answer_to(asked)).text == "done"
+    assert ran.exists()
+
+
+async def test_a_router_restarted_after_a_drain_still_asks(registry, home, fake, tmp_path):
+    """serve keeps one ApprovalWaits across a router's restart (rest_for_one): the
+    drain of the old router must not cancel the new one's requests."""
+    waits = ApprovalWaits()
+    fake.script(text_answer("first"), tool_answer(guarded(tmp_path / "ran")),
+                text_answer("denied"))  # fmt: skip
+    async with running_router(registry, home, fake, CONFIG, approval_waits=waits) as h:
+        assert (await h.ask("alice", "hello")).text == "first"
+    assert waits.draining  # the way out drained it
+    async with running_router(registry, home, fake, CONFIG, approval_waits=waits) as h:
+        asked = await h.send("alice", "drop it")
+        await waits.until_begun(1)
+        await h.ask("alice", "/deny")
+        assert (await h.answer_to(asked)).text == "denied"
+    assert [r[1] for r in await requests(h)] == ["denied"]

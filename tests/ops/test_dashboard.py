@@ -10,6 +10,7 @@ import base64
 import contextlib
 import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -26,11 +27,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from hermes.state.approvals import NewApproval, open_approval
+from hermes.agent.offline import tool_line
 from hermes.state.maintenance import open_plain
 from hermes.state.pairing import request_code
 from tests.ops.surfaces import ops_url
-from tests.processes import hermes, wait_ready
+from tests.processes import HERMES, hermes, wait_ready
 from tests.seed import writing
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -180,9 +181,12 @@ def test_the_dashboard_in_a_browser(home, spawn, browser, tmp_path):
     job = added.stdout.split()[1]
     with writing(home.state_db) as conn:
         code = request_code(conn, "telegram", "4242", "Zed", time.time(), chat_id="4242").code
-        asked = NewApproval("s-1", "sudo apt-get update", "/srv", "running as root with sudo",
-                            "telegram", "4242", "4242", "Zed", "elsewhere:1:x", 300)  # fmt: skip
-        approval = open_approval(conn, asked, time.time()).id
+    # The offline model runs a guarded command: the turn waits for the operator's word.
+    ran = tmp_path / "ran"
+    asking = subprocess.Popen(
+        [*HERMES, "chat", "-m", tool_line("terminal", command=f"echo DROP TABLE t; touch {ran}")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
 
     steps = Steps(browser, tmp_path)
     url = ops_url(home)
@@ -236,12 +240,16 @@ def test_the_dashboard_in_a_browser(home, spawn, browser, tmp_path):
     steps.until("the request gone", lambda d: not d.find_elements(By.CSS_SELECTOR, request))
     assert browser.find_element(By.ID, "pairing-code").get_attribute("value") == ""
 
-    # A command waiting for approval: denied here as a chat's button would.
-    waiting = f'#approvals tr[data-approval="{approval}"]'
-    steps.until("the waiting command", lambda d: "sudo apt-get update" in steps.text(waiting))
-    assert "Zed (telegram 4242)" in steps.text(waiting)
+    # The command waiting for approval, denied here as a chat's button would deny it.
+    waiting = "#approvals tr[data-approval]"
+    steps.until("the waiting command", lambda d: f"touch {ran}" in steps.text(waiting))
+    assert "(local " in steps.text(waiting)  # who asked: the local endpoint's client
+    approval = browser.find_element(By.CSS_SELECTOR, waiting).get_attribute("data-approval")
     steps.click("deny", f'{waiting} button[data-action="deny"]')
     steps.until("the request gone", lambda d: not d.find_elements(By.CSS_SELECTOR, waiting))
+    out, err = asking.communicate(timeout=WAIT)
+    assert asking.returncode == 0 and "denied" in out, (out, err)  # the turn went on
+    assert not ran.exists()
 
     steps.click("run the job", f'#cron button[data-action="run"][data-job="{job}"]')
     steps.until(

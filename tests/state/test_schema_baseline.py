@@ -169,8 +169,8 @@ def test_step_4_adds_approval_requests_and_an_outbox_rows_buttons():
     assert columns[-1][1:] == ("buttons", "TEXT", 0, None, 0, 0)  # nullable, no default
     assert after["tables"] == before["tables"]
     assert conn.execute("SELECT buttons FROM outbox").get is None
-    conn.execute("INSERT INTO approvals (id, session_id, command, cwd, reason, platform,"
-                 " user_id, owner, created_at, expires_at) VALUES"
-                 " ('a', 's', 'sudo x', '/', 'r', 'telegram', 'u', 'o', 1, 2)")  # fmt: skip
+    conn.execute("INSERT INTO approvals (id, session_id, command, cwd, matches, reason,"
+                 " platform, user_id, owner, created_at, expires_at) VALUES"
+                 " ('a', 's', 'sudo x', '/', 'h', 'r', 'telegram', 'u', 'o', 1, 2)")  # fmt: skip
     with pytest.raises(apsw.ConstraintError):
         conn.execute("UPDATE approvals SET state = 'maybe'")

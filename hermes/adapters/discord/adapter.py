@@ -81,6 +81,7 @@ DEFERRED_UPDATE_MESSAGE = {"type": 6}  # the press is taken; the message stays a
 TEXT_COMMANDS_ONLY = {"type": 4, "data": {"flags": 1 << 6,  # ephemeral: its sender's only
                       "content": "hermes takes commands as messages: type /help."}}  # fmt: skip
 CALLBACK_DEADLINE = 10.0  # seconds; Discord refuses one after 3 s anyway
+CALLBACKS_AT_ONCE = 64  # interactions being acknowledged; past that, one is left unanswered
 
 
 class DiscordAdapter(HttpAdapter):
@@ -101,6 +102,7 @@ class DiscordAdapter(HttpAdapter):
         self.bot_id = ""
         self.identify_after = 0.0  # trio time: Discord asks for 1-5 s after an invalid session
         self.rng = random.Random()
+        self.answering = 0  # interaction callbacks in flight (bounded: CALLBACKS_AT_ONCE)
 
     @classmethod
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
@@ -307,12 +309,23 @@ class DiscordAdapter(HttpAdapter):
         if not interaction_id or not token or self.nursery is None:
             log.info("%s: interaction %s cannot be answered", self.name, interaction_id)
             return
+        if self.answering >= CALLBACKS_AT_ONCE:  # a flood (a stranger's too) stays bounded
+            log.warning("%s: %d interactions are being acknowledged; %s is left unanswered",
+                        self.name, CALLBACKS_AT_ONCE, interaction_id)  # fmt: skip
+            return
+        self.answering += 1
         self.nursery.start_soon(self._callback, str(interaction_id), str(token), body)
 
     async def _callback(self, interaction_id: str, token: str, body: dict[str, Any]) -> None:
         """`POST interactions/{id}/{token}/callback`, without the bot's Authorization
         header (Discord authenticates it by the token in the path). A failure is
         logged: the press is admitted either way, only its spinner shows an error."""
+        try:
+            await self._post_callback(interaction_id, token, body)
+        finally:
+            self.answering -= 1
+
+    async def _post_callback(self, interaction_id: str, token: str, body: dict[str, Any]) -> None:
         if self.http is None:
             return
         headers = {k: v for k, v in self.http.headers.items() if k.lower() != "authorization"}

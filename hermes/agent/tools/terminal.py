@@ -52,7 +52,9 @@ class TerminalTool:
             raise ToolError("background processes are not available here")
         approved = False
         verdict = judge(command, background=True)  # blocked, held for approval, or neither
-        if verdict.action == "approve" and ctx.approver is not None:
+        # Asked only when a yes would let it run (not a foreground command never ending).
+        runnable = judge(command, background=background, approved=True).action == "allow"
+        if verdict.action == "approve" and runnable and ctx.approver is not None:
             request = await ctx.approver.ask(ctx, command, verdict.reason)
             if request.state != APPROVED:
                 return json.dumps({"status": request.state, "error": not_run(request)})

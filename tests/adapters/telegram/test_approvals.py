@@ -68,18 +68,18 @@ async def test_approvals_with_an_inline_keyboard(serve, model, tg, tmp_path):
 async def test_hermes_approvals_lets_the_waiting_turn_go_on(serve, model, tg, tmp_path):
     ran = tmp_path / "ran"
     serve.configure(access=TEAM)
-    model.script(tool_answer(("terminal", {"command": f"sudo -n true || touch {ran}"})),
+    model.script(tool_answer(("terminal", {"command": f"echo DROP TABLE t; touch {ran}"})),
                  text_answer("done"))  # fmt: skip
     serve.start()
     chat = TelegramChat(tg)
     chat.say("do it")
     _, request_id = await prompt(chat, 1)
     listed = await in_thread(hermes, "approvals")
-    assert request_id in listed.stdout and "sudo -n true" in listed.stdout
+    assert request_id in listed.stdout and "echo DROP TABLE t" in listed.stdout
     approved = await in_thread(hermes, "approvals", "approve", request_id)
     assert approved.returncode == 0 and approved.stdout.startswith(f"approved {request_id}")
     await until(chat, 2, lambda s: s.text == "done")
     again = await in_thread(hermes, "approvals", "deny", request_id)
     assert again.returncode == 2 and f"request {request_id} was approved by local" in again.stderr
     serve.stop()
-    assert ran.exists()  # ran: without a password sudo fails here, and the `||` touches
+    assert ran.exists()
