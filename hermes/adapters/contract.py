@@ -116,6 +116,10 @@ class SendRequest:
     plain: bool = False  # send without formatting (the formatted send was rejected)
     kind: str = "reply"  # reply, cron, send, notice: what the outbox row holds
     buttons: tuple[Button, ...] = ()
+    # Set: replace the text (and buttons) of this message, which the bot sent earlier in
+    # the target's chat, instead of a new send (a streamed answer, edited as it grows).
+    # "Not modified" is success; a message gone or too old to edit is Permanent(missing).
+    edit_of: str | None = None
 
 
 @attrs.frozen
@@ -148,6 +152,7 @@ class Permanent:
 
     reason: str
     formatting: bool = False
+    missing: bool = False  # an edit whose message is gone, or can no longer be edited
 
 
 @attrs.frozen
