@@ -179,6 +179,9 @@ class GatewayConfig:
     """Seconds: a turn cut by a restart is answered after it if it is younger than this."""
     rate_limit: int = attrs.field(default=20, validator=_at_least(0))
     """Messages a user may send a minute on a platform, commands included (0: no limit)."""
+    progress_interval: float = attrs.field(default=1.5, validator=positive)
+    """Seconds between edits of a message that shows a turn's progress (and before the
+    first: a quick answer comes as one message)."""
 
 
 @attrs.frozen
@@ -209,6 +212,11 @@ class PlatformConfig:
     owner: str | None = None
     """The user id that is owner on this platform; unset: the first user approved by
     pairing."""
+    progress: Literal["off", "tools", "stream"] | None = None
+    """What a chat sees while a turn runs long: `off` (one message at the end), `tools` (a
+    status message listing each tool as it runs, edited in place, then the answer),
+    `stream` (the answer edited into one message as it is written, tool lines under it).
+    Unset: `stream` where the platform can edit messages, else `off`."""
 
     def token_names(self) -> list[str]:
         """Every variable the platform takes a secret from."""

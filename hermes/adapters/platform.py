@@ -56,7 +56,9 @@ class Platform:
     patterns of environment variables that hold its secrets (kept out of commands);
     `token_hint`: where its token comes from, for doctor; `factory`: its adapter
     (None for the local endpoint, which the serve tree builds itself); `settings`:
-    its section of config.yaml (PlatformConfig, or its own subclass of it)."""
+    its section of config.yaml (PlatformConfig, or its own subclass of it); `edits`: its
+    adapter edits a sent message (SendRequest.edit_of), so a turn's progress can show
+    in one message."""
 
     name: str
     limit: Limit
@@ -67,3 +69,4 @@ class Platform:
     secret_variables: tuple[str, ...] = ()
     token_hint: str = "the token the platform issued"
     settings: type[PlatformConfig] = PlatformConfig
+    edits: bool = False

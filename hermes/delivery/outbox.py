@@ -57,6 +57,7 @@ from hermes.delivery.outbox_store import (
     OutboxRow,
     due,
     mark_dead,
+    mark_missing,
     mark_plain,
     mark_retry,
     mark_sending,
@@ -226,6 +227,12 @@ class Outbox(Actor):
         settled = False
         try:
             while row is not None:
+                if row.live and row.edit_of is not None and not self._free(row):
+                    # A state on the way gives way to others' first messages: it waits
+                    # an interval (the latest wins then), it never takes their slot.
+                    again = self.clock.now() + self.sessions.progress_interval
+                    await self.db.write(mark_retry, row.id, again, "giving way", self.clock.now())
+                    break
                 await self._pace(row)
                 if row.state != SENDING and not await self.db.write(
                     mark_sending, row.id, self.clock.now()
@@ -246,6 +253,10 @@ class Outbox(Actor):
         return [(row.target.platform, pace.per_second, pace.burst),
                 (row.chat, pace.per_chat_per_second, pace.chat_burst)]  # fmt: skip
 
+    def _free(self, row: OutboxRow) -> bool:
+        """Whether the row's platform and chat have a slot now, without waiting."""
+        return self._slots.start(self._limits(row), trio.current_time()) <= trio.current_time()
+
     async def _pace(self, row: OutboxRow) -> None:
         """Wait for the platform's and the chat's steady-rate slot (this chat's task only)."""
         await trio.sleep_until(self._slots.take(self._limits(row), trio.current_time()))
@@ -255,7 +266,8 @@ class Outbox(Actor):
         if adapter is None:
             return RetryAfter(None, f"no {row.target.platform} adapter is running")
         request = SendRequest(row.target, row.text, row.idempotency_key, reply_to=row.reply_to,
-                              plain=row.plain, kind=row.kind, buttons=row.buttons)  # fmt: skip
+                              plain=row.plain, kind=row.kind, buttons=row.buttons,
+                              edit_of=row.edit_of)  # fmt: skip
         reply = Reply()
         try:
             with trio.move_on_after(SEND_DEADLINE) as handing:
@@ -278,10 +290,16 @@ class Outbox(Actor):
         row or None, True). A row that waits for a retry: (None, False)."""
         now = self.clock.now()
         _sends(row.target.platform, _outcome(result)).inc()
-        if isinstance(result, Unconfirmed) and row.target.platform in self.deduplicating:
-            result = RetryAfter(None, result.reason)  # the platform drops a repeat
+        if isinstance(result, Unconfirmed) and (
+            row.target.platform in self.deduplicating or row.edit_of is not None
+        ):
+            result = RetryAfter(None, result.reason)  # a repeat is dropped, or the same edit
         if isinstance(result, Sent):
-            mark = (mark_sent, row.id, result.message_id, now, self.sessions)
+            mark = (mark_sent, row.id, result.message_id, now, self.sessions, row.text,
+                    self.sessions.progress_interval)  # fmt: skip
+        elif isinstance(result, Permanent) and result.missing:
+            log.info("outbox row %d: its message is gone (%s)", row.id, result.reason)
+            mark = (mark_missing, row.id, result.reason, now)
         elif isinstance(result, Unconfirmed):
             mark = (mark_unknown, row.id, result.reason, now)
         elif isinstance(result, Permanent) and result.formatting and not row.plain:
@@ -303,8 +321,7 @@ class Outbox(Actor):
                     self.held[row.target.platform] = now + wait
             await self.db.write(mark_retry, row.id, now + wait, result.reason, now)
             return None, False
-        free = self._slots.start(self._limits(row), trio.current_time()) <= trio.current_time()
-        seeded, after = await self.db.write(_then_next, mark, row.chat, now, free)
+        seeded, after = await self.db.write(_then_next, mark, row.chat, now, self._free(row))
         if seeded and self.mirrored is not None:
             await self.mirrored(seeded)
         return after, True

@@ -5,6 +5,12 @@ States: pending -> sending -> sent | retry (with not-before) | dead (with reason
 that does not deduplicate). Per chat, a row is due only when every earlier
 row of that chat is done: chunk 2 never goes before chunk 1.
 
+A `live` row is a message that shows a turn as it goes (write_live): its text
+may change until it is final, and a sent one whose text is not what the
+platform shows (`shown`) is pending again, as an edit of its message
+(`message_id`). A new text replaces a pending one: the latest wins, never a
+backlog of states.
+
 Functions of an apsw connection, run through the Db handle (or in the CLI
 inside `schema.immediate`).
 """
@@ -50,6 +56,13 @@ class OutboxRow:
     message_id: str | None
     plain: bool
     buttons: tuple[Button, ...] = ()
+    live: bool = False  # its text may still change (a turn in progress)
+    shown: str | None = None  # the text the platform shows now (None: not sent)
+
+    @property
+    def edit_of(self) -> str | None:
+        """The message this row edits: a sent one whose text changed since."""
+        return self.message_id if self.shown is not None else None
 
     @property
     def chat(self) -> tuple[str, str]:
@@ -59,17 +72,17 @@ class OutboxRow:
 _COLUMNS = (
     "id, platform, chat_id, thread_id, scope_id, text, reply_to, kind, origin,"
     " idempotency_key, state, attempts, not_before, created_at, last_error, message_id, plain,"
-    " buttons"
+    " buttons, live, shown"
 )
 
 
 def _row(values: tuple) -> OutboxRow:
     (id_, platform, chat, thread, scope, text, reply_to, kind, origin, key, state, attempts,
-     not_before, created, error, message_id, plain, buttons) = values  # fmt: skip
-    shown = tuple(Button(*b) for b in json.loads(buttons)) if buttons else ()
+     not_before, created, error, message_id, plain, buttons, live, shown) = values  # fmt: skip
+    pressed = tuple(Button(*b) for b in json.loads(buttons)) if buttons else ()
     return OutboxRow(id_, Target(platform, chat, thread, scope), text, reply_to, kind, origin,
                      key, state, attempts, not_before, created, error, message_id,
-                     bool(plain), shown)  # fmt: skip
+                     bool(plain), pressed, bool(live), shown)  # fmt: skip
 
 
 def enqueue(
@@ -109,6 +122,57 @@ def enqueue(
     return ids
 
 
+def write_live(
+    conn: apsw.Connection,
+    target: Target,
+    chunks: Sequence[str],
+    key: str,
+    now: float,
+    reply_to: str | None = None,
+    final: bool = False,
+    after: float = 0.0,
+) -> list[int]:
+    """A message that shows a turn as it goes: chunk i is row `key:i`, added, or given
+    its new text while it is live (a pending one is replaced: the latest wins). One the
+    platform shows already goes again as an edit of its message, `after` seconds after
+    its last send at the soonest. A live text goes plain (a half-written fence or entity
+    never gets an edit refused); `final`: the text is the answer, formatted, and never
+    changes again. Returns the ids of the rows that now wait to go."""
+    waiting = []
+    for i, chunk in enumerate(chunks):
+        found = conn.execute(
+            "SELECT id, state, shown, live, plain, updated_at FROM outbox"
+            " WHERE idempotency_key = ?",
+            (f"{key}:{i}",),
+        ).fetchone()
+        if found is None:
+            conn.execute(
+                "INSERT INTO outbox (platform, chat_id, thread_id, scope_id, text, reply_to,"
+                " kind, idempotency_key, created_at, live, plain) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (target.platform, target.chat_id, target.thread_id, target.scope_id, chunk,
+                 reply_to if i == 0 else None, "reply", f"{key}:{i}", now, int(not final),
+                 int(not final)),
+            )  # fmt: skip
+            waiting.append(conn.last_insert_rowid())
+            continue
+        row_id, state, shown, live, plain, updated = found
+        if not live:
+            continue  # final already: never a second version (a resumed turn's)
+        conn.execute(
+            "UPDATE outbox SET text = ?, live = ?, plain = ? WHERE id = ?",
+            (chunk, int(not final), int(not final), row_id),
+        )
+        if state == SENT and (chunk != shown or (final and plain)):
+            conn.execute(
+                "UPDATE outbox SET state = ?, not_before = ?, attempts = 0 WHERE id = ?",
+                (PENDING, max(now, (updated or now) + after), row_id),
+            )
+            waiting.append(row_id)
+        elif state in OPEN:
+            waiting.append(row_id)
+    return waiting
+
+
 def due(conn: apsw.Connection, now: float, limit: int = 500) -> list[OutboxRow]:
     """The first unfinished row of each chat, if it may go now (pending, or a retry whose
     not-before has passed)."""
@@ -140,9 +204,11 @@ def next_in_chat(
 
 
 def next_not_before(conn: apsw.Connection, now: float) -> float | None:
-    """When the earliest retry still waiting after `now` may go."""
+    """When the earliest row still waiting after `now` may go (a retry, or an edit of a
+    live message that waits for its interval)."""
     found = conn.execute(
-        "SELECT min(not_before) FROM outbox WHERE state = ? AND not_before > ?", (RETRY, now)
+        "SELECT min(not_before) FROM outbox WHERE state IN (?,?) AND not_before > ?",
+        (RETRY, PENDING, now),
     )
     return found.fetchone()[0]
 
@@ -171,14 +237,23 @@ def mark_sent(
     message_id: str | None,
     now: float,
     sessions: GatewayConfig = DEFAULT_SESSIONS,
+    sent: str | None = None,
+    after: float = 0.0,
 ) -> list[str]:
     """The row is sent; a mirror it carries is written in the same transaction (a
     failing mirror is its own outcome on the row, logged, and never unsends the row).
-    Returns the sessions the mirror wrote to."""
+    `sent`: the text that went (what the platform shows now); a live row's text that
+    changed meanwhile goes as an edit, `after` seconds from now. Returns the sessions
+    the mirror wrote to."""
     conn.execute(
-        "UPDATE outbox SET state = ?, message_id = ?, last_error = NULL, updated_at = ?"
-        " WHERE id = ?",
-        (SENT, message_id, now, row_id),
+        "UPDATE outbox SET state = ?, message_id = coalesce(?, message_id), shown = ?,"
+        " last_error = NULL, updated_at = ? WHERE id = ?",
+        (SENT, message_id, sent, now, row_id),
+    )
+    conn.execute(
+        "UPDATE outbox SET state = ?, not_before = ?, attempts = 0"
+        " WHERE id = ? AND shown IS NOT NULL AND text != shown",
+        (PENDING, now + after, row_id),
     )
     found = conn.execute(
         "SELECT platform, chat_id, thread_id, scope_id, mirror FROM outbox WHERE id = ?",
@@ -220,6 +295,25 @@ def mark_plain(conn: apsw.Connection, row_id: int, error: str, now: float) -> No
     )
 
 
+GONE_NOTE = "(the message I was writing this into is gone, so here it is again) "
+
+
+def mark_missing(conn: apsw.Connection, row_id: int, reason: str, now: float) -> None:
+    """The message an edit was for is gone, or too old to edit. A live state is let go
+    (the next one tries again); a final one goes once as a new message, with a note."""
+    conn.execute(
+        "UPDATE outbox SET state = ?, shown = text, last_error = ?, updated_at = ?"
+        " WHERE id = ? AND live = 1",
+        (SENT, reason, now, row_id),
+    )
+    conn.execute(
+        "UPDATE outbox SET state = ?, message_id = NULL, shown = NULL, reply_to = NULL,"
+        " text = ? || text, not_before = NULL, last_error = ?, updated_at = ?"
+        " WHERE id = ? AND live = 0",
+        (PENDING, GONE_NOTE, reason, now, row_id),
+    )
+
+
 def mark_dead(conn: apsw.Connection, row_id: int, reason: str, now: float) -> None:
     conn.execute(
         "UPDATE outbox SET state = ?, last_error = ?, updated_at = ? WHERE id = ?",
@@ -235,7 +329,8 @@ def recover(
     twice); what is older than `freshness` is dead. Returns counts by what was done."""
     marks = ",".join("?" * len(deduplicating)) or "NULL"
     conn.execute(
-        f"UPDATE outbox SET state = ?, updated_at = ? WHERE state = ? AND platform IN ({marks})",
+        f"UPDATE outbox SET state = ?, updated_at = ? WHERE state = ? AND (platform IN ({marks})"
+        " OR shown IS NOT NULL)",  # an edit that may have arrived is the same edit again
         (PENDING, now, SENDING, *deduplicating),
     )
     resent = conn.changes()

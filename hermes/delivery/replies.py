@@ -7,25 +7,30 @@ into the outbox (split for the platform, one row per chunk, idempotent by
 the answer's key) and out through the Outbox actor. On a platform that streams
 (the local endpoint) the turn's final step is the answer: its client holds the
 call open for it, and the session's transcript is the durable record, so there
-is nothing for the outbox to retry.
+is nothing for the outbox to retry. Where a platform edits messages, a long
+turn's progress is written into the outbox as it goes (hermes/delivery/live.py)
+under the answer's own key, so the final answer edits that message: one
+message, also when a restart resumes the turn.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
 import apsw
 import attrs
+import trio
 
 from hermes.actors.address import Address
 from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
-from hermes.adapters.contract import InboundEvent, Target, TurnStep
+from hermes.adapters.contract import InboundEvent, StepKind, Target, TurnStep
+from hermes.delivery.live import STOPPED_NOTE, LiveReply, status_key
 from hermes.delivery.outbox import nudge
-from hermes.delivery.outbox_store import enqueue
+from hermes.delivery.outbox_store import enqueue, write_live
 from hermes.delivery.split import chunks_for
 from hermes.state.db import UsesDb
 from hermes.state.registry import Registry
@@ -44,10 +49,16 @@ class Answer:
     key: str
     reply_to: str | None = None
     prefix: str = ""  # said before the text (a turn answered after a restart)
+    live: bool = False  # its turn's progress is written into its rows: the answer ends them
+    after: float = 0.0  # an edit of a live row goes this long after its last send
 
     def queue(self, conn: apsw.Connection, text: str, now: float, kind: str = "reply") -> list[int]:
-        """Its rows queued; the new ids (none when it was queued before)."""
+        """Its rows queued (or, live, their final text); the ids of rows that wait to go
+        (none when it was queued before)."""
         chunks = chunks_for(self.prefix + text, self.target.platform)
+        if self.live:
+            return write_live(conn, self.target, chunks, self.key, now, self.reply_to,
+                              final=True, after=self.after)  # fmt: skip
         return enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to)
 
 
@@ -84,19 +95,31 @@ class OutboxReplies(UsesDb):
         outbox: Callable[[], Address | None],
         clock: Clock,
         streamed: frozenset[str] = frozenset({"local"}),
+        progress: Mapping[str, str] | None = None,
+        interval: float = 1.5,
     ) -> None:
+        """`progress`: each platform's progress mode, `tools` or `stream` (a platform not
+        in it: `off`); `interval`: gateway.progress_interval."""
         self.clock = clock
         self.streamed = streamed
         super().__init__(registry, state_db)
         self.adapter_of = adapter_of
         self.outbox = outbox
+        self.modes = dict(progress or {})
+        self.interval = interval
+        self.live: dict[tuple[str, str], LiveReply] = {}  # by (platform, event id)
 
     async def progress(self, step: TurnStep) -> None:
         """A streaming platform gets every step, and the turn waits while its adapter
         is behind (back-pressure up to the model's stream; the adapter bounds how long
         a stuck client can hold it). The others get only the final step (it ends their
         typing indicator): nothing shows the rest."""
-        if step.target is None or not (step.final or step.target.platform in self.streamed):
+        if step.target is None:
+            return
+        mode = self.modes.get(step.target.platform)
+        if mode is not None and step.target.platform not in self.streamed:
+            await self._show(step, mode)
+        if not (step.final or step.target.platform in self.streamed):
             return
         adapter = self.adapter_of(step.target.platform)
         if adapter is None:
@@ -104,10 +127,45 @@ class OutboxReplies(UsesDb):
         with contextlib.suppress(ActorStopped):
             await adapter.cast(step)
 
+    async def _show(self, step: TurnStep, mode: str) -> None:
+        """A step of a turn on a platform that edits: its progress message follows it.
+        At the end, `stream`'s message is the answer's to finish (or, /stop, it says it
+        stopped; cut by a restart, the resumed turn finishes it); `tools`' is finished
+        here."""
+        platform, now = step.target.platform, trio.current_time()
+        if step.final:
+            live = self.live.pop((platform, step.event_id), None)
+            if live is None or not live.shown:
+                return
+            if live.mode == "tools":
+                await self._write(live, live.text(), final=True)
+            elif step.kind is StepKind.INTERRUPTED:
+                await self._write(live, live.shown + STOPPED_NOTE, final=True)
+            return
+        live = self.live.get((platform, step.event_id))
+        if live is None:
+            key = f"{platform}:{step.event_id}"
+            live = self.live[platform, step.event_id] = LiveReply(
+                step.target, key if mode == "stream" else status_key(key), step.reply_to,
+                mode, now,
+            )  # fmt: skip
+        live.take(step)
+        if live.due(now, self.interval):
+            live.written, live.shown = now, live.text()
+            await self._write(live, live.shown, final=False)
+
+    async def _write(self, live: LiveReply, text: str, final: bool) -> None:
+        chunks = chunks_for(text, live.target.platform)
+        waiting = await self.db.write(write_live, live.target, chunks, live.key, self.clock.now(),
+                                      live.reply_to, final, self.interval)  # fmt: skip
+        if waiting:
+            nudge(self.outbox())
+
     def planned(self, source: InboundEvent, key: str, prefix: str = "") -> Answer | None:
         if source.platform in self.streamed:
             return None
-        return Answer(source.target(), key, source.message_id, prefix)
+        live = self.modes.get(source.platform) == "stream"
+        return Answer(source.target(), key, source.message_id, prefix, live, self.interval)
 
     async def answer(
         self,
@@ -122,9 +180,11 @@ class OutboxReplies(UsesDb):
             return
         reply_to = source.message_id if source is not None else None
         kind = "reply" if source is not None else "notice"
+        live = source is not None and self.modes.get(target.platform) == "stream"
+        answer = Answer(target, key, reply_to, live=live, after=self.interval)
 
         def write(conn: apsw.Connection, now: float) -> list[int]:
-            added = Answer(target, key, reply_to).queue(conn, text, now, kind) if queued else []
+            added = answer.queue(conn, text, now, kind) if queued else []
             if then is not None:
                 then(conn, now)
             return added

@@ -30,6 +30,7 @@ from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.providers import build_agent
 from hermes.config import Config, ConfigError, Secrets
 from hermes.cron.scheduler import Scheduler
+from hermes.delivery.live import progress_modes
 from hermes.delivery.outbox import Outbox
 from hermes.delivery.replies import OutboxReplies
 from hermes.gateway.admission import Admission
@@ -205,7 +206,9 @@ def build_root(
             adapter_of=services.adapter_of,
         )
         replies = OutboxReplies(registry(), home.state_db, services.adapter_of,
-                                services.outbox.current, services.clock)  # fmt: skip
+                                services.outbox.current, services.clock,
+                                progress=progress_modes(config),
+                                interval=config.gateway.progress_interval)  # fmt: skip
         return Router(registry(), home.state_db, home.root, home.memories, agent, config,
                       replies, new_owner(), services.clock, session_services,
                       approval_waits=services.approval_waits, live=live)  # fmt: skip

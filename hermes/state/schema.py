@@ -371,12 +371,21 @@ def _step_4_approvals(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE outbox ADD COLUMN buttons TEXT")
 
 
+def _step_5_live_outbox(conn: apsw.Connection) -> None:
+    """A message edited as a turn goes (its streamed answer, its tool lines): its row is
+    `live` while its text may still change, and keeps what the platform shows now
+    (`shown`); a row sent whose text differs from it is pending again, as an edit."""
+    conn.execute("ALTER TABLE outbox ADD COLUMN live INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE outbox ADD COLUMN shown TEXT")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
     _step_2_cron_zone,
     _step_3_undone,
     _step_4_approvals,
+    _step_5_live_outbox,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

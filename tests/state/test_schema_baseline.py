@@ -161,7 +161,7 @@ def test_step_4_adds_approval_requests_and_an_outbox_rows_buttons():
     before = shape(conn)
     conn.execute("INSERT INTO outbox (platform, chat_id, text, kind, idempotency_key,"
                  " created_at) VALUES ('telegram', 'c', 'hi', 'reply', 'k:0', 1)")  # fmt: skip
-    assert schema.migrate(conn) == [4]
+    assert schema.migrate(conn, target=4) == [4]
     after = shape(conn)
     assert after["tables"].pop("approvals")["columns"][0][1:3] == ("id", "TEXT")
     columns = after["tables"]["outbox"].pop("columns")
@@ -174,3 +174,20 @@ def test_step_4_adds_approval_requests_and_an_outbox_rows_buttons():
                  " ('a', 's', 'sudo x', '/', 'h', 'r', 'telegram', 'u', 'o', 1, 2)")  # fmt: skip
     with pytest.raises(apsw.ConstraintError):
         conn.execute("UPDATE approvals SET state = 'maybe'")
+
+
+def test_step_5_adds_a_live_outbox_row_and_what_it_shows():
+    conn = baseline()
+    schema.migrate(conn, target=4)
+    before = shape(conn)
+    conn.execute("INSERT INTO outbox (platform, chat_id, text, kind, idempotency_key,"
+                 " created_at) VALUES ('telegram', 'c', 'hi', 'reply', 'k:0', 1)")  # fmt: skip
+    assert schema.migrate(conn) == [5]
+    after = shape(conn)
+    columns = after["tables"]["outbox"].pop("columns")
+    assert columns[:-2] == before["tables"]["outbox"].pop("columns")
+    assert [c[1:] for c in columns[-2:]] == [
+        ("live", "INTEGER", 1, "0", 0, 0), ("shown", "TEXT", 0, None, 0, 0)
+    ]  # fmt: skip
+    assert after["tables"] == before["tables"]
+    assert conn.execute("SELECT live, shown FROM outbox").fetchall() == [(0, None)]

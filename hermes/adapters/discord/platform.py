@@ -11,4 +11,5 @@ DISCORD = Platform(
     pace=Pace(50.0, 1.0, burst=50),
     secret_variables=("DISCORD_*",),
     token_hint="the bot's token from the Developer Portal (Bot > Reset Token)",
+    edits=True,
 )

@@ -15,4 +15,5 @@ SLACK = Platform(
     secret_variables=("SLACK_*",),
     token_hint="the app's Bot User OAuth Token (xoxb-...)",
     settings=SlackConfig,
+    edits=True,
 )

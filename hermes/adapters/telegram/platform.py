@@ -15,4 +15,5 @@ TELEGRAM = Platform(
     secret_variables=("TELEGRAM_*",),
     token_hint="the token @BotFather gave you",
     settings=TelegramConfig,
+    edits=True,
 )

@@ -1,0 +1,85 @@
+"""A turn's progress as a chat sees it, where the platform edits messages.
+
+`stream`: the answer is written into one message as the model writes it, a line
+for each tool under it while it runs; the final answer replaces it all.
+`tools`: a status message lists each tool as it starts and finishes; the answer
+comes as a message of its own. Either is written to the outbox (write_live) at
+most once per `gateway.progress_interval`, and not before a turn has run that
+long: a quick answer is one message, as with `off`. Partial states go as plain
+text, so a half-written fence or entity never makes the platform refuse an
+edit; the final answer is formatted.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from hermes.adapters.contract import StepKind, Target, TurnStep
+from hermes.adapters.registry import PLATFORMS
+from hermes.config import Config
+
+RUNNING, DONE = "⏳", "✓"
+STOPPED_NOTE = "\n\n(stopped)"
+
+
+def progress_modes(config: Config) -> dict[str, str]:
+    """Each enabled platform's progress mode but `off`: its `progress`, else `stream`
+    where its adapter edits messages."""
+    modes = {}
+    for name, settings in config.enabled_platforms().items():
+        known = PLATFORMS.get(name)
+        mode = settings.progress or ("stream" if known is not None and known.edits else "off")
+        if mode != "off":
+            modes[name] = mode
+    return modes
+
+
+def status_key(answer_key: str) -> str:
+    """The rows of a turn's status message (`tools`): beside its answer's."""
+    return f"{answer_key}/tools"
+
+
+@attrs.define
+class LiveReply:
+    """One turn's progress message: what it shows, and when it was last written."""
+
+    target: Target
+    key: str  # its outbox rows' key
+    reply_to: str | None
+    mode: str  # "tools" or "stream"
+    began: float  # trio time of the turn's first step
+    written: float = -math.inf  # trio time of the last write
+    shown: str = ""  # the text last written
+    said: list[str] = attrs.Factory(list)  # the text of the model's earlier calls
+    current: str = ""  # what the model writes now
+    tools: dict[str, str] = attrs.Factory(dict)  # call id -> its line, in call order
+
+    def take(self, step: TurnStep) -> None:
+        if step.kind is StepKind.TEXT and self.mode == "stream":
+            self.current += step.text
+        elif step.kind is StepKind.TOOL_CALL:
+            if self.current.strip():
+                self.said.append(self.current)
+            self.current = ""
+            self.tools[step.call_id or str(len(self.tools))] = f"{RUNNING} {step.tool}"
+        elif step.kind is StepKind.TOOL_RESULT and step.call_id in self.tools:
+            self.tools[step.call_id] = f"{DONE} {step.tool}"
+
+    def text(self) -> str:
+        lines = "\n".join(self.tools.values())
+        if self.mode == "tools":
+            return lines
+        said = "\n\n".join(p.strip() for p in (*self.said, self.current) if p.strip())
+        return "\n\n".join(p for p in (said, lines) if p)
+
+    def due(self, now: float, interval: float) -> bool:
+        """Whether to write now: the turn has run an interval, the last write is an
+        interval old, and there is something new to show."""
+        fresh = self.text()
+        return (
+            bool(fresh)
+            and fresh != self.shown
+            and now - max(self.began, self.written) >= (interval)
+        )

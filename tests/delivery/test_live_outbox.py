@@ -1,0 +1,127 @@
+"""Live rows in the outbox: a message written as a turn goes, sent once and then edited,
+the latest state winning, at most one edit an interval, the final state always
+delivered, a gone message answered once with a note, and edits giving way to other
+chats' first messages. On the mock clock, against the scripted adapter of
+tests/delivery/test_outbox.py."""
+
+from __future__ import annotations
+
+import trio
+
+from hermes.adapters.contract import Permanent, SendRequest, SendResult, Sent, Target
+from hermes.adapters.platform import Pace
+from hermes.delivery.outbox import Enqueued
+from hermes.delivery.outbox_store import GONE_NOTE, SENDING, recover, write_live
+from hermes.state.db import Db
+from tests.delivery.test_outbox import MOCK, PLATFORM, ScriptedPlatform, queue, running, sent_ok
+
+INTERVAL = 1.5  # the outbox's default gateway.progress_interval
+
+
+async def live(db, outbox, chat: str, text: str, final: bool = False, key: str = "turn") -> None:
+    await db.write(write_live, Target(PLATFORM, chat), [text], f"{key}-{chat}", MOCK.now(),
+                   None, final, INTERVAL)  # fmt: skip
+    outbox.cast_nowait(Enqueued())
+
+
+def seen(platform: ScriptedPlatform, chat: str) -> list[tuple[str, str | None, bool]]:
+    """(text, the message it edits, plain) of each request to `chat`."""
+    return [(r.text, r.edit_of, r.plain) for _, r in platform.taken if r.target.chat_id == chat]
+
+
+async def test_a_live_message_is_sent_then_edited_and_the_latest_state_wins(
+    registry, home, io_clock
+):
+    platform = ScriptedPlatform(lambda r: Sent(r.edit_of or f"m-{r.idempotency_key}"))
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter) as (box, outbox, db):
+            start = trio.current_time()
+            await live(db, outbox, "a", "Let me")
+            await platform.until(lambda: len(platform.taken) == 1)
+            for text in ("Let me look", "Let me look at", "Let me look at it"):
+                await live(db, outbox, "a", text)  # three states while the first waits
+            await platform.until(lambda: len(platform.taken) == 2)
+            await live(db, outbox, "a", "It is *done*.", final=True)
+            await platform.until(lambda: len(platform.taken) == 3)
+            await live(db, outbox, "a", "a late state changes nothing")
+            at = [t - start for t, _ in platform.taken]
+        platform.request_drain(trio.current_time())
+    assert seen(platform, "a") == [
+        ("Let me", None, True),
+        ("Let me look at it", "m-turn-a:0", True),  # the latest; the two before never went
+        ("It is *done*.", "m-turn-a:0", False),  # the answer, formatted
+    ]
+    assert at[0] < 0.5 and INTERVAL <= at[1] < INTERVAL + 0.5 and at[2] - at[1] >= INTERVAL
+
+
+async def test_a_final_state_whose_message_is_gone_is_sent_once_with_a_note(
+    registry, home, io_clock
+):
+    def answer(request: SendRequest) -> SendResult:
+        if request.edit_of is not None:
+            return Permanent("400: message to edit not found", missing=True)
+        return Sent(f"m{len(platform.taken)}")
+
+    platform = ScriptedPlatform(answer)
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter) as (box, outbox, db):
+            await live(db, outbox, "a", "half an ans")
+            await platform.until(lambda: len(platform.taken) == 1)
+            await live(db, outbox, "a", "half an answer, still", final=False)
+            await live(db, outbox, "a", "The whole answer.", final=True)
+            await platform.until(lambda: len(platform.taken) == 2)
+        platform.request_drain(trio.current_time())
+    async with Db(registry, home.state_db) as db:  # the outbox has stopped: all recorded
+        states = await db.read(
+            lambda c: c.execute("SELECT state, live, shown FROM outbox").fetchall()
+        )
+    assert seen(platform, "a") == [
+        ("half an ans", None, True),
+        (GONE_NOTE + "The whole answer.", None, False),  # one new message: never two
+    ]
+    assert states == [("sent", 0, GONE_NOTE + "The whole answer.")]
+
+
+async def test_edits_give_way_to_other_chats_first_messages(registry, home, io_clock):
+    """Ten chats stream on a platform of two sends a second: a new chat's first message
+    takes the next slot, ahead of the edits waiting for one."""
+    platform = ScriptedPlatform(lambda r: Sent(r.edit_of or f"m-{r.idempotency_key}"))
+    paces = {PLATFORM: Pace(2.0, 1.0, burst=10, chat_burst=1)}
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter, paces=paces) as (box, outbox, db):
+            for n in range(10):
+                await live(db, outbox, f"s{n}", "first words")
+            await platform.until(lambda: len(platform.taken) == 10)  # the burst
+            for n in range(10):
+                await live(db, outbox, f"s{n}", "first words and more")
+            await trio.sleep(INTERVAL)  # the edits are due now, and the slots are few
+            asked = trio.current_time()
+            await queue(db, outbox, "new", "hello")
+            await platform.until(lambda: platform.texts("new") == ["hello"])
+            waited = trio.current_time() - asked
+            await platform.until(lambda: len(platform.taken) == 21)  # every edit went
+        platform.request_drain(trio.current_time())
+    assert waited <= 1 / 2.0 + 0.1  # one slot of the platform's pace, at most
+    assert all(seen(platform, f"s{n}")[-1][0] == "first words and more" for n in range(10))
+
+
+async def test_an_edit_in_flight_at_a_crash_goes_again(registry, home, io_clock):
+    """An edit is the same edit again: after a restart it is pending, never unknown."""
+    platform = ScriptedPlatform(sent_ok)
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter) as (box, outbox, db):
+            await live(db, outbox, "a", "one")
+            await platform.until(lambda: len(platform.taken) == 1)
+        platform.request_drain(trio.current_time())
+    async with running(registry, home, None) as (box, outbox, db):
+        await db.write(write_live, Target(PLATFORM, "a"), ["one two"], "turn-a", MOCK.now(),
+                       None, True, 0.0)  # fmt: skip
+        await db.write(lambda c, now: c.execute("UPDATE outbox SET state = ?", (SENDING,)),
+                       MOCK.now())  # fmt: skip
+        done = await db.write(recover, frozenset(), MOCK.now(), 3600.0)
+        states = await db.read(lambda c: c.execute("SELECT state FROM outbox").fetchall())
+    assert done["resent"] == 1 and states == [("pending",)]
