@@ -28,6 +28,7 @@ from tests.seed import rows
 
 TIMEOUT = 2  # agent.approval_timeout, seconds: the expiry step waits it out
 SETTINGS = f"agent:\n  approval_timeout: {TIMEOUT}\n"
+QUIET = "    progress: off\n"  # the story counts messages: no progress message of a long wait
 
 
 @attrs.frozen

@@ -23,6 +23,16 @@ method or the bot token (`xoxb-`) to apps.connections.open
                               over 3,000 characters, an actions block of over 25
                               elements, a button's label over 75 or value over 2,000,
                               an action_id repeated in its block or over 255
+    chat.update            (bot; channel, ts, text, blocks ...)
+                           -> {"channel", "ts", "text", "message"}: the message the bot
+                              posted at `ts` in `channel` now has `text` (left out: kept)
+                              and `blocks` (left out: kept; `[]`: removed), checked as
+                              chat.postMessage checks them, and an `edited` field
+                              ({"user": "UBOT", "ts": <a new ts>}). The same text again
+                              is ok (Slack has no "not modified"). "message_not_found"
+                              for a ts the bot never posted in that channel (or one
+                              deleted), "cant_update_message" for a user's message,
+                              "no_text" when neither text nor blocks would be left
 
 Socket Mode: each URL from apps.connections.open is single-use: a second handshake
 with its ticket (or an unknown one) is refused with HTTP 401 before the upgrade.
@@ -61,17 +71,25 @@ The test drives the fake from its own thread (every method is thread-safe):
 message's record in `sent`, or its ts; the button's value, i.e. hermes's command, or
 its label) and returns the press's trigger_id; `redeliver(key)` sends an event once
 more in a new envelope, acknowledged or not (a test of repeats);
-`fail()` answers the next matching Web API calls with an error; `disconnect()` sends
-a disconnect frame and closes the socket later (warning / refresh_requested: after
-`disconnect_close_after` seconds, default 10; link_disabled: at once);
+`fail()` answers the next matching Web API calls with an error (on chat.update too:
+`fail("chat.update", "edit_window_closed", channel=...)` for a workspace's edit window,
+`fail("chat.update", "ratelimited", retry_after=5)` for a 429); `delete_message(ts)`
+deletes a message as its channel's admin would (a later chat.update of it:
+message_not_found); `disconnect()` sends a disconnect frame and closes the socket
+later (warning / refresh_requested: after `disconnect_close_after` seconds, default
+10; link_disabled: at once);
 `half_open()` makes a socket silent both ways (nothing sent, nothing read: no
 events, no pongs, no acks, no close replies) while its TCP connection stays up;
 `drop()` cuts a socket. It reads what the client did in `sent` (a message's `blocks`
-as posted among its parameters), `refused`, `acked`, `acks`, `deliveries`, `sockets`,
-... and waits for it with the `wait_*` helpers (`wait_acked(key)` for a press too,
-`wait_acks(count, event_id=key)` for a repeat's acknowledgement),
-which block on a condition (no sleeping) and raise TimeoutError naming what they
-waited for. `close()` returns at once.
+as posted among its parameters), `edits` (each chat.update taken: `channel`, `ts`,
+`text`, `blocks` as given, None when left out, `at`), `refused`, `rate_limited` (how
+many 429s the fake answered), `acked`, `acks`, `deliveries`, `sockets`, ...; what a
+user sees now in a channel with `messages_in(channel)` (the bot's messages there, in
+order, as Slack keeps them after edits: `ts`, `text`, `blocks`, `thread_ts`,
+`edited`, ...); and waits for it with the `wait_*` helpers (`wait_acked(key)` for a
+press too, `wait_acks(count, event_id=key)` for a repeat's acknowledgement,
+`wait_edits(count, ts=)` for edits), which block on a condition (no sleeping) and
+raise TimeoutError naming what they waited for. `close()` returns at once.
 
 Where the fake knowingly differs from Slack:
 - `ws://` on 127.0.0.1, not `wss://`; no permessage-deflate; tickets never expire.
@@ -95,8 +113,14 @@ Where the fake knowingly differs from Slack:
   any thread_ts; `response_url` points at `{url}/_slack/response/<trigger_id>`,
   which records the POSTs in `responses`.
 - `echo_bot_messages=True` makes every message posted come back as a `message`
-  event with `bot_id` (Slack does so for the channels the app listens to); off by
-  default.
+  event with `bot_id`, and every update as a `message_changed` one (Slack does so for
+  the channels the app listens to); off by default.
+- chat.update without `blocks` keeps the message's blocks, as Slack's reference has
+  long said ("To remove previous blocks, include an empty array"); a later wording
+  says a `text` without `blocks` removes them. A client that sends `blocks` (`[]` to
+  remove them) gets the same message from both. Every update adds `edited`; Slack
+  does not show the mark on a message rendered from blocks. There is no edit window
+  unless one is injected (`fail`), and no rate limit unless one is injected.
 
 In its own process:
 
@@ -105,9 +129,9 @@ In its own process:
 prints its base URL on one line and serves until killed. Another process drives it
 over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword arguments calls one
 of message, mention, slash, inject, envelope, press, redeliver, fail, clear_faults,
-disconnect, half_open, drop, disable_link, enable_link, configure (answer `{"ok": true,
-"result": <return value>}`), and `GET {url}/_fake/state` answers the counters and
-the records.
+delete_message, messages_in, disconnect, half_open, drop, disable_link, enable_link,
+configure (answer `{"ok": true, "result": <return value>}`), and `GET
+{url}/_fake/state` answers the counters and the records.
 """
 
 from __future__ import annotations
@@ -144,7 +168,7 @@ ROUTINGS = frozenset({"round_robin", "newest", "oldest"})
 CLOSE_CODE = 1001  # the code of the close frames the fake sends
 _DEFAULT_CHANNELS = {"im": "D1", "channel": "C1", "group": "G1", "mpim": "G2"}
 _CHANNEL_TYPES = {"D": "im", "C": "channel", "G": "group"}
-_BOT_METHODS = frozenset({"auth.test", "chat.postMessage"})
+_BOT_METHODS = frozenset({"auth.test", "chat.postMessage", "chat.update"})
 MAX_BLOCKS = 50  # Block Kit's limits, as chat.postMessage checks them
 MAX_SECTION_TEXT = 3000
 MAX_ELEMENTS = 25  # of an actions block
@@ -202,13 +226,13 @@ class FakeSlack(WebSocketFake):
     _socket_paths = frozenset({"/link"})
     _CONTROLS = frozenset({
         "message", "mention", "slash", "inject", "envelope", "press", "redeliver", "fail",
-        "clear_faults", "disconnect", "half_open", "drop", "disable_link", "enable_link",
-        "configure",
+        "clear_faults", "delete_message", "messages_in", "disconnect", "half_open", "drop",
+        "disable_link", "enable_link", "configure",
     })  # fmt: skip
     _STATE = (
-        "sent", "refused", "acked", "acks", "deliveries", "dropped", "pending", "sockets",
-        "connections_opened", "connection_urls", "open_sockets", "max_open_sockets",
-        "responses", "internal_errors",
+        "sent", "edits", "refused", "rate_limited", "acked", "acks", "deliveries", "dropped",
+        "pending", "sockets", "connections_opened", "connection_urls", "open_sockets",
+        "max_open_sockets", "responses", "internal_errors",
     )  # fmt: skip
 
     def __init__(
@@ -254,6 +278,8 @@ class FakeSlack(WebSocketFake):
         self._dropped: list[str] = []
         # Web API
         self._messages: dict[str, dict[str, Any]] = {}  # by ts: posted, as Slack keeps them
+        self._others: dict[str, str] = {}  # ts -> channel of the users' messages injected
+        self._edits: list[dict[str, Any]] = []
         self._block_ids = itertools.count(1)
         self._calls: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
@@ -345,6 +371,8 @@ class FakeSlack(WebSocketFake):
                 event["subtype"] = subtype
             if thread_ts is not None:
                 event["thread_ts"] = thread_ts
+            if bot_id != BOT_ID:
+                self._others[ts] = event["channel"]
             return self._add_event(event, team)
 
     def mention(
@@ -370,6 +398,7 @@ class FakeSlack(WebSocketFake):
             }  # fmt: skip
             if thread_ts is not None:
                 event["thread_ts"] = thread_ts
+            self._others[ts] = channel
             return self._add_event(event, team)
 
     def slash(
@@ -471,6 +500,14 @@ class FakeSlack(WebSocketFake):
                 self._queue.append(event)
                 self._cond.notify_all()
 
+    def delete_message(self, ts: str) -> None:
+        """The message the bot posted at `ts` is deleted (by a channel's admin): it is
+        no longer shown, and a chat.update of it answers message_not_found."""
+        with self._cond:
+            if self._messages.pop(ts, None) is None:
+                raise LookupError(f"no message with ts {ts!r} is shown")
+            self._cond.notify_all()
+
     # -- faults and socket trouble ----------------------------------------------------------
 
     def fail(
@@ -563,8 +600,13 @@ class FakeSlack(WebSocketFake):
     sent = observed("_sent", """The chat.postMessage calls taken, in order: their
         parameters (the token left out), `channel`, `ts` and `at` (time.monotonic() of
         arrival).""")  # fmt: skip
+    edits = observed("_edits", """The chat.update calls taken, in order: `channel`, `ts`
+        (the message's), `text` and `blocks` as given (None: left out), `at`
+        (time.monotonic() of arrival).""")  # fmt: skip
     refused = observed("_refused", """Every Web API call answered ok: false, in order:
         `method`, `params`, `channel`, `error`, `status`, `retry_after`, `at`.""")  # fmt: skip
+    rate_limited = observed("_refused", "How many calls the fake answered with a 429.",
+                            lambda refused: sum(r["status"] == 429 for r in refused))  # fmt: skip
     calls = observed("_calls", """Every Web API call: `method`, `params`, `token` ("bot" |
         "app" | "wrong" | None), `status`, `ok`, `error`, `at`.""")  # fmt: skip
     responses = observed("_responses", """POSTs to a slash command's response_url:
@@ -594,6 +636,25 @@ class FakeSlack(WebSocketFake):
     # (reasons sent), `closed_by` ("fake", "client": a close frame, "eof"),
     # `client_close_code`, `pings`, `frames_in`, `ignored_bytes`), `open_sockets`,
     # `wait_connections` and `wait_open_sockets` are the WebSocket kit's.
+
+    def messages_in(self, channel: str) -> list[dict[str, Any]]:
+        """What a user sees in `channel` now: the bot's messages there (threads' replies
+        included), in order, each as Slack keeps it after its edits (`ts`, `text`,
+        `blocks` if any, `thread_ts` if any, `edited` if edited, ...); deleted ones
+        left out."""
+        with self._cond:
+            return copy_json([
+                {k: v for k, v in m.items() if k != "channel"}
+                for m in self._messages.values() if m["channel"] == channel
+            ])  # fmt: skip
+
+    def wait_edits(
+        self, count: int = 1, timeout: float = 10.0, *, ts: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The edits taken (of the message at `ts` if given), once at least `count` were."""
+        of = "" if ts is None else f" of {ts}"
+        return self._wait_records("_edits", count, timeout, f"{count} edit(s){of}",
+                                  lambda e: ts in (None, e["ts"]))  # fmt: skip
 
     def wait_refused(
         self, count: int = 1, timeout: float = 10.0, *, method: str | None = None
@@ -898,41 +959,29 @@ class FakeSlack(WebSocketFake):
                 self._cond.notify_all()
                 host, port = self.server.server_address[:2]
                 return _ok(url=f"ws://{host}:{port}/link/?ticket={ticket}&app_id={APP_ID}")
-            return self._post_message(params)
+            try:
+                if method == "chat.update":
+                    return self._update_message(params)
+                return self._post_message(params)
+            except _Refusal as refusal:
+                return refusal.reply
 
     def _post_message(self, params: dict[str, Any]) -> Reply:
         """chat.postMessage past auth and faults (holding the lock)."""
         channel = str(params.get("channel") or "")
         if not channel:
             return _error("channel_not_found")
-        text = params.get("text")
-        text = "" if text is None else str(text)
-        blocks = params.get("blocks")
-        if isinstance(blocks, str):  # a form's field
-            try:
-                blocks = json.loads(blocks)
-            except ValueError:
-                return _error("invalid_blocks_format")
-        if blocks is not None and not isinstance(blocks, list):
-            return _error("invalid_blocks_format")
+        given, blocks = _content(params)
+        text = given or ""
         if not text and not blocks and not params.get("attachments"):
             return _error("no_text")
-        if len(text) > MAX_TEXT:
-            return _error("msg_too_long")
-        if blocks:
-            problem = _blocks_problem(blocks)
-            if problem is not None:
-                return Reply(200, {"ok": False, "error": "invalid_blocks", "errors": [problem]})
         ts = self._next_ts()
         message: dict[str, Any] = {
             "type": "message", "text": text, "user": BOT_USER_ID, "bot_id": BOT_ID,
             "app_id": APP_ID, "team": TEAM_ID, "ts": ts,
         }  # fmt: skip
-        if blocks:  # kept with a block_id on each, as Slack keeps them
-            message["blocks"] = [
-                {**copy_json(b), "block_id": b.get("block_id") or f"fk{next(self._block_ids)}"}
-                for b in blocks
-            ]  # fmt: skip
+        if blocks:
+            message["blocks"] = self._kept(blocks)
         thread_ts = params.get("thread_ts")
         if thread_ts:
             message["thread_ts"] = str(thread_ts)
@@ -950,6 +999,53 @@ class FakeSlack(WebSocketFake):
         self._cond.notify_all()
         return _ok(channel=channel, ts=ts, message=message)
 
+    def _update_message(self, params: dict[str, Any]) -> Reply:
+        """chat.update past auth and faults (holding the lock): the stored message takes
+        the new text and blocks (see the module's docstring)."""
+        channel = str(params.get("channel") or "")
+        if not channel:
+            return _error("channel_not_found")
+        text, blocks = _content(params)
+        ts = str(params.get("ts") or "")
+        message = self._messages.get(ts)
+        if message is None or message["channel"] != channel:
+            return _error("cant_update_message" if self._others.get(ts) == channel
+                          else "message_not_found")  # fmt: skip
+        now_text = message["text"] if text is None else text
+        now_blocks = message.get("blocks") if blocks is None else blocks
+        if not now_text and not now_blocks:
+            return _error("no_text")
+        previous = copy_json({k: v for k, v in message.items() if k != "channel"})
+        message["text"] = now_text
+        if blocks:
+            message["blocks"] = self._kept(blocks)
+        elif blocks is not None:  # [] removes them
+            message.pop("blocks", None)
+        edited_ts = self._next_ts()
+        message["edited"] = {"user": BOT_USER_ID, "ts": edited_ts}
+        self._edits.append({
+            "channel": channel, "ts": ts, "text": text,
+            "blocks": None if blocks is None else copy_json(blocks), "at": time.monotonic(),
+        })  # fmt: skip
+        shown = {k: v for k, v in message.items() if k != "channel"}
+        if self.echo_bot_messages:
+            event = {
+                "type": "message", "subtype": "message_changed", "hidden": True,
+                "channel": channel, "ts": edited_ts, "event_ts": edited_ts,
+                "channel_type": _CHANNEL_TYPES.get(channel[:1], "channel"),
+                "message": copy_json(shown), "previous_message": previous,
+            }  # fmt: skip
+            self._add_event(event, TEAM_ID)
+        self._cond.notify_all()
+        return _ok(channel=channel, ts=ts, text=now_text, message=copy_json(shown))
+
+    def _kept(self, blocks: list[Any]) -> list[dict[str, Any]]:
+        """`blocks` as Slack keeps them: a block_id on each (`fk<n>` when none came)."""
+        return [
+            {**copy_json(b), "block_id": b.get("block_id") or f"fk{next(self._block_ids)}"}
+            for b in blocks
+        ]  # fmt: skip
+
     def _response_url(self, trigger_id: str, headers: Any, raw: bytes) -> Reply:
         content_type = str(headers.get("content-type", "")).split(";")[0].strip().lower()
         body: Any
@@ -961,6 +1057,37 @@ class FakeSlack(WebSocketFake):
             self._responses.append({"trigger_id": trigger_id, "body": body, "at": time.monotonic()})
             self._cond.notify_all()
         return _ok()
+
+
+class _Refusal(Exception):
+    """A call's parameters refused: `reply` is Slack's answer."""
+
+    def __init__(self, error: str, **fields: Any) -> None:
+        super().__init__(error)
+        self.reply = Reply(200, {"ok": False, "error": error, **fields})
+
+
+def _content(params: dict[str, Any]) -> tuple[str | None, list[Any] | None]:
+    """The `text` and `blocks` of a chat.postMessage or chat.update as given (None: left
+    out; a form's blocks are a JSON string), checked: _Refusal for blocks that are not a
+    list or break Block Kit's limits, or a text over MAX_TEXT."""
+    text = params.get("text")
+    text = None if text is None else str(text)
+    blocks = params.get("blocks")
+    if isinstance(blocks, str):  # a form's field
+        try:
+            blocks = json.loads(blocks)
+        except ValueError:
+            raise _Refusal("invalid_blocks_format") from None
+    if blocks is not None and not isinstance(blocks, list):
+        raise _Refusal("invalid_blocks_format")
+    if text is not None and len(text) > MAX_TEXT:
+        raise _Refusal("msg_too_long")
+    if blocks:
+        problem = _blocks_problem(blocks)
+        if problem is not None:
+            raise _Refusal("invalid_blocks", errors=[problem])
+    return text, blocks
 
 
 def _blocks_problem(blocks: list[Any]) -> str | None:

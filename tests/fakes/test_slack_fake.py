@@ -409,6 +409,122 @@ async def test_faults_and_a_rate_limit_with_retry_after(slack: FakeSlack):
     assert [s["text"] for s in slack.sent] == ["four"]
 
 
+def without_ids(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in b.items() if k != "block_id"} for b in blocks]
+
+
+@pytest.mark.timeout(30)
+async def test_chat_update_replaces_what_a_user_sees(slack: FakeSlack):
+    blocks = buttons_message(("Approve", "/approve 1"), ("Deny", "/deny 1"))
+    posted = (await api(slack, "chat.postMessage", channel="C5", text="Run?", blocks=blocks,
+                        thread_ts="1699999999.000100")).json()  # fmt: skip
+    ts = posted["ts"]
+    other = (await api(slack, "chat.postMessage", channel="C5", text="later")).json()["ts"]
+    await api(slack, "chat.postMessage", channel="D1", text="elsewhere")
+    text_only = (await api(slack, "chat.update", channel="C5", ts=ts, text="Run it?")).json()
+    assert text_only | {"ok": True, "channel": "C5", "ts": ts, "text": "Run it?"} == text_only
+    kept = text_only["message"]  # blocks left out: kept as they were, ids and all
+    assert kept["text"] == "Run it?" and kept["blocks"] == posted["message"]["blocks"]
+    assert kept["edited"]["user"] == BOT_USER_ID and kept["edited"]["ts"] > other
+    new_blocks = buttons_message(("Go", "/go"))
+    swapped = (await api(slack, "chat.update", channel="C5", ts=ts, text="Go?",
+                         blocks=new_blocks)).json()  # fmt: skip
+    assert without_ids(swapped["message"]["blocks"]) == new_blocks
+    assert [b["block_id"] for b in swapped["message"]["blocks"]] == ["fk3", "fk4"]
+    pressed = slack.press(ts, "Go")  # the new buttons are the message's
+    assert slack.payload(pressed)["message"]["text"] == "Go?"
+    async with httpx.AsyncClient(timeout=10) as client:  # a form: blocks "[]" removes them
+        form = await client.post(
+            f"{slack.api_url}/chat.update",
+            data={"channel": "C5", "ts": ts, "text": "Done.", "blocks": "[]"},
+            headers={"Authorization": f"Bearer {BOT_TOKEN}"},
+        )
+    assert form.json()["ok"] is True and "blocks" not in form.json()["message"]
+    same = await api(slack, "chat.update", channel="C5", ts=ts, text="Done.", blocks=[])
+    assert same.json()["ok"] is True  # the same again: ok, no "not modified"
+    with pytest.raises(LookupError, match="no button"):
+        slack.press(ts, "Go")
+    shown = slack.messages_in("C5")
+    assert [(m["ts"], m["text"]) for m in shown] == [(ts, "Done."), (other, "later")]
+    assert shown[0]["thread_ts"] == "1699999999.000100" and "blocks" not in shown[0]
+    assert shown[0]["edited"]["ts"] > kept["edited"]["ts"] and "edited" not in shown[1]
+    assert [m["text"] for m in slack.messages_in("D1")] == ["elsewhere"]
+    edits = await off(slack.wait_edits, 4, ts=ts)
+    assert [(e["channel"], e["ts"], e["text"], e["blocks"]) for e in edits] == [
+        ("C5", ts, "Run it?", None), ("C5", ts, "Go?", new_blocks), ("C5", ts, "Done.", []),
+        ("C5", ts, "Done.", []),
+    ]  # fmt: skip
+    assert all("at" in e for e in edits) and len(slack.sent) == 3
+    assert [s["text"] for s in slack.sent_to("C5")] == ["Run?", "later"]  # as posted
+    assert slack.refused == []
+
+
+@pytest.mark.timeout(30)
+async def test_chat_update_errors(slack: FakeSlack):
+    ts = (await api(slack, "chat.postMessage", channel="C5", text="hello")).json()["ts"]
+    theirs = slack.payload(slack.message("a user's", channel="C5"))["event"]["ts"]
+    mention = slack.payload(slack.mention("hey", channel="C5"))["event"]["ts"]
+
+    async def update(**params: Any) -> httpx.Response:
+        return await api(slack, "chat.update", **params)
+
+    errors = {
+        "message_not_found": [
+            dict(channel="C5", ts="1.000001", text="x"),
+            dict(channel="C6", ts=ts, text="x"),  # not in that channel
+            dict(channel="C5", text="x"),
+        ],
+        "cant_update_message": [
+            dict(channel="C5", ts=theirs, text="x"),
+            dict(channel="C5", ts=mention, text="x"),
+        ],
+        "channel_not_found": [dict(ts=ts, text="x")],
+        "no_text": [dict(channel="C5", ts=ts, text="", blocks=[])],
+        "msg_too_long": [dict(channel="C5", ts=ts, text="x" * 40_001)],
+        "invalid_blocks": [
+            dict(channel="C5", ts=ts, text="x", blocks=buttons_message(("x" * 76, "/x")))
+        ],
+        "invalid_blocks_format": [dict(channel="C5", ts=ts, text="x", blocks="[")],
+    }
+    for error, calls in errors.items():
+        for params in calls:
+            answer = await update(**params)
+            assert (answer.status_code, answer.json()["error"]) == (200, error), params
+    assert (await update(channel="C5", ts=ts, token=APP_TOKEN)).json()[
+        "error"
+    ] == "not_allowed_token_type"
+    slack.fail("chat.update", "edit_window_closed", channel="C5")
+    slack.fail("chat.update", "ratelimited", retry_after=4)
+    closed = await update(channel="C5", ts=ts, text="x")
+    assert (closed.status_code, closed.json()["error"]) == (200, "edit_window_closed")
+    limited = await update(channel="C5", ts=ts, text="x")
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "4"
+    assert limited.json() == {"ok": False, "error": "ratelimited"}
+    assert (await update(channel="C5", ts=ts, text="x" * 40_000)).json()["ok"] is True
+    slack.delete_message(ts)
+    assert (await update(channel="C5", ts=ts, text="y")).json()["error"] == "message_not_found"
+    with pytest.raises(LookupError, match="no message"):
+        slack.delete_message(ts)
+    assert [e["text"] for e in slack.edits] == ["x" * 40_000] and slack.messages_in("C5") == []
+    refused = await off(slack.wait_refused, 14, method="chat.update")
+    assert len(refused) == 14
+    assert [r["retry_after"] for r in refused if r["status"] == 429] == [4.0]
+    assert slack.rate_limited == 1
+
+
+@pytest.mark.timeout(30)
+async def test_an_update_comes_back_as_message_changed_when_echoed(slack: FakeSlack):
+    ts = (await api(slack, "chat.postMessage", channel="C5", text="one")).json()["ts"]
+    slack.configure(echo_bot_messages=True)
+    assert (await api(slack, "chat.update", channel="C5", ts=ts, text="two")).json()["ok"]
+    [key] = slack.pending
+    event = slack.payload(key)["event"]
+    assert event | {"type": "message", "subtype": "message_changed", "channel": "C5",
+                    "channel_type": "channel", "hidden": True} == event  # fmt: skip
+    assert event["message"]["text"] == "two" and event["previous_message"]["text"] == "one"
+    assert event["message"]["ts"] == ts and event["ts"] == event["message"]["edited"]["ts"]
+
+
 @pytest.mark.timeout(30)
 async def test_events_wait_for_a_socket_across_restarts(slack: FakeSlack):
     first = slack.message("one", channel_type="channel")
@@ -484,6 +600,17 @@ def test_the_fake_runs_in_its_own_process():
         state = httpx.get(f"{url}/_fake/state", timeout=5).json()["result"]
         assert state["pending"] == [event["result"], press["result"]]
         assert state["sent"][0]["blocks"] == buttons_message(("Go", "/go"))
+        updated = httpx.post(
+            f"{url}/api/chat.update",
+            headers={"Authorization": f"Bearer {BOT_TOKEN}"},
+            json={"channel": "D1", "ts": posted["ts"], "text": "Ran.", "blocks": []},
+            timeout=5,
+        ).json()
+        assert updated["ok"] is True
+        shown = httpx.post(f"{url}/_fake/messages_in", json={"channel": "D1"}, timeout=5).json()
+        assert [m["text"] for m in shown["result"]] == ["Ran."]
+        state = httpx.get(f"{url}/_fake/state", timeout=5).json()["result"]
+        assert [e["text"] for e in state["edits"]] == ["Ran."] and state["rate_limited"] == 0
         bad = httpx.post(f"{url}/_fake/disconnect", json={}, timeout=5)
         assert bad.status_code == 400 and "no open socket" in bad.json()["error"]
         me = httpx.post(

@@ -20,6 +20,11 @@
   answered in a thread under it), its buttons as Block Kit (blocks.py); 429's
   Retry-After goes to the outbox; permanent errors are dead letters; a request that
   may have arrived without an answer is Unconfirmed (never posted twice).
+- Edits (`edit_of`): `chat.update` of that ts with the text and blocks built as for a
+  send. `blocks` always goes, `[]` when there are no buttons: Slack keeps a message's
+  old blocks when an update leaves them out, so a state without buttons would show
+  the last state's. An identical update is ok; a message gone, not ours or past the
+  workspace's edit window is Permanent(missing).
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ FATAL_AUTH = {"invalid_auth", "not_authed", "account_inactive", "token_revoked",
               "token_expired", "missing_scope", "not_allowed_token_type"}  # fmt: skip
 PASSING = {"ratelimited", "internal_error", "fatal_error", "service_unavailable",
            "request_timeout", "invalid_response"} | FATAL_AUTH  # fmt: skip
+# chat.update's: the message is gone, is not the bot's, or is past the edit window
+UNEDITABLE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
 
 
 class SlackAdapter(HttpAdapter):
@@ -194,33 +201,42 @@ class SlackAdapter(HttpAdapter):
         target = request.target
         text = escape(request.text)  # `plain` or not: Slack refuses no formatting of ours
         params: dict[str, Any] = {"channel": target.chat_id, "text": text}
+        blocks: list[dict[str, Any]] = []
         if request.buttons:
             blocks, left_off = with_buttons(text, request.buttons)
             for line in left_off:
                 log.warning("%s: %s", self.name, line)
+        if request.edit_of is not None:
+            method = "chat.update"  # `[]` takes away the buttons an earlier state had
+            params.update(ts=request.edit_of, blocks=blocks)
+        else:
+            method = "chat.postMessage"
             if blocks:
                 params["blocks"] = blocks  # `text` stays: the notification's
-        if target.thread_id:
-            params["thread_ts"] = target.thread_id
-        elif request.reply_to and not target.chat_id.startswith("D"):
-            params["thread_ts"] = request.reply_to  # a mention is answered in its thread
-        answer = await self.post(web_api_url(self.base, "chat.postMessage"), params)
-        return read_send(answer) if isinstance(answer, HttpAnswer) else answer
+            if target.thread_id:
+                params["thread_ts"] = target.thread_id
+            elif request.reply_to and not target.chat_id.startswith("D"):
+                params["thread_ts"] = request.reply_to  # a mention is answered in its thread
+        answer = await self.post(web_api_url(self.base, method), params)
+        if not isinstance(answer, HttpAnswer):
+            return answer
+        return read_send(answer, method, request.edit_of)
 
 
-def read_send(answer: HttpAnswer) -> SendResult:
-    """Slack's answer to chat.postMessage (HTTP 200 with `ok` either way; 429 with a
-    Retry-After header), as a send result."""
+def read_send(answer: HttpAnswer, method: str, edit_of: str | None) -> SendResult:
+    """Slack's answer to chat.postMessage, or to chat.update of `edit_of` (HTTP 200 with
+    `ok` either way; 429 with a Retry-After header), as a send result."""
     if answer.status == 429:
-        return RetryAfter(retry_after(answer.headers), "chat.postMessage: ratelimited (HTTP 429)")
+        return RetryAfter(retry_after(answer.headers), f"{method}: ratelimited (HTTP 429)")
     body = answer.body if isinstance(answer.body, dict) else {"error": "invalid_response"}
     if answer.status < 500 and body.get("ok"):
+        if edit_of is not None:
+            return Sent(edit_of)
         ts = body.get("ts")
         return Sent(str(ts) if ts else None)
     error = str(body.get("error") or "unknown_error")[:100]
-    reason = f"chat.postMessage: {error}" + (
-        f" (HTTP {answer.status})" if answer.status != 200 else ""
-    )
+    reason = f"{method}: {error}" + (f" (HTTP {answer.status})" if answer.status != 200 else "")
     if error in PASSING or answer.status >= 500:
         return RetryAfter(None, reason)
-    return Permanent(reason)  # channel_not_found, not_in_channel, is_archived...
+    # channel_not_found, not_in_channel, is_archived, msg_too_long...
+    return Permanent(reason, missing=edit_of is not None and error in UNEDITABLE)

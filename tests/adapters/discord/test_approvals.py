@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.approvals_flow import SETTINGS, Shown, the_approvals_story
+from tests.adapters.approvals_flow import QUIET, SETTINGS, Shown, the_approvals_story
 from tests.fakes.discord import FakeDiscord
 
 ANN, BOB, DM = "1001", "2002", "2001"
@@ -45,7 +45,7 @@ def _commands(sent: dict[str, Any]) -> tuple[str, ...]:
 
 @pytest.mark.timeout(120)
 async def test_approvals_with_message_components(serve, model, discord, tmp_path):
-    serve.configure(access=TEAM, top=SETTINGS)
+    serve.configure(access=TEAM, top=SETTINGS, platform=QUIET)
     ann = f"discord {ANN} (user{ANN})"  # as the fake names a presser
     await the_approvals_story(serve, model, DiscordChat(discord), tmp_path, ann)
     callbacks = discord.callbacks

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.approvals_flow import SETTINGS, Shown, the_approvals_story
+from tests.adapters.approvals_flow import QUIET, SETTINGS, Shown, the_approvals_story
 from tests.fakes.slack import FakeSlack
 
 ANN, BOB, DM = "U1", "U2", "D7"
@@ -48,6 +48,6 @@ def _commands(sent: dict[str, Any]) -> tuple[str, ...]:
 
 @pytest.mark.timeout(120)
 async def test_approvals_with_block_kit_buttons(serve, model, slack, tmp_path):
-    serve.configure(access=TEAM, top=SETTINGS)
+    serve.configure(access=TEAM, top=SETTINGS, platform=QUIET)
     await the_approvals_story(serve, model, SlackChat(slack), tmp_path, f"slack {ANN} (u1)")
     assert len(slack.acked) == 3 + 6  # the three presses and six messages, each acked once

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.approvals_flow import SETTINGS, Shown, prompt, the_approvals_story, until
+from tests.adapters.approvals_flow import QUIET, SETTINGS, Shown, prompt, the_approvals_story, until
 from tests.adapters.serving import in_thread
 from tests.adapters.telegram.serving import ANN
 from tests.fakes.openai import text_answer, tool_answer
@@ -58,7 +58,7 @@ def _commands(sent: dict[str, Any]) -> tuple[str, ...]:
 
 @pytest.mark.timeout(120)
 async def test_approvals_with_an_inline_keyboard(serve, model, tg, tmp_path):
-    serve.configure(access=TEAM, top=SETTINGS)
+    serve.configure(access=TEAM, top=SETTINGS, platform=QUIET)
     await the_approvals_story(serve, model, TelegramChat(tg), tmp_path, f"telegram {ANN} (ann)")
     assert len(tg.answered) == 3  # every press was answered (Bob's, Ann's two)
     assert not tg.unanswered
@@ -67,7 +67,7 @@ async def test_approvals_with_an_inline_keyboard(serve, model, tg, tmp_path):
 @pytest.mark.timeout(60)
 async def test_hermes_approvals_lets_the_waiting_turn_go_on(serve, model, tg, tmp_path):
     ran = tmp_path / "ran"
-    serve.configure(access=TEAM)
+    serve.configure(access=TEAM, platform=QUIET)
     model.script(tool_answer(("terminal", {"command": f"echo DROP TABLE t; touch {ran}"})),
                  text_answer("done"))  # fmt: skip
     serve.start()
