@@ -17,6 +17,8 @@ HTTP status equal to `error_code`. A wrong token, or any token once
     getUpdates       (offset, limit, timeout, allowed_updates) -> [Update, ...]
     sendMessage      (chat_id, text, message_thread_id, reply_parameters, parse_mode,
                      reply_markup) -> Message; validated as Telegram does (below)
+    editMessageText  (chat_id, message_id, text, parse_mode, reply_markup) -> Message;
+                     the bot's own message only (below)
     answerCallbackQuery (callback_query_id, text, show_alert) -> true; recorded in
                      `answered`; an id never given by `press()`, or answered already:
                      400 "Bad Request: query is too old and response timeout expired
@@ -54,6 +56,25 @@ one, its `message_id` and arrival time `at`, time.monotonic()); one refused, in
 `refused` (the same plus `error_code` and `description`). Message ids are global and
 increasing, shared with the injected messages.
 
+editMessageText checks an injected fault (`fail("editMessageText", 429,
+retry_after=5)`, say), the chat (empty, migrated) and the text and keyboard exactly
+as sendMessage does (over 4096 units it says "Bad Request: MESSAGE_TOO_LONG", as
+Telegram's edit does); then the message: one that is not in that chat, or deleted
+(`delete_message()`), answers 400 "Bad Request: message to edit not found"; one not
+sent by the bot, 400 "Bad Request: message can't be edited"; one that would not
+change (the same text in the same parse mode and the same keyboard: Telegram
+compares the rendered text and its entities, the fake what was sent) answers 400
+`NOT_MODIFIED` ("Bad Request: message is not modified: specified new message content
+and reply markup are exactly the same as a current content and reply markup of the
+message"). An edit taken replaces the message's `text` (as shown: parsed), sets its
+`edit_date`, and replaces its inline keyboard with the one given, or removes it when
+none is given, as Telegram does. It is recorded in `edits` (`chat_id`, `message_id`,
+`text`, `parse_mode`, `reply_markup`, `at`); a refused one in `errors` only.
+`shown(chat_id)` is the bot's messages in a chat as a user sees them now (after
+edits, without deleted ones, oldest first), `message_now(message_id)` one message as
+stored now, `wait_edits()` waits for edits, and `rate_limited` counts every 429 the
+fake answered (sends, edits, any method).
+
 The MarkdownV2 check follows Telegram's own parser: outside code, each of
 _*[]()~`>#+-=|{}.! must be escaped with a backslash unless it opens or closes an
 entity (*bold*, _italic_, __underline__, ~strike~, ||spoiler||, [text](url),
@@ -68,10 +89,11 @@ their `entities`, replies, forum topics, photo / document / voice from
 calls with an error, `migrate()` upgrades a group, `conflict_for()` makes every
 poll answer 409 for a while (and kicks a held one), `hang_polls()` makes the
 platform deaf (polls arrive, count, and get no answer until `unhang_polls()`),
-`revoke_token()`. It reads what the client did in `sent`, `refused`, `actions`,
-`polls`, `conflicts`, `acked`, `pending`, `answered`, ... and waits for it with the
-`wait_*` helpers, which block on a condition (no sleeping) and raise TimeoutError
-naming what they waited for. `close()` returns at once: held polls answer 503.
+`revoke_token()`, `delete_message()`. It reads what the client did in `sent`,
+`refused`, `edits`, `actions`, `polls`, `conflicts`, `acked`, `pending`, `answered`,
+`rate_limited`, ... and waits for it with the `wait_*` helpers, which block on a
+condition (no sleeping) and raise TimeoutError naming what they waited for. `close()`
+returns at once: held polls answer 503.
 
 Buttons: `press(message, command)` (or `label=`) presses a button of the bot's sent
 message (its record in `sent`, or its message_id) as a user (`user_id`, `username`,
@@ -98,7 +120,7 @@ In its own process:
 prints its base URL on one line and serves until killed. Another process can
 drive it over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword
 arguments calls one of message, press, inject, fail, clear_faults, migrate,
-conflict_for, hang_polls, unhang_polls, revoke_token, set_webhook (answer
+conflict_for, hang_polls, unhang_polls, revoke_token, set_webhook, delete_message (answer
 `{"ok": true, "result": <return value>}`), and `GET {url}/_fake/state` answers
 the counters and the records.
 """
@@ -139,6 +161,14 @@ WEBHOOK_CONFLICT = (
 )
 MIGRATED = "Bad Request: group chat was upgraded to a supergroup chat"
 QUERY_GONE = "Bad Request: query is too old and response timeout expired or query ID is invalid"
+NOT_MODIFIED = (
+    "Bad Request: message is not modified: specified new message content and reply markup"
+    " are exactly the same as a current content and reply markup of the message"
+)
+EDIT_NOT_FOUND = "Bad Request: message to edit not found"
+CANT_EDIT = "Bad Request: message can't be edited"
+TOO_LONG = "Bad Request: message is too long"  # sendMessage's words
+EDIT_TOO_LONG = "Bad Request: MESSAGE_TOO_LONG"  # editMessageText's
 MAX_CALLBACK_DATA = 64  # bytes
 CHAT_ACTIONS = frozenset({
     "typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
@@ -185,6 +215,16 @@ class _File:
 class _Poll:
     conn: socket.socket | None
     kicked: bool = False  # another instance's poll terminated it (conflict_for)
+
+
+@attrs.frozen
+class _Content:
+    """A message's text as sent (`source`: the text and its parse mode), as a user sees it
+    (`plain`), and its inline keyboard (None: none)."""
+
+    source: tuple[str, str | None]
+    plain: str
+    keyboard: dict[str, Any] | None
 
 
 class ParseError(Exception):
@@ -499,8 +539,9 @@ _PARSERS: dict[str, Callable[[str], str]] = {
 
 
 def _keyboard_refusal(markup: Any) -> Reply | None:
-    """Telegram's answer to a sendMessage's bad `reply_markup`, or None. Only an inline
-    keyboard is checked (a reply keyboard, its removal or force_reply pass as given)."""
+    """Telegram's answer to a bad `reply_markup` (a send's or an edit's), or None. Only
+    an inline keyboard is checked (a reply keyboard, its removal or force_reply pass as
+    given)."""
     if markup is None:
         return None
     if not isinstance(markup, dict):
@@ -524,6 +565,35 @@ def _keyboard_refusal(markup: Any) -> Reply | None:
     return None
 
 
+def _content(params: dict[str, Any], too_long: str) -> _Content | Reply:
+    """The text and keyboard a sendMessage or an editMessageText carries, checked as
+    Telegram checks them (its text parsed in its parse mode), or the refusal."""
+    text = params.get("text")
+    text = "" if text is None else str(text)
+    mode = params.get("parse_mode")
+    plain = text
+    if mode:
+        parser = _PARSERS.get(str(mode).lower())
+        if parser is None:
+            return _error(400, "Bad Request: unsupported parse_mode")
+        try:
+            plain = parser(text)
+        except ParseError as exc:
+            return _error(400, f"Bad Request: can't parse entities: {exc}")
+    if not plain.strip():
+        return _error(400, "Bad Request: message text is empty")
+    if utf16_len(plain) > MAX_TEXT:
+        return _error(400, too_long)
+    markup = params.get("reply_markup")
+    refusal = _keyboard_refusal(markup)
+    if refusal is not None:
+        return refusal
+    keyboard = None
+    if isinstance(markup, dict) and "inline_keyboard" in markup:
+        keyboard = {"inline_keyboard": copy_json(markup["inline_keyboard"])}
+    return _Content((text, str(mode).lower() if mode else None), plain, keyboard)
+
+
 # -- the fake -------------------------------------------------------------------------
 
 
@@ -531,11 +601,12 @@ class FakeTelegram(Fake):
     name = "Telegram"
     _CONTROLS = frozenset({
         "message", "press", "inject", "fail", "clear_faults", "migrate", "conflict_for",
-        "hang_polls", "unhang_polls", "revoke_token", "set_webhook",
+        "hang_polls", "unhang_polls", "revoke_token", "set_webhook", "delete_message",
     })  # fmt: skip
     _STATE = (
         "polls", "conflicts", "acked", "pending", "max_concurrent_polls", "held_polls", "sent",
-        "refused", "actions", "deleted_webhook_calls", "answered", "unanswered",
+        "refused", "actions", "deleted_webhook_calls", "answered", "unanswered", "edits",
+        "rate_limited",
     )  # fmt: skip
 
     def __init__(
@@ -564,6 +635,8 @@ class FakeTelegram(Fake):
         # messages and chats
         self._message_ids = itertools.count(1)
         self._messages: dict[int, dict[str, Any]] = {}  # message_id -> Message (both ways)
+        self._sources: dict[int, tuple[str, str | None]] = {}  # the bot's: (text, parse mode)
+        self._edits: list[dict[str, Any]] = []
         self._chats: dict[int | str, dict[str, Any]] = {}
         self._migrated: dict[int | str, int] = {}
         # button presses
@@ -810,7 +883,7 @@ class FakeTelegram(Fake):
 
     def migrate(self, old_chat_id: int, new_chat_id: int) -> None:
         """The group `old_chat_id` becomes the supergroup `new_chat_id`: from now on
-        sendMessage and sendChatAction to the old id answer 400 with
+        sendMessage, editMessageText and sendChatAction to the old id answer 400 with
         `parameters.migrate_to_chat_id`; the new id works."""
         with self._cond:
             self._migrated[_chat_key(old_chat_id)] = new_chat_id
@@ -818,6 +891,15 @@ class FakeTelegram(Fake):
             self._chats[new_chat_id] = {
                 "id": new_chat_id, "type": "supergroup", "title": old.get("title", "Test group"),
             }  # fmt: skip
+
+    def delete_message(self, message_id: int) -> None:
+        """A user deletes the message `message_id` (in whatever chat): an edit of it answers
+        "message to edit not found", and it no longer shows in its chat. ValueError for a
+        message the fake does not know."""
+        with self._cond:
+            if self._messages.pop(_int(message_id), None) is None:
+                raise ValueError(f"no message {message_id} to delete")
+            self._cond.notify_all()
 
     def conflict_for(self, seconds: float) -> None:
         """Another instance polls for `seconds` from now: every getUpdates in that window
@@ -856,6 +938,13 @@ class FakeTelegram(Fake):
     refused = observed("_refused", """The sendMessage calls answered with an error, in
         order: as in `sent` (no message_id) plus `error_code`, `description` and
         `parameters` if any.""")  # fmt: skip
+    edits = observed("_edits", """The editMessageText calls taken, in order: `chat_id` (an
+        int where it is one), `message_id`, `text` and `parse_mode` as given (None if
+        not), `reply_markup` (None if not given), `at` (time.monotonic() of arrival).
+        Refused ones (not modified, not found, a fault) are in `errors` only.""")  # fmt: skip
+    rate_limited = observed("_errors", """How many calls were answered 429, whatever the
+        method (sendMessage and editMessageText included).""",
+        lambda errors: sum(1 for e in errors if e["error_code"] == 429))  # fmt: skip
     errors = observed("_errors", """Every call answered ok: false, whatever its method
         (getUpdates included): `method`, `params`, `error_code`, `description`,
         `at`.""")  # fmt: skip
@@ -893,6 +982,21 @@ class FakeTelegram(Fake):
         with self._cond:
             return copy_json([s for s in self._sent if s["chat_id"] == key])
 
+    def shown(self, chat_id: int | str) -> list[str]:
+        """The bot's messages in one chat as a user sees them now, oldest first: their
+        plain text after parsing, after every edit, without the deleted ones."""
+        key = _chat_key(chat_id)
+        with self._cond:
+            mine = [m for m in self._messages.values()
+                    if m["chat"]["id"] == key and m["from"]["id"] == BOT_ID]  # fmt: skip
+            return [m["text"] for m in sorted(mine, key=lambda m: m["message_id"])]
+
+    def message_now(self, message_id: int) -> dict[str, Any]:
+        """A message as Telegram holds it now (its `text` as shown, its `edit_date` once
+        edited, its `reply_markup`); KeyError for one unknown or deleted."""
+        with self._cond:
+            return copy_json(self._messages[_int(message_id)])
+
     pending = observed("_updates", "The update_ids neither confirmed nor dropped.",
                        lambda updates: [u["update_id"] for u in updates])  # fmt: skip
     held_polls = observed("_held", "getUpdates calls held now (hung ones included).", len)
@@ -905,6 +1009,15 @@ class FakeTelegram(Fake):
         where = "" if key is None else f" to chat {key}"
         return self._wait_records("_sent", count, timeout, f"{count} sendMessage(s){where}",
                                   lambda s: key in (None, s["chat_id"]))  # fmt: skip
+
+    def wait_edits(
+        self, count: int, timeout: float = 10.0, *, message_id: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The edits taken (of `message_id` if given), once at least `count` were."""
+        mid = _int(message_id)
+        what = f"{count} editMessageText(s)" + ("" if mid is None else f" of message {mid}")
+        return self._wait_records("_edits", count, timeout, what,
+                                  lambda e: mid in (None, e["message_id"]))  # fmt: skip
 
     def wait_refused(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """The refused sends, once at least `count` were."""
@@ -1152,6 +1265,8 @@ class FakeTelegram(Fake):
             return self._get_updates(params, conn)
         if method == "sendmessage":
             return self._send_message(params)
+        if method == "editmessagetext":
+            return self._edit_message_text(params)
         if method == "sendchataction":
             return self._send_chat_action(params)
         with self._cond:
@@ -1321,26 +1436,9 @@ class FakeTelegram(Fake):
         refusal = self._chat_refusal("sendmessage", chat)
         if refusal is not None:
             return refusal
-        text = params.get("text")
-        text = "" if text is None else str(text)
-        mode = params.get("parse_mode")
-        plain = text
-        if mode:
-            parser = _PARSERS.get(str(mode).lower())
-            if parser is None:
-                return _error(400, "Bad Request: unsupported parse_mode")
-            try:
-                plain = parser(text)
-            except ParseError as exc:
-                return _error(400, f"Bad Request: can't parse entities: {exc}")
-        if not plain.strip():
-            return _error(400, "Bad Request: message text is empty")
-        if utf16_len(plain) > MAX_TEXT:
-            return _error(400, "Bad Request: message is too long")
-        markup = params.get("reply_markup")
-        refusal = _keyboard_refusal(markup)
-        if refusal is not None:
-            return refusal
+        content = _content(params, TOO_LONG)
+        if isinstance(content, Reply):
+            return content
         thread = _int(params.get("message_thread_id"))
         reply_parameters = params.get("reply_parameters")
         reply_id = None
@@ -1353,7 +1451,7 @@ class FakeTelegram(Fake):
         }  # fmt: skip
         message: dict[str, Any] = {
             "message_id": next(self._message_ids), "from": dict(BOT_USER),
-            "chat": chat_object, "date": int(time.time()), "text": plain,
+            "chat": chat_object, "date": int(time.time()), "text": content.plain,
         }  # fmt: skip
         if thread is not None:
             message["message_thread_id"] = thread
@@ -1363,9 +1461,53 @@ class FakeTelegram(Fake):
             message["reply_to_message"] = {
                 k: v for k, v in self._messages[reply_id].items() if k != "reply_to_message"
             }
-        if isinstance(markup, dict) and "inline_keyboard" in markup:
-            message["reply_markup"] = {"inline_keyboard": copy_json(markup["inline_keyboard"])}
+        if content.keyboard is not None:
+            message["reply_markup"] = content.keyboard
         self._messages[message["message_id"]] = message
+        self._sources[message["message_id"]] = content.source
+        return _ok(copy_json(message))
+
+    def _edit_message_text(self, params: dict[str, Any]) -> Reply:
+        chat = _chat_key(params.get("chat_id"))
+        with self._cond:
+            reply = self._check_edit(params, chat)
+            if reply.status == 200:
+                assert isinstance(reply.body, dict)
+                self._edits.append({
+                    "chat_id": chat, "message_id": reply.body["result"]["message_id"],
+                    "text": params.get("text"), "parse_mode": params.get("parse_mode"),
+                    "reply_markup": params.get("reply_markup"), "at": time.monotonic(),
+                })  # fmt: skip
+            self._cond.notify_all()
+            return reply
+
+    def _check_edit(self, params: dict[str, Any], chat: int | str | None) -> Reply:
+        """The answer to an editMessageText (holding the lock): the bot's message in that
+        chat takes the new text and keyboard (none given: none kept), unless they are
+        what it shows already."""
+        refusal = self._chat_refusal("editmessagetext", chat)
+        if refusal is not None:
+            return refusal
+        message_id = _int(params.get("message_id"))
+        if message_id is None:
+            return _error(400, "Bad Request: message identifier is not specified")
+        content = _content(params, EDIT_TOO_LONG)
+        if isinstance(content, Reply):
+            return content
+        message = self._messages.get(message_id)
+        if message is None or message["chat"]["id"] != chat:
+            return _error(400, EDIT_NOT_FOUND)
+        if message["from"]["id"] != BOT_ID:
+            return _error(400, CANT_EDIT)
+        now = (message["text"], message.get("reply_markup"), self._sources.get(message_id))
+        if (content.plain, content.keyboard, content.source) == now:
+            return _error(400, NOT_MODIFIED)
+        message["text"] = content.plain
+        message["edit_date"] = int(time.time())
+        message.pop("reply_markup", None)
+        if content.keyboard is not None:
+            message["reply_markup"] = content.keyboard
+        self._sources[message_id] = content.source
         return _ok(copy_json(message))
 
     def _answer_callback_query(self, params: dict[str, Any]) -> Reply:

@@ -14,7 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.telegram import BOT_ID, BOT_USERNAME, FakeTelegram
+from tests.fakes.telegram import (
+    BOT_ID,
+    BOT_USERNAME,
+    CANT_EDIT,
+    EDIT_NOT_FOUND,
+    NOT_MODIFIED,
+    FakeTelegram,
+)
 
 TOKEN = "123:abc"
 
@@ -422,3 +429,97 @@ def test_a_press_over_the_remote_control(tg: FakeTelegram):
     assert state["unanswered"] == [update["callback_query"]["id"]] and state["answered"] == []
     wrong = httpx.post(f"{tg.url}/_fake/press", timeout=5, json={"message": 999, "label": "x"})
     assert wrong.status_code == 400 and "no message 999" in wrong.json()["description"]
+
+
+def edit(tg: FakeTelegram, chat_id: int, message_id: int, text: str, **params: Any) -> Any:
+    """An editMessageText: its JSON answer."""
+    return call(tg, "editMessageText", chat_id=chat_id, message_id=message_id, text=text,
+                **params).json()  # fmt: skip
+
+
+@pytest.mark.timeout(30)
+def test_an_edit_replaces_what_the_user_sees(tg: FakeTelegram):
+    first = call(tg, "sendMessage", chat_id=7, text="Hel", reply_markup=KEYBOARD).json()["result"]
+    second = call(tg, "sendMessage", chat_id=7, text="after").json()["result"]
+    call(tg, "sendMessage", chat_id=8, text="elsewhere")
+    tg.message("a user's", chat_id=7, user_id=7)
+    mid = first["message_id"]
+    answer = edit(tg, 7, mid, "*Hello*, world\\.", parse_mode="MarkdownV2")
+    assert answer["ok"] is True
+    assert answer["result"]["text"] == "Hello, world." and answer["result"]["edit_date"]
+    assert "reply_markup" not in answer["result"]  # none given: the keyboard goes
+    assert tg.shown(7) == ["Hello, world.", "after"]  # the bot's, in order, as shown now
+    assert tg.shown("8") == ["elsewhere"]
+    now = tg.message_now(mid)
+    assert now["text"] == "Hello, world." and "reply_markup" not in now
+    assert edit(tg, 7, mid, "Hello, world.", reply_markup=KEYBOARD)["ok"]  # modified: keyboard
+    assert tg.message_now(mid)["reply_markup"] == KEYBOARD
+    [one, two] = tg.wait_edits(2, message_id=mid)
+    assert (one["chat_id"], one["message_id"], one["parse_mode"]) == (7, mid, "MarkdownV2")
+    assert one["text"] == "*Hello*, world\\." and one["reply_markup"] is None
+    assert (two["text"], two["parse_mode"], two["reply_markup"]) == (
+        "Hello, world.", None, KEYBOARD,
+    )  # fmt: skip
+    assert tg.edits == [one, two] and one["at"] <= two["at"]
+    assert tg.message_now(second["message_id"]).get("edit_date") is None
+    assert tg.sent_to(7)[0]["text"] == "Hel"  # what was sent stays as it was sent
+
+
+@pytest.mark.timeout(30)
+def test_an_edit_to_the_same_content_is_not_modified(tg: FakeTelegram):
+    mid = call(tg, "sendMessage", chat_id=7, text="Done\\.", parse_mode="MarkdownV2",
+               reply_markup=KEYBOARD).json()["result"]["message_id"]  # fmt: skip
+    same = edit(tg, 7, mid, "Done\\.", parse_mode="MarkdownV2", reply_markup=KEYBOARD)
+    assert same == {"ok": False, "error_code": 400, "description": NOT_MODIFIED}
+    assert NOT_MODIFIED.startswith("Bad Request: message is not modified: specified new")
+    assert edit(tg, 7, mid, "Done\\.", parse_mode="MarkdownV2")["ok"]  # the keyboard goes
+    again = edit(tg, 7, mid, "Done\\.", parse_mode="MarkdownV2")
+    assert again["description"] == NOT_MODIFIED
+    assert len(tg.edits) == 1
+    assert [e["description"] for e in tg.wait_errors(2, method="editMessageText")] == [
+        NOT_MODIFIED, NOT_MODIFIED,
+    ]  # fmt: skip
+
+
+@pytest.mark.timeout(30)
+def test_an_edit_of_a_message_gone_or_not_the_bots_is_refused(tg: FakeTelegram):
+    mid = call(tg, "sendMessage", chat_id=7, text="one").json()["result"]["message_id"]
+    users = tg.update(tg.message("mine", chat_id=7, user_id=7))["message"]["message_id"]
+    assert edit(tg, 7, 999, "x")["description"] == EDIT_NOT_FOUND
+    assert edit(tg, 8, mid, "x")["description"] == EDIT_NOT_FOUND  # not in that chat
+    assert edit(tg, 7, users, "x")["description"] == CANT_EDIT
+    assert edit(tg, 7, mid, "a-b", parse_mode="MarkdownV2")["description"].startswith(
+        "Bad Request: can't parse entities: "
+    )  # the text is checked as a send's
+    assert edit(tg, 7, mid, "")["description"] == "Bad Request: message text is empty"
+    assert edit(tg, 7, mid, "😀" * 2049)["description"] == "Bad Request: MESSAGE_TOO_LONG"
+    tg.delete_message(mid)
+    assert edit(tg, 7, mid, "x") == {"ok": False, "error_code": 400,
+                                     "description": EDIT_NOT_FOUND}  # fmt: skip
+    assert tg.shown(7) == [] and tg.edits == []
+    with pytest.raises(ValueError, match="no message 999"):
+        tg.delete_message(999)
+    tg.migrate(-42, -1009)
+    moved = edit(tg, -42, mid, "x")
+    assert moved["parameters"] == {"migrate_to_chat_id": -1009}
+
+
+@pytest.mark.timeout(30)
+def test_a_429_on_an_edit_carries_retry_after_and_is_counted(tg: FakeTelegram):
+    mid = call(tg, "sendMessage", chat_id=7, text="one").json()["result"]["message_id"]
+    tg.fail("editMessageText", 429, retry_after=7, chat_id=7)
+    tg.fail("sendMessage", 429, retry_after=2)
+    assert edit(tg, 8, mid, "two")["description"] == EDIT_NOT_FOUND  # another chat: no fault
+    limited = call(tg, "editMessageText", chat_id=7, message_id=mid, text="two")
+    assert limited.status_code == 429
+    assert limited.json() == {
+        "ok": False, "error_code": 429, "description": "Too Many Requests: retry after 7",
+        "parameters": {"retry_after": 7},
+    }  # fmt: skip
+    assert call(tg, "sendMessage", chat_id=7, text="x").status_code == 429
+    assert tg.rate_limited == 2
+    assert edit(tg, 7, mid, "two")["ok"] and tg.shown(7) == ["two"]
+    state = httpx.get(f"{tg.url}/_fake/state", timeout=5).json()["result"]
+    assert state["rate_limited"] == 2 and [e["text"] for e in state["edits"]] == ["two"]
+    deleted = httpx.post(f"{tg.url}/_fake/delete_message", json={"message_id": mid}, timeout=5)
+    assert deleted.json() == {"ok": True, "result": None} and tg.shown(7) == []

@@ -21,6 +21,11 @@ results, a typing indicator while a turn runs.
   may have arrived without an answer is Unconfirmed (never sent twice), a
   migrated group is followed and remembered, formatting Telegram cannot parse
   is sent once more as plain text, and blocked / not found / forbidden are dead.
+- An edit (`edit_of`) is `editMessageText` of that message, on the same path: its
+  text, parse mode and buttons as a send's (an edit without buttons drops the
+  keyboard), the same answers; "message is not modified" is done, a message gone
+  or past editing is Permanent(missing), and so is one left behind in a group that
+  became a supergroup (the migration is remembered for what follows).
 """
 
 from __future__ import annotations
@@ -65,6 +70,9 @@ HTTP_SLACK = 15.0  # the poll's HTTP read timeout is later still: the watchdog d
 CALL_TIMEOUT = 30.0  # a poll's connect and write (its read: the poll's hold and a slack)
 CONFLICT_BACKOFF = Backoff(minimum=1.0, maximum=15.0)
 FORMATTING = "can't parse entities"
+NOT_MODIFIED = "message is not modified"  # an edit to what the message shows already
+# An edit of a message that is gone (deleted, never the bot's) or can no longer be edited.
+EDIT_GONE = ("message to edit not found", "message can't be edited", "message_id_invalid")
 ANSWER_TIMEOUT = 10.0  # an answerCallbackQuery not back by then is given up (logged)
 ANSWERS_WAITING = 64  # presses admitted and not yet answered; past that, left unanswered
 QUERY_GONE = "query is too old"  # Telegram: answered already, or past its time
@@ -294,43 +302,58 @@ class TelegramAdapter(HttpAdapter):
     # -- sending ------------------------------------------------------------------
 
     async def send(self, request: SendRequest) -> SendResult:
+        """`sendMessage`, or `editMessageText` of `request.edit_of`: the same text, parse
+        mode and buttons, the same answers read the same way."""
         if self.api is None:
             return RetryAfter(None, "the adapter is not started")
         if not self.token:
             return Permanent(f"no token: set {self.token_env}")
         chat = self.migrated.get(request.target.chat_id, request.target.chat_id)
+        params = self._params(request, chat)
+        method = "sendMessage" if request.edit_of is None else "editMessageText"
+        for _ in range(2):  # once more in the supergroup a group became
+            answer = await self.post(self.api.url(method), params)
+            if not isinstance(answer, HttpAnswer):
+                return answer  # the request failed on the way
+            try:
+                message = result_of(method, answer)
+            except ApiError as exc:
+                if exc.status == 200:  # taken, and an answer hermes cannot read
+                    return Unconfirmed(f"{method}: {exc.description}")
+                if exc.migrate_to and exc.migrate_to != str(params["chat_id"]):
+                    await self._migrated(request.target.chat_id, exc.migrate_to)
+                    if request.edit_of is not None:  # the message stays in the old group
+                        return Permanent(f"{exc.status} {exc.description}", missing=True)
+                    params["chat_id"] = _chat_ref(exc.migrate_to)
+                    continue
+                return _refusal(exc, request.edit_of)
+            if request.edit_of is not None:
+                return Sent(request.edit_of)
+            found = message.get("message_id") if isinstance(message, dict) else None
+            return Sent(str(found) if found is not None else None)
+        return Permanent(f"chat {chat} migrated more than once in one send")
+
+    def _params(self, request: SendRequest, chat: str) -> dict[str, Any]:
+        """The parameters of the send (or the edit) `request` asks for, in `chat`."""
         params: dict[str, Any] = {"chat_id": _chat_ref(chat), "text": request.text}
         if not request.plain:
             params["text"] = to_markdown_v2(request.text)
             params["parse_mode"] = "MarkdownV2"
-        if request.target.thread_id:
-            params["message_thread_id"] = _chat_ref(request.target.thread_id)
-        if request.reply_to:
-            params["reply_parameters"] = {"message_id": _chat_ref(request.reply_to),
-                                          "allow_sending_without_reply": True}  # fmt: skip
-        if request.buttons:  # the plain resend too
+        if request.edit_of is not None:  # an edit keeps its place: no thread, no reply
+            params["message_id"] = _chat_ref(request.edit_of)
+        else:
+            if request.target.thread_id:
+                params["message_thread_id"] = _chat_ref(request.target.thread_id)
+            if request.reply_to:
+                params["reply_parameters"] = {"message_id": _chat_ref(request.reply_to),
+                                              "allow_sending_without_reply": True}  # fmt: skip
+        if request.buttons:  # the plain resend too; an edit without them drops the keyboard
             markup, left_off = inline_keyboard(request.buttons)
             for line in left_off:
                 log.warning("%s: %s", self.name, line)
             if markup is not None:
                 params["reply_markup"] = markup
-        for _ in range(2):  # once more in the supergroup a group became
-            answer = await self.post(self.api.url("sendMessage"), params)
-            if not isinstance(answer, HttpAnswer):
-                return answer  # the request failed on the way
-            try:
-                message = result_of("sendMessage", answer)
-            except ApiError as exc:
-                if exc.status == 200:  # taken, and an answer hermes cannot read
-                    return Unconfirmed(f"sendMessage: {exc.description}")
-                if exc.migrate_to and exc.migrate_to != str(params["chat_id"]):
-                    await self._migrated(request.target.chat_id, exc.migrate_to)
-                    params["chat_id"] = _chat_ref(exc.migrate_to)
-                    continue
-                return _refusal(exc)
-            found = message.get("message_id") if isinstance(message, dict) else None
-            return Sent(str(found) if found is not None else None)
-        return Permanent(f"chat {chat} migrated more than once in one send")
+        return params
 
     async def _migrated(self, old: str, new: str) -> None:
         log.info("%s: chat %s became the supergroup %s; sending there from now on",
@@ -340,14 +363,21 @@ class TelegramAdapter(HttpAdapter):
             await self.cursors.put(self.migrated_key + old, new)
 
 
-def _refusal(exc: ApiError) -> SendResult:
+def _refusal(exc: ApiError, edit_of: str | None = None) -> SendResult:
+    """A refused send (or edit of `edit_of`) as the outbox takes it."""
     reason = f"{exc.status} {exc.description}"
+    said = exc.description.lower()
     if exc.status == 429:
         return RetryAfter(exc.retry_after or 1.0, reason)
     if exc.status >= 500 or exc.status == 401:  # a revoked token: the poll goes fatal
         return RetryAfter(None, reason)
-    if exc.status == 400 and FORMATTING in exc.description.lower():
+    if exc.status == 400 and FORMATTING in said:
         return Permanent(reason, formatting=True)
+    if edit_of is not None and exc.status == 400:
+        if NOT_MODIFIED in said:  # the message shows this already
+            return Sent(edit_of)
+        if any(gone in said for gone in EDIT_GONE):
+            return Permanent(reason, missing=True)
     return Permanent(reason)  # blocked, chat or thread not found, too long, forbidden
 
 
