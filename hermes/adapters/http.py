@@ -61,17 +61,20 @@ class HttpAnswer:
 
 
 class JsonRequests:
-    """POSTs with a JSON body on one client, built the lean way (see the module)."""
+    """POSTs (or another `method`) with a JSON body on one client, built the lean way (see
+    the module)."""
 
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.headers = httpx.Headers(client.headers)
         self.headers["content-type"] = "application/json"
 
-    def post(self, url: str, body: dict[str, Any], timeout: float | None = None) -> httpx.Request:
-        """The request; `timeout` (seconds) replaces the client's for every phase (the
-        client's own are set by `client.send`)."""
+    def post(
+        self, url: str, body: dict[str, Any], timeout: float | None = None, *, method: str = "POST"
+    ) -> httpx.Request:
+        """The request (`method`: PATCH for Discord's edits); `timeout` (seconds) replaces
+        the client's for every phase (the client's own are set by `client.send`)."""
         limits = None if timeout is None else {"timeout": httpx.Timeout(timeout).as_dict()}
-        return httpx.Request("POST", _url(url), headers=self.headers, content=_json(body),
+        return httpx.Request(method, _url(url), headers=self.headers, content=_json(body),
                              extensions=limits)  # fmt: skip
 
 
@@ -92,13 +95,17 @@ class HttpAdapter(PlatformAdapter):
         self._requests = JsonRequests(self.http)
         await super().on_start()
 
-    async def post(self, url: str, body: dict[str, Any]) -> HttpAnswer | SendResult:
-        """A send's request: the platform's answer, or the result of a request that
-        failed on the way (never left: retry; may have arrived: unconfirmed)."""
+    async def post(
+        self, url: str, body: dict[str, Any], *, method: str = "POST"
+    ) -> HttpAnswer | SendResult:
+        """A send's request (`method`: an edit's PATCH): the platform's answer, or the
+        result of a request that failed on the way (never left: retry; may have arrived:
+        unconfirmed)."""
         if self.http is None or self._requests is None:
             return RetryAfter(None, "the adapter is not started")
+        request = self._requests.post(url, body, method=method)
         try:
-            return HttpAnswer.of(await self.http.send(self._requests.post(url, body)))
+            return HttpAnswer.of(await self.http.send(request))
         except httpx.HTTPError as exc:
             return failed_send(exc)
 

@@ -12,6 +12,17 @@ REST, under `{url}/api/v10/`, header `Authorization: Bot <token>` (otherwise 401
                                    `components` as sent); empty (without components) or
                                    over 2000 characters, or components Discord refuses
                                    (see below) -> 400 code 50035 "Invalid Form Body"
+    PATCH channels/{id}/messages/{message}  {content?, components?, embeds?} -> 200 the
+                                   Message as it is now: each field given (null: emptied)
+                                   replaces the message's (`components: []` takes its
+                                   buttons away), the others are kept; `edited_timestamp`
+                                   set. Checked as a create (the message it would become:
+                                   empty, over 2000, bad components -> 400 50035); the
+                                   same content again is a 200 too (Discord has no "not
+                                   modified"). A message not in that channel (never
+                                   there, or deleted) -> 404 code 10008 "Unknown
+                                   Message"; another author's -> 403 code 50005 "Cannot
+                                   edit a message authored by another user".
     POST channels/{id}/typing      -> 204
     POST interactions/{id}/{token}/callback  {type, data?} -> 204; needs no Authorization
                                    (the token in the path is the credential; a bot header
@@ -27,11 +38,12 @@ emoji), and a custom_id of 1 to 100 characters unique in the message (a link but
 style 5, has a `url` instead).
 
 Every REST answer carries `X-RateLimit-Limit`, `-Remaining`, `-Reset`, `-Reset-After`
-and `-Bucket` (one bucket per route and channel: "msg-<channel>", "typing-<channel>",
-"gateway-bot", "users-me"); `bucket_limit` calls per `bucket_window` seconds, counted
-but not enforced: only `rate_limit()` answers 429, with `Retry-After`, `X-RateLimit-
-Scope` (and `X-RateLimit-Global: true` when global) and `{"message": "You are being
-rate limited.", "retry_after": s, "global": bool}`. `fail()` answers other errors.
+and `-Bucket` (one bucket per route and channel, as Discord's are per channel:
+"msg-<channel>", "edit-<channel>", "typing-<channel>", "gateway-bot", "users-me");
+`bucket_limit` calls per `bucket_window` seconds, counted but not enforced: only
+`rate_limit()` answers 429, with `Retry-After`, `X-RateLimit-Scope` (and
+`X-RateLimit-Global: true` when global) and `{"message": "You are being rate
+limited.", "retry_after": s, "global": bool}`. `fail()` answers other errors.
 
 Gateway: a WebSocket at `{ws}/gateway` (the URL from gateway/bot) and at
 `{ws}/resume` (the `resume_gateway_url` in READY); both behave alike (the path is
@@ -76,15 +88,22 @@ The test drives the fake from its own thread (every method is thread-safe):
 presses a button of a message hermes sent (the message as `sent` records it, or its
 id; the button by its custom_id, i.e. hermes's command, or its label) and returns the
 interaction's id, `redeliver(interaction_id)` dispatches that press again (as a Resume
-from an earlier sequence would); `rate_limit()` and `fail()` answer the
-next matching REST calls with errors; `zombie()`, `close(code)`, `reconnect()`,
-`invalid_session()` and `drop()` trouble the current socket; `flap()` makes every new
-socket close right after Hello (a flapping gateway) until `unflap()`. It reads what
-the client did in `sent`, `typing`, `interactions`, `callbacks`, `refused`, `calls`,
-`identifies` (and `identify_payloads`, with their times), `resumes`, `sessions`,
-`heartbeats`, `closes`, `sockets`, `dispatches` ... and waits for it with the `wait_*`
-helpers, which block on a condition (no sleeping) and raise TimeoutError naming what
-they waited for.
+from an earlier sequence would); `rate_limit()` and `fail()` answer the next matching
+REST calls with errors (route "messages" for creates, "edits" for edits:
+`rate_limit(channel, retry_after=2.5, route="edits")`); `delete_message(id)` deletes a
+message as a moderator would (an edit of it then: 10008); `zombie()`, `close(code)`,
+`reconnect()`, `invalid_session()` and `drop()` trouble the current socket; `flap()`
+makes every new socket close right after Hello (a flapping gateway) until `unflap()`.
+It reads what the client did in `sent`, `edits` (each edit taken: `channel_id`,
+`message_id`, `content` and `components` as given, None when left out, `at`),
+`typing`, `interactions`, `callbacks`, `refused`, `calls`, `rate_limited` (how many
+429s it answered, on any route), `identifies` (and `identify_payloads`, with their
+times), `resumes`, `sessions`, `heartbeats`, `closes`, `sockets`, `dispatches` ...;
+what a user sees now in a channel with `messages_in(channel)` (the bot's messages
+there, oldest first, as Discord keeps them after edits: `id`, `content`,
+`components`, `edited_timestamp` ...); and waits for it with the `wait_*` helpers
+(`wait_edits(count, message_id=)` for edits), which block on a condition (no
+sleeping) and raise TimeoutError naming what they waited for.
 `shutdown()` (or leaving the `with` block) stops the fake at once; `close(code)` closes
 a Gateway socket.
 
@@ -104,6 +123,8 @@ Where the fake knowingly differs from Discord:
 - An empty message answers 50035 (Discord: 50006 "Cannot send an empty message");
   any channel id is taken; rate-limit buckets are counted, never enforced; the
   bucket names are readable ("msg-<channel>"), not opaque hashes.
+- The bot's own messages, created or edited, and deletions (`delete_message`) are not
+  dispatched back (Discord sends MESSAGE_CREATE, MESSAGE_UPDATE, MESSAGE_DELETE).
 - The fake closes its sockets with the chosen code (`close()`) or 1001 when
   stopping; `drop()` cuts the TCP connection with no close frame.
 
@@ -113,10 +134,10 @@ In its own process:
 
 prints its base URL on one line and serves until killed. Another process drives it
 over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword arguments calls one
-of message, dispatch, press, redeliver, rate_limit, fail, clear_faults, zombie,
-unzombie, close, reconnect, invalid_session, drop, flap, unflap (answer `{"ok": true,
-"result": <return value>}`), and `GET {url}/_fake/state` answers the counters and the
-records.
+of message, dispatch, press, redeliver, rate_limit, fail, clear_faults, delete_message,
+messages_in, zombie, unzombie, close, reconnect, invalid_session, drop, flap, unflap
+(answer `{"ok": true, "result": <return value>}`), and `GET {url}/_fake/state` answers
+the counters and the records.
 """
 
 from __future__ import annotations
@@ -269,6 +290,37 @@ def _button_problem(button: dict[str, Any], seen: set[str]) -> tuple[str, str, s
     return None
 
 
+def _json_body(raw: bytes) -> Any:
+    """A request's JSON body (None for one that is not JSON)."""
+    try:
+        return json.loads(raw or b"{}")
+    except ValueError:
+        return None
+
+
+def _invalid(body: Any, content: Any, components: Any, embeds: Any) -> Reply | None:
+    """Discord's refusal of a create or an edit, or None: a body that is not a JSON
+    object, or a message that would hold `content`, `components` (None: none) and
+    `embeds` Discord does not take."""
+    if not isinstance(body, dict):
+        return _error(400, 50109, "The request body contains invalid JSON.")
+    problem = None
+    if not isinstance(content, str):
+        problem = ("BASE_TYPE_STRING", "This field must be a string.")
+    elif len(content) > MAX_CONTENT:
+        problem = ("BASE_TYPE_MAX_LENGTH", f"Must be {MAX_CONTENT} or fewer in length.")
+    elif not content.strip() and not embeds and not components:
+        problem = ("BASE_TYPE_REQUIRED", "This field is required")
+    errors = None
+    if problem is not None:
+        errors = _form_error(["content"], *problem)
+    elif components is not None:
+        errors = _component_errors(components)
+    if errors is None:
+        return None
+    return Reply(400, {"message": "Invalid Form Body", "code": 50035, "errors": errors})
+
+
 def _timestamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000+00:00", time.gmtime())
 
@@ -276,18 +328,19 @@ def _timestamp() -> str:
 class FakeDiscord(WebSocketFake):
     name = "Discord"
     _ascii_json = True
-    _other_verbs = ("PATCH", "PUT", "DELETE")  # answered 404/405
+    _other_verbs = ("PATCH", "PUT", "DELETE")  # PATCH edits a message; the rest 404/405
     _socket_class = _Socket
     _socket_paths = frozenset({"/gateway", "/resume"})
     _CONTROLS = frozenset({
         "message", "dispatch", "press", "redeliver", "rate_limit", "fail", "clear_faults",
-        "zombie", "unzombie", "close", "reconnect", "invalid_session", "drop", "flap", "unflap",
+        "delete_message", "messages_in", "zombie", "unzombie", "close", "reconnect",
+        "invalid_session", "drop", "flap", "unflap",
     })  # fmt: skip
     _channel_field = "channel_id"
     _STATE = (
-        "sent", "typing", "interactions", "callbacks", "refused", "identifies", "resumes",
-        "resume_attempts", "sessions", "connections", "open_sockets", "sockets", "heartbeats",
-        "closes", "dispatches", "lost", "internal_errors",
+        "sent", "edits", "typing", "interactions", "callbacks", "refused", "rate_limited",
+        "identifies", "resumes", "resume_attempts", "sessions", "connections", "open_sockets",
+        "sockets", "heartbeats", "closes", "dispatches", "lost", "internal_errors",
     )  # fmt: skip
 
     def __init__(
@@ -309,7 +362,8 @@ class FakeDiscord(WebSocketFake):
         self._current: _Session | None = None
         self._flap: tuple[int, str] | None = None  # (code, at) for new sockets
         self._snowflakes = itertools.count(1)
-        self._messages: dict[str, dict[str, Any]] = {}  # every message, by id
+        self._messages: dict[str, dict[str, Any]] = {}  # every message, by id, as it is now
+        self._edits: list[dict[str, Any]] = []
         self._identifies: list[dict[str, Any]] = []
         self._resumes: list[dict[str, Any]] = []
         self._heartbeats: list[dict[str, Any]] = []
@@ -514,8 +568,8 @@ class FakeDiscord(WebSocketFake):
         *,
         route: str = "messages",
     ) -> None:
-        """The next `times` sends (route "messages", "typing" or "*"; to `channel` if
-        given) answer 429 `{"message": "You are being rate limited.", "retry_after",
+        """The next `times` calls (route "messages", "edits", "typing" or "*"; to `channel`
+        if given) answer 429 `{"message": "You are being rate limited.", "retry_after",
         "global"}` with `Retry-After` and, when global, `X-RateLimit-Global: true`."""
         fault = _Fault(429, 0, "You are being rate limited.", float(retry_after), bool(global_))
         with self._cond:
@@ -531,12 +585,21 @@ class FakeDiscord(WebSocketFake):
         *,
         route: str = "messages",
     ) -> None:
-        """The next `times` sends (route "messages", "typing", "callback" (an interaction's,
-        for any channel) or "*"; to `channel` if given; None: all from now on) answer
+        """The next `times` calls (route "messages", "edits", "typing", "callback" (an
+        interaction's, for any channel) or "*"; to `channel` if given; None: all from now
+        on) answer
         `status` `{"message", "code"}` (e.g. 403 50013 "Missing Permissions", 404 10003
         "Unknown Channel"). Faults queue: each call takes the first match."""
         with self._cond:
             self._faults.add(_Fault(int(status), int(code), message), route, channel, times)
+
+    def delete_message(self, message_id: str) -> None:
+        """A moderator deletes a message (the bot's or a user's): it is gone from its
+        channel, and an edit of it answers 404 10008. LookupError for an unknown one."""
+        with self._cond:
+            if self._messages.pop(str(message_id), None) is None:
+                raise LookupError(f"no message {message_id}")
+            self._cond.notify_all()
 
     # -- Gateway trouble (on the current socket: the newest open one) ---------------------
 
@@ -613,6 +676,12 @@ class FakeDiscord(WebSocketFake):
 
     sent = observed("_sent", """The messages created, in order: the request body's
         fields, `channel_id`, `id`, `at` (time.monotonic() of arrival).""")  # fmt: skip
+    edits = observed("_edits", """The edits taken, in order: `channel_id`, `message_id`,
+        `content` and `components` as the request gave them (None: left out), `at`
+        (time.monotonic() of arrival). Refused ones are in `refused` (route "edits")
+        only.""")  # fmt: skip
+    rate_limited = observed("_calls", "How many REST calls the fake answered 429, any route.",
+                            lambda calls: sum(1 for c in calls if c["status"] == 429))  # fmt: skip
     typing = observed("_typing", "Typing triggers taken: `channel_id`, `at`.")
     interactions = observed("_interactions", """Every press, in order: `id`, `token`,
         `message_id`, `channel_id`, `guild_id`, `custom_id`, `user_id`, `pressed_at` (on
@@ -624,8 +693,8 @@ class FakeDiscord(WebSocketFake):
         (seconds since the press), `authorization` (whether it carried that header),
         `at`.""")  # fmt: skip
     refused = observed("_refused", """REST calls answered with an error: `route`,
-        `channel_id`, `status`, `code`, `message`, `retry_after`, `global`, `body`,
-        `at`.""")  # fmt: skip
+        `channel_id`, `message_id` (an edit's; else None), `status`, `code`, `message`,
+        `retry_after`, `global`, `body`, `at`.""")  # fmt: skip
     calls = observed("_calls", "Every REST call: `verb`, `path`, `status`, `at`.")
     identify_payloads = observed("_identifies", """The `d` of every Identify (the token
         included), with `socket` and `at`.""")  # fmt: skip
@@ -650,6 +719,23 @@ class FakeDiscord(WebSocketFake):
 
     # `sent_to(channel)`, `wait_sent(count, timeout, channel=)`: the kit's; `sockets`,
     # `open_sockets`, `wait_connections` and `wait_open_sockets`: the WebSocket kit's.
+
+    def messages_in(self, channel_id: str) -> list[dict[str, Any]]:
+        """The bot's messages in a channel as a user sees them now, oldest first: after
+        every edit, without the deleted ones (Discord's Message objects)."""
+        with self._cond:
+            channel = str(channel_id)
+            mine = [m for m in self._messages.values()
+                    if m["channel_id"] == channel and m["author"]["id"] == BOT_ID]  # fmt: skip
+            return copy_json(sorted(mine, key=lambda m: int(m["id"])))
+
+    def wait_edits(
+        self, count: int = 1, timeout: float = 10.0, *, message_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The edits taken (of `message_id` if given), once at least `count` were."""
+        what = f"{count} edit(s)" + ("" if message_id is None else f" of message {message_id}")
+        return self._wait_records("_edits", count, timeout, what,
+                                  lambda e: message_id in (None, e["message_id"]))  # fmt: skip
 
     def wait_typing(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
         return self._wait_records("_typing", count, timeout, f"{count} typing trigger(s)")
@@ -949,36 +1035,18 @@ class FakeDiscord(WebSocketFake):
                     self._cond.notify_all()
                 return self._with_bucket(Reply(204, None), bucket, now)
             return self._create_message(channel, raw, bucket, now)
+        if len(route) == 4 and route[0] == "channels" and route[2] == "messages":
+            if verb != "PATCH":
+                return _error(405, 0, "405: Method Not Allowed")
+            return self._edit_message(route[1], route[3], raw, now)
         return _error(404, 0, "404: Not Found")
 
     def _create_message(self, channel: str, raw: bytes, bucket: str, now: float) -> Reply:
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            reply = _error(400, 50109, "The request body contains invalid JSON.")
-            return self._refuse(
-                "messages", channel, self._with_bucket(reply, bucket, now), body, now
-            )
-        content = body.get("content")
-        content = "" if content is None else content
-        problem = None
-        if not isinstance(content, str):
-            problem = ("BASE_TYPE_STRING", "This field must be a string.")
-        elif len(content) > MAX_CONTENT:
-            problem = ("BASE_TYPE_MAX_LENGTH", f"Must be {MAX_CONTENT} or fewer in length.")
-        elif not content.strip() and not body.get("embeds") and not body.get("components"):
-            problem = ("BASE_TYPE_REQUIRED", "This field is required")
-        errors = None
-        if problem is not None:
-            errors = _form_error(["content"], *problem)
-        elif "components" in body:
-            errors = _component_errors(body["components"])
-        if errors is not None:
-            reply = _error(400, 50035, "Invalid Form Body")
-            assert reply.body is not None
-            reply.body["errors"] = errors
+        body = _json_body(raw)
+        fields = body if isinstance(body, dict) else {}
+        content = "" if fields.get("content") is None else fields["content"]
+        reply = _invalid(body, content, fields.get("components"), fields.get("embeds"))
+        if reply is not None:
             return self._refuse(
                 "messages", channel, self._with_bucket(reply, bucket, now), body, now
             )
@@ -1005,6 +1073,49 @@ class FakeDiscord(WebSocketFake):
             self._sent.append(sent)
             self._cond.notify_all()
         return self._with_bucket(Reply(200, copy_json(message)), bucket, now)
+
+    def _edit_message(self, channel: str, message_id: str, raw: bytes, now: float) -> Reply:
+        """`PATCH channels/{channel}/messages/{message_id}` (module docstring)."""
+        bucket = f"edit-{channel}"
+        with self._cond:
+            fault = self._faults.take("edits", channel)
+        if fault is not None:
+            reply = self._fault_reply(fault, bucket, now)
+            return self._refuse("edits", channel, reply, None, now, message_id)
+        body = _json_body(raw)
+        with self._cond:
+            message = self._messages.get(message_id)
+            if message is None or message["channel_id"] != channel:
+                reply = _error(404, 10008, "Unknown Message")
+            elif message["author"]["id"] != BOT_ID:
+                reply = _error(403, 50005, "Cannot edit a message authored by another user")
+            else:
+                reply = self._edit(message, body, now)
+            self._cond.notify_all()
+        reply = self._with_bucket(reply, bucket, now)
+        if reply.status != 200:
+            return self._refuse("edits", channel, reply, body, now, message_id)
+        return reply
+
+    def _edit(self, message: dict[str, Any], body: Any, now: float) -> Reply:
+        """The bot's `message` takes the fields `body` gives (holding the lock), unless the
+        message it would become is refused; the edit is recorded in `edits`."""
+        fields = body if isinstance(body, dict) else {}
+        shown = {key: message[key] for key in ("content", "components", "embeds")}
+        after = {**shown, **{key: fields[key] for key in shown if key in fields}}
+        after["content"] = "" if after["content"] is None else after["content"]
+        after["components"] = after["components"] or []
+        after["embeds"] = after["embeds"] or []
+        refusal = _invalid(body, after["content"], after["components"], after["embeds"])
+        if refusal is not None:
+            return refusal
+        message.update(copy_json(after), edited_timestamp=_timestamp())
+        self._edits.append({
+            "channel_id": message["channel_id"], "message_id": message["id"],
+            "content": copy_json(fields.get("content")),
+            "components": copy_json(fields.get("components")), "at": now,
+        })  # fmt: skip
+        return Reply(200, copy_json(message))
 
     def _callback(
         self, interaction_id: str, token: str, raw: bytes, authorization: bool, now: float
@@ -1084,12 +1195,19 @@ class FakeDiscord(WebSocketFake):
         ]
 
     def _refuse(
-        self, route: str, channel: str | None, reply: Reply, body: Any, now: float
+        self,
+        route: str,
+        channel: str | None,
+        reply: Reply,
+        body: Any,
+        now: float,
+        message_id: str | None = None,
     ) -> Reply:
         data = reply.body or {}
         with self._cond:
             self._refused.append({
-                "route": route, "channel_id": channel, "status": reply.status,
+                "route": route, "channel_id": channel, "message_id": message_id,
+                "status": reply.status,
                 "code": data.get("code"), "message": data.get("message"),
                 "retry_after": data.get("retry_after"), "global": data.get("global"),
                 "body": copy_json(body), "at": now,

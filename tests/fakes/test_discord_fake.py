@@ -39,7 +39,7 @@ async def rest(
 ) -> httpx.Response:
     headers = {"Authorization": f"Bot {token}"}
     async with httpx.AsyncClient(timeout=10) as client:
-        kwargs: dict[str, Any] = {"json": body} if verb == "POST" else {}
+        kwargs: dict[str, Any] = {"json": body} if verb in ("POST", "PATCH") else {}
         return await client.request(verb, f"{discord.api_url}/{path}", headers=headers, **kwargs)
 
 
@@ -628,3 +628,138 @@ async def test_press_and_its_records_over_http(discord: FakeDiscord):
             assert [c["status"] for c in state["callbacks"]] == [204]
             missing = await control.post("/_fake/press", json={"message": "1", "button": "x"})
             assert missing.status_code == 400
+
+
+@pytest.mark.timeout(30)
+async def test_an_edit_replaces_what_the_message_shows(discord: FakeDiscord):
+    first = (await rest(discord, "POST", "channels/2001/messages", content="Thinking",
+                        components=BUTTONS)).json()  # fmt: skip
+    second = (await rest(discord, "POST", "channels/2001/messages", content="two")).json()
+    path = f"channels/2001/messages/{first['id']}"
+    grown = await rest(discord, "PATCH", path, content="Thinking about it")
+    assert grown.status_code == 200 and grown.headers["X-RateLimit-Bucket"] == "edit-2001"
+    edited = grown.json()
+    assert (edited["id"], edited["content"]) == (first["id"], "Thinking about it")
+    assert edited["components"] == BUTTONS  # left out: kept
+    assert edited["edited_timestamp"] is not None and first["edited_timestamp"] is None
+    bare = await rest(discord, "PATCH", path, content="The answer", components=[])
+    assert bare.status_code == 200 and bare.json()["components"] == []  # []: taken away
+    same = await rest(discord, "PATCH", path, content="The answer", components=[])
+    assert same.status_code == 200  # the same again: no "not modified" on Discord
+    buttons_only = await rest(discord, "PATCH", path, components=BUTTONS)
+    assert buttons_only.json()["content"] == "The answer"
+    shown = discord.messages_in("2001")
+    assert [(m["id"], m["content"]) for m in shown] == [
+        (first["id"], "The answer"), (second["id"], "two"),
+    ]  # fmt: skip
+    assert shown[0]["components"] == BUTTONS and shown[1]["edited_timestamp"] is None
+    assert discord.messages_in("2002") == []
+    edits = await off(discord.wait_edits, 4, message_id=first["id"])
+    assert [(e["channel_id"], e["message_id"]) for e in edits] == [("2001", first["id"])] * 4
+    assert [e["content"] for e in edits] == [
+        "Thinking about it", "The answer", "The answer", None,
+    ]  # fmt: skip
+    assert [e["components"] for e in edits] == [None, [], [], BUTTONS]
+    assert edits == discord.edits and all("at" in e for e in edits)
+    assert [s["content"] for s in discord.sent] == ["Thinking", "two"]  # sends only
+    assert discord.refused == [] and discord.rate_limited == 0
+
+
+@pytest.mark.timeout(30)
+async def test_an_edit_is_refused_as_discord_refuses_it(discord: FakeDiscord):
+    mine = (await rest(discord, "POST", "channels/2001/messages", content="mine")).json()
+    theirs = discord.message("a user's", channel_id="2001")
+    path = f"channels/2001/messages/{mine['id']}"
+    answers = {
+        "unknown": await rest(discord, "PATCH", "channels/2001/messages/42", content="x"),
+        "another channel": await rest(
+            discord, "PATCH", f"channels/2002/messages/{mine['id']}", content="x"
+        ),
+        "another author's": await rest(
+            discord, "PATCH", f"channels/2001/messages/{theirs}", content="x"
+        ),
+        "over 2000": await rest(discord, "PATCH", path, content="x" * 2001),
+        "empty": await rest(discord, "PATCH", path, content=""),
+        "bad buttons": await rest(
+            discord, "PATCH", path, components=[{"type": 1, "components": []}]
+        ),
+        "no token": await rest(discord, "PATCH", path, token="wrong", content="x"),
+    }
+    discord.delete_message(mine["id"])
+    answers["deleted"] = await rest(discord, "PATCH", path, content="x")
+    got = {why: (a.status_code, a.json()["code"]) for why, a in answers.items()}
+    assert got == {
+        "unknown": (404, 10008), "another channel": (404, 10008),
+        "another author's": (403, 50005), "over 2000": (400, 50035), "empty": (400, 50035),
+        "bad buttons": (400, 50035), "no token": (401, 0), "deleted": (404, 10008),
+    }  # fmt: skip
+    assert answers["unknown"].json()["message"] == "Unknown Message"
+    assert answers["another author's"].json()["message"] == (
+        "Cannot edit a message authored by another user"
+    )
+    assert "content" in answers["over 2000"].json()["errors"]
+    edits = [r for r in discord.refused if r["route"] == "edits"]
+    assert [(r["channel_id"], r["message_id"], r["code"]) for r in edits] == [
+        ("2001", "42", 10008), ("2002", mine["id"], 10008), ("2001", theirs, 50005),
+        ("2001", mine["id"], 50035), ("2001", mine["id"], 50035), ("2001", mine["id"], 50035),
+        ("2001", mine["id"], 10008),
+    ]  # fmt: skip
+    assert discord.edits == [] and discord.messages_in("2001") == []
+    with pytest.raises(LookupError, match="no message"):
+        discord.delete_message(mine["id"])
+    other = await rest(discord, "GET", path)
+    assert other.status_code == 405
+
+
+@pytest.mark.timeout(30)
+async def test_a_429_on_edits_is_injected_and_counted(discord: FakeDiscord):
+    message = (await rest(discord, "POST", "channels/2001/messages", content="a")).json()
+    path = f"channels/2001/messages/{message['id']}"
+    discord.rate_limit("2001", retry_after=2.5, route="edits")
+    limited = await rest(discord, "PATCH", path, content="b")
+    assert limited.status_code == 429
+    assert limited.json() == {"message": "You are being rate limited.", "retry_after": 2.5,
+                              "global": False, "code": 0}  # fmt: skip
+    assert limited.headers["Retry-After"] == "3"
+    assert limited.headers["X-RateLimit-Bucket"] == "edit-2001"
+    assert limited.headers["X-RateLimit-Remaining"] == "0"
+    discord.rate_limit("2001", retry_after=1.0, route="edits")
+    sent = await rest(discord, "POST", "channels/2001/messages", content="c")
+    assert sent.status_code == 200  # the edits' fault is not the sends'
+    assert (await rest(discord, "PATCH", path, content="b")).status_code == 429
+    discord.rate_limit(retry_after=0.5, global_=True, route="*")
+    globally = await rest(discord, "PATCH", path, content="b")
+    assert globally.status_code == 429 and globally.json()["global"] is True
+    assert globally.headers["X-RateLimit-Global"] == "true"
+    discord.rate_limit("2001", retry_after=1.0)  # a send's 429 counts too
+    assert (await rest(discord, "POST", "channels/2001/messages", content="d")).status_code == 429
+    assert (await rest(discord, "PATCH", path, content="b")).status_code == 200
+    assert discord.rate_limited == 4
+    refused = [(r["route"], r["message_id"], r["retry_after"]) for r in discord.refused]
+    assert refused == [
+        ("edits", message["id"], 2.5), ("edits", message["id"], 1.0),
+        ("edits", message["id"], 0.5), ("messages", None, 1.0),
+    ]  # fmt: skip
+    assert [e["content"] for e in discord.edits] == ["b"]
+    assert [m["content"] for m in discord.messages_in("2001")] == ["b", "c"]
+
+
+@pytest.mark.timeout(30)
+async def test_edits_and_what_a_channel_shows_over_http(discord: FakeDiscord):
+    message = (await rest(discord, "POST", "channels/2001/messages", content="a")).json()
+    async with httpx.AsyncClient(timeout=10, base_url=discord.url) as control:
+        limit = {"channel": "2001", "retry_after": 2.0, "route": "edits"}
+        assert (await control.post("/_fake/rate_limit", json=limit)).json()["ok"] is True
+        path = f"channels/2001/messages/{message['id']}"
+        assert (await rest(discord, "PATCH", path, content="b")).status_code == 429
+        assert (await rest(discord, "PATCH", path, content="b")).status_code == 200
+        shown = (await control.post("/_fake/messages_in", json={"channel_id": "2001"})).json()
+        assert [m["content"] for m in shown["result"]] == ["b"]
+        state = (await control.get("/_fake/state")).json()["result"]
+        assert state["rate_limited"] == 1 and [e["content"] for e in state["edits"]] == ["b"]
+        gone = {"message_id": message["id"]}
+        assert (await control.post("/_fake/delete_message", json=gone)).json()["ok"] is True
+        again = await control.post("/_fake/delete_message", json=gone)
+        assert again.status_code == 400
+        shown = (await control.post("/_fake/messages_in", json={"channel_id": "2001"})).json()
+        assert shown["result"] == []

@@ -35,6 +35,11 @@ no Discord SDK.
   retry_after for the channel's bucket, or for everything when `global`; 5xx and
   a failed connection retry; every other 4xx is permanent (retrying 4xx earns an
   IP ban); a request that may have arrived without an answer is Unconfirmed.
+- Edits (`edit_of`): `PATCH /channels/{id}/messages/{edit_of}` with the content and
+  components built as for a send, `components: []` when there are none (the buttons of
+  an earlier state go away), read by the same table: an identical edit is a 200 like
+  any other; 10008 (Unknown Message: deleted, never there) and 50005 (another
+  author's) are Permanent(missing). Its 429 is the channel's edit bucket, or global.
 """
 
 from __future__ import annotations
@@ -82,6 +87,9 @@ TEXT_COMMANDS_ONLY = {"type": 4, "data": {"flags": 1 << 6,  # ephemeral: its sen
                       "content": "hermes takes commands as messages: type /help."}}  # fmt: skip
 CALLBACK_DEADLINE = 10.0  # seconds; Discord refuses one after 3 s anyway
 CALLBACKS_AT_ONCE = 64  # interactions being acknowledged; past that, one is left unanswered
+# An edit's refusals for a message it cannot have: 10008 Unknown Message (deleted, never
+# there), 50005 Cannot edit a message authored by another user.
+UNEDITABLE = frozenset({10008, 50005})
 
 
 class DiscordAdapter(HttpAdapter):
@@ -358,26 +366,35 @@ class DiscordAdapter(HttpAdapter):
     # -- sending ------------------------------------------------------------------
 
     async def send(self, request: SendRequest) -> SendResult:
+        """`POST channels/{id}/messages`, or `PATCH` of `request.edit_of` there: the same
+        content and components, the answer read by the same table. `plain` changes
+        nothing: Discord sends every text as written."""
         body: dict[str, Any] = {"content": request.text}
-        if request.reply_to:
-            body["message_reference"] = {"message_id": request.reply_to,
-                                         "fail_if_not_exists": False}  # fmt: skip
-        if request.buttons:  # the plain resend too: Discord sends every text as written
-            components, left_off = button_row(request.buttons)
-            for line in left_off:
-                log.warning("%s: %s", self.name, line)
+        components, left_off = button_row(request.buttons)
+        for line in left_off:
+            log.warning("%s: %s", self.name, line)
+        messages = f"{self.base}channels/{request.target.chat_id}/messages"
+        if request.edit_of is not None:
+            body["components"] = components  # [] takes away an earlier state's buttons
+            answer = await self.post(f"{messages}/{request.edit_of}", body, method="PATCH")
+        else:
+            if request.reply_to:
+                body["message_reference"] = {"message_id": request.reply_to,
+                                             "fail_if_not_exists": False}  # fmt: skip
             if components:
                 body["components"] = components
-        answer = await self.post(f"{self.base}channels/{request.target.chat_id}/messages", body)
-        return read_send(answer) if isinstance(answer, HttpAnswer) else answer
+            answer = await self.post(messages, body)
+        return read_send(answer, request.edit_of) if isinstance(answer, HttpAnswer) else answer
 
 
-def read_send(answer: HttpAnswer) -> SendResult:
-    """Discord's answer to a message send, as a send result."""
+def read_send(answer: HttpAnswer, edit_of: str | None = None) -> SendResult:
+    """Discord's answer to a message send, or to the edit of `edit_of`, as a send result."""
     body = answer.body if isinstance(answer.body, dict) else {}
     status = answer.status
     reason = f"{status} {body.get('message') or 'no message'}"
     if status in (200, 201):
+        if edit_of is not None:
+            return Sent(edit_of)
         message_id = body.get("id")
         return Sent(str(message_id) if message_id else None)
     if status == 429:
@@ -389,7 +406,8 @@ def read_send(answer: HttpAnswer) -> SendResult:
         return RetryAfter(wait, reason, scope_wide=scope_wide)
     if status >= 500:
         return RetryAfter(None, reason)
-    return Permanent(reason)  # every other 4xx: never retried
+    # every other 4xx: never retried; for an edit, a message gone or not ours is `missing`
+    return Permanent(reason, missing=edit_of is not None and body.get("code") in UNEDITABLE)
 
 
 def _auth(token: str) -> dict[str, str]:
