@@ -5,7 +5,9 @@ for each tool under it while it runs; the final answer replaces it all.
 `tools`: a status message lists each tool as it starts and finishes; the answer
 comes as a message of its own. Either is written to the outbox (write_live) at
 most once per `gateway.progress_interval`, and not before a turn has run that
-long: a quick answer is one message, as with `off`. Partial states go as plain
+long (a quick answer is one message, as with `off`); in `tools`, a tool's line shows
+as it begins (no step comes while it runs). In `stream` the typing indicator says a
+turn runs until its first interval has passed. Partial states go as plain
 text, so a half-written fence or entity never makes the platform refuse an
 edit; the final answer is formatted.
 """
@@ -74,12 +76,12 @@ class LiveReply:
         said = "\n\n".join(p.strip() for p in (*self.said, self.current) if p.strip())
         return "\n\n".join(p for p in (said, lines) if p)
 
-    def due(self, now: float, interval: float) -> bool:
-        """Whether to write now: the turn has run an interval, the last write is an
-        interval old, and there is something new to show."""
+    def due(self, now: float, interval: float, step: TurnStep) -> bool:
+        """Whether to write now: there is something new to show, the last write is an
+        interval old, and the turn has run an interval; in `tools`, also as a tool starts
+        (it may run long, and no step comes while it does)."""
         fresh = self.text()
-        return (
-            bool(fresh)
-            and fresh != self.shown
-            and now - max(self.began, self.written) >= (interval)
-        )
+        if not fresh or fresh == self.shown or now - self.written < interval:
+            return False
+        starts = step.kind is StepKind.TOOL_CALL and self.mode == "tools"
+        return starts or now - self.began >= interval

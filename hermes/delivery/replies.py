@@ -143,14 +143,10 @@ class OutboxReplies(UsesDb):
                 await self._write(live, live.shown + STOPPED_NOTE, final=True)
             return
         live = self.live.get((platform, step.event_id))
-        if live is None:
-            key = f"{platform}:{step.event_id}"
-            live = self.live[platform, step.event_id] = LiveReply(
-                step.target, key if mode == "stream" else status_key(key), step.reply_to,
-                mode, now,
-            )  # fmt: skip
+        if live is None:  # planned() begins it, as the turn begins
+            live = self._begin(step.target, step.event_id, step.reply_to, mode)
         live.take(step)
-        if live.due(now, self.interval):
+        if live.due(now, self.interval, step):
             live.written, live.shown = now, live.text()
             await self._write(live, live.shown, final=False)
 
@@ -161,10 +157,20 @@ class OutboxReplies(UsesDb):
         if waiting:
             nudge(self.outbox())
 
+    def _begin(self, target: Target, event_id: str, reply_to: str | None, mode: str) -> LiveReply:
+        key = f"{target.platform}:{event_id}"
+        live = LiveReply(target, key if mode == "stream" else status_key(key), reply_to, mode,
+                         trio.current_time())  # fmt: skip
+        self.live[target.platform, event_id] = live
+        return live
+
     def planned(self, source: InboundEvent, key: str, prefix: str = "") -> Answer | None:
         if source.platform in self.streamed:
             return None
-        live = self.modes.get(source.platform) == "stream"
+        mode = self.modes.get(source.platform)
+        if mode is not None:  # the turn begins: its progress is timed from now
+            self._begin(source.target(), source.event_id, source.message_id, mode)
+        live = mode == "stream"
         return Answer(source.target(), key, source.message_id, prefix, live, self.interval)
 
     async def answer(

@@ -67,12 +67,14 @@ class Serve:
         access: str | None = None,
         rate_limit: int = 0,
         model: str | None = None,
+        gateway: str = "",
     ) -> None:
         """config.yaml: `platform` adds YAML lines under the platform (indented four
         spaces), `top` adds top-level sections, `access` replaces who may talk ("" for
         pairing), `rate_limit` is gateway.rate_limit (off unless a test is about it: bursts
         from one user are how many tests load serve), `model` the model section ("" for the
-        built-in offline model; default the fake)."""
+        built-in offline model; default the fake), `gateway` more lines of the gateway
+        section (indented two spaces)."""
         if model is None:
             model = f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
         platforms = ""
@@ -86,7 +88,10 @@ class Serve:
         self.home.config_path.write_text(
             model + f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
             f"  rate_limit: {rate_limit}\n"
-            "  local:\n    port: 0\nops:\n  port: 0\n" + platforms + top
+            + gateway
+            + "  local:\n    port: 0\nops:\n  port: 0\n"
+            + platforms
+            + top
         )
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
