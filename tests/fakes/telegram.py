@@ -95,6 +95,11 @@ platform deaf (polls arrive, count, and get no answer until `unhang_polls()`),
 condition (no sleeping) and raise TimeoutError naming what they waited for. `close()`
 returns at once: held polls answer 503.
 
+Flood control: `limit_rate()` (off by default) answers a sendMessage or
+editMessageText 429 with its retry_after once a chat goes past about one message a
+second (a burst of 3) or the bot past 30 a second (a burst of 30), each bucket one
+message more lenient than that; chat actions are not counted.
+
 Buttons: `press(message, command)` (or `label=`) presses a button of the bot's sent
 message (its record in `sent`, or its message_id) as a user (`user_id`, `username`,
 `first_name`: Ann, 1001, by default): a `callback_query` update (returned: its
@@ -132,6 +137,7 @@ import email.parser
 import email.policy
 import itertools
 import json
+import math
 import mimetypes
 import posixpath
 import re
@@ -233,6 +239,35 @@ class ParseError(Exception):
 
 def _ok(result: Any) -> Reply:
     return Reply(200, {"ok": True, "result": result})
+
+
+@attrs.define
+class _Flood:
+    """Telegram's flood control, as a token bucket per chat and one for the bot: a
+    message (a send or an edit) takes a token from both; without one, 429 with how long
+    until there is. Each bucket holds one more than the documented burst (what a client
+    pacing itself exactly would never meet, clock skew aside)."""
+
+    per_second: float
+    per_chat: float
+    burst: int
+    chat_burst: int
+    buckets: dict[Any, tuple[float, float]] = attrs.Factory(dict)  # key -> (tokens, at)
+
+    def take(self, chat: Any, now: float) -> float:
+        """0 when a message may go now (its tokens taken), else the seconds to wait."""
+        limits = [("*", self.per_second, self.burst + 1),
+                  (chat, self.per_chat, self.chat_burst + 1)]  # fmt: skip
+        levels = []
+        for key, rate, size in limits:
+            tokens, at = self.buckets.get(key, (size, now))
+            levels.append((key, min(size, tokens + (now - at) * rate), rate))
+        short = [(1 - tokens) / rate for _, tokens, rate in levels if tokens < 1]
+        if short:
+            return max(short)
+        for key, tokens, _ in levels:
+            self.buckets[key] = (tokens - 1, now)
+        return 0.0
 
 
 def _error(status: int, description: str, **parameters: Any) -> Reply:
@@ -639,6 +674,7 @@ class FakeTelegram(Fake):
         self._edits: list[dict[str, Any]] = []
         self._chats: dict[int | str, dict[str, Any]] = {}
         self._migrated: dict[int | str, int] = {}
+        self._flood: _Flood | None = None  # limit_rate(): flood control on
         # button presses
         self._query_ids = itertools.count(1)
         self._queries: dict[str, dict[str, Any]] = {}  # callback query id -> its press
@@ -786,6 +822,19 @@ class FakeTelegram(Fake):
                     msg[f"{key}_entities" if media else "entities"] = found
             self._messages[message_id] = msg
             return self._add_update({update_kind: msg})
+
+    def limit_rate(
+        self,
+        per_second: float = 30.0,
+        per_chat: float = 1.0,
+        burst: int = 30,
+        chat_burst: int = 3,
+    ) -> None:
+        """Flood control from now on, as Telegram's FAQ describes it: about 30 messages a
+        second overall and one a second per chat, sends and edits alike; a message over
+        it is answered 429 with its retry_after (counted in `rate_limited`)."""
+        with self._cond:
+            self._flood = _Flood(per_second, per_chat, burst, chat_burst)
 
     def inject(self, update: dict[str, Any]) -> int:
         """Any other update (an edited_message, a callback_query, a my_chat_member ...):
@@ -1429,6 +1478,12 @@ class FakeTelegram(Fake):
             return _error(400, "Bad Request: chat_id is empty")
         if chat in self._migrated:
             return _error(400, MIGRATED, migrate_to_chat_id=self._migrated[chat])
+        if self._flood is not None and method in ("sendmessage", "editmessagetext"):
+            wait = self._flood.take(chat, time.monotonic())
+            if wait > 0:
+                seconds = math.ceil(wait)
+                return _error(429, f"Too Many Requests: retry after {seconds}",
+                              retry_after=seconds)  # fmt: skip
         return None
 
     def _check_message(self, params: dict[str, Any], chat: int | str | None) -> Reply:

@@ -523,3 +523,13 @@ def test_a_429_on_an_edit_carries_retry_after_and_is_counted(tg: FakeTelegram):
     assert state["rate_limited"] == 2 and [e["text"] for e in state["edits"]] == ["two"]
     deleted = httpx.post(f"{tg.url}/_fake/delete_message", json={"message_id": mid}, timeout=5)
     assert deleted.json() == {"ok": True, "result": None} and tg.shown(7) == []
+
+
+def test_flood_control_refuses_a_chats_fourth_message_at_once_and_counts_it(tg: FakeTelegram):
+    tg.limit_rate(per_second=30.0, per_chat=1.0, burst=30, chat_burst=3)
+    answers = [call(tg, "sendMessage", chat_id=1001, text=f"m{n}") for n in range(5)]
+    assert [a.status_code for a in answers] == [200, 200, 200, 200, 429]  # 3 + 1 of slack
+    assert answers[-1].json()["parameters"]["retry_after"] == 1
+    assert call(tg, "sendMessage", chat_id=1002, text="another chat").status_code == 200
+    assert call(tg, "sendChatAction", chat_id=1001, action="typing").status_code == 200
+    assert tg.rate_limited == 1
