@@ -168,6 +168,12 @@ def write_live(
                 (PENDING, max(now, (updated or now) + after), row_id),
             )
             waiting.append(row_id)
+        elif state == UNKNOWN and final and shown is None:
+            # Its first state may or may not have arrived (a crash mid-send) and its id is
+            # unknown: the answer goes as a message of its own rather than not at all.
+            conn.execute("UPDATE outbox SET state = ?, attempts = 0 WHERE id = ?",
+                         (PENDING, row_id))  # fmt: skip
+            waiting.append(row_id)
         elif state in OPEN:
             waiting.append(row_id)
     return waiting

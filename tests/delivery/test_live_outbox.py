@@ -125,3 +125,18 @@ async def test_an_edit_in_flight_at_a_crash_goes_again(registry, home, io_clock)
         done = await db.write(recover, frozenset(), MOCK.now(), 3600.0)
         states = await db.read(lambda c: c.execute("SELECT state FROM outbox").fetchall())
     assert done["resent"] == 1 and states == [("pending",)]
+
+
+async def test_an_answer_whose_first_state_was_lost_in_a_crash_still_goes(registry, home):
+    """A live row's first send cut by a crash is unknown (it may have arrived, under an
+    id nobody kept): its final state goes as a message of its own, never nowhere."""
+    target = Target(PLATFORM, "a")
+    async with Db(registry, home.state_db) as db:
+        await db.write(write_live, target, ["half"], "turn-a", MOCK.now(), None, False, 0.0)
+        await db.write(lambda c, now: c.execute("UPDATE outbox SET state = ?", (SENDING,)),
+                       MOCK.now())  # fmt: skip
+        await db.write(recover, frozenset(), MOCK.now(), 3600.0)  # the restart: unknown
+        waiting = await db.write(write_live, target, ["The answer."], "turn-a", MOCK.now(),
+                                 None, True, 0.0)  # fmt: skip
+        row = await db.read(lambda c: c.execute("SELECT state, text, live FROM outbox").fetchall())
+    assert waiting and row == [("pending", "The answer.", 0)]
