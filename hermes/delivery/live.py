@@ -54,7 +54,7 @@ class LiveReply:
     began: float  # trio time of the turn's first step
     written: float = -math.inf  # trio time of the last write
     shown: str = ""  # the text last written
-    said: list[str] = attrs.Factory(list)  # the text of the model's earlier calls
+    earlier: list[str] = attrs.Factory(list)  # the text of the model's earlier calls
     current: str = ""  # what the model writes now
     tools: dict[str, str] = attrs.Factory(dict)  # call id -> its line, in call order
 
@@ -63,25 +63,30 @@ class LiveReply:
             self.current += step.text
         elif step.kind is StepKind.TOOL_CALL:
             if self.current.strip():
-                self.said.append(self.current)
+                self.earlier.append(self.current)
             self.current = ""
             self.tools[step.call_id or str(len(self.tools))] = f"{RUNNING} {step.tool}"
         elif step.kind is StepKind.TOOL_RESULT and step.call_id in self.tools:
             self.tools[step.call_id] = f"{DONE} {step.tool}"
 
+    def said(self) -> str:
+        """What the model has written so far (no tool lines)."""
+        return "\n\n".join(p.strip() for p in (*self.earlier, self.current) if p.strip())
+
     def text(self) -> str:
         lines = "\n".join(self.tools.values())
         if self.mode == "tools":
             return lines
-        said = "\n\n".join(p.strip() for p in (*self.said, self.current) if p.strip())
-        return "\n\n".join(p for p in (said, lines) if p)
+        return "\n\n".join(p for p in (self.said(), lines) if p)
 
     def due(self, now: float, interval: float, step: TurnStep) -> bool:
         """Whether to write now: there is something new to show, the last write is an
         interval old, and the turn has run an interval; in `tools`, also as a tool starts
         (it may run long, and no step comes while it does)."""
+        if now - self.written < interval:  # cheap first: this runs for every token
+            return False
         fresh = self.text()
-        if not fresh or fresh == self.shown or now - self.written < interval:
+        if not fresh or fresh == self.shown:
             return False
         starts = step.kind is StepKind.TOOL_CALL and self.mode == "tools"
         return starts or now - self.began >= interval

@@ -227,7 +227,7 @@ class Outbox(Actor):
         settled = False
         try:
             while row is not None:
-                if row.live and row.edit_of is not None and not self._free(row):
+                if row.live and row.edit_of is not None and not self._free(row, chat=False):
                     # A state on the way gives way to others' first messages: it waits
                     # an interval (the latest wins then), it never takes their slot.
                     again = self.clock.now() + self.sessions.progress_interval
@@ -253,9 +253,10 @@ class Outbox(Actor):
         return [(row.target.platform, pace.per_second, pace.burst),
                 (row.chat, pace.per_chat_per_second, pace.chat_burst)]  # fmt: skip
 
-    def _free(self, row: OutboxRow) -> bool:
-        """Whether the row's platform and chat have a slot now, without waiting."""
-        return self._slots.start(self._limits(row), trio.current_time()) <= trio.current_time()
+    def _free(self, row: OutboxRow, chat: bool = True) -> bool:
+        """Whether the row's platform (and chat) have a slot now, without waiting."""
+        limits = self._limits(row) if chat else self._limits(row)[:1]
+        return self._slots.start(limits, trio.current_time()) <= trio.current_time()
 
     async def _pace(self, row: OutboxRow) -> None:
         """Wait for the platform's and the chat's steady-rate slot (this chat's task only)."""
@@ -295,8 +296,10 @@ class Outbox(Actor):
         ):
             result = RetryAfter(None, result.reason)  # a repeat is dropped, or the same edit
         if isinstance(result, Sent):
-            mark = (mark_sent, row.id, result.message_id, now, self.sessions, row.text,
-                    self.sessions.progress_interval)  # fmt: skip
+            kept = row.live or row.edit_of is not None  # a message that may be edited
+            mark = (mark_sent, row.id, result.message_id, now, self.sessions,
+                    row.text if kept else None, self.sessions.progress_interval,
+                    row.plain)  # fmt: skip
         elif isinstance(result, Permanent) and result.missing:
             log.info("outbox row %d: its message is gone (%s)", row.id, result.reason)
             mark = (mark_missing, row.id, result.reason, now)

@@ -96,14 +96,21 @@ def enqueue(
     origin: str | None = None,
     mirror: Mirror | None = None,
     buttons: Sequence[Button] = (),
+    after: float = 0.0,
 ) -> list[int]:
     """Queue the chunks of one message; chunk i's idempotency key is `key:i`. Queuing a
     key again (a retried write, a replayed event, a resumed turn's answer that split
-    differently) adds nothing. A mirror rides on the first chunk: it is written when
-    that chunk is sent; `buttons` ride on the last. Returns the new row ids."""
+    differently) adds nothing, but where the key holds a live message (a turn's progress,
+    write_live): `chunks` are its final text. A mirror rides on the first chunk: it is
+    written when that chunk is sent; `buttons` ride on the last. Returns the ids of the
+    rows that wait to go (`after`: as write_live's)."""
     if kind not in KINDS:
         raise ValueError(f"outbox kind must be one of {', '.join(KINDS)}, got {kind!r}")
-    if conn.execute("SELECT 1 FROM outbox WHERE idempotency_key = ?", (f"{key}:0",)).fetchone():
+    found = conn.execute("SELECT live FROM outbox WHERE idempotency_key = ?", (f"{key}:0",))
+    first = found.fetchone()
+    if first is not None:
+        if first[0]:  # whatever the progress mode is now (it may have changed in a restart)
+            return write_live(conn, target, chunks, key, now, reply_to, final=True, after=after)
         return []  # queued before: never a second version of it (a resumed turn's)
     shown = json.dumps([[b.label, b.command] for b in buttons]) if buttons else None
     ids = []
@@ -138,6 +145,11 @@ def write_live(
     its last send at the soonest. A live text goes plain (a half-written fence or entity
     never gets an edit refused); `final`: the text is the answer, formatted, and never
     changes again. Returns the ids of the rows that now wait to go."""
+    if not final:
+        head = conn.execute("SELECT live FROM outbox WHERE idempotency_key = ?", (f"{key}:0",))
+        first = head.fetchone()
+        if first is not None and not first[0]:
+            return []  # the answer is in: a state still on its way is too late
     waiting = []
     for i, chunk in enumerate(chunks):
         found = conn.execute(
@@ -168,14 +180,46 @@ def write_live(
                 (PENDING, max(now, (updated or now) + after), row_id),
             )
             waiting.append(row_id)
-        elif state == UNKNOWN and final and shown is None:
-            # Its first state may or may not have arrived (a crash mid-send) and its id is
-            # unknown: the answer goes as a message of its own rather than not at all.
-            conn.execute("UPDATE outbox SET state = ?, attempts = 0 WHERE id = ?",
-                         (PENDING, row_id))  # fmt: skip
+        elif state in (UNKNOWN, DEAD) and final:
+            # A state refused, or a first send lost in a crash (its id unknown): the answer
+            # still goes, an edit where the platform shows something, else its own message.
+            conn.execute("UPDATE outbox SET state = ?, attempts = 0, not_before = NULL"
+                         " WHERE id = ?", (PENDING, row_id))  # fmt: skip
             waiting.append(row_id)
         elif state in OPEN:
             waiting.append(row_id)
+    if final:  # the answer needs fewer messages than its progress did
+        waiting += _finish_extra(conn, key, len(chunks), now, after)
+    return waiting
+
+
+LEFT_OVER = "(the answer is above)"
+
+
+def _finish_extra(
+    conn: apsw.Connection, key: str, count: int, now: float, after: float
+) -> list[int]:
+    """A live message's rows past the answer's `count` chunks: dropped where they have not
+    gone, else edited to say where the answer is."""
+    extra = conn.execute(
+        "SELECT id, idempotency_key, shown, updated_at FROM outbox WHERE idempotency_key > ?"
+        " AND idempotency_key < ? AND live = 1",
+        (f"{key}:", f"{key}:~"),
+    ).fetchall()
+    waiting = []
+    for row_id, index, shown, updated in extra:
+        suffix = index[len(key) + 1 :]
+        if not suffix.isdigit() or int(suffix) < count:
+            continue
+        if shown is None:
+            conn.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
+            continue
+        conn.execute(
+            "UPDATE outbox SET text = ?, live = 0, plain = 1, state = ?, not_before = ?,"
+            " attempts = 0 WHERE id = ?",
+            (LEFT_OVER, PENDING, max(now, (updated or now) + after), row_id),
+        )
+        waiting.append(row_id)
     return waiting
 
 
@@ -245,12 +289,13 @@ def mark_sent(
     sessions: GatewayConfig = DEFAULT_SESSIONS,
     sent: str | None = None,
     after: float = 0.0,
+    sent_plain: bool = False,
 ) -> list[str]:
     """The row is sent; a mirror it carries is written in the same transaction (a
     failing mirror is its own outcome on the row, logged, and never unsends the row).
     `sent`: the text that went (what the platform shows now); a live row's text that
-    changed meanwhile goes as an edit, `after` seconds from now. Returns the sessions
-    the mirror wrote to."""
+    changed meanwhile (its text, or from a plain state to the formatted answer) goes as an
+    edit, `after` seconds from now. Returns the sessions the mirror wrote to."""
     conn.execute(
         "UPDATE outbox SET state = ?, message_id = coalesce(?, message_id), shown = ?,"
         " last_error = NULL, updated_at = ? WHERE id = ?",
@@ -258,8 +303,8 @@ def mark_sent(
     )
     conn.execute(
         "UPDATE outbox SET state = ?, not_before = ?, attempts = 0"
-        " WHERE id = ? AND shown IS NOT NULL AND text != shown",
-        (PENDING, now + after, row_id),
+        " WHERE id = ? AND shown IS NOT NULL AND (text != shown OR plain != ?)",
+        (PENDING, now + after, row_id, int(sent_plain)),
     )
     found = conn.execute(
         "SELECT platform, chat_id, thread_id, scope_id, mirror FROM outbox WHERE id = ?",
@@ -313,7 +358,7 @@ def mark_missing(conn: apsw.Connection, row_id: int, reason: str, now: float) ->
         (SENT, reason, now, row_id),
     )
     conn.execute(
-        "UPDATE outbox SET state = ?, message_id = NULL, shown = NULL, reply_to = NULL,"
+        "UPDATE outbox SET state = ?, message_id = NULL, shown = NULL,"
         " text = ? || text, not_before = NULL, last_error = ?, updated_at = ?"
         " WHERE id = ? AND live = 0",
         (PENDING, GONE_NOTE, reason, now, row_id),

@@ -16,6 +16,7 @@ message, also when a restart resumes the turn.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -33,9 +34,13 @@ from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue, write_live
 from hermes.delivery.split import chunks_for
 from hermes.state.db import UsesDb
+from hermes.state.errors import StateError
 from hermes.state.registry import Registry
 
 Then = Callable[[apsw.Connection, float], None]  # a caller's write (conn, now)
+log = logging.getLogger(__name__)
+LIVE_KEPT = 1_000  # turns followed at once before the stale are looked for
+STALE = 3600.0  # seconds: a turn followed that long has ended unseen
 
 
 @attrs.frozen
@@ -49,17 +54,15 @@ class Answer:
     key: str
     reply_to: str | None = None
     prefix: str = ""  # said before the text (a turn answered after a restart)
-    live: bool = False  # its turn's progress is written into its rows: the answer ends them
-    after: float = 0.0  # an edit of a live row goes this long after its last send
+    after: float = 0.0  # where its turn's progress is a message: the final edit's interval
 
     def queue(self, conn: apsw.Connection, text: str, now: float, kind: str = "reply") -> list[int]:
-        """Its rows queued (or, live, their final text); the ids of rows that wait to go
-        (none when it was queued before)."""
+        """Its rows queued (or, where its turn's progress is a message under its key, that
+        message finished with it); the ids of rows that wait to go (none when it was
+        queued before)."""
         chunks = chunks_for(self.prefix + text, self.target.platform)
-        if self.live:
-            return write_live(conn, self.target, chunks, self.key, now, self.reply_to,
-                              final=True, after=self.after)  # fmt: skip
-        return enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to)
+        return enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to,
+                       after=self.after)  # fmt: skip
 
 
 class Replies(Protocol):
@@ -139,8 +142,10 @@ class OutboxReplies(UsesDb):
                 return
             if live.mode == "tools":
                 await self._write(live, live.text(), final=True)
-            elif step.kind is StepKind.INTERRUPTED:
-                await self._write(live, live.shown + STOPPED_NOTE, final=True)
+            elif step.kind is StepKind.INTERRUPTED:  # /stop; or a drain: resumed, it goes on
+                await self._write(live, live.said() + STOPPED_NOTE, final=False)
+            elif step.kind is StepKind.DONE and not step.text:  # no answer to finish it
+                await self._write(live, live.said() or STOPPED_NOTE.strip(), final=True)
             return
         live = self.live.get((platform, step.event_id))
         if live is None:  # planned() begins it, as the turn begins
@@ -151,13 +156,22 @@ class OutboxReplies(UsesDb):
             await self._write(live, live.shown, final=False)
 
     async def _write(self, live: LiveReply, text: str, final: bool) -> None:
+        """Best effort, as progress is: a turn goes on when its progress cannot be shown."""
         chunks = chunks_for(text, live.target.platform)
-        waiting = await self.db.write(write_live, live.target, chunks, live.key, self.clock.now(),
-                                      live.reply_to, final, self.interval)  # fmt: skip
+        try:
+            waiting = await self.db.write(write_live, live.target, chunks, live.key,
+                                          self.clock.now(), live.reply_to, final,
+                                          self.interval)  # fmt: skip
+        except (ActorStopped, StateError) as exc:
+            log.warning("the progress of %s is not shown: %s", live.key, exc)
+            return
         if waiting:
             nudge(self.outbox())
 
     def _begin(self, target: Target, event_id: str, reply_to: str | None, mode: str) -> LiveReply:
+        if len(self.live) >= LIVE_KEPT:  # a turn whose end never came (a crashed session)
+            stale = trio.current_time() - STALE
+            self.live = {k: v for k, v in self.live.items() if v.began > stale}
         key = f"{target.platform}:{event_id}"
         live = LiveReply(target, key if mode == "stream" else status_key(key), reply_to, mode,
                          trio.current_time())  # fmt: skip
@@ -170,8 +184,7 @@ class OutboxReplies(UsesDb):
         mode = self.modes.get(source.platform)
         if mode is not None:  # the turn begins: its progress is timed from now
             self._begin(source.target(), source.event_id, source.message_id, mode)
-        live = mode == "stream"
-        return Answer(source.target(), key, source.message_id, prefix, live, self.interval)
+        return Answer(source.target(), key, source.message_id, prefix, self.interval)
 
     async def answer(
         self,
@@ -186,8 +199,7 @@ class OutboxReplies(UsesDb):
             return
         reply_to = source.message_id if source is not None else None
         kind = "reply" if source is not None else "notice"
-        live = source is not None and self.modes.get(target.platform) == "stream"
-        answer = Answer(target, key, reply_to, live=live, after=self.interval)
+        answer = Answer(target, key, reply_to, after=self.interval)
 
         def write(conn: apsw.Connection, now: float) -> list[int]:
             added = answer.queue(conn, text, now, kind) if queued else []

@@ -11,9 +11,20 @@ import trio
 from hermes.adapters.contract import Permanent, SendRequest, SendResult, Sent, Target
 from hermes.adapters.platform import Pace
 from hermes.delivery.outbox import Enqueued
-from hermes.delivery.outbox_store import GONE_NOTE, SENDING, recover, write_live
+from hermes.delivery.outbox_store import (
+    GONE_NOTE,
+    LEFT_OVER,
+    SENDING,
+    enqueue,
+    mark_dead,
+    mark_sending,
+    mark_sent,
+    recover,
+    write_live,
+)
 from hermes.state.db import Db
 from tests.delivery.test_outbox import MOCK, PLATFORM, ScriptedPlatform, queue, running, sent_ok
+from tests.seed import writing
 
 INTERVAL = 1.5  # the outbox's default gateway.progress_interval
 
@@ -81,7 +92,7 @@ async def test_a_final_state_whose_message_is_gone_is_sent_once_with_a_note(
         ("half an ans", None, True),
         (GONE_NOTE + "The whole answer.", None, False),  # one new message: never two
     ]
-    assert states == [("sent", 0, GONE_NOTE + "The whole answer.")]
+    assert states == [("sent", 0, None)]
 
 
 async def test_edits_give_way_to_other_chats_first_messages(registry, home, io_clock):
@@ -140,3 +151,63 @@ async def test_an_answer_whose_first_state_was_lost_in_a_crash_still_goes(regist
                                  None, True, 0.0)  # fmt: skip
         row = await db.read(lambda c: c.execute("SELECT state, text, live FROM outbox").fetchall())
     assert waiting and row == [("pending", "The answer.", 0)]
+
+
+# -- the store, state by state -----------------------------------------------------------
+
+
+def live_rows(conn) -> list[tuple]:
+    return conn.execute(
+        "SELECT idempotency_key, text, state, live, plain, shown FROM outbox ORDER BY id"
+    ).fetchall()
+
+
+def sent_as_is(conn, key: str, message_id: str) -> None:
+    """What the outbox records when the platform took a row as it stood."""
+    row_id, text, plain = conn.execute(
+        "SELECT id, text, plain FROM outbox WHERE idempotency_key = ?", (key,)
+    ).fetchone()
+    mark_sending(conn, row_id, 0.0)
+    mark_sent(conn, row_id, message_id, 0.0, sent=text, sent_plain=bool(plain))
+
+
+def test_an_answer_shorter_than_its_progress_finishes_the_extra_messages(home):
+    target = Target(PLATFORM, "a")
+    with writing(home.state_db) as conn:
+        write_live(conn, target, ["part one", "part two", "⏳ terminal"], "k", 0.0)
+        for i in range(2):
+            sent_as_is(conn, f"k:{i}", f"m{i}")  # the third never went
+        waiting = write_live(conn, target, ["The answer."], "k", 1.0, final=True)
+        late = write_live(conn, target, ["a state still on its way"], "k", 2.0)
+        rows = live_rows(conn)
+    assert late == [] and len(waiting) == 2
+    assert rows == [
+        ("k:0", "The answer.", "pending", 0, 0, "part one"),  # an edit to the answer
+        ("k:1", LEFT_OVER, "pending", 0, 1, "part two"),  # an edit pointing to it
+    ]  # the third, never sent, is gone
+
+
+def test_a_final_text_sent_plain_goes_once_more_formatted(home):
+    """The last partial state (plain) was in flight with the answer's very text when the
+    answer came: the platform shows it unformatted, so it is edited once more."""
+    target = Target(PLATFORM, "a")
+    with writing(home.state_db) as conn:
+        write_live(conn, target, ["**The** answer."], "k", 0.0)
+        row_id = conn.execute("SELECT id FROM outbox").get
+        mark_sending(conn, row_id, 0.0)
+        write_live(conn, target, ["**The** answer."], "k", 0.5, final=True)  # meanwhile
+        mark_sent(conn, row_id, "m0", 1.0, sent="**The** answer.", sent_plain=True)
+        assert live_rows(conn)[0][2:5] == ("pending", 0, 0)
+
+
+def test_a_refused_state_and_a_changed_mode_still_end_with_the_answer(home):
+    """A partial edit refused for good (dead), and an answer queued the `off` way after a
+    restart changed the mode: the live message under the key is finished all the same."""
+    target = Target(PLATFORM, "a")
+    with writing(home.state_db) as conn:
+        write_live(conn, target, ["half"], "k", 0.0)
+        sent_as_is(conn, "k:0", "m0")
+        write_live(conn, target, ["half and more"], "k", 1.0)
+        mark_dead(conn, conn.execute("SELECT id FROM outbox").get, "400: too long", 1.0)
+        waiting = enqueue(conn, target, ["The answer."], "reply", "k", 2.0)
+        assert waiting and live_rows(conn)[0][1:4] == ("The answer.", "pending", 0)
