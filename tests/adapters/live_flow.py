@@ -13,6 +13,7 @@ chat as the user sees them now (after edits), with the edits made.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -106,7 +107,7 @@ async def a_long_answer_ends_split_the_platforms_way(
 
 
 async def tool_lines_show_as_the_mode_says(
-    serve: Serve, model: FakeOpenAI, chat: Chat, mode: str
+    serve: Serve, model: FakeOpenAI, chat: Chat, *, mode: str
 ) -> None:
     """A tool's line shows as it starts (a status message, or under the answer) and is
     ticked when it ends; in `stream` the answer replaces it, in `tools` it stays."""
@@ -153,3 +154,20 @@ async def a_kill_mid_stream_ends_with_one_complete_answer(
     await reads(chat, RESUMED + "The whole story.")
     serve.stop()
     assert len(chat.now()) == 1  # the partial message became the answer: no second copy
+
+
+STORIES = [
+    a_streamed_answer_is_one_message_edited_at_most_once_an_interval,
+    a_long_answer_ends_split_the_platforms_way,
+    functools.partial(tool_lines_show_as_the_mode_says, mode="stream"),
+    functools.partial(tool_lines_show_as_the_mode_says, mode="tools"),
+    off_sends_one_message,
+    a_kill_mid_stream_ends_with_one_complete_answer,
+]
+
+
+def story_name(story: Callable) -> str:
+    """A story's test id: its function's name, and its mode where it takes one."""
+    if isinstance(story, functools.partial):
+        return f"{story.func.__name__}[{story.keywords['mode']}]"
+    return story.__name__

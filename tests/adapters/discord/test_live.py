@@ -41,31 +41,7 @@ class DiscordChat:
             self.discord.wait_connections(count)
 
 
-@pytest.mark.timeout(60)
-async def test_a_streamed_answer_is_one_message(serve, model, discord):
-    await live_flow.a_streamed_answer_is_one_message_edited_at_most_once_an_interval(
-        serve, model, DiscordChat(discord)
-    )
-
-
-@pytest.mark.timeout(60)
-async def test_a_long_answer_is_split(serve, model, discord):
-    await live_flow.a_long_answer_ends_split_the_platforms_way(serve, model, DiscordChat(discord))
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("mode", ["stream", "tools"])
-async def test_tool_lines(serve, model, discord, mode):
-    await live_flow.tool_lines_show_as_the_mode_says(serve, model, DiscordChat(discord), mode)
-
-
-@pytest.mark.timeout(60)
-async def test_off_sends_one_message(serve, model, discord):
-    await live_flow.off_sends_one_message(serve, model, DiscordChat(discord))
-
-
 @pytest.mark.timeout(90)
-async def test_a_kill_mid_stream_ends_with_one_answer(serve, model, discord):
-    await live_flow.a_kill_mid_stream_ends_with_one_complete_answer(
-        serve, model, DiscordChat(discord)
-    )
+@pytest.mark.parametrize("story", live_flow.STORIES, ids=live_flow.story_name)
+async def test_live_replies(serve, model, discord, story):
+    await story(serve, model, DiscordChat(discord))
