@@ -40,6 +40,8 @@ class Pace:
     per_chat_per_second: float = math.inf
     burst: int = 1
     chat_burst: int = 3
+    edits_per_second: float = math.inf  # edits of all chats, where the platform's are stricter
+    edit_burst: int = 3
 
 
 def as_is(text: str) -> str:

@@ -249,13 +249,20 @@ class Outbox(Actor):
                 self._wake.set()
 
     def _limits(self, row: OutboxRow) -> list[tuple[Any, float, int]]:
+        """The platform's, the chat's and, for an edit, the platform's edits' rates (the
+        chat's second: `_free` may leave it out)."""
         pace = self.paces.get(row.target.platform, NO_PACE)
-        return [(row.target.platform, pace.per_second, pace.burst),
-                (row.chat, pace.per_chat_per_second, pace.chat_burst)]  # fmt: skip
+        limits = [(row.target.platform, pace.per_second, pace.burst),
+                  (row.chat, pace.per_chat_per_second, pace.chat_burst)]  # fmt: skip
+        if row.edit_of is not None:
+            limits.append(((row.target.platform, "edits"), pace.edits_per_second, pace.edit_burst))
+        return limits
 
     def _free(self, row: OutboxRow, chat: bool = True) -> bool:
         """Whether the row's platform (and chat) have a slot now, without waiting."""
-        limits = self._limits(row) if chat else self._limits(row)[:1]
+        limits = self._limits(row)
+        if not chat:
+            del limits[1]
         return self._slots.start(limits, trio.current_time()) <= trio.current_time()
 
     async def _pace(self, row: OutboxRow) -> None:

@@ -211,3 +211,25 @@ def test_a_refused_state_and_a_changed_mode_still_end_with_the_answer(home):
         mark_dead(conn, conn.execute("SELECT id FROM outbox").get, "400: too long", 1.0)
         waiting = enqueue(conn, target, ["The answer."], "reply", "k", 2.0)
         assert waiting and live_rows(conn)[0][1:4] == ("The answer.", "pending", 0)
+
+
+async def test_edits_keep_the_platforms_pace_for_edits(registry, home, io_clock):
+    """Slack's chat.update has a stricter rate than its posts: edits of every chat share
+    it (two a second here), while first messages keep theirs."""
+    platform = ScriptedPlatform(lambda r: Sent(r.edit_of or f"m-{r.idempotency_key}"))
+    paces = {PLATFORM: Pace(100.0, 100.0, burst=100, chat_burst=100, edits_per_second=2.0,
+                            edit_burst=1)}  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter, paces=paces) as (box, outbox, db):
+            for n in range(4):
+                await live(db, outbox, f"s{n}", "first")
+            await platform.until(lambda: len(platform.taken) == 4)
+            for n in range(4):
+                await live(db, outbox, f"s{n}", "first and more")
+            await platform.until(lambda: len(platform.taken) == 8)
+        platform.request_drain(trio.current_time())
+    sends = [t for t, r in platform.taken if r.edit_of is None]
+    edits = sorted(t for t, r in platform.taken if r.edit_of is not None)
+    assert max(sends) - min(sends) < 0.1  # first messages at their own pace
+    assert all(b - a >= 0.5 - 1e-6 for a, b in zip(edits, edits[1:], strict=False))
