@@ -71,8 +71,9 @@ class JsonRequests:
     def post(
         self, url: str, body: dict[str, Any], timeout: float | None = None, *, method: str = "POST"
     ) -> httpx.Request:
-        """The request (`method`: PATCH for Discord's edits); `timeout` (seconds) replaces
-        the client's for every phase (the client's own are set by `client.send`)."""
+        """The request (`method`: POST, or another verb a platform's API uses, such as
+        PATCH); `timeout` (seconds) replaces the client's for every phase (the client's
+        own are set by `client.send`)."""
         limits = None if timeout is None else {"timeout": httpx.Timeout(timeout).as_dict()}
         return httpx.Request(method, _url(url), headers=self.headers, content=_json(body),
                              extensions=limits)  # fmt: skip
