@@ -228,7 +228,6 @@ class TurnStep:
     target: Target | None = None
     session_id: str | None = None
     settled: bool = False  # DONE: committed with the turn's `settle` write (its journal row)
-    reply_to: str | None = None  # the platform id of the message the turn answers
 
     @property
     def final(self) -> bool:

@@ -51,7 +51,7 @@ class LiveReply:
     key: str  # its outbox rows' key
     reply_to: str | None
     mode: str  # "tools" or "stream"
-    began: float  # trio time of the turn's first step
+    began: float  # trio time the turn began
     written: float = -math.inf  # trio time of the last write
     shown: str = ""  # the text last written
     earlier: list[str] = attrs.Factory(list)  # the text of the model's earlier calls

@@ -148,8 +148,8 @@ class OutboxReplies(UsesDb):
                 await self._write(live, live.said() or STOPPED_NOTE.strip(), final=True)
             return
         live = self.live.get((platform, step.event_id))
-        if live is None:  # planned() begins it, as the turn begins
-            live = self._begin(step.target, step.event_id, step.reply_to, mode)
+        if live is None:  # planned() begins each turn's; none: one the stale cap let go
+            return
         live.take(step)
         if live.due(now, self.interval, step):
             live.written, live.shown = now, live.text()
@@ -168,22 +168,18 @@ class OutboxReplies(UsesDb):
         if waiting:
             nudge(self.outbox())
 
-    def _begin(self, target: Target, event_id: str, reply_to: str | None, mode: str) -> LiveReply:
-        if len(self.live) >= LIVE_KEPT:  # a turn whose end never came (a crashed session)
-            stale = trio.current_time() - STALE
-            self.live = {k: v for k, v in self.live.items() if v.began > stale}
-        key = f"{target.platform}:{event_id}"
-        live = LiveReply(target, key if mode == "stream" else status_key(key), reply_to, mode,
-                         trio.current_time())  # fmt: skip
-        self.live[target.platform, event_id] = live
-        return live
-
     def planned(self, source: InboundEvent, key: str, prefix: str = "") -> Answer | None:
         if source.platform in self.streamed:
             return None
         mode = self.modes.get(source.platform)
-        if mode is not None:  # the turn begins: its progress is timed from now
-            self._begin(source.target(), source.event_id, source.message_id, mode)
+        if mode is not None:  # the turn begins: its progress is followed, timed from now
+            if len(self.live) >= LIVE_KEPT:  # a turn whose end never came (a crashed session)
+                stale = trio.current_time() - STALE
+                self.live = {k: v for k, v in self.live.items() if v.began > stale}
+            live_key = key if mode == "stream" else status_key(key)
+            self.live[source.platform, source.event_id] = LiveReply(
+                source.target(), live_key, source.message_id, mode, trio.current_time()
+            )
         return Answer(source.target(), key, source.message_id, prefix, self.interval)
 
     async def answer(

@@ -622,8 +622,7 @@ class Router(Actor):
         end when its session actor does; `flush` cancels what is left after that.
         Each step waits for the adapter to take it: a slow client holds its turn back."""
         event, session_id = follow.event, follow.session_id
-        address = {"event_id": event.event_id, "target": event.target(), "session_id": session_id,
-                   "reply_to": event.message_id}  # fmt: skip
+        address = {"event_id": event.event_id, "target": event.target(), "session_id": session_id}
         final: TurnStep | None = None
         try:
             with follow.scope:

@@ -51,10 +51,12 @@ class TerminalTool:
         if background and ctx.background is None:
             raise ToolError("background processes are not available here")
         approved = False
-        verdict = judge(command, background=True)  # blocked, held for approval, or neither
-        # Asked only when a yes would let it run (not a foreground command never ending).
-        runnable = judge(command, background=background, approved=True).action == "allow"
-        if verdict.action == "approve" and runnable and ctx.approver is not None:
+        if (
+            ctx.approver is not None
+            and (verdict := judge(command, background=True)).action == "approve"  # for a human
+            # and a yes would let it run (not a foreground command that never ends)
+            and judge(command, background=background, approved=True).action == "allow"
+        ):
             request = await ctx.approver.ask(ctx, command, verdict.reason)
             if request.state != APPROVED:
                 return json.dumps({"status": request.state, "error": not_run(request)})
