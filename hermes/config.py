@@ -244,6 +244,102 @@ class CronConfig:
     `lease_seconds`)."""
 
 
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]+")  # what a model's function name may hold
+
+
+def _server_names(_inst: Any, attr: attrs.Attribute, value: Mapping[str, Any]) -> None:
+    for name in value:
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name) or len(name) > 32:
+            raise _BadValue(
+                f"{attr.name}: {name!r} is not a server name (letters, digits, _ and -, at"
+                " most 32: it becomes part of each tool's name)"
+            )
+
+
+@attrs.frozen
+class McpServerConfig:
+    """One MCP server: a command hermes runs (stdio), or a URL it connects to (Streamable
+    HTTP). Exactly one of `command` and `url`."""
+
+    command: str | None = attrs.field(default=None, validator=not_blank)
+    """The program of a stdio server (`npx`, `uvx`, a path); its whole process tree is
+    killed when serve stops it."""
+    args: tuple[str, ...] = ()
+    """The program's arguments."""
+    env: tuple[str, ...] = ()
+    """Names of the variables (from the environment or HERMES_HOME/.env) the server gets;
+    it gets no other secret."""
+    cwd: str | None = attrs.field(default=None, validator=not_blank)
+    """Where the program starts; unset: HERMES_HOME/workspace."""
+    url: str | None = attrs.field(default=None, validator=not_blank)
+    """The endpoint of a Streamable HTTP server."""
+    headers: dict[str, str] = attrs.field(factory=dict)
+    """HTTP headers, each mapped to the variable holding its value (`X-Api-Key: MY_KEY`)."""
+    bearer_env: str | None = attrs.field(default=None, validator=not_blank)
+    """The variable holding an OAuth bearer token for the HTTP server."""
+    enabled: bool = True
+    """`false` keeps the section but starts nothing."""
+    tools: tuple[str, ...] = ("*",)
+    """The server's tools offered to the model, by name or glob (`read_*`)."""
+    timeout: float = attrs.field(default=60.0, validator=positive)
+    """Seconds one tool call may take; then it is cancelled and the model told."""
+    roles: tuple[Role, ...] = ("owner",)
+    """Which roles' sessions are offered the server's tools (`owner`, `user`)."""
+
+    def __attrs_post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise _BadValue("command: give either command (stdio) or url (HTTP), not both")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise _BadValue(f"url: must start with http:// or https://, got {self.url!r}")
+
+    def secret_names(self) -> list[str]:
+        """Every variable the server takes a secret from."""
+        return [*self.env, *self.headers.values(), *([self.bearer_env] if self.bearer_env else [])]
+
+
+@attrs.frozen
+class McpConfig:
+    """Tools from MCP servers: each server runs as an actor of its own, restarted with
+    backoff when it dies."""
+
+    servers: dict[str, McpServerConfig] = attrs.field(factory=dict, validator=_server_names)
+    """The servers by name; a tool `t` of server `s` is offered as `mcp_s_t`."""
+
+
+@attrs.frozen
+class SearchConfig:
+    """Where web_search asks; with no provider the tool is not offered."""
+
+    provider: Literal["searxng", "brave", "tavily"] | None = None
+    """`searxng` (your instance, its `url`), `brave` or `tavily` (a key in `key_env`)."""
+    url: str | None = attrs.field(default=None, validator=not_blank)
+    """SearXNG's base URL (required for it); for brave and tavily, their API unless set."""
+    key_env: str | None = attrs.field(default=None, validator=not_blank)
+    """The variable holding the provider's API key (brave, tavily)."""
+    results: int = attrs.field(default=5, validator=_at_least(1))
+    """Results returned per search (at most 20)."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.provider == "searxng" and self.url is None:
+            raise _BadValue("url: searxng needs the base URL of your instance")
+        if self.provider in ("brave", "tavily") and self.key_env is None:
+            raise _BadValue(f"key_env: {self.provider} needs the variable holding its key")
+        if self.results > 20:
+            raise _BadValue(f"results: at most 20, got {self.results}")
+
+
+@attrs.frozen
+class WebConfig:
+    """The web tools: web_fetch reads a page, web_search asks a search provider."""
+
+    allow_private: tuple[str, ...] = ()
+    """Hosts, addresses or ranges (`10.0.0.0/8`) web_fetch may reach although they are
+    loopback, private, link-local or cloud metadata; everything else of that kind is
+    refused."""
+    search: SearchConfig = SearchConfig()
+    """The search provider."""
+
+
 @attrs.frozen
 class RetentionConfig:
     """How long what piles up in state.db is kept; serve prunes it every `prune_every`
@@ -307,6 +403,10 @@ class Config:
     then /etc/localtime), else UTC."""
     platforms: dict[str, PlatformConfig] = attrs.field(factory=dict)
     """The chat platforms, one section each (below)."""
+    mcp: McpConfig = McpConfig()
+    """Tools from MCP servers."""
+    web: WebConfig = WebConfig()
+    """The web tools."""
 
     def zone(self) -> zoneinfo.ZoneInfo:
         """The configured timezone, else the machine's ($TZ, then /etc/localtime), else UTC."""
@@ -317,6 +417,9 @@ class Config:
         names = [m.api_key_env for m in (self.model, *self.fallback_providers)]
         for platform in self.platforms.values():
             names.extend(platform.token_names())
+        for server in self.mcp.servers.values():
+            names.extend(server.secret_names())
+        names.append(self.web.search.key_env)
         return sorted({n for n in names if n})
 
     def enabled_platforms(self) -> dict[str, PlatformConfig]:

@@ -15,6 +15,7 @@ from hermes.agent.permissions import Caller
 from hermes.delivery.targets import Origin
 from hermes.state.approvals import Approval
 from hermes.state.db import Db
+from hermes.terminal.output import BoundedOutput
 from hermes.terminal.session import TerminalSession
 
 
@@ -79,3 +80,16 @@ def need(args: dict[str, Any], key: str) -> Any:
     if args.get(key) in (None, ""):
         raise ToolError(f"missing argument {key!r}")
     return args[key]
+
+
+def capped(text: str, ctx: ToolContext) -> str:
+    """`text` within the session's output cap, as a command's output is kept: head and
+    tail, the whole of it spilled to a private file the marker names. For what a tool
+    brings in from outside (a page, an MCP server's answer)."""
+    options = ctx.terminal.options
+    output = BoundedOutput(options.cap, options.spill_dir)
+    try:
+        output.write(text)
+    finally:
+        output.close()
+    return output.text()
