@@ -30,6 +30,7 @@ from hermes.agent.context import (
     SummaryHealth,
     provider_key,
 )
+from hermes.agent.mcp.servers import McpServers
 from hermes.agent.permissions import Permissions
 from hermes.agent.prompt import system_prompt
 from hermes.agent.provider import ModelReply, Provider, ToolCall
@@ -90,10 +91,12 @@ class Agent:
         budgets: Budgets | None = None,
         permissions: Permissions | None = None,
         redact: Callable[[str], str] = str,
+        mcp: McpServers | None = None,
     ) -> None:
         """`permissions`: which tools each role is offered (default: agent.tools's
         defaults); `redact`: applied to every tool result before the model, the
-        transcript or a client sees it (serve's redactor of every secret it holds)."""
+        transcript or a client sees it (serve's redactor of every secret it holds);
+        `mcp`: the MCP servers' tools, offered beside `tools` by each server's roles."""
         self.chain = chain
         self.tools = tools
         self.max_turns = max_turns
@@ -101,6 +104,7 @@ class Agent:
         self._summaries: dict[str, SummaryHealth] = {}  # by session: a failing summary waits
         self.permissions = permissions or Permissions.build(ToolsConfig(), tools)
         self.redact = redact
+        self.mcp = mcp
         self._offered: dict[str, tuple[list[dict[str, Any]], int]] = {}
         for role in ("owner", "user"):
             names = self.permissions.tools_for(role)
@@ -109,11 +113,20 @@ class Agent:
 
     def offered(self, role: Role) -> list[str]:
         """The tools a role's sessions are offered, by name."""
-        return [s["function"]["name"] for s in self._offered[role][0]]
+        return [s["function"]["name"] for s in self._schemas(role)[0]]
 
     def schema_chars(self, role: Role) -> int:
         """How much of every prompt the role's tool list takes."""
-        return self._offered[role][1]
+        return self._schemas(role)[1]
+
+    def _schemas(self, role: Role) -> tuple[list[dict[str, Any]], int]:
+        """The role's tools as the model sees them (the MCP servers' as they are now),
+        and their size."""
+        schemas, chars = self._offered[role]
+        if self.mcp is None:
+            return schemas, chars
+        outside, more = self.mcp.offered(role)
+        return (schemas + outside, chars + more) if outside else (schemas, chars)
 
     def compactor(self, ctx: ToolContext) -> Compactor:
         health = self._summaries.get(ctx.session_id)
@@ -220,7 +233,7 @@ class Agent:
         compactor = self.compactor(ctx)
         chain = self.chain.starting_with(ctx.model)  # a smaller window: fit compacts for it
         sent: dict[str, int] = {}
-        schemas, schema_chars = self._offered[ctx.caller.role]
+        schemas, schema_chars = self._schemas(ctx.caller.role)
 
         async def prepare(provider: Provider) -> list[dict[str, Any]]:
             chars = await compactor.fit(conversation, system, schema_chars, provider)
@@ -334,10 +347,14 @@ class Agent:
         return self.redact(await self._result_of(call, ctx))
 
     async def _result_of(self, call: ToolCall, ctx: ToolContext) -> str:
-        tool = self.tools.get(call.name)
+        tool: Tool | None = self.tools.get(call.name)
+        granted = None
+        if tool is None and self.mcp is not None:
+            tool = self.mcp.tool(call.name)
+            granted = None if tool is None else tool.roles
         if tool is None:
             return f"error: there is no tool {call.name!r}"
-        refusal = self.permissions.refusal(ctx.caller.role, call.name)
+        refusal = self.permissions.refusal(ctx.caller.role, call.name, granted)
         if refusal is not None:
             return f"error: {refusal}"
         try:

@@ -4,7 +4,8 @@ A tool a role may not call is never offered to the model in that role's
 sessions, and a call of it (a model that names it anyway, a `/tool` line) is
 refused with one line. What a permitted tool may reach beyond the caller's
 own sessions, memory, jobs and chat is for owners only; the tools ask
-`Caller.is_owner`.
+`Caller.is_owner`. The built-in tools are granted by `agent.tools.<role>`; an MCP
+server's tools by the server's `roles` (owners only unless it says).
 """
 
 from __future__ import annotations
@@ -55,8 +56,13 @@ class Permissions:
     def tools_for(self, role: Role) -> frozenset[str]:
         return self.by_role[role]
 
-    def refusal(self, role: Role, tool: str) -> str | None:
-        """Why `role` may not call `tool`, in one line; None when it may."""
+    def refusal(self, role: Role, tool: str, granted: tuple[Role, ...] | None = None) -> str | None:
+        """Why `role` may not call `tool`, in one line; None when it may. `granted`: the
+        roles a tool from an MCP server is for (its server's `roles`), which decide it."""
+        if granted is not None:
+            if role in granted:
+                return None
+            return f"the {tool} tool is not available to a {role} here (its MCP server's roles)"
         if tool in self.by_role[role]:
             return None
         return f"the {tool} tool is not available to a {role} here (agent.tools.{role})"

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import Budgets
 from hermes.agent.loop import Agent
+from hermes.agent.mcp.servers import McpServers
 from hermes.agent.offline import OFFLINE_CONTEXT, OfflineProvider
 from hermes.agent.openai_compat import DEFAULT_CONTEXT, OpenAICompatible
 from hermes.agent.permissions import Permissions
@@ -32,12 +33,18 @@ def build_chain(config: Config, secrets: Secrets) -> ProviderChain:
     return ProviderChain([build_provider(e, secrets) for e in entries])
 
 
-def build_agent(config: Config, secrets: Secrets, redact: Callable[[str], str] = str) -> Agent:
+def build_agent(
+    config: Config,
+    secrets: Secrets,
+    redact: Callable[[str], str] = str,
+    mcp: McpServers | None = None,
+) -> Agent:
     """The agent config.yaml describes: its providers, tools (and which role may call
-    which), turn bound and context budget. `redact` cleans every tool result."""
+    which), turn bound and context budget. `redact` cleans every tool result; `mcp`: the
+    MCP servers serve runs, whose tools are offered too."""
     agent = config.agent
     budgets = Budgets(agent.compact_at, agent.keep_turns)
     tools = default_tools()
     permissions = Permissions.build(agent.tools, tools)
     return Agent(build_chain(config, secrets), tools, agent.max_turns, budgets, permissions,
-                 redact)  # fmt: skip
+                 redact, mcp)  # fmt: skip

@@ -13,6 +13,7 @@ import attrs
 
 from hermes.adapters.contract import InboundEvent
 from hermes.agent.context import provider_key
+from hermes.config import ConfigError
 from hermes.delivery.channels import set_home
 from hermes.delivery.targets import LOCAL
 from hermes.operations.approvals import (
@@ -48,6 +49,8 @@ HELP = """\
 /usage    how full the context is
 /approve  let a command that waits for approval run (owners): /approve [ID [always]]
 /deny     refuse it (owners): /deny [ID]
+/mcp      the MCP servers: their state and tools
+/reload-mcp  read config.yaml's mcp section again and restart what changed (owners)
 /help     this list"""
 
 
@@ -192,6 +195,25 @@ async def _decide(c: CommandContext) -> CommandReply:
     return CommandReply(f"Approved ({done.id}): {done.command} runs now.{rule}", c.session_id)
 
 
+async def _mcp(c: CommandContext) -> CommandReply:
+    servers = c.router.agent.mcp
+    if servers is None:
+        return CommandReply("No MCP servers run here.", c.session_id)
+    return CommandReply(servers.describe(await c.router.role(c.event)), c.session_id)
+
+
+async def _reload_mcp(c: CommandContext) -> CommandReply:
+    servers = c.router.agent.mcp
+    if await c.router.role(c.event) != "owner":
+        return CommandReply("Only an owner can reload the MCP servers.", c.session_id)
+    if servers is None:
+        return CommandReply("No MCP servers run here.", c.session_id)
+    try:
+        return CommandReply(await servers.reload(), c.session_id)
+    except ConfigError as exc:
+        return CommandReply(f"Nothing changed: {exc}", c.session_id)
+
+
 async def _help(c: CommandContext) -> CommandReply:
     return CommandReply(HELP, c.session_id)
 
@@ -206,6 +228,8 @@ _ANSWERS = {
     "/model": _model_cmd,
     "/approve": _decide,
     "/deny": _decide,
+    "/mcp": _mcp,
+    "/reload-mcp": _reload_mcp,
 }
 COMMANDS = frozenset(_ANSWERS)
 

@@ -25,10 +25,12 @@ from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
 from hermes.adapters.base import AdapterSetup, AdapterStatus, PlatformAdapter
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.local.endpoint import LocalEndpoint
-from hermes.adapters.registry import chat_platforms
+from hermes.adapters.registry import SECTIONS, chat_platforms
 from hermes.agent.cron_runner import cron_fire_context
+from hermes.agent.mcp.server import McpSetup
+from hermes.agent.mcp.servers import McpServers
 from hermes.agent.providers import build_agent
-from hermes.config import Config, ConfigError, Secrets
+from hermes.config import Config, ConfigError, Secrets, load_config
 from hermes.cron.scheduler import Scheduler
 from hermes.delivery.live import progress_modes
 from hermes.delivery.outbox import Outbox
@@ -128,7 +130,9 @@ def build_root(
     workdir = config.agent.workdir_path()
     if workdir is not None and workdir.resolve() == home.root.resolve():
         raise ConfigError("agent.workdir: not HERMES_HOME itself, where serve keeps its secrets")
-    agent = build_agent(config, secrets_, keys.redact)
+    mcp = McpServers(config.mcp, McpSetup(secrets_, policy, home.workspace, keys.redact),
+                     lambda: load_config(home.config_path, SECTIONS).mcp)  # fmt: skip
+    agent = build_agent(config, secrets_, keys.redact, mcp)
     tz = config.zone()
     names = ["local", *config.enabled_platforms()]
     statuses = {name: AdapterStatus() for name in names}
@@ -225,6 +229,9 @@ def build_root(
                 ref=services.state,
             ),  # fmt: skip
             ChildSpec("terminal", BackgroundProcesses, shutdown=10.0, ref=services.terminal),
+            # Before everything that runs turns (it stops after them): each server under
+            # its own supervisor, restarted for ever; it reports ready before they connect.
+            ChildSpec("mcp", mcp.tree, shutdown=15.0),
             ChildSpec("adapters", adapters, shutdown=10.0, grace=3.0),
             # After the adapters: it stops before them, so a send in flight can finish.
             ChildSpec(

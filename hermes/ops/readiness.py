@@ -1,7 +1,8 @@
 """/ready: whether the gateway is doing its job, not only whether it runs.
 
 Ready means state.db answers, every adapter is live and made progress within its
-own deadline, and nothing in the tree has stopped that should run. The body says
+own deadline, and nothing in the tree has stopped that should run. An MCP server
+that keeps failing is listed under `degraded`: it costs its tools, not readiness. The body says
 what was looked at, so an operator sees which part is behind and by how much.
 """
 
@@ -13,6 +14,7 @@ import apsw
 import attrs
 
 from hermes.actors.snapshot import RunState, Snapshot
+from hermes.agent.mcp.server import FAILED
 from hermes.cron.store import list_jobs
 from hermes.delivery.outbox_store import DEAD, UNKNOWN, depth, state_counts
 from hermes.state.db import Db
@@ -52,6 +54,24 @@ def adapters(tree: Snapshot) -> dict[str, dict[str, Any]]:
         }
         for a in node.children
     }
+
+
+def mcp_servers(tree: Snapshot) -> dict[str, dict[str, Any]]:
+    """Each MCP server's state, reason and restarts (under `mcp`, each server has its own
+    supervisor over its actor)."""
+    node = find(tree, "mcp")
+    if node is None:
+        return {}
+    found = {}
+    for server in node.children:
+        actor = server.children[0] if server.children else None
+        detail = actor.detail if actor is not None else {}
+        found[server.name] = {
+            "state": detail.get("mcp", str(server.state)),
+            "reason": detail.get("reason"),
+            "restarts": actor.restarts if actor is not None else 0,
+        }
+    return found
 
 
 def _adapter_problem(name: str, a: dict[str, Any]) -> str | None:
@@ -106,6 +126,13 @@ async def readiness(tree: Snapshot, db: Db, now: float) -> Readiness:
         f"{path} has stopped"
         for path, node in walk(tree)
         if node.kind.startswith("Supervisor") and node.state is RunState.STOPPED
+    ]
+    body["mcp"] = mcp_servers(tree)
+    # A failing MCP server costs its tools, not the gateway: listed, never unready.
+    body["degraded"] = [
+        f"MCP server {name} is failed: {m['reason']}"
+        for name, m in body["mcp"].items()
+        if m["state"] == FAILED
     ]
     body["problems"] = problems
     body["ready"] = not problems

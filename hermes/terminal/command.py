@@ -98,8 +98,10 @@ async def spawned(
     env: Mapping[str, str],
     grace: float = DEFAULT_GRACE,
     stdin: int = subprocess.DEVNULL,
+    stderr: int = subprocess.STDOUT,
 ) -> AsyncIterator[Spawned]:
-    """Start `argv` as the leader of a new session, stdout+stderr merged into one pipe.
+    """Start `argv` as the leader of a new session, stdout+stderr merged into one pipe
+    (`stderr=subprocess.PIPE`: a pipe of its own, for a child whose stdout is a protocol).
 
     Leaving the block by an exception or a cancel kills the whole tree
     (shielded) and reaps the leader. Leaving it normally kills whatever the
@@ -113,7 +115,7 @@ async def spawned(
         env={**env, **tree_marker(), TAG_VARIABLE: tag},
         stdin=stdin,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=stderr,
         start_new_session=True,
     )
     leader = ProcessId.of(process.pid) or ProcessId(process.pid, -1)
@@ -131,7 +133,7 @@ async def spawned(
             await process.wait()
     finally:
         with trio.CancelScope(shield=True):
-            for pipe in (process.stdin, process.stdout):
+            for pipe in (process.stdin, process.stdout, process.stderr):
                 if pipe is not None:
                     await pipe.aclose()
 

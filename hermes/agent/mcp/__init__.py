@@ -1,0 +1,1 @@
+"""Tools from MCP servers: each server an actor under its own supervisor."""

@@ -1,0 +1,219 @@
+"""One MCP server as an actor: its transport and SDK session for the actor's life.
+
+The actor reports ready at once and connects in the background, so a slow or
+broken server never holds up serve. When the server goes away (its process
+exits, its endpoint fails, a ping goes unanswered) the actor crashes and its own
+supervisor starts it again, with backoff; a server that keeps failing to come up
+shows as failed in `hermes status` and /ready without making serve unready.
+Stopping the actor kills a stdio server's whole process tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+from mcp import ClientSession, types
+
+from hermes.actors.actor import Actor
+from hermes.agent.mcp.link import ServerLink
+from hermes.agent.mcp.transports import ServerEnded, Transport, http_transport, stdio_transport
+from hermes.config import McpServerConfig, Secrets
+from hermes.terminal.env import EnvPolicy
+
+log = logging.getLogger(__name__)
+
+CONNECTING, READY, BACKING_OFF, FAILED, STOPPED = (
+    "connecting", "ready", "backing_off", "failed", "stopped")  # fmt: skip
+FAILED_AFTER = 3  # starts in a row that never came up: the server shows as failed
+START_TIMEOUT = 60.0  # seconds to initialize and list tools (npx may download first)
+PING_EVERY = 60.0  # an idle session is asked whether it is alive this often
+PING_TIMEOUT = 20.0
+MAX_TOOLS = 500  # tools taken from one server (pages of tools/list)
+CLIENT = types.Implementation(name="hermes", version="0.1.0")
+
+
+@attrs.define
+class McpStatus:
+    """One server's state, kept across its actor's restarts."""
+
+    state: str = CONNECTING
+    reason: str | None = None
+    failures: int = 0  # starts in a row that ended before the server was ready
+
+    def detail(self) -> dict[str, Any]:
+        return {"mcp": self.state, "reason": self.reason}
+
+
+@attrs.frozen
+class McpSetup:
+    """What every server's actor is built with: the secrets its config names, the
+    environment its process may have (no secret of serve's), where it starts unless
+    its config says, and the redactor for what it says on stderr."""
+
+    secrets: Secrets = attrs.field(repr=False)
+    policy: EnvPolicy = attrs.field(repr=False)
+    workspace: Path  # made by serve before the tree starts
+    redact: Callable[[str], str] = attrs.field(default=str, repr=False)
+
+    def child_env(self, config: McpServerConfig) -> dict[str, str]:
+        return {**self.policy.child_env(os.environ), **self._named(config.env, "env")}
+
+    def headers(self, config: McpServerConfig) -> dict[str, str]:
+        values = self._named(config.headers.values(), "headers")
+        headers = {h: values[v] for h, v in config.headers.items()}
+        if config.bearer_env:
+            token = self._named([config.bearer_env], "bearer_env")[config.bearer_env]
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _named(self, names: Any, key: str) -> dict[str, str]:
+        found = {}
+        for name in names:
+            value = self.secrets.get(name)
+            if value is None:
+                raise ServerEnded(f"{key}: the variable {name} is not set")
+            found[name] = value
+        return found
+
+
+class McpServer(Actor):
+    """The server `name` as `config` describes it; `publish(link, tools)` is told each
+    time its tool list is read (link None: it is gone)."""
+
+    def __init__(
+        self,
+        name: str,
+        config: McpServerConfig,
+        setup: McpSetup,
+        status: McpStatus,
+        publish: Callable[[ServerLink | None, list[types.Tool] | None], None],
+    ) -> None:
+        super().__init__(name)
+        self.config = config
+        self.setup = setup
+        self.status = status
+        self.publish = publish
+        self._wake_send, self._wake = trio.open_memory_channel[str](1)
+
+    def detail(self) -> dict[str, Any]:
+        return self.status.detail()
+
+    async def on_start(self) -> None:
+        if self.status.state != FAILED:
+            self.status.state = CONNECTING
+        self.nursery.start_soon(self._connection)
+
+    async def flush(self) -> None:
+        self.status.state, self.status.reason = STOPPED, None
+
+    async def _connection(self) -> None:
+        ready = False
+        try:
+            async with self._transport() as transport:
+                handler = self._on_message(transport)
+                async with ClientSession(transport.read, transport.write, message_handler=handler,
+                                         client_info=CLIENT) as session:  # fmt: skip
+                    link = ServerLink(self.name, session)
+                    try:
+                        with trio.fail_after(START_TIMEOUT):
+                            await session.initialize()
+                            self.publish(link, await _list_tools(session))
+                        ready = True
+                        self.status.state, self.status.reason, self.status.failures = READY, None, 0
+                        log.info("MCP server %s is ready", self.name)
+                        await self._keep(session, transport, link)
+                    finally:
+                        link.close(transport.why or "the server's actor stopped")
+                        self.publish(None, None)
+        except Exception as exc:
+            why = _describe(exc)
+            if not ready:
+                self.status.failures += 1
+            failed = self.status.failures >= FAILED_AFTER
+            self.status.state = FAILED if failed else BACKING_OFF
+            self.status.reason = why
+            log.warning("MCP server %s: %s%s", self.name, why,
+                        f" ({self.status.failures} failed starts in a row)" * failed)  # fmt: skip
+            raise ServerEnded(f"MCP server {self.name}: {why}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _transport(self) -> AsyncIterator[Transport]:
+        config = self.config
+        if config.command is not None:
+            cwd = self.setup.workspace if config.cwd is None else Path(config.cwd)
+            env = self.setup.child_env(config)
+            async with stdio_transport(config, cwd, env, self.setup.redact) as transport:
+                yield transport
+        else:
+            async with http_transport(config, self.setup.headers(config)) as transport:
+                yield transport
+
+    def _on_message(self, transport: Transport) -> Callable[[Any], Any]:
+        async def handle(message: Any) -> None:
+            """From the session's receive loop: never a request back to the server here
+            (its answer would wait on this very loop), only a wake-up for `_keep`."""
+            if isinstance(message, Exception):
+                transport.end(f"the connection failed: {_describe(message)}")
+                self._wake_nowait("ended")
+            elif isinstance(message, types.ServerNotification) and isinstance(
+                message.root, types.ToolListChangedNotification
+            ):
+                self._wake_nowait("tools")
+
+        return handle
+
+    def _wake_nowait(self, why: str) -> None:
+        with contextlib.suppress(trio.WouldBlock):  # one wake-up waiting is enough
+            self._wake_send.send_nowait(why)
+
+    async def _keep(self, session: ClientSession, transport: Transport, link: ServerLink) -> None:
+        """Until the server goes: read its tools again when it says they changed, and
+        ping it when it has been quiet."""
+        async with trio.open_nursery() as nursery:
+
+            async def ended() -> None:
+                await transport.ended.wait()
+                self._wake_nowait("ended")
+
+            nursery.start_soon(ended)
+            while True:
+                why = None
+                with trio.move_on_after(PING_EVERY):
+                    why = await self._wake.receive()
+                if transport.ended.is_set():
+                    raise ServerEnded(transport.why)
+                if why == "tools":
+                    self.publish(link, await _list_tools(session))
+                    log.info("MCP server %s: its tools changed", self.name)
+                elif why is None:
+                    with trio.move_on_after(PING_TIMEOUT) as timer:
+                        await session.send_ping()
+                    if timer.cancelled_caught:
+                        raise ServerEnded(f"no answer to a ping within {PING_TIMEOUT:g} s")
+
+
+async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor = None
+    while True:
+        page = await session.list_tools(
+            params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        )
+        tools += page.tools
+        cursor = page.nextCursor
+        if not cursor or len(tools) >= MAX_TOOLS:
+            return tools[:MAX_TOOLS]
+
+
+def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,179 @@
+"""Every configured MCP server, their tools as the model is offered them, and the `mcp`
+node of the serve tree that runs them.
+
+The tree node is a supervisor with one supervisor per server (each restarts its
+own server with its own backoff, for ever: one server's trouble never touches the
+others or serve). What the servers offer is kept here, shared with the agent:
+the last tool list a server gave stays offered while it restarts (a call then
+says the server is not running), so a model mid-conversation does not see tools
+come and go. `reload` applies a re-read `mcp` section: servers whose settings
+changed restart, removed ones stop, new ones start.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+from mcp import types
+
+from hermes.actors.backoff import Backoff
+from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
+from hermes.agent.mcp.link import ServerLink
+from hermes.agent.mcp.server import McpServer, McpSetup, McpStatus
+from hermes.agent.mcp.tool import McpTool, fits
+from hermes.agent.tools.base import schema
+from hermes.config import McpConfig, McpServerConfig, Role
+
+SERVER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
+SHUTDOWN = 10.0  # seconds a server's actor gets to stop (its tree is killed meanwhile)
+
+
+@attrs.define(eq=False)
+class _Server:
+    name: str
+    config: McpServerConfig
+    status: McpStatus = attrs.Factory(McpStatus)
+    link: ServerLink | None = None
+    tools: dict[str, McpTool] = attrs.Factory(dict)  # by offered name: the last listing
+    remote_count: int = 0  # tools the server listed, before the allow list
+
+
+class McpServers:
+    def __init__(
+        self, config: McpConfig, setup: McpSetup, read_config: Callable[[], McpConfig] | None = None
+    ) -> None:
+        """`read_config`: how `reload` reads the `mcp` section again (config.yaml)."""
+        self.setup = setup
+        self.read_config = read_config
+        self._servers = {n: _Server(n, c) for n, c in config.servers.items() if c.enabled}
+        self._supervisor: Supervisor | None = None
+        self._version = 0
+        self._offered: dict[Role, tuple[int, list[dict[str, Any]], int]] = {}
+        self._reloading = trio.Lock()
+        self._published = trio.Event()  # set (and replaced) each time a server publishes
+
+    # -- the tree -------------------------------------------------------------
+
+    def tree(self) -> Supervisor:
+        """The serve tree's `mcp` node (a fresh one each time the tree starts it)."""
+        self._supervisor = Supervisor(
+            "mcp", [self._spec(s) for s in self._servers.values()],
+            strategy=Strategy.ONE_FOR_ONE, max_restarts=math.inf, period=600.0,
+        )  # fmt: skip
+        return self._supervisor
+
+    def _spec(self, server: _Server) -> ChildSpec:
+        def actor() -> McpServer:
+            return McpServer(server.name, server.config, self.setup, server.status,
+                             lambda link, tools: self._publish(server, link, tools))  # fmt: skip
+
+        def own_supervisor() -> Supervisor:
+            only = ChildSpec(server.name, actor, shutdown=SHUTDOWN)
+            return Supervisor(server.name, [only], max_restarts=math.inf, period=600.0,
+                              backoff=SERVER_BACKOFF)  # fmt: skip
+
+        return ChildSpec(server.name, own_supervisor, shutdown=SHUTDOWN)
+
+    def _publish(
+        self, server: _Server, link: ServerLink | None, tools: list[types.Tool] | None
+    ) -> None:
+        server.link = link
+        self._published.set()
+        self._published = trio.Event()
+        if tools is None:
+            return  # gone: its last tools stay offered; a call says it is not running
+        config = server.config
+        allowed = [t for t in tools if _allowed(t.name, config.tools) and fits(t)]
+        server.remote_count = len(tools)
+        server.tools = {
+            made.name: made
+            for made in (
+                McpTool.of(server.name, t, config.roles, config.timeout, lambda s=server: s.link)
+                for t in allowed
+            )  # fmt: skip
+        }
+        self._version += 1
+
+    # -- what the agent reads -------------------------------------------------
+
+    def tool(self, name: str) -> McpTool | None:
+        if not name.startswith("mcp_"):
+            return None
+        for server in self._servers.values():
+            if (found := server.tools.get(name)) is not None:
+                return found
+        return None
+
+    def status(self, name: str) -> McpStatus:
+        return self._servers[name].status
+
+    async def until(self, check: Callable[[], object]) -> None:
+        """Until `check()` is true, looked at again each time a server comes, goes or
+        lists its tools (what a test waits on, instead of polling)."""
+        while not check():
+            await self._published.wait()
+
+    def offered(self, role: Role) -> tuple[list[dict[str, Any]], int]:
+        """The schemas of the tools `role`'s sessions are offered, and their size."""
+        cached = self._offered.get(role)
+        if cached is not None and cached[0] == self._version:
+            return cached[1], cached[2]
+        schemas = [
+            schema(t)
+            for s in self._servers.values()
+            if role in s.config.roles
+            for t in s.tools.values()
+        ]
+        chars = sum(len(str(s)) for s in schemas)
+        self._offered[role] = (self._version, schemas, chars)
+        return schemas, chars
+
+    def describe(self, role: Role) -> str:
+        """/mcp: each server, its state and its tools (those `role` is offered)."""
+        if not self._servers:
+            return "No MCP servers are configured (mcp.servers in config.yaml)."
+        lines = []
+        for s in self._servers.values():
+            why = f" ({s.status.reason})" if s.status.reason else ""
+            kind = "stdio" if s.config.command else "http"
+            lines.append(f"{s.name} [{kind}] {s.status.state}{why}")
+            if role not in s.config.roles:
+                lines.append("  (its tools are for: " + ", ".join(s.config.roles) + ")")
+            elif s.tools:
+                lines.append("  " + ", ".join(sorted(s.tools)))
+        return "\n".join(lines)
+
+    # -- reload ---------------------------------------------------------------
+
+    async def reload(self) -> str:
+        """Read the `mcp` section again and apply it; what changed, in one line. A bad
+        section (ConfigError) changes nothing."""
+        if self.read_config is None or self._supervisor is None:
+            return "MCP servers cannot be reloaded here."
+        async with self._reloading:
+            wanted = {n: c for n, c in self.read_config().servers.items() if c.enabled}
+            supervisor = self._supervisor
+            stop = [n for n, s in self._servers.items() if wanted.get(n) != s.config]
+            start = [n for n, c in wanted.items() if n not in self._servers or n in stop]
+            for name in stop:
+                server = self._servers.pop(name)
+                self._version += 1
+                if name in supervisor.child_names():
+                    await supervisor.stop_child(name)
+                if server.link is not None:
+                    server.link.close("the server was reloaded")
+            for name in start:
+                server = self._servers[name] = _Server(name, wanted[name])
+                await supervisor.start_child(self._spec(server))
+        kept = len(self._servers) - len(start)
+        return (f"MCP servers reloaded: {len(start)} started, {len(stop)} stopped,"
+                f" {kept} unchanged.")  # fmt: skip
+
+
+def _allowed(tool: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(tool, p) for p in patterns)

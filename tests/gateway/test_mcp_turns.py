@@ -1,0 +1,149 @@
+"""MCP servers' tools in turns: real servers (tests/fakes/mcp_server.py, written with the
+`mcp` SDK) run as processes by hermes's MCP actors, called from turns through the router
+with the offline model (`/tool mcp_<server>_<tool> {...}` lines). Real time: the servers
+are real processes; every wait is on an event (a report from the server, a tool list
+published), bounded by pytest-timeout."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from hermes.agent.chain import ProviderChain
+from hermes.agent.loop import Agent
+from hermes.agent.mcp.server import READY, McpSetup
+from hermes.agent.mcp.servers import McpServers
+from hermes.agent.offline import OfflineProvider, tool_line
+from hermes.agent.tools.catalog import default_tools
+from hermes.config import Config, McpConfig, McpServerConfig, PlatformConfig, Secrets
+from hermes.terminal.env import EnvPolicy
+from hermes.terminal.tree import ProcessId
+from tests.fakes.mcp_server import http_server, open_reports, server_command
+from tests.gateway.router_harness import running_router
+from tests.seed import rows
+
+CONFIG = Config(platforms={"telegram": PlatformConfig(allowed_users=("alice", "bob"),
+                                                      owner="alice")})  # fmt: skip
+
+
+def stdio(report: str | None = None, name: str = "echo", **settings) -> McpServerConfig:
+    command, *args = server_command("stdio", name, report)
+    return McpServerConfig(command=command, args=tuple(args), **settings)
+
+
+@contextlib.asynccontextmanager
+async def running_servers(home, **servers: McpServerConfig) -> AsyncIterator[McpServers]:
+    """The serve tree's `mcp` node with `servers`, until every one listed its tools."""
+    setup = McpSetup(Secrets({}, frozenset()), EnvPolicy(), home.workspace)
+    mcp = McpServers(McpConfig(servers), setup)
+    async with trio.open_nursery() as nursery:
+        tree = await nursery.start(mcp.tree().run)
+        await mcp.until(lambda: all(mcp.status(n).state == READY for n in servers))
+        yield mcp
+        tree.drain(trio.current_time() + 10)
+
+
+def agent_with(mcp: McpServers) -> Agent:
+    return Agent(ProviderChain([OfflineProvider()]), default_tools(), mcp=mcp)
+
+
+def tool_rows(home, name: str) -> list[str]:
+    return [r[0] for r in rows(home.state_db, "SELECT content FROM messages WHERE role = 'tool'"
+                               " AND tool_name = ? ORDER BY id", name)]  # fmt: skip
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_turn_calls_a_servers_tool(registry, home, fake, transport):
+    with contextlib.ExitStack() as stack:
+        if transport == "stdio":
+            config = stdio()
+        else:
+            config = McpServerConfig(url=stack.enter_context(http_server()).url)
+        async with running_servers(home, echo=config) as mcp:
+            agent = agent_with(mcp)
+            assert {"mcp_echo_echo", "mcp_echo_slow", "mcp_echo_grow"} <= set(
+                agent.offered("owner")
+            )
+            async with running_router(registry, home, fake, CONFIG, agent=agent) as h:
+                answer = await h.ask("alice", tool_line("mcp_echo_echo", text="hello there"))
+                assert "hello there" in answer.text
+                document = await h.ask("alice", tool_line("mcp_echo_document"))
+                assert "A text resource." in document.text
+    assert tool_rows(home, "mcp_echo_echo") == ["hello there"]
+
+
+async def test_a_server_killed_mid_call_is_restarted_and_the_call_says_so(registry, home, fake):
+    async with open_reports() as reports, running_servers(home, echo=stdio(reports.address)) as mcp:
+        async with running_router(registry, home, fake, CONFIG, agent=agent_with(mcp)) as h:
+            answer = await h.ask("alice", tool_line("mcp_echo_die"))
+            await reports.until("dying")
+            assert "the MCP server echo stopped during the call" in answer.text
+            await reports.until("started", nth=2)  # its supervisor started it again
+            await mcp.until(lambda: mcp.status("echo").state == READY)
+            again = await h.ask("alice", tool_line("mcp_echo_echo", text="back"))
+            assert "back" in again.text
+
+
+async def test_a_call_past_the_servers_timeout_is_cancelled_on_the_server(registry, home, fake):
+    async with open_reports() as reports:
+        config = stdio(reports.address, timeout=1.0)
+        async with running_servers(home, echo=config) as mcp:
+            async with running_router(registry, home, fake, CONFIG, agent=agent_with(mcp)) as h:
+                answer = await h.ask("alice", tool_line("mcp_echo_slow", seconds=60))
+                assert "gave no answer within 1 s" in answer.text
+                assert "mcp.servers.echo.timeout" in answer.text
+                await reports.until("cancelled")  # notifications/cancelled reached it
+
+
+async def test_stop_cancels_a_slow_call_on_the_server(registry, home, fake):
+    async with open_reports() as reports, running_servers(home, echo=stdio(reports.address)) as mcp:
+        async with running_router(registry, home, fake, CONFIG, agent=agent_with(mcp)) as h:
+            slow = await h.send("alice", tool_line("mcp_echo_slow", seconds=60))
+            await reports.until("slow started")
+            assert (await h.ask("alice", "/stop")).text == "Stopped the running turn."
+            assert (await h.final(slow)).kind == "interrupted"
+            await reports.until("cancelled")
+            assert not [line for line in reports.lines if line.startswith("slow done")]
+
+
+async def test_a_changed_tool_list_is_offered_at_once(registry, home, fake):
+    async with running_servers(home, echo=stdio()) as mcp:
+        agent = agent_with(mcp)
+        async with running_router(registry, home, fake, CONFIG, agent=agent) as h:
+            assert "mcp_echo_extra" not in agent.offered("owner")
+            await h.ask("alice", '/tool mcp_echo_grow {"name": "extra"}')  # (tool_line's `name`)
+            await mcp.until(lambda: mcp.tool("mcp_echo_extra") is not None)
+            assert "mcp_echo_extra" in agent.offered("owner")
+            answer = await h.ask("alice", tool_line("mcp_echo_extra", text="grown"))
+            assert "grown" in answer.text
+
+
+async def test_a_user_is_not_offered_an_owners_server(registry, home, fake):
+    shared = stdio(name="shared", roles=("owner", "user"))
+    async with running_servers(home, echo=stdio(), shared=shared) as mcp:
+        agent = agent_with(mcp)
+        user_tools = agent.offered("user")
+        assert not [t for t in user_tools if t.startswith("mcp_echo_")]
+        assert "mcp_shared_echo" in user_tools
+        assert "mcp_echo_echo" in agent.offered("owner")
+        async with running_router(registry, home, fake, CONFIG, agent=agent) as h:
+            refused = await h.ask("bob", tool_line("mcp_echo_echo", text="let me"))
+            assert "not available to a user here (its MCP server's roles)" in refused.text
+            allowed = await h.ask("bob", tool_line("mcp_shared_echo", text="shared"))
+            assert "shared" in allowed.text
+    refusal = "error: the mcp_echo_echo tool is not available to a user here"
+    assert tool_rows(home, "mcp_echo_echo") == [f"{refusal} (its MCP server's roles)"]
+
+
+async def test_a_stopped_servers_tree_is_gone(registry, home, fake):
+    async with open_reports() as reports:
+        async with running_servers(home, echo=stdio(reports.address)) as mcp:
+            async with running_router(registry, home, fake, CONFIG, agent=agent_with(mcp)) as h:
+                await h.ask("alice", tool_line("mcp_echo_spawn_child"))
+            server = ProcessId.of(int((await reports.until("started")).split()[1]))
+            child = ProcessId.of(int((await reports.until("child")).split()[1]))
+            assert server is not None and child is not None
+        assert not server.alive() and not child.alive()
