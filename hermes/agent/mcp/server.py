@@ -85,7 +85,7 @@ class McpSetup:
 
 class McpServer(Actor):
     """The server `name` as `config` describes it; `publish(link, tools)` is told each
-    time its tool list is read (link None: it is gone)."""
+    time its tool list is read, and `publish(None, None)` each time it goes or fails."""
 
     def __init__(
         self,
@@ -141,6 +141,7 @@ class McpServer(Actor):
             self.status.reason = why
             log.warning("MCP server %s: %s%s", self.name, why,
                         f" ({self.status.failures} failed starts in a row)" * failed)  # fmt: skip
+            self.publish(None, None)  # its state changed: whoever waits on that looks
             raise ServerEnded(f"MCP server {self.name}: {why}") from exc
 
     @contextlib.asynccontextmanager
