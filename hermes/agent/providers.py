@@ -12,7 +12,7 @@ from hermes.agent.offline import OFFLINE_CONTEXT, OfflineProvider
 from hermes.agent.openai_compat import DEFAULT_CONTEXT, OpenAICompatible
 from hermes.agent.permissions import Permissions
 from hermes.agent.provider import Provider
-from hermes.agent.tools.catalog import default_tools
+from hermes.agent.tools.catalog import default_tools, web_tools
 from hermes.config import Config, ConfigError, ModelConfig, Secrets
 
 
@@ -44,7 +44,7 @@ def build_agent(
     MCP servers serve runs, whose tools are offered too."""
     agent = config.agent
     budgets = Budgets(agent.compact_at, agent.keep_turns)
-    tools = default_tools()
+    tools = default_tools() | web_tools(config.web, secrets)
     permissions = Permissions.build(agent.tools, tools)
     return Agent(build_chain(config, secrets), tools, agent.max_turns, budgets, permissions,
                  redact, mcp)  # fmt: skip

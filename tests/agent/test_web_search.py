@@ -10,9 +10,10 @@ import attrs
 import pytest
 import trio
 
+from hermes.agent.providers import build_agent
 from hermes.agent.tools.base import ToolError, schema
 from hermes.agent.tools.web_search import MAX_BODY, SNIPPET_CAP, TITLE_CAP, web_search_tool
-from hermes.config import ConfigError, SearchConfig, Secrets
+from hermes.config import Config, ConfigError, SearchConfig, Secrets, WebConfig
 from tests.fakes.searxng import FakeSearch
 
 BRAVE_VAR, TAVILY_VAR = "HERMES_TEST_BRAVE_KEY", "HERMES_TEST_TAVILY_KEY"
@@ -164,6 +165,14 @@ def test_a_url_that_is_not_http_is_a_config_error(url):
 
 def test_no_provider_means_no_tool():
     assert web_search_tool(SearchConfig(), SECRETS) is None
+
+
+def test_the_agent_offers_it_to_owners_only_where_a_provider_is_configured(fake):
+    configured = Config(web=WebConfig(search=SearchConfig("searxng", url=fake.url)))
+    agent = build_agent(configured, NO_SECRETS)
+    assert "web_search" in agent.offered("owner")
+    assert "web_search" not in agent.offered("user")  # unless agent.tools.user names it
+    assert "web_search" not in build_agent(Config(), NO_SECRETS).offered("owner")
 
 
 @pytest.mark.parametrize("provider", ["brave", "tavily"])

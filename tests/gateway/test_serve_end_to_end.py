@@ -117,11 +117,12 @@ async def test_serve_end_to_end(home, fake, serve):
         status = await client.call("status", {})
         names = [c["name"] for c in status["result"]["children"]]
         assert names == [
-            "state", "terminal", "adapters", "outbox", "scheduler", "gateway", "watchdog", "ops",
+            "state", "terminal", "mcp", "adapters", "outbox", "scheduler", "gateway", "watchdog",
+            "ops",
             "retention",
             "collector",
         ]  # fmt: skip
-        local = status["result"]["children"][2]["children"][0]
+        local = status["result"]["children"][3]["children"][0]
         assert (local["name"], local["detail"]["adapter"]) == ("local", "live")
 
         # a 10 MB frame is refused

@@ -1,4 +1,4 @@
-"""The tools every agent turn offers."""
+"""The tools every agent turn offers, and the web tools config asks for."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from hermes.agent.tools.process import ProcessTool
 from hermes.agent.tools.send_message import SendMessageTool
 from hermes.agent.tools.session_search import SessionSearchTool
 from hermes.agent.tools.terminal import TerminalTool
+from hermes.agent.tools.web_search import web_search_tool
+from hermes.config import Secrets, WebConfig
 
 
 def default_tools() -> dict[str, Tool]:
@@ -20,4 +22,11 @@ def default_tools() -> dict[str, Tool]:
         SessionSearchTool(),
         SendMessageTool(),
     ]
+    return {tool.name: tool for tool in tools}
+
+
+def web_tools(config: WebConfig, secrets: Secrets) -> dict[str, Tool]:
+    """web_search where a provider is configured (a missing key: ConfigError)."""
+    search = web_search_tool(config.search, secrets)
+    tools: list[Tool] = [search] if search is not None else []
     return {tool.name: tool for tool in tools}
