@@ -87,6 +87,21 @@ async def test_a_server_killed_mid_call_is_restarted_and_the_call_says_so(regist
             assert "back" in again.text
 
 
+async def test_an_http_server_gone_mid_call_ends_the_call_at_once(registry, home, fake):
+    """The SDK leaves such a call waiting; hermes sees the answer cut off and ends it."""
+    async with open_reports() as reports:
+        with http_server(report=reports.address) as server:
+            async with running_servers(home, echo=McpServerConfig(url=server.url)) as mcp:
+                agent = agent_with(mcp)
+                async with running_router(registry, home, fake, CONFIG, agent=agent) as h:
+                    with trio.fail_after(5):  # far below the call's 60 s timeout
+                        answer = await h.ask("alice", tool_line("mcp_echo_die"))
+                    assert "the MCP server echo stopped during the call" in answer.text
+                    await mcp.until(lambda: mcp.status("echo").state != READY)
+                    again = await h.ask("alice", tool_line("mcp_echo_echo", text="x"))
+                    assert "the MCP server echo is not running now" in again.text
+
+
 async def test_a_call_past_the_servers_timeout_is_cancelled_on_the_server(registry, home, fake):
     async with open_reports() as reports:
         config = stdio(reports.address, timeout=1.0)

@@ -101,6 +101,7 @@ class McpServer(Actor):
         self.status = status
         self.publish = publish
         self._wake_send, self._wake = trio.open_memory_channel[str](1)
+        self._ready = False  # this incarnation's session came up
 
     def detail(self) -> dict[str, Any]:
         return self.status.detail()
@@ -114,27 +115,15 @@ class McpServer(Actor):
         self.status.state, self.status.reason = STOPPED, None
 
     async def _connection(self) -> None:
-        ready = False
         try:
             async with self._transport() as transport:
-                handler = self._on_message(transport)
-                async with ClientSession(transport.read, transport.write, message_handler=handler,
-                                         client_info=CLIENT) as session:  # fmt: skip
-                    link = ServerLink(self.name, session)
-                    try:
-                        with trio.fail_after(START_TIMEOUT):
-                            await session.initialize()
-                            self.publish(link, await _list_tools(session))
-                        ready = True
-                        self.status.state, self.status.reason, self.status.failures = READY, None, 0
-                        log.info("MCP server %s is ready", self.name)
-                        await self._keep(session, transport, link)
-                    finally:
-                        link.close(transport.why or "the server's actor stopped")
-                        self.publish(None, None)
+                with trio.CancelScope() as session_scope:  # cancelled when the server goes
+                    self.nursery.start_soon(_cancel_when_ended, transport, session_scope)
+                    await self._session(transport)
+                raise ServerEnded(transport.why or "the server's session ended")
         except Exception as exc:
             why = _describe(exc)
-            if not ready:
+            if not self._ready:
                 self.status.failures += 1
             failed = self.status.failures >= FAILED_AFTER
             self.status.state = FAILED if failed else BACKING_OFF
@@ -143,6 +132,25 @@ class McpServer(Actor):
                         f" ({self.status.failures} failed starts in a row)" * failed)  # fmt: skip
             self.publish(None, None)  # its state changed: whoever waits on that looks
             raise ServerEnded(f"MCP server {self.name}: {why}") from exc
+
+    async def _session(self, transport: Transport) -> None:
+        """Initialize, list the tools, publish them, and keep the session until it is
+        cancelled (the server went) or fails."""
+        handler = self._on_message(transport)
+        async with ClientSession(transport.read, transport.write, message_handler=handler,
+                                 client_info=CLIENT) as session:  # fmt: skip
+            link = ServerLink(self.name, session)
+            try:
+                with trio.fail_after(START_TIMEOUT):
+                    await session.initialize()
+                    self.publish(link, await _list_tools(session))
+                self._ready = True
+                self.status.state, self.status.reason, self.status.failures = READY, None, 0
+                log.info("MCP server %s is ready", self.name)
+                await self._keep(session, link)
+            finally:
+                link.close(transport.why or "the server's actor stopped")
+                self.publish(None, None)
 
     @contextlib.asynccontextmanager
     async def _transport(self) -> AsyncIterator[Transport]:
@@ -162,7 +170,6 @@ class McpServer(Actor):
             (its answer would wait on this very loop), only a wake-up for `_keep`."""
             if isinstance(message, Exception):
                 transport.end(f"the connection failed: {_describe(message)}")
-                self._wake_nowait("ended")
             elif isinstance(message, types.ServerNotification) and isinstance(
                 message.root, types.ToolListChangedNotification
             ):
@@ -174,30 +181,26 @@ class McpServer(Actor):
         with contextlib.suppress(trio.WouldBlock):  # one wake-up waiting is enough
             self._wake_send.send_nowait(why)
 
-    async def _keep(self, session: ClientSession, transport: Transport, link: ServerLink) -> None:
-        """Until the server goes: read its tools again when it says they changed, and
-        ping it when it has been quiet."""
-        async with trio.open_nursery() as nursery:
+    async def _keep(self, session: ClientSession, link: ServerLink) -> None:
+        """For the session's life: read the tools again when the server says they
+        changed, and ping it when it has been quiet (a ping unanswered ends it)."""
+        while True:
+            why = None
+            with trio.move_on_after(PING_EVERY):
+                why = await self._wake.receive()
+            if why == "tools":
+                self.publish(link, await _list_tools(session))
+                log.info("MCP server %s: its tools changed", self.name)
+            elif why is None:
+                with trio.move_on_after(PING_TIMEOUT) as timer:
+                    await session.send_ping()
+                if timer.cancelled_caught:
+                    raise ServerEnded(f"no answer to a ping within {PING_TIMEOUT:g} s")
 
-            async def ended() -> None:
-                await transport.ended.wait()
-                self._wake_nowait("ended")
 
-            nursery.start_soon(ended)
-            while True:
-                why = None
-                with trio.move_on_after(PING_EVERY):
-                    why = await self._wake.receive()
-                if transport.ended.is_set():
-                    raise ServerEnded(transport.why)
-                if why == "tools":
-                    self.publish(link, await _list_tools(session))
-                    log.info("MCP server %s: its tools changed", self.name)
-                elif why is None:
-                    with trio.move_on_after(PING_TIMEOUT) as timer:
-                        await session.send_ping()
-                    if timer.cancelled_caught:
-                        raise ServerEnded(f"no answer to a ping within {PING_TIMEOUT:g} s")
+async def _cancel_when_ended(transport: Transport, scope: trio.CancelScope) -> None:
+    await transport.ended.wait()
+    scope.cancel()
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:

@@ -154,7 +154,63 @@ async def http_transport(
 ) -> AsyncIterator[Transport]:
     """A Streamable HTTP session with the server at `config.url`."""
     assert config.url is not None
-    client = httpx.AsyncClient(headers=dict(headers), timeout=HTTP_TIMEOUT, trust_env=False)
+    ended = trio.Event()
+    watched = _Watched(httpx.AsyncHTTPTransport(), ended)
+    client = httpx.AsyncClient(headers=dict(headers), timeout=HTTP_TIMEOUT, trust_env=False,
+                               transport=watched)  # fmt: skip
     async with client, streamable_http_client(config.url, http_client=client) as streams:
         read, write, _session_id = streams
-        yield Transport(read, write)
+        transport = Transport(read, write, ended, watched.why)  # it may have failed already
+        watched.transport = transport
+        yield transport
+
+
+class _Watched(httpx.AsyncBaseTransport):
+    """The session's HTTP requests, watched: a failure to connect, or an answer cut off
+    mid-stream, ends the connection. (The SDK logs such failures and leaves the call
+    that was waiting on the answer waiting.)"""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, ended: trio.Event) -> None:
+        self.inner = inner
+        self.ended = ended
+        self.transport: Transport | None = None  # set once the session's streams exist
+        self.why = ""
+
+    def failed(self, exc: httpx.TransportError) -> None:
+        why = f"the connection failed: {type(exc).__name__}: {exc}"[:300]
+        if self.transport is not None:
+            self.transport.end(why)
+        elif not self.ended.is_set():
+            self.why = why
+            self.ended.set()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            response = await self.inner.handle_async_request(request)
+        except httpx.TransportError as exc:
+            self.failed(exc)
+            raise
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(response.status_code, headers=response.headers,
+                              stream=_WatchedStream(response.stream, self),
+                              extensions=response.extensions)  # fmt: skip
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _WatchedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, watch: _Watched) -> None:
+        self.inner = inner
+        self.watch = watch
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.inner:
+                yield chunk
+        except httpx.TransportError as exc:
+            self.watch.failed(exc)
+            raise
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
