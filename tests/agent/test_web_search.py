@@ -172,7 +172,8 @@ def test_the_agent_offers_it_to_owners_only_where_a_provider_is_configured(fake)
     agent = build_agent(configured, NO_SECRETS)
     assert "web_search" in agent.offered("owner")
     assert "web_search" not in agent.offered("user")  # unless agent.tools.user names it
-    assert "web_search" not in build_agent(Config(), NO_SECRETS).offered("owner")
+    unconfigured = build_agent(Config(), NO_SECRETS).offered("owner")
+    assert "web_search" not in unconfigured and "web_fetch" in unconfigured
 
 
 @pytest.mark.parametrize("provider", ["brave", "tavily"])

@@ -9,6 +9,7 @@ from hermes.agent.tools.process import ProcessTool
 from hermes.agent.tools.send_message import SendMessageTool
 from hermes.agent.tools.session_search import SessionSearchTool
 from hermes.agent.tools.terminal import TerminalTool
+from hermes.agent.tools.web_fetch import WebFetchTool
 from hermes.agent.tools.web_search import web_search_tool
 from hermes.config import Secrets, WebConfig
 
@@ -26,7 +27,11 @@ def default_tools() -> dict[str, Tool]:
 
 
 def web_tools(config: WebConfig, secrets: Secrets) -> dict[str, Tool]:
-    """web_search where a provider is configured (a missing key: ConfigError)."""
+    """web_fetch (reaching what `allow_private` lists beyond the public web), and
+    web_search where a provider is configured. A bad entry or a missing key:
+    ConfigError."""
+    tools: list[Tool] = [WebFetchTool(allow_private=config.allow_private)]
     search = web_search_tool(config.search, secrets)
-    tools: list[Tool] = [search] if search is not None else []
+    if search is not None:
+        tools.append(search)
     return {tool.name: tool for tool in tools}
