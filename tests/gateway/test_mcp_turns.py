@@ -7,7 +7,7 @@ published), bounded by pytest-timeout."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import trio
@@ -34,6 +34,20 @@ def stdio(report: str | None = None, name: str = "echo", **settings) -> McpServe
     return McpServerConfig(command=command, args=tuple(args), **settings)
 
 
+@contextlib.contextmanager
+def server_of(transport: str, report: str | None = None) -> Iterator[McpServerConfig]:
+    """The echo server over `transport`: hermes runs it (stdio), or it runs beside
+    (HTTP) for the block's life."""
+    if transport == "stdio":
+        yield stdio(report)
+    else:
+        with http_server(report=report) as server:
+            yield McpServerConfig(url=server.url)
+
+
+TRANSPORTS = pytest.mark.parametrize("transport", ["stdio", "http"])
+
+
 @contextlib.asynccontextmanager
 async def running_servers(home, **servers: McpServerConfig) -> AsyncIterator[McpServers]:
     """The serve tree's `mcp` node with `servers`, until every one listed its tools."""
@@ -55,13 +69,9 @@ def tool_rows(home, name: str) -> list[str]:
                                " AND tool_name = ? ORDER BY id", name)]  # fmt: skip
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http"])
+@TRANSPORTS
 async def test_a_turn_calls_a_servers_tool(registry, home, fake, transport):
-    with contextlib.ExitStack() as stack:
-        if transport == "stdio":
-            config = stdio()
-        else:
-            config = McpServerConfig(url=stack.enter_context(http_server()).url)
+    with server_of(transport) as config:
         async with running_servers(home, echo=config) as mcp:
             agent = agent_with(mcp)
             assert {"mcp_echo_echo", "mcp_echo_slow", "mcp_echo_grow"} <= set(
@@ -113,27 +123,40 @@ async def test_a_call_past_the_servers_timeout_is_cancelled_on_the_server(regist
                 await reports.until("cancelled")  # notifications/cancelled reached it
 
 
-async def test_stop_cancels_a_slow_call_on_the_server(registry, home, fake):
-    async with open_reports() as reports, running_servers(home, echo=stdio(reports.address)) as mcp:
-        async with running_router(registry, home, fake, CONFIG, agent=agent_with(mcp)) as h:
-            slow = await h.send("alice", tool_line("mcp_echo_slow", seconds=60))
-            await reports.until("slow started")
-            assert (await h.ask("alice", "/stop")).text == "Stopped the running turn."
-            assert (await h.final(slow)).kind == "interrupted"
-            await reports.until("cancelled")
-            assert not [line for line in reports.lines if line.startswith("slow done")]
+@TRANSPORTS
+async def test_stop_cancels_a_slow_call_on_the_server(registry, home, fake, transport):
+    async with open_reports() as reports:
+        with server_of(transport, reports.address) as config:
+            async with running_servers(home, echo=config) as mcp:
+                await stop_a_slow_call(registry, home, fake, mcp, reports)
 
 
-async def test_a_changed_tool_list_is_offered_at_once(registry, home, fake):
-    async with running_servers(home, echo=stdio()) as mcp:
-        agent = agent_with(mcp)
-        async with running_router(registry, home, fake, CONFIG, agent=agent) as h:
-            assert "mcp_echo_extra" not in agent.offered("owner")
-            await h.ask("alice", '/tool mcp_echo_grow {"name": "extra"}')  # (tool_line's `name`)
-            await mcp.until(lambda: mcp.tool("mcp_echo_extra") is not None)
-            assert "mcp_echo_extra" in agent.offered("owner")
-            answer = await h.ask("alice", tool_line("mcp_echo_extra", text="grown"))
-            assert "grown" in answer.text
+async def stop_a_slow_call(registry, home, fake, mcp: McpServers, reports) -> None:
+    async with running_router(registry, home, fake, CONFIG, agent=agent_with(mcp)) as h:
+        slow = await h.send("alice", tool_line("mcp_echo_slow", seconds=60))
+        await reports.until("slow started")
+        assert (await h.ask("alice", "/stop")).text == "Stopped the running turn."
+        assert (await h.final(slow)).kind == "interrupted"
+        await reports.until("cancelled")  # notifications/cancelled, not a closed connection
+        assert not [line for line in reports.lines if line.startswith("slow done")]
+
+
+@TRANSPORTS
+async def test_a_changed_tool_list_is_offered_at_once(registry, home, fake, transport):
+    with server_of(transport) as config:
+        async with running_servers(home, echo=config) as mcp:
+            await grow_a_tool(registry, home, fake, mcp)
+
+
+async def grow_a_tool(registry, home, fake, mcp: McpServers) -> None:
+    agent = agent_with(mcp)
+    async with running_router(registry, home, fake, CONFIG, agent=agent) as h:
+        assert "mcp_echo_extra" not in agent.offered("owner")
+        await h.ask("alice", '/tool mcp_echo_grow {"name": "extra"}')  # (tool_line's `name`)
+        await mcp.until(lambda: mcp.tool("mcp_echo_extra") is not None)
+        assert "mcp_echo_extra" in agent.offered("owner")
+        answer = await h.ask("alice", tool_line("mcp_echo_extra", text="grown"))
+        assert "grown" in answer.text
 
 
 async def test_a_user_is_not_offered_an_owners_server(registry, home, fake):
