@@ -2,7 +2,7 @@
 
 The actor reports ready at once and connects in the background, so a slow or
 broken server never holds up serve. When the server goes away (its process
-exits, its endpoint fails, a ping goes unanswered) the actor crashes and its own
+exits, its endpoint fails, a ping goes unanswered) the actor ends and its own
 supervisor starts it again, with backoff; a server that keeps failing to come up
 shows as failed in `hermes status` and /ready without making serve unready.
 Stopping the actor kills a stdio server's whole process tree.
@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import httpx
 import trio
 from mcp import ClientSession, types
+from mcp.shared.exceptions import McpError
 
 from hermes.actors.actor import Actor
 from hermes.agent.mcp.link import ServerLink
@@ -112,7 +114,8 @@ class McpServer(Actor):
         self.nursery.start_soon(self._connection)
 
     async def flush(self) -> None:
-        self.status.state, self.status.reason = STOPPED, None
+        if self.status.state in (CONNECTING, READY):  # not after a failure: keep what it said
+            self.status.state, self.status.reason = STOPPED, None
 
     async def _connection(self) -> None:
         try:
@@ -129,9 +132,12 @@ class McpServer(Actor):
             self.status.state = FAILED if failed else BACKING_OFF
             self.status.reason = why
             log.warning("MCP server %s: %s%s", self.name, why,
-                        f" ({self.status.failures} failed starts in a row)" * failed)  # fmt: skip
+                        f" ({self.status.failures} failed starts in a row)" * failed,
+                        exc_info=None if _expected(exc) else exc)  # fmt: skip
             self.publish(None, None)  # its state changed: whoever waits on that looks
-            raise ServerEnded(f"MCP server {self.name}: {why}") from exc
+            # Ended, not crashed: its supervisor starts a permanent child again all the
+            # same, with backoff, and a server down for days logs one line a try.
+            self.stop()
 
     async def _session(self, transport: Transport) -> None:
         """Initialize, list the tools, publish them, and keep the session until it is
@@ -214,6 +220,14 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
         cursor = page.nextCursor
         if not cursor or len(tools) >= MAX_TOOLS:
             return tools[:MAX_TOOLS]
+
+
+def _expected(exc: BaseException) -> bool:
+    """A server's own trouble (it exited, refused, timed out, answered an error), as
+    opposed to a bug here, which is logged with its traceback."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return isinstance(exc, ServerEnded | McpError | OSError | httpx.HTTPError | trio.TooSlowError)
 
 
 def _describe(exc: BaseException) -> str:
