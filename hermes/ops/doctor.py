@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +26,15 @@ import trio
 from hermes.adapters.base import AdapterFatal
 from hermes.adapters.platform import Platform
 from hermes.adapters.registry import SECTIONS, chat_platforms
-from hermes.config import Config, ConfigError, CronConfig, PlatformConfig, Secrets, load_config
+from hermes.config import (
+    Config,
+    ConfigError,
+    CronConfig,
+    McpServerConfig,
+    PlatformConfig,
+    Secrets,
+    load_config,
+)
 from hermes.cron.jobs import Job
 from hermes.cron.store import list_jobs
 from hermes.delivery.outbox_store import DEAD, OutboxRow, listing
@@ -188,6 +197,47 @@ def _redacted(result: CheckResult, secrets: Sequence[str]) -> CheckResult:
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+# -- tools from outside -------------------------------------------------------------------
+
+
+def check_outside_tools(loaded: Loaded, env_path: Path) -> list[CheckResult]:
+    """Each enabled MCP server can be started as configured (its program found, its
+    directory there, its variables set), and the search provider's key is set. The
+    servers are not started here: serve shows whether they come up (`hermes status`)."""
+    results = []
+    for name, server in loaded.config.mcp.servers.items():
+        if server.enabled:
+            results.append(_check_mcp_server(name, server, loaded.secrets, env_path))
+    search = loaded.config.web.search
+    if search.provider is not None:
+        label = "web search"
+        if search.key_env and not loaded.secrets.get(search.key_env):
+            fix = f"set {search.key_env} in {env_path} (or the environment)"
+            results.append(failed(label, f"{search.key_env} not set", fix))
+        else:
+            results.append(passed(label, f"{search.provider} at {search.url or 'its API'}"))
+    return results
+
+
+def _check_mcp_server(
+    name: str, server: McpServerConfig, secrets: Secrets, env_path: Path
+) -> CheckResult:
+    label = f"mcp {name}"
+    missing = [v for v in server.secret_names() if not secrets.get(v)]
+    if missing:
+        return failed(label, f"{', '.join(missing)} not set",
+                      f"set {missing[0]} in {env_path} (or the environment)")  # fmt: skip
+    if server.command is None:
+        return passed(label, f"HTTP {server.url}")
+    if shutil.which(server.command) is None:
+        return failed(label, f"{server.command!r} is not a program on PATH",
+                      f"install it, or give mcp.servers.{name}.command as a full path")  # fmt: skip
+    if server.cwd is not None and not Path(server.cwd).is_dir():
+        return failed(label, f"{server.cwd} is not a directory",
+                      f"create it, or correct mcp.servers.{name}.cwd")  # fmt: skip
+    return passed(label, f"stdio {server.command}")
 
 
 # -- state.db -----------------------------------------------------------------------------
@@ -392,7 +442,8 @@ async def diagnose(
     timeout: float = TOKEN_TIMEOUT,
 ) -> list[CheckResult]:
     """Every check, in the order printed: config, platform tokens (asked concurrently,
-    while the local checks run in a thread), state.db, ports, dead letters, cron."""
+    while the local checks run in a thread), MCP servers and web search, state.db,
+    ports, dead letters, cron."""
     config_result, loaded = await trio.to_thread.run_sync(check_config, home)
     platforms: list[CheckResult] = []
 
@@ -404,4 +455,7 @@ async def diagnose(
         nursery.start_soon(ask_platforms)
         config = loaded.config if loaded is not None else None
         local = await trio.to_thread.run_sync(local_checks, home, config)
-    return [config_result, *platforms, *local]
+        outside = []
+        if loaded is not None:
+            outside = await trio.to_thread.run_sync(check_outside_tools, loaded, home.env_path)
+    return [config_result, *platforms, *outside, *local]

@@ -196,3 +196,26 @@ async def test_a_platform_that_never_answers_fails_after_the_timeout():
         result = await check_platform("discord", settings, secrets, Path("/x/.env"), timeout=0.5)
     assert not result.ok and result.detail == "no answer within 0.5 s"
     assert result.fix == f"check the network and platforms.discord.base_url ({url})"
+
+
+def test_mcp_servers_and_the_search_key_are_checked_without_starting_anything(home, monkeypatch):
+    monkeypatch.delenv("HERMES_TEST_BRAVE", raising=False)
+    home.config_path.write_text(
+        "gateway:\n  local:\n    port: 0\nops:\n  port: 0\nmcp:\n  servers:\n"
+        f"    ok: {{command: sh, cwd: '{home.root}'}}\n"
+        "    gone: {command: no-such-mcp-server-program}\n"
+        "    keyed: {url: 'http://127.0.0.1:9/mcp', bearer_env: HERMES_TEST_MCP_TOKEN}\n"
+        "    off: {command: no-such-program-either, enabled: false}\n"
+        "web:\n  search: {provider: brave, key_env: HERMES_TEST_BRAVE}\n"
+    )
+    home.env_path.write_text("HERMES_TEST_MCP_TOKEN=a-secret-token\n")
+    status, checks, output = doctor()
+    assert status == 1
+    assert checks["mcp ok"] == ("ok", "stdio sh")
+    verdict, rest = checks["mcp gone"]
+    assert verdict == "FAIL" and "not a program on PATH" in rest and "fix: install it" in rest
+    assert checks["mcp keyed"] == ("ok", "HTTP http://127.0.0.1:9/mcp")
+    assert "mcp off" not in checks  # disabled: not checked
+    verdict, rest = checks["web search"]
+    assert verdict == "FAIL" and "HERMES_TEST_BRAVE not set" in rest
+    assert "a-secret-token" not in output
