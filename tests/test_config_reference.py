@@ -14,7 +14,7 @@ import yaml
 
 from hermes.adapters.registry import SECTIONS, chat_platforms
 from hermes.cli.config_reference import REGENERATE, MissingHelp, keys_of
-from hermes.config import Config, load_config
+from hermes.config import Config, McpServerConfig, load_config
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 ROW = re.compile(r"^\| `([^`]+)` \| [^|]+ \| `([^`]*)` \|", re.MULTILINE)
@@ -37,8 +37,14 @@ def test_every_key_written_with_its_default_reads_back_as_the_default(tmp_path: 
     platform), is a key the strict loader knows, and its default is the code's."""
     rows = ROW.findall(DOC.read_text())
     assert len(rows) > 40
+    # An MCP server has no all-defaults form (it needs a command or a url): its rows are
+    # checked by the config tests, not written here.
+    servers = [path for path, _ in rows if path.startswith("mcp.servers.<name>.")]
+    assert len(servers) == len(attrs.fields(McpServerConfig))
     data: dict = {}
     for path, default in rows:
+        if path in servers:
+            continue
         names = chat_platforms() if "<name>" in path else [None]
         for name in names:
             *parents, leaf = path.replace("<name>", name or "").split(".")

@@ -54,13 +54,15 @@ class MissingHelp(Invalid):
 @attrs.frozen
 class Key:
     """One row of the reference: a key's dotted path, its type, default and meaning.
-    `section`: the key holds a section of keys of its own (listed under its path)."""
+    `section`: the key holds a section of keys of its own (listed under its path), or
+    with `each`, a mapping of such sections by name (listed under `path.<name>`)."""
 
     path: str
     type: str
     default: str
     meaning: str
     section: type | None = None
+    each: bool = False
 
 
 def field_help(cls: type) -> dict[str, str]:
@@ -100,7 +102,7 @@ def type_name(kind: Any) -> str:
         inner = args[0]
         return f"list of {'entries' if _is_section(inner) else type_name(inner)}"
     if origin is dict:
-        return "mapping of sections"
+        return "mapping of sections" if _is_section(args[1]) else f"mapping of {type_name(args[1])}"
     if _is_section(kind):
         return "section"
     return {bool: "true or false", int: "whole number", float: "number", str: "text"}[kind]
@@ -112,7 +114,7 @@ def default_text(value: Any) -> str:
         value = int(value)
     if isinstance(value, tuple):
         value = list(value)
-    if attrs.has(type(value)) or isinstance(value, dict):
+    if attrs.has(type(value)):
         return ""  # a section: its keys have the defaults
     text = yaml.safe_dump(value, default_flow_style=True, width=1000)
     return text.removesuffix("\n...\n").strip()  # a plain scalar's document end
@@ -130,8 +132,11 @@ def keys_of(cls: type, prefix: str = "") -> list[Key]:
         kind = hints[field.name]
         default = field.default
         value = default.factory() if isinstance(default, attrs.Factory) else default
-        rows.append(Key(path, type_name(kind), default_text(value), help_[field.name],
-                        kind if _is_section(kind) else None))  # fmt: skip
+        mapped = typing.get_args(kind)[1] if typing.get_origin(kind) is dict else None
+        section = kind if _is_section(kind) else mapped if _is_section(mapped) else None
+        shown = "" if section is not None else default_text(value)  # a section's: below
+        rows.append(Key(path, type_name(kind), shown, help_[field.name], section,
+                        section is mapped))  # fmt: skip
     return rows
 
 
@@ -158,8 +163,9 @@ def _sections(rows: list[Key], level: int) -> list[str]:
     for row in rows:
         if row.section is None:
             continue
-        inner = keys_of(row.section, row.path + ".")
-        out += ["", f"{'#' * level} `{row.path}`", "", _cell(row.meaning), "", *_table(inner)]
+        path = f"{row.path}.<name>" if row.each else row.path
+        inner = keys_of(row.section, path + ".")
+        out += ["", f"{'#' * level} `{path}`", "", _cell(row.meaning), "", *_table(inner)]
         out += _sections(inner, level + 1)
     return out
 
@@ -196,6 +202,7 @@ def _platforms() -> list[str]:
 def reference() -> str:
     """The whole reference, as docs/configuration.md holds it."""
     top = keys_of(Config)
-    lines = [INTRO.rstrip("\n"), "", "## Top level", "", *_table(top), *_sections(top, 2)]
+    sections = [row for row in top if row.path != "platforms"]  # below, platform by platform
+    lines = [INTRO.rstrip("\n"), "", "## Top level", "", *_table(top), *_sections(sections, 2)]
     lines += _platforms()
     return "\n".join(lines) + "\n"
