@@ -288,7 +288,7 @@ class McpServerConfig:
 
     def __attrs_post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
-            raise _BadValue("command: give either command (stdio) or url (HTTP), not both")
+            raise _BadValue("command: give exactly one of command (stdio) and url (HTTP)")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise _BadValue(f"url: must start with http:// or https://, got {self.url!r}")
 

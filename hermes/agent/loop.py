@@ -348,13 +348,13 @@ class Agent:
 
     async def _result_of(self, call: ToolCall, ctx: ToolContext) -> str:
         tool: Tool | None = self.tools.get(call.name)
-        granted = None
+        grants = None
         if tool is None and self.mcp is not None:
             tool = self.mcp.tool(call.name)
-            granted = None if tool is None else tool.roles
+            grants = None if tool is None else tool.roles
         if tool is None:
             return f"error: there is no tool {call.name!r}"
-        refusal = self.permissions.refusal(ctx.caller.role, call.name, granted)
+        refusal = self.permissions.refusal(ctx.caller.role, call.name, grants)
         if refusal is not None:
             return f"error: {refusal}"
         try:

@@ -56,13 +56,19 @@ class Permissions:
     def tools_for(self, role: Role) -> frozenset[str]:
         return self.by_role[role]
 
-    def refusal(self, role: Role, tool: str, granted: tuple[Role, ...] | None = None) -> str | None:
-        """Why `role` may not call `tool`, in one line; None when it may. `granted`: the
+    def refusal(self, role: Role, tool: str, grants: tuple[Role, ...] | None = None) -> str | None:
+        """Why `role` may not call `tool`, in one line; None when it may. `grants`: the
         roles a tool from an MCP server is for (its server's `roles`), which decide it."""
-        if granted is not None:
-            if role in granted:
+        if grants is not None:
+            if granted(role, grants):
                 return None
             return f"the {tool} tool is not available to a {role} here (its MCP server's roles)"
         if tool in self.by_role[role]:
             return None
         return f"the {tool} tool is not available to a {role} here (agent.tools.{role})"
+
+
+def granted(role: Role, grants: tuple[Role, ...]) -> bool:
+    """Whether a tool from an MCP server whose `roles` are `grants` is for `role`: what
+    its servers' tools are offered by, and what a call of one is checked against."""
+    return role in grants

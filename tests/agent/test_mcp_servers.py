@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 
 import trio
+import trio.testing
 from mcp import types
 
 from hermes.actors.snapshot import RunState, Snapshot
@@ -36,10 +37,12 @@ async def test_a_server_that_never_comes_up_is_failed_but_serve_stays_ready(
         assert "No such file" in mcp.status("gone").reason
         assert mcp.status("keyless").reason == "env: the variable MCP_KEY_NOT_SET is not set"
         assert mcp.status("gone").failures >= 3
+        await trio.testing.wait_all_tasks_blocked()  # its actor's end ran (a flush keeps it)
         snapshot = Snapshot("serve", "Supervisor", RunState.RUNNING, children=(tree.snapshot(),))
         async with Db(registry, home.state_db) as db:
             ready = await readiness(snapshot, db, 0.0)
         tree.drain(trio.current_time() + 5)
+    assert mcp.status("gone").state == FAILED  # a stop after a failure keeps what it said
     assert ready.body["mcp"]["gone"]["state"] == FAILED
     assert ready.body["mcp"]["gone"]["restarts"] >= 2
     assert "MCP server gone is failed: " in ready.body["degraded"][0]

@@ -172,6 +172,9 @@ async def test_a_user_is_not_offered_an_owners_server(registry, home, fake):
             assert "not available to a user here (its MCP server's roles)" in refused.text
             allowed = await h.ask("bob", tool_line("mcp_shared_echo", text="shared"))
             assert "shared" in allowed.text
+            listed = (await h.ask("bob", "/mcp")).text
+            assert listed.startswith("shared [stdio] ready") and "echo [stdio]" not in listed
+            assert "echo [stdio] ready" in (await h.ask("alice", "/mcp")).text
     refusal = "error: the mcp_echo_echo tool is not available to a user here"
     assert tool_rows(home, "mcp_echo_echo") == [f"{refusal} (its MCP server's roles)"]
 
@@ -185,3 +188,18 @@ async def test_a_stopped_servers_tree_is_gone(registry, home, fake):
             child = ProcessId.of(int((await reports.until("child")).split()[1]))
             assert server is not None and child is not None
         assert not server.alive() and not child.alive()
+
+
+async def test_a_tool_name_another_server_offers_already_is_left_out(registry, home, fake):
+    """Server `echo_spawn`'s tool `child` would be offered as `mcp_echo_spawn_child`, the
+    name of server `echo`'s `spawn_child`: a model refuses a tool list naming one twice."""
+    async with running_servers(home, echo=stdio(), echo_spawn=stdio(name="echo_spawn")) as mcp:
+        agent = agent_with(mcp)
+        async with running_router(registry, home, fake, CONFIG, agent=agent) as h:
+            await h.ask("alice", '/tool mcp_echo_spawn_grow {"name": "child"}')
+            await h.ask("alice", '/tool mcp_echo_spawn_grow {"name": "other"}')
+            await mcp.until(lambda: mcp.tool("mcp_echo_spawn_other"))  # listed after `child`
+        offered = agent.offered("owner")
+        assert offered.count("mcp_echo_spawn_child") == 1
+        assert mcp.tool("mcp_echo_spawn_child").server == "echo"
+        assert "mcp_echo_spawn_echo" in offered  # the rest of its tools are there

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import anyio
 import attrs
 import trio
 from mcp import ClientSession, types
@@ -56,7 +57,9 @@ class ServerLink:
             if exc.error.code == types.CONNECTION_CLOSED:
                 raise self._gone(mid_call=True) from None
             raise ToolError(f"the MCP server {self.server} answered: {exc.error.message}") from None
-        except BaseException:  # the turn was cancelled: the server stops working on it
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):  # its streams closed
+            raise self._gone(mid_call=True) from None
+        except trio.Cancelled:  # the turn was cancelled: the server stops working on it
             await self._tell_cancelled(request_id, "the turn was cancelled")
             raise
         finally:

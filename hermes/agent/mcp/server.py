@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,8 @@ FAILED_AFTER = 3  # starts in a row that never came up: the server shows as fail
 START_TIMEOUT = 60.0  # seconds to initialize and list tools (npx may download first)
 PING_EVERY = 60.0  # an idle session is asked whether it is alive this often
 PING_TIMEOUT = 20.0
-MAX_TOOLS = 500  # tools taken from one server (pages of tools/list)
+MAX_TOOLS = 500  # tools taken from one server
+MAX_PAGES = 50  # pages of tools/list followed
 CLIENT = types.Implementation(name="hermes", version="0.1.0")
 
 
@@ -64,6 +65,9 @@ class McpSetup:
     workspace: Path  # made by serve before the tree starts
     redact: Callable[[str], str] = attrs.field(default=str, repr=False)
 
+    def cwd(self, config: McpServerConfig) -> Path:
+        return self.workspace if config.cwd is None else Path(config.cwd).expanduser()
+
     def child_env(self, config: McpServerConfig) -> dict[str, str]:
         return {**self.policy.child_env(os.environ), **self._named(config.env, "env")}
 
@@ -75,7 +79,7 @@ class McpSetup:
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
-    def _named(self, names: Any, key: str) -> dict[str, str]:
+    def _named(self, names: Iterable[str], key: str) -> dict[str, str]:
         found = {}
         for name in names:
             value = self.secrets.get(name)
@@ -125,7 +129,7 @@ class McpServer(Actor):
                     await self._session(transport)
                 raise ServerEnded(transport.why or "the server's session ended")
         except Exception as exc:
-            why = _describe(exc)
+            why = self.setup.redact(_describe(exc))  # shown in /mcp and /ready
             if not self._ready:
                 self.status.failures += 1
             failed = self.status.failures >= FAILED_AFTER
@@ -162,8 +166,7 @@ class McpServer(Actor):
     async def _transport(self) -> AsyncIterator[Transport]:
         config = self.config
         if config.command is not None:
-            cwd = self.setup.workspace if config.cwd is None else Path(config.cwd)
-            env = self.setup.child_env(config)
+            cwd, env = self.setup.cwd(config), self.setup.child_env(config)
             async with stdio_transport(config, cwd, env, self.setup.redact) as transport:
                 yield transport
         else:
@@ -195,7 +198,9 @@ class McpServer(Actor):
             with trio.move_on_after(PING_EVERY):
                 why = await self._wake.receive()
             if why == "tools":
-                self.publish(link, await _list_tools(session))
+                with trio.fail_after(START_TIMEOUT):  # an answer that never comes ends it
+                    tools = await _list_tools(session)
+                self.publish(link, tools)
                 log.info("MCP server %s: its tools changed", self.name)
             elif why is None:
                 with trio.move_on_after(PING_TIMEOUT) as timer:
@@ -210,16 +215,19 @@ async def _cancel_when_ended(transport: Transport, scope: trio.CancelScope) -> N
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    """Every page of the server's tools, up to MAX_TOOLS tools or MAX_PAGES pages (a
+    server that hands out cursors for ever is not followed for ever)."""
     tools: list[types.Tool] = []
     cursor = None
-    while True:
+    for _ in range(MAX_PAGES):
         page = await session.list_tools(
             params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
         )
         tools += page.tools
         cursor = page.nextCursor
         if not cursor or len(tools) >= MAX_TOOLS:
-            return tools[:MAX_TOOLS]
+            break
+    return tools[:MAX_TOOLS]
 
 
 def _expected(exc: BaseException) -> bool:

@@ -13,6 +13,7 @@ changed restart, removed ones stop, new ones start.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,8 +27,11 @@ from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
 from hermes.agent.mcp.link import ServerLink
 from hermes.agent.mcp.server import McpServer, McpSetup, McpStatus
 from hermes.agent.mcp.tool import McpTool, fits
+from hermes.agent.permissions import granted
 from hermes.agent.tools.base import schema
 from hermes.config import McpConfig, McpServerConfig, Role
+
+log = logging.getLogger(__name__)
 
 SERVER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
 SHUTDOWN = 10.0  # seconds a server's actor gets to stop (its tree is killed meanwhile)
@@ -40,10 +44,11 @@ class _Server:
     status: McpStatus = attrs.Factory(McpStatus)
     link: ServerLink | None = None
     tools: dict[str, McpTool] = attrs.Factory(dict)  # by offered name: the last listing
-    remote_count: int = 0  # tools the server listed, before the allow list
 
 
 class McpServers:
+    """The configured servers: their actors' tree node, their tools as offered, reload."""
+
     def __init__(
         self, config: McpConfig, setup: McpSetup, read_config: Callable[[], McpConfig] | None = None
     ) -> None:
@@ -88,15 +93,19 @@ class McpServers:
         if tools is None:
             return  # gone: its last tools stay offered; a call says it is not running
         config = server.config
-        allowed = [t for t in tools if _allowed(t.name, config.tools) and fits(t)]
-        server.remote_count = len(tools)
-        server.tools = {
-            made.name: made
-            for made in (
-                McpTool.of(server.name, t, config.roles, config.timeout, lambda s=server: s.link)
-                for t in allowed
-            )  # fmt: skip
-        }
+        taken = {n for s in self._servers.values() if s is not server for n in s.tools}
+        offered: dict[str, McpTool] = {}
+        for tool in tools:
+            if not _allowed(tool.name, config.tools) or not fits(tool):
+                continue
+            made = McpTool.of(server.name, tool, config.roles, config.timeout,
+                              lambda s=server: s.link)  # fmt: skip
+            if made.name in taken or made.name in offered:  # a model refuses a name twice
+                log.warning("MCP server %s: its tool %r is offered as %s, a name already"
+                            " taken; left out", server.name, tool.name, made.name)  # fmt: skip
+                continue
+            offered[made.name] = made
+        server.tools = offered
         self._version += 1
 
     # -- what the agent reads -------------------------------------------------
@@ -126,7 +135,7 @@ class McpServers:
         schemas = [
             schema(t)
             for s in self._servers.values()
-            if role in s.config.roles
+            if granted(role, s.config.roles)
             for t in s.tools.values()
         ]
         chars = sum(len(str(s)) for s in schemas)
@@ -134,17 +143,17 @@ class McpServers:
         return schemas, chars
 
     def describe(self, role: Role) -> str:
-        """/mcp: each server, its state and its tools (those `role` is offered)."""
-        if not self._servers:
-            return "No MCP servers are configured (mcp.servers in config.yaml)."
+        """/mcp: each server `role` is offered, its state and its tools; for an owner
+        also why a server is down."""
+        shown = [s for s in self._servers.values() if granted(role, s.config.roles)]
+        if not shown:
+            return "No MCP servers are configured for you (mcp.servers in config.yaml)."
         lines = []
-        for s in self._servers.values():
-            why = f" ({s.status.reason})" if s.status.reason else ""
+        for s in shown:
+            why = f" ({s.status.reason})" if s.status.reason and role == "owner" else ""
             kind = "stdio" if s.config.command else "http"
             lines.append(f"{s.name} [{kind}] {s.status.state}{why}")
-            if role not in s.config.roles:
-                lines.append("  (its tools are for: " + ", ".join(s.config.roles) + ")")
-            elif s.tools:
+            if s.tools:
                 lines.append("  " + ", ".join(sorted(s.tools)))
         return "\n".join(lines)
 
@@ -152,7 +161,8 @@ class McpServers:
 
     async def reload(self) -> str:
         """Read the `mcp` section again and apply it; what changed, in one line. A bad
-        section (ConfigError) changes nothing."""
+        section (ConfigError) changes nothing. Each server to stop is stopped (its tree
+        killed) before its tools go; the chat that asked waits for it."""
         if self.read_config is None or self._supervisor is None:
             return "MCP servers cannot be reloaded here."
         async with self._reloading:
@@ -160,13 +170,14 @@ class McpServers:
             supervisor = self._supervisor
             stop = [n for n, s in self._servers.items() if wanted.get(n) != s.config]
             start = [n for n, c in wanted.items() if n not in self._servers or n in stop]
+            running = set(supervisor.child_names())
             for name in stop:
-                server = self._servers.pop(name)
-                self._version += 1
-                if name in supervisor.child_names():
+                if name in running:
                     await supervisor.stop_child(name)
+                server = self._servers.pop(name)  # stopped: its tools go
                 if server.link is not None:
                     server.link.close("the server was reloaded")
+            self._version += 1
             for name in start:
                 server = self._servers[name] = _Server(name, wanted[name])
                 await supervisor.start_child(self._spec(server))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import trio
 from mcp import types
 
 from hermes.agent.mcp.link import ServerGone, ServerLink
@@ -44,8 +45,8 @@ def fits(tool: types.Tool) -> bool:
 
 @attrs.frozen
 class McpTool:
-    """One tool of one server; `link` finds the server's live session at call time (it
-    changes on every restart of the server)."""
+    """One tool of one server; `current_link` finds the server's live session at call time
+    (it changes on every restart of the server)."""
 
     name: str
     server: str
@@ -54,7 +55,7 @@ class McpTool:
     parameters: dict[str, Any]
     roles: tuple[Role, ...]
     timeout: float
-    link: Callable[[], ServerLink | None] = attrs.field(eq=False, repr=False)
+    current_link: Callable[[], ServerLink | None] = attrs.field(eq=False, repr=False)
 
     @classmethod
     def of(cls, server: str, tool: types.Tool, roles: tuple[Role, ...], timeout: float,
@@ -67,12 +68,16 @@ class McpTool:
                    roles, timeout, link)  # fmt: skip
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        link = self.link()
+        link = self.current_link()
         if link is None:
             raise ServerGone(f"the MCP server {self.server} is not running now (see /mcp)")
         result = await link.call(self.remote, args, self.timeout)
-        text = render(result, ctx.terminal.options.spill_dir)
-        return capped(f"error: {text}" if result.isError else text, ctx)
+
+        def read() -> str:  # decoding and writing up to megabytes: not on the Trio thread
+            text = render(result, ctx.terminal.options.spill_dir)
+            return capped(f"error: {text}" if result.isError else text, ctx)
+
+        return await trio.to_thread.run_sync(read)
 
 
 def render(result: types.CallToolResult, spill_dir: Path | None) -> str:

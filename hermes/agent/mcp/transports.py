@@ -25,6 +25,7 @@ from mcp import types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
+from hermes.actors.errors import Unavailable
 from hermes.config import McpServerConfig
 from hermes.terminal.command import spawned
 from hermes.terminal.output import RingBuffer
@@ -36,7 +37,7 @@ STDERR_KEPT = 2_000  # characters of a server's stderr kept for why it stopped
 HTTP_TIMEOUT = httpx.Timeout(30.0, read=300.0)  # the SDK's: a response stream stays open
 
 
-class ServerEnded(Exception):
+class ServerEnded(Unavailable):
     """The server went away (its process exited, its endpoint failed)."""
 
 
@@ -109,6 +110,7 @@ async def _read_lines(
     and skipped (a server printing to stdout by mistake); one past MAX_MESSAGE ends the
     connection rather than grow without bound."""
     buffer = bytearray()
+    skipped = [0]  # lines that were not JSON-RPC
     async with to_session:
         async for chunk in stdout:
             buffer += chunk
@@ -116,19 +118,22 @@ async def _read_lines(
                 line = bytes(buffer[:end])
                 del buffer[: end + 1]
                 if line.strip():
-                    await _deliver(line, to_session)
+                    await _deliver(line, to_session, skipped)
             if len(buffer) > MAX_MESSAGE:
                 transport.end(f"the server sent a message over {MAX_MESSAGE // 2**20} MB")
                 return
 
 
 async def _deliver(
-    line: bytes, to_session: MemoryObjectSendStream[SessionMessage | Exception]
+    line: bytes, to_session: MemoryObjectSendStream[SessionMessage | Exception], skipped: list[int]
 ) -> None:
     try:
         message = types.JSONRPCMessage.model_validate_json(line)
     except ValueError:
-        log.warning("an MCP server wrote a line that is not JSON-RPC: %.200r", line)
+        skipped[0] += 1
+        if skipped[0] in (1, 10, 100) or skipped[0] % 1000 == 0:  # a chatty server: a few
+            log.warning("an MCP server wrote a line that is not JSON-RPC (%d so far): %.200r",
+                        skipped[0], line)  # fmt: skip
         return
     await to_session.send(SessionMessage(message))
 
@@ -166,9 +171,10 @@ async def http_transport(
 
 
 class _Watched(httpx.AsyncBaseTransport):
-    """The session's HTTP requests, watched: a failure to connect, or an answer cut off
-    mid-stream, ends the connection. (The SDK logs such failures and leaves the call
-    that was waiting on the answer waiting.)"""
+    """The session's POSTs (its requests and their answers), watched: a failure to
+    connect, or an answer cut off mid-stream, ends the connection. (The SDK logs such
+    failures and leaves the call that was waiting on the answer waiting.) Its GET stream
+    of server messages is the SDK's to reconnect; a quiet server is found by the ping."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport, ended: trio.Event) -> None:
         self.inner = inner
@@ -185,6 +191,8 @@ class _Watched(httpx.AsyncBaseTransport):
             self.ended.set()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method != "POST":  # the SDK's GET stream reconnects by itself
+            return await self.inner.handle_async_request(request)
         try:
             response = await self.inner.handle_async_request(request)
         except httpx.TransportError as exc:
