@@ -23,6 +23,8 @@ from hermes.actors.clock import Clock
 from hermes.adapters.registry import SECTIONS
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.loop import Agent
+from hermes.agent.mcp.server import McpSetup
+from hermes.agent.mcp.servers import McpServers
 from hermes.agent.providers import build_agent
 from hermes.cli import exit_codes
 from hermes.cli.act import open_state, perform
@@ -255,19 +257,27 @@ def _run(args: argparse.Namespace, home: HermesHome, config: Config) -> int:
     writer is this process's only one)."""
     injection_check(args.prompt, "run context")
     keys = ServeKeys.load(home, config)  # what serve holds: kept out, redacted, as in serve
-    agent = build_agent(config, keys.secrets, keys.redact)
+    home.ensure()
+    # The MCP servers serve would run, run here for the fire: the same tools as in serve.
+    mcp = McpServers(config.mcp, McpSetup(keys.secrets, keys.policy, home.workspace, keys.redact))
+    agent = build_agent(config, keys.secrets, keys.redact, mcp)
     become_subreaper()  # a script's double-forked children stay ours to kill
     mark_trees(home.root)
-    home.ensure()
-    return trio.run(_fire_now, args, home, config, agent, keys.policy)
+    return trio.run(_fire_now, args, home, config, agent, keys.policy, mcp)
 
 
 async def _fire_now(
-    args: argparse.Namespace, home: HermesHome, config: Config, agent: Agent, policy: EnvPolicy
+    args: argparse.Namespace,
+    home: HermesHome,
+    config: Config,
+    agent: Agent,
+    policy: EnvPolicy,
+    mcp: McpServers,
 ) -> int:
     async with open_state(home) as db:
         await kill_leftovers(home.root)
-        return await _fire_with(db, db.registry, args, home, config, agent, policy)
+        async with mcp.running():
+            return await _fire_with(db, db.registry, args, home, config, agent, policy)
 
 
 async def _fire_with(db: Db, registry: Registry, args, home, config, agent, policy) -> int:

@@ -50,14 +50,12 @@ TRANSPORTS = pytest.mark.parametrize("transport", ["stdio", "http"])
 
 @contextlib.asynccontextmanager
 async def running_servers(home, **servers: McpServerConfig) -> AsyncIterator[McpServers]:
-    """The serve tree's `mcp` node with `servers`, until every one listed its tools."""
+    """The serve tree's `mcp` node with `servers`, every one ready."""
     setup = McpSetup(Secrets({}, frozenset()), EnvPolicy(), home.workspace)
     mcp = McpServers(McpConfig(servers), setup)
-    async with trio.open_nursery() as nursery:
-        tree = await nursery.start(mcp.tree().run)
-        await mcp.until(lambda: all(mcp.status(n).state == READY for n in servers))
+    async with mcp.running():
+        assert all(mcp.status(n).state == READY for n in servers)
         yield mcp
-        tree.drain(trio.current_time() + 10)
 
 
 def agent_with(mcp: McpServers) -> Agent:

@@ -12,10 +12,11 @@ changed restart, removed ones stop, new ones start.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import attrs
@@ -25,7 +26,7 @@ from mcp import types
 from hermes.actors.backoff import Backoff
 from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
 from hermes.agent.mcp.link import ServerLink
-from hermes.agent.mcp.server import McpServer, McpSetup, McpStatus
+from hermes.agent.mcp.server import CONNECTING, START_TIMEOUT, McpServer, McpSetup, McpStatus
 from hermes.agent.mcp.tool import McpTool, fits
 from hermes.agent.permissions import granted
 from hermes.agent.tools.base import schema
@@ -71,6 +72,21 @@ class McpServers:
             strategy=Strategy.ONE_FOR_ONE, max_restarts=math.inf, period=600.0,
         )  # fmt: skip
         return self._supervisor
+
+    @contextlib.asynccontextmanager
+    async def running(self, wait: float = START_TIMEOUT) -> AsyncIterator[None]:
+        """The servers' node run here for the block, where no serve runs them (`hermes cron
+        run`): the block begins once each server came up or failed once (at most `wait`
+        seconds), and the node is drained at its end, every server's tree killed."""
+        async with trio.open_nursery() as nursery:
+            tree: Supervisor = await nursery.start(self.tree().run)
+            with trio.move_on_after(wait):
+                await self.until(lambda: all(s.status.state != CONNECTING
+                                             for s in self._servers.values()))  # fmt: skip
+            try:
+                yield
+            finally:
+                tree.drain(trio.current_time() + SHUTDOWN)
 
     def _spec(self, server: _Server) -> ChildSpec:
         def actor() -> McpServer:
