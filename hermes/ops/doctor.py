@@ -26,6 +26,7 @@ import trio
 from hermes.adapters.base import AdapterFatal
 from hermes.adapters.platform import Platform
 from hermes.adapters.registry import SECTIONS, chat_platforms
+from hermes.agent.tools.catalog import web_tools
 from hermes.config import (
     Config,
     ConfigError,
@@ -204,20 +205,22 @@ def _describe(exc: BaseException) -> str:
 
 def check_outside_tools(loaded: Loaded, env_path: Path) -> list[CheckResult]:
     """Each enabled MCP server can be started as configured (its program found, its
-    directory there, its variables set), and the search provider's key is set. The
-    servers are not started here: serve shows whether they come up (`hermes status`)."""
+    directory there, its variables set), and the web tools build as serve builds them
+    (the search key set, `allow_private` readable). The servers are not started here:
+    serve shows whether they come up (`hermes status`)."""
     results = []
     for name, server in loaded.config.mcp.servers.items():
         if server.enabled:
             results.append(_check_mcp_server(name, server, loaded.secrets, env_path))
-    search = loaded.config.web.search
-    if search.provider is not None:
-        label = "web search"
-        if search.key_env and not loaded.secrets.get(search.key_env):
-            fix = f"set {search.key_env} in {env_path} (or the environment)"
-            results.append(failed(label, f"{search.key_env} not set", fix))
+    web = loaded.config.web
+    if web.search.provider is not None or web.allow_private:
+        try:  # built as serve builds them: the same errors
+            offered = web_tools(web, loaded.secrets)
+        except ConfigError as exc:
+            fix = f"set the variable in {env_path} (or the environment), or correct web"
+            results.append(failed("web tools", str(exc), fix))
         else:
-            results.append(passed(label, f"{search.provider} at {search.url or 'its API'}"))
+            results.append(passed("web tools", ", ".join(sorted(offered))))
     return results
 
 

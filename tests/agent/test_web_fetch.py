@@ -11,6 +11,7 @@ import json
 import re
 import socket
 import ssl
+import threading
 from functools import partial
 from ipaddress import ip_address
 
@@ -20,7 +21,13 @@ import trio
 
 from hermes.agent.tools import web_fetch
 from hermes.agent.tools.base import ToolError
-from hermes.agent.tools.web_fetch import FETCH_SECONDS, MAX_BYTES, MAX_REDIRECTS, WebFetchTool
+from hermes.agent.tools.web_fetch import (
+    EXTRACT_SECONDS,
+    FETCH_SECONDS,
+    MAX_BYTES,
+    MAX_REDIRECTS,
+    WebFetchTool,
+)
 from hermes.agent.web.addresses import AllowList, Refused, refusal
 from hermes.agent.web.readable import html_page
 from hermes.config import ConfigError
@@ -309,6 +316,33 @@ async def test_the_whole_fetch_is_bounded_in_time(autojump_clock, ctx, behaviour
             await fetch(ctx, url)
         assert FETCH_SECONDS <= trio.current_time() - start < FETCH_SECONDS + 1
         nursery.cancel_scope.cancel()
+
+
+async def test_reading_a_body_is_bounded_in_time_too(autojump_clock, ctx, monkeypatch):
+    """A page whose text takes too long to read (a pathological PDF) is given up after
+    EXTRACT_SECONDS; its thread is left to finish, within the tool's own few places."""
+    stuck = threading.Event()
+    monkeypatch.setattr(trafilatura, "extract", lambda *args, **kwargs: stuck.wait(60))
+
+    async def serve(stream: trio.SocketStream) -> None:  # in this loop: see stalling_site
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += await stream.receive_some()
+        page = b"<html><body><p>words</p></body></html>"
+        await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n"
+                              b"content-length: %d\r\n\r\n%s" % (len(page), page))  # fmt: skip
+
+    try:
+        async with trio.open_nursery() as nursery:
+            listeners = await nursery.start(partial(trio.serve_tcp, serve, 0, host="127.0.0.1"))
+            url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/"
+            start = trio.current_time()
+            with pytest.raises(ToolError, match=f"took longer than {EXTRACT_SECONDS:g} s"):
+                await fetch(ctx, url)
+            assert trio.current_time() - start == pytest.approx(EXTRACT_SECONDS, abs=1)
+            nursery.cancel_scope.cancel()
+    finally:
+        stuck.set()
 
 
 # -- the address guard ---------------------------------------------------------------------

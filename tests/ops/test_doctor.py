@@ -216,6 +216,6 @@ def test_mcp_servers_and_the_search_key_are_checked_without_starting_anything(ho
     assert verdict == "FAIL" and "not a program on PATH" in rest and "fix: install it" in rest
     assert checks["mcp keyed"] == ("ok", "HTTP http://127.0.0.1:9/mcp")
     assert "mcp off" not in checks  # disabled: not checked
-    verdict, rest = checks["web search"]
-    assert verdict == "FAIL" and "HERMES_TEST_BRAVE not set" in rest
+    verdict, rest = checks["web tools"]
+    assert verdict == "FAIL" and "HERMES_TEST_BRAVE (the API key of" in rest
     assert "a-secret-token" not in output

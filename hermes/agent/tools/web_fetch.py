@@ -29,6 +29,8 @@ from hermes.agent.web.readable import Page, kind_of, readable
 MAX_REDIRECTS = 5
 MAX_BYTES = 10 * 1024 * 1024
 FETCH_SECONDS = 20.0
+EXTRACT_SECONDS = 30.0  # reading the text out of a fetched body (a pathological PDF)
+EXTRACT_THREADS = 2  # bodies read at once, given-up ones included
 FORMATS = ("markdown", "text")
 USER_AGENT = "Mozilla/5.0 (compatible; hermes-web-fetch/1)"
 HTTPCORE_ERRORS = (
@@ -230,6 +232,9 @@ class WebFetchTool:
         },
     )
     allow_private: AllowList = attrs.field(default=(), converter=AllowList.parse)
+    extracting: trio.CapacityLimiter = attrs.field(
+        factory=lambda: trio.CapacityLimiter(EXTRACT_THREADS), eq=False, repr=False
+    )
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
         url = need(args, "url")
@@ -244,14 +249,22 @@ class WebFetchTool:
             return page, capped(page.text, ctx)
 
         # Extraction is CPU-bound and `capped` may spill megabytes to a file: off the
-        # Trio thread, and a stopped turn does not wait for a big PDF's text.
-        page, text = await trio.to_thread.run_sync(read, abandon_on_cancel=True)
-        return json.dumps(
-            {
-                "url": fetched.url,
-                "status": fetched.status,
-                "content_type": fetched.media_type,
-                **({"title": page.title} if page.title else {}),
-                "text": text,
-            }
+        # Trio thread, and a stopped turn does not wait for a big PDF's text. A thread
+        # cannot be stopped: one past EXTRACT_SECONDS is left to finish on its own,
+        # holding one of the tool's few places, never the threads the rest of serve uses.
+        with trio.move_on_after(EXTRACT_SECONDS):
+            page, text = await trio.to_thread.run_sync(read, abandon_on_cancel=True,
+                                                       limiter=self.extracting)  # fmt: skip
+            return json.dumps(
+                {
+                    "url": fetched.url,
+                    "status": fetched.status,
+                    "content_type": fetched.media_type,
+                    **({"title": page.title} if page.title else {}),
+                    "text": text,
+                }
+            )
+        raise ToolError(
+            f"reading {fetched.url} ({fetched.media_type}) took longer than"
+            f" {EXTRACT_SECONDS:g} s; it was given up"
         )
