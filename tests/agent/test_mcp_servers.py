@@ -14,10 +14,13 @@ from hermes.actors.snapshot import RunState, Snapshot
 from hermes.agent.mcp.server import FAILED, McpSetup
 from hermes.agent.mcp.servers import McpServers
 from hermes.agent.mcp.tool import offered_name, render
+from hermes.agent.tools.base import capped
 from hermes.config import McpConfig, McpServerConfig, Secrets
 from hermes.ops.readiness import readiness
 from hermes.state.db import Db
+from hermes.terminal.command import RunOptions
 from hermes.terminal.env import EnvPolicy
+from hermes.terminal.session import TerminalSession
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 
@@ -76,3 +79,19 @@ def test_a_results_blocks_as_text_binary_saved_to_a_file(tmp_path):
 def test_a_tool_is_offered_under_a_name_every_model_takes():
     assert offered_name("files", "read.file/now") == "mcp_files_read_file_now"
     assert len(offered_name("s", "x" * 100)) == 64
+
+
+async def test_outside_text_is_capped_and_its_spill_file_holds_no_secret(ctx, tmp_path):
+    secret = "sk-live-0123456789abcdef"
+    spill = tmp_path / "spill"
+    ctx.terminal = TerminalSession(
+        tmp_path,
+        state_dir=tmp_path / "state",
+        policy=EnvPolicy(hidden=(secret,)),
+        options=RunOptions(cap=200, spill_dir=spill),
+    )
+    text = capped(f"the key is {secret}\n" + "x" * 1000, ctx)
+    assert len(text) < 400 and "characters cut" in text and secret not in text
+    (spilled,) = spill.iterdir()
+    whole = spilled.read_text()
+    assert secret not in whole and "the key is [REDACTED]" in whole and whole.count("x") == 1000

@@ -15,6 +15,7 @@ from hermes.agent.permissions import Caller
 from hermes.delivery.targets import Origin
 from hermes.state.approvals import Approval
 from hermes.state.db import Db
+from hermes.terminal.env import Redactor
 from hermes.terminal.output import BoundedOutput
 from hermes.terminal.session import TerminalSession
 
@@ -84,12 +85,13 @@ def need(args: dict[str, Any], key: str) -> Any:
 
 def capped(text: str, ctx: ToolContext) -> str:
     """`text` within the session's output cap, as a command's output is kept: head and
-    tail, the whole of it spilled to a private file the marker names. For what a tool
-    brings in from outside (a page, an MCP server's answer)."""
+    tail, the whole of it spilled to a private file the marker names, redacted before it
+    is written there (as a command's). For what a tool brings in from outside (a page,
+    an MCP server's answer)."""
     options = ctx.terminal.options
     output = BoundedOutput(options.cap, options.spill_dir)
     try:
-        output.write(text)
+        output.write(Redactor(ctx.terminal.redactor_secrets)(text))
     finally:
         output.close()
     return output.text()
