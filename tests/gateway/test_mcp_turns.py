@@ -14,6 +14,7 @@ import trio
 
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
+from hermes.agent.mcp import servers
 from hermes.agent.mcp.server import READY, McpSetup
 from hermes.agent.mcp.servers import McpServers
 from hermes.agent.offline import OfflineProvider, tool_line
@@ -201,3 +202,10 @@ async def test_a_tool_name_another_server_offers_already_is_left_out(registry, h
         assert offered.count("mcp_echo_spawn_child") == 1
         assert mcp.tool("mcp_echo_spawn_child").server == "echo"
         assert "mcp_echo_spawn_echo" in offered  # the rest of its tools are there
+
+
+async def test_a_servers_tools_take_a_bounded_share_of_every_prompt(home, monkeypatch):
+    monkeypatch.setattr(servers, "SERVER_SCHEMAS", 700)  # about two of the fake's tools
+    async with running_servers(home, echo=stdio()) as mcp:
+        schemas, chars = mcp.offered("owner")
+        assert 1 <= len(schemas) < 7 and chars <= 700

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 SERVER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
 SHUTDOWN = 10.0  # seconds a server's actor gets to stop (its tree is killed meanwhile)
+SERVER_SCHEMAS = 60_000  # characters of one server's tool schemas offered in each prompt
 
 
 @attrs.define(eq=False)
@@ -111,6 +112,7 @@ class McpServers:
         config = server.config
         taken = {n for s in self._servers.values() if s is not server for n in s.tools}
         offered: dict[str, McpTool] = {}
+        size = 0
         for tool in tools:
             if not _allowed(tool.name, config.tools) or not fits(tool):
                 continue
@@ -120,6 +122,12 @@ class McpServers:
                 log.warning("MCP server %s: its tool %r is offered as %s, a name already"
                             " taken; left out", server.name, tool.name, made.name)  # fmt: skip
                 continue
+            size += len(str(schema(made)))
+            if size > SERVER_SCHEMAS:  # every prompt of its roles carries them all
+                log.warning("MCP server %s: its tools from %s on would take more than %d characters"
+                            " of every prompt; left out (narrow them with mcp.servers.%s.tools)",
+                            server.name, made.name, SERVER_SCHEMAS, server.name)  # fmt: skip
+                break
             offered[made.name] = made
         server.tools = offered
         self._version += 1
