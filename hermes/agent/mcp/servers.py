@@ -78,16 +78,23 @@ class McpServers:
     async def running(self, wait: float = START_TIMEOUT) -> AsyncIterator[None]:
         """The servers' node run here for the block, where no serve runs them (`hermes cron
         run`): the block begins once each server came up or failed once (at most `wait`
-        seconds), and the node is drained at its end, every server's tree killed."""
-        async with trio.open_nursery() as nursery:
-            tree: Supervisor = await nursery.start(self.tree().run)
-            with trio.move_on_after(wait):
-                await self.until(lambda: all(s.status.state != CONNECTING
-                                             for s in self._servers.values()))  # fmt: skip
-            try:
-                yield
-            finally:
-                tree.drain(trio.current_time() + SHUTDOWN)
+        seconds), and the node is drained at its end, every server's tree killed. An error
+        of the block comes out as itself, not in the group of the node's nursery, so a
+        caller's typed error keeps its meaning (its exit status)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                tree: Supervisor = await nursery.start(self.tree().run)
+                with trio.move_on_after(wait):
+                    await self.until(lambda: all(s.status.state != CONNECTING
+                                                 for s in self._servers.values()))  # fmt: skip
+                try:
+                    yield
+                finally:
+                    tree.drain(trio.current_time() + SHUTDOWN)
+        except BaseExceptionGroup as group:
+            if len(group.exceptions) != 1:
+                raise
+            raise group.exceptions[0] from group
 
     def _spec(self, server: _Server) -> ChildSpec:
         def actor() -> McpServer:
