@@ -157,6 +157,19 @@ class LocalEndpointConfig:
 
 
 @attrs.frozen
+class WebhooksConfig:
+    """The listener platforms with webhooks (WhatsApp) post to: its own, never the operator
+    surfaces' port, so exposing webhooks never exposes the dashboard."""
+
+    host: str = "127.0.0.1"
+    """The address it listens on: loopback, behind your TLS reverse proxy."""
+    port: int = attrs.field(default=9121, validator=_port)
+    """Its port; 0 picks a free one (written to HERMES_HOME/webhooks.port)."""
+    max_body: int = attrs.field(default=1_048_576, validator=_at_least(1024))
+    """Bytes a delivery may have; a longer one is refused (413) unread."""
+
+
+@attrs.frozen
 class GatewayConfig:
     """How messages become turns: conversations, who may talk and how fast, restarts."""
 
@@ -171,6 +184,8 @@ class GatewayConfig:
     """In a thread, each user has a conversation of their own (else the thread's is shared)."""
     local: LocalEndpointConfig = LocalEndpointConfig()
     """The local endpoint: JSON-RPC 2.0 over WebSocket on loopback."""
+    webhooks: WebhooksConfig = WebhooksConfig()
+    """The webhook listener (only while a platform with webhooks is enabled)."""
     allowed_users: tuple[str, ...] = ()
     """User ids allowed to talk on every platform."""
     owners: tuple[str, ...] = ()

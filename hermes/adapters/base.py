@@ -27,7 +27,7 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from hermes.adapters.contract import (
     Admit,
     ChatType,
     Cursor,
+    DeliveryFailed,
     Fetch,
     Fetched,
     InboundEvent,
@@ -339,7 +340,8 @@ class AdapterSetup:
     """What one incarnation of a platform's adapter is built from: the platform's name
     and config, the secrets its token variables name (only those), the status kept
     across restarts, admission, what it keeps in state.db between incarnations (a
-    poll offset), and where it may save media (None: it saves none)."""
+    poll offset), where it may save media (None: it saves none), and where a send it took
+    and later failed is reported."""
 
     name: str
     config: PlatformConfig
@@ -348,6 +350,9 @@ class AdapterSetup:
     admit: Admit
     cursors: Cursors | None = None
     cache: Path | None = None
+    # What a platform reports later of a send it took (a WhatsApp `failed` status): told
+    # here, it is committed before the adapter acknowledges the report.
+    undelivered: Callable[[DeliveryFailed], Awaitable[None]] | None = None
 
 
 AdapterFactory = Callable[[AdapterSetup], "PlatformAdapter"]

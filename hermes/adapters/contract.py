@@ -188,6 +188,16 @@ class Fetch:
 
 
 @attrs.frozen
+class DeliveryFailed:
+    """The platform said, after it took a send (a 2xx and an id), that the message was not
+    delivered after all (WhatsApp's `failed` status): its outbox row is dead, with why."""
+
+    platform: str
+    message_id: str
+    reason: str
+
+
+@attrs.frozen
 class Fetched:
     """Where the files were saved, and a line for each one that could not be fetched."""
 

@@ -60,7 +60,8 @@ class Platform:
     (None for the local endpoint, which the serve tree builds itself); `settings`:
     its section of config.yaml (PlatformConfig, or its own subclass of it); `edits`: its
     adapter edits a sent message (SendRequest.edit_of), so a turn's progress can show
-    in one message."""
+    in one message; `webhook`: its deliveries come to the webhook listener
+    (`/webhooks/<name>`), which runs while such a platform is enabled."""
 
     name: str
     limit: Limit
@@ -72,3 +73,4 @@ class Platform:
     token_hint: str = "the token the platform issued"
     settings: type[PlatformConfig] = PlatformConfig
     edits: bool = False
+    webhook: bool = False

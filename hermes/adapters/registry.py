@@ -7,9 +7,10 @@ from hermes.adapters.local.platform import LOCAL
 from hermes.adapters.platform import Limit, Platform
 from hermes.adapters.slack.platform import SLACK
 from hermes.adapters.telegram.platform import TELEGRAM
+from hermes.adapters.whatsapp.platform import WHATSAPP
 from hermes.config import PlatformConfig
 
-PLATFORMS: dict[str, Platform] = {p.name: p for p in (LOCAL, TELEGRAM, SLACK, DISCORD)}
+PLATFORMS: dict[str, Platform] = {p.name: p for p in (LOCAL, TELEGRAM, SLACK, DISCORD, WHATSAPP)}
 SECTIONS: dict[str, type[PlatformConfig]] = {n: p.settings for n, p in PLATFORMS.items()}
 DEFAULT_LIMIT = Limit(4000, "chars")  # a platform hermes does not know (a mirror of one)
 

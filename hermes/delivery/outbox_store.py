@@ -372,6 +372,19 @@ def mark_dead(conn: apsw.Connection, row_id: int, reason: str, now: float) -> No
     )
 
 
+def mark_undelivered(
+    conn: apsw.Connection, platform: str, message_id: str, reason: str, now: float
+) -> int:
+    """A sent row the platform later reported undelivered (by its message id) is dead with
+    `reason`; how many rows that was (0: not one of ours, or already dead)."""
+    conn.execute(
+        "UPDATE outbox SET state = ?, last_error = ?, updated_at = ?"
+        " WHERE platform = ? AND message_id = ? AND state = ?",
+        (DEAD, reason, now, platform, message_id, SENT),
+    )
+    return conn.changes()
+
+
 def recover(
     conn: apsw.Connection, deduplicating: frozenset[str], now: float, freshness: float
 ) -> dict[str, int]:

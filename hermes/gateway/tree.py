@@ -23,9 +23,11 @@ from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
 from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
 from hermes.adapters.base import AdapterSetup, AdapterStatus, PlatformAdapter
+from hermes.adapters.contract import DeliveryFailed
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.local.endpoint import LocalEndpoint
 from hermes.adapters.registry import SECTIONS, chat_platforms
+from hermes.adapters.webhooks import WebhookListener
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.mcp.server import McpSetup
 from hermes.agent.mcp.servers import McpServers
@@ -34,6 +36,7 @@ from hermes.config import Config, ConfigError, Secrets, load_config
 from hermes.cron.scheduler import Scheduler
 from hermes.delivery.live import progress_modes
 from hermes.delivery.outbox import Outbox
+from hermes.delivery.outbox_store import mark_undelivered
 from hermes.delivery.replies import OutboxReplies
 from hermes.gateway.admission import Admission
 from hermes.gateway.collector import Collector
@@ -46,6 +49,7 @@ from hermes.gateway.router import Mirrored, Router, SessionServices
 from hermes.gateway.services import Services
 from hermes.home import HermesHome, write_secret_file
 from hermes.operations.context import Live
+from hermes.state.db import Db
 from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
 from hermes.terminal.env import EnvPolicy, Redactor
@@ -164,6 +168,13 @@ def build_root(
         return LocalEndpoint(local.host, local.port, token, methods, statuses["local"],
                              admission(), bound)  # fmt: skip
 
+    async def undelivered(failed: DeliveryFailed) -> None:
+        """A send the platform took and later failed: its row dead, committed before the
+        adapter acknowledges the report."""
+        async with Db(registry(), home.state_db) as db:
+            await db.write(mark_undelivered, failed.platform, failed.message_id, failed.reason,
+                           services.clock.now())  # fmt: skip
+
     def platform_spec(name: str, factory: Callable[[AdapterSetup], PlatformAdapter]) -> ChildSpec:
         settings = config.platforms[name]
         # Its own tokens only: an adapter never holds the model's keys or another's token.
@@ -179,6 +190,7 @@ def build_root(
                     admission(),
                     Cursors(registry(), home.state_db, services.clock),
                     home.cache,
+                    undelivered,
                 )
             ),
             restart=Restart.TRANSIENT,  # a fatal error ends it normally: not restarted
@@ -186,9 +198,22 @@ def build_root(
             ref=services.adapters[name],
         )
 
+    hooked = frozenset(n for n in config.enabled_platforms() if platforms[n].webhook)
+
+    def webhooks() -> WebhookListener:
+        settings = config.gateway.webhooks
+
+        def bound(port: int) -> None:
+            write_secret_file(home.root / "webhooks.port", f"{port}\n")  # where tests look
+
+        return WebhookListener(settings.host, settings.port, hooked, services.adapter_of,
+                               settings.max_body, bound)  # fmt: skip
+
     def adapters() -> Supervisor:
         children = [ChildSpec("local", endpoint, shutdown=5.0, ref=services.adapters["local"])]
         children += [platform_spec(n, platforms[n].factory) for n in config.enabled_platforms()]
+        if hooked:  # after the adapters it hands deliveries to (it stops before them)
+            children.append(ChildSpec("webhooks", webhooks, shutdown=3.0))
         # One platform's outage never stops the others, nor the serve: no give-up.
         return Supervisor("adapters", children, strategy=Strategy.ONE_FOR_ONE,
                           max_restarts=math.inf, period=600.0, backoff=ADAPTER_BACKOFF)  # fmt: skip

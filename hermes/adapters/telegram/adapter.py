@@ -54,12 +54,12 @@ from hermes.adapters.contract import (
     Unconfirmed,
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.media import MAX_FILE, save
 from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi, result_of
 from hermes.adapters.telegram.config import TelegramConfig
 from hermes.adapters.telegram.inbound import Bot, MediaRef, incoming, pressed
 from hermes.adapters.telegram.keyboard import inline_keyboard
 from hermes.adapters.telegram.markdown import to_markdown_v2
-from hermes.adapters.telegram.media import MAX_FILE, save
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)

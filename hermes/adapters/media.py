@@ -1,6 +1,7 @@
 """Media a chat sends (photos, documents, voice notes), saved under HERMES_HOME/cache
-for the agent to open by path: one file at most MAX_FILE bytes (the Bot API's own
-download limit), the whole cache at most CACHE_CAP, oldest evicted first."""
+for the agent to open by path, by every adapter that fetches media: one file at most
+MAX_FILE bytes (Telegram's Bot API's own download limit), a platform's cache at most
+CACHE_CAP, oldest evicted first."""
 
 from __future__ import annotations
 

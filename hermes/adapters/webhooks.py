@@ -1,0 +1,149 @@
+"""The webhook listener: where platforms that push (WhatsApp) deliver, on a port of its
+own, never the operator surfaces', so exposing webhooks never exposes the dashboard.
+
+It serves `/webhooks/<platform>` for the enabled webhook platforms only, reads a
+body only up to `gateway.webhooks.max_body`, and hands each request to that
+platform's adapter as a call (`WebhookRequest`), answering what the adapter answered.
+The adapter verifies and admits before it answers, so a 2xx means the delivery is in
+the journal; an adapter that is down, or slower than WEBHOOK_TIMEOUT, is a 503, and
+the platform delivers again. hypercorn's Trio worker serves it, as it serves ops.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from hypercorn.config import Config as HttpConfig
+from hypercorn.trio import serve
+
+from hermes.actors.actor import Actor
+from hermes.actors.address import Address
+from hermes.actors.errors import ActorStopped, CallTimeout, Unavailable
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_TIMEOUT = 20.0  # seconds an adapter gets to admit a delivery (Meta waits ~30)
+PREFIX = "/webhooks/"
+
+
+class WebhookPortInUse(Unavailable):
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(
+            f"{host}:{port} is already in use; stop what holds it or set gateway.webhooks.port"
+        )
+
+
+@attrs.frozen
+class WebhookRequest:
+    """One request to a platform's webhook, for its adapter (a call, answered with a
+    WebhookAnswer). `headers` lower-cased; `query` the first value of each name."""
+
+    method: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: bytes = attrs.field(repr=lambda b: f"<{len(b)} bytes>")
+
+
+@attrs.frozen
+class WebhookAnswer:
+    status: int
+    body: bytes = b""
+    content_type: str = "text/plain; charset=utf-8"
+
+
+class WebhookListener(Actor):
+    """`adapter_of(platform)`: the running adapter of a webhook platform, None while it is
+    down; `on_bound(port)`: told the port it bound."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        platforms: frozenset[str],
+        adapter_of: Callable[[str], Address | None],
+        max_body: int,
+        on_bound: Callable[[int], None],
+    ) -> None:
+        super().__init__("webhooks")
+        self.host, self.port = host, port
+        self.platforms = platforms
+        self.adapter_of = adapter_of
+        self.max_body = max_body
+        self.on_bound = on_bound
+
+    async def on_start(self) -> None:
+        config = HttpConfig()
+        config.bind = [f"{self.host}:{self.port}"]
+        config.accesslog = None
+        config.errorlog = logging.getLogger("hermes.webhooks.http")
+        config.graceful_timeout = 1.0
+        try:
+            bound = await self.nursery.start(serve, self._app, config)
+        except* OSError as group:  # hypercorn binds inside a nursery of its own
+            if group.subgroup(lambda e: getattr(e, "errno", None) == errno.EADDRINUSE):
+                raise WebhookPortInUse(self.host, self.port) from None
+            raise
+        port = int(bound[0].rsplit(":", 1)[1])
+        self.on_bound(port)
+        log.info("webhooks on http://%s:%d%s{%s}", self.host, port, PREFIX,
+                 ",".join(sorted(self.platforms)))  # fmt: skip
+
+    async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        answer = await self._answer(scope, receive)
+        await send({"type": "http.response.start", "status": answer.status,
+                    "headers": [(b"content-type", answer.content_type.encode()),
+                                (b"content-length", str(len(answer.body)).encode())]})  # fmt: skip
+        await send({"type": "http.response.body", "body": answer.body})
+
+    async def _answer(self, scope: dict[str, Any], receive: Any) -> WebhookAnswer:
+        path: str = scope["path"]
+        platform = path[len(PREFIX) :] if path.startswith(PREFIX) else ""
+        if platform not in self.platforms:
+            return WebhookAnswer(404, b"no such webhook\n")
+        if scope["method"] not in ("GET", "POST"):
+            return WebhookAnswer(405, b"GET or POST\n")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        declared = headers.get("content-length", "0")
+        if not declared.isdigit() or int(declared) > self.max_body:
+            return WebhookAnswer(413, b"too large\n")
+        body = await _body(receive, self.max_body)
+        if body is None:
+            return WebhookAnswer(413, b"too large\n")
+        query = dict(urllib.parse.parse_qsl(scope["query_string"].decode("latin-1")))
+        adapter = self.adapter_of(platform)
+        if adapter is None:
+            return WebhookAnswer(503, b"not ready; deliver again\n")
+        request = WebhookRequest(scope["method"], query, headers, body)
+        try:
+            answer: WebhookAnswer = await adapter.call(request, timeout=WEBHOOK_TIMEOUT)
+        except (ActorStopped, CallTimeout):
+            return WebhookAnswer(503, b"not ready; deliver again\n")
+        return answer
+
+
+async def _body(receive: Any, cap: int) -> bytes | None:
+    """The request's body, None past `cap` bytes (not read further)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)

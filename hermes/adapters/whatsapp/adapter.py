@@ -1,0 +1,299 @@
+"""The WhatsApp adapter (Cloud API): deliveries come by webhook, sends go to the Graph
+API's messages endpoint.
+
+- Inbound: the webhook listener hands each request here (`WebhookRequest`, a call).
+  The subscription handshake echoes `hub.challenge` for the right verify token
+  (compared in constant time); a POST is refused (403) unless it carries the
+  HMAC-SHA256 of its raw body under the app secret. Each message is admitted to the
+  journal, keyed by its wamid, with the time its user wrote (which opens the 24-hour
+  window) committed in the same transaction, before the 200: a delivery that could
+  not be admitted is a 500, and Meta delivers it again; a delivery again of what was
+  admitted is recognised. Then, best effort, the message is marked read with the
+  typing indicator on. A `failed` status marks the outbox row of that send dead,
+  committed before the 200 too.
+- Nothing to poll: the adapter is live once the token reads its number, and stays so;
+  a refused token is fatal.
+- Outbound: one message per chunk, no link previews. A user whose last message is
+  older than 24 hours cannot be sent a free-form message: it goes as the configured
+  template (the chunk's first line as its parameter), or dies at once saying why;
+  never retried for a day. Rate errors (429, 130429, 131056) retry that send later.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from hermes.adapters.base import FATAL, AdapterFatal, AdapterSetup
+from hermes.adapters.contract import (
+    Cursor,
+    Fetched,
+    Permanent,
+    RetryAfter,
+    SendRequest,
+    SendResult,
+    Sent,
+    Unconfirmed,
+)
+from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.media import MAX_FILE, save
+from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
+from hermes.adapters.whatsapp.config import WhatsAppConfig
+from hermes.adapters.whatsapp.inbound import (
+    SIGNATURE_HEADER,
+    failures,
+    messages,
+    read_media_ref,
+    signed,
+)
+from hermes.config import PlatformConfig, Secrets
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE = "https://graph.facebook.com/v21.0"
+WINDOW = 24 * 3600.0  # the customer-service window: seconds after the user's last message
+RATE_CODES = frozenset({4, 80007, 130429, 131056})  # app, account, throughput, pair rates
+AUTH_CODES = frozenset({190})  # the access token expired or was revoked
+WINDOW_CODES = frozenset({131047})  # "re-engagement message": outside the window
+FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
+OK = WebhookAnswer(200, b"ok\n")
+
+
+class WhatsAppAdapter(HttpAdapter):
+    platform = "whatsapp"
+    progress_deadline = math.inf  # it is pushed to: nothing it waits on can go deaf
+    concurrent_sends = 16
+
+    def __init__(self, setup: AdapterSetup) -> None:
+        super().__init__(setup.name, setup.status, setup.admit)
+        config = setup.config
+        if not isinstance(config, WhatsAppConfig):  # the tree reads it as WHATSAPP.settings
+            raise TypeError(f"WhatsApp's adapter needs a WhatsAppConfig, not {config!r}")
+        self.platform = setup.name
+        self.config = config
+        self.token = _secret(setup.secrets, config.token_env)
+        self.app_secret = _secret(setup.secrets, config.app_secret_env)
+        self.verify_token = _secret(setup.secrets, config.verify_token_env)
+        self.base = (config.base_url or DEFAULT_BASE).rstrip("/")
+        self.cursors = setup.cursors
+        self.undelivered = setup.undelivered
+        self.cache = setup.cache / setup.name if setup.cache is not None else None
+        self.window_key = f"{setup.name}:window:"
+
+    def headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"} if self.token else {}
+
+    @classmethod
+    async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
+        """The token reads the configured number (`GET /{phone-number-id}`)."""
+        if not isinstance(config, WhatsAppConfig):
+            raise TypeError(f"WhatsApp's token check needs a WhatsAppConfig, not {config!r}")
+        token = _secret(secrets, config.token_env)
+        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+            return await _number(http, (config.base_url or DEFAULT_BASE).rstrip("/"), config,
+                                 token)  # fmt: skip
+
+    # -- the actor ----------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        if self.cursors is not None:
+            await self.exits.enter_async_context(self.cursors)
+        await super().on_start()
+
+    async def connect(self) -> None:
+        missing = [key for key, value in (("token_env", self.token),
+                   ("app_secret_env", self.app_secret), ("verify_token_env", self.verify_token),
+                   ("phone_number_id", self.config.phone_number_id)) if not value]  # fmt: skip
+        if missing:
+            raise AdapterFatal(f"set platforms.{self.name}.{missing[0]} (and its variable)")
+        number = await _number(self.http, self.base, self.config, self.token)
+        log.info("%s: sending as %s; deliveries come to /webhooks/%s", self.name, number,
+                 self.name)  # fmt: skip
+        self.progress()
+        await trio.sleep_forever()  # live until stopped: deliveries come to the listener
+
+    async def handle(self, msg: Any) -> Any:
+        if isinstance(msg, WebhookRequest):
+            return await self._webhook(msg)
+        return await super().handle(msg)
+
+    # -- receiving ------------------------------------------------------------------
+
+    async def _webhook(self, request: WebhookRequest) -> WebhookAnswer:
+        if request.method == "GET":
+            return self._handshake(request.query)
+        if self.app_secret is None or not signed(
+            request.body, request.headers.get(SIGNATURE_HEADER), self.app_secret
+        ):
+            log.warning("%s: a delivery without a valid signature was refused", self.name)
+            return FORBIDDEN
+        try:
+            payload = json.loads(request.body)
+        except ValueError:
+            return WebhookAnswer(400, b"not JSON\n")
+        number = self.config.phone_number_id or ""
+        try:
+            for message in messages(payload, self.platform, number):
+                written = Cursor(self.window_key + message.event.chat_id, str(message.written_at))
+                if await self.admit(message.event, written):
+                    self.nursery.start_soon(self._mark_read, message.event.event_id)
+            for failed in failures(payload, self.platform, number):
+                if self.undelivered is not None:
+                    await self.undelivered(failed)
+        except Exception as exc:  # not in: Meta delivers again
+            log.error("%s: a delivery could not be admitted: %r", self.name, exc)
+            return WebhookAnswer(500, b"not admitted; deliver again\n")
+        self.progress()
+        return OK
+
+    def _handshake(self, query: dict[str, str]) -> WebhookAnswer:
+        """Meta's subscription check: echo the challenge for the right verify token."""
+        token = query.get("hub.verify_token", "")
+        right = self.verify_token is not None and hmac.compare_digest(
+            token.encode(), self.verify_token.encode()
+        )
+        if query.get("hub.mode") != "subscribe" or not right:
+            log.warning("%s: a webhook verification with a wrong token was refused", self.name)
+            return FORBIDDEN
+        return WebhookAnswer(200, query.get("hub.challenge", "").encode())
+
+    async def _mark_read(self, wamid: str) -> None:
+        """Best effort: the blue ticks and "typing..." while the turn runs (it ends with the
+        answer, or after 25 s)."""
+        body = {"messaging_product": "whatsapp", "status": "read", "message_id": wamid,
+                "typing_indicator": {"type": "text"}}  # fmt: skip
+        answer = await self.post(self._messages_url(), body)
+        if not isinstance(answer, HttpAnswer) or answer.status != 200:
+            log.debug("%s: marking %s read failed: %r", self.name, wamid, answer)
+
+    async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
+        """Each media of an authorized message: its URL from the Graph API, then its bytes
+        (at most MAX_FILE), both with the token, saved under the cache."""
+        if self.cache is None or self.http is None:
+            return Fetched((), tuple(f"[{self.name} cannot save media here]" for _ in attachments))
+        paths, problems = [], []
+        for ref in attachments:
+            kind, media_id, mime, name = read_media_ref(ref)
+            try:
+                data = await self._download(media_id)
+            except (httpx.HTTPError, ValueError) as exc:
+                problems.append(f"[the {kind} could not be fetched: {exc}]")
+                continue
+            path: Path = await trio.to_thread.run_sync(save, self.cache, name, data)
+            paths.append(str(path))
+        return Fetched(tuple(paths), tuple(problems))
+
+    async def _download(self, media_id: str) -> bytes:
+        assert self.http is not None
+        info = (await self.http.get(f"{self.base}/{media_id}")).raise_for_status().json()
+        if int(info.get("file_size") or 0) > MAX_FILE:
+            raise ValueError(f"it is larger than {MAX_FILE // 2**20} MB")
+        chunks, size = [], 0
+        async with self.http.stream("GET", str(info["url"])) as response:
+            response.raise_for_status()
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > MAX_FILE:
+                    raise ValueError(f"it is larger than {MAX_FILE // 2**20} MB")
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+    # -- sending --------------------------------------------------------------------
+
+    def _messages_url(self) -> str:
+        return f"{self.base}/{self.config.phone_number_id}/messages"
+
+    async def send(self, request: SendRequest) -> SendResult:
+        """A text message, or the template outside the window; the Graph API's answer read
+        into a SendResult."""
+        if self.status.state == FATAL:
+            return RetryAfter(None, f"{self.name}: {self.status.reason}")
+        if request.edit_of is not None:
+            return Permanent("WhatsApp messages cannot be edited", missing=True)
+        chat = request.target.chat_id
+        body: dict[str, Any] = {"messaging_product": "whatsapp", "recipient_type": "individual",
+                                "to": chat}  # fmt: skip
+        if await self._in_window(chat):
+            body |= {"type": "text", "text": {"preview_url": False, "body": request.text}}
+            if request.reply_to:
+                body["context"] = {"message_id": request.reply_to}
+        elif self.config.template:
+            first = next((line for line in request.text.splitlines() if line.strip()), "")
+            parameter = {"type": "text", "text": first[:1024]}
+            template = {"name": self.config.template,
+                        "language": {"code": self.config.template_language},
+                        "components": [{"type": "body", "parameters": [parameter]}]}  # fmt: skip
+            body |= {"type": "template", "template": template}
+        else:
+            return Permanent(
+                f"outside WhatsApp's 24-hour window: {chat} last wrote more than 24 hours"
+                " ago, and a free-form message cannot reach them; set"
+                f" platforms.{self.name}.template to an approved template to send such"
+                " messages as it"
+            )
+        answer = await self.post(self._messages_url(), body)
+        if not isinstance(answer, HttpAnswer):
+            return answer
+        return self._result(answer)
+
+    async def _in_window(self, chat: str) -> bool:
+        if self.cursors is None:
+            return True  # nothing kept: let Meta decide (a failed status says so)
+        written = await self.cursors.get(self.window_key + chat)
+        try:
+            return written is not None and self.cursors.clock.now() - float(written) < WINDOW
+        except ValueError:
+            return False
+
+    def _result(self, answer: HttpAnswer) -> SendResult:
+        body = answer.body if isinstance(answer.body, dict) else {}
+        if answer.status == 200:
+            sent = body.get("messages") or [{}]
+            found = sent[0].get("id") if isinstance(sent[0], dict) else None
+            return Sent(str(found)) if found else Unconfirmed("200 without a message id")
+        error = body.get("error") if isinstance(body.get("error"), dict) else {}
+        code = error.get("code")
+        details = (error.get("error_data") or {}).get("details") if error else None
+        reason = f"{answer.status} {error.get('message') or 'error'} ({code})"
+        reason += f": {details}" if details else ""
+        if answer.status == 429 or code in RATE_CODES:
+            return RetryAfter(None, reason)
+        if answer.status == 401 or code in AUTH_CODES:
+            self.status.state, self.status.reason = FATAL, f"the token was refused: {reason}"
+            log.error("%s: %s; not sending until restarted", self.name, self.status.reason)
+            return RetryAfter(None, reason)  # the rows wait for a fixed token
+        if code in WINDOW_CODES:
+            return Permanent(f"outside WhatsApp's 24-hour window: {reason}")
+        if answer.status >= 500:
+            return RetryAfter(None, reason)
+        return Permanent(reason)
+
+
+def _secret(secrets: Secrets, variable: str | None) -> str | None:
+    return (secrets.get(variable) or None) if variable else None
+
+
+async def _number(
+    http: httpx.AsyncClient | None, base: str, config: WhatsAppConfig, token: str | None
+) -> str:
+    """The configured number as the token reads it; a refused token is AdapterFatal."""
+    if http is None or not token:
+        raise AdapterFatal(f"no token: set {config.token_env or 'platforms.whatsapp.token_env'}")
+    response = await http.get(f"{base}/{config.phone_number_id}",
+                              params={"fields": "display_phone_number,verified_name"},
+                              headers={"authorization": f"Bearer {token}"})  # fmt: skip
+    if response.status_code in (400, 401, 403):
+        raise AdapterFatal(
+            f"WhatsApp refused the token or the number ({response.status_code}): check"
+            f" {config.token_env} and phone_number_id"
+        )
+    response.raise_for_status()
+    info = response.json()
+    return f"{info.get('display_phone_number', '?')} ({info.get('verified_name', '?')})"

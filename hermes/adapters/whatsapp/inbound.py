@@ -1,0 +1,132 @@
+"""A webhook delivery from Meta, read: proven by its signature, then each message as an
+inbound event (with the time the user wrote, which opens the 24-hour window) and each
+`failed` status as a delivery that failed after the send was taken.
+
+A payload is outside input: what is not the documented shape is skipped, never a
+crash; a message of a kind hermes does not read says so in one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from hermes.adapters.contract import ChatType, DeliveryFailed, InboundEvent
+
+SIGNATURE_HEADER = "x-hub-signature-256"
+MEDIA_KINDS = ("image", "audio", "video", "document", "sticker")
+
+
+def signed(body: bytes, header: str | None, app_secret: str) -> bool:
+    """Whether `header` (X-Hub-Signature-256) is the HMAC-SHA256 of the raw `body` under
+    the app secret, compared in constant time."""
+    if not header or not header.startswith("sha256="):
+        return False
+    expected = hmac.new(app_secret.encode(), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(header[len("sha256=") :].strip().lower(), expected)
+
+
+@attrs.frozen
+class Message:
+    """One message of a delivery: the event and when its user wrote it (Unix seconds)."""
+
+    event: InboundEvent
+    written_at: float
+
+
+def media_ref(kind: str, media_id: str, mime: str, name: str) -> str:
+    """An attachment as the adapter names it to itself (fetched only once authorized)."""
+    return "|".join((kind, media_id, mime, name.replace("|", "_")))
+
+
+def read_media_ref(ref: str) -> tuple[str, str, str, str]:
+    kind, media_id, mime, name = (ref.split("|", 3) + ["", "", "", ""])[:4]
+    return kind, media_id, mime, name
+
+
+def messages(payload: Any, platform: str, phone_number_id: str) -> Iterator[Message]:
+    """Every message to our number in the delivery, in order."""
+    for value in _values(payload, phone_number_id):
+        names = {
+            str(c.get("wa_id")): (c.get("profile") or {}).get("name")
+            for c in value.get("contacts") or ()
+            if isinstance(c, dict)
+        }
+        for raw in value.get("messages") or ():
+            if isinstance(raw, dict) and (found := _message(raw, platform, names)) is not None:
+                yield found
+
+
+def failures(payload: Any, platform: str, phone_number_id: str) -> Iterator[DeliveryFailed]:
+    """Every `failed` status in the delivery (sent, delivered and read change nothing)."""
+    for value in _values(payload, phone_number_id):
+        for status in value.get("statuses") or ():
+            if not isinstance(status, dict) or status.get("status") != "failed":
+                continue
+            errors = [e for e in status.get("errors") or () if isinstance(e, dict)]
+            first = errors[0] if errors else {}
+            details = (first.get("error_data") or {}).get("details") or first.get("message")
+            reason = f"{first.get('title') or 'failed'} ({first.get('code', '?')})"
+            yield DeliveryFailed(platform, str(status.get("id")),
+                                 f"{reason}: {details}" if details else reason)  # fmt: skip
+
+
+def _values(payload: Any, phone_number_id: str) -> Iterator[dict[str, Any]]:
+    """Each `messages` change for our number (a business account's other numbers share
+    the webhook)."""
+    if not isinstance(payload, dict) or payload.get("object") != "whatsapp_business_account":
+        return
+    for entry in payload.get("entry") or ():
+        for change in (entry.get("changes") or ()) if isinstance(entry, dict) else ():
+            if not isinstance(change, dict) or change.get("field") != "messages":
+                continue
+            value = change.get("value")
+            if not isinstance(value, dict):
+                continue
+            ours = str((value.get("metadata") or {}).get("phone_number_id") or "")
+            if ours == phone_number_id:
+                yield value
+
+
+def _message(raw: dict[str, Any], platform: str, names: dict[str, Any]) -> Message | None:
+    kind, wamid, user = raw.get("type"), raw.get("id"), raw.get("from")
+    if not isinstance(wamid, str) or not isinstance(user, str) or kind == "reaction":
+        return None  # reactions are not messages to answer
+    text, attachments = _content(kind, raw)
+    context = raw.get("context") or {}
+    event = InboundEvent(
+        platform, wamid, ChatType.DM, user, user, text, user_name=names.get(user),
+        message_id=wamid, reply_to=context.get("id") if isinstance(context, dict) else None,
+        mentioned=True, attachments=attachments,
+    )  # fmt: skip
+    try:
+        written_at = float(raw.get("timestamp") or 0)
+    except (TypeError, ValueError):
+        written_at = 0.0
+    return Message(event, written_at)
+
+
+def _content(kind: Any, raw: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The text a message carries, and its media as attachment references."""
+    body = raw.get(kind) if isinstance(kind, str) else None
+    body = body if isinstance(body, dict) else {}
+    if kind == "text":
+        return str(body.get("body") or ""), ()
+    if kind == "interactive":  # a press of a reply button or a list row: its title
+        reply = body.get("button_reply") or body.get("list_reply") or {}
+        return str(reply.get("title") or reply.get("id") or ""), ()
+    if kind == "button":  # a template's quick-reply button
+        return str(body.get("text") or body.get("payload") or ""), ()
+    if kind in MEDIA_KINDS and body.get("id"):
+        voice = kind == "audio" and body.get("voice")
+        name = str(body.get("filename") or f"{'voice' if voice else kind}-{body['id']}")
+        ref = media_ref("voice" if voice else kind, str(body["id"]),
+                        str(body.get("mime_type") or ""), name)  # fmt: skip
+        return str(body.get("caption") or ""), (ref,)
+    if kind == "location":
+        return f"[a location: {body.get('latitude')}, {body.get('longitude')}]", ()
+    return f"[a {kind} message, which hermes does not read]", ()

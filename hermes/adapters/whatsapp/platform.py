@@ -1,0 +1,19 @@
+"""WhatsApp (Cloud API) as hermes knows it: 4096 characters a message, text as it is
+(WhatsApp reads *bold* and _italic_ itself), 80 messages a second for a number, and
+about one every 6 seconds to one user (the pair rate, in bursts of a few); deliveries
+come by webhook."""
+
+from hermes.adapters.platform import Limit, Pace, Platform
+from hermes.adapters.whatsapp.adapter import WhatsAppAdapter
+from hermes.adapters.whatsapp.config import WhatsAppConfig
+
+WHATSAPP = Platform(
+    "whatsapp",
+    Limit(4096, "chars"),
+    WhatsAppAdapter,
+    pace=Pace(80.0, 1 / 6, burst=80, chat_burst=5),
+    secret_variables=("WHATSAPP_*",),
+    token_hint="a system user's access token from the Meta app (WhatsApp > API Setup)",
+    settings=WhatsAppConfig,
+    webhook=True,
+)
