@@ -1,0 +1,122 @@
+"""WhatsApp end to end: `hermes serve` as a process, the fake Cloud API delivering signed
+webhooks to serve's listener, the fake model answering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.adapters.serving import in_thread
+from tests.adapters.whatsapp.serving import ANN
+from tests.fakes.openai import text_answer
+from tests.seed import rows
+
+
+def outbox(serve) -> list[tuple]:
+    return rows(serve.home.state_db, "SELECT state, last_error, message_id FROM outbox"
+                " ORDER BY id")  # fmt: skip
+
+
+async def until_dead(serve, timeout: float = 20.0) -> None:
+    """Until an outbox row is dead: serve tells nobody outside, so state.db is polled, as
+    `Serve.until_mirrored` polls it."""
+    deadline = trio.current_time() + timeout
+    while not [r for r in await in_thread(outbox, serve) if r[0] == "dead"]:
+        assert trio.current_time() < deadline, f"no row died: {outbox(serve)}"
+        await trio.sleep(0.05)
+
+
+@pytest.mark.timeout(60)
+async def test_a_text_is_admitted_before_the_200_and_answered(serve, model, wa):
+    model.script(text_answer("Hello from hermes"))
+    await in_thread(serve.start)
+    wamid = wa.deliver_text(ANN, "hi there")
+    [sent] = await in_thread(wa.wait_sent, 1, 30.0)
+    assert sent["to"] == ANN and sent["kind"] == "text"
+    assert (sent["text"], sent["preview_url"]) == ("Hello from hermes", False)
+    delivered = wa.wait_delivered(wamid)
+    assert delivered["status_codes"] == [200]
+    [read] = await in_thread(wa.wait_reads, 1, 30.0)
+    assert read["message_id"] == wamid
+    assert serve.journal() == [("whatsapp", wamid, "answered")]
+    serve.stop()
+
+
+@pytest.mark.timeout(60)
+async def test_a_delivery_with_a_bad_signature_is_refused_and_nothing_admitted(serve, wa):
+    await in_thread(serve.start)
+    wamid = wa.deliver_text(ANN, "forged", bad_signature=True)
+    attempts = await in_thread(wa.wait_attempts, 1, 30.0)
+    assert attempts[0]["id"] == wamid and attempts[0]["status_code"] == 403
+    serve.stop()
+    assert serve.journal() == []
+    assert wa.sent == []
+
+
+@pytest.mark.timeout(60)
+async def test_the_verification_handshake_answers_only_the_right_token(serve, wa):
+    await in_thread(serve.start)
+    right = await in_thread(wa.verify, "subscribe", None, "challenge-123")
+    wrong = await in_thread(wa.verify, "subscribe", "not-the-token", "challenge-456")
+    assert right == (200, "challenge-123")
+    assert wrong[0] == 403 and "challenge-456" not in wrong[1]
+    serve.stop()
+
+
+@pytest.mark.timeout(60)
+async def test_a_failed_status_after_the_send_was_taken_turns_its_row_dead(serve, model, wa):
+    model.script(text_answer("this will not arrive"))
+    wa.fail_next_send(ANN, 131026)
+    await in_thread(serve.start)
+    wa.deliver_text(ANN, "hello")
+    [sent] = await in_thread(wa.wait_sent, 1, 30.0)
+    await in_thread(wa.wait_delivered, sent["wamid"], "failed")  # 200: committed by then
+    serve.stop()
+    [(state, error, message_id)] = outbox(serve)
+    assert (state, message_id) == ("dead", sent["wamid"])
+    assert "(131026)" in error
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("template", [True, False])
+async def test_a_brief_to_a_user_silent_for_25_hours(serve, model, wa, template):
+    """Sent as the template when one is configured; else dead at once, saying why."""
+    if template:
+        serve.configure(platform="    template: hermes_brief\n")
+    wa.silent_for(ANN, 25 * 3600)
+    model.script(text_answer("Markets are up.\nMore below."))
+    await in_thread(serve.start)
+    added = await serve.rpc("cron.add", {"schedule": "every 1h", "prompt": "the news",
+                                         "name": "news", "deliver": f"whatsapp:{ANN}"})  # fmt: skip
+    assert "result" in added, added
+    await serve.rpc("cron.run", {"job": "news"})
+    if template:
+        [sent] = await in_thread(wa.wait_sent, 1, 30.0)
+        assert (sent["kind"], sent["template"]) == ("template", "hermes_brief")
+        assert sent["parameters"] == ["Markets are up."]
+        serve.stop()
+        assert [state for state, *_ in outbox(serve)] == ["sent"]
+    else:
+        await until_dead(serve)
+        serve.stop()
+        [(state, error, _)] = outbox(serve)
+        assert state == "dead" and "outside WhatsApp's 24-hour window" in error
+        assert "platforms.whatsapp.template" in error
+        assert wa.sent == []
+
+
+@pytest.mark.timeout(60)
+async def test_a_voice_note_arrives_as_a_file_the_agent_reads(serve, model, wa):
+    model.script(text_answer("heard you"))
+    note = b"OggS-fake-voice-note"
+    media_id = wa.add_media(note, "audio/ogg")
+    await in_thread(serve.start)
+    wa.deliver_media(ANN, "voice", media_id)
+    await in_thread(wa.wait_sent, 1, 30.0)
+    serve.stop()
+    asked = model.requests[0]["body"]["messages"][-1]["content"]
+    path = next(word for word in asked.split() if "cache/whatsapp/" in word).strip("[]()")
+    assert Path(path).read_bytes() == note
+    assert wa.downloads == [media_id]
