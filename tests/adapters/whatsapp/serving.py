@@ -9,6 +9,7 @@ from tests.adapters.serving import Serve
 from tests.fakes.whatsapp import APP_SECRET, PHONE_NUMBER_ID, TOKEN, VERIFY_TOKEN
 
 ANN = "4915112345678"  # allowlisted, the owner
+BOB = "4915187654321"  # a second user (allowlisted where a test says)
 VARIABLES = {"WHATSAPP_TOKEN": TOKEN, "WHATSAPP_APP_SECRET": APP_SECRET,
              "WHATSAPP_VERIFY_TOKEN": VERIFY_TOKEN}  # fmt: skip
 

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from tests.adapters.serving import in_thread
-from tests.adapters.whatsapp.serving import ANN
+from tests.adapters.whatsapp.serving import ANN, BOB
 from tests.fakes.openai import text_answer
 from tests.seed import rows
 
@@ -120,3 +120,42 @@ async def test_a_voice_note_arrives_as_a_file_the_agent_reads(serve, model, wa):
     path = next(word for word in asked.split() if "cache/whatsapp/" in word).strip("[]()")
     assert Path(path).read_bytes() == note
     assert wa.downloads == [media_id]
+
+
+@pytest.mark.timeout(90)
+async def test_a_sigkill_after_the_200_and_before_the_answer_yields_one_answer(serve, model, wa):
+    """Admitted before the 200 is all a SIGKILL leaves: the next serve answers it, once,
+    and the same delivery coming again is recognised."""
+    model.delay = 30.0
+    await in_thread(serve.start)
+    wamid = wa.deliver_text(ANN, "what is the answer?")
+    await in_thread(wa.wait_delivered, wamid)  # Meta got its 200
+    await in_thread(model.wait_requests, 1)  # the model thinks; nothing answered yet
+    serve.kill()
+    assert [state for *_, state in serve.journal()] == ["started"]
+    model.delay = 0.0
+    model.script(text_answer("42"))
+    await in_thread(serve.start)
+    [sent] = await in_thread(wa.wait_sent, 1, 30.0)
+    again = wa.deliver_payload(wa.delivery(wamid)["payload"], key="again")  # Meta, again
+    await in_thread(wa.wait_delivered, again)
+    serve.stop()
+    assert sent["text"].endswith("42") and len(wa.sent) == 1
+    assert [state for *_, state in serve.journal()] == ["answered"]
+    assert len(model.requests) == 2
+
+
+@pytest.mark.timeout(60)
+async def test_a_rate_error_delays_only_that_send(serve, model, wa):
+    serve.configure(access=f"    allowed_users: ['{ANN}', '{BOB}']\n    owner: '{ANN}'\n")
+    model.script(text_answer("for you"), text_answer("for you"))
+    wa.fail(130429, to=ANN)
+    await in_thread(serve.start)
+    wa.deliver_text(ANN, "first")
+    [refused] = await in_thread(wa.wait_refused, 1, 30.0)
+    assert (refused["to"], refused["code"]) == (ANN, 130429)
+    wa.deliver_text(BOB, "second", name="Bob")
+    sent = await in_thread(wa.wait_sent, 2, 30.0)
+    serve.stop()
+    assert [s["to"] for s in sent] == [BOB, ANN]  # Bob's went while Ann's waited
+    assert [state for state, *_ in outbox(serve)] == ["sent", "sent"]
