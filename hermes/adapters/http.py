@@ -111,6 +111,19 @@ class HttpAdapter(PlatformAdapter):
             return failed_send(exc)
 
 
+async def read_capped(response: httpx.Response, limit: int) -> bytes | None:
+    """A streamed response's body, never more than `limit` bytes of it held: None past
+    it (what is outside the machine sends as much as it likes)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 @functools.lru_cache(maxsize=1024)
 def _url(url: str) -> httpx.URL:
     """A send's URL, parsed once (a platform posts to few of them)."""

@@ -42,7 +42,7 @@ from hermes.adapters.contract import (
     Sent,
     Unconfirmed,
 )
-from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer, read_capped
 from hermes.adapters.media import MAX_FILE, save
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.adapters.whatsapp.config import WhatsAppConfig
@@ -195,15 +195,11 @@ class WhatsAppAdapter(HttpAdapter):
         info = (await self.http.get(f"{self.base}/{media_id}")).raise_for_status().json()
         if int(info.get("file_size") or 0) > MAX_FILE:
             raise ValueError(f"it is larger than {MAX_FILE // 2**20} MB")
-        chunks, size = [], 0
         async with self.http.stream("GET", str(info["url"])) as response:
-            response.raise_for_status()
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > MAX_FILE:
-                    raise ValueError(f"it is larger than {MAX_FILE // 2**20} MB")
-                chunks.append(chunk)
-        return b"".join(chunks)
+            data = await read_capped(response.raise_for_status(), MAX_FILE)
+        if data is None:
+            raise ValueError(f"it is larger than {MAX_FILE // 2**20} MB")
+        return data
 
     # -- sending --------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import attrs
 import httpx
 import trio
 
+from hermes.adapters.http import read_capped
 from hermes.agent.tools.base import ToolContext, ToolError, capped, need, obj
 from hermes.config import ConfigError, SearchConfig, Secrets
 
@@ -173,14 +174,10 @@ def _count(value: Any, most: int) -> int:
 
 
 async def _read(response: httpx.Response, provider: str) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise ToolError(f"web search ({provider}) answered more than {MAX_BODY:,} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    body = await read_capped(response, MAX_BODY)
+    if body is None:
+        raise ToolError(f"web search ({provider}) answered more than {MAX_BODY:,} bytes")
+    return body
 
 
 def _result(item: Any, spec: Provider) -> dict[str, str] | None:
