@@ -1,6 +1,9 @@
 """The adapter conformance kit: what every adapter and its fake must show, parametrized over
-the adapters: the local endpoint, Telegram, Slack and Discord (built in, against their
-fakes in tests/fakes/).
+the adapters: the local endpoint, Telegram, Slack, Discord and WhatsApp (built in, against
+their fakes in tests/fakes/). WhatsApp is pushed to (webhooks): it has no connection to
+keep alive, so the items about connections (deafness, a token refused at connect, bots)
+are the connected platforms' only; its deliveries come again, like the local endpoint's
+retries, so the replay step runs on it.
 
 Through `hermes serve` as a real process (the first part): each driver speaks to serve
 the way its platform's users do (the local endpoint: a WebSocket client; the chat
@@ -66,6 +69,8 @@ from tests.adapters.slack.serving import SlackServe
 from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
 from tests.adapters.telegram.serving import TOKEN_VAR as TELEGRAM_VAR
 from tests.adapters.telegram.serving import TelegramServe
+from tests.adapters.whatsapp.serving import ANN as WHATSAPP_USER
+from tests.adapters.whatsapp.serving import WhatsAppServe
 from tests.fakes.discord import TOKEN as DISCORD_TOKEN
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.openai import text_answer
@@ -73,6 +78,7 @@ from tests.fakes.slack import APP_TOKEN as SLACK_APP_TOKEN
 from tests.fakes.slack import BOT_TOKEN as SLACK_TOKEN
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram, parse_markdown_v2
+from tests.fakes.whatsapp import FakeWhatsApp
 
 
 class LocalDriver:
@@ -249,6 +255,34 @@ class DiscordDriver:
         )
 
 
+class WhatsAppDriver:
+    """A WhatsApp user: messages the fake delivers to serve's webhook, signed as Meta's."""
+
+    name = "whatsapp"
+    replays = True  # Meta delivers again what was not answered 2xx (and may anyway)
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.wa: FakeWhatsApp = serve.platform
+        self.wamids: dict[str, str] = {}  # the kit's ref -> the message's wamid
+
+    async def say(self, text: str, ref: str) -> None:
+        before = len(self.wa.sent)
+        self.start_saying(None, text, ref)
+        await in_thread(self.wa.wait_sent, before + 1, 30.0)
+
+    def start_saying(self, nursery: trio.Nursery | None, text: str, ref: str) -> None:
+        self.wamids[ref] = self.wa.deliver_text(WHATSAPP_USER, text)
+
+    async def say_again(self, text: str, ref: str) -> None:
+        wamid = self.wamids[ref]
+        again = self.wa.deliver_payload(self.wa.delivery(wamid)["payload"], key=f"{ref}-again")
+        await in_thread(self.wa.wait_delivered, again)  # taken (200): recognised, or not
+
+    def received(self) -> list[str]:
+        return [s["text"] for s in self.wa.sent]
+
+
 @contextlib.contextmanager
 def serve_on(name: str, home, model) -> Iterator[Serve]:
     """Serve on the test's home with `name`'s fake (the local endpoint: serve with no chat
@@ -261,6 +295,8 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
         fake, harness = FakeTelegram(token=TELEGRAM_TOKEN), TelegramServe
     elif name == "slack":
         fake, harness = FakeSlack(), SlackServe
+    elif name == "whatsapp":
+        fake, harness = FakeWhatsApp(), WhatsAppServe
     else:
         fake, harness = FakeDiscord(), DiscordServe
     with fake, serving(harness, fake, home, model) as serve:
@@ -268,7 +304,7 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
 
 
 DRIVERS = {"local": LocalDriver, "telegram": TelegramDriver, "slack": SlackDriver,
-           "discord": DiscordDriver}  # fmt: skip
+           "discord": DiscordDriver, "whatsapp": WhatsAppDriver}  # fmt: skip
 CONNECTED = ("telegram", "slack", "discord")  # a connection to keep, a token, bots
 
 
