@@ -56,6 +56,9 @@ from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.slack.config import SlackConfig
 from hermes.adapters.telegram.adapter import TelegramAdapter
 from hermes.adapters.telegram.config import TelegramConfig
+from hermes.adapters.webhooks import WebhookListener
+from hermes.adapters.whatsapp.adapter import WhatsAppAdapter
+from hermes.adapters.whatsapp.config import WhatsAppConfig
 from hermes.config import PlatformConfig, Secrets
 from tests.adapters.discord.inprocess import QuickDiscord
 from tests.adapters.discord.serving import TOKEN_VAR as DISCORD_VAR
@@ -78,6 +81,10 @@ from tests.fakes.slack import APP_TOKEN as SLACK_APP_TOKEN
 from tests.fakes.slack import BOT_TOKEN as SLACK_TOKEN
 from tests.fakes.slack import FakeSlack
 from tests.fakes.telegram import FakeTelegram, parse_markdown_v2
+from tests.fakes.whatsapp import APP_SECRET as WHATSAPP_SECRET
+from tests.fakes.whatsapp import PHONE_NUMBER_ID as WHATSAPP_NUMBER
+from tests.fakes.whatsapp import TOKEN as WHATSAPP_TOKEN
+from tests.fakes.whatsapp import VERIFY_TOKEN as WHATSAPP_VERIFY
 from tests.fakes.whatsapp import FakeWhatsApp
 
 
@@ -436,6 +443,8 @@ class Seam:
     chat: str  # a chat to send to
     send_path: bytes  # what a send's request says (tests/adapters/relay.py holds it)
     comes_again_while_held = False  # the platform delivers an unacknowledged event again
+    pushed = False  # deliveries come to the webhook listener: no connection carries them
+    says_how_long = True  # a rate-limited send says how long to wait (Retry-After)
 
     def __enter__(self) -> Seam:
         self.fake.__enter__()
@@ -483,6 +492,10 @@ class Seam:
 
     def never_connected(self) -> bool:
         """The adapter never got past the token check."""
+        raise NotImplementedError
+
+    def listening(self, port: int) -> None:
+        """A pushed platform delivers to the listener on `port` from now on."""
         raise NotImplementedError
 
 
@@ -650,7 +663,67 @@ class DiscordSeam(Seam):
         return self.discord.connections == 0
 
 
-SEAMS: dict[str, type[Seam]] = {s.name: s for s in (TelegramSeam, SlackSeam, DiscordSeam)}
+class WhatsAppSeam(Seam):
+    """WhatsApp's adapter behind a webhook listener in this process, on the fake Cloud
+    API. It acknowledges a delivery by its 200; one not answered 2xx (a 503 past the
+    listener's wait, a 500) Meta delivers again."""
+
+    name = "whatsapp"
+    adapter = WhatsAppAdapter
+    chat = WHATSAPP_USER
+    send_path = b"/messages"
+    comes_again_while_held = True
+    pushed = True
+    says_how_long = False  # Meta's rate errors carry no wait: the outbox backs off
+
+    def __init__(self, refusing: bool = False) -> None:
+        token = "EAAG-another-token" if refusing else WHATSAPP_TOKEN
+        self.wa = self.fake = FakeWhatsApp(token=token)
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        url = f"{base_url}/v21.0" if base_url else self.wa.graph_url
+        config = WhatsAppConfig(token_env="WA_TOKEN", app_secret_env="WA_SECRET",
+                                verify_token_env="WA_VERIFY", base_url=url,
+                                phone_number_id=WHATSAPP_NUMBER)  # fmt: skip
+        secrets = {"WA_TOKEN": WHATSAPP_TOKEN, "WA_SECRET": WHATSAPP_SECRET,
+                   "WA_VERIFY": WHATSAPP_VERIFY}  # fmt: skip
+        return config, Secrets(secrets, frozenset())
+
+    def listening(self, port: int) -> None:
+        self.wa.configure(webhook_url=WhatsAppServe.webhook_url(port))
+
+    def sends_limited(self, seconds: float) -> None:
+        self.wa.fail(130429)
+
+    def sends_failing(self) -> None:
+        self.wa.fail(131000, status=500)  # "something went wrong"
+
+    def sends_refused(self) -> None:
+        self.wa.fail(100, status=400)  # an invalid parameter
+
+    def sent(self) -> list[str]:
+        return [s["text"] for s in self.wa.sent]
+
+    async def connected(self) -> None:
+        await in_thread(functools.partial(self.wa.wait_until, lambda f: f.number_lookups > 0,
+                                          what="the number read"))  # fmt: skip
+
+    def say(self, text: str) -> str:
+        return self.wa.deliver_text(WHATSAPP_USER, text)  # the wamid
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        assert self.wa.delivery(event_id)["state"] != "acknowledged"
+
+    async def acknowledged(self, event_id: str) -> None:
+        await in_thread(self.wa.wait_delivered, event_id)
+
+    def never_connected(self) -> bool:
+        return self.wa.number_lookups == 0
+
+
+SEAMS: dict[str, type[Seam]] = {
+    s.name: s for s in (TelegramSeam, SlackSeam, DiscordSeam, WhatsAppSeam)
+}
 
 
 @asynccontextmanager
@@ -660,7 +733,16 @@ async def adapter_on(
     """The seam's adapter in this process, on its fake (or at `base_url`)."""
     config, secrets = seam.setup(base_url)
     async with running(seam.adapter, seam.name, config, secrets, admissions, **kwargs) as run:
-        yield run
+        if not seam.pushed:
+            yield run
+            return
+        listener = WebhookListener("127.0.0.1", 0, frozenset({seam.name}),
+                                   lambda _: run.adapter.current(), MAX_BODY,
+                                   seam.listening)  # fmt: skip
+        async with trio.open_nursery() as nursery:
+            await nursery.start(listener.run)
+            yield run
+            listener.stop()
 
 
 @pytest.fixture(params=sorted(SEAMS))
@@ -683,6 +765,7 @@ def limited(request) -> Iterator[Seam]:
         yield platform
 
 
+MAX_BODY = 1 << 20  # of a delivery to the listener in this process
 # Past every progress deadline here, the one a Discord connection starts on (60 s, until
 # Hello gives the heartbeat interval) included.
 LONG_ADMISSION = 120.0
@@ -698,7 +781,8 @@ async def test_nothing_is_acknowledged_before_its_admission_commits_however_long
         admissions.hold("held")  # the journal takes its time over this one
         held = seam.say("held")
         await admissions.wait_for(held)
-        assert 2 * run.incarnations[-1].progress_deadline < LONG_ADMISSION
+        deadline = run.incarnations[-1].progress_deadline  # none where it is pushed to
+        assert seam.pushed or 2 * deadline < LONG_ADMISSION
         jump_clock.jump(LONG_ADMISSION)  # it outlasts the progress deadline...
         await trio.testing.wait_all_tasks_blocked()  # ...and the watchdog has looked
         await seam.still_unacknowledged(held)
@@ -727,9 +811,11 @@ async def test_an_event_whose_admission_failed_is_not_acknowledged_and_comes_aga
         doomed = seam.say("doomed")
         await admissions.wait_for(doomed)
         admissions.fail("doomed")  # the journal could not take it: the connection crashes
-        await run.status.reach(BACKING_OFF)
+        if not seam.pushed:  # (pushed to: the delivery is answered 500, and comes again)
+            await run.status.reach(BACKING_OFF)
         await seam.acknowledged(doomed)  # only once a later admission of it committed
-        assert run.restarts == 1 and len(run.incarnations) == 2
+        restarts = 0 if seam.pushed else 1
+        assert run.restarts == restarts and len(run.incarnations) == restarts + 1
     assert admissions.ids.count(doomed) >= 2
 
 
@@ -786,7 +872,7 @@ async def test_a_send_is_answered_with_a_typed_result(seam, monkeypatch):
             taken = await send("taken")
             assert isinstance(taken, Sent) and taken.message_id
             seam.sends_limited(7)
-            assert await send("limited") == RetryAfter(7.0, ANY)
+            assert await send("limited") == RetryAfter(7.0 if seam.says_how_long else None, ANY)
             seam.sends_failing()
             assert await send("failing") == RetryAfter(None, ANY)
             seam.sends_refused()

@@ -276,7 +276,8 @@ class FakeWhatsApp(Fake):
     })  # fmt: skip
     _STATE = (
         "sent", "refused", "reads", "deliveries", "pending", "gave_up", "downloads",
-        "media_lookups", "rate_limited", "verifications", "webhook_url", "internal_errors",
+        "media_lookups", "number_lookups", "rate_limited", "verifications", "webhook_url",
+        "internal_errors",
     )  # fmt: skip
 
     def __init__(
@@ -327,6 +328,7 @@ class FakeWhatsApp(Fake):
         self._media: dict[str, _Media] = {}
         self._downloads: list[str] = []
         self._media_lookups: list[str] = []
+        self._number_lookups = 0  # GET /{phone-number-id} answered (a token that reads it)
         self._verifications: list[dict[str, Any]] = []
         # the driver
         self._deliveries: dict[str, _Delivery] = {}  # by key, every one ever queued
@@ -674,6 +676,7 @@ class FakeWhatsApp(Fake):
     gave_up = observed("_gave_up", "Keys of the deliveries whose tries ran out.")
     downloads = observed("_downloads", "The media ids whose bytes were downloaded, in order.")
     media_lookups = observed("_media_lookups", "The media ids looked up (GET /{version}/{id}).")
+    number_lookups = observed("_number_lookups", "How many times the number was read.")
     verifications = observed("_verifications", """Each `verify()`: `mode`, `token`,
         `challenge`, `status_code`, `body`, `verified`.""")  # fmt: skip
 
@@ -1037,6 +1040,9 @@ class FakeWhatsApp(Fake):
         """The business number, as `GET /{phone-number-id}` reads it (the fields asked)."""
         number = {"id": self.phone_number_id, "display_phone_number": self.display_phone_number,
                   "verified_name": "Hermes Test", "quality_rating": "GREEN"}  # fmt: skip
+        with self._cond:
+            self._number_lookups += 1
+            self._cond.notify_all()
         fields = [f for f in query.get("fields", "").split(",") if f]
         return Reply(200, {k: v for k, v in number.items() if not fields or k in fields or
                            k == "id"})  # fmt: skip
