@@ -21,8 +21,12 @@ class WhatsAppServe(Serve):
     name = "whatsapp"
     access = f"    allowed_users: ['{ANN}']\n    owner: '{ANN}'\n"
 
+    wrong_token = False  # start with a token the fake refuses (the adapter stops)
+
     def tokens(self) -> dict[str, str]:
-        return dict(VARIABLES)
+        return (
+            {**VARIABLES, "WHATSAPP_TOKEN": "EAAG-refused"} if self.wrong_token else dict(VARIABLES)
+        )
 
     def settings(self) -> str:
         return (

@@ -159,3 +159,24 @@ async def test_a_rate_error_delays_only_that_send(serve, model, wa):
     serve.stop()
     assert [s["to"] for s in sent] == [BOB, ANN]  # Bob's went while Ann's waited
     assert [state for state, *_ in outbox(serve)] == ["sent", "sent"]
+
+
+@pytest.mark.timeout(90)
+async def test_a_delivery_answered_5xx_comes_again_and_is_answered_once(serve, model, wa):
+    """While the adapter cannot take it (here: its token refused, so it stopped), the
+    listener answers 503; Meta delivers again, and the serve after the fix answers once."""
+    serve.wrong_token = True
+    await in_thread(serve.start)
+    wamid = wa.deliver_text(ANN, "are you there?")
+    attempts = await in_thread(wa.wait_attempts, 2, 30.0)  # 503, then again
+    assert {a["status_code"] for a in attempts} == {503}
+    serve.stop()
+    assert serve.journal() == []  # nothing was admitted
+    serve.wrong_token = False
+    model.script(text_answer("yes"))
+    await in_thread(serve.start)  # the fake's next try goes to its listener
+    await in_thread(wa.wait_delivered, wamid, None, 30.0)
+    [sent] = await in_thread(wa.wait_sent, 1, 30.0)
+    serve.stop()
+    assert sent["text"] == "yes" and len(wa.sent) == 1
+    assert [state for *_, state in serve.journal()] == ["answered"]
