@@ -1,8 +1,8 @@
 """A chat platform's latency: `hermes serve` against a bare echo client, on the same fake.
 
 Run: python bench/chat.py PLATFORM [--rate R]   (from the repository root; about a minute)
-PLATFORM names a file bench/chat_<PLATFORM>.py (telegram, slack, discord), which holds
-what is that platform's own: its fake's surface, the bare echo client, how a reply is
+PLATFORM names a file bench/chat_<PLATFORM>.py (telegram, slack, discord, whatsapp), which
+holds what is that platform's own: its fake's surface, the bare echo client, how a reply is
 matched to its message and checked, where its latency is split (its docstring says).
 Everything else is here, the same for all; a platform added later gets its bench by
 adding such a file.
@@ -25,8 +25,9 @@ adding such a file.
   pacing and the send.
 - The same load on both sides, after the same warm-up: one message from each of 50
   users (not measured: the connections, hermes's sessions created), answered before
-  the timed phase starts. Timed: 1,000 messages offered at the rate (by default the
-  platform's: Telegram 25/s, below its 30/s pace; Slack and Discord 50/s, at theirs),
+  the timed phase starts. Timed: 1,000 messages (a platform may set fewer: WhatsApp 500)
+  offered at the rate (by default the platform's: Telegram 25/s, below its 30/s pace;
+  Slack and Discord 50/s, at theirs; WhatsApp 5/s, each user under its pair rate),
   round robin over the 50 users (at 50/s one message a second each, so no session
   is ever busy: hermes's busy handling is not what is measured), message n injected
   at start + n/rate s (`trio.sleep_until` on absolute times: a late wake-up does not
@@ -114,11 +115,17 @@ class Platform:
     client = ""  # the bare echo client, as its line names it
     chat_field = ""  # a post's chat, as the fake records it
     split = ("", "", "")  # the `where` line: which messages, the parts before and after
+    count = TOTAL  # timed messages per side
+    gateway = ""  # lines under `gateway:` in serve's config (a webhook platform's listener)
 
     def serve(self, fake_url: str) -> tuple[str, dict[str, str]]:
         """The platform's YAML under `platforms:` for serve on the fake, and its tokens
         (serve's environment)."""
         raise NotImplementedError
+
+    def serving(self, fake_url: str, home: Path) -> None:
+        """Once serve is ready on `home`: what the platform needs then (a webhook platform
+        points the fake's deliveries at serve's listener)."""
 
     def client_url(self, fake_url: str) -> str:
         """What the echo client is given."""
@@ -205,13 +212,13 @@ class Serve:
     section) and one platform (its YAML under `platforms:`), its tokens in the
     environment; started and ready."""
 
-    def __init__(self, tmp: Path, platform: str, tokens: dict[str, str]) -> None:
+    def __init__(self, tmp: Path, platform: str, tokens: dict[str, str], gateway: str) -> None:
         self.home = tmp / "home"
         self.home.mkdir()
         (self.home / "config.yaml").write_text(
             # No per-user limit: the offered load is the measure (users write 1 a second).
-            "gateway:\n  rate_limit: 0\n  local:\n    port: 0\nops:\n  port: 0\nplatforms:\n"
-            + platform
+            f"gateway:\n  rate_limit: 0\n  local:\n    port: 0\n{gateway}"
+            f"ops:\n  port: 0\nplatforms:\n{platform}"
         )
         env = {**os.environ, "HERMES_HOME": str(self.home), **tokens}
         self.log_path = tmp / "serve.stderr"
@@ -389,7 +396,7 @@ class Bench:
         warm = [(user, chat, f"m{n} warm up from user {user}")
                 for n, (user, chat) in enumerate(users)]  # fmt: skip
         timed = []
-        for n in range(TOTAL):
+        for n in range(self.platform.count):
             user, chat = users[n % USERS]
             timed.append((user, chat, f"m{len(warm) + n} hello from user {user}"))
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -460,8 +467,9 @@ class Bench:
 
             fake = Fake(self.platform)
             st.callback(kill, fake.proc)
-            serve = Serve(Path(tmp), *self.platform.serve(fake.url))
+            serve = Serve(Path(tmp), *self.platform.serve(fake.url), self.platform.gateway)
             st.callback(kill, serve.proc)
+            self.platform.serving(fake.url, serve.home)
             try:
                 trio.run(self.run_side, hermes, fake, [os.getpid(), fake.proc.pid, serve.proc.pid])
             except BaseException:
@@ -474,9 +482,9 @@ class Bench:
                     notes.append(stopped)
             first = (
                 f"fake       {self.platform.fake} in its own process, a fresh one per side "
-                f"({bare_url}, {fake.url}); {TOTAL} messages offered at {self.rate:g}/s, round "
-                f"robin over {USERS} users in private chats (each writing every "
-                f"{USERS / self.rate:g} s), after a warm-up of one each"
+                f"({bare_url}, {fake.url}); {self.platform.count} messages offered at "
+                f"{self.rate:g}/s, round robin over {USERS} users in private chats (each "
+                f"writing every {USERS / self.rate:g} s), after a warm-up of one each"
             )
         return bare, hermes, notes, serve_log, first
 
@@ -634,7 +642,8 @@ def main() -> None:
     )
     parser.add_argument("platform", choices=platforms())
     parser.add_argument("--rate", type=float, help="messages offered per second "
-                        "(default: the platform's; telegram 25, slack and discord 50)")  # fmt: skip
+                        "(default: the platform's; telegram 25, slack and discord 50, "
+                        "whatsapp 5)")  # fmt: skip
     parser.add_argument("--echo-client", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     platform: Platform = importlib.import_module(f"chat_{args.platform}").PLATFORM
