@@ -18,9 +18,11 @@ Run: python bench/chat.py telegram [--rate R]
 - A reply is matched to its message by `reply_parameters.message_id` (the fake
   numbers injected and sent messages from one counter, so the injected ids are
   those its sends did not take).
-- `where` splits hermes's latency at its typing action (sent right after an update
-  is admitted): inject -> typing (the held poll answering, the journal commit) and
-  typing -> reply (the turn, the outbox row, the pacing, the send).
+- `where` splits hermes's latency at its typing action: inject -> typing (the held
+  poll answering, the journal commit) and typing -> reply (the turn, the outbox row,
+  the pacing, the send). hermes shows "typing" only for a turn still running
+  `typing_after` (0.3 s) after its update was admitted, so with the offline model's
+  instant turns it sends none and the split is not printed.
 - The pace (hermes/delivery/outbox.py PACES): 30 messages/s overall, 1/s per chat.
   The default 25/s is below it; `--rate 50` is above it: hermes then sends 30/s,
   its backlog grows by 20/s and its latency with it, to seconds (warned; by
