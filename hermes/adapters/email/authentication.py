@@ -1,0 +1,57 @@
+"""Whether the receiving mail server vouches for a message's sender.
+
+A `From` header alone is trivially forged, so a mail is authorized by its sender only
+when the server that received it says so: an `Authentication-Results` header (RFC
+8601) added by the configured `trusted_authserv_id` (the receiving server's own name:
+headers from anyone else, a sender included, are not read) showing `dmarc=pass`, or
+`dkim=pass` for a signing domain aligned with the From address's domain (the same
+domain, or one a level or more above it: relaxed alignment).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# One result in a header: `method=result`, its properties (`header.d=example.org`).
+_RESULT = re.compile(r"(?P<method>[a-z0-9-]+)\s*=\s*(?P<result>[a-z]+)(?P<rest>[^;]*)", re.I)
+_PROPERTY = re.compile(r"(?P<key>[a-z0-9.-]+)\s*=\s*(?P<value>[^\s;()]+)", re.I)
+_COMMENT = re.compile(r"\([^()]*\)")
+
+
+def vouched(headers: Iterable[str], trusted_authserv_id: str, from_domain: str) -> bool:
+    """Whether one of the `Authentication-Results` header values `headers`, by
+    `trusted_authserv_id`, passes DMARC, or DKIM aligned with `from_domain`."""
+    trusted = trusted_authserv_id.strip().lower()
+    domain = from_domain.strip().lower().rstrip(".")
+    if not trusted or not domain:
+        return False
+    for header in headers:
+        authserv, _, results = _COMMENT.sub("", header).partition(";")
+        names = authserv.split()  # the authserv-id, and perhaps a version after it
+        if not names or names[0].lower() != trusted:
+            continue
+        for found in _RESULT.finditer(results):
+            method, result = found["method"].lower(), found["result"].lower()
+            if result != "pass":
+                continue
+            if method == "dmarc":
+                return True
+            if method == "dkim" and _aligned(_signing_domain(found["rest"]), domain):
+                return True
+    return False
+
+
+def _signing_domain(rest: str) -> str:
+    for prop in _PROPERTY.finditer(rest):
+        if prop["key"].lower() in ("header.d", "header.i"):
+            return prop["value"].lower().rsplit("@", 1)[-1].rstrip(".")
+    return ""
+
+
+def _aligned(signer: str, domain: str) -> bool:
+    """Relaxed alignment: the From domain is the signing domain or below it (a signer of
+    a bare top-level name aligns with nothing)."""
+    if not signer or "." not in signer:
+        return False
+    return domain == signer or domain.endswith("." + signer)
