@@ -7,11 +7,13 @@ from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
 
+import attrs
 import pytest
 
 from hermes.adapters.email.authentication import vouched
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.content import body_text, new_words
+from hermes.adapters.email.mail import answer_mail, read_mail
 from hermes.config import InputError, structure
 
 TRUSTED = "mx.test"
@@ -87,3 +89,68 @@ def test_plain_text_needs_allow_insecure_and_a_trusted_server_is_required():
         structure({}, EmailConfig)
     relaxed = structure({"require_authentication": False}, EmailConfig)
     assert relaxed.imap_port == 993 and relaxed.sessions == "thread"
+
+
+CONFIG = EmailConfig(address="hermes@example.net", trusted_authserv_id=TRUSTED)
+VOUCHED = f"{TRUSTED}; dmarc=pass header.from=example.org"
+
+
+def raw(subject: str = "Plans", body: str = "What are the plans?", **headers: str) -> bytes:
+    message = EmailMessage()
+    message["From"], message["To"] = "Ann <Ann@Example.org>", "hermes@example.net"
+    message["Subject"] = subject
+    for name, value in headers.items():
+        message[name.replace("_", "-")] = value
+    message.set_content(body)
+    return message.as_bytes()
+
+
+def test_a_vouched_mail_is_an_event_in_its_own_thread():
+    read = read_mail(raw(Message_ID="<m1@example.org>", Authentication_Results=VOUCHED),
+                     CONFIG, "email")  # fmt: skip
+    event = read.event
+    assert read.subject == "Plans" and event is not None
+    assert (event.event_id, event.chat_id, event.user_id) == (
+        "<m1@example.org>", "ann@example.org", "ann@example.org")  # fmt: skip
+    assert event.thread_id == "<m1@example.org>" and event.user_name == "Ann"
+    assert event.text == "What are the plans?"
+
+
+def test_a_reply_joins_the_thread_of_the_first_mail():
+    reply = raw(subject="Re: Plans", body="Sounds good.\n\nOn Tue, hermes wrote:\n> plans",
+                Message_ID="<m3@example.org>", In_Reply_To="<h2@example.net>",
+                References="<m1@example.org> <h2@example.net>",
+                Authentication_Results=VOUCHED)  # fmt: skip
+    event = read_mail(reply, CONFIG, "email").event
+    assert (event.thread_id, event.reply_to, event.text) == (
+        "<m1@example.org>", "<h2@example.net>", "Sounds good.")  # fmt: skip
+    per_sender = attrs.evolve(CONFIG, sessions="sender")
+    assert read_mail(reply, per_sender, "email").event.thread_id is None
+
+
+def test_a_forged_from_is_not_an_event_and_says_why():
+    forged = raw(Message_ID="<f@example.org>",
+                 Authentication_Results="evil.example; dmarc=pass")  # fmt: skip
+    read = read_mail(forged, CONFIG, "email")
+    assert read.event is None and "mx.test does not vouch for ann@example.org" in read.why
+    relaxed = attrs.evolve(CONFIG, require_authentication=False)
+    assert read_mail(forged, relaxed, "email").event is not None
+
+
+def test_a_mail_without_a_message_id_gets_a_stable_one():
+    first, again = (read_mail(raw(Authentication_Results=VOUCHED), CONFIG, "email").event
+                    for _ in range(2))  # fmt: skip
+    assert first.event_id == again.event_id and first.event_id.endswith("@no-message-id>")
+
+
+def test_an_answer_is_a_reply_in_its_thread_with_one_message_id_for_every_try():
+    mail = answer_mail(CONFIG, "ann@example.org", "Here.\n\nTwo paragraphs <b>.", "reply:7:0",
+                       0.0, "Plans", "<m1@example.org>", ("<m1@example.org>",))  # fmt: skip
+    assert mail["Subject"] == "Re: Plans" and mail["In-Reply-To"] == "<m1@example.org>"
+    assert mail["References"] == "<m1@example.org>"
+    assert mail["From"] == "hermes@example.net" and mail["Message-ID"].endswith("@example.net>")
+    again = answer_mail(CONFIG, "ann@example.org", "Here.", "reply:7:0", 1.0)
+    assert again["Message-ID"] == mail["Message-ID"]  # a resend folds into the same mail
+    assert mail.get_body(("plain",)).get_content().strip() == "Here.\n\nTwo paragraphs <b>."
+    assert "<p>Two paragraphs &lt;b&gt;.</p>" in mail.get_body(("html",)).get_content()
+    assert answer_mail(CONFIG, "a@x.org", "x", "k", 0.0)["Subject"] == "A message from hermes"
