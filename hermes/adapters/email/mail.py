@@ -35,12 +35,14 @@ _ID = re.compile(r"<[^<>\s]+>")
 
 @attrs.frozen
 class Read:
-    """A mail as hermes takes it: the event (None: not believed, `why` says), its subject
-    (the conversation's title), and the whole text (the transcript keeps it)."""
+    """A mail as hermes takes it: the event (None: not believed, `why` says), its subject,
+    and the Message-IDs an answer to it names in its References (its thread's, then
+    its own; the last 20)."""
 
     event: InboundEvent | None
     subject: str
     why: str | None = None
+    references: tuple[str, ...] = ()
 
 
 def read_mail(raw: bytes, config: EmailConfig, platform: str) -> Read:
@@ -61,13 +63,14 @@ def read_mail(raw: bytes, config: EmailConfig, platform: str) -> Read:
         str(message.get("In-Reply-To", ""))
     )
     thread = None if config.sessions == "sender" else (references[0] if references else event_id)
+    chain = tuple([*references, *own][-20:])
     text = new_words(body_text(message))
     event = InboundEvent(
         platform, event_id, ChatType.DM, sender, sender, text, thread_id=thread,
         user_name=parseaddr(str(message.get("From", "")))[0] or None, message_id=event_id,
         reply_to=references[-1] if references else None, mentioned=True,
     )  # fmt: skip
-    return Read(event, subject)
+    return Read(event, subject, references=chain)
 
 
 def message_id(idempotency_key: str, domain: str) -> str:

@@ -1,0 +1,140 @@
+"""The email adapter: IMAP in (IDLE), SMTP out, one conversation per thread.
+
+- A connection logs in, selects the folder (a changed UIDVALIDITY means the folder was
+  made again: everything in it is read again, and the journal, keyed by Message-ID,
+  knows what was answered), then reads every message not yet processed, oldest first:
+  each is admitted (with its thread's subject and Message-IDs kept beside it, for the
+  answer) *before* it is flagged \\Seen or moved to the processed folder, so a crash
+  between the two reads it again and answers it once. A sender the receiving server does
+  not vouch for is logged and left alone (flagged, never answered).
+- Then IDLE, in slices with a NOOP between them: the NOOP is the progress the deadline
+  waits for, so a connection that stops answering is replaced.
+- An answer is one mail (no splitting below the server's size limit), through SMTP
+  submission, as a reply in its thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from hermes.adapters.base import AdapterFatal, AdapterSetup, PlatformAdapter
+from hermes.adapters.contract import Cursor, RetryAfter, SendRequest, SendResult
+from hermes.adapters.email.config import EmailConfig
+from hermes.adapters.email.imap import NOOP_EVERY, Mailbox
+from hermes.adapters.email.mail import answer_mail, read_mail
+from hermes.adapters.email.smtp import submit
+from hermes.config import PlatformConfig, Secrets
+
+log = logging.getLogger(__name__)
+
+
+class EmailAdapter(PlatformAdapter):
+    platform = "email"
+    progress_deadline = 3 * NOOP_EVERY  # a NOOP answered every slice
+    concurrent_sends = 4
+
+    def __init__(self, setup: AdapterSetup) -> None:
+        super().__init__(setup.name, setup.status, setup.admit)
+        config = setup.config
+        if not isinstance(config, EmailConfig):  # the tree reads it as EMAIL.settings
+            raise TypeError(f"the email adapter needs an EmailConfig, not {config!r}")
+        self.platform = setup.name
+        self.config = config
+        self.password = setup.secrets.get(config.token_env) if config.token_env else None
+        self.cursors = setup.cursors
+        self.clock = setup.cursors.clock if setup.cursors is not None else None
+        self.thread_key = f"{setup.name}:thread:"
+        self.validity_key = f"{setup.name}:uidvalidity"
+        if not config.require_authentication:
+            log.warning("%s: require_authentication is off: any From header is believed (only"
+                        " for a server no stranger can send through)", setup.name)  # fmt: skip
+
+    @classmethod
+    async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
+        if not isinstance(config, EmailConfig):
+            raise TypeError(f"the email token check needs an EmailConfig, not {config!r}")
+        mailbox = Mailbox(config, secrets.get(config.token_env or "") or "")
+        try:
+            await mailbox.open()
+        except Exception as exc:
+            raise AdapterFatal(f"the mailbox refused the login: {exc}") from None
+        finally:
+            mailbox.close()
+        return f"{config.address} ({config.folder})"
+
+    async def on_start(self) -> None:
+        if self.cursors is not None:
+            await self.exits.enter_async_context(self.cursors)
+        await super().on_start()
+
+    # -- receiving --------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        if not self.password:
+            raise AdapterFatal(f"no password: set {self.config.token_env}")
+        mailbox = Mailbox(self.config, self.password)
+        try:
+            try:
+                await mailbox.open()
+            except Exception as exc:
+                if "auth" in str(exc).lower() or "login" in str(exc).lower():
+                    raise AdapterFatal(f"the mailbox refused the login: {exc}") from None
+                raise
+            self.progress()
+            await self._validity(mailbox.uidvalidity)
+            while True:
+                for uid in await mailbox.waiting():
+                    await self._take(mailbox, uid)
+                self.settled()
+                arrived, idled = False, 0.0
+                while not arrived and idled < self.config.idle_seconds:
+                    arrived = await mailbox.idle_slice(min(NOOP_EVERY, self.config.idle_seconds))
+                    idled += NOOP_EVERY
+                    self.progress()
+        finally:
+            mailbox.close()
+
+    async def _validity(self, uidvalidity: int) -> None:
+        if self.cursors is None:
+            return
+        kept = await self.cursors.get(self.validity_key)
+        if kept is not None and kept != str(uidvalidity):
+            log.warning("%s: %s was made again (UIDVALIDITY %s, was %s): reading it all again;"
+                        " what was answered is known by its Message-ID", self.name,
+                        self.config.folder, uidvalidity, kept)  # fmt: skip
+        if kept != str(uidvalidity):
+            await self.cursors.put(self.validity_key, str(uidvalidity))
+
+    async def _take(self, mailbox: Mailbox, uid: int) -> None:
+        raw = await mailbox.fetch(uid)
+        if raw is None:
+            log.warning("%s: message %d is gone or too large; left alone", self.name, uid)
+        else:
+            read = read_mail(raw, self.config, self.platform)
+            if read.event is None:
+                log.warning("%s: a mail was not answered: %s", self.name, read.why)
+            else:
+                thread = read.event.thread_id or read.event.chat_id
+                about = {"subject": read.subject, "references": list(read.references)}
+                kept = Cursor(self.thread_key + thread, json.dumps(about))
+                await self.admit(read.event, kept)
+        await mailbox.done(uid)  # only now: a crash before this reads it again
+        self.progress()
+
+    # -- sending ------------------------------------------------------------------------
+
+    async def send(self, request: SendRequest) -> SendResult:
+        if not self.password:
+            return RetryAfter(None, f"no password: set {self.config.token_env}")
+        kept: dict[str, Any] = {}
+        if self.cursors is not None:
+            thread = request.target.thread_id or request.target.chat_id
+            kept = json.loads(await self.cursors.get(self.thread_key + thread) or "{}")
+        now = self.clock.now() if self.clock is not None else 0.0
+        mail = answer_mail(self.config, request.target.chat_id, request.text,
+                           request.idempotency_key, now, kept.get("subject", ""),
+                           request.reply_to, tuple(kept.get("references", ())))  # fmt: skip
+        return await submit(self.config, self.password, mail)
+
