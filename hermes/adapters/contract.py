@@ -65,10 +65,13 @@ then is Unconfirmed), and the outbox waits for that answer, not a limit of its o
 
 @attrs.frozen
 class Cursor:
-    """An adapter's kept value (hermes/adapters/cursors.py), written with an admission."""
+    """An adapter's kept value (hermes/adapters/cursors.py), written with an admission.
+    `rising`: a number that only moves forward (a later admission of an older event, a
+    redelivery, leaves it)."""
 
     key: str
     value: str
+    rising: bool = False
 
 
 class Admit(Protocol):

@@ -17,11 +17,15 @@ def _get(conn: apsw.Connection, key: str) -> str | None:
     return row[0] if row else None
 
 
-def put_cursor(conn: apsw.Connection, key: str, value: str, now: float) -> None:
+def put_cursor(
+    conn: apsw.Connection, key: str, value: str, now: float, rising: bool = False
+) -> None:
+    """Keep `value` under `key`; `rising`: only if it is a larger number than the kept."""
+    only = " WHERE CAST(excluded.value AS REAL) > CAST(value AS REAL)" if rising else ""
     conn.execute(
         "INSERT INTO adapter_cursors (key, value, updated_at) VALUES (?,?,?)"
         " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
-        " updated_at = excluded.updated_at",
+        " updated_at = excluded.updated_at" + only,
         (key, value, now),
     )
 

@@ -130,6 +130,9 @@ class WebhookListener(Actor):
             answer: WebhookAnswer = await adapter.call(request, timeout=WEBHOOK_TIMEOUT)
         except (ActorStopped, CallTimeout):
             return WebhookAnswer(503, b"not ready; deliver again\n")
+        except Exception:  # a bug in the adapter: the platform delivers again
+            log.exception("webhooks: %s failed on a delivery", platform)
+            return WebhookAnswer(500, b"failed; deliver again\n")
         return answer
 
 

@@ -73,7 +73,7 @@ def admit(
     conn.execute(_ADMIT, values)
     added = conn.changes() == 1
     if cursor is not None:
-        put_cursor(conn, cursor.key, cursor.value, now)
+        put_cursor(conn, cursor.key, cursor.value, now, cursor.rising)
     return added
 
 

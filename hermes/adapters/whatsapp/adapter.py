@@ -62,6 +62,8 @@ WINDOW = 24 * 3600.0  # the customer-service window: seconds after the user's la
 RATE_CODES = frozenset({4, 80007, 130429, 131056})  # app, account, throughput, pair rates
 AUTH_CODES = frozenset({190})  # the access token expired or was revoked
 WINDOW_CODES = frozenset({131047})  # "re-engagement message": outside the window
+MEDIA_SECONDS = 120.0  # one media download, its lookup included
+MEDIA_HOSTS = (".fbsbx.com", ".facebook.com", ".whatsapp.net")  # where Meta serves media
 FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
 OK = WebhookAnswer(200, b"ok\n")
 
@@ -141,7 +143,8 @@ class WhatsAppAdapter(HttpAdapter):
         number = self.config.phone_number_id or ""
         try:
             for message in messages(payload, self.platform, number):
-                written = Cursor(self.window_key + message.event.chat_id, str(message.written_at))
+                at = message.written_at or self._now()  # no timestamp: it came now
+                written = Cursor(self.window_key + message.event.chat_id, str(at), rising=True)
                 if await self.admit(message.event, written):
                     self.nursery.start_soon(self._mark_read, message.event.event_id)
             for failed in failures(payload, self.platform, number):
@@ -150,8 +153,12 @@ class WhatsAppAdapter(HttpAdapter):
         except Exception as exc:  # not in: Meta delivers again
             log.error("%s: a delivery could not be admitted: %r", self.name, exc)
             return WebhookAnswer(500, b"not admitted; deliver again\n")
-        self.progress()
+        if self.status.state != FATAL:  # deliveries come; a refused token still stops sends
+            self.progress()
         return OK
+
+    def _now(self) -> float:
+        return self.cursors.clock.now() if self.cursors is not None else 0.0
 
     def _handshake(self, query: dict[str, str]) -> WebhookAnswer:
         """Meta's subscription check: echo the challenge for the right verify token."""
@@ -182,17 +189,25 @@ class WhatsAppAdapter(HttpAdapter):
         for ref in attachments:
             kind, media_id, mime, name = read_media_ref(ref)
             try:
-                data = await self._download(media_id)
-            except (httpx.HTTPError, ValueError) as exc:
-                problems.append(f"[the {kind} could not be fetched: {exc}]")
+                with trio.fail_after(MEDIA_SECONDS):
+                    data = await self._download(media_id)
+                # Named by its id first: two users' "invoice.pdf" never overwrite each other.
+                named = f"{media_id}-{Path(name).name}"
+                path: Path = await trio.to_thread.run_sync(save, self.cache, named, data)
+            except (httpx.HTTPError, ValueError, OSError, trio.TooSlowError) as exc:
+                problems.append(f"[the {kind} could not be fetched: {exc!r}]")
                 continue
-            path: Path = await trio.to_thread.run_sync(save, self.cache, name, data)
             paths.append(str(path))
         return Fetched(tuple(paths), tuple(problems))
 
     async def _download(self, media_id: str) -> bytes:
         assert self.http is not None
+        if not media_id.isdigit():
+            raise ValueError(f"{media_id!r} is not a media id")
         info = (await self.http.get(f"{self.base}/{media_id}")).raise_for_status().json()
+        url = httpx.URL(str(info.get("url", "")))
+        if not self._trusted_media_host(url):  # the token goes to Meta only
+            raise ValueError(f"the media URL's host {url.host!r} is not Meta's")
         if int(info.get("file_size") or 0) > MAX_FILE:
             raise ValueError(f"it is larger than {MAX_FILE // 2**20} MB")
         async with self.http.stream("GET", str(info["url"])) as response:
@@ -200,6 +215,12 @@ class WhatsAppAdapter(HttpAdapter):
         if data is None:
             raise ValueError(f"it is larger than {MAX_FILE // 2**20} MB")
         return data
+
+    def _trusted_media_host(self, url: httpx.URL) -> bool:
+        """Meta's media hosts (or, in a test, the configured API's own)."""
+        if url.host == httpx.URL(self.base).host:
+            return True
+        return url.scheme == "https" and url.host.endswith(MEDIA_HOSTS)
 
     # -- sending --------------------------------------------------------------------
 

@@ -26,8 +26,9 @@ def signed(body: bytes, header: str | None, app_secret: str) -> bool:
     the app secret, compared in constant time."""
     if not header or not header.startswith("sha256="):
         return False
-    expected = hmac.new(app_secret.encode(), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(header[len("sha256=") :].strip().lower(), expected)
+    expected = hmac.new(app_secret.encode(), body, hashlib.sha256).hexdigest().encode()
+    given = header[len("sha256=") :].strip().lower().encode("utf-8", "replace")
+    return hmac.compare_digest(given, expected)  # bytes: any header, never an error
 
 
 @attrs.frozen
@@ -52,11 +53,11 @@ def messages(payload: Any, platform: str, phone_number_id: str) -> Iterator[Mess
     """Every message to our number in the delivery, in order."""
     for value in _values(payload, phone_number_id):
         names = {
-            str(c.get("wa_id")): (c.get("profile") or {}).get("name")
-            for c in value.get("contacts") or ()
+            str(c.get("wa_id")): _name(c.get("profile"))
+            for c in _list(value.get("contacts"))
             if isinstance(c, dict)
         }
-        for raw in value.get("messages") or ():
+        for raw in _list(value.get("messages")):
             if isinstance(raw, dict) and (found := _message(raw, platform, names)) is not None:
                 yield found
 
@@ -64,12 +65,15 @@ def messages(payload: Any, platform: str, phone_number_id: str) -> Iterator[Mess
 def failures(payload: Any, platform: str, phone_number_id: str) -> Iterator[DeliveryFailed]:
     """Every `failed` status in the delivery (sent, delivered and read change nothing)."""
     for value in _values(payload, phone_number_id):
-        for status in value.get("statuses") or ():
+        for status in _list(value.get("statuses")):
             if not isinstance(status, dict) or status.get("status") != "failed":
                 continue
-            errors = [e for e in status.get("errors") or () if isinstance(e, dict)]
+            errors = [e for e in _list(status.get("errors")) if isinstance(e, dict)]
             first = errors[0] if errors else {}
-            details = (first.get("error_data") or {}).get("details") or first.get("message")
+            data = first.get("error_data")
+            details = (data.get("details") if isinstance(data, dict) else None) or first.get(
+                "message"
+            )
             reason = f"{first.get('title') or 'failed'} ({first.get('code', '?')})"
             yield DeliveryFailed(platform, str(status.get("id")),
                                  f"{reason}: {details}" if details else reason)  # fmt: skip
@@ -80,14 +84,15 @@ def _values(payload: Any, phone_number_id: str) -> Iterator[dict[str, Any]]:
     the webhook)."""
     if not isinstance(payload, dict) or payload.get("object") != "whatsapp_business_account":
         return
-    for entry in payload.get("entry") or ():
-        for change in (entry.get("changes") or ()) if isinstance(entry, dict) else ():
+    for entry in _list(payload.get("entry")):
+        for change in _list(entry.get("changes")) if isinstance(entry, dict) else ():
             if not isinstance(change, dict) or change.get("field") != "messages":
                 continue
             value = change.get("value")
             if not isinstance(value, dict):
                 continue
-            ours = str((value.get("metadata") or {}).get("phone_number_id") or "")
+            metadata = value.get("metadata")
+            ours = str(metadata.get("phone_number_id") or "") if isinstance(metadata, dict) else ""
             if ours == phone_number_id:
                 yield value
 
@@ -97,7 +102,7 @@ def _message(raw: dict[str, Any], platform: str, names: dict[str, Any]) -> Messa
     if not isinstance(wamid, str) or not isinstance(user, str) or kind == "reaction":
         return None  # reactions are not messages to answer
     text, attachments = _content(kind, raw)
-    context = raw.get("context") or {}
+    context = raw.get("context")
     event = InboundEvent(
         platform, wamid, ChatType.DM, user, user, text, user_name=names.get(user),
         message_id=wamid, reply_to=context.get("id") if isinstance(context, dict) else None,
@@ -130,3 +135,13 @@ def _content(kind: Any, raw: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
     if kind == "location":
         return f"[a location: {body.get('latitude')}, {body.get('longitude')}]", ()
     return f"[a {kind} message, which hermes does not read]", ()
+
+
+def _list(value: Any) -> list[Any]:
+    """A payload's list, or none where it holds something else."""
+    return value if isinstance(value, list) else []
+
+
+def _name(profile: Any) -> str | None:
+    name = profile.get("name") if isinstance(profile, dict) else None
+    return name if isinstance(name, str) else None

@@ -149,12 +149,14 @@ async def test_a_sigkill_after_the_200_and_before_the_answer_yields_one_answer(s
 async def test_a_rate_error_delays_only_that_send(serve, model, wa):
     serve.configure(access=f"    allowed_users: ['{ANN}', '{BOB}']\n    owner: '{ANN}'\n")
     model.script(text_answer("for you"), text_answer("for you"))
-    wa.fail(130429, to=ANN)
+    wa.fail(130429, to=ANN, times=1000)  # Ann's sends stay limited until Bob's went
     await in_thread(serve.start)
     wa.deliver_text(ANN, "first")
-    [refused] = await in_thread(wa.wait_refused, 1, 30.0)
+    [refused, *_] = await in_thread(wa.wait_refused, 1, 30.0)
     assert (refused["to"], refused["code"]) == (ANN, 130429)
     wa.deliver_text(BOB, "second", name="Bob")
+    await in_thread(wa.wait_sent, 1, 30.0)
+    wa.clear_faults()
     sent = await in_thread(wa.wait_sent, 2, 30.0)
     serve.stop()
     assert [s["to"] for s in sent] == [BOB, ANN]  # Bob's went while Ann's waited
