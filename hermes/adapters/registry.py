@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hermes.adapters.discord.platform import DISCORD
+from hermes.adapters.email.platform import EMAIL
 from hermes.adapters.local.platform import LOCAL
 from hermes.adapters.platform import Limit, Platform
 from hermes.adapters.slack.platform import SLACK
@@ -10,7 +11,9 @@ from hermes.adapters.telegram.platform import TELEGRAM
 from hermes.adapters.whatsapp.platform import WHATSAPP
 from hermes.config import PlatformConfig
 
-PLATFORMS: dict[str, Platform] = {p.name: p for p in (LOCAL, TELEGRAM, SLACK, DISCORD, WHATSAPP)}
+PLATFORMS: dict[str, Platform] = {
+    p.name: p for p in (LOCAL, TELEGRAM, SLACK, DISCORD, WHATSAPP, EMAIL)
+}
 SECTIONS: dict[str, type[PlatformConfig]] = {n: p.settings for n, p in PLATFORMS.items()}
 DEFAULT_LIMIT = Limit(4000, "chars")  # a platform hermes does not know (a mirror of one)
 

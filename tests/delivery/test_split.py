@@ -172,6 +172,7 @@ def test_limits_of_platforms():
         "slack": Limit(39000, "chars"),
         "local": Limit(1_000_000, "chars"),
         "whatsapp": Limit(4096, "chars"),
+        "email": Limit(1_000_000, "chars"),
     }
     assert [len(c) for c in chunks_for("x" * 4001, "irc")] == [4000, 1]  # unknown: 4000
 

@@ -74,6 +74,15 @@ class EmailAdapter(PlatformAdapter):
     async def connect(self) -> None:
         if not self.password:
             raise AdapterFatal(f"no password: set {self.config.token_env}")
+        missing = [k for k in ("address", "imap_host", "smtp_host") if not getattr(self.config, k)]
+        if missing:
+            raise AdapterFatal(f"set platforms.{self.name}.{missing[0]}")
+        if self.config.require_authentication and not self.config.trusted_authserv_id:
+            raise AdapterFatal(
+                f"set platforms.{self.name}.trusted_authserv_id to your receiving server's name"
+                " (or require_authentication: false for a private server): without it no"
+                " sender can be believed"
+            )
         mailbox = Mailbox(self.config, self.password)
         try:
             try:
@@ -137,4 +146,3 @@ class EmailAdapter(PlatformAdapter):
                            request.idempotency_key, now, kept.get("subject", ""),
                            request.reply_to, tuple(kept.get("references", ())))  # fmt: skip
         return await submit(self.config, self.password, mail)
-

@@ -57,6 +57,3 @@ class EmailConfig(PlatformConfig):
         if plain and not self.allow_insecure:
             raise ValueError("imap_security: `plain` sends the password in clear text; set"
                             " allow_insecure: true to allow it")  # fmt: skip
-        if self.require_authentication and self.trusted_authserv_id is None and self.enabled:
-            raise ValueError("trusted_authserv_id: name your receiving server (or set"
-                            " require_authentication: false for a private one)")  # fmt: skip

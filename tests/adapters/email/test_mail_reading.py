@@ -82,11 +82,9 @@ def test_quoted_history_and_signatures_are_left_out(text, new):
     assert new_words(text) == new
 
 
-def test_plain_text_needs_allow_insecure_and_a_trusted_server_is_required():
+def test_plain_text_needs_allow_insecure():
     with pytest.raises(InputError, match="allow_insecure"):
         structure({"imap_security": "plain", "trusted_authserv_id": TRUSTED}, EmailConfig)
-    with pytest.raises(InputError, match="trusted_authserv_id"):
-        structure({}, EmailConfig)
     relaxed = structure({"require_authentication": False}, EmailConfig)
     assert relaxed.imap_port == 993 and relaxed.sessions == "thread"
 
