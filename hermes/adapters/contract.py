@@ -52,6 +52,7 @@ class InboundEvent:
     mentioned: bool = False
     attachments: tuple[str, ...] = ()
     session_hint: str | None = None
+    title: str | None = None  # the conversation's own title (an email's subject)
 
     def target(self) -> Target:
         """Where an answer to this event goes."""

@@ -529,6 +529,7 @@ class Router(Actor):
                 session_id, source=event.platform, session_key=self.key_of(event),
                 chat_id=event.chat_id, chat_type=str(event.chat_type), thread_id=event.thread_id,
                 user_id=event.user_id, user_name=event.user_name, scope_id=event.scope_id,
+                title=event.title, title_source="derived" if event.title else None,
                 started_at=self.clock.now(),
             ))  # fmt: skip
         services = self.services

@@ -379,6 +379,12 @@ def _step_5_live_outbox(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE outbox ADD COLUMN shown TEXT")
 
 
+def _step_6_event_title(conn: apsw.Connection) -> None:
+    """An event may carry its conversation's title (an email's subject), which names the
+    session it starts: the journal keeps it with the rest of the event."""
+    conn.execute("ALTER TABLE inbound_journal ADD COLUMN title TEXT")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
@@ -386,6 +392,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_3_undone,
     _step_4_approvals,
     _step_5_live_outbox,
+    _step_6_event_title,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -28,6 +28,8 @@ class NewSession:
     scope_id: str | None = None
     parent_session_id: str | None = None
     model: str | None = None
+    title: str | None = None
+    title_source: str | None = None  # a TITLE_AUTHORITY key, with `title`
     started_at: float = attrs.field(kw_only=True)  # the caller's clock: writes read none
 
 
@@ -51,7 +53,7 @@ def ensure_session(conn: apsw.Connection, new: NewSession) -> SessionRow:
     marks = ", ".join(f":{n}" for n in values)
     fill = ", ".join(
         f"{n} = COALESCE(sessions.{n}, excluded.{n})"
-        for n in (*ROUTING, "user_name", "parent_session_id", "model")
+        for n in (*ROUTING, "user_name", "parent_session_id", "model", "title", "title_source")
     )
     conn.execute(
         f"INSERT INTO sessions ({names}) VALUES ({marks}) ON CONFLICT(id) DO UPDATE SET {fill}",

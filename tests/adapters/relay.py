@@ -7,7 +7,9 @@ them can keep one waiting, so the relay does it on the wire.
 kept once it has all come (its headers and its Content-Length of body), and so is what
 follows it on that connection; other requests and connections (the poll) flow.
 `release()` lets it through: the fake takes it then and answers whoever is still
-connected (nobody, once serve was killed). Real sockets on 127.0.0.1, one thread per
+connected (nobody, once serve was killed). `silence()`: every connection open now goes
+silent both ways, as behind a dead network path (an IMAP session that stops answering);
+later connections flow. Real sockets on 127.0.0.1, one thread per
 direction of each connection; `wait_held` blocks on a condition, never sleeps.
 """
 
@@ -28,6 +30,7 @@ class HeldRelay:
         self._held: list[bytes] = []  # the chunks held, in the order they came
         self._closing = False
         self._sockets: list[socket.socket] = []
+        self._silenced: set[int] = set()  # ids of the sockets whose bytes are dropped
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._threads = [threading.Thread(target=self._accept, daemon=True)]
 
@@ -58,6 +61,15 @@ class HeldRelay:
     def hold(self, marker: bytes) -> None:
         with self._cond:
             self._marker = marker
+
+    def silence(self) -> None:
+        """Every connection open now passes nothing more, either way, and stays open."""
+        with self._cond:
+            self._silenced.update(id(sock) for sock in self._sockets)
+
+    def _silent(self, sock: socket.socket) -> bool:
+        with self._cond:
+            return id(sock) in self._silenced
 
     def release(self) -> None:
         with self._cond:
@@ -98,6 +110,8 @@ class HeldRelay:
             while True:
                 data = client.recv(65536)
                 eof = not data
+                if data and self._silent(client):
+                    continue
                 if pending or (not eof and self._marked(data)):
                     pending += data
                     if not eof and not _whole(pending):
@@ -117,7 +131,8 @@ class HeldRelay:
         """Platform to client, until either ends."""
         try:
             while data := upstream.recv(65536):
-                client.sendall(data)
+                if not self._silent(client):
+                    client.sendall(data)
             client.shutdown(socket.SHUT_WR)
         except OSError:
             _shut(client)

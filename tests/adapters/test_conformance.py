@@ -16,6 +16,10 @@ the kill item covers), nor Discord a dispatch outside a Resume, so the replay st
 where the platform replays. "Deaf" is each platform's way of going silent: a hung poll,
 a half-open socket, a gateway that stops acknowledging heartbeats.
 
+Email is connected (an IMAP connection in IDLE, its NOOPs the progress); its deliveries
+come again (a copy of a mail with the same Message-ID); a bot is a program's mail
+(Auto-Submitted); deaf is an IMAP session that stops answering.
+
 The seam's own promises (the second part) are shown on each chat platform's adapter in
 this process (tests/adapters/inprocess.py) with an `admit` the kit holds open while it
 watches the fake: nothing is acknowledged to the platform (Telegram's offset, Slack's
@@ -32,8 +36,10 @@ import functools
 import math
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from email.utils import make_msgid
 from typing import Any
 from unittest.mock import ANY
+from urllib.parse import urlsplit
 
 import pytest
 import trio
@@ -52,6 +58,8 @@ from hermes.adapters.contract import (
     Unconfirmed,
 )
 from hermes.adapters.cursors import Cursors
+from hermes.adapters.email.adapter import EmailAdapter
+from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.slack.config import SlackConfig
 from hermes.adapters.telegram.adapter import TelegramAdapter
@@ -63,6 +71,10 @@ from hermes.config import PlatformConfig, Secrets
 from tests.adapters.discord.inprocess import QuickDiscord
 from tests.adapters.discord.serving import TOKEN_VAR as DISCORD_VAR
 from tests.adapters.discord.serving import DiscordServe
+from tests.adapters.email.serving import PASSWORD_VAR as EMAIL_VAR
+from tests.adapters.email.serving import TRUSTED as EMAIL_TRUSTED
+from tests.adapters.email.serving import VOUCHED as EMAIL_VOUCHED
+from tests.adapters.email.serving import EmailServe, MailServers, mail
 from tests.adapters.inprocess import Admissions, Running, running
 from tests.adapters.relay import HeldRelay
 from tests.adapters.serving import Serve, in_thread, serving, until_line
@@ -76,6 +88,11 @@ from tests.adapters.whatsapp.serving import ANN as WHATSAPP_USER
 from tests.adapters.whatsapp.serving import WhatsAppServe
 from tests.fakes.discord import TOKEN as DISCORD_TOKEN
 from tests.fakes.discord import FakeDiscord
+from tests.fakes.dovecot import DOVECOT
+from tests.fakes.mailserver import ALICE_ADDRESS as EMAIL_USER
+from tests.fakes.mailserver import HERMES_ADDRESS as EMAIL_BOT
+from tests.fakes.mailserver import HERMES_PASSWORD as EMAIL_PASSWORD
+from tests.fakes.mailserver import mail_servers, make_mail
 from tests.fakes.openai import text_answer
 from tests.fakes.slack import APP_TOKEN as SLACK_APP_TOKEN
 from tests.fakes.slack import BOT_TOKEN as SLACK_TOKEN
@@ -129,6 +146,7 @@ class TelegramDriver:
     deaf_restarts = True
     token = TELEGRAM_TOKEN
     fatal = "401"
+    revoked_by_drop = False
 
     def __init__(self, serve: Serve) -> None:
         self.serve = serve
@@ -173,6 +191,7 @@ class SlackDriver:
     deaf_restarts = True
     token = SLACK_TOKEN
     fatal = "link_disabled"
+    revoked_by_drop = False
 
     def __init__(self, serve: Serve) -> None:
         self.serve = serve
@@ -218,6 +237,7 @@ class DiscordDriver:
     deaf_restarts = False  # a silent gateway is a zombie, resumed in the connection
     token = DISCORD_TOKEN
     fatal = "4004"
+    revoked_by_drop = False
 
     def __init__(self, serve: Serve) -> None:
         self.serve = serve
@@ -290,12 +310,80 @@ class WhatsAppDriver:
         return [s["text"] for s in self.wa.sent]
 
 
+class EmailDriver:
+    """An email user: mails delivered into hermes's INBOX on Dovecot, vouched for by the
+    trusted receiving server; the answers are what the SMTP server took in."""
+
+    name = "email"
+    replays = True  # a copy of a mail (its Message-ID the same) may come again
+    deaf_restarts = True
+    token = EMAIL_PASSWORD
+    fatal = "AUTHENTICATIONFAILED"
+    revoked_by_drop = True  # a changed password: the session is dropped, the login refused
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.mail: MailServers = serve.platform
+        self.raw: dict[str, bytes] = {}  # the kit's ref -> the mail as delivered
+
+    def _deliver(self, text: str, ref: str, **headers: str) -> str:
+        message_id = f"<{ref}@example.org>"
+        self.raw[ref] = make_mail(EMAIL_USER, EMAIL_BOT, f"About {ref}", text,
+                                  message_id=message_id, auth_results=EMAIL_VOUCHED,
+                                  headers=headers)  # fmt: skip
+        self.mail.imap.deliver(EMAIL_BOT, self.raw[ref])
+        return message_id
+
+    async def say(self, text: str, ref: str) -> None:
+        before = len(self.mail.smtp.received)
+        self._deliver(text, ref)
+        await in_thread(self.mail.smtp.wait_received, before + 1, 30.0)
+
+    def start_saying(self, nursery: trio.Nursery, text: str, ref: str) -> None:
+        self._deliver(text, ref)
+
+    async def say_again(self, text: str, ref: str) -> None:
+        self.mail.imap.deliver(EMAIL_BOT, self.raw[ref])  # read (flagged) again: recognised
+        seen = functools.partial(self.mail.imap.wait_seen, EMAIL_BOT, f"<{ref}@example.org>",
+                                 count=2, timeout=30.0)  # fmt: skip
+        await in_thread(seen)
+
+    def received(self) -> list[str]:
+        return [m.text for m in self.mail.smtp.received]
+
+    def polls(self) -> int:
+        return self.mail.imap.logins(EMAIL_BOT)
+
+    def wait_polls(self, count: int, timeout: float = 30.0) -> None:
+        self.mail.imap.wait_logins(EMAIL_BOT, count, timeout)
+
+    def deafen(self) -> None:
+        self.mail.deafen()
+
+    def undeafen(self) -> None:
+        """The frozen session stays so; a new login gets a live one."""
+
+    def revoke_token(self) -> None:
+        self.mail.imap.set_password(EMAIL_BOT, "changed by the user")
+        self.mail.imap.kick(EMAIL_BOT)
+
+    async def say_as_bot(self, text: str) -> None:
+        """An out-of-office reply: a program's mail (RFC 3834), never answered."""
+        message_id = self._deliver(text, "bot", **{"Auto-Submitted": "auto-replied"})
+        seen = functools.partial(self.mail.imap.wait_seen, EMAIL_BOT, message_id, timeout=30.0)
+        await in_thread(seen)
+
+
 @contextlib.contextmanager
 def serve_on(name: str, home, model) -> Iterator[Serve]:
     """Serve on the test's home with `name`'s fake (the local endpoint: serve with no chat
     platform)."""
     if name == "local":
         with serving(Serve, None, home, model) as serve:
+            yield serve
+        return
+    if name == "email":
+        with mail() as servers, serving(EmailServe, servers, home, model) as serve:
             yield serve
         return
     if name == "telegram":
@@ -311,28 +399,45 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
 
 
 DRIVERS = {"local": LocalDriver, "telegram": TelegramDriver, "slack": SlackDriver,
-           "discord": DiscordDriver, "whatsapp": WhatsAppDriver}  # fmt: skip
-CONNECTED = ("telegram", "slack", "discord")  # a connection to keep, a token, bots
+           "discord": DiscordDriver, "whatsapp": WhatsAppDriver,
+           "email": EmailDriver}  # fmt: skip
+CONNECTED = ("telegram", "slack", "discord", "email")  # a connection to keep, a token, bots
+SYSTEM = {"email": (DOVECOT, ("dovecot-imapd",))}  # what a platform's servers need here
+
+
+@pytest.fixture
+def driven(require_system, home, model):
+    """How a kit fixture serves on a platform: its system program first, where it has one."""
+
+    @contextlib.contextmanager
+    def on(name: str) -> Iterator[Any]:
+        if name in SYSTEM:
+            program, packages = SYSTEM[name]
+            require_system(program, packages=packages)
+        with serve_on(name, home, model) as serve:
+            yield DRIVERS[name](serve)
+
+    return on
 
 
 @pytest.fixture(params=sorted(DRIVERS))
-def driver(request, home, model):
-    with serve_on(request.param, home, model) as serve:
-        yield DRIVERS[request.param](serve)
+def driver(request, driven):
+    with driven(request.param) as platform:
+        yield platform
 
 
 @pytest.fixture(params=CONNECTED)
-def connected(request, home, model):
-    with serve_on(request.param, home, model) as serve:
-        yield DRIVERS[request.param](serve)
+def connected(request, driven):
+    with driven(request.param) as platform:
+        yield platform
 
 
 @pytest.fixture(params=[n for n in CONNECTED if DRIVERS[n].deaf_restarts])
-def deaf(request, home, model):
+def deaf(request, driven):
     """Where going deaf is caught by the progress deadline (Discord's gateway catches
     a silent connection by its heartbeats first: tests/adapters/discord)."""
-    with serve_on(request.param, home, model) as serve:
-        yield DRIVERS[request.param](serve)
+    with driven(request.param) as platform:
+        yield platform
 
 
 @pytest.mark.timeout(90)
@@ -410,7 +515,9 @@ async def test_a_fatal_error_stops_the_restarts_and_says_why(model, connected):
     assert adapter.detail["adapter"] == "fatal" and connected.fatal in adapter.detail["reason"]
     with pytest.raises(TimeoutError):  # nobody polls any more: no restart
         await in_thread(connected.wait_polls, polls + 1, 3.0)
-    assert (await serve.status())[name].restarts == 0
+    # The platform says so on the live connection; email's server only drops it, and the
+    # one reconnect is refused: one restart, then none.
+    assert (await serve.status())[name].restarts == (1 if connected.revoked_by_drop else 0)
     serve.stop()
     log = (serve.home.logs / "hermes.log").read_text()
     assert connected.token not in log  # nor any URL with it
@@ -456,6 +563,14 @@ class Seam:
     def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
         """The adapter's config and secrets, its base_url the fake's unless given."""
         raise NotImplementedError
+
+    def send_url(self) -> str:
+        """Where the adapter's sends go (a relay may stand in front)."""
+        return self.fake.url
+
+    def wait_sent(self, count: int) -> None:
+        """Until the platform took `count` sends."""
+        self.fake.wait_sent(count)
 
     def sends_limited(self, seconds: float) -> None:
         """The next send is answered 429 with `seconds` to wait."""
@@ -721,8 +836,77 @@ class WhatsAppSeam(Seam):
         return self.wa.number_lookups == 0
 
 
+class EmailSeam(Seam):
+    """Email's adapter on a real Dovecot and the test's SMTP server. It acknowledges a mail
+    by flagging it \\Seen; one left unflagged the next connection reads again."""
+
+    name = "email"
+    adapter = EmailAdapter
+    chat = EMAIL_USER
+    send_path = b"Message-ID: <"  # in the mail's header, sent after DATA
+    says_how_long = False  # SMTP's 4xx carry no wait: the outbox backs off
+
+    def __init__(self, refusing: bool = False) -> None:
+        self.password = "not the password" if refusing else EMAIL_PASSWORD
+        self.servers = mail_servers()
+
+    def __enter__(self) -> Seam:
+        self.imap, self.smtp = self.servers.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.servers.__exit__(*exc)
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        smtp = urlsplit(base_url or self.send_url())
+        config = EmailConfig(token_env=EMAIL_VAR, address=EMAIL_BOT, imap_host=self.imap.host,
+                             imap_port=self.imap.port, smtp_host=smtp.hostname,
+                             smtp_port=smtp.port or 25, imap_security="plain",
+                             smtp_security="plain", allow_insecure=True,
+                             trusted_authserv_id=EMAIL_TRUSTED, liveness_seconds=1.0)  # fmt: skip
+        return config, Secrets({EMAIL_VAR: self.password}, frozenset())
+
+    def send_url(self) -> str:
+        return f"smtp://{self.smtp.host}:{self.smtp.port}"
+
+    def wait_sent(self, count: int) -> None:
+        self.smtp.wait_received(count)
+
+    def sends_limited(self, seconds: float) -> None:
+        self.smtp.fail(451, "4.7.1 too many messages, slow down", at="MAIL")
+
+    def sends_failing(self) -> None:
+        self.smtp.fail(451, "4.3.0 try again later", at="DATA")
+
+    def sends_refused(self) -> None:
+        self.smtp.fail(550, "5.1.1 no such user", at="RCPT", recipient=EMAIL_USER)
+
+    def sent(self) -> list[str]:
+        return [m.text for m in self.smtp.received]
+
+    async def connected(self) -> None:
+        await in_thread(self.imap.wait_logins, EMAIL_BOT)
+
+    def say(self, text: str) -> str:
+        message_id = make_msgid(domain="example.org")
+        self.imap.deliver(EMAIL_BOT, make_mail(EMAIL_USER, EMAIL_BOT, "Hi", text,
+                                               message_id=message_id,
+                                               auth_results=EMAIL_VOUCHED))  # fmt: skip
+        return message_id
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        [mail] = [m for m in self.imap.messages(EMAIL_BOT) if m.message_id == event_id]
+        assert not mail.seen
+
+    async def acknowledged(self, event_id: str) -> None:
+        await in_thread(functools.partial(self.imap.wait_seen, EMAIL_BOT, event_id))
+
+    def never_connected(self) -> bool:
+        return self.imap.logins(EMAIL_BOT) == 0
+
+
 SEAMS: dict[str, type[Seam]] = {
-    s.name: s for s in (TelegramSeam, SlackSeam, DiscordSeam, WhatsAppSeam)
+    s.name: s for s in (TelegramSeam, SlackSeam, DiscordSeam, WhatsAppSeam, EmailSeam)
 }
 
 
@@ -746,14 +930,20 @@ async def adapter_on(
 
 
 @pytest.fixture(params=sorted(SEAMS))
-def seam(request) -> Iterator[Seam]:
+def seam(request, require_system) -> Iterator[Seam]:
+    if request.param in SYSTEM:
+        program, packages = SYSTEM[request.param]
+        require_system(program, packages=packages)
     with SEAMS[request.param]() as platform:
         yield platform
 
 
 @pytest.fixture(params=sorted(SEAMS))
-def refusing(request) -> Iterator[Seam]:
+def refusing(request, require_system) -> Iterator[Seam]:
     """A seam whose fake knows another token than the adapter's."""
+    if request.param in SYSTEM:
+        program, packages = SYSTEM[request.param]
+        require_system(program, packages=packages)
     with SEAMS[request.param](refusing=True) as platform:
         yield platform
 
@@ -862,7 +1052,7 @@ async def test_a_send_is_answered_with_a_typed_result(seam, monkeypatch):
     long as it said; a passing fault; refused for good; no answer within the send's
     deadline (it may have arrived: never sent blindly again); never sent (no connection)."""
     monkeypatch.setattr(adapter_base, "SEND_DEADLINE", 1.0)  # the contract's 30 s, shorter
-    with HeldRelay(seam.fake.url) as relay:  # the sends go through it
+    with HeldRelay(seam.send_url()) as relay:  # the sends go through it
         async with adapter_on(seam, Admissions(), base_url=relay.url) as run:
             await seam.connected()
 
@@ -880,7 +1070,7 @@ async def test_a_send_is_answered_with_a_typed_result(seam, monkeypatch):
             relay.hold(seam.send_path)
             assert isinstance(await send("unanswered"), Unconfirmed)
             relay.release()  # it arrives after all
-            await in_thread(seam.fake.wait_sent, 2)
+            await in_thread(seam.wait_sent, 2)
             relay.close()
             never = await send("never sent")
             assert isinstance(never, RetryAfter) and never.seconds is None

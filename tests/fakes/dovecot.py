@@ -135,6 +135,13 @@ last_valid_gid = {mail_user.pw_gid}
 mail_location = maildir:{root}/mail/%u
 mail_fsync = never
 verbose_proctitle = yes
+# What a client does to a message is logged (a test waits on the line, as on an event):
+# its flags changed (\\Seen), copied or moved to a folder, expunged.
+mail_plugins = $mail_plugins notify mail_log
+plugin {{
+  mail_log_events = flag_change copy expunge
+  mail_log_fields = uid msgid flags box
+}}
 {idle}passdb {{
   driver = passwd-file
   args = scheme=PLAIN username_format=%u {root}/passwd
@@ -219,14 +226,22 @@ class Dovecot:
         for sub in ("run", "state", "mail"):
             (self.root / sub).mkdir()
         self._own(self.root / "mail")
+        self._write_passwd()
+        for user in self.users:  # made before any client: Dovecot never races the test's mkdir
+            self._inbox(user)
+
+    def _write_passwd(self) -> None:
+        """The users' passwd-file (Dovecot reads it again when it changes), replaced
+        whole by a rename."""
         uid, gid = self._mail_user.pw_uid, self._mail_user.pw_gid
         lines = [f"{user}:{{PLAIN}}{password}:{uid}:{gid}::{self.root}/mail/{user}::\n"
                  for user, password in self.users.items()]  # fmt: skip
-        passwd = self.root / "passwd"
-        passwd.write_text("".join(lines))
-        passwd.chmod(0o640)
+        passwd, tmp = self.root / "passwd", self.root / "passwd.tmp"
+        tmp.write_text("".join(lines))
+        tmp.chmod(0o640)
         if os.geteuid() == 0:  # read by the auth process, which runs as user dovecot
-            os.chown(passwd, 0, grp.getgrnam("dovecot").gr_gid)
+            os.chown(tmp, 0, grp.getgrnam("dovecot").gr_gid)
+        tmp.rename(passwd)
 
     def _start(self, port: int) -> bool:
         """Start on `port`: True once it listens, False if the port was taken meanwhile."""
@@ -285,28 +300,71 @@ class Dovecot:
         if proc.stderr is not None:
             proc.stderr.close()
 
-    def freeze_sessions(self, user: str) -> list[int]:
-        """Stop (SIGSTOP) the IMAP session processes of `user`: their connections stay
-        open and go silent, no reply and no IDLE notice, as behind a dead network path;
-        a new login gets a new process, which answers. They die with Dovecot at exit.
-        Returns their pids (none: `user` had no session)."""
+    def kick(self, user: str) -> list[int]:
+        """Kill the IMAP session processes of `user`: their connections close."""
+        return self._signal_sessions(user, signal.SIGKILL)
+
+    def set_password(self, user: str, password: str) -> None:
+        """From the next login on, `user`'s password is `password` (a login with the old
+        one is refused; sessions logged in stay so: `kick` them)."""
         if user not in self.users:
             raise KeyError(f"no Dovecot user {user!r} (users: {sorted(self.users)})")
+        self.users[user] = password
+        self._write_passwd()
+        # Dovecot's auth process looks at the file at most once a second: it is stopped,
+        # and the next login starts one that reads the file afresh.
+        self._signal_processes(f"{INSTANCE_PREFIX}{self.port}/auth".encode(), signal.SIGTERM)
+
+    def _signal_sessions(self, user: str, sig: signal.Signals) -> list[int]:
+        if user not in self.users:
+            raise KeyError(f"no Dovecot user {user!r} (users: {sorted(self.users)})")
+        # e.g. "dovecot-hermes-test-PORT/imap [USER 127.0.0.1 IDLE]" (verbose_proctitle)
+        return self._signal_processes(f"{INSTANCE_PREFIX}{self.port}/imap [{user} ".encode(), sig)
+
+    def _signal_processes(self, title: bytes, sig: signal.Signals) -> list[int]:
+        """Send `sig` to the Dovecot processes whose title holds `title`; their pids."""
         if self._proc is None:
             raise RuntimeError("Dovecot is not running")
-        # e.g. "dovecot-hermes-test-PORT/imap [USER 127.0.0.1 IDLE]" (verbose_proctitle)
-        title = f"{INSTANCE_PREFIX}{self.port}/imap [{user} ".encode()
-        frozen = []
+        signalled = []
         for pid in _group_members(self._proc.pid):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
                     if title not in f.read():
                         continue
-                os.kill(pid, signal.SIGSTOP)
+                os.kill(pid, sig)
             except (OSError, ProcessLookupError):
                 continue  # it ended meanwhile
-            frozen.append(pid)
-        return frozen
+            signalled.append(pid)
+        return signalled
+
+    # -- what clients did (Dovecot's log) -----------------------------------------------
+
+    def logged(self, *parts: str) -> int:
+        """How many lines of the log hold every one of `parts`."""
+        with self._cond:
+            return self._count(parts)
+
+    def _count(self, parts: tuple[str, ...]) -> int:
+        return sum(all(p in line for p in parts) for line in self._log)
+
+    def wait_logged(self, *parts: str, count: int = 1, timeout: float = 10.0) -> None:
+        """Until `count` lines of the log hold every one of `parts`."""
+        wait(self._cond, lambda: self._count(parts) >= count, timeout,
+             lambda: f"Dovecot logged no {count} line(s) with {parts} within {timeout:g} s:"
+                     f"\n{''.join(self._log)[-3000:]}")  # fmt: skip
+
+    def logins(self, user: str) -> int:
+        """How many times `user` logged in."""
+        return self.logged(f"Login: user=<{user}>")
+
+    def wait_logins(self, user: str, count: int = 1, timeout: float = 10.0) -> None:
+        self.wait_logged(f"Login: user=<{user}>", count=count, timeout=timeout)
+
+    def wait_seen(self, user: str, message_id: str, count: int = 1, timeout: float = 10.0) -> None:
+        """Until `user`'s client flagged the message with `message_id` \\Seen `count`
+        times (a copy of it delivered twice is flagged twice)."""
+        self.wait_logged(f"imap({user})", "flag_change:", f"msgid={message_id},", "\\Seen",
+                         count=count, timeout=timeout)  # fmt: skip
 
     # -- the maildirs -------------------------------------------------------------------
 

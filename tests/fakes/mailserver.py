@@ -58,13 +58,14 @@ def make_mail(
     html: str | None = None,
     attachments: Sequence[tuple[str, str, bytes]] = (),
     date: datetime | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> bytes:
     """A mail as a client sends it (CRLF line ends): a text part, an HTML alternative
     when `html`, each attachment (file name, MIME type "type/subtype", content);
     `auth_results` is the whole `Authentication-Results` value the receiving server
     would add, e.g. "mx.test; dkim=pass header.d=example.org; dmarc=pass
     header.from=example.org". `message_id` (with its angle brackets) defaults to a new
-    one in the sender's domain."""
+    one in the sender's domain; `headers` are added as they are (Auto-Submitted...)."""
     msg = EmailMessage()
     if auth_results is not None:
         msg["Authentication-Results"] = auth_results
@@ -78,6 +79,8 @@ def make_mail(
         msg["In-Reply-To"] = in_reply_to
     if references:
         msg["References"] = " ".join(references)
+    for name, value in (headers or {}).items():
+        msg[name] = value
     msg.set_content(body)
     if html is not None:
         msg.add_alternative(html, subtype="html")

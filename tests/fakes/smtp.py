@@ -58,6 +58,12 @@ class ReceivedMail:
         assert isinstance(parsed, EmailMessage)
         return parsed
 
+    @property
+    def text(self) -> str:
+        """Its plain-text part as a reader sees it (without the trailing newline)."""
+        part = self.message.get_body(("plain",))
+        return "" if part is None else str(part.get_content()).strip()
+
 
 @attrs.frozen
 class _Reply:

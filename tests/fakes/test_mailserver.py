@@ -11,7 +11,8 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from imapclient import IMAPClient, SocketTimeout
+from imapclient import IMAPClient
+from imapclient.exceptions import LoginError
 
 from tests.fakes import dovecot as dovecot_module
 from tests.fakes.dovecot import DOVECOT, Dovecot
@@ -107,20 +108,32 @@ def test_flags_and_moves_by_the_client_show_in_messages(servers):
     assert (two.subject, two.flags) == ("two", frozenset())
 
 
-def test_a_frozen_session_goes_silent_and_a_new_login_answers(servers):
+def test_a_changed_password_and_a_kick_end_a_session_and_refuse_the_next(servers):
     imap, _ = servers
-    stuck = IMAPClient(imap.host, imap.port, ssl=False, timeout=SocketTimeout(10, 0.5))
-    stuck.login(HERMES_ADDRESS, HERMES_PASSWORD)
-    stuck.select_folder("INBOX")
-    stuck.idle()
-    assert len(imap.freeze_sessions(HERMES_ADDRESS)) == 1
-    assert imap.freeze_sessions(ALICE_ADDRESS) == []
-    imap.deliver(HERMES_ADDRESS, make_mail(ALICE_ADDRESS, HERMES_ADDRESS, "new", "1"))
-    with pytest.raises(TimeoutError):  # DONE gets no answer: the deadline is the client's
-        stuck.idle_done()
-    stuck.shutdown()
-    with imap.imap(HERMES_ADDRESS) as fresh:
-        assert fresh.select_folder("INBOX")[b"EXISTS"] == 1
+    client = imap.imap(HERMES_ADDRESS)
+    client.select_folder("INBOX")
+    imap.set_password(HERMES_ADDRESS, "new-secret")
+    assert len(imap.kick(HERMES_ADDRESS)) == 1 and imap.kick(ALICE_ADDRESS) == []
+    with pytest.raises((OSError, IMAPClient.AbortError)):
+        client.noop()
+    with pytest.raises(LoginError):
+        IMAPClient(imap.host, imap.port, ssl=False).login(HERMES_ADDRESS, HERMES_PASSWORD)
+    with imap.imap(HERMES_ADDRESS) as fresh:  # with the new one
+        assert fresh.select_folder("INBOX")[b"EXISTS"] == 0
+    assert imap.logins(HERMES_ADDRESS) == 2
+
+
+def test_what_a_client_did_is_waited_for_in_the_log(servers):
+    imap, _ = servers
+    imap.deliver(HERMES_ADDRESS, make_mail(ALICE_ADDRESS, HERMES_ADDRESS, "new", "1",
+                                           message_id="<seen@example.org>"))  # fmt: skip
+    with imap.imap(HERMES_ADDRESS) as client:
+        client.select_folder("INBOX")
+        client.add_flags(client.search(["ALL"]), [b"\\Seen"])
+    imap.wait_seen(HERMES_ADDRESS, "<seen@example.org>")
+    imap.wait_logins(HERMES_ADDRESS, 1)
+    with pytest.raises(TimeoutError):
+        imap.wait_seen(HERMES_ADDRESS, "<seen@example.org>", count=2, timeout=0.2)
 
 
 def test_smtp_records_and_delivers_into_dovecot(servers):

@@ -182,7 +182,7 @@ def test_step_5_adds_a_live_outbox_row_and_what_it_shows():
     before = shape(conn)
     conn.execute("INSERT INTO outbox (platform, chat_id, text, kind, idempotency_key,"
                  " created_at) VALUES ('telegram', 'c', 'hi', 'reply', 'k:0', 1)")  # fmt: skip
-    assert schema.migrate(conn) == [5]
+    assert schema.migrate(conn, target=5) == [5]
     after = shape(conn)
     columns = after["tables"]["outbox"].pop("columns")
     assert columns[:-2] == before["tables"]["outbox"].pop("columns")
@@ -191,3 +191,19 @@ def test_step_5_adds_a_live_outbox_row_and_what_it_shows():
     ]  # fmt: skip
     assert after["tables"] == before["tables"]
     assert conn.execute("SELECT live, shown FROM outbox").fetchall() == [(0, None)]
+
+
+def test_step_6_keeps_an_events_title_in_the_journal():
+    conn = baseline()
+    schema.migrate(conn, target=5)
+    before = shape(conn)
+    conn.execute("INSERT INTO inbound_journal (platform, event_id, chat_type, chat_id, user_id,"
+                 " text, state, received_at) VALUES ('email', '<a@x>', 'dm', 'a@x', 'a@x',"
+                 " 'hi', 'answered', 1)")  # fmt: skip
+    assert schema.migrate(conn) == [6]
+    after = shape(conn)
+    columns = after["tables"]["inbound_journal"].pop("columns")
+    assert columns[:-1] == before["tables"]["inbound_journal"].pop("columns")
+    assert columns[-1][1:] == ("title", "TEXT", 0, None, 0, 0)  # nullable, no default
+    assert after["tables"] == before["tables"]
+    assert conn.execute("SELECT title FROM inbound_journal").get is None

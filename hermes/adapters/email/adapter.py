@@ -8,23 +8,30 @@
   between the two reads it again and answers it once. A sender the receiving server does
   not vouch for is logged and left alone (flagged, never answered).
 - Then IDLE, in slices with a NOOP between them: the NOOP is the progress the deadline
-  waits for, so a connection that stops answering is replaced.
+  (three slices) waits for, so a connection that stops answering is replaced.
+- An authorized mail's attachments are read again (a connection of their own, by the
+  mail's Message-ID) and saved under the cache: a stranger's cost nothing but the read.
 - An answer is one mail (no splitting below the server's size limit), through SMTP
   submission, as a reply in its thread.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from typing import Any
 
+import trio
+from imapclient.exceptions import LoginError
+
 from hermes.adapters.base import AdapterFatal, AdapterSetup, PlatformAdapter
-from hermes.adapters.contract import Cursor, RetryAfter, SendRequest, SendResult
+from hermes.adapters.contract import Cursor, Fetched, RetryAfter, SendRequest, SendResult
 from hermes.adapters.email.config import EmailConfig
-from hermes.adapters.email.imap import NOOP_EVERY, Mailbox
-from hermes.adapters.email.mail import answer_mail, read_mail
+from hermes.adapters.email.imap import DEADLINE_NOOPS, Mailbox
+from hermes.adapters.email.mail import answer_mail, attachment, parse, read_mail
 from hermes.adapters.email.smtp import submit
+from hermes.adapters.media import save
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
@@ -32,7 +39,6 @@ log = logging.getLogger(__name__)
 
 class EmailAdapter(PlatformAdapter):
     platform = "email"
-    progress_deadline = 3 * NOOP_EVERY  # a NOOP answered every slice
     concurrent_sends = 4
 
     def __init__(self, setup: AdapterSetup) -> None:
@@ -42,6 +48,8 @@ class EmailAdapter(PlatformAdapter):
             raise TypeError(f"the email adapter needs an EmailConfig, not {config!r}")
         self.platform = setup.name
         self.config = config
+        self.progress_deadline = DEADLINE_NOOPS * config.liveness_seconds
+        self.cache = setup.cache
         self.password = setup.secrets.get(config.token_env) if config.token_env else None
         self.cursors = setup.cursors
         self.clock = setup.cursors.clock if setup.cursors is not None else None
@@ -58,8 +66,8 @@ class EmailAdapter(PlatformAdapter):
         mailbox = Mailbox(config, secrets.get(config.token_env or "") or "")
         try:
             await mailbox.open()
-        except Exception as exc:
-            raise AdapterFatal(f"the mailbox refused the login: {exc}") from None
+        except LoginError as exc:
+            raise AdapterFatal(_refused(config, exc)) from None
         finally:
             mailbox.close()
         return f"{config.address} ({config.folder})"
@@ -87,20 +95,18 @@ class EmailAdapter(PlatformAdapter):
         try:
             try:
                 await mailbox.open()
-            except Exception as exc:
-                if "auth" in str(exc).lower() or "login" in str(exc).lower():
-                    raise AdapterFatal(f"the mailbox refused the login: {exc}") from None
-                raise
+            except LoginError as exc:
+                raise AdapterFatal(_refused(self.config, exc)) from None
             self.progress()
             await self._validity(mailbox.uidvalidity)
             while True:
                 for uid in await mailbox.waiting():
                     await self._take(mailbox, uid)
                 self.settled()
-                arrived, idled = False, 0.0
+                arrived, idled, every = False, 0.0, self.config.liveness_seconds
                 while not arrived and idled < self.config.idle_seconds:
-                    arrived = await mailbox.idle_slice(min(NOOP_EVERY, self.config.idle_seconds))
-                    idled += NOOP_EVERY
+                    arrived = await mailbox.idle_slice(min(every, self.config.idle_seconds))
+                    idled += every
                     self.progress()
         finally:
             mailbox.close()
@@ -132,6 +138,44 @@ class EmailAdapter(PlatformAdapter):
         await mailbox.done(uid)  # only now: a crash before this reads it again
         self.progress()
 
+    async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
+        """Each attachment of an authorized mail, read again from the mailbox by the
+        mail's Message-ID and saved under the cache (at most `max_attachment` bytes)."""
+        if self.cache is None or not self.password:
+            return Fetched((), tuple(f"[{self.name} cannot save attachments here]"
+                                     for _ in attachments))  # fmt: skip
+        refs = [json.loads(a) for a in attachments]
+        mails: dict[str, bytes | None] = {}
+        paths, problems = [], []
+        mailbox = Mailbox(self.config, self.password)
+        try:
+            with trio.fail_after(self.progress_deadline):
+                await mailbox.open()
+                for ref in refs:
+                    if ref["id"] not in mails:
+                        mails[ref["id"]] = await mailbox.find(ref["id"])
+        except Exception as exc:
+            why = f"the mailbox could not be read again: {exc!r}"
+            return Fetched((), tuple(f"[{r['name']}: {why}]" for r in refs))
+        finally:
+            mailbox.close()
+        for ref in refs:
+            raw = mails[ref["id"]]
+            try:
+                if raw is None:
+                    raise ValueError("the mail is no longer in the mailbox")
+                data = attachment(parse(raw), ref["part"])
+                if len(data) > self.config.max_attachment:
+                    raise ValueError(f"it is larger than {self.config.max_attachment} bytes")
+                tag = hashlib.sha256(f"{ref['id']}:{ref['part']}".encode()).hexdigest()[:12]
+                path = await trio.to_thread.run_sync(save, self.cache, f"{tag}-{ref['name']}",
+                                                     data)  # fmt: skip
+            except (ValueError, OSError) as exc:
+                problems.append(f"[the attachment {ref['name']} could not be saved: {exc}]")
+                continue
+            paths.append(str(path))
+        return Fetched(tuple(paths), tuple(problems))
+
     # -- sending ------------------------------------------------------------------------
 
     async def send(self, request: SendRequest) -> SendResult:
@@ -146,3 +190,8 @@ class EmailAdapter(PlatformAdapter):
                            request.idempotency_key, now, kept.get("subject", ""),
                            request.reply_to, tuple(kept.get("references", ())))  # fmt: skip
         return await submit(self.config, self.password, mail)
+
+
+def _refused(config: EmailConfig, exc: LoginError) -> str:
+    return (f"the IMAP server refused the token (the password in {config.token_env}) for"
+            f" {config.username or config.address}: {exc}")  # fmt: skip

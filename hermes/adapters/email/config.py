@@ -51,6 +51,11 @@ class EmailConfig(PlatformConfig):
     """A conversation per thread (a new subject is a new one), or one per sender."""
     idle_seconds: float = attrs.field(default=1500.0, validator=positive)
     """Seconds an IDLE is held before it is renewed (servers end it at 29 minutes)."""
+    liveness_seconds: float = attrs.field(default=30.0, validator=positive)
+    """Seconds between two NOOPs that show the IMAP connection answers; one unanswered
+    for three times this is replaced."""
+    max_attachment: int = attrs.field(default=20 * 1024 * 1024, validator=positive)
+    """Bytes of one attachment saved for the agent (larger ones are named, not saved)."""
 
     def __attrs_post_init__(self) -> None:
         plain = "plain" in (self.imap_security, self.smtp_security)

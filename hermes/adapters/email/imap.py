@@ -2,10 +2,13 @@
 of a connection runs in the adapter's own thread, one at a time (a limiter of one),
 never on the Trio thread.
 
-IDLE is held in slices of `NOOP_EVERY`: between two a NOOP proves the connection
-alive (the adapter's progress), and the IDLE is renewed well before the server's
-29-minute limit. A message is read with BODY.PEEK[] (reading does not flag it), and is
-flagged \\Seen, or moved to the processed folder, only once the adapter has admitted it.
+IDLE is held in slices of the config's `liveness_seconds`: between two a NOOP proves
+the connection alive (the adapter's progress), and the IDLE is renewed well before the
+server's 29-minute limit. Every call may be abandoned when the adapter is cancelled (its
+deadline passed): `close` shuts the socket under the thread, which then ends on its own;
+a socket read times out only after the deadline, so the deadline always speaks first.
+A message is read with BODY.PEEK[] (reading does not flag it), and is flagged \\Seen, or
+moved to the processed folder, only once the adapter has admitted it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,7 @@ from hermes.adapters.email.config import EmailConfig
 
 T = TypeVar("T")
 
-NOOP_EVERY = 30.0  # seconds an IDLE slice lasts before a NOOP shows the connection lives
-CALL_TIMEOUT = 60.0  # a socket read the server leaves unanswered this long fails
+DEADLINE_NOOPS = 3  # NOOPs that may go unanswered before the connection is replaced
 MAX_MESSAGE = 25 * 1024 * 1024  # bytes of one mail read (RFC822.SIZE checked first)
 
 
@@ -37,11 +39,10 @@ class Mailbox:
     uidvalidity: int = 0
     _thread: trio.CapacityLimiter = attrs.Factory(lambda: trio.CapacityLimiter(1))
 
-    async def run(self, fn: Callable[..., T], *args: Any, abandon: bool = False) -> T:
-        """`fn(*args)` on the connection's thread; `abandon`: a cancel does not wait for it
-        (an IDLE slice: `close` shuts the socket under it, and it ends on its own)."""
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the connection's thread; a cancel does not wait for it."""
         return await trio.to_thread.run_sync(fn, *args, limiter=self._thread,
-                                             abandon_on_cancel=abandon)  # fmt: skip
+                                             abandon_on_cancel=True)  # fmt: skip
 
     async def open(self) -> None:
         await self.run(self._open)
@@ -51,7 +52,7 @@ class Mailbox:
         context = ssl.create_default_context()
         client = IMAPClient(config.imap_host or "", port=config.imap_port,
                             ssl=config.imap_security == "tls", ssl_context=context,
-                            timeout=CALL_TIMEOUT)  # fmt: skip
+                            timeout=2 * DEADLINE_NOOPS * config.liveness_seconds)  # fmt: skip
         if config.imap_security == "starttls":
             client.starttls(context)
         client.login(config.username or config.address or "", self.password)
@@ -82,6 +83,21 @@ class Mailbox:
         found = self.client.fetch([uid], ["BODY.PEEK[]"]).get(uid, {})
         return found.get(b"BODY[]")
 
+    async def find(self, message_id: str) -> bytes | None:
+        """The mail with `message_id` in the folder or the processed folder (an
+        attachment is saved from it once its sender is authorized); None: not there."""
+        return await self.run(self._find, message_id)
+
+    def _find(self, message_id: str) -> bytes | None:
+        assert self.client is not None
+        for folder in filter(None, (self.config.folder, self.config.processed_folder)):
+            self.client.select_folder(folder, readonly=True)
+            for uid in self.client.search(["HEADER", "Message-ID", message_id]):
+                raw = self._fetch(uid)
+                if raw is not None:
+                    return raw
+        return None
+
     async def done(self, uid: int) -> None:
         """The message was admitted (or refused): flag it \\Seen, or move it away."""
         await self.run(self._done, uid)
@@ -95,16 +111,16 @@ class Mailbox:
 
     async def idle_slice(self, seconds: float) -> bool:
         """IDLE for up to `seconds`, then a NOOP; whether something arrived meanwhile."""
-        return await self.run(self._idle_slice, seconds, abandon=True)
+        return await self.run(self._idle_slice, seconds)
 
     def _idle_slice(self, seconds: float) -> bool:
         assert self.client is not None
         self.client.idle()
         try:
-            said = self.client.idle_check(timeout=seconds)
+            said = list(self.client.idle_check(timeout=seconds))
         finally:
-            self.client.idle_done()
-        self.client.noop()
+            said += self.client.idle_done()[1]  # what came as the IDLE ended counts too
+        said += self.client.noop()[1]
         return any(isinstance(r, tuple) and len(r) > 1 and r[1] == b"EXISTS" for r in said)
 
     def close(self) -> None:

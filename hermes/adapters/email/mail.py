@@ -4,7 +4,11 @@ Read: the sender is the From address (lower-cased), believed only as
 `authentication.vouched` says unless the config relaxes it; the event's id is the
 Message-ID (a hash of the headers where a mail has none); its thread is the first
 Message-ID of its References (else In-Reply-To, else its own), so one thread is one
-conversation; what the model reads is the reply's new words.
+conversation; what the model reads is the reply's new words. An automatic mail (an
+out-of-office reply, a bounce, a list's bulk mail) is never answered: two robots
+answering each other is a mail loop. Attachments are named in the event by the mail's
+Message-ID and their place in it, to be read again and saved once the sender is
+authorized.
 
 Written: a plain-text part and a minimal HTML part, `Re:` the thread's subject,
 In-Reply-To and References, and a Message-ID derived from the outbox row's idempotency
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import re
 from datetime import UTC, datetime
 from email import policy
@@ -46,11 +51,14 @@ class Read:
 
 
 def read_mail(raw: bytes, config: EmailConfig, platform: str) -> Read:
-    message = BytesParser(policy=policy.default).parsebytes(raw)
+    message = parse(raw)
     sender = parseaddr(str(message.get("From", "")))[1].strip().lower()
     subject = " ".join(str(message.get("Subject", "")).split())
     if "@" not in sender:
         return Read(None, subject, "no From address")
+    robot = _automatic(message, sender)
+    if robot:
+        return Read(None, subject, f"an automatic mail from {sender} ({robot})")
     if config.require_authentication:
         headers = [str(h) for h in message.get_all("Authentication-Results") or ()]
         domain = sender.rsplit("@", 1)[1]
@@ -65,12 +73,43 @@ def read_mail(raw: bytes, config: EmailConfig, platform: str) -> Read:
     thread = None if config.sessions == "sender" else (references[0] if references else event_id)
     chain = tuple([*references, *own][-20:])
     text = new_words(body_text(message))
+    files = tuple(json.dumps({"id": event_id, "part": n, "name": name})
+                  for n, name in attachments(message))  # fmt: skip
     event = InboundEvent(
         platform, event_id, ChatType.DM, sender, sender, text, thread_id=thread,
         user_name=parseaddr(str(message.get("From", "")))[0] or None, message_id=event_id,
-        reply_to=references[-1] if references else None, mentioned=True,
+        reply_to=references[-1] if references else None, mentioned=True, attachments=files,
+        title=_title(subject) or None,
     )  # fmt: skip
     return Read(event, subject, references=chain)
+
+
+def parse(raw: bytes) -> EmailMessage:
+    message = BytesParser(policy=policy.default).parsebytes(raw)
+    assert isinstance(message, EmailMessage)
+    return message
+
+
+def attachments(message: EmailMessage) -> list[tuple[int, str]]:
+    """The attachments of a mail: (its place among the mail's parts, its file name)."""
+    found = []
+    for n, part in enumerate(message.walk()):
+        if part.is_multipart():
+            continue
+        name = part.get_filename()
+        if part.get_content_disposition() == "attachment" or name:
+            found.append((n, name or f"attachment-{n}"))
+    return found
+
+
+def attachment(message: EmailMessage, place: int) -> bytes:
+    """The decoded content of the part at `place` (as `attachments` named it)."""
+    for n, part in enumerate(message.walk()):
+        if n == place and not part.is_multipart():
+            data = part.get_payload(decode=True)
+            if isinstance(data, bytes):
+                return data
+    raise ValueError(f"the mail has no attachment at part {place}")
 
 
 def message_id(idempotency_key: str, domain: str) -> str:
@@ -109,6 +148,26 @@ def answer_mail(
                          for p in text.split("\n\n") if p.strip())  # fmt: skip
     mail.add_alternative(f"<html><body>{paragraphs}</body></html>", subtype="html")
     return mail
+
+
+def _automatic(message: EmailMessage, sender: str) -> str | None:
+    """Why a mail was sent by a program, not a person (RFC 3834), or None."""
+    auto = str(message.get("Auto-Submitted", "no")).strip().lower()
+    if auto != "no":
+        return f"Auto-Submitted: {auto}"
+    precedence = str(message.get("Precedence", "")).strip().lower()
+    if precedence in ("bulk", "junk", "list", "auto_reply"):
+        return f"Precedence: {precedence}"
+    if message.get("List-Id") is not None:
+        return "a mailing list's"
+    if sender.split("@")[0] in ("mailer-daemon", "postmaster"):
+        return "a delivery report"
+    return None
+
+
+def _title(subject: str) -> str:
+    """A thread's title: its subject without the Re:/Fwd: its replies add."""
+    return re.sub(r"^(\s*(re|fwd?|aw|sv)\s*:\s*)+", "", subject, flags=re.IGNORECASE).strip()
 
 
 def _ids(header: str) -> list[str]:

@@ -19,7 +19,9 @@ TIMEOUT = 30.0  # seconds one SMTP read may take
 
 
 async def submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResult:
-    return await trio.to_thread.run_sync(_submit, config, password, mail)
+    """Abandoned when the send's deadline passes (its thread ends at the socket's
+    timeout): the outbox records the outcome as unknown, never as unsent."""
+    return await trio.to_thread.run_sync(_submit, config, password, mail, abandon_on_cancel=True)
 
 
 def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResult:

@@ -7,20 +7,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.adapters.email.serving import EmailServe, MailServers
+from tests.adapters.email.serving import EmailServe, MailServers, mail
 from tests.adapters.serving import serving
 from tests.fakes.dovecot import DOVECOT
-from tests.fakes.mailserver import mail_servers
 
 
 @pytest.fixture
-def mail(require_system) -> Iterator[MailServers]:
+def servers(require_system) -> Iterator[MailServers]:
     require_system(DOVECOT, packages=("dovecot-imapd",))
-    with mail_servers() as (imap, smtp):
-        yield MailServers(imap, smtp)
+    with mail() as running:
+        yield running
 
 
 @pytest.fixture
-def serve(home, model, mail) -> Iterator[EmailServe]:
-    with serving(EmailServe, mail, home, model) as running:
+def serve(home, model, servers) -> Iterator[EmailServe]:
+    with serving(EmailServe, servers, home, model) as running:
         yield running
