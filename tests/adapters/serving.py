@@ -148,6 +148,18 @@ class Serve:
             assert trio.current_time() < deadline, f"{text!r} was never mirrored"
             await trio.sleep(0.02)
 
+    def outbox(self) -> list[tuple[str, str, str | None, str | None]]:
+        """Each outbox row, oldest first: (chat, state, last error, the platform's id)."""
+        sql = "SELECT chat_id, state, last_error, message_id FROM outbox ORDER BY id"
+        return rows(self.home.state_db, sql)
+
+    async def until_outbox(self, state: str, count: int = 1, timeout: float = 20.0) -> None:
+        """Until `count` outbox rows are in `state`: polled, as `until_mirrored` polls."""
+        deadline = trio.current_time() + timeout
+        while sum(r[1] == state for r in await in_thread(self.outbox)) < count:
+            assert trio.current_time() < deadline, f"no {count} {state} row(s): {self.outbox()}"
+            await trio.sleep(0.05)
+
     async def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return await rpc(self.home, self.port, method, params)
 

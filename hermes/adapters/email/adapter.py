@@ -49,7 +49,7 @@ class EmailAdapter(PlatformAdapter):
         self.platform = setup.name
         self.config = config
         self.progress_deadline = DEADLINE_NOOPS * config.liveness_seconds
-        self.cache = setup.cache
+        self.cache = setup.cache / setup.name if setup.cache is not None else None
         self.password = setup.secrets.get(config.token_env) if config.token_env else None
         self.cursors = setup.cursors
         self.clock = setup.cursors.clock if setup.cursors is not None else None

@@ -1,8 +1,10 @@
 """What the email adapter reads from a mail before it trusts or answers it: whether the
-receiving server vouches for the sender, and the new words of a reply."""
+receiving server vouches for the sender, whether a person wrote it, the new words of a
+reply, its attachments and its title."""
 
 from __future__ import annotations
 
+import json
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -13,7 +15,7 @@ import pytest
 from hermes.adapters.email.authentication import vouched
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.content import body_text, new_words
-from hermes.adapters.email.mail import answer_mail, read_mail
+from hermes.adapters.email.mail import answer_mail, attachment, parse, read_mail
 from hermes.config import InputError, structure
 
 TRUSTED = "mx.test"
@@ -152,3 +154,34 @@ def test_an_answer_is_a_reply_in_its_thread_with_one_message_id_for_every_try():
     assert mail.get_body(("plain",)).get_content().strip() == "Here.\n\nTwo paragraphs <b>."
     assert "<p>Two paragraphs &lt;b&gt;.</p>" in mail.get_body(("html",)).get_content()
     assert answer_mail(CONFIG, "a@x.org", "x", "k", 0.0)["Subject"] == "A message from hermes"
+
+
+@pytest.mark.parametrize(
+    ("headers", "why"),
+    [
+        ({"Auto_Submitted": "auto-replied"}, "Auto-Submitted: auto-replied"),
+        ({"Precedence": "bulk"}, "Precedence: bulk"),
+        ({"List_Id": "<news.example.org>"}, "a mailing list's"),
+    ],
+)  # fmt: skip
+def test_a_programs_mail_is_never_answered(headers, why):
+    read = read_mail(raw(Authentication_Results=VOUCHED, **headers), CONFIG, "email")
+    assert read.event is None and why in read.why
+    person = read_mail(raw(Authentication_Results=VOUCHED, Auto_Submitted="no"), CONFIG, "email")
+    assert person.event is not None
+
+
+def test_attachments_are_named_for_later_and_the_subject_is_the_title():
+    message = EmailMessage()
+    message["From"], message["Subject"] = "ann@example.org", "Re: Fwd: the report"
+    message["Message-ID"], message["Authentication-Results"] = "<r@example.org>", VOUCHED
+    message.set_content("see attached")
+    message.add_attachment(b"%PDF-1", maintype="application", subtype="pdf", filename="q.pdf")
+    event = read_mail(message.as_bytes(), CONFIG, "email").event
+    assert event.title == "the report" and event.text == "see attached"
+    [ref] = event.attachments
+    named = json.loads(ref)
+    assert (named["id"], named["name"]) == ("<r@example.org>", "q.pdf")
+    assert attachment(parse(message.as_bytes()), named["part"]) == b"%PDF-1"
+    with pytest.raises(ValueError, match="no attachment at part 0"):
+        attachment(parse(message.as_bytes()), 0)

@@ -3,12 +3,15 @@ server, the fake model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.adapters.email.serving import VOUCHED
 from tests.adapters.serving import in_thread
 from tests.fakes.mailserver import ALICE_ADDRESS, HERMES_ADDRESS, make_mail
 from tests.fakes.openai import text_answer
+from tests.seed import rows
 
 
 @pytest.mark.timeout(90)
@@ -52,3 +55,110 @@ async def test_a_forged_from_is_not_answered(serve, model, servers):
     assert answer.message["Subject"] == "Re: Real"
     assert len(model.requests) == 1 and len(serve.journal()) == 1
     assert all(m.seen for m in servers.imap.messages(HERMES_ADDRESS))  # both looked at
+
+
+@pytest.mark.timeout(90)
+async def test_mails_that_came_while_serve_was_away_are_answered_once_each(serve, model, servers):
+    model.script(*(text_answer(f"answer {n}") for n in range(4)))
+    for n in range(3):
+        servers.imap.deliver(HERMES_ADDRESS, make_mail(ALICE_ADDRESS, HERMES_ADDRESS,
+                                                       f"Question {n}", f"question {n}",
+                                                       auth_results=VOUCHED))  # fmt: skip
+    await in_thread(serve.start)
+    await in_thread(servers.smtp.wait_received, 3, 30.0)
+    serve.stop()
+    await in_thread(serve.start)  # the restart reads what is unflagged: none of them
+    servers.imap.deliver(HERMES_ADDRESS, make_mail(ALICE_ADDRESS, HERMES_ADDRESS, "Question 3",
+                                                   "question 3", auth_results=VOUCHED))  # fmt: skip
+    everything = await in_thread(servers.smtp.wait_received, 4, 30.0)
+    serve.stop()
+    subjects = sorted(str(m.message["Subject"]) for m in everything)
+    assert subjects == [f"Re: Question {n}" for n in range(4)]
+    assert [state for *_, state in serve.journal()] == ["answered"] * 4
+    assert len(model.requests) == 4
+    titles = rows(serve.home.state_db, "SELECT title, title_source FROM sessions ORDER BY title")
+    assert titles == [(f"Question {n}", "derived") for n in range(4)]  # a thread each
+
+
+@pytest.mark.timeout(90)
+async def test_a_brief_to_three_addresses_survives_one_refused(serve, model, servers):
+    """Each address is its own outbox row: the refused one is dead with the server's words,
+    the others arrive."""
+    bob, carol = "bob@example.net", "carol@example.net"
+    servers.smtp.fail(550, "5.1.1 <carol@example.net>: no such user", at="RCPT",
+                      recipient=carol)  # fmt: skip
+    model.script(text_answer("Markets are up."))
+    await in_thread(serve.start)
+    deliver = ",".join(f"email:{a}" for a in (ALICE_ADDRESS, carol, bob))
+    added = await serve.rpc("cron.add", {"schedule": "every 1h", "prompt": "the news",
+                                         "name": "news", "deliver": deliver})  # fmt: skip
+    assert "result" in added, added
+    await serve.rpc("cron.run", {"job": "news"})
+    got = await in_thread(servers.smtp.wait_received, 2, 30.0)
+    await serve.until_outbox("dead")
+    serve.stop()
+    assert sorted(m.rcpt_tos for m in got) == [(ALICE_ADDRESS,), (bob,)]
+    assert all(m.text == "Markets are up." for m in got)
+    states = {chat: (state, error) for chat, state, error, _ in serve.outbox()}
+    assert states[ALICE_ADDRESS][0] == states[bob][0] == "sent"
+    assert states[carol] == ("dead", "550 5.1.1 <carol@example.net>: no such user")
+
+
+@pytest.mark.timeout(90)
+async def test_an_answer_lost_after_data_is_never_sent_under_a_new_message_id(
+    serve, model, servers
+):
+    """The connection dropped after DATA: the mail may have arrived. The row stays unknown
+    (a restart does not send it again); the operator's retry sends the same Message-ID."""
+    servers.smtp.drop_after_data()
+    model.script(text_answer("Did you get this?"))
+    await in_thread(serve.start)
+    servers.imap.deliver(HERMES_ADDRESS, make_mail(ALICE_ADDRESS, HERMES_ADDRESS, "Hello",
+                                                   "hello", auth_results=VOUCHED))  # fmt: skip
+    [lost] = await in_thread(servers.smtp.wait_received, 1, 30.0)
+    assert lost.dropped
+    await serve.until_outbox("unknown")
+    serve.stop()
+    await in_thread(serve.start)
+    [(_, state, _, _)] = serve.outbox()
+    assert state == "unknown"  # not resent by the restart
+    [row] = rows(serve.home.state_db, "SELECT id FROM outbox")
+    await serve.rpc("outbox.retry", {"id": row[0]})
+    [_, again] = await in_thread(servers.smtp.wait_received, 2, 30.0)
+    await serve.until_outbox("sent")
+    serve.stop()
+    assert again.message["Message-ID"] == lost.message["Message-ID"]  # folded into one
+    assert again.text == lost.text == "Did you get this?"
+
+
+@pytest.mark.timeout(60)
+async def test_an_attachment_is_saved_for_the_agent_once_the_sender_is_known(serve, model, servers):
+    model.script(text_answer("got the file"), text_answer("never"))
+    await in_thread(serve.start)
+    report = b"%PDF-1.4 the quarterly report"
+    evil = [("invoice.pdf", "application/pdf", b"%PDF evil")]
+    stranger = make_mail("mallory@example.org", HERMES_ADDRESS, "Invoice", "open it",
+                         auth_results=VOUCHED, attachments=evil)  # fmt: skip
+    servers.imap.deliver(HERMES_ADDRESS, stranger)
+    files = [("report.pdf", "application/pdf", report)]
+    servers.imap.deliver(HERMES_ADDRESS, make_mail(ALICE_ADDRESS, HERMES_ADDRESS, "Report",
+                                                   "the report", auth_results=VOUCHED,
+                                                   attachments=files))  # fmt: skip
+    [answer] = await in_thread(servers.smtp.wait_received, 1, 30.0)
+    serve.stop()
+    assert answer.rcpt_tos == (ALICE_ADDRESS,)
+    asked = model.requests[0]["body"]["messages"][-1]["content"]
+    path = next(word for word in asked.split() if "cache/email/" in word).strip("[]()")
+    assert Path(path).read_bytes() == report and Path(path).name.endswith("-report.pdf")
+    assert [p.name for p in Path(path).parent.iterdir()] == [Path(path).name]  # none else
+
+
+@pytest.mark.timeout(60)
+async def test_relaxed_authentication_is_warned_of_at_start(serve, model, servers):
+    serve.configure(platform="    require_authentication: false\n")
+    model.script(text_answer("believed"))
+    await in_thread(serve.start)
+    servers.imap.deliver(HERMES_ADDRESS, make_mail(ALICE_ADDRESS, HERMES_ADDRESS, "Hi", "hi"))
+    await in_thread(servers.smtp.wait_received, 1, 30.0)
+    log = serve.stop()
+    assert "require_authentication is off: any From header is believed" in log

@@ -6,26 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trio
 
 from tests.adapters.serving import in_thread
 from tests.adapters.whatsapp.serving import ANN, BOB
 from tests.fakes.openai import text_answer
-from tests.seed import rows
-
-
-def outbox(serve) -> list[tuple]:
-    return rows(serve.home.state_db, "SELECT state, last_error, message_id FROM outbox"
-                " ORDER BY id")  # fmt: skip
-
-
-async def until_dead(serve, timeout: float = 20.0) -> None:
-    """Until an outbox row is dead: serve tells nobody outside, so state.db is polled, as
-    `Serve.until_mirrored` polls it."""
-    deadline = trio.current_time() + timeout
-    while not [r for r in await in_thread(outbox, serve) if r[0] == "dead"]:
-        assert trio.current_time() < deadline, f"no row died: {outbox(serve)}"
-        await trio.sleep(0.05)
 
 
 @pytest.mark.timeout(60)
@@ -74,7 +58,7 @@ async def test_a_failed_status_after_the_send_was_taken_turns_its_row_dead(serve
     [sent] = await in_thread(wa.wait_sent, 1, 30.0)
     await in_thread(wa.wait_delivered, sent["wamid"], "failed")  # 200: committed by then
     serve.stop()
-    [(state, error, message_id)] = outbox(serve)
+    [(_, state, error, message_id)] = serve.outbox()
     assert (state, message_id) == ("dead", sent["wamid"])
     assert "(131026)" in error
 
@@ -97,11 +81,11 @@ async def test_a_brief_to_a_user_silent_for_25_hours(serve, model, wa, template)
         assert (sent["kind"], sent["template"]) == ("template", "hermes_brief")
         assert sent["parameters"] == ["Markets are up."]
         serve.stop()
-        assert [state for state, *_ in outbox(serve)] == ["sent"]
+        assert [state for _, state, *_ in serve.outbox()] == ["sent"]
     else:
-        await until_dead(serve)
+        await serve.until_outbox("dead")
         serve.stop()
-        [(state, error, _)] = outbox(serve)
+        [(_, state, error, _)] = serve.outbox()
         assert state == "dead" and "outside WhatsApp's 24-hour window" in error
         assert "platforms.whatsapp.template" in error
         assert wa.sent == []
@@ -160,7 +144,7 @@ async def test_a_rate_error_delays_only_that_send(serve, model, wa):
     sent = await in_thread(wa.wait_sent, 2, 30.0)
     serve.stop()
     assert [s["to"] for s in sent] == [BOB, ANN]  # Bob's went while Ann's waited
-    assert [state for state, *_ in outbox(serve)] == ["sent", "sent"]
+    assert [state for _, state, *_ in serve.outbox()] == ["sent", "sent"]
 
 
 @pytest.mark.timeout(90)
