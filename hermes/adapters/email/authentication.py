@@ -20,8 +20,10 @@ _COMMENT = re.compile(r"\([^()]*\)")
 
 
 def vouched(headers: Iterable[str], trusted_authserv_id: str, from_domain: str) -> bool:
-    """Whether one of the `Authentication-Results` header values `headers`, by
-    `trusted_authserv_id`, passes DMARC, or DKIM aligned with `from_domain`."""
+    """Whether the topmost of the `Authentication-Results` header values `headers` (in
+    the mail's order) by `trusted_authserv_id` passes DMARC, or DKIM aligned with
+    `from_domain`. Only the topmost: the receiving server adds its header above what
+    came with the mail, so one lower down with its name was written by someone else."""
     trusted = trusted_authserv_id.strip().lower()
     domain = from_domain.strip().lower().rstrip(".")
     if not trusted or not domain:
@@ -31,14 +33,19 @@ def vouched(headers: Iterable[str], trusted_authserv_id: str, from_domain: str) 
         names = authserv.split()  # the authserv-id, and perhaps a version after it
         if not names or names[0].lower() != trusted:
             continue
-        for found in _RESULT.finditer(results):
-            method, result = found["method"].lower(), found["result"].lower()
-            if result != "pass":
-                continue
-            if method == "dmarc":
-                return True
-            if method == "dkim" and _aligned(_signing_domain(found["rest"]), domain):
-                return True
+        return _passes(results, domain)  # the topmost is the server's own: one below is not
+    return False
+
+
+def _passes(results: str, domain: str) -> bool:
+    for found in _RESULT.finditer(results):
+        method, result = found["method"].lower(), found["result"].lower()
+        if result != "pass":
+            continue
+        if method == "dmarc":
+            return True
+        if method == "dkim" and _aligned(_signing_domain(found["rest"]), domain):
+            return True
     return False
 
 

@@ -40,8 +40,9 @@ class EmailConfig(PlatformConfig):
     """Where a mail goes once admitted; unset: it stays, flagged \\Seen."""
     trusted_authserv_id: str | None = attrs.field(default=None, validator=not_blank)
     """Your receiving server's name in the `Authentication-Results` headers it adds
-    (`mx.google.com`, `mx.fastmail.com`): a sender is believed only when it vouches for
-    them (DMARC, or DKIM aligned with the From domain)."""
+    (Gmail's is `mx.google.com`; for any provider, read it from a received mail's raw
+    headers): a sender is believed only when it vouches for them (DMARC, or DKIM aligned
+    with the From domain)."""
     require_authentication: bool = True
     """`false`: believe the From header without the server's word (a private server only;
     serve warns at start)."""
@@ -62,3 +63,7 @@ class EmailConfig(PlatformConfig):
         if plain and not self.allow_insecure:
             raise ValueError("imap_security: `plain` sends the password in clear text; set"
                             " allow_insecure: true to allow it")  # fmt: skip
+        named = [*self.allowed_users, *([self.owner] if self.owner else [])]
+        upper = [a for a in named if a != a.lower()]
+        if upper:  # a sender is compared as its lower-cased address
+            raise ValueError(f"allowed_users / owner: write addresses in lower case ({upper[0]})")

@@ -1,6 +1,7 @@
 """What a mail says, for the model: its text part (or its HTML part as text), without the
-quoted history and signature a reply carries. The transcript keeps the whole body; the
-model reads the new words only, as a chat message would give them.
+quoted history and signature a reply carries: the new words only, as a chat message
+would give them. The transcript keeps what the model read; the whole mail stays in the
+mailbox (or the processed folder).
 """
 
 from __future__ import annotations

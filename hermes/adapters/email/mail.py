@@ -139,6 +139,8 @@ def answer_mail(
     mail["Subject"] = title if title.lower().startswith("re:") or not reply_to else f"Re: {title}"
     mail["Date"] = format_datetime(datetime.fromtimestamp(now, UTC))
     mail["Message-ID"] = message_id(idempotency_key, domain)
+    # RFC 3834: a program's mail, so another program (an out-of-office) does not answer it
+    mail["Auto-Submitted"] = "auto-replied" if reply_to else "auto-generated"
     if reply_to:
         mail["In-Reply-To"] = reply_to
         chain = [*references, reply_to] if reply_to not in references else list(references)

@@ -185,3 +185,22 @@ def test_attachments_are_named_for_later_and_the_subject_is_the_title():
     assert attachment(parse(message.as_bytes()), named["part"]) == b"%PDF-1"
     with pytest.raises(ValueError, match="no attachment at part 0"):
         attachment(parse(message.as_bytes()), 0)
+
+
+def test_only_the_topmost_header_of_the_trusted_server_counts():
+    real = f"{TRUSTED}; dmarc=fail header.from=example.org"
+    planted = f"{TRUSTED}; dmarc=pass header.from=example.org"  # came with the mail, below
+    assert not vouched([real, planted], TRUSTED, "example.org")
+
+
+def test_addresses_in_the_allowlist_are_written_in_lower_case():
+    with pytest.raises(InputError, match="lower case"):
+        structure({"trusted_authserv_id": TRUSTED, "allowed_users": ["Ann@Example.org"]},
+                  EmailConfig)  # fmt: skip
+
+
+def test_an_answer_says_a_program_wrote_it():
+    assert answer_mail(CONFIG, "a@x.org", "x", "k", 0.0, "S", "<m@x>")["Auto-Submitted"] == (
+        "auto-replied"
+    )
+    assert answer_mail(CONFIG, "a@x.org", "x", "k", 0.0)["Auto-Submitted"] == "auto-generated"

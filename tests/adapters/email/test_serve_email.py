@@ -162,3 +162,32 @@ async def test_relaxed_authentication_is_warned_of_at_start(serve, model, server
     await in_thread(servers.smtp.wait_received, 1, 30.0)
     log = serve.stop()
     assert "require_authentication is off: any From header is believed" in log
+
+
+@pytest.mark.timeout(90)
+async def test_a_folder_made_again_is_read_again_and_nothing_is_answered_twice(
+    serve, model, servers
+):
+    """A new UIDVALIDITY: every message in the folder is read again; the journal knows the
+    answered ones by their Message-ID."""
+    serve.configure(platform="    folder: Hermes\n")
+    model.script(text_answer("first answer"), text_answer("second answer"))
+    first = make_mail(ALICE_ADDRESS, HERMES_ADDRESS, "One", "one", message_id="<one@example.org>",
+                      auth_results=VOUCHED)  # fmt: skip
+    servers.imap.deliver(HERMES_ADDRESS, first, folder="Hermes")
+    await in_thread(serve.start)
+    await in_thread(servers.smtp.wait_received, 1, 30.0)
+    serve.stop()
+    with servers.imap.imap(HERMES_ADDRESS) as client:
+        client.delete_folder("Hermes")
+    servers.imap.deliver(HERMES_ADDRESS, first, folder="Hermes")  # made again, unread
+    second = make_mail(ALICE_ADDRESS, HERMES_ADDRESS, "Two", "two",
+                       message_id="<two@example.org>", auth_results=VOUCHED)  # fmt: skip
+    servers.imap.deliver(HERMES_ADDRESS, second, folder="Hermes")
+    await in_thread(serve.start)
+    [_, answer] = await in_thread(servers.smtp.wait_received, 2, 30.0)
+    await in_thread(servers.imap.wait_seen, HERMES_ADDRESS, "<one@example.org>", 2)
+    log = serve.stop()
+    assert "was made again" in log
+    assert answer.message["In-Reply-To"] == "<two@example.org>"
+    assert len(servers.smtp.received) == 2 and len(model.requests) == 2
