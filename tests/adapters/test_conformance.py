@@ -405,15 +405,20 @@ CONNECTED = ("telegram", "slack", "discord", "email")  # a connection to keep, a
 SYSTEM = {"email": (DOVECOT, ("dovecot-imapd",))}  # what a platform's servers need here
 
 
+def require_servers(name: str, require_system) -> None:
+    """Skip (or fail, in CI) where the platform's servers need a program this machine lacks."""
+    if name in SYSTEM:
+        program, packages = SYSTEM[name]
+        require_system(program, packages=packages)
+
+
 @pytest.fixture
 def driven(require_system, home, model):
     """How a kit fixture serves on a platform: its system program first, where it has one."""
 
     @contextlib.contextmanager
     def on(name: str) -> Iterator[Any]:
-        if name in SYSTEM:
-            program, packages = SYSTEM[name]
-            require_system(program, packages=packages)
+        require_servers(name, require_system)
         with serve_on(name, home, model) as serve:
             yield DRIVERS[name](serve)
 
@@ -848,7 +853,7 @@ class EmailSeam(Seam):
 
     def __init__(self, refusing: bool = False) -> None:
         self.password = "not the password" if refusing else EMAIL_PASSWORD
-        self.servers = mail_servers()
+        self.servers = mail_servers(smtp_login=(EMAIL_BOT, EMAIL_PASSWORD))
 
     def __enter__(self) -> Seam:
         self.imap, self.smtp = self.servers.__enter__()
@@ -931,9 +936,7 @@ async def adapter_on(
 
 @pytest.fixture(params=sorted(SEAMS))
 def seam(request, require_system) -> Iterator[Seam]:
-    if request.param in SYSTEM:
-        program, packages = SYSTEM[request.param]
-        require_system(program, packages=packages)
+    require_servers(request.param, require_system)
     with SEAMS[request.param]() as platform:
         yield platform
 
@@ -941,9 +944,7 @@ def seam(request, require_system) -> Iterator[Seam]:
 @pytest.fixture(params=sorted(SEAMS))
 def refusing(request, require_system) -> Iterator[Seam]:
     """A seam whose fake knows another token than the adapter's."""
-    if request.param in SYSTEM:
-        program, packages = SYSTEM[request.param]
-        require_system(program, packages=packages)
+    require_servers(request.param, require_system)
     with SEAMS[request.param](refusing=True) as platform:
         yield platform
 

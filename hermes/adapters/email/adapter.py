@@ -1,12 +1,14 @@
 """The email adapter: IMAP in (IDLE), SMTP out, one conversation per thread.
 
-- A connection logs in, selects the folder (a changed UIDVALIDITY means the folder was
-  made again: everything in it is read again, and the journal, keyed by Message-ID,
-  knows what was answered), then reads every message not yet processed, oldest first:
+- A connection logs in, selects the folder, then reads every message not yet processed
+  (by its flag, or by its being in the folder at all: never by a UID kept from before,
+  so a folder made again, a new UIDVALIDITY, needs nothing but the journal, which knows
+  the answered mails by Message-ID), oldest first, until none is left:
   each is admitted (with its thread's subject and Message-IDs kept beside it, for the
   answer) *before* it is flagged \\Seen or moved to the processed folder, so a crash
   between the two reads it again and answers it once. A sender the receiving server does
-  not vouch for is logged and left alone (flagged, never answered).
+  not vouch for, and a mail that cannot be read, are logged and flagged, never answered.
+  A large mail is read in pieces, each one progress.
 - Then IDLE, in slices with a NOOP between them: the NOOP is the progress the deadline
   (three slices) waits for, so a connection that stops answering is replaced.
 - An authorized mail's attachments are read again (a connection of their own, by the
@@ -20,6 +22,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -28,13 +32,15 @@ from imapclient.exceptions import LoginError
 from hermes.adapters.base import AdapterFatal, AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import Cursor, Fetched, RetryAfter, SendRequest, SendResult
 from hermes.adapters.email.config import EmailConfig
-from hermes.adapters.email.imap import DEADLINE_NOOPS, Mailbox
-from hermes.adapters.email.mail import answer_mail, attachment, parse, read_mail
+from hermes.adapters.email.imap import DEADLINE_NOOPS, MAX_MESSAGE, Mailbox, refused
+from hermes.adapters.email.mail import Read, answer_mail, attachment, parse, read_mail
 from hermes.adapters.email.smtp import submit
 from hermes.adapters.media import save
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
+
+FETCH_SECONDS = 300.0  # to read an authorized mail again for its attachments
 
 
 class EmailAdapter(PlatformAdapter):
@@ -53,8 +59,11 @@ class EmailAdapter(PlatformAdapter):
         self.password = setup.secrets.get(config.token_env) if config.token_env else None
         self.cursors = setup.cursors
         self.clock = setup.cursors.clock if setup.cursors is not None else None
-        self.thread_key = f"{setup.name}:thread:"
         self.validity_key = f"{setup.name}:uidvalidity"
+        self.salt_key = f"{setup.name}:message-id-salt"
+        self.salt: str | None = None  # this install's, mixed into every Message-ID
+        self.salt_lock = trio.Lock()
+        self.fetching = trio.Lock()  # one more IMAP connection at most, for attachments
         if not config.require_authentication:
             log.warning("%s: require_authentication is off: any From header is believed (only"
                         " for a server no stranger can send through)", setup.name)  # fmt: skip
@@ -67,7 +76,9 @@ class EmailAdapter(PlatformAdapter):
         try:
             await mailbox.open()
         except LoginError as exc:
-            raise AdapterFatal(_refused(config, exc)) from None
+            if refused(exc):
+                raise AdapterFatal(_refused(config, exc)) from None
+            raise
         finally:
             mailbox.close()
         return f"{config.address} ({config.folder})"
@@ -96,12 +107,17 @@ class EmailAdapter(PlatformAdapter):
             try:
                 await mailbox.open()
             except LoginError as exc:
-                raise AdapterFatal(_refused(self.config, exc)) from None
+                if refused(exc):
+                    raise AdapterFatal(_refused(self.config, exc)) from None
+                raise  # too many connections, unavailable: a restart, later
             self.progress()
             await self._validity(mailbox.uidvalidity)
             while True:
-                for uid in await mailbox.waiting():
-                    await self._take(mailbox, uid)
+                # Until none is left: a mail announced while one was taken came with that
+                # FETCH or STORE's answer, which the IDLE after it would not repeat.
+                while waiting := await mailbox.waiting():
+                    for uid in waiting:
+                        await self._take(mailbox, uid)
                 self.settled()
                 arrived, idled, every = False, 0.0, self.config.liveness_seconds
                 while not arrived and idled < self.config.idle_seconds:
@@ -116,64 +132,98 @@ class EmailAdapter(PlatformAdapter):
             return
         kept = await self.cursors.get(self.validity_key)
         if kept is not None and kept != str(uidvalidity):
-            log.warning("%s: %s was made again (UIDVALIDITY %s, was %s): reading it all again;"
-                        " what was answered is known by its Message-ID", self.name,
-                        self.config.folder, uidvalidity, kept)  # fmt: skip
+            log.warning("%s: %s was made again (UIDVALIDITY %s, was %s): its mails are read"
+                        " as ever, and what was answered is known by its Message-ID",
+                        self.name, self.config.folder, uidvalidity, kept)  # fmt: skip
         if kept != str(uidvalidity):
             await self.cursors.put(self.validity_key, str(uidvalidity))
 
     async def _take(self, mailbox: Mailbox, uid: int) -> None:
-        raw = await mailbox.fetch(uid)
+        raw = await self._read(mailbox, uid)
         if raw is None:
-            log.warning("%s: message %d is gone or too large; left alone", self.name, uid)
+            log.warning("%s: message %d is gone or larger than %d bytes; flagged, not"
+                        " answered", self.name, uid, MAX_MESSAGE)  # fmt: skip
         else:
-            read = read_mail(raw, self.config, self.platform)
+            read = await trio.to_thread.run_sync(self._read_mail, raw)
             if read.event is None:
                 log.warning("%s: a mail was not answered: %s", self.name, read.why)
             else:
-                thread = read.event.thread_id or read.event.chat_id
                 about = {"subject": read.subject, "references": list(read.references)}
-                kept = Cursor(self.thread_key + thread, json.dumps(about))
+                kept = Cursor(self._thread_key(read.event.chat_id, read.event.thread_id),
+                              json.dumps(about))  # fmt: skip
                 await self.admit(read.event, kept)
         await mailbox.done(uid)  # only now: a crash before this reads it again
         self.progress()
 
+    async def _read(self, mailbox: Mailbox, uid: int) -> bytes | None:
+        """The whole mail, in pieces, each one progress; None: gone, or too large."""
+        size = await mailbox.size(uid)
+        if size is None or size > MAX_MESSAGE:
+            return None
+        pieces, got = [], 0
+        while got < size:
+            piece = await mailbox.piece(uid, got)
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+            self.progress()
+        return b"".join(pieces)
+
+    def _read_mail(self, raw: bytes) -> Read:
+        """A mail read (on a worker thread: a large one takes a while); one that cannot
+        be read is not an event, and says why."""
+        try:
+            return read_mail(raw, self.config, self.platform)
+        except Exception as exc:  # a mail is anyone's bytes: never a crash that comes back
+            return Read(None, "", f"it could not be read: {exc!r}")
+
+    def _thread_key(self, chat_id: str, thread_id: str | None) -> str:
+        """Where a conversation's subject and Message-IDs are kept: by its sender's
+        address too, so nobody else's mail in a thread changes what hermes answers."""
+        return f"{self.name}:thread:{chat_id}:{thread_id or ''}"
+
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
         """Each attachment of an authorized mail, read again from the mailbox by the
-        mail's Message-ID and saved under the cache (at most `max_attachment` bytes)."""
+        mail's Message-ID (one more connection at most) and saved under the cache (at
+        most `max_attachment` bytes)."""
         if self.cache is None or not self.password:
             return Fetched((), tuple(f"[{self.name} cannot save attachments here]"
                                      for _ in attachments))  # fmt: skip
         refs = [json.loads(a) for a in attachments]
         mails: dict[str, bytes | None] = {}
-        paths, problems = [], []
         mailbox = Mailbox(self.config, self.password)
         try:
-            with trio.fail_after(self.progress_deadline):
-                await mailbox.open()
-                for ref in refs:
-                    if ref["id"] not in mails:
-                        mails[ref["id"]] = await mailbox.find(ref["id"])
+            async with self.fetching:
+                with trio.fail_after(FETCH_SECONDS):
+                    await mailbox.open()
+                    for ref in refs:
+                        if ref["id"] not in mails:
+                            mails[ref["id"]] = await mailbox.find(ref["id"])
         except Exception as exc:
             why = f"the mailbox could not be read again: {exc!r}"
             return Fetched((), tuple(f"[{r['name']}: {why}]" for r in refs))
         finally:
             mailbox.close()
+        return await trio.to_thread.run_sync(self._save, refs, mails)
+
+    def _save(self, refs: list[dict[str, Any]], mails: dict[str, bytes | None]) -> Fetched:
+        """Each attachment saved (on a worker thread: each mail parsed once)."""
+        assert self.cache is not None
+        parsed = {k: parse(raw) for k, raw in mails.items() if raw is not None}
+        paths, problems = [], []
         for ref in refs:
-            raw = mails[ref["id"]]
+            name = Path(str(ref["name"])).name or "attachment"
             try:
-                if raw is None:
+                if ref["id"] not in parsed:
                     raise ValueError("the mail is no longer in the mailbox")
-                data = attachment(parse(raw), ref["part"])
+                data = attachment(parsed[ref["id"]], ref["part"])
                 if len(data) > self.config.max_attachment:
                     raise ValueError(f"it is larger than {self.config.max_attachment} bytes")
                 tag = hashlib.sha256(f"{ref['id']}:{ref['part']}".encode()).hexdigest()[:12]
-                path = await trio.to_thread.run_sync(save, self.cache, f"{tag}-{ref['name']}",
-                                                     data)  # fmt: skip
+                paths.append(str(save(self.cache, f"{tag}-{name}", data)))
             except (ValueError, OSError) as exc:
-                problems.append(f"[the attachment {ref['name']} could not be saved: {exc}]")
-                continue
-            paths.append(str(path))
+                problems.append(f"[the attachment {name} could not be saved: {exc}]")
         return Fetched(tuple(paths), tuple(problems))
 
     # -- sending ------------------------------------------------------------------------
@@ -181,15 +231,32 @@ class EmailAdapter(PlatformAdapter):
     async def send(self, request: SendRequest) -> SendResult:
         if not self.password:
             return RetryAfter(None, f"no password: set {self.config.token_env}")
+        target = request.target
         kept: dict[str, Any] = {}
         if self.cursors is not None:
-            thread = request.target.thread_id or request.target.chat_id
-            kept = json.loads(await self.cursors.get(self.thread_key + thread) or "{}")
+            key = self._thread_key(target.chat_id, target.thread_id)
+            kept = json.loads(await self.cursors.get(key) or "{}")
+        references = tuple(kept.get("references", ()))
+        # A message in a thread that answers nothing (an approval's prompt, a brief to a
+        # thread) still joins it: a reply to it continues the conversation.
+        reply_to = request.reply_to or (references[-1] if references else None)
         now = self.clock.now() if self.clock is not None else 0.0
-        mail = answer_mail(self.config, request.target.chat_id, request.text,
-                           request.idempotency_key, now, kept.get("subject", ""),
-                           request.reply_to, tuple(kept.get("references", ())))  # fmt: skip
+        mail = answer_mail(self.config, target.chat_id, request.text, request.idempotency_key,
+                           now, kept.get("subject", ""), reply_to, references,
+                           salt=await self._salt())  # fmt: skip
         return await submit(self.config, self.password, mail)
+
+    async def _salt(self) -> str:
+        """This install's Message-ID salt, made once and kept in state.db: two installs
+        (or one whose state.db was made again) never make the same Message-ID, which
+        a provider would take for a copy and drop."""
+        async with self.salt_lock:
+            if self.salt is None and self.cursors is not None:
+                self.salt = await self.cursors.get(self.salt_key)
+                if self.salt is None:
+                    self.salt = secrets.token_hex(16)
+                    await self.cursors.put(self.salt_key, self.salt)
+            return self.salt or ""
 
 
 def _refused(config: EmailConfig, exc: LoginError) -> str:

@@ -3,9 +3,11 @@
 A `From` header alone is trivially forged, so a mail is authorized by its sender only
 when the server that received it says so: an `Authentication-Results` header (RFC
 8601) added by the configured `trusted_authserv_id` (the receiving server's own name:
-headers from anyone else, a sender included, are not read) showing `dmarc=pass`, or
-`dkim=pass` for a signing domain aligned with the From address's domain (the same
-domain, or one a level or more above it: relaxed alignment).
+headers from anyone else, a sender included, are not read) showing `dmarc=pass` for
+the From address's domain (its `header.from`: the domain the server checked must be the
+one hermes read), or `dkim=pass` for a signing domain aligned with it (the same domain,
+or one a level or more above it: relaxed alignment). Quoted strings in the header are
+read as values, never as results.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterable
 _RESULT = re.compile(r"(?P<method>[a-z0-9-]+)\s*=\s*(?P<result>[a-z]+)(?P<rest>[^;]*)", re.I)
 _PROPERTY = re.compile(r"(?P<key>[a-z0-9.-]+)\s*=\s*(?P<value>[^\s;()]+)", re.I)
 _COMMENT = re.compile(r"\([^()]*\)")
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
 def vouched(headers: Iterable[str], trusted_authserv_id: str, from_domain: str) -> bool:
@@ -29,7 +32,8 @@ def vouched(headers: Iterable[str], trusted_authserv_id: str, from_domain: str) 
     if not trusted or not domain:
         return False
     for header in headers:
-        authserv, _, results = _COMMENT.sub("", header).partition(";")
+        bare = _COMMENT.sub("", _QUOTED.sub('""', header))
+        authserv, _, results = bare.partition(";")
         names = authserv.split()  # the authserv-id, and perhaps a version after it
         if not names or names[0].lower() != trusted:
             continue
@@ -42,7 +46,7 @@ def _passes(results: str, domain: str) -> bool:
         method, result = found["method"].lower(), found["result"].lower()
         if result != "pass":
             continue
-        if method == "dmarc":
+        if method == "dmarc" and _property(found["rest"], "header.from") == domain:
             return True
         if method == "dkim" and _aligned(_signing_domain(found["rest"]), domain):
             return True
@@ -50,9 +54,14 @@ def _passes(results: str, domain: str) -> bool:
 
 
 def _signing_domain(rest: str) -> str:
+    return _property(rest, "header.d") or _property(rest, "header.i").rsplit("@", 1)[-1]
+
+
+def _property(rest: str, key: str) -> str:
+    """A result's property (`header.from`), lower-cased, without a trailing dot."""
     for prop in _PROPERTY.finditer(rest):
-        if prop["key"].lower() in ("header.d", "header.i"):
-            return prop["value"].lower().rsplit("@", 1)[-1].rstrip(".")
+        if prop["key"].lower() == key:
+            return prop["value"].lower().rstrip(".")
     return ""
 
 

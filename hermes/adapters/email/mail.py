@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
-from email.utils import format_datetime, parseaddr
+from email.utils import format_datetime, getaddresses, parseaddr
 
 import attrs
 
@@ -36,6 +36,9 @@ from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.content import body_text, new_words
 
 _ID = re.compile(r"<[^<>\s]+>")
+KEEP_REFERENCES = 20  # Message-IDs an answer names: the thread's first, and the latest
+MAX_TEXT = 100_000  # characters of a mail the model reads
+MAX_ATTACHMENTS = 10  # of one mail, saved
 
 
 @attrs.frozen
@@ -52,10 +55,10 @@ class Read:
 
 def read_mail(raw: bytes, config: EmailConfig, platform: str) -> Read:
     message = parse(raw)
-    sender = parseaddr(str(message.get("From", "")))[1].strip().lower()
     subject = " ".join(str(message.get("Subject", "")).split())
-    if "@" not in sender:
-        return Read(None, subject, "no From address")
+    sender = _sender(message)
+    if sender is None:
+        return Read(None, subject, "no From header with exactly one address")
     robot = _automatic(message, sender)
     if robot:
         return Read(None, subject, f"an automatic mail from {sender} ({robot})")
@@ -71,10 +74,16 @@ def read_mail(raw: bytes, config: EmailConfig, platform: str) -> Read:
         str(message.get("In-Reply-To", ""))
     )
     thread = None if config.sessions == "sender" else (references[0] if references else event_id)
-    chain = tuple([*references, *own][-20:])
+    ids = [*references, *own]
+    chain = tuple(ids[:1] + ids[1:][-(KEEP_REFERENCES - 1) :])  # the root is always kept
     text = new_words(body_text(message))
+    if len(text) > MAX_TEXT:
+        text = text[:MAX_TEXT] + f"\n[the mail goes on: cut at {MAX_TEXT} characters]"
+    found = attachments(message)
     files = tuple(json.dumps({"id": event_id, "part": n, "name": name})
-                  for n, name in attachments(message))  # fmt: skip
+                  for n, name in found[:MAX_ATTACHMENTS])  # fmt: skip
+    if len(found) > MAX_ATTACHMENTS:
+        text += f"\n[{len(found) - MAX_ATTACHMENTS} more attachments, not saved]"
     event = InboundEvent(
         platform, event_id, ChatType.DM, sender, sender, text, thread_id=thread,
         user_name=parseaddr(str(message.get("From", "")))[0] or None, message_id=event_id,
@@ -112,9 +121,10 @@ def attachment(message: EmailMessage, place: int) -> bytes:
     raise ValueError(f"the mail has no attachment at part {place}")
 
 
-def message_id(idempotency_key: str, domain: str) -> str:
-    """The Message-ID of the mail an outbox row sends: the same for every try of it."""
-    digest = hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+def message_id(idempotency_key: str, domain: str, salt: str = "") -> str:
+    """The Message-ID of the mail an outbox row sends: the same for every try of it,
+    another for every install (`salt`)."""
+    digest = hashlib.sha256(f"{salt}:{idempotency_key}".encode()).hexdigest()[:32]
     return f"<{digest}.hermes@{domain}>"
 
 
@@ -127,6 +137,8 @@ def answer_mail(
     subject: str = "",
     reply_to: str | None = None,
     references: tuple[str, ...] = (),
+    *,
+    salt: str = "",
 ) -> EmailMessage:
     """The mail that sends `text` to `to`; a reply (to `reply_to`, in a thread whose
     Message-IDs are `references`) carries them and `Re:` the subject."""
@@ -138,7 +150,7 @@ def answer_mail(
     title = subject or "A message from hermes"
     mail["Subject"] = title if title.lower().startswith("re:") or not reply_to else f"Re: {title}"
     mail["Date"] = format_datetime(datetime.fromtimestamp(now, UTC))
-    mail["Message-ID"] = message_id(idempotency_key, domain)
+    mail["Message-ID"] = message_id(idempotency_key, domain, salt)
     # RFC 3834: a program's mail, so another program (an out-of-office) does not answer it
     mail["Auto-Submitted"] = "auto-replied" if reply_to else "auto-generated"
     if reply_to:
@@ -150,6 +162,22 @@ def answer_mail(
                          for p in text.split("\n\n") if p.strip())  # fmt: skip
     mail.add_alternative(f"<html><body>{paragraphs}</body></html>", subtype="html")
     return mail
+
+
+def _sender(message: EmailMessage) -> str | None:
+    """The one address of the one From header, lower-cased; None for anything else
+    (none, several, or one a reader would take for another: "a@x.org <b@y.org>")."""
+    froms = [value for name, value in message.raw_items() if name.lower() == "from"]
+    if len(froms) != 1:
+        return None
+    raw = " ".join(str(froms[0]).split())  # as written, unfolded: not as the parser read it
+    found = getaddresses([raw])
+    if len(found) != 1 or "@" not in found[0][1]:
+        return None
+    address = found[0][1].strip().lower()
+    if "<" in raw and f"<{address}>" not in raw.lower().replace(" ", ""):
+        return None
+    return address
 
 
 def _automatic(message: EmailMessage, sender: str) -> str | None:

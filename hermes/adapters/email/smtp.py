@@ -1,7 +1,8 @@
 """One mail out through SMTP submission, on a worker thread (smtplib is blocking), its
 outcome read into a send result: 2xx sent; 4xx later, with backoff; 5xx a dead letter
-with the server's words; a connection that never opened is not sent; one lost after
-DATA may have been delivered (unknown: the same Message-ID if it is ever sent again).
+with the server's words; a connection lost before the mail was handed over is not sent;
+one lost once DATA began may have been delivered (unknown: the same Message-ID if it is
+ever sent again).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import smtplib
 import ssl
 from email.message import EmailMessage
+from email.utils import getaddresses
 
 import trio
 
@@ -38,23 +40,42 @@ def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResul
         try:
             if config.smtp_security == "starttls":
                 server.starttls(context=context)
-            if password and server.has_extn("auth"):
+            if password:  # login says EHLO first (after STARTTLS the server says it anew)
                 server.login(config.username or config.address or "", password)
+            sender = str(mail["From"])
+            recipients = [a for _, a in getaddresses([str(mail["To"])]) if a]
+            refused = _envelope(server, sender, recipients)
+            if refused is not None:
+                return refused
         except smtplib.SMTPAuthenticationError as exc:
             return RetryAfter(None, f"not sent: the login was refused: {_said(exc)}")
-        except (OSError, smtplib.SMTPException) as exc:
-            return RetryAfter(None, f"not sent: {exc}")
-        try:
-            refused = server.send_message(mail)
-        except smtplib.SMTPRecipientsRefused as exc:
-            return _refusal(next(iter(exc.recipients.values())))
         except smtplib.SMTPResponseException as exc:
             return _refusal((exc.smtp_code, exc.smtp_error))
-        except (TimeoutError, smtplib.SMTPServerDisconnected, OSError) as exc:
+        except (OSError, smtplib.SMTPException) as exc:  # nothing was handed over
+            return RetryAfter(None, f"not sent: {exc}")
+        except UnicodeEncodeError as exc:
+            return Permanent(f"an address this server cannot take (not ASCII): {exc}")
+        try:
+            code, said = server.data(mail.as_bytes(policy=mail.policy.clone(linesep="\r\n")))
+        except smtplib.SMTPResponseException as exc:
+            return _refusal((exc.smtp_code, exc.smtp_error))
+        except (OSError, smtplib.SMTPException) as exc:
             return Unconfirmed(f"no answer after the mail was handed over: {exc}")
-    if refused:
-        return _refusal(next(iter(refused.values())))
+    if not 200 <= code < 300:
+        return _refusal((code, said))
     return Sent(str(mail["Message-ID"]))
+
+
+def _envelope(server: smtplib.SMTP, sender: str, recipients: list[str]) -> SendResult | None:
+    """MAIL and RCPT: None when every recipient was taken, else what the server said."""
+    code, said = server.mail(sender)
+    if code != 250:
+        return _refusal((code, said))
+    for recipient in recipients:
+        code, said = server.rcpt(recipient)
+        if code not in (250, 251):
+            return _refusal((code, said))
+    return None if recipients else Permanent("the mail names no recipient")
 
 
 def _refusal(reply: tuple[int, bytes | str]) -> SendResult:

@@ -42,7 +42,12 @@ class MailServers:
 
 @contextlib.contextmanager
 def mail() -> Iterator[MailServers]:
-    with mail_servers() as (imap, smtp), HeldRelay(f"imap://{imap.host}:{imap.port}") as relay:
+    """The servers, the SMTP one asking hermes's login as every submission server does."""
+    login = (HERMES_ADDRESS, HERMES_PASSWORD)
+    with (
+        mail_servers(smtp_login=login) as (imap, smtp),
+        HeldRelay(f"imap://{imap.host}:{imap.port}") as relay,
+    ):
         yield MailServers(imap, smtp, relay)
 
 

@@ -17,8 +17,7 @@ from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.content import body_text, new_words
 from hermes.adapters.email.mail import answer_mail, attachment, parse, read_mail
 from hermes.config import InputError, structure
-
-TRUSTED = "mx.test"
+from tests.adapters.email.serving import TRUSTED, VOUCHED
 
 
 @pytest.mark.parametrize(
@@ -27,6 +26,12 @@ TRUSTED = "mx.test"
         ("mx.test; dkim=pass header.d=example.org; dmarc=pass header.from=example.org",
          "example.org", True),
         ("mx.test 1; dmarc=pass (p=reject) header.from=example.org", "example.org", True),
+        # DMARC passed for another domain than the From hermes read; no domain at all
+        ("mx.test; dmarc=pass header.from=evil.test", "example.org", False),
+        ("mx.test; dmarc=pass", "example.org", False),
+        # a result inside a quoted value is a value
+        ('mx.test; spf=pass smtp.mailfrom="a;dmarc=pass"@evil.test; dmarc=fail',
+         "example.org", False),
         ("mx.test; dkim=pass header.d=example.org; dmarc=fail", "mail.example.org", True),
         ("mx.test; dkim=pass header.i=@example.org", "example.org", True),
         # signed by another domain, or by a top-level name: not aligned
@@ -44,7 +49,7 @@ def test_a_sender_is_believed_only_on_the_trusted_servers_word(header, domain, b
     assert vouched([header], TRUSTED, domain) is believed
 
 
-def test_any_one_trusted_header_of_several_is_enough():
+def test_the_trusted_servers_header_is_found_among_others():
     forged = "mx.test.evil; dmarc=pass"
     real = "MX.test; dmarc=pass header.from=example.org"
     assert vouched([forged, real], TRUSTED, "example.org")
@@ -92,7 +97,6 @@ def test_plain_text_needs_allow_insecure():
 
 
 CONFIG = EmailConfig(address="hermes@example.net", trusted_authserv_id=TRUSTED)
-VOUCHED = f"{TRUSTED}; dmarc=pass header.from=example.org"
 
 
 def raw(subject: str = "Plans", body: str = "What are the plans?", **headers: str) -> bytes:
@@ -204,3 +208,23 @@ def test_an_answer_says_a_program_wrote_it():
         "auto-replied"
     )
     assert answer_mail(CONFIG, "a@x.org", "x", "k", 0.0)["Auto-Submitted"] == "auto-generated"
+
+
+@pytest.mark.parametrize(
+    "sender",
+    ["alice@example.org <eve@evil.test>", "a@example.org, b@example.org", "nobody"],
+)
+def test_a_from_that_is_not_one_plain_address_is_not_believed(sender):
+    mail = raw(Authentication_Results=VOUCHED)
+    mail = mail.replace(b"From: Ann <Ann@Example.org>", f"From: {sender}".encode())
+    read = read_mail(mail, CONFIG, "email")
+    assert read.event is None and "exactly one address" in read.why
+
+
+def test_a_long_threads_answers_keep_its_first_message_id():
+    chain = " ".join(f"<m{n}@example.org>" for n in range(30))
+    read = read_mail(raw(Message_ID="<m30@example.org>", References=chain,
+                         Authentication_Results=VOUCHED), CONFIG, "email")  # fmt: skip
+    assert read.event.thread_id == "<m0@example.org>"
+    assert read.references[0] == "<m0@example.org>" and len(read.references) == 20
+    assert read.references[-1] == "<m30@example.org>"
