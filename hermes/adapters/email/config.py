@@ -51,7 +51,8 @@ class EmailConfig(PlatformConfig):
     sessions: Literal["thread", "sender"] = "thread"
     """A conversation per thread (a new subject is a new one), or one per sender."""
     idle_seconds: float = attrs.field(default=1500.0, validator=positive)
-    """Seconds an IDLE is held before it is renewed (servers end it at 29 minutes)."""
+    """Seconds between two searches of the folder when IDLE announced nothing (a mail
+    the server never announced is still read within this)."""
     liveness_seconds: float = attrs.field(default=30.0, validator=positive)
     """Seconds between two NOOPs that show the IMAP connection answers; one unanswered
     for three times this is replaced."""
