@@ -23,8 +23,8 @@ from hermes.actors.clock import Clock
 from hermes.adapters.registry import SECTIONS
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.loop import Agent
-from hermes.agent.mcp.server import McpSetup
 from hermes.agent.mcp.servers import McpServers
+from hermes.agent.mcp.setup import McpSetup
 from hermes.agent.providers import build_agent
 from hermes.cli import exit_codes
 from hermes.cli.act import open_state, perform

@@ -29,8 +29,8 @@ from hermes.adapters.local.endpoint import LocalEndpoint
 from hermes.adapters.registry import SECTIONS, chat_platforms
 from hermes.adapters.webhooks import WebhookListener
 from hermes.agent.cron_runner import cron_fire_context
-from hermes.agent.mcp.server import McpSetup
 from hermes.agent.mcp.servers import McpServers
+from hermes.agent.mcp.setup import McpSetup
 from hermes.agent.providers import build_agent
 from hermes.config import Config, ConfigError, Secrets, load_config
 from hermes.cron.scheduler import Scheduler

@@ -14,7 +14,7 @@ import apsw
 import attrs
 
 from hermes.actors.snapshot import RunState, Snapshot
-from hermes.agent.mcp.server import FAILED
+from hermes.agent.mcp.setup import FAILED
 from hermes.cron.store import list_jobs
 from hermes.delivery.outbox_store import DEAD, UNKNOWN, depth, state_counts
 from hermes.state.db import Db

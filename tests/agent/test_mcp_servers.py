@@ -11,8 +11,8 @@ import trio.testing
 from mcp import types
 
 from hermes.actors.snapshot import RunState, Snapshot
-from hermes.agent.mcp.server import FAILED, McpSetup
 from hermes.agent.mcp.servers import McpServers
+from hermes.agent.mcp.setup import FAILED, McpSetup
 from hermes.agent.mcp.tool import offered_name, render
 from hermes.agent.tools.base import capped
 from hermes.config import McpConfig, McpServerConfig, Secrets

@@ -15,8 +15,8 @@ import trio
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.mcp import servers
-from hermes.agent.mcp.server import READY, McpSetup
 from hermes.agent.mcp.servers import McpServers
+from hermes.agent.mcp.setup import READY, McpSetup
 from hermes.agent.offline import OfflineProvider, tool_line
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config, McpConfig, McpServerConfig, PlatformConfig, Secrets

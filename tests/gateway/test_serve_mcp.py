@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from hermes.actors.snapshot import Snapshot
-from hermes.agent.mcp.server import READY
+from hermes.agent.mcp.setup import READY
 from hermes.agent.offline import tool_line
 from hermes.terminal.tree import ProcessId
 from tests.adapters.serving import Serve, in_thread, serving

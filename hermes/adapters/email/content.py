@@ -9,8 +9,6 @@ from __future__ import annotations
 import re
 from email.message import EmailMessage
 
-import trafilatura
-
 # "On Tue, 3 Dec 2026 at 10:00, Ann <ann@example.org> wrote:", in English, German or
 # French; Outlook's "-----Original Message-----".
 _ATTRIBUTION = re.compile(
@@ -29,6 +27,8 @@ def body_text(message: EmailMessage) -> str:
     if not isinstance(content, str):
         return ""
     if part.get_content_type() == "text/html":
+        import trafilatura  # a heavy import, for the mails that need it only
+
         return (trafilatura.extract(content) or trafilatura.html2txt(content) or "").strip()
     return content.replace("\r\n", "\n").strip()
 

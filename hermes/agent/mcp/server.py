@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-from collections.abc import AsyncIterator, Callable, Iterable
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import attrs
 import httpx
 import trio
 from mcp import ClientSession, types
@@ -25,68 +22,28 @@ from mcp.shared.exceptions import McpError
 
 from hermes.actors.actor import Actor
 from hermes.agent.mcp.link import ServerLink
-from hermes.agent.mcp.transports import ServerEnded, Transport, http_transport, stdio_transport
-from hermes.config import McpServerConfig, Secrets
-from hermes.terminal.env import EnvPolicy
+from hermes.agent.mcp.setup import (
+    BACKING_OFF,
+    CONNECTING,
+    FAILED,
+    FAILED_AFTER,
+    READY,
+    START_TIMEOUT,
+    STOPPED,
+    McpSetup,
+    McpStatus,
+    ServerEnded,
+)
+from hermes.agent.mcp.transports import Transport, http_transport, stdio_transport
+from hermes.config import McpServerConfig
 
 log = logging.getLogger(__name__)
 
-CONNECTING, READY, BACKING_OFF, FAILED, STOPPED = (
-    "connecting", "ready", "backing_off", "failed", "stopped")  # fmt: skip
-FAILED_AFTER = 3  # starts in a row that never came up: the server shows as failed
-START_TIMEOUT = 60.0  # seconds to initialize and list tools (npx may download first)
 PING_EVERY = 60.0  # an idle session is asked whether it is alive this often
 PING_TIMEOUT = 20.0
 MAX_TOOLS = 500  # tools taken from one server
 MAX_PAGES = 50  # pages of tools/list followed
 CLIENT = types.Implementation(name="hermes", version="0.1.0")
-
-
-@attrs.define
-class McpStatus:
-    """One server's state, kept across its actor's restarts."""
-
-    state: str = CONNECTING
-    reason: str | None = None
-    failures: int = 0  # starts in a row that ended before the server was ready
-
-    def detail(self) -> dict[str, Any]:
-        return {"mcp": self.state, "reason": self.reason}
-
-
-@attrs.frozen
-class McpSetup:
-    """What every server's actor is built with: the secrets its config names, the
-    environment its process may have (no secret of serve's), where it starts unless
-    its config says, and the redactor for what it says on stderr."""
-
-    secrets: Secrets = attrs.field(repr=False)
-    policy: EnvPolicy = attrs.field(repr=False)
-    workspace: Path  # made by serve before the tree starts
-    redact: Callable[[str], str] = attrs.field(default=str, repr=False)
-
-    def cwd(self, config: McpServerConfig) -> Path:
-        return self.workspace if config.cwd is None else Path(config.cwd).expanduser()
-
-    def child_env(self, config: McpServerConfig) -> dict[str, str]:
-        return {**self.policy.child_env(os.environ), **self._named(config.env, "env")}
-
-    def headers(self, config: McpServerConfig) -> dict[str, str]:
-        values = self._named(config.headers.values(), "headers")
-        headers = {h: values[v] for h, v in config.headers.items()}
-        if config.bearer_env:
-            token = self._named([config.bearer_env], "bearer_env")[config.bearer_env]
-            headers["Authorization"] = f"Bearer {token}"
-        return headers
-
-    def _named(self, names: Iterable[str], key: str) -> dict[str, str]:
-        found = {}
-        for name in names:
-            value = self.secrets.get(name)
-            if value is None:
-                raise ServerEnded(f"{key}: the variable {name} is not set")
-            found[name] = value
-        return found
 
 
 class McpServer(Actor):

@@ -17,20 +17,24 @@ import fnmatch
 import logging
 import math
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
-from mcp import types
 
 from hermes.actors.backoff import Backoff
 from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
-from hermes.agent.mcp.link import ServerLink
-from hermes.agent.mcp.server import CONNECTING, START_TIMEOUT, McpServer, McpSetup, McpStatus
-from hermes.agent.mcp.tool import McpTool, fits
+from hermes.agent.mcp.setup import CONNECTING, START_TIMEOUT, McpSetup, McpStatus
 from hermes.agent.permissions import granted
 from hermes.agent.tools.base import schema
 from hermes.config import McpConfig, McpServerConfig, Role
+
+if TYPE_CHECKING:  # the SDK is imported once a server starts, not with hermes
+    from mcp import types
+
+    from hermes.agent.mcp.link import ServerLink
+    from hermes.agent.mcp.server import McpServer
+    from hermes.agent.mcp.tool import McpTool
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +102,8 @@ class McpServers:
 
     def _spec(self, server: _Server) -> ChildSpec:
         def actor() -> McpServer:
+            from hermes.agent.mcp.server import McpServer  # the SDK, when a server starts
+
             return McpServer(server.name, server.config, self.setup, server.status,
                              lambda link, tools: self._publish(server, link, tools))  # fmt: skip
 
@@ -116,6 +122,8 @@ class McpServers:
         self._published = trio.Event()
         if tools is None:
             return  # gone: its last tools stay offered; a call says it is not running
+        from hermes.agent.mcp.tool import McpTool, fits  # loaded with the server's SDK
+
         config = server.config
         taken = {n for s in self._servers.values() if s is not server for n in s.tools}
         offered: dict[str, McpTool] = {}

@@ -25,7 +25,6 @@ from mcp import types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from hermes.actors.errors import Unavailable
 from hermes.config import McpServerConfig
 from hermes.terminal.command import spawned
 from hermes.terminal.output import RingBuffer
@@ -35,10 +34,6 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE = 16 * 1024 * 1024  # bytes of one line from a stdio server; more ends it
 STDERR_KEPT = 2_000  # characters of a server's stderr kept for why it stopped
 HTTP_TIMEOUT = httpx.Timeout(30.0, read=300.0)  # the SDK's: a response stream stays open
-
-
-class ServerEnded(Unavailable):
-    """The server went away (its process exited, its endpoint failed)."""
 
 
 @attrs.define(eq=False)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import io
 
 import attrs
-import pypdf
-import trafilatura
 
 from hermes.agent.tools.base import ToolError
 
@@ -50,6 +48,8 @@ def decoded(body: bytes, charset: str | None) -> str:
 def html_page(body: bytes, charset: str | None, url: str, markdown: bool) -> Page:
     """The page's main content, its links kept in Markdown (the model may follow them);
     trafilatura's plain-text baseline where it finds no main content."""
+    import trafilatura  # heavy: imported by the first fetch, not by every hermes command
+
     # Without a charset in the header, trafilatura reads the page's own <meta charset>.
     tree = trafilatura.load_html(decoded(body, charset) if charset else body)
     if tree is None:  # nothing lxml can parse as HTML
@@ -67,6 +67,8 @@ def html_page(body: bytes, charset: str | None, url: str, markdown: bool) -> Pag
 
 
 def pdf_page(body: bytes) -> Page:
+    import pypdf  # imported by the first PDF fetched, not by every hermes command
+
     try:
         reader = pypdf.PdfReader(io.BytesIO(body))
         if reader.is_encrypted and not reader.decrypt(""):

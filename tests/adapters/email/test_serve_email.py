@@ -62,6 +62,9 @@ async def test_a_forged_from_is_not_answered(serve, model, servers):
 @pytest.mark.timeout(90)
 async def test_mails_that_came_while_serve_was_away_are_answered_once_each(serve, model, servers):
     model.script(*(text_answer(f"answer {n}") for n in range(4)))
+    await in_thread(serve.start)
+    await in_thread(servers.imap.wait_logins, HERMES_ADDRESS, 1)
+    serve.stop()
     for n in range(3):
         servers.imap.deliver(HERMES_ADDRESS, make_mail(ALICE_ADDRESS, HERMES_ADDRESS,
                                                        f"Question {n}", f"question {n}",
