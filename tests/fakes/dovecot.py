@@ -73,9 +73,7 @@ class StoredMail:
 
     @property
     def message(self) -> EmailMessage:
-        parsed = email.message_from_bytes(self.raw, policy=email.policy.default)
-        assert isinstance(parsed, EmailMessage)
-        return parsed
+        return parsed(self.raw)
 
     @property
     def message_id(self) -> str | None:
@@ -90,6 +88,13 @@ class StoredMail:
     @property
     def seen(self) -> bool:
         return "\\Seen" in self.flags
+
+
+def parsed(raw: bytes) -> EmailMessage:
+    """A mail's bytes as a message, read the way a modern client reads it."""
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    assert isinstance(message, EmailMessage)
+    return message
 
 
 def free_port() -> int:

@@ -10,8 +10,6 @@ required before MAIL.
 
 from __future__ import annotations
 
-import email
-import email.policy
 import threading
 import traceback
 from collections.abc import Callable
@@ -22,7 +20,7 @@ import attrs
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from tests.fakes.dovecot import HOST, Dovecot
+from tests.fakes.dovecot import HOST, Dovecot, parsed
 from tests.fakes.kit import Faults, wait
 
 Stage = Literal["MAIL", "RCPT", "DATA"]
@@ -54,9 +52,7 @@ class ReceivedMail:
 
     @property
     def message(self) -> EmailMessage:
-        parsed = email.message_from_bytes(self.raw, policy=email.policy.default)
-        assert isinstance(parsed, EmailMessage)
-        return parsed
+        return parsed(self.raw)
 
     @property
     def text(self) -> str:
