@@ -30,6 +30,13 @@ class Unavailable(HermesError):
     """Something the request needs is stopped, busy or replaced: it may succeed later."""
 
 
+class PortInUse(Unavailable):
+    """A port this process must listen on is taken (another hermes, another program)."""
+
+    def __init__(self, host: str, port: int, key: str = "gateway.local.port") -> None:
+        super().__init__(f"{host}:{port} is already in use; stop what holds it or set {key}")
+
+
 class Throttled(Unavailable):
     """Refused for now: too many tries or requests (a pairing lockout); later it may pass."""
 

@@ -23,19 +23,12 @@ from hypercorn.trio import serve
 
 from hermes.actors.actor import Actor
 from hermes.actors.address import Address
-from hermes.actors.errors import ActorStopped, CallTimeout, Unavailable
+from hermes.actors.errors import ActorStopped, CallTimeout, PortInUse
 
 log = logging.getLogger(__name__)
 
 WEBHOOK_TIMEOUT = 20.0  # seconds an adapter gets to admit a delivery (Meta waits ~30)
 PREFIX = "/webhooks/"
-
-
-class WebhookPortInUse(Unavailable):
-    def __init__(self, host: str, port: int) -> None:
-        super().__init__(
-            f"{host}:{port} is already in use; stop what holds it or set gateway.webhooks.port"
-        )
 
 
 @attrs.frozen
@@ -86,7 +79,7 @@ class WebhookListener(Actor):
             bound = await self.nursery.start(serve, self._app, config)
         except* OSError as group:  # hypercorn binds inside a nursery of its own
             if group.subgroup(lambda e: getattr(e, "errno", None) == errno.EADDRINUSE):
-                raise WebhookPortInUse(self.host, self.port) from None
+                raise PortInUse(self.host, self.port, "gateway.webhooks.port") from None
             raise
         port = int(bound[0].rsplit(":", 1)[1])
         self.on_bound(port)

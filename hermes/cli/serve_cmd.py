@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hermes.actors.errors import PortInUse
 from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.cli.logs import setup_logging
@@ -12,7 +13,6 @@ from hermes.config import load_config
 from hermes.gateway.pidfile import AlreadyRunning
 from hermes.gateway.serve import (
     READY_LINE,
-    PortInUse,
     StateDbUnusable,
     beside_another,
     run_serve,

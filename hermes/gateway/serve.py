@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 import attrs
 import trio
 
-from hermes.actors.errors import ChildStartError, HermesError, Unavailable
+from hermes.actors.errors import ChildStartError, HermesError, PortInUse
 from hermes.actors.supervisor import Supervisor
 from hermes.config import Config
 from hermes.gateway.pidfile import hold_pid_file
@@ -33,11 +33,6 @@ READY_LINE = "HERMES_BACKEND_READY"
 # A serve beside another on one home (--no-lock) is never told of the other's changes
 # (jobs added, rows queued): it looks at state.db this often.
 OTHER_SERVE_EVERY = 5.0
-
-
-class PortInUse(Unavailable):
-    def __init__(self, host: str, port: int, key: str = "gateway.local.port") -> None:
-        super().__init__(f"{host}:{port} is already in use; stop what holds it or set {key}")
 
 
 def _port_free(host: str, port: int) -> bool:

@@ -354,7 +354,8 @@ def serve_pid(home: HermesHome) -> int | None:
 
 
 def check_ports(home: HermesHome, config: Config) -> list[CheckResult]:
-    """The local endpoint's port and the operator surfaces' port."""
+    """The local endpoint's port, the operator surfaces' port, and the webhook listener's
+    where a platform that is pushed to (WhatsApp) is enabled."""
     pid = serve_pid(home)
     local = config.gateway.local
     results = [
@@ -370,6 +371,11 @@ def check_ports(home: HermesHome, config: Config) -> list[CheckResult]:
         )
     else:
         results.append(passed("ops port", "off (ops.enabled: false)"))
+    platforms = chat_platforms()
+    if any(platforms[n].webhook for n in config.enabled_platforms() if n in platforms):
+        hooks = config.gateway.webhooks
+        results.append(check_port("webhooks port", "gateway.webhooks", hooks.host, hooks.port,
+                                  home.root / "webhooks.port", pid))  # fmt: skip
     return results
 
 

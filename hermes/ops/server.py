@@ -18,11 +18,11 @@ from hypercorn.config import Config as HttpConfig
 from hypercorn.trio import serve
 
 from hermes.actors.actor import Actor
+from hermes.actors.errors import PortInUse
 from hermes.actors.ref import Ref
 from hermes.actors.snapshot import Snapshot
 from hermes.actors.supervisor import ChildSpec
 from hermes.config import Config
-from hermes.gateway.serve import PortInUse
 from hermes.gateway.services import Services
 from hermes.gateway.tree import Surfaces, serve_token
 from hermes.home import HermesHome, write_secret_file

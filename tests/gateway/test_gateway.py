@@ -19,11 +19,17 @@ from tests.processes import HERMES, hermes, wait_ready
          "127.0.0.1:{port} is already in use"),
         ("gateway:\n  local:\n    port: 0\nops:\n  port: {port}\n",
          "127.0.0.1:{port} is already in use; stop what holds it or set ops.port"),
+        ("gateway:\n  local:\n    port: 0\n  webhooks:\n    port: {port}\nops:\n  port: 0\n"
+         "platforms:\n  whatsapp:\n    token_env: WA_TOKEN\n    app_secret_env: WA_SECRET\n"
+         "    verify_token_env: WA_VERIFY\n    phone_number_id: '1'\n"
+         "    base_url: http://127.0.0.1:{port}/v21.0\n",  # listens, never answers
+         "127.0.0.1:{port} is already in use; stop what holds it or set gateway.webhooks.port"),
     ],
-    ids=["endpoint", "operator surfaces"],
+    ids=["endpoint", "operator surfaces", "webhooks"],
 )  # fmt: skip
 def test_a_port_in_use_exits_75_naming_it(home, taken_port, config, said):
     home.config_path.write_text(config.format(port=taken_port))
+    (home.root / ".env").write_text("WA_TOKEN=t\nWA_SECRET=s\nWA_VERIFY=v\n")
     result = hermes("serve")
     assert result.returncode == 75, result.stderr
     assert said.format(port=taken_port) in result.stderr
