@@ -37,6 +37,7 @@ class Admissions:
 
     def __init__(self) -> None:
         self.ids: list[str] = []
+        self.events: list[InboundEvent] = []
         self.times: list[float] = []
         self._held: dict[str, trio.Event] = {}
         self._failing: set[str] = set()
@@ -54,6 +55,7 @@ class Admissions:
 
     async def __call__(self, event: InboundEvent, cursor: Cursor | None = None) -> bool:
         self.ids.append(event.event_id)
+        self.events.append(event)
         self.times.append(trio.current_time())
         self._changed.set()
         self._changed = trio.Event()
@@ -65,10 +67,11 @@ class Admissions:
             raise RuntimeError("journal unavailable")
         return True
 
-    async def wait_for(self, *event_ids: str, timeout: float = 10.0) -> None:
-        """Until every one of `event_ids` reached admission (held ones included)."""
+    async def wait_for(self, *event_ids: str, timeout: float = 10.0, times: int = 1) -> None:
+        """Until every one of `event_ids` reached admission (held ones included) `times`
+        times each."""
         with trio.fail_after(timeout):
-            while not set(event_ids) <= set(self.ids):
+            while any(self.ids.count(event_id) < times for event_id in event_ids):
                 await self._changed.wait()
 
     def first_time(self, event_id: str) -> float:

@@ -1,0 +1,218 @@
+"""The Matrix adapter: our own client over httpx (no SDK's sync loop).
+
+- Start: `whoami` with the access token (401: fatal; another account than `user_id`:
+  fatal), then `/sync` long polls from the kept `since`.
+- A batch's `next_batch` commits with the admission of its last event (or alone, when it
+  brought none): a crash before that replays the batch, and the journal, keyed by
+  event_id, answers nothing twice. Every answered sync is progress; the deadline covers a
+  sync the homeserver never answers.
+- Invites are joined when an allowed user (or an owner) sent them; others are left
+  pending and logged. A DM is a room in `m.direct` or one of two members; in other
+  rooms the bot answers when mentioned or replied to (the router's require_mention).
+- Sends: `PUT /rooms/{room}/send/m.room.message/{txnId}` with a transaction id from the
+  outbox row's idempotency key, which the homeserver deduplicates (the platform says
+  so). Threads and replies as `m.relates_to`; 429 waits `retry_after_ms`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Any
+
+import httpx
+
+from hermes.adapters.base import AdapterFatal, AdapterSetup
+from hermes.adapters.contract import Cursor, SendRequest, SendResult, Sent
+from hermes.adapters.http import CONNECT_TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.matrix.api import (
+    FATAL_AUTH,
+    MatrixError,
+    client_url,
+    error_of,
+    send_result,
+    txn_id,
+)
+from hermes.adapters.matrix.config import MatrixConfig
+from hermes.adapters.matrix.inbound import RoomView, Taken, read_event
+from hermes.config import PlatformConfig, Secrets
+
+log = logging.getLogger(__name__)
+
+SYNC_SLACK = 15.0  # seconds past the sync's own hold before its answer is overdue
+MY_EVENTS = 500  # event ids of hermes's own messages kept, so a reply to one is addressed
+
+
+class MatrixAdapter(HttpAdapter):
+    platform = "matrix"
+
+    def __init__(self, setup: AdapterSetup) -> None:
+        super().__init__(setup.name, setup.status, setup.admit)
+        config = setup.config
+        if not isinstance(config, MatrixConfig):  # the tree reads it as MATRIX.settings
+            raise TypeError(f"the Matrix adapter needs a MatrixConfig, not {config!r}")
+        self.platform = setup.name
+        self.config = config
+        self.token = setup.secrets.get(config.token_env) if config.token_env else None
+        self.base = config.base_url or ""
+        self.cursors = setup.cursors
+        self.since_key = f"{setup.name}:since"
+        self.progress_deadline = config.sync_timeout + SYNC_SLACK
+        self.direct: set[str] = set()  # rooms some m.direct names
+        self.joined: dict[str, int] = {}  # a room's joined members, as its summary says
+        self.mine: collections.deque[str] = collections.deque(maxlen=MY_EVENTS)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    @classmethod
+    async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
+        if not isinstance(config, MatrixConfig):
+            raise TypeError(f"the Matrix token check needs a MatrixConfig, not {config!r}")
+        token = secrets.get(config.token_env) if config.token_env else None
+        if not token or not config.base_url:
+            raise AdapterFatal(f"set {config.token_env or 'token_env'} and base_url")
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(timeout=CONNECT_TIMEOUT, headers=headers) as http:
+            who = await _get(http, config.base_url, "account/whoami")
+        return f"{who.get('user_id')} (device {who.get('device_id')})"
+
+    async def on_start(self) -> None:
+        if self.cursors is not None:
+            await self.exits.enter_async_context(self.cursors)
+        await super().on_start()
+
+    # -- receiving ------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        if not self.token:
+            raise AdapterFatal(f"no token: set {self.config.token_env or 'token_env'}")
+        if not self.base or not self.config.user_id:
+            raise AdapterFatal(f"set platforms.{self.name}.base_url and user_id")
+        timeout = httpx.Timeout(CONNECT_TIMEOUT, read=self.config.sync_timeout + SYNC_SLACK)
+        async with httpx.AsyncClient(timeout=timeout, headers=self.headers()) as http:
+            who = await _get(http, self.base, "account/whoami")
+            if who.get("user_id") != self.config.user_id:
+                raise AdapterFatal(f"the token is {who.get('user_id')}'s, not"
+                                   f" {self.config.user_id}'s")  # fmt: skip
+            self.progress()
+            since = await self.cursors.get(self.since_key) if self.cursors is not None else None
+            while True:
+                params: dict[str, Any] = {"timeout": int(self.config.sync_timeout * 1000)}
+                if since:
+                    params["since"] = since
+                batch = await _get(http, self.base, "sync", params)
+                self.progress()
+                since = await self._take(http, batch, since)
+                self.settled()
+
+    async def _take(self, http: httpx.AsyncClient, batch: dict[str, Any], since: str | None) -> str:
+        """Admit every message of a batch in order; its `next_batch`, kept with the last
+        admission (or alone), is where the next sync starts."""
+        next_batch = batch.get("next_batch")
+        if not isinstance(next_batch, str) or not next_batch:
+            raise MatrixError("sync", 200, "M_BAD_JSON", "no next_batch")
+        rooms = batch.get("rooms") if isinstance(batch.get("rooms"), dict) else {}
+        self._read_direct(batch.get("account_data"))
+        for room_id, invite in _dict(rooms.get("invite")).items():
+            await self._invited(http, room_id, invite)
+        taken: list[Taken] = []
+        for room_id, room in _dict(rooms.get("join")).items():
+            count = _dict(room.get("summary")).get("m.joined_member_count")
+            if isinstance(count, int):
+                self.joined[room_id] = count
+            view = RoomView(self.config.user_id or "", None, self._is_direct(room_id),
+                            frozenset(self.mine))  # fmt: skip
+            for event in _list(_dict(room.get("timeline")).get("events")):
+                if isinstance(event, dict):
+                    found = read_event(event, room_id, view, self.platform)
+                    if found is not None:
+                        taken.append(found)
+        kept = Cursor(self.since_key, next_batch) if self.cursors is not None else None
+        for n, found in enumerate(taken):
+            await self.admit(found.event, kept if n == len(taken) - 1 else None)
+        if not taken and kept is not None and next_batch != since:
+            await self.cursors.put(kept.key, kept.value)
+        return next_batch
+
+    def _read_direct(self, account_data: Any) -> None:
+        for event in _list(_dict(account_data).get("events")):
+            if isinstance(event, dict) and event.get("type") == "m.direct":
+                content = _dict(event.get("content"))
+                self.direct = {r for rooms in content.values() for r in _list(rooms)
+                               if isinstance(r, str)}  # fmt: skip
+
+    def _is_direct(self, room_id: str) -> bool:
+        return room_id in self.direct or self.joined.get(room_id) == 2
+
+    async def _invited(self, http: httpx.AsyncClient, room_id: str, invite: Any) -> None:
+        """Join a room an allowed user invited hermes to; leave other invites pending."""
+        stripped = _list(_dict(_dict(invite).get("invite_state")).get("events"))
+        inviter = next((e.get("sender") for e in stripped
+                        if isinstance(e, dict) and e.get("type") == "m.room.member"
+                        and e.get("state_key") == self.config.user_id), None)  # fmt: skip
+        config = self.config
+        allowed = (
+            config.allow_all_users
+            or inviter in config.allowed_users
+            or (inviter is not None and inviter == config.owner)
+        )
+        if not allowed:
+            log.info("%s: an invite to %s from %s is left pending (not an allowed user)",
+                     self.name, room_id, inviter)  # fmt: skip
+            return
+        response = await http.post(client_url(self.base, "rooms", room_id, "join"), json={})
+        if response.status_code != 200:
+            log.warning("%s: joining %s failed: %s", self.name, room_id,
+                        error_of("join", HttpAnswer.of(response)))  # fmt: skip
+        else:
+            log.info("%s: joined %s, invited by %s", self.name, room_id, inviter)
+
+    # -- sending --------------------------------------------------------------------------
+
+    async def send(self, request: SendRequest) -> SendResult:
+        target = request.target
+        content: dict[str, Any] = {"msgtype": "m.text", "body": request.text}
+        if target.thread_id:
+            content["m.relates_to"] = {
+                "rel_type": "m.thread", "event_id": target.thread_id,
+                "is_falling_back": request.reply_to is None,
+                "m.in_reply_to": {"event_id": request.reply_to or target.thread_id},
+            }  # fmt: skip
+        elif request.reply_to:
+            content["m.relates_to"] = {"m.in_reply_to": {"event_id": request.reply_to}}
+        url = client_url(self.base, "rooms", target.chat_id, "send", "m.room.message",
+                         txn_id(request.idempotency_key))  # fmt: skip
+        answer = await self.post(url, content, method="PUT")
+        result = send_result(answer) if isinstance(answer, HttpAnswer) else answer
+        if isinstance(result, Sent):
+            self.mine.append(result.message_id)
+        return result
+
+    async def type_once(self, event: Any) -> None:
+        if self.http is None:
+            return
+        url = client_url(self.base, "rooms", event.chat_id, "typing", self.config.user_id or "")
+        await self.http.put(url, json={"typing": True, "timeout": 10_000})
+
+
+async def _get(
+    http: httpx.AsyncClient, base: str, path: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A GET's JSON object; a refused token is fatal, anything else a MatrixError."""
+    response = await http.get(client_url(base, *path.split("/")), params=params)
+    answer = HttpAnswer.of(response)
+    if response.status_code == 200 and isinstance(answer.body, dict):
+        return answer.body
+    error = error_of(path, answer)
+    if response.status_code == 401 or error.errcode in FATAL_AUTH:
+        raise AdapterFatal(f"Matrix refused the token ({response.status_code} {error.errcode})")
+    raise error
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -1,0 +1,70 @@
+"""Matrix's client-server API as hermes speaks it: `{homeserver}/_matrix/client/v3/...`
+with a bearer token, JSON in and out, errors as `{"errcode": "M_...", "error": ...}`.
+
+A send is `PUT /rooms/{room}/send/{type}/{txnId}`, and the homeserver answers the same
+transaction id (from the same device) with the same event, sending nothing twice: the
+outbox row's idempotency key is the transaction id, so a send whose answer was lost can
+go again safely. Tokens travel in headers only, never in a URL or an error message."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+from urllib.parse import quote
+
+from hermes.actors.errors import HermesError
+from hermes.adapters.contract import Permanent, RetryAfter, SendResult, Sent
+from hermes.adapters.http import HttpAnswer
+
+PREFIX = "/_matrix/client/v3/"
+FATAL_AUTH = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_USER_DEACTIVATED"})
+
+
+class MatrixError(HermesError):
+    """The homeserver said no: `errcode` is Matrix's (M_FORBIDDEN, M_LIMIT_EXCEEDED...)."""
+
+    def __init__(self, what: str, status: int, errcode: str, said: str = "") -> None:
+        super().__init__(f"{what}: {status} {errcode}" + (f" ({said[:200]})" if said else ""))
+        self.status = status
+        self.errcode = errcode
+
+
+def client_url(homeserver: str, *parts: str) -> str:
+    """An endpoint's URL: each part percent-encoded whole (room ids carry `!` and `:`)."""
+    return homeserver.rstrip("/") + PREFIX + "/".join(quote(p, safe="") for p in parts)
+
+
+def txn_id(idempotency_key: str) -> str:
+    """The transaction id of an outbox row's send: the same for every try of it."""
+    return "hermes-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+
+
+def error_of(what: str, answer: HttpAnswer) -> MatrixError:
+    body = answer.body if isinstance(answer.body, dict) else {}
+    errcode = str(body.get("errcode") or "M_UNKNOWN")[:60]
+    return MatrixError(what, answer.status, errcode, str(body.get("error") or ""))
+
+
+def retry_after(answer: HttpAnswer) -> float | None:
+    """How long a 429 asks to wait: the body's `retry_after_ms`, else Retry-After."""
+    body = answer.body if isinstance(answer.body, dict) else {}
+    waited = body.get("retry_after_ms")
+    if isinstance(waited, int | float) and not isinstance(waited, bool) and waited >= 0:
+        return waited / 1000
+    try:
+        return max(0.0, float(answer.headers.get("retry-after", "")))
+    except ValueError:
+        return None
+
+
+def send_result(answer: HttpAnswer) -> SendResult:
+    """What a send's answer means for its outbox row."""
+    body: dict[str, Any] = answer.body if isinstance(answer.body, dict) else {}
+    if 200 <= answer.status < 300 and isinstance(body.get("event_id"), str):
+        return Sent(body["event_id"])
+    error = error_of("send", answer)
+    if answer.status == 429 or error.errcode == "M_LIMIT_EXCEEDED":
+        return RetryAfter(retry_after(answer), str(error))
+    if answer.status >= 500 or error.errcode in FATAL_AUTH or answer.status < 400:
+        return RetryAfter(None, str(error))  # a refused token is the connection's to judge
+    return Permanent(str(error))  # M_FORBIDDEN (not in the room), M_NOT_FOUND, bad input
