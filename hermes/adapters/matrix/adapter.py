@@ -1,7 +1,10 @@
 """The Matrix adapter: our own client over httpx (no SDK's sync loop).
 
 - Start: `whoami` with the access token (401: fatal; another account than `user_id`:
-  fatal), then `/sync` long polls from the kept `since`.
+  fatal), then `/sync` long polls from the kept `since`. The very first sync (no token
+  kept) only marks where hermes begins: the rooms' history before it is not answered.
+- A timeline the homeserver cut (`limited`) is filled from `/messages`, back to the
+  last token, up to MAX_GAP events; a 429 on the sync waits as long as it says.
 - A batch's `next_batch` commits with the admission of its last event (or alone, when it
   brought none): a crash before that replays the batch, and the journal, keyed by
   event_id, answers nothing twice. Every answered sync is progress; the deadline covers a
@@ -21,6 +24,7 @@ import logging
 from typing import Any
 
 import httpx
+import trio
 
 from hermes.adapters.base import AdapterFatal, AdapterSetup
 from hermes.adapters.contract import Cursor, SendRequest, SendResult, Sent
@@ -40,6 +44,8 @@ from hermes.config import PlatformConfig, Secrets
 log = logging.getLogger(__name__)
 
 SYNC_SLACK = 15.0  # seconds past the sync's own hold before its answer is overdue
+MAX_GAP = 200  # events read back through a cut timeline; older ones are not answered
+GAP_PAGE = 50
 MY_EVENTS = 500  # event ids of hermes's own messages kept, so a reply to one is addressed
 
 
@@ -101,10 +107,25 @@ class MatrixAdapter(HttpAdapter):
                 params: dict[str, Any] = {"timeout": int(self.config.sync_timeout * 1000)}
                 if since:
                     params["since"] = since
-                batch = await _get(http, self.base, "sync", params)
+                try:
+                    batch = await _get(http, self.base, "sync", params)
+                except MatrixError as exc:
+                    if exc.status != 429 and exc.errcode != "M_LIMIT_EXCEEDED":
+                        raise
+                    await self._hold_off(exc)
+                    continue
                 self.progress()
                 since = await self._take(http, batch, since)
                 self.settled()
+
+    async def _hold_off(self, exc: MatrixError) -> None:
+        """The homeserver said how long to wait: it answered, so the connection lives."""
+        wait = exc.retry_after if exc.retry_after is not None else 1.0
+        log.warning("%s: sync rate limited; again in %.1f s", self.name, wait)
+        until = trio.current_time() + wait
+        while trio.current_time() < until:
+            await trio.sleep(min(until - trio.current_time(), self.progress_deadline / 2))
+            self.progress()
 
     async def _take(self, http: httpx.AsyncClient, batch: dict[str, Any], since: str | None) -> str:
         """Admit every message of a batch in order; its `next_batch`, kept with the last
@@ -121,9 +142,15 @@ class MatrixAdapter(HttpAdapter):
             count = _dict(room.get("summary")).get("m.joined_member_count")
             if isinstance(count, int):
                 self.joined[room_id] = count
+            if since is None:
+                continue  # the first sync: where hermes begins, not what it answers
             view = RoomView(self.config.user_id or "", None, self._is_direct(room_id),
                             frozenset(self.mine))  # fmt: skip
-            for event in _list(_dict(room.get("timeline")).get("events")):
+            timeline = _dict(room.get("timeline"))
+            events = _list(timeline.get("events"))
+            if timeline.get("limited") is True and isinstance(timeline.get("prev_batch"), str):
+                events = [*await self._gap(http, room_id, timeline["prev_batch"], since), *events]
+            for event in events:
                 if isinstance(event, dict):
                     found = read_event(event, room_id, view, self.platform)
                     if found is not None:
@@ -134,6 +161,25 @@ class MatrixAdapter(HttpAdapter):
         if not taken and kept is not None and next_batch != since:
             await self.cursors.put(kept.key, kept.value)
         return next_batch
+
+    async def _gap(
+        self, http: httpx.AsyncClient, room_id: str, start: str, since: str
+    ) -> list[Any]:
+        """The events the homeserver left out of a cut timeline, oldest first: paged back
+        from `start` to the last sync's token, at most MAX_GAP of them."""
+        found: list[Any] = []
+        token: str | None = start
+        while token and len(found) < MAX_GAP:
+            params = {"from": token, "to": since, "dir": "b", "limit": GAP_PAGE}
+            page = await _get(http, self.base, f"rooms/{room_id}/messages", params)
+            chunk = _list(page.get("chunk"))
+            found += chunk
+            token = page.get("end") if chunk and isinstance(page.get("end"), str) else None
+            self.progress()
+        if len(found) >= MAX_GAP:
+            log.warning("%s: %s was cut by more than %d events; the older ones are not"
+                        " answered", self.name, room_id, MAX_GAP)  # fmt: skip
+        return list(reversed(found[:MAX_GAP]))
 
     def _read_direct(self, account_data: Any) -> None:
         for event in _list(_dict(account_data).get("events")):

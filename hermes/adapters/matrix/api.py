@@ -23,10 +23,13 @@ FATAL_AUTH = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_USER_DEACTIVATE
 class MatrixError(HermesError):
     """The homeserver said no: `errcode` is Matrix's (M_FORBIDDEN, M_LIMIT_EXCEEDED...)."""
 
-    def __init__(self, what: str, status: int, errcode: str, said: str = "") -> None:
+    def __init__(
+        self, what: str, status: int, errcode: str, said: str = "", retry_after: float | None = None
+    ) -> None:
         super().__init__(f"{what}: {status} {errcode}" + (f" ({said[:200]})" if said else ""))
         self.status = status
         self.errcode = errcode
+        self.retry_after = retry_after  # a 429's wait, in seconds
 
 
 def client_url(homeserver: str, *parts: str) -> str:
@@ -42,7 +45,8 @@ def txn_id(idempotency_key: str) -> str:
 def error_of(what: str, answer: HttpAnswer) -> MatrixError:
     body = answer.body if isinstance(answer.body, dict) else {}
     errcode = str(body.get("errcode") or "M_UNKNOWN")[:60]
-    return MatrixError(what, answer.status, errcode, str(body.get("error") or ""))
+    wait = retry_after(answer) if answer.status == 429 else None
+    return MatrixError(what, answer.status, errcode, str(body.get("error") or ""), wait)
 
 
 def retry_after(answer: HttpAnswer) -> float | None:

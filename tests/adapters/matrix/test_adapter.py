@@ -1,6 +1,7 @@
 """The Matrix adapter in this process against the fake homeserver (unencrypted rooms):
-what a sync brings is admitted, its token kept with the last admission; invites from
-allowed users are joined; a send's transaction id makes a resend the same event."""
+what a sync brings after the first is admitted, its token kept with the last admission;
+a cut timeline is filled; invites from allowed users are joined; a send's transaction id
+makes a resend the same event."""
 
 from __future__ import annotations
 
@@ -41,12 +42,30 @@ async def matrix(
         yield run
 
 
+async def begun(hs: FakeMatrix, syncs: int = 1) -> None:
+    """Until hermes's first sync was answered: what comes later is new to it."""
+    await in_thread(lambda: hs.wait_syncs(syncs + 1, user=HERMES))  # the next one is held
+
+
+@pytest.mark.timeout(30)
+async def test_history_before_the_first_sync_is_not_answered(hs):
+    room = hs.create_room([ALICE, HERMES], direct=True)
+    old = hs.message(room, ALICE, "from last year")
+    admissions = Admissions()
+    async with matrix(hs, admissions):
+        await begun(hs)
+        said = hs.message(room, ALICE, "and now")
+        await admissions.wait_for(said["event_id"])
+    assert old["event_id"] not in admissions.ids
+
+
 @pytest.mark.timeout(30)
 async def test_a_dm_is_admitted_and_answered_once_per_transaction(hs):
     room = hs.create_room([ALICE, HERMES], direct=True)
-    said = hs.message(room, ALICE, "hello hermes")
     admissions = Admissions()
     async with matrix(hs, admissions) as run:
+        await begun(hs)
+        said = hs.message(room, ALICE, "hello hermes")
         await admissions.wait_for(said["event_id"])
         [event] = [e for e in admissions.events if e.event_id == said["event_id"]]
         assert (event.chat_id, event.user_id, event.text) == (room, ALICE, "hello hermes")
@@ -61,10 +80,11 @@ async def test_a_dm_is_admitted_and_answered_once_per_transaction(hs):
 @pytest.mark.timeout(30)
 async def test_in_a_group_only_a_mention_is_addressed(hs):
     room = hs.create_room([ALICE, BOB, HERMES], name="team")
-    chatter = hs.message(room, BOB, "lunch?")
-    asked = hs.message(room, ALICE, "hermes, what is on today?", mentions=[HERMES])
     admissions = Admissions()
     async with matrix(hs, admissions):
+        await begun(hs)
+        chatter = hs.message(room, BOB, "lunch?")
+        asked = hs.message(room, ALICE, "hermes, what is on today?", mentions=[HERMES])
         await admissions.wait_for(chatter["event_id"], asked["event_id"])
     by_id = {e.event_id: e for e in admissions.events}
     assert by_id[chatter["event_id"]].mentioned is False
@@ -89,10 +109,11 @@ async def test_an_admission_that_failed_comes_again(hs, registry, tmp_path):
     """An admission that failed leaves the kept token where it was: the batch comes
     again after the restart."""
     room = hs.create_room([ALICE, HERMES], direct=True)
-    doomed = hs.message(room, ALICE, "doomed")
     admissions = Admissions()
     admissions.hold("doomed")
     async with matrix(hs, admissions, registry, tmp_path / "state.db") as run:
+        await begun(hs)
+        doomed = hs.message(room, ALICE, "doomed")
         await admissions.wait_for(doomed["event_id"])
         admissions.fail("doomed")  # the journal could not take it: the connection crashes
         await admissions.wait_for(doomed["event_id"], times=2, timeout=20.0)
@@ -104,3 +125,35 @@ async def test_a_refused_token_is_fatal(hs):
     async with matrix(hs, Admissions(), token="syt_not_a_token") as run:
         await run.status.reach(FATAL)
         assert "refused the token" in run.status.reason
+
+
+@pytest.mark.timeout(30)
+async def test_a_cut_timeline_is_filled_from_messages_in_order(hs):
+    room = hs.create_room([ALICE, HERMES], direct=True)
+    admissions = Admissions()
+    async with matrix(hs, admissions):
+        await begun(hs)
+        hs.hang_syncs()  # hermes is away while a burst comes
+        await in_thread(hs.wait_held_syncs)
+        hs.limit_timeline(room, 2)
+        said = [hs.message(room, ALICE, f"message {n}")["event_id"] for n in range(6)]
+        hs.unhang_syncs()
+        await admissions.wait_for(*said)
+    assert [i for i in admissions.ids if i in said] == said  # each once, oldest first
+    assert any(r["endpoint"].endswith("messages") for r in hs.requests)
+
+
+@pytest.mark.timeout(30)
+async def test_a_rate_limited_sync_waits_as_long_as_it_was_told(hs):
+    room = hs.create_room([ALICE, HERMES], direct=True)
+    admissions = Admissions()
+    async with matrix(hs, admissions) as run:
+        await begun(hs)
+        hs.fail(429, endpoint="sync", retry_after_ms=300)
+        first = hs.message(room, ALICE, "before")  # the held sync answers; the next is refused
+        await admissions.wait_for(first["event_id"])
+        [refused] = await in_thread(hs.wait_refused, 1)
+        assert (refused["endpoint"], refused["status"]) == ("sync", 429)
+        said = hs.message(room, ALICE, "after the wait")
+        await admissions.wait_for(said["event_id"])
+        assert run.restarts == 0  # a wait, not a crash
