@@ -1,8 +1,10 @@
 """The Matrix adapter: our own client over httpx (no SDK's sync loop).
 
 - Start: `whoami` with the access token (401: fatal; another account than `user_id`:
-  fatal), then `/sync` long polls from the kept `since`. The very first sync (no token
-  kept) only marks where hermes begins: the rooms' history before it is not answered.
+  fatal). Without a token variable, a password login once: its token and device are
+  kept in state.db, and every later start uses them. Then `/sync` long polls from the
+  kept `since`. The very first sync (no token kept) only marks where hermes begins: the
+  rooms' history before it is not answered.
 - A timeline the homeserver cut (`limited`) is filled from `/messages`, back to the
   last token, up to MAX_GAP events; a 429 on the sync waits as long as it says.
 - A batch's `next_batch` commits with the admission of its last event (or alone, when it
@@ -20,6 +22,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import logging
 from typing import Any
 
@@ -60,6 +63,8 @@ class MatrixAdapter(HttpAdapter):
         self.platform = setup.name
         self.config = config
         self.token = setup.secrets.get(config.token_env) if config.token_env else None
+        self.password = setup.secrets.get(config.password_env) if config.password_env else None
+        self.login_key = f"{setup.name}:login"  # {access_token, device_id} of a login
         self.base = config.base_url or ""
         self.cursors = setup.cursors
         self.since_key = f"{setup.name}:since"
@@ -86,13 +91,40 @@ class MatrixAdapter(HttpAdapter):
     async def on_start(self) -> None:
         if self.cursors is not None:
             await self.exits.enter_async_context(self.cursors)
-        await super().on_start()
+        if not self.token and self.password and self.base and self.cursors is not None:
+            self.token = await self._logged_in()
+        await super().on_start()  # its client carries the token
+
+    async def _logged_in(self) -> str:
+        """The token of the login kept in state.db, or of a new password login (kept)."""
+        assert self.cursors is not None
+        kept = json.loads(await self.cursors.get(self.login_key) or "{}")
+        if isinstance(kept.get("access_token"), str):
+            return kept["access_token"]
+        body = {"type": "m.login.password", "password": self.password,
+                "identifier": {"type": "m.id.user", "user": self.config.user_id},
+                "initial_device_display_name": self.config.device_name}  # fmt: skip
+        async with httpx.AsyncClient(timeout=CONNECT_TIMEOUT) as http:
+            response = await http.post(client_url(self.base, "login"), json=body)
+        answer = HttpAnswer.of(response)
+        login = _dict(answer.body)
+        if response.status_code in (401, 403):
+            raise AdapterFatal(f"Matrix refused the password ({error_of('login', answer)})")
+        if response.status_code != 200 or not isinstance(login.get("access_token"), str):
+            raise error_of("login", answer)
+        await self.cursors.put(self.login_key, json.dumps(
+            {"access_token": login["access_token"], "device_id": login.get("device_id")}
+        ))  # fmt: skip
+        log.info("%s: logged in as %s (device %s)", self.name, login.get("user_id"),
+                 login.get("device_id"))  # fmt: skip
+        return login["access_token"]
 
     # -- receiving ------------------------------------------------------------------------
 
     async def connect(self) -> None:
         if not self.token:
-            raise AdapterFatal(f"no token: set {self.config.token_env or 'token_env'}")
+            wanted = self.config.token_env or self.config.password_env or "token_env"
+            raise AdapterFatal(f"no token: set {wanted}")
         if not self.base or not self.config.user_id:
             raise AdapterFatal(f"set platforms.{self.name}.base_url and user_id")
         timeout = httpx.Timeout(CONNECT_TIMEOUT, read=self.config.sync_timeout + SYNC_SLACK)

@@ -19,7 +19,7 @@ from hermes.adapters.matrix.config import MatrixConfig
 from hermes.config import Secrets
 from tests.adapters.inprocess import Admissions, Running, running
 from tests.adapters.serving import in_thread
-from tests.fakes.matrix import ALICE, BOB, HERMES, HERMES_TOKEN, FakeMatrix
+from tests.fakes.matrix import ALICE, BOB, HERMES, HERMES_TOKEN, PASSWORD, FakeMatrix
 
 TOKEN_VAR = "MATRIX_TOKEN"
 
@@ -42,9 +42,10 @@ async def matrix(
         yield run
 
 
-async def begun(hs: FakeMatrix, syncs: int = 1) -> None:
-    """Until hermes's first sync was answered: what comes later is new to it."""
-    await in_thread(lambda: hs.wait_syncs(syncs + 1, user=HERMES))  # the next one is held
+async def begun(hs: FakeMatrix, before: int = 0) -> None:
+    """Until this start's first sync was answered (`before`: hermes's syncs of earlier
+    starts): what comes later is new to it."""
+    await in_thread(lambda: hs.wait_syncs(before + 2, user=HERMES))  # the next one is held
 
 
 @pytest.mark.timeout(30)
@@ -157,3 +158,22 @@ async def test_a_rate_limited_sync_waits_as_long_as_it_was_told(hs):
         said = hs.message(room, ALICE, "after the wait")
         await admissions.wait_for(said["event_id"])
         assert run.restarts == 0  # a wait, not a crash
+
+
+@pytest.mark.timeout(30)
+async def test_a_password_logs_in_once_and_the_login_is_kept(hs, registry, tmp_path):
+    config = MatrixConfig(password_env="MATRIX_PASSWORD", base_url=hs.url, user_id=HERMES,
+                          allowed_users=(ALICE,), sync_timeout=1.0)  # fmt: skip
+    secrets = Secrets({"MATRIX_PASSWORD": PASSWORD}, frozenset())
+    db = tmp_path / "state.db"
+    room = hs.create_room([ALICE, HERMES], direct=True)
+    for n in range(2):  # two starts: the second uses the kept login
+        before = len([s for s in hs.syncs if s["user"] == HERMES])
+        admissions = Admissions()
+        kept = lambda: Cursors(registry, db, Clock())  # noqa: E731
+        async with running(MatrixAdapter, "matrix", config, secrets, admissions, cursors=kept):
+            await begun(hs, before)
+            said = hs.message(room, ALICE, f"start {n}")
+            await admissions.wait_for(said["event_id"])
+    logins = [r for r in hs.requests if r["endpoint"] == "login"]
+    assert len(logins) == 1 and PASSWORD not in str(hs.requests[-1])
