@@ -74,6 +74,10 @@ class Admissions:
             while any(self.ids.count(event_id) < times for event_id in event_ids):
                 await self._changed.wait()
 
+    def event(self, event_id: str) -> InboundEvent:
+        """The last admission of `event_id`."""
+        return next(e for e in reversed(self.events) if e.event_id == event_id)
+
     def first_time(self, event_id: str) -> float:
         """When `event_id` first reached admission."""
         return self.times[self.ids.index(event_id)]

@@ -50,18 +50,6 @@ def discord():
         assert fake.internal_errors == []
 
 
-class Events(Admissions):
-    """Admissions that keep the events themselves."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.events: dict[str, InboundEvent] = {}
-
-    async def __call__(self, event: InboundEvent, cursor: Cursor | None = None) -> bool:
-        self.events[event.event_id] = event
-        return await super().__call__(event, cursor)
-
-
 class Journaled(Admission):
     """The gateway's admission into a real journal (no router runs), keeping what it
     answered for each event."""
@@ -137,7 +125,7 @@ async def test_a_send_with_buttons_carries_them_as_components(discord, caplog):
 
 @pytest.mark.timeout(60)
 async def test_a_press_is_admitted_as_its_command_then_acknowledged(discord):
-    admissions = Events()
+    admissions = Admissions()
     async with running_discord(discord, admissions) as run:
         await in_thread(discord.wait_settled)
         typed = discord.message("hi", guild_id=GUILD, channel_id=CHANNEL, mentions_bot=True)
@@ -162,14 +150,14 @@ async def test_a_press_is_admitted_as_its_command_then_acknowledged(discord):
         await in_thread(discord.wait_callbacks, 2)
     assert (ack["interaction_id"], ack["type"], ack["status"]) == (press, 6, 204)
     assert ack["in_time"] and ack["after"] < 3.0 and ack["authorization"] is False
-    event = admissions.events[f"interaction-{press}"]
+    event = admissions.event(f"interaction-{press}")
     assert (event.text, event.user_id, event.user_name) == ("/approve 3f9a1c always", "42", "ann")
     assert event.mentioned and event.message_id == event.reply_to == result.message_id
-    message = admissions.events[typed]  # where a typed message in that chat is
+    message = admissions.event(typed)  # where a typed message in that chat is
     where = (event.chat_type, event.chat_id, event.thread_id, event.scope_id)
     assert where == (message.chat_type, message.chat_id, message.thread_id, message.scope_id)
     assert where == (ChatType.GROUP, CHANNEL, None, GUILD)
-    dm = admissions.events[f"interaction-{dm_press}"]
+    dm = admissions.event(f"interaction-{dm_press}")
     assert (dm.chat_type, dm.chat_id, dm.scope_id, dm.user_id) == (ChatType.DM, DM, None, "42")
     assert (dm.text, dm.message_id) == ("/deny 3f9a1c", dm_sent.message_id)
     assert [(c["type"], c["status"], c["in_time"]) for c in discord.callbacks] == [

@@ -68,7 +68,7 @@ async def test_a_dm_is_admitted_and_answered_once_per_transaction(hs):
         await begun(hs)
         said = hs.message(room, ALICE, "hello hermes")
         await admissions.wait_for(said["event_id"])
-        [event] = [e for e in admissions.events if e.event_id == said["event_id"]]
+        event = admissions.event(said["event_id"])
         assert (event.chat_id, event.user_id, event.text) == (room, ALICE, "hello hermes")
         assert event.chat_type == "dm" and event.mentioned
         request = SendRequest(Target("matrix", room), "hello Alice", "reply:1:0")
@@ -87,10 +87,9 @@ async def test_in_a_group_only_a_mention_is_addressed(hs):
         chatter = hs.message(room, BOB, "lunch?")
         asked = hs.message(room, ALICE, "hermes, what is on today?", mentions=[HERMES])
         await admissions.wait_for(chatter["event_id"], asked["event_id"])
-    by_id = {e.event_id: e for e in admissions.events}
-    assert by_id[chatter["event_id"]].mentioned is False
-    assert by_id[asked["event_id"]].mentioned is True
-    assert by_id[asked["event_id"]].chat_type == "group"
+    assert admissions.event(chatter["event_id"]).mentioned is False
+    assert admissions.event(asked["event_id"]).mentioned is True
+    assert admissions.event(asked["event_id"]).chat_type == "group"
 
 
 @pytest.mark.timeout(30)

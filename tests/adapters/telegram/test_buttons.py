@@ -42,18 +42,6 @@ BOB = 2002
 T0 = 1_800_000_000.0
 
 
-class Events(Admissions):
-    """Admissions that keep the events themselves."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.events: list[InboundEvent] = []
-
-    async def __call__(self, event: InboundEvent, cursor: Cursor | None = None) -> bool:
-        self.events.append(event)
-        return await super().__call__(event, cursor)
-
-
 class Journal(Admissions):
     """Admission into the real inbound journal: False for a key it holds already."""
 
@@ -107,7 +95,7 @@ async def prompt(run: Running, target: Target, *buttons: Button, plain: bool = F
 async def test_a_send_shows_its_buttons_and_leaves_off_one_telegram_would_refuse(tg, caplog):
     caplog.set_level(logging.WARNING, logger="hermes.adapters.telegram")
     too_long = Button("Too long", "/approve " + "9" * 56)  # 65 bytes of callback_data
-    async with adapter_on(tg, Events()) as run:
+    async with adapter_on(tg, Admissions()) as run:
         dm = Target("telegram", str(ANN))
         await prompt(run, dm, APPROVE, too_long, ALWAYS, DENY)
         await prompt(run, dm, *PROMPT, plain=True)  # a formatted send refused goes so
@@ -139,7 +127,7 @@ def test_a_row_keeps_what_telegram_takes_measuring_callback_data_in_bytes():
 
 @pytest.mark.timeout(30)
 async def test_a_press_is_its_command_from_the_presser_answered_after_admission(tg):
-    events = Events()
+    events = Admissions()
     async with adapter_on(tg, events) as run:
         asked = tg.message("@hermes_test_bot run it", is_forum=True, chat_id=FORUM,
                            thread_id=TOPIC, user_id=BOB, username="bob")  # fmt: skip
@@ -206,7 +194,7 @@ async def test_a_press_delivered_again_is_admitted_once_and_answered_again(tg, r
 
 @pytest.mark.timeout(30)
 async def test_a_press_without_a_chat_or_a_command_is_answered_and_skipped(tg):
-    events = Events()
+    events = Admissions()
     presser = {"id": ANN, "is_bot": False, "first_name": "Ann"}
     async with adapter_on(tg, events):
         tg.inject(
