@@ -10,7 +10,8 @@ answering each other is a mail loop. Attachments are named in the event by the m
 Message-ID and their place in it, to be read again and saved once the sender is
 authorized.
 
-Written: a plain-text part and a minimal HTML part, `Re:` the thread's subject,
+Written: a plain-text part (the Markdown as it is) and an HTML part rendered from it,
+`Re:` the thread's subject,
 In-Reply-To and References, and a Message-ID derived from the outbox row's idempotency
 key, so a resend after an unknown outcome carries the same Message-ID, which mail
 clients fold into one message.
@@ -19,7 +20,6 @@ clients fold into one message.
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import re
 from datetime import UTC, datetime
@@ -34,6 +34,7 @@ from hermes.adapters.contract import ChatType, InboundEvent
 from hermes.adapters.email.authentication import vouched
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.content import body_text, new_words
+from hermes.adapters.markdown_html import markdown_html
 
 _ID = re.compile(r"<[^<>\s]+>")
 KEEP_REFERENCES = 20  # Message-IDs an answer names: the thread's first, and the latest
@@ -158,9 +159,7 @@ def answer_mail(
         chain = [*references, reply_to] if reply_to not in references else list(references)
         mail["References"] = " ".join(chain)
     mail.set_content(text)
-    paragraphs = "".join(f"<p>{html.escape(p).replace(chr(10), '<br>')}</p>"
-                         for p in text.split("\n\n") if p.strip())  # fmt: skip
-    mail.add_alternative(f"<html><body>{paragraphs}</body></html>", subtype="html")
+    mail.add_alternative(f"<html><body>{markdown_html(text)}</body></html>", subtype="html")
     return mail
 
 

@@ -228,3 +228,11 @@ def test_a_long_threads_answers_keep_its_first_message_id():
     assert read.event.thread_id == "<m0@example.org>"
     assert read.references[0] == "<m0@example.org>" and len(read.references) == 20
     assert read.references[-1] == "<m30@example.org>"
+
+
+def test_the_html_part_is_the_markdown_rendered_and_what_the_model_wrote_as_html_is_text():
+    text = "**Done.**\n\n- one\n- two\n\n<script>alert(1)</script> [x](javascript:alert(1))"
+    html = answer_mail(CONFIG, "a@x.org", text, "k", 0.0).get_body(("html",)).get_content()
+    assert "<strong>Done.</strong>" in html and "<li>two</li>" in html
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert 'href="javascript' not in html
