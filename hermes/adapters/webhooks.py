@@ -11,19 +11,17 @@ the platform delivers again. hypercorn's Trio worker serves it, as it serves ops
 
 from __future__ import annotations
 
-import errno
 import logging
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
 import attrs
-from hypercorn.config import Config as HttpConfig
-from hypercorn.trio import serve
 
 from hermes.actors.actor import Actor
 from hermes.actors.address import Address
-from hermes.actors.errors import ActorStopped, CallTimeout, PortInUse
+from hermes.actors.errors import ActorStopped, CallTimeout
+from hermes.adapters.listening import listen
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +68,8 @@ class WebhookListener(Actor):
         self.on_bound = on_bound
 
     async def on_start(self) -> None:
-        config = HttpConfig()
-        config.bind = [f"{self.host}:{self.port}"]
-        config.accesslog = None
-        config.errorlog = logging.getLogger("hermes.webhooks.http")
-        config.graceful_timeout = 1.0
-        try:
-            bound = await self.nursery.start(serve, self._app, config)
-        except* OSError as group:  # hypercorn binds inside a nursery of its own
-            if group.subgroup(lambda e: getattr(e, "errno", None) == errno.EADDRINUSE):
-                raise PortInUse(self.host, self.port, "gateway.webhooks.port") from None
-            raise
-        port = int(bound[0].rsplit(":", 1)[1])
+        port = await listen(self.nursery, self._app, self.host, self.port,
+                            "gateway.webhooks.port", "hermes.webhooks.http")  # fmt: skip
         self.on_bound(port)
         log.info("webhooks on http://%s:%d%s{%s}", self.host, port, PREFIX,
                  ",".join(sorted(self.platforms)))  # fmt: skip

@@ -10,18 +10,14 @@ clients and tests to find.
 
 from __future__ import annotations
 
-import errno
 import logging
 from collections.abc import Callable
 
-from hypercorn.config import Config as HttpConfig
-from hypercorn.trio import serve
-
 from hermes.actors.actor import Actor
-from hermes.actors.errors import PortInUse
 from hermes.actors.ref import Ref
 from hermes.actors.snapshot import Snapshot
 from hermes.actors.supervisor import ChildSpec
+from hermes.adapters.listening import listen
 from hermes.config import Config
 from hermes.gateway.services import Services
 from hermes.gateway.tree import Surfaces, serve_token
@@ -44,18 +40,8 @@ class OpsServer(Actor):
 
     async def on_start(self) -> None:
         await self.exits.enter_async_context(self.view.db)
-        config = HttpConfig()
-        config.bind = [f"{self.host}:{self.port}"]
-        config.accesslog = None
-        config.errorlog = logging.getLogger("hermes.ops.http")
-        config.graceful_timeout = 1.0
-        try:
-            bound = await self.nursery.start(serve, build_app(self.view), config)
-        except* OSError as group:  # hypercorn binds inside a nursery of its own
-            if group.subgroup(lambda e: getattr(e, "errno", None) == errno.EADDRINUSE):
-                raise PortInUse(self.host, self.port, "ops.port") from None
-            raise
-        port = int(bound[0].rsplit(":", 1)[1])
+        port = await listen(self.nursery, build_app(self.view), self.host, self.port,
+                            "ops.port", "hermes.ops.http")  # fmt: skip
         self.on_bound(port)
         if self.host not in ("127.0.0.1", "localhost", "::1"):
             log.warning("operator surfaces bound to %s: beyond loopback, plain HTTP carries the"
