@@ -32,12 +32,19 @@ def hs() -> Iterator[FakeMatrix]:
 
 @asynccontextmanager
 async def matrix(
-    hs: FakeMatrix, admissions: Admissions, registry=None, state_db=None, token=HERMES_TOKEN
+    hs: FakeMatrix,
+    admissions: Admissions,
+    registry=None,
+    state_db=None,
+    token=HERMES_TOKEN,
+    password: str | None = None,
 ) -> AsyncIterator[Running]:
-    config = MatrixConfig(token_env=TOKEN_VAR, base_url=hs.url, user_id=HERMES,
-                          allowed_users=(ALICE,), sync_timeout=1.0)  # fmt: skip
+    """The adapter on the fake with its token (or, given a `password`, with that to log in)."""
+    login = {"password_env": "MATRIX_PASSWORD"} if password else {"token_env": TOKEN_VAR}
+    config = MatrixConfig(base_url=hs.url, user_id=HERMES, allowed_users=(ALICE,),
+                          sync_timeout=1.0, **login)  # fmt: skip
     kept = None if registry is None else (lambda: Cursors(registry, state_db, Clock()))
-    secrets = Secrets({TOKEN_VAR: token}, frozenset())
+    secrets = Secrets({TOKEN_VAR: token, "MATRIX_PASSWORD": password or ""}, frozenset())
     async with running(MatrixAdapter, "matrix", config, secrets, admissions, cursors=kept) as run:
         yield run
 
@@ -161,16 +168,11 @@ async def test_a_rate_limited_sync_waits_as_long_as_it_was_told(hs):
 
 @pytest.mark.timeout(30)
 async def test_a_password_logs_in_once_and_the_login_is_kept(hs, registry, tmp_path):
-    config = MatrixConfig(password_env="MATRIX_PASSWORD", base_url=hs.url, user_id=HERMES,
-                          allowed_users=(ALICE,), sync_timeout=1.0)  # fmt: skip
-    secrets = Secrets({"MATRIX_PASSWORD": PASSWORD}, frozenset())
-    db = tmp_path / "state.db"
     room = hs.create_room([ALICE, HERMES], direct=True)
     for n in range(2):  # two starts: the second uses the kept login
         before = len([s for s in hs.syncs if s["user"] == HERMES])
         admissions = Admissions()
-        kept = lambda: Cursors(registry, db, Clock())  # noqa: E731
-        async with running(MatrixAdapter, "matrix", config, secrets, admissions, cursors=kept):
+        async with matrix(hs, admissions, registry, tmp_path / "state.db", password=PASSWORD):
             await begun(hs, before)
             said = hs.message(room, ALICE, f"start {n}")
             await admissions.wait_for(said["event_id"])
