@@ -677,8 +677,10 @@ class Secrets:
         names = frozenset(k for k in from_file if k not in environ)
         return cls(merged, names, tuple(v for v in from_file.values() if v))
 
-    def get(self, name: str) -> str | None:
-        return self._values.get(name)
+    def get(self, name: str | None) -> str | None:
+        """The variable's value; None when it is unset, or no variable is named (a
+        setting left out)."""
+        return self._values.get(name) if name else None
 
     def hidden(self, names: list[str]) -> list[str]:
         """What must never be shown: the values of `names` (the secrets config names) and

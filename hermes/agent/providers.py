@@ -21,7 +21,7 @@ def build_provider(entry: ModelConfig, secrets: Secrets) -> Provider:
         return OfflineProvider(entry.model, entry.context_tokens or OFFLINE_CONTEXT)
     if not entry.base_url:
         raise ConfigError(f"model provider {entry.provider!r} needs a base_url")
-    key = secrets.get(entry.api_key_env) if entry.api_key_env else None
+    key = secrets.get(entry.api_key_env)
     if entry.api_key_env and key is None:
         raise ConfigError(f"{entry.api_key_env} (the API key of {entry.provider}) is not set")
     return OpenAICompatible(entry.provider, entry.model, entry.base_url, key,

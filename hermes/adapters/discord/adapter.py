@@ -102,7 +102,7 @@ class DiscordAdapter(HttpAdapter):
         config = setup.config
         self.platform = setup.name
         self.token_env = config.token_env
-        self.token = setup.secrets.get(config.token_env) if config.token_env else None
+        self.token = setup.secrets.get(config.token_env)
         self.base = (config.base_url or DEFAULT_BASE).rstrip("/") + "/api/v10/"
         self.cursors = setup.cursors
         self.kept = KeptSession(setup.cursors, f"{setup.name}:session")
@@ -116,7 +116,7 @@ class DiscordAdapter(HttpAdapter):
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
         """`GET users/@me` on a client built as `on_start()` builds it (the same base and
         `Bot` header); a 401 is a refusal, as at connect."""
-        token = secrets.get(config.token_env) if config.token_env else None
+        token = secrets.get(config.token_env)
         if not token:
             raise AdapterFatal(f"no token: set {config.token_env or 'platforms.discord.token_env'}")
         base = (config.base_url or DEFAULT_BASE).rstrip("/") + "/api/v10/"

@@ -56,7 +56,7 @@ class EmailAdapter(PlatformAdapter):
         self.config = config
         self.progress_deadline = DEADLINE_NOOPS * config.liveness_seconds
         self.cache = setup.cache / setup.name if setup.cache is not None else None
-        self.password = setup.secrets.get(config.token_env) if config.token_env else None
+        self.password = setup.secrets.get(config.token_env)
         self.cursors = setup.cursors
         self.clock = setup.cursors.clock if setup.cursors is not None else None
         self.validity_key = f"{setup.name}:uidvalidity"
@@ -72,7 +72,7 @@ class EmailAdapter(PlatformAdapter):
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
         if not isinstance(config, EmailConfig):
             raise TypeError(f"the email token check needs an EmailConfig, not {config!r}")
-        mailbox = Mailbox(config, secrets.get(config.token_env or "") or "")
+        mailbox = Mailbox(config, secrets.get(config.token_env) or "")
         try:
             await mailbox.open()
         except LoginError as exc:

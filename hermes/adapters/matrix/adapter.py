@@ -62,8 +62,8 @@ class MatrixAdapter(HttpAdapter):
             raise TypeError(f"the Matrix adapter needs a MatrixConfig, not {config!r}")
         self.platform = setup.name
         self.config = config
-        self.token = setup.secrets.get(config.token_env) if config.token_env else None
-        self.password = setup.secrets.get(config.password_env) if config.password_env else None
+        self.token = setup.secrets.get(config.token_env)
+        self.password = setup.secrets.get(config.password_env)
         self.login_key = f"{setup.name}:login"  # {access_token, device_id} of a login
         self.base = config.base_url or ""
         self.cursors = setup.cursors
@@ -80,7 +80,7 @@ class MatrixAdapter(HttpAdapter):
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
         if not isinstance(config, MatrixConfig):
             raise TypeError(f"the Matrix token check needs a MatrixConfig, not {config!r}")
-        token = secrets.get(config.token_env) if config.token_env else None
+        token = secrets.get(config.token_env)
         if not token or not config.base_url:
             raise AdapterFatal(f"set {config.token_env or 'token_env'} and base_url")
         headers = {"Authorization": f"Bearer {token}"}

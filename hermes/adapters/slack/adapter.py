@@ -76,8 +76,8 @@ class SlackAdapter(HttpAdapter):
             raise TypeError(f"Slack's adapter needs a SlackConfig, not {config!r}")
         self.platform = setup.name
         self.bot_env, self.app_env = config.token_env, config.app_token_env
-        self.bot_token = setup.secrets.get(config.token_env) if config.token_env else None
-        self.app_token = setup.secrets.get(config.app_token_env) if config.app_token_env else None
+        self.bot_token = setup.secrets.get(config.token_env)
+        self.app_token = setup.secrets.get(config.app_token_env)
         self.base = config.base_url or DEFAULT_BASE
         self.progress_deadline = config.idle_timeout
         self.bot_user = ""
@@ -87,8 +87,8 @@ class SlackAdapter(HttpAdapter):
     async def check_token(cls, config: SlackConfig, secrets: Secrets) -> str:
         """`auth.test` with the bot token on the Web API client `connect()` uses; both
         tokens must be set, as at connect."""
-        bot = secrets.get(config.token_env) if config.token_env else None
-        app = secrets.get(config.app_token_env) if config.app_token_env else None
+        bot = secrets.get(config.token_env)
+        app = secrets.get(config.app_token_env)
         if not bot or not app:
             missing = config.token_env if not bot else config.app_token_env
             raise AdapterFatal(f"no token: set {missing or 'platforms.slack token variables'}")

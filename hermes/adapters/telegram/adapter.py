@@ -98,7 +98,7 @@ class TelegramAdapter(HttpAdapter):
             raise TypeError(f"Telegram's adapter needs a TelegramConfig, not {config!r}")
         self.platform = setup.name
         self.token_env = config.token_env
-        self.token = setup.secrets.get(config.token_env) if config.token_env else None
+        self.token = setup.secrets.get(config.token_env)
         self.base = config.base_url or DEFAULT_BASE
         self.poll_timeout = config.poll_timeout
         self.progress_deadline = config.poll_timeout + min(
@@ -118,7 +118,7 @@ class TelegramAdapter(HttpAdapter):
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
         """`getMe` on the Bot API client `connect()` uses; 401 (and 404, Telegram's
         answer to a malformed token) is a refusal, as at connect."""
-        token = secrets.get(config.token_env) if config.token_env else None
+        token = secrets.get(config.token_env)
         if not token:
             variable = config.token_env or "platforms.telegram.token_env"
             raise AdapterFatal(f"no token: set {variable}")

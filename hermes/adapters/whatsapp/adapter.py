@@ -80,9 +80,9 @@ class WhatsAppAdapter(HttpAdapter):
             raise TypeError(f"WhatsApp's adapter needs a WhatsAppConfig, not {config!r}")
         self.platform = setup.name
         self.config = config
-        self.token = _secret(setup.secrets, config.token_env)
-        self.app_secret = _secret(setup.secrets, config.app_secret_env)
-        self.verify_token = _secret(setup.secrets, config.verify_token_env)
+        self.token = setup.secrets.get(config.token_env) or None
+        self.app_secret = setup.secrets.get(config.app_secret_env) or None
+        self.verify_token = setup.secrets.get(config.verify_token_env) or None
         self.base = (config.base_url or DEFAULT_BASE).rstrip("/")
         self.cursors = setup.cursors
         self.undelivered = setup.undelivered
@@ -97,7 +97,7 @@ class WhatsAppAdapter(HttpAdapter):
         """The token reads the configured number (`GET /{phone-number-id}`)."""
         if not isinstance(config, WhatsAppConfig):
             raise TypeError(f"WhatsApp's token check needs a WhatsAppConfig, not {config!r}")
-        token = _secret(secrets, config.token_env)
+        token = secrets.get(config.token_env) or None
         async with httpx.AsyncClient(timeout=TIMEOUT) as http:
             return await _number(http, (config.base_url or DEFAULT_BASE).rstrip("/"), config,
                                  token)  # fmt: skip
@@ -291,10 +291,6 @@ class WhatsAppAdapter(HttpAdapter):
         if answer.status >= 500:
             return RetryAfter(None, reason)
         return Permanent(reason)
-
-
-def _secret(secrets: Secrets, variable: str | None) -> str | None:
-    return (secrets.get(variable) or None) if variable else None
 
 
 async def _number(

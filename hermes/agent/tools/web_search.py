@@ -149,7 +149,7 @@ def web_search_tool(config: SearchConfig, secrets: Secrets) -> WebSearchTool | N
     if config.provider is None:
         return None
     spec = PROVIDERS[config.provider]
-    key = secrets.get(config.key_env) if spec.keyed and config.key_env else None
+    key = secrets.get(config.key_env) if spec.keyed else None
     if spec.keyed and not key:
         raise ConfigError(
             f"{config.key_env} (the API key of web.search's {config.provider}) is not set"
