@@ -29,19 +29,31 @@ from typing import Any
 import httpx
 import trio
 
-from hermes.adapters.base import AdapterFatal, AdapterSetup
-from hermes.adapters.contract import Cursor, SendRequest, SendResult, Sent
-from hermes.adapters.http import CONNECT_TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.base import BACKING_OFF, AdapterFatal, AdapterSetup
+from hermes.adapters.contract import (
+    Cursor,
+    Permanent,
+    RetryAfter,
+    SendRequest,
+    SendResult,
+    Sent,
+)
+from hermes.adapters.http import CONNECT_TIMEOUT, HttpAdapter, HttpAnswer, failed_send
+from hermes.adapters.markdown_html import markdown_html
 from hermes.adapters.matrix.api import (
     FATAL_AUTH,
     MatrixError,
+    as_dict,
+    as_list,
     client_url,
     error_of,
     send_result,
     txn_id,
 )
 from hermes.adapters.matrix.config import MatrixConfig
+from hermes.adapters.matrix.encryption import Encryption
 from hermes.adapters.matrix.inbound import RoomView, Taken, read_event
+from hermes.adapters.matrix.olm import Olm
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
@@ -64,6 +76,10 @@ class MatrixAdapter(HttpAdapter):
         self.config = config
         self.token = setup.secrets.get(config.token_env)
         self.password = setup.secrets.get(config.password_env)
+        self.pickle_secret = setup.secrets.get(config.pickle_key_env)
+        self.encryption: Encryption | None = None
+        self.sealing = trio.Lock()  # one key share at a time: they share the Olm sessions
+        self.encrypted: set[str] = set()  # rooms seen encrypted
         self.login_key = f"{setup.name}:login"  # {access_token, device_id} of a login
         self.base = config.base_url or ""
         self.cursors = setup.cursors
@@ -107,7 +123,7 @@ class MatrixAdapter(HttpAdapter):
         async with httpx.AsyncClient(timeout=CONNECT_TIMEOUT) as http:
             response = await http.post(client_url(self.base, "login"), json=body)
         answer = HttpAnswer.of(response)
-        login = _dict(answer.body)
+        login = as_dict(answer.body)
         if response.status_code in (401, 403):
             raise AdapterFatal(f"Matrix refused the password ({error_of('login', answer)})")
         if response.status_code != 200 or not isinstance(login.get("access_token"), str):
@@ -134,6 +150,11 @@ class MatrixAdapter(HttpAdapter):
                 raise AdapterFatal(f"the token is {who.get('user_id')}'s, not"
                                    f" {self.config.user_id}'s")  # fmt: skip
             self.progress()
+            if self.pickle_secret and self.cursors is not None:
+                olm = Olm(self.cursors, f"{self.name}:e2ee:", self.pickle_secret,
+                          self.config.user_id, str(who.get("device_id")))  # fmt: skip
+                self.encryption = Encryption(olm, self.config, self.base, self.allowed)
+                await self.encryption.start(http)
             since = await self.cursors.get(self.since_key) if self.cursors is not None else None
             while True:
                 params: dict[str, Any] = {"timeout": int(self.config.sync_timeout * 1000)}
@@ -151,13 +172,18 @@ class MatrixAdapter(HttpAdapter):
                 self.settled()
 
     async def _hold_off(self, exc: MatrixError) -> None:
-        """The homeserver said how long to wait: it answered, so the connection lives."""
+        """The homeserver said how long to wait: it answered, so the connection lives,
+        backing off (shown) until then."""
         wait = exc.retry_after if exc.retry_after is not None else 1.0
-        log.warning("%s: sync rate limited; again in %.1f s", self.name, wait)
+        why = f"sync rate limited; syncing again in {wait:.0f} s"
+        log.warning("%s: %s", self.name, why)
         until = trio.current_time() + wait
-        while trio.current_time() < until:
-            await trio.sleep(min(until - trio.current_time(), self.progress_deadline / 2))
+        while True:
             self.progress()
+            self.status.state, self.status.reason = BACKING_OFF, why  # progress() clears it
+            if trio.current_time() >= until:
+                return
+            await trio.sleep(min(until - trio.current_time(), self.progress_deadline / 2))
 
     async def _take(self, http: httpx.AsyncClient, batch: dict[str, Any], since: str | None) -> str:
         """Admit every message of a batch in order; its `next_batch`, kept with the last
@@ -165,34 +191,91 @@ class MatrixAdapter(HttpAdapter):
         next_batch = batch.get("next_batch")
         if not isinstance(next_batch, str) or not next_batch:
             raise MatrixError("sync", 200, "M_BAD_JSON", "no next_batch")
-        rooms = batch.get("rooms") if isinstance(batch.get("rooms"), dict) else {}
+        rooms = as_dict(batch.get("rooms"))
         self._read_direct(batch.get("account_data"))
-        for room_id, invite in _dict(rooms.get("invite")).items():
+        keyed = await self._keys_of(http, batch)
+        for room_id, invite in as_dict(rooms.get("invite")).items():
             await self._invited(http, room_id, invite)
         taken: list[Taken] = []
-        for room_id, room in _dict(rooms.get("join")).items():
-            count = _dict(room.get("summary")).get("m.joined_member_count")
+        for room_id, room in as_dict(rooms.get("join")).items():
+            count = as_dict(room.get("summary")).get("m.joined_member_count")
             if isinstance(count, int):
                 self.joined[room_id] = count
+            timeline = as_dict(room.get("timeline"))
+            events = as_list(timeline.get("events"))
+            await self._room_state(room_id, [*as_list(as_dict(room.get("state")).get("events")),
+                                             *events], since)  # fmt: skip
             if since is None:
                 continue  # the first sync: where hermes begins, not what it answers
-            view = RoomView(self.config.user_id or "", None, self._is_direct(room_id),
-                            frozenset(self.mine))  # fmt: skip
-            timeline = _dict(room.get("timeline"))
-            events = _list(timeline.get("events"))
             if timeline.get("limited") is True and isinstance(timeline.get("prev_batch"), str):
                 events = [*await self._gap(http, room_id, timeline["prev_batch"], since), *events]
             for event in events:
                 if isinstance(event, dict):
-                    found = read_event(event, room_id, view, self.platform)
+                    found = await self._read(room_id, event)
                     if found is not None:
                         taken.append(found)
+        opened = await self.encryption.unlocked(keyed) if self.encryption else []
+        for room_id, event in opened:
+            if (found := await self._read(room_id, event)) is not None:
+                taken.append(found)
+        if self.encryption is not None:
+            await self.encryption.keep_waiting()  # before the batch is committed
         kept = Cursor(self.since_key, next_batch) if self.cursors is not None else None
         for n, found in enumerate(taken):
             await self.admit(found.event, kept if n == len(taken) - 1 else None)
         if not taken and kept is not None and next_batch != since:
             await self.cursors.put(kept.key, kept.value)
+        if self.encryption is not None:
+            await self.encryption.done([e["event_id"] for _, e in opened])
+            await self.encryption.overdue(http)
         return next_batch
+
+    async def _keys_of(self, http: httpx.AsyncClient, batch: dict[str, Any]) -> set[str]:
+        """The batch's room keys and device changes taken in (before its rooms, whose
+        events they open); the one-time keys topped up. The rooms that got keys."""
+        if self.encryption is None:
+            return set()
+        to_device = as_list(as_dict(batch.get("to_device")).get("events"))
+        keyed = await self.encryption.to_device(to_device)
+        lists = as_dict(batch.get("device_lists"))
+        self.encryption.devices_changed([*as_list(lists.get("changed")),
+                                         *as_list(lists.get("left"))])  # fmt: skip
+        await self.encryption.top_up(http, batch)
+        return keyed
+
+    async def _room_state(self, room_id: str, events: list[Any], since: str | None) -> None:
+        """What a room's state events change: its encryption, and, in an encrypted room,
+        the key of hermes's next message when someone joined or left."""
+        for event in events:
+            if not isinstance(event, dict):
+                continue
+            kind = event.get("type")
+            if kind == "m.room.encryption":
+                self.encrypted.add(room_id)
+                if self.encryption is not None:
+                    self.encryption.encryption_seen(room_id, as_dict(event.get("content")))
+            elif kind == "m.room.member" and since is not None and self.encryption is not None:
+                await self.encryption.membership_changed(room_id)
+
+    async def _read(self, room_id: str, event: dict[str, Any]) -> Taken | None:
+        if event.get("type") == "m.room.encrypted":
+            self.encrypted.add(room_id)
+            if self.encryption is None:
+                log.warning("%s: %s is encrypted and no pickle_key_env is set: its messages"
+                            " cannot be read", self.name, room_id)  # fmt: skip
+                return None
+            opened = await self.encryption.decrypt(room_id, event)
+            if opened is None:
+                return None
+            event = opened
+        view = RoomView(self.config.user_id or "", None, self._is_direct(room_id),
+                        frozenset(self.mine))  # fmt: skip
+        return read_event(event, room_id, view, self.platform)
+
+    def allowed(self, user: str) -> bool:
+        """Whether `user` may talk to hermes here as the config says (invites, notices)."""
+        config = self.config
+        return config.allow_all_users or user in config.allowed_users or user == config.owner
 
     async def _gap(
         self, http: httpx.AsyncClient, room_id: str, start: str, since: str
@@ -204,7 +287,7 @@ class MatrixAdapter(HttpAdapter):
         while token and len(found) < MAX_GAP:
             params = {"from": token, "to": since, "dir": "b", "limit": GAP_PAGE}
             page = await _get(http, self.base, f"rooms/{room_id}/messages", params)
-            chunk = _list(page.get("chunk"))
+            chunk = as_list(page.get("chunk"))
             found += chunk
             token = page.get("end") if chunk and isinstance(page.get("end"), str) else None
             self.progress()
@@ -214,10 +297,10 @@ class MatrixAdapter(HttpAdapter):
         return list(reversed(found[:MAX_GAP]))
 
     def _read_direct(self, account_data: Any) -> None:
-        for event in _list(_dict(account_data).get("events")):
+        for event in as_list(as_dict(account_data).get("events")):
             if isinstance(event, dict) and event.get("type") == "m.direct":
-                content = _dict(event.get("content"))
-                self.direct = {r for rooms in content.values() for r in _list(rooms)
+                content = as_dict(event.get("content"))
+                self.direct = {r for rooms in content.values() for r in as_list(rooms)
                                if isinstance(r, str)}  # fmt: skip
 
     def _is_direct(self, room_id: str) -> bool:
@@ -225,17 +308,11 @@ class MatrixAdapter(HttpAdapter):
 
     async def _invited(self, http: httpx.AsyncClient, room_id: str, invite: Any) -> None:
         """Join a room an allowed user invited hermes to; leave other invites pending."""
-        stripped = _list(_dict(_dict(invite).get("invite_state")).get("events"))
+        stripped = as_list(as_dict(as_dict(invite).get("invite_state")).get("events"))
         inviter = next((e.get("sender") for e in stripped
                         if isinstance(e, dict) and e.get("type") == "m.room.member"
                         and e.get("state_key") == self.config.user_id), None)  # fmt: skip
-        config = self.config
-        allowed = (
-            config.allow_all_users
-            or inviter in config.allowed_users
-            or (inviter is not None and inviter == config.owner)
-        )
-        if not allowed:
+        if not isinstance(inviter, str) or not self.allowed(inviter):
             log.info("%s: an invite to %s from %s is left pending (not an allowed user)",
                      self.name, room_id, inviter)  # fmt: skip
             return
@@ -251,7 +328,15 @@ class MatrixAdapter(HttpAdapter):
     async def send(self, request: SendRequest) -> SendResult:
         target = request.target
         content: dict[str, Any] = {"msgtype": "m.text", "body": request.text}
-        if target.thread_id:
+        if not request.plain:
+            html = markdown_html(request.text)
+            content.update(format="org.matrix.custom.html", formatted_body=html)
+        if request.edit_of is not None:
+            replaced = {"rel_type": "m.replace", "event_id": request.edit_of}
+            new = dict(content)
+            content = {**new, "body": "* " + request.text, "m.new_content": new,
+                       "m.relates_to": replaced}  # fmt: skip
+        elif target.thread_id:
             content["m.relates_to"] = {
                 "rel_type": "m.thread", "event_id": target.thread_id,
                 "is_falling_back": request.reply_to is None,
@@ -259,13 +344,31 @@ class MatrixAdapter(HttpAdapter):
             }  # fmt: skip
         elif request.reply_to:
             content["m.relates_to"] = {"m.in_reply_to": {"event_id": request.reply_to}}
-        url = client_url(self.base, "rooms", target.chat_id, "send", "m.room.message",
+        try:
+            kind, content = await self._sealed(target.chat_id, content)
+        except MatrixError as exc:
+            return _not_sent(exc)
+        except httpx.HTTPError as exc:
+            return failed_send(exc)  # the key share's; the message itself never left
+        url = client_url(self.base, "rooms", target.chat_id, "send", kind,
                          txn_id(request.idempotency_key))  # fmt: skip
         answer = await self.post(url, content, method="PUT")
         result = send_result(answer) if isinstance(answer, HttpAnswer) else answer
-        if isinstance(result, Sent):
+        if isinstance(result, Sent) and result.message_id is not None:
             self.mine.append(result.message_id)
+            if request.edit_of is not None:
+                return Sent(request.edit_of)
         return result
+
+    async def _sealed(self, room_id: str, content: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The event's type and content as they go: encrypted in an encrypted room."""
+        if self.encryption is None or self.http is None:
+            if room_id in self.encrypted:
+                raise MatrixError("send", 400, "M_ENCRYPTED",
+                                  "the room is encrypted: set pickle_key_env")  # fmt: skip
+            return "m.room.message", content
+        async with self.sealing:
+            return await self.encryption.seal(self.http, room_id, "m.room.message", content)
 
     async def type_once(self, event: Any) -> None:
         if self.http is None:
@@ -288,9 +391,8 @@ async def _get(
     raise error
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
+def _not_sent(exc: MatrixError) -> SendResult:
+    """A key share the homeserver refused: the message did not leave."""
+    if exc.status == 429 or exc.status >= 500:
+        return RetryAfter(exc.retry_after, str(exc))
+    return Permanent(str(exc))

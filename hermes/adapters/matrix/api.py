@@ -72,3 +72,12 @@ def send_result(answer: HttpAnswer) -> SendResult:
     if answer.status >= 500 or error.errcode in FATAL_AUTH or answer.status < 400:
         return RetryAfter(None, str(error))  # a refused token is the connection's to judge
     return Permanent(str(error))  # M_FORBIDDEN (not in the room), M_NOT_FOUND, bad input
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """A JSON object the homeserver (or anyone's event) sent, or {} for anything else."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

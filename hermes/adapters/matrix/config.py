@@ -25,6 +25,12 @@ class MatrixConfig(PlatformConfig):
     trust: Literal["tofu", "verified_only"] = "tofu"
     """Whose devices get the room keys: every device of every member, first seen
     trusted (`tofu`), or only devices verified (`verified_only`)."""
+    verified_devices: tuple[str, ...] = ()
+    """With `trust: verified_only`: the devices' ed25519 keys ("session keys" in
+    Element's settings) the operator compared out of band."""
+    key_wait: float = attrs.field(default=60.0, validator=positive)
+    """Seconds a message whose key has not come waits before hermes tells its sender it
+    could not read it (and asks for the key; it is still answered if the key comes)."""
     sync_timeout: float = attrs.field(default=30.0, validator=positive)
     """Seconds a /sync is held by the homeserver when nothing happens."""
     device_name: str = "hermes"

@@ -5,7 +5,7 @@ makes a resend the same event."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
@@ -22,12 +22,6 @@ from tests.adapters.serving import in_thread
 from tests.fakes.matrix import ALICE, BOB, HERMES, HERMES_TOKEN, PASSWORD, FakeMatrix
 
 TOKEN_VAR = "MATRIX_TOKEN"
-
-
-@pytest.fixture
-def hs() -> Iterator[FakeMatrix]:
-    with FakeMatrix() as fake:
-        yield fake
 
 
 @asynccontextmanager
