@@ -60,6 +60,8 @@ from hermes.adapters.contract import (
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.email.adapter import EmailAdapter
 from hermes.adapters.email.config import EmailConfig
+from hermes.adapters.matrix.adapter import MatrixAdapter
+from hermes.adapters.matrix.config import MatrixConfig
 from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.slack.config import SlackConfig
 from hermes.adapters.telegram.adapter import TelegramAdapter
@@ -76,6 +78,8 @@ from tests.adapters.email.serving import TRUSTED as EMAIL_TRUSTED
 from tests.adapters.email.serving import VOUCHED as EMAIL_VOUCHED
 from tests.adapters.email.serving import EmailServe, MailServers, mail
 from tests.adapters.inprocess import Admissions, Running, running
+from tests.adapters.matrix.serving import TOKEN_VAR as MATRIX_VAR
+from tests.adapters.matrix.serving import MatrixServe, element
 from tests.adapters.relay import HeldRelay
 from tests.adapters.serving import Serve, in_thread, serving, until_line
 from tests.adapters.slack.serving import APP_VAR as SLACK_APP_VAR
@@ -93,6 +97,11 @@ from tests.fakes.mailserver import ALICE_ADDRESS as EMAIL_USER
 from tests.fakes.mailserver import HERMES_ADDRESS as EMAIL_BOT
 from tests.fakes.mailserver import HERMES_PASSWORD as EMAIL_PASSWORD
 from tests.fakes.mailserver import mail_servers, make_mail
+from tests.fakes.matrix import ALICE as MATRIX_USER
+from tests.fakes.matrix import HERMES as MATRIX_BOT
+from tests.fakes.matrix import HERMES_TOKEN as MATRIX_TOKEN
+from tests.fakes.matrix import FakeMatrix
+from tests.fakes.matrix_client import Received
 from tests.fakes.openai import text_answer
 from tests.fakes.slack import APP_TOKEN as SLACK_APP_TOKEN
 from tests.fakes.slack import BOT_TOKEN as SLACK_TOKEN
@@ -374,6 +383,95 @@ class EmailDriver:
         await in_thread(seen)
 
 
+class MatrixDriver:
+    """A Matrix user: Alice, in a DM with hermes on the fake homeserver, on a client that
+    encrypts as Element does where the room is encrypted (this room is not). A sync's
+    token moves past what it brought only once that is admitted; a bot marks its
+    messages `m.notice`; deaf is a homeserver that holds syncs and never answers."""
+
+    name = "matrix"
+    replays = False  # an event comes again only in a batch replayed after a restart
+    deaf_restarts = True
+    token = MATRIX_TOKEN
+    fatal = "M_UNKNOWN_TOKEN"
+    revoked_by_drop = False
+    encrypted = False
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.hs: FakeMatrix = serve.platform
+        self.room = self.hs.create_room([MATRIX_USER, MATRIX_BOT], direct=True,
+                                        encrypted=self.encrypted)  # fmt: skip
+        self._alice = element(self.hs)
+        self.alice = self._alice.__enter__()
+
+    def close(self) -> None:
+        self._alice.__exit__(None, None, None)
+
+    async def _begun(self) -> None:
+        """hermes's first sync was answered: what Alice says now is new to it."""
+        await in_thread(functools.partial(self.hs.wait_syncs, 2, 30.0, user=MATRIX_BOT))
+
+    async def say(self, text: str, ref: str) -> None:
+        await self._begun()
+        before = len(self.hs.sent)
+        await in_thread(self.alice.send_text, self.room, text)
+        await in_thread(functools.partial(self.hs.wait_sent, before + 2, 30.0))
+
+    def start_saying(self, nursery: trio.Nursery, text: str, ref: str) -> None:
+        async def once_begun() -> None:
+            await self._begun()
+            await in_thread(self.alice.send_text, self.room, text)
+
+        nursery.start_soon(once_begun)
+
+    def received(self) -> list[str]:
+        self.alice.sync()
+        return answers(self.alice.messages(self.room, sender=MATRIX_BOT))
+
+    def polls(self) -> int:
+        return sum(1 for s in self.hs.syncs if s["user"] == MATRIX_BOT)
+
+    def wait_polls(self, count: int, timeout: float = 30.0) -> None:
+        self.hs.wait_syncs(count, timeout, user=MATRIX_BOT)
+
+    def deafen(self) -> None:
+        self.hs.hang_syncs()
+
+    def undeafen(self) -> None:
+        self.hs.unhang_syncs()
+
+    def revoke_token(self) -> None:
+        self.hs.revoke_token(MATRIX_TOKEN)
+
+    async def say_as_bot(self, text: str) -> None:
+        await self._begun()
+        polls = self.polls()
+        notice = {"msgtype": "m.notice", "body": text}
+        await in_thread(self.alice.send_event, self.room, "m.room.message", notice)
+        await in_thread(self.wait_polls, polls + 1)  # the sync that brought it ended
+
+
+class EncryptedMatrixDriver(MatrixDriver):
+    """The same in an encrypted room: Alice's words reach hermes only through the room
+    key her client shares, and she reads hermes's answers by the key it shares."""
+
+    encrypted = True
+
+
+def answers(messages: list[Received]) -> list[str]:
+    """The texts as a user reads them: an edit (`m.replace`) shown in place of its
+    original."""
+    texts: dict[str, str] = {}
+    for message in messages:
+        relation = message.content.get("m.relates_to") or {}
+        if relation.get("rel_type") == "m.replace" and relation.get("event_id") in texts:
+            texts[relation["event_id"]] = message.content["m.new_content"]["body"]
+        else:
+            texts[message.event_id] = message.content["body"]
+    return list(texts.values())
+
+
 @contextlib.contextmanager
 def serve_on(name: str, home, model) -> Iterator[Serve]:
     """Serve on the test's home with `name`'s fake (the local endpoint: serve with no chat
@@ -392,6 +490,8 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
         fake, harness = FakeSlack(), SlackServe
     elif name == "whatsapp":
         fake, harness = FakeWhatsApp(), WhatsAppServe
+    elif name.startswith("matrix"):
+        fake, harness = FakeMatrix(), MatrixServe
     else:
         fake, harness = FakeDiscord(), DiscordServe
     with fake, serving(harness, fake, home, model) as serve:
@@ -400,8 +500,15 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
 
 DRIVERS = {"local": LocalDriver, "telegram": TelegramDriver, "slack": SlackDriver,
            "discord": DiscordDriver, "whatsapp": WhatsAppDriver,
-           "email": EmailDriver}  # fmt: skip
-CONNECTED = ("telegram", "slack", "discord", "email")  # a connection to keep, a token, bots
+           "email": EmailDriver, "matrix": MatrixDriver,
+           "matrix-encrypted": EncryptedMatrixDriver}  # fmt: skip
+CONNECTED = (
+    "telegram",
+    "slack",
+    "discord",
+    "email",
+    "matrix",
+)  # a connection to keep, a token, bots
 SYSTEM = {"email": (DOVECOT, ("dovecot-imapd",))}  # what a platform's servers need here
 
 
@@ -420,7 +527,12 @@ def driven(require_system, home, model):
     def on(name: str) -> Iterator[Any]:
         require_servers(name, require_system)
         with serve_on(name, home, model) as serve:
-            yield DRIVERS[name](serve)
+            driver = DRIVERS[name](serve)
+            try:
+                yield driver
+            finally:
+                if hasattr(driver, "close"):
+                    driver.close()
 
     return on
 
@@ -910,8 +1022,77 @@ class EmailSeam(Seam):
         return self.imap.logins(EMAIL_BOT) == 0
 
 
+class MatrixSeam(Seam):
+    """Matrix's adapter on the fake homeserver (syncs held 1 s), in a DM in the clear. It
+    acknowledges what a sync brought by the next sync's `since`, past it."""
+
+    name = "matrix"
+    adapter = MatrixAdapter
+    send_path = b"/send/m.room.message/"
+
+    def __init__(self, refusing: bool = False) -> None:
+        self.token = "syt_not_hermes_token" if refusing else MATRIX_TOKEN
+        self.hs = self.fake = FakeMatrix()
+        self.chat = self.hs.create_room([MATRIX_USER, MATRIX_BOT], direct=True)
+        self.positions: dict[str, int] = {}  # an event said -> its place in the stream
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        config = MatrixConfig(token_env=MATRIX_VAR, base_url=base_url or self.hs.url,
+                              user_id=MATRIX_BOT, allowed_users=(MATRIX_USER,),
+                              sync_timeout=1.0)  # fmt: skip
+        return config, Secrets({MATRIX_VAR: self.token}, frozenset())
+
+    def sends_limited(self, seconds: float) -> None:
+        self.hs.fail(429, endpoint="send", retry_after_ms=int(seconds * 1000))
+
+    def sends_failing(self) -> None:
+        self.hs.fail(502, endpoint="send")
+
+    def sends_refused(self) -> None:
+        self.hs.fail(403, endpoint="send")  # not in the room
+
+    def sent(self) -> list[str]:
+        return [s["content"]["body"] for s in self.hs.sent if s["sender"] == MATRIX_BOT]
+
+    async def connected(self) -> None:
+        await in_thread(functools.partial(self.hs.wait_syncs, 2, user=MATRIX_BOT))
+
+    def say(self, text: str) -> str:
+        event_id = self.hs.message(self.chat, MATRIX_USER, text)["event_id"]
+        self.positions[event_id] = _position(self.hs.stream_token)
+        return event_id
+
+    def _past(self, event_id: str) -> bool:
+        """Whether a sync of hermes's started past the event."""
+        return any(s["user"] == MATRIX_BOT and _position(s["since"]) >= self.positions[event_id]
+                   for s in self.hs.syncs)  # fmt: skip
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        assert not self._past(event_id)
+
+    async def acknowledged(self, event_id: str) -> None:
+        wait = functools.partial(self.hs.wait_until, lambda _: self._past(event_id),
+                                 what=f"a sync past {event_id}")  # fmt: skip
+        await in_thread(wait)
+
+    def never_connected(self) -> bool:
+        return not any(s["user"] == MATRIX_BOT for s in self.hs.syncs)
+
+    def limit_receiving(self, retry_after: float) -> None:
+        """The next sync is answered 429 with `retry_after`."""
+        self.hs.fail(429, endpoint="sync", retry_after_ms=int(retry_after * 1000))
+
+    async def receiving_limited(self) -> None:
+        await in_thread(self.hs.wait_refused, 1)
+
+
+def _position(token: str | None) -> int:
+    """A sync token's place in the fake's stream (`s<N>`; none: before everything)."""
+    return int(token[1:]) if token else -1
+
+
 SEAMS: dict[str, type[Seam]] = {
-    s.name: s for s in (TelegramSeam, SlackSeam, DiscordSeam, WhatsAppSeam, EmailSeam)
+    s.name: s for s in (TelegramSeam, SlackSeam, DiscordSeam, WhatsAppSeam, EmailSeam, MatrixSeam)
 }
 
 

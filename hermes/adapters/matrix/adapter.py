@@ -143,7 +143,7 @@ class MatrixAdapter(HttpAdapter):
             raise AdapterFatal(f"no token: set {wanted}")
         if not self.base or not self.config.user_id:
             raise AdapterFatal(f"set platforms.{self.name}.base_url and user_id")
-        timeout = httpx.Timeout(CONNECT_TIMEOUT, read=self.config.sync_timeout + SYNC_SLACK)
+        timeout = httpx.Timeout(CONNECT_TIMEOUT, read=2 * self.progress_deadline)  # its backstop
         async with httpx.AsyncClient(timeout=timeout, headers=self.headers()) as http:
             who = await _get(http, self.base, "account/whoami")
             if who.get("user_id") != self.config.user_id:
