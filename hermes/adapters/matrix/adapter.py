@@ -11,12 +11,18 @@
   brought none): a crash before that replays the batch, and the journal, keyed by
   event_id, answers nothing twice. Every answered sync is progress; the deadline covers a
   sync the homeserver never answers.
-- Invites are joined when an allowed user (or an owner) sent them; others are left
-  pending and logged. A DM is a room in `m.direct` or one of two members; in other
-  rooms the bot answers when mentioned or replied to (the router's require_mention).
-- Sends: `PUT /rooms/{room}/send/m.room.message/{txnId}` with a transaction id from the
-  outbox row's idempotency key, which the homeserver deduplicates (the platform says
-  so). Threads and replies as `m.relates_to`; 429 waits `retry_after_ms`.
+- Encrypted rooms (with `pickle_key_env` set; encryption.py): a batch's to-device room
+  keys are taken, and kept, before its rooms' events are read; an event whose key has
+  not come waits for it.
+- Invites are joined when an allowed user (or an owner) sent them, and, where strangers
+  are offered pairing (no allowlist), a stranger's DM invite (a few an hour), so the
+  pairing code can be answered; others are left pending and logged. A DM is a room in
+  `m.direct` or one of two members; in other rooms the bot answers when mentioned or
+  replied to (the router's require_mention).
+- Sends: `PUT /rooms/{room}/send/{type}/{txnId}` with a transaction id from the outbox
+  row's idempotency key, which the homeserver deduplicates (the platform says so);
+  encrypted in an encrypted room, the answer's HTML as `formatted_body`, an edit as
+  `m.replace`. Threads and replies as `m.relates_to`; 429 waits `retry_after_ms`.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ log = logging.getLogger(__name__)
 SYNC_SLACK = 15.0  # seconds past the sync's own hold before its answer is overdue
 MAX_GAP = 200  # events read back through a cut timeline; older ones are not answered
 GAP_PAGE = 50
+STRANGER_JOINS = 5  # strangers' DM invites joined an hour, where pairing is offered
 MY_EVENTS = 500  # event ids of hermes's own messages kept, so a reply to one is addressed
 
 
@@ -88,6 +95,7 @@ class MatrixAdapter(HttpAdapter):
         self.direct: set[str] = set()  # rooms some m.direct names
         self.joined: dict[str, int] = {}  # a room's joined members, as its summary says
         self.mine: collections.deque[str] = collections.deque(maxlen=MY_EVENTS)
+        self.stranger_joins: collections.deque[float] = collections.deque()
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
@@ -307,12 +315,18 @@ class MatrixAdapter(HttpAdapter):
         return room_id in self.direct or self.joined.get(room_id) == 2
 
     async def _invited(self, http: httpx.AsyncClient, room_id: str, invite: Any) -> None:
-        """Join a room an allowed user invited hermes to; leave other invites pending."""
+        """Join a room an allowed user invited hermes to, or, where strangers are offered
+        pairing (no allowlist), a stranger's DM (a few an hour): the pairing code is
+        answered there. Other invites are left pending."""
         stripped = as_list(as_dict(as_dict(invite).get("invite_state")).get("events"))
-        inviter = next((e.get("sender") for e in stripped
-                        if isinstance(e, dict) and e.get("type") == "m.room.member"
-                        and e.get("state_key") == self.config.user_id), None)  # fmt: skip
-        if not isinstance(inviter, str) or not self.allowed(inviter):
+        mine = next((e for e in stripped if isinstance(e, dict)
+                     and e.get("type") == "m.room.member"
+                     and e.get("state_key") == self.config.user_id), {})  # fmt: skip
+        inviter = mine.get("sender")
+        direct = as_dict(mine.get("content")).get("is_direct") is True
+        if not isinstance(inviter, str):
+            return
+        if not self.allowed(inviter) and not (direct and self._pairing_join()):
             log.info("%s: an invite to %s from %s is left pending (not an allowed user)",
                      self.name, room_id, inviter)  # fmt: skip
             return
@@ -322,6 +336,19 @@ class MatrixAdapter(HttpAdapter):
                         error_of("join", HttpAnswer.of(response)))  # fmt: skip
         else:
             log.info("%s: joined %s, invited by %s", self.name, room_id, inviter)
+
+    def _pairing_join(self) -> bool:
+        """Whether a stranger's DM invite is joined now: only where pairing is offered,
+        and at most STRANGER_JOINS an hour (an invite costs a stranger nothing)."""
+        if self.config.allowed_users or self.config.allow_all_users:
+            return False
+        now = trio.current_time()
+        while self.stranger_joins and self.stranger_joins[0] < now - 3600:
+            self.stranger_joins.popleft()
+        if len(self.stranger_joins) >= STRANGER_JOINS:
+            return False
+        self.stranger_joins.append(now)
+        return True
 
     # -- sending --------------------------------------------------------------------------
 

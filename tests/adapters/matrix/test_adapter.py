@@ -32,10 +32,11 @@ async def matrix(
     state_db=None,
     token=HERMES_TOKEN,
     password: str | None = None,
+    allowed: tuple[str, ...] = (ALICE,),
 ) -> AsyncIterator[Running]:
     """The adapter on the fake with its token (or, given a `password`, with that to log in)."""
     login = {"password_env": "MATRIX_PASSWORD"} if password else {"token_env": TOKEN_VAR}
-    config = MatrixConfig(base_url=hs.url, user_id=HERMES, allowed_users=(ALICE,),
+    config = MatrixConfig(base_url=hs.url, user_id=HERMES, allowed_users=allowed,
                           sync_timeout=1.0, **login)  # fmt: skip
     kept = None if registry is None else (lambda: Cursors(registry, state_db, Clock()))
     secrets = Secrets({TOKEN_VAR: token, "MATRIX_PASSWORD": password or ""}, frozenset())
@@ -103,6 +104,19 @@ async def test_an_allowed_users_invite_is_joined_and_a_strangers_is_not(hs):
         said = hs.message(mine, ALICE, "welcome")
         await admissions.wait_for(said["event_id"])
     assert HERMES not in hs.members(theirs) and HERMES in hs.members(theirs, "invite")
+
+
+@pytest.mark.timeout(30)
+async def test_where_pairing_is_offered_a_strangers_dm_invite_is_joined_and_a_group_not(hs):
+    dm = hs.create_room([BOB], invite=[HERMES], direct=True)
+    group = hs.create_room([BOB], invite=[HERMES], name="Spam")
+    admissions = Admissions()
+    async with matrix(hs, admissions, allowed=()):
+        await in_thread(hs.wait_until, lambda f: HERMES in f.members(dm), 10.0, "a join")
+        said = hs.message(dm, BOB, "let me in")
+        await admissions.wait_for(said["event_id"])  # the router answers a pairing code
+    assert admissions.event(said["event_id"]).chat_type == "dm"
+    assert HERMES not in hs.members(group) and HERMES in hs.members(group, "invite")
 
 
 @pytest.mark.timeout(30)
