@@ -81,7 +81,10 @@ class Encryption:
     async def start(self, http: httpx.AsyncClient) -> None:
         """The account loaded (or made); its device keys published; the events that were
         waiting for keys loaded."""
-        await self.olm.load()
+        try:
+            await self.olm.load()
+        except CryptoError as exc:
+            raise AdapterFatal(str(exc)) from exc  # no restart opens it with another key
         keys = {"device_keys": self.olm.device_keys()}
         answer = await _post(http, self.base, "keys/upload", keys)
         if answer.status == 400:

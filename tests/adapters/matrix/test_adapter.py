@@ -1,12 +1,15 @@
-"""The Matrix adapter in this process against the fake homeserver (unencrypted rooms):
-what a sync brings after the first is admitted, its token kept with the last admission;
-a cut timeline is filled; invites from allowed users are joined; a send's transaction id
-makes a resend the same event."""
+"""The Matrix adapter in this process against the fake homeserver: what a sync brings
+after the first is admitted, its token kept with the last admission; a cut timeline is
+filled; invites from allowed users are joined (a stranger's DM where pairing is
+offered); a send's transaction id makes a resend the same event; in encrypted rooms,
+verified_only keeps the room key from devices not listed, and a changed pickle key is
+fatal."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
@@ -18,8 +21,19 @@ from hermes.adapters.matrix.adapter import MatrixAdapter
 from hermes.adapters.matrix.config import MatrixConfig
 from hermes.config import Secrets
 from tests.adapters.inprocess import Admissions, Running, running
+from tests.adapters.matrix.serving import PICKLE_KEY, PICKLE_VAR
 from tests.adapters.serving import in_thread
-from tests.fakes.matrix import ALICE, BOB, HERMES, HERMES_TOKEN, PASSWORD, FakeMatrix
+from tests.fakes.matrix import (
+    ALICE,
+    BOB,
+    BOB_DEVICE,
+    BOB_TOKEN,
+    HERMES,
+    HERMES_TOKEN,
+    PASSWORD,
+    FakeMatrix,
+)
+from tests.fakes.matrix_client import ElementClient
 
 TOKEN_VAR = "MATRIX_TOKEN"
 
@@ -33,13 +47,17 @@ async def matrix(
     token=HERMES_TOKEN,
     password: str | None = None,
     allowed: tuple[str, ...] = (ALICE,),
+    **settings: Any,
 ) -> AsyncIterator[Running]:
-    """The adapter on the fake with its token (or, given a `password`, with that to log in)."""
+    """The adapter on the fake with its token (or, given a `password`, with that to log in);
+    `settings`: more of its config (`pickle_key_env=PICKLE_VAR` for encrypted rooms)."""
     login = {"password_env": "MATRIX_PASSWORD"} if password else {"token_env": TOKEN_VAR}
     config = MatrixConfig(base_url=hs.url, user_id=HERMES, allowed_users=allowed,
-                          sync_timeout=1.0, **login)  # fmt: skip
+                          sync_timeout=1.0, **login, **settings)  # fmt: skip
     kept = None if registry is None else (lambda: Cursors(registry, state_db, Clock()))
-    secrets = Secrets({TOKEN_VAR: token, "MATRIX_PASSWORD": password or ""}, frozenset())
+    secrets = Secrets({TOKEN_VAR: token, "MATRIX_PASSWORD": password or "",
+                       PICKLE_VAR: PICKLE_KEY, "MATRIX_OTHER_KEY": "not the key"},
+                      frozenset())  # fmt: skip
     async with running(MatrixAdapter, "matrix", config, secrets, admissions, cursors=kept) as run:
         yield run
 
@@ -186,3 +204,33 @@ async def test_a_password_logs_in_once_and_the_login_is_kept(hs, registry, tmp_p
             await admissions.wait_for(said["event_id"])
     logins = [r for r in hs.requests if r["endpoint"] == "login"]
     assert len(logins) == 1 and PASSWORD not in str(hs.requests[-1])
+
+
+@pytest.mark.timeout(30)
+async def test_verified_only_gives_the_room_key_to_the_listed_devices_only(
+    hs, alice, registry, tmp_path
+):
+    room = hs.create_room([ALICE, HERMES, BOB], name="Verified", encrypted=True)
+    with ElementClient(hs.url, BOB, BOB_TOKEN, BOB_DEVICE) as bob:
+        await in_thread(bob.start)
+        settings = {"pickle_key_env": PICKLE_VAR, "trust": "verified_only",
+                    "verified_devices": (alice.ed25519,)}  # fmt: skip
+        async with matrix(hs, Admissions(), registry, tmp_path / "state.db", **settings) as run:
+            await begun(hs)
+            sent = await run.send(SendRequest(Target("matrix", room), "for Alice", "k1"))
+            assert isinstance(sent, Sent)
+        [read] = await in_thread(lambda: alice.wait_messages(room, 1, sender=HERMES))
+        assert read.content["body"] == "for Alice"
+        await in_thread(bob.sync)
+        assert [e["event_id"] for e in bob.undecrypted] == [sent.message_id]
+
+
+@pytest.mark.timeout(30)
+async def test_another_pickle_key_is_fatal_and_says_why(hs, registry, tmp_path):
+    state_db = tmp_path / "state.db"
+    async with matrix(hs, Admissions(), registry, state_db, pickle_key_env=PICKLE_VAR):
+        await begun(hs)
+    secrets_changed = {"pickle_key_env": "MATRIX_OTHER_KEY"}
+    async with matrix(hs, Admissions(), registry, state_db, **secrets_changed) as run:
+        await run.status.reach(FATAL)
+        assert "does not open with this pickle key" in run.status.reason
