@@ -1,9 +1,10 @@
 """A chat platform's latency: `hermes serve` against a bare echo client, on the same fake.
 
 Run: python bench/chat.py PLATFORM [--rate R]   (from the repository root; about a minute)
-PLATFORM names a file bench/chat_<PLATFORM>.py (telegram, slack, discord, whatsapp), which
-holds what is that platform's own: its fake's surface, the bare echo client, how a reply is
-matched to its message and checked, where its latency is split (its docstring says).
+PLATFORM names a file bench/chat_<PLATFORM>.py (telegram, slack, discord, whatsapp,
+matrix), which holds what is that platform's own: its fake's surface, the bare echo client,
+how a reply is matched to its message and checked, where its latency is split (its
+docstring says).
 Everything else is here, the same for all; a platform added later gets its bench by
 adding such a file.
 - The platform's fake (tests/fakes/<PLATFORM>.py) runs in its own process, a fresh
@@ -643,7 +644,7 @@ def main() -> None:
     parser.add_argument("platform", choices=platforms())
     parser.add_argument("--rate", type=float, help="messages offered per second "
                         "(default: the platform's; telegram 25, slack and discord 50, "
-                        "whatsapp 5)")  # fmt: skip
+                        "whatsapp 5, matrix 8)")  # fmt: skip
     parser.add_argument("--echo-client", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     platform: Platform = importlib.import_module(f"chat_{args.platform}").PLATFORM

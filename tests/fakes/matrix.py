@@ -97,6 +97,7 @@ answered (into nothing) when it wakes, not dropped at once.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -109,7 +110,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
 
-from tests.fakes.kit import Fake, infos, observed
+from tests.fakes.kit import Fake, infos, observed, serve_until_killed
 from tests.fakes.local_http import Reply, TrackedHandler, copy_json
 
 SERVER_NAME = "test.local"
@@ -326,6 +327,9 @@ class FakeMatrix(Fake):
     name = "Matrix"
     _other_verbs = ("PUT",)
     _channel_field = "room"
+    # For another process (bench/chat_matrix.py): `python -m tests.fakes.matrix`.
+    _CONTROLS = frozenset({"add_user", "create_room", "message"})
+    _STATE = ("sent", "syncs", "typing", "refused", "internal_errors")
 
     def __init__(self, *, timeline_limit: int = TIMELINE_LIMIT, port: int = 0) -> None:
         """Users @hermes, @alice and @bob (test.local) exist, each with one device and token
@@ -416,12 +420,14 @@ class FakeMatrix(Fake):
         alias: str | None = None,
         public: bool = False,
         topic: str | None = None,
+        room_id: str | None = None,
     ) -> str:
         """A room made by the first of `members` (the others join it at once), with the
         users of `invite` invited by the creator; returns its room id. `encrypted`: an
         `m.room.encryption` state event (megolm); `direct`: the invites say `is_direct`
         and every joined member's `m.direct` lists the room (as their clients would do);
-        `public`: anyone may join; `alias`: `#alias:test.local`, joinable by name."""
+        `public`: anyone may join; `alias`: `#alias:test.local`, joinable by name;
+        `room_id`: the room's id (made up when not given)."""
         joined = [user_id(m) for m in members]
         invited = [user_id(m) for m in invite]
         if not joined:
@@ -429,7 +435,9 @@ class FakeMatrix(Fake):
         with self._cond:
             for uid in joined + invited:
                 self._known(uid)
-            room = _Room(f"!{_random(string.ascii_letters, 18)}:{SERVER_NAME}")
+            room = _Room(room_id or f"!{_random(string.ascii_letters, 18)}:{SERVER_NAME}")
+            if room.room_id in self._rooms:
+                raise ValueError(f"{room.room_id} exists")
             self._rooms[room.room_id] = room
             creator = joined[0]
             self._append(room, creator, "m.room.create",
@@ -1461,3 +1469,16 @@ def _route(verb: str, rest: list[str]) -> tuple[str, list[str]] | Reply:
     if other_verb:
         return error(405, "M_UNRECOGNIZED", "Unrecognized request")
     return error(404, "M_UNRECOGNIZED", "Unrecognized request")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.matrix",
+        description="A fake Matrix homeserver: prints its base URL, serves until killed.",
+    )
+    parser.parse_args()
+    serve_until_killed(FakeMatrix())
+
+
+if __name__ == "__main__":
+    main()

@@ -102,13 +102,21 @@ class MatrixAdapter(HttpAdapter):
 
     @classmethod
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
+        """`whoami` with the token; with a password instead, only that the homeserver
+        answers (a login here would make a device each time doctor runs)."""
         if not isinstance(config, MatrixConfig):
             raise TypeError(f"the Matrix token check needs a MatrixConfig, not {config!r}")
         token = secrets.get(config.token_env)
-        if not token or not config.base_url:
-            raise AdapterFatal(f"set {config.token_env or 'token_env'} and base_url")
-        headers = {"Authorization": f"Bearer {token}"}
+        if not config.base_url or not (token or secrets.get(config.password_env)):
+            raise AdapterFatal("set base_url, and token_env or password_env")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with httpx.AsyncClient(timeout=CONNECT_TIMEOUT, headers=headers) as http:
+            if token is None:
+                url = config.base_url.rstrip("/") + "/_matrix/client/versions"
+                answer = HttpAnswer.of(await http.get(url))
+                if answer.status != 200:
+                    raise error_of("versions", answer)
+                return f"{config.user_id}: logs in with its password at serve's first start"
             who = await _get(http, config.base_url, "account/whoami")
         return f"{who.get('user_id')} (device {who.get('device_id')})"
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hermes.actors.clock import Clock
-from hermes.adapters.base import FATAL
+from hermes.adapters.base import FATAL, AdapterFatal
 from hermes.adapters.contract import SendRequest, Sent, Target
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.matrix.adapter import MatrixAdapter
@@ -234,3 +234,15 @@ async def test_another_pickle_key_is_fatal_and_says_why(hs, registry, tmp_path):
     async with matrix(hs, Admissions(), registry, state_db, **secrets_changed) as run:
         await run.status.reach(FATAL)
         assert "does not open with this pickle key" in run.status.reason
+
+
+async def test_doctors_check_reads_the_tokens_account_and_never_logs_in(hs):
+    config = MatrixConfig(base_url=hs.url, user_id=HERMES, token_env=TOKEN_VAR)
+    said = await MatrixAdapter.check_token(config, Secrets({TOKEN_VAR: HERMES_TOKEN}, frozenset()))
+    assert said == f"{HERMES} (device HERMESDEV)"
+    with pytest.raises(AdapterFatal, match="refused the token"):
+        await MatrixAdapter.check_token(config, Secrets({TOKEN_VAR: "syt_wrong"}, frozenset()))
+    by_password = MatrixConfig(base_url=hs.url, user_id=HERMES, password_env="MATRIX_PASSWORD")
+    secrets = Secrets({"MATRIX_PASSWORD": PASSWORD}, frozenset())
+    assert "logs in with its password" in await MatrixAdapter.check_token(by_password, secrets)
+    assert not [r for r in hs.requests if r["endpoint"] == "login"]
