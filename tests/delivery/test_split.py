@@ -173,6 +173,7 @@ def test_limits_of_platforms():
         "local": Limit(1_000_000, "chars"),
         "whatsapp": Limit(4096, "chars"),
         "email": Limit(1_000_000, "chars"),
+        "matrix": Limit(6000, "chars"),
     }
     assert [len(c) for c in chunks_for("x" * 4001, "irc")] == [4000, 1]  # unknown: 4000
 
