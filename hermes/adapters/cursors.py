@@ -30,6 +30,11 @@ def put_cursor(
     )
 
 
+def _put_many(conn: apsw.Connection, values: dict[str, str], now: float) -> None:
+    for key, value in values.items():
+        put_cursor(conn, key, value, now)
+
+
 def _prefixed(conn: apsw.Connection, prefix: str) -> dict[str, str]:
     rows = conn.execute(
         "SELECT key, value FROM adapter_cursors WHERE key > ? AND key < ?",
@@ -50,6 +55,10 @@ class Cursors(UsesDb):
 
     async def put(self, key: str, value: str) -> None:
         await self.db.write(put_cursor, key, value, self.clock.now())
+
+    async def put_many(self, values: dict[str, str]) -> None:
+        """Several values in one commit: all of them kept, or none."""
+        await self.db.write(_put_many, values, self.clock.now())
 
     async def prefixed(self, prefix: str) -> dict[str, str]:
         """Every value whose key starts with `prefix`, by the rest of its key."""

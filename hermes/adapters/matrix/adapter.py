@@ -47,24 +47,25 @@ from hermes.adapters.contract import (
 from hermes.adapters.http import CONNECT_TIMEOUT, HttpAdapter, HttpAnswer, failed_send
 from hermes.adapters.markdown_html import markdown_html
 from hermes.adapters.matrix.api import (
-    FATAL_AUTH,
     MatrixError,
     as_dict,
     as_list,
+    call,
     client_url,
     error_of,
+    result_of,
     send_result,
     txn_id,
 )
 from hermes.adapters.matrix.config import MatrixConfig
-from hermes.adapters.matrix.encryption import Encryption
+from hermes.adapters.matrix.encryption import Encryption, RoomSettings, encryption_of
 from hermes.adapters.matrix.inbound import RoomView, Taken, read_event
-from hermes.adapters.matrix.olm import Olm
+from hermes.adapters.matrix.olm import MEGOLM, Olm
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
 
-SYNC_SLACK = 15.0  # seconds past the sync's own hold before its answer is overdue
+MIN_SLACK = 5.0  # seconds past the sync's own hold (or half of it) before it is overdue
 MAX_GAP = 200  # events read back through a cut timeline; older ones are not answered
 GAP_PAGE = 50
 STRANGER_JOINS = 5  # strangers' DM invites joined an hour, where pairing is offered
@@ -84,14 +85,14 @@ class MatrixAdapter(HttpAdapter):
         self.token = setup.secrets.get(config.token_env)
         self.password = setup.secrets.get(config.password_env)
         self.pickle_secret = setup.secrets.get(config.pickle_key_env)
-        self.encryption: Encryption | None = None
-        self.sealing = trio.Lock()  # one key share at a time: they share the Olm sessions
-        self.encrypted: set[str] = set()  # rooms seen encrypted
+        self.encryption: Encryption | None = None  # once its state is loaded
+        self.room_encryption: RoomSettings = {}  # what each room's m.room.encryption says
+        self.first_batch = True  # of this connection: every waiting message is looked at
         self.login_key = f"{setup.name}:login"  # {access_token, device_id} of a login
         self.base = config.base_url or ""
         self.cursors = setup.cursors
         self.since_key = f"{setup.name}:since"
-        self.progress_deadline = config.sync_timeout + SYNC_SLACK
+        self.progress_deadline = config.sync_timeout + max(MIN_SLACK, config.sync_timeout / 2)
         self.direct: set[str] = set()  # rooms some m.direct names
         self.joined: dict[str, int] = {}  # a room's joined members, as its summary says
         self.mine: collections.deque[str] = collections.deque(maxlen=MY_EVENTS)
@@ -117,7 +118,7 @@ class MatrixAdapter(HttpAdapter):
                 if answer.status != 200:
                     raise error_of("versions", answer)
                 return f"{config.user_id}: logs in with its password at serve's first start"
-            who = await _get(http, config.base_url, "account/whoami")
+            who = await call(http, config.base_url, "GET", "account/whoami")
         return f"{who.get('user_id')} (device {who.get('device_id')})"
 
     async def on_start(self) -> None:
@@ -161,23 +162,21 @@ class MatrixAdapter(HttpAdapter):
             raise AdapterFatal(f"set platforms.{self.name}.base_url and user_id")
         timeout = httpx.Timeout(CONNECT_TIMEOUT, read=2 * self.progress_deadline)  # its backstop
         async with httpx.AsyncClient(timeout=timeout, headers=self.headers()) as http:
-            who = await _get(http, self.base, "account/whoami")
+            who = await call(http, self.base, "GET", "account/whoami")
             if who.get("user_id") != self.config.user_id:
                 raise AdapterFatal(f"the token is {who.get('user_id')}'s, not"
                                    f" {self.config.user_id}'s")  # fmt: skip
             self.progress()
             if self.pickle_secret and self.cursors is not None:
-                olm = Olm(self.cursors, f"{self.name}:e2ee:", self.pickle_secret,
-                          self.config.user_id, str(who.get("device_id")))  # fmt: skip
-                self.encryption = Encryption(olm, self.config, self.base, self.allowed)
-                await self.encryption.start(http)
+                self.encryption = await self._encryption(http, who.get("device_id"))
             since = await self.cursors.get(self.since_key) if self.cursors is not None else None
+            self.first_batch = True
             while True:
                 params: dict[str, Any] = {"timeout": int(self.config.sync_timeout * 1000)}
                 if since:
                     params["since"] = since
                 try:
-                    batch = await _get(http, self.base, "sync", params)
+                    batch = await call(http, self.base, "GET", "sync", params=params)
                 except MatrixError as exc:
                     if exc.status != 429 and exc.errcode != "M_LIMIT_EXCEEDED":
                         raise
@@ -186,6 +185,24 @@ class MatrixAdapter(HttpAdapter):
                 self.progress()
                 since = await self._take(http, batch, since)
                 self.settled()
+
+    async def _encryption(self, http: httpx.AsyncClient, device: Any) -> Encryption:
+        """This device's encryption state, loaded (its keys published) before any send
+        may use it: until then a send to an encrypted room waits."""
+        if not isinstance(device, str) or not device:
+            raise AdapterFatal("whoami named no device: the token is not a device's")
+        assert self.cursors is not None and self.pickle_secret
+        olm = Olm(self.cursors, f"{self.name}:e2ee:{device}:", self.pickle_secret,
+                  self.config.user_id or "", device)  # fmt: skip
+        encryption = Encryption(olm, self.config, self.base, self.room_encryption, self._tell)
+        await encryption.start(http)
+        return encryption
+
+    def _tell(self, sender: str, room_id: str) -> bool:
+        """Whether a sender is told hermes could not read their message: in a DM, when
+        the config lets them talk (a user let in by pairing is not known here; their
+        message is still answered if its key comes)."""
+        return self._is_direct(room_id) and self.allowed(sender)
 
     async def _hold_off(self, exc: MatrixError) -> None:
         """The homeserver said how long to wait: it answered, so the connection lives,
@@ -209,6 +226,9 @@ class MatrixAdapter(HttpAdapter):
             raise MatrixError("sync", 200, "M_BAD_JSON", "no next_batch")
         rooms = as_dict(batch.get("rooms"))
         self._read_direct(batch.get("account_data"))
+        if self.encryption is not None:
+            self.encryption.joined.update(as_dict(rooms.get("join")))
+            self.encryption.joined.difference_update(as_dict(rooms.get("leave")))
         keyed = await self._keys_of(http, batch)
         for room_id, invite in as_dict(rooms.get("invite")).items():
             await self._invited(http, room_id, invite)
@@ -230,7 +250,10 @@ class MatrixAdapter(HttpAdapter):
                     found = await self._read(room_id, event)
                     if found is not None:
                         taken.append(found)
-        opened = await self.encryption.unlocked(keyed) if self.encryption else []
+        opened = []
+        if self.encryption is not None:  # a start's first batch looks at all that waits
+            opened = await self.encryption.unlocked(None if self.first_batch else keyed)
+        self.first_batch = False
         for room_id, event in opened:
             if (found := await self._read(room_id, event)) is not None:
                 taken.append(found)
@@ -252,7 +275,7 @@ class MatrixAdapter(HttpAdapter):
         if self.encryption is None:
             return set()
         to_device = as_list(as_dict(batch.get("to_device")).get("events"))
-        keyed = await self.encryption.to_device(to_device)
+        keyed = await self.encryption.to_device(http, to_device)
         lists = as_dict(batch.get("device_lists"))
         self.encryption.devices_changed([*as_list(lists.get("changed")),
                                          *as_list(lists.get("left"))])  # fmt: skip
@@ -260,22 +283,27 @@ class MatrixAdapter(HttpAdapter):
         return keyed
 
     async def _room_state(self, room_id: str, events: list[Any], since: str | None) -> None:
-        """What a room's state events change: its encryption, and, in an encrypted room,
-        the key of hermes's next message when someone joined or left."""
+        """What a room's events change besides its messages: its encryption; in an
+        encrypted room, the key of hermes's next message when someone joined or left; a
+        waiting message its sender redacted."""
         for event in events:
             if not isinstance(event, dict):
                 continue
-            kind = event.get("type")
-            if kind == "m.room.encryption":
-                self.encrypted.add(room_id)
-                if self.encryption is not None:
-                    self.encryption.encryption_seen(room_id, as_dict(event.get("content")))
-            elif kind == "m.room.member" and since is not None and self.encryption is not None:
-                await self.encryption.membership_changed(room_id)
+            kind, content = event.get("type"), as_dict(event.get("content"))
+            if kind == "m.room.encryption" and content.get("algorithm") == MEGOLM:
+                self.room_encryption[room_id] = content
+            if self.encryption is None or since is None:
+                continue
+            if kind == "m.room.member":
+                before = as_dict(as_dict(event.get("unsigned")).get("prev_content"))
+                if content.get("membership") != before.get("membership"):
+                    await self.encryption.membership_changed(room_id)
+            elif kind == "m.room.redaction":
+                self.encryption.forget(event.get("redacts") or content.get("redacts"))
 
     async def _read(self, room_id: str, event: dict[str, Any]) -> Taken | None:
         if event.get("type") == "m.room.encrypted":
-            self.encrypted.add(room_id)
+            self.room_encryption.setdefault(room_id, {"algorithm": MEGOLM})
             if self.encryption is None:
                 log.warning("%s: %s is encrypted and no pickle_key_env is set: its messages"
                             " cannot be read", self.name, room_id)  # fmt: skip
@@ -302,7 +330,7 @@ class MatrixAdapter(HttpAdapter):
         token: str | None = start
         while token and len(found) < MAX_GAP:
             params = {"from": token, "to": since, "dir": "b", "limit": GAP_PAGE}
-            page = await _get(http, self.base, f"rooms/{room_id}/messages", params)
+            page = await call(http, self.base, "GET", f"rooms/{room_id}/messages", params=params)
             chunk = as_list(page.get("chunk"))
             found += chunk
             token = page.get("end") if chunk and isinstance(page.get("end"), str) else None
@@ -338,12 +366,19 @@ class MatrixAdapter(HttpAdapter):
             log.info("%s: an invite to %s from %s is left pending (not an allowed user)",
                      self.name, room_id, inviter)  # fmt: skip
             return
-        response = await http.post(client_url(self.base, "rooms", room_id, "join"), json={})
-        if response.status_code != 200:
-            log.warning("%s: joining %s failed: %s", self.name, room_id,
-                        error_of("join", HttpAnswer.of(response)))  # fmt: skip
-        else:
-            log.info("%s: joined %s, invited by %s", self.name, room_id, inviter)
+        try:
+            await call(http, self.base, "POST", f"rooms/{room_id}/join", {})
+            if not self.allowed(inviter):  # `is_direct` is the stranger's word: checked
+                members = await call(http, self.base, "GET", f"rooms/{room_id}/joined_members")
+                if len(as_dict(members.get("joined"))) > 2:
+                    log.info("%s: %s, a stranger's DM, has more members: left", self.name,
+                             room_id)  # fmt: skip
+                    await call(http, self.base, "POST", f"rooms/{room_id}/leave", {})
+                    return
+        except MatrixError as exc:
+            log.warning("%s: joining %s failed: %s", self.name, room_id, exc)
+            return
+        log.info("%s: joined %s, invited by %s", self.name, room_id, inviter)
 
     def _pairing_join(self) -> bool:
         """Whether a stranger's DM invite is joined now: only where pairing is offered,
@@ -380,11 +415,14 @@ class MatrixAdapter(HttpAdapter):
         elif request.reply_to:
             content["m.relates_to"] = {"m.in_reply_to": {"event_id": request.reply_to}}
         try:
-            kind, content = await self._sealed(target.chat_id, content)
+            sealed = await self._sealed(target.chat_id, content)
         except MatrixError as exc:
-            return _not_sent(exc)
+            return result_of(exc)
         except httpx.HTTPError as exc:
             return failed_send(exc)  # the key share's; the message itself never left
+        if not isinstance(sealed, tuple):
+            return sealed
+        kind, content = sealed
         url = client_url(self.base, "rooms", target.chat_id, "send", kind,
                          txn_id(request.idempotency_key))  # fmt: skip
         answer = await self.post(url, content, method="PUT")
@@ -395,39 +433,24 @@ class MatrixAdapter(HttpAdapter):
                 return Sent(request.edit_of)
         return result
 
-    async def _sealed(self, room_id: str, content: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The event's type and content as they go: encrypted in an encrypted room."""
-        if self.encryption is None or self.http is None:
-            if room_id in self.encrypted:
-                raise MatrixError("send", 400, "M_ENCRYPTED",
-                                  "the room is encrypted: set pickle_key_env")  # fmt: skip
-            return "m.room.message", content
-        async with self.sealing:
+    async def _sealed(
+        self, room_id: str, content: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]] | SendResult:
+        """The event's type and content as they go, encrypted in an encrypted room; never
+        in the clear there: without a pickle key, refused; before the encryption state
+        is loaded (the adapter starting), not yet."""
+        if self.http is None:
+            return RetryAfter(None, "the adapter is not started")
+        if self.encryption is not None:
             return await self.encryption.seal(self.http, room_id, "m.room.message", content)
+        if await encryption_of(self.http, self.base, room_id, self.room_encryption) is None:
+            return "m.room.message", content
+        if self.pickle_secret:
+            return RetryAfter(None, "the room is encrypted and the encryption state is loading")
+        return Permanent(f"{room_id} is encrypted: set platforms.{self.name}.pickle_key_env")
 
     async def type_once(self, event: Any) -> None:
         if self.http is None:
             return
         url = client_url(self.base, "rooms", event.chat_id, "typing", self.config.user_id or "")
         await self.http.put(url, json={"typing": True, "timeout": 10_000})
-
-
-async def _get(
-    http: httpx.AsyncClient, base: str, path: str, params: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """A GET's JSON object; a refused token is fatal, anything else a MatrixError."""
-    response = await http.get(client_url(base, *path.split("/")), params=params)
-    answer = HttpAnswer.of(response)
-    if response.status_code == 200 and isinstance(answer.body, dict):
-        return answer.body
-    error = error_of(path, answer)
-    if response.status_code == 401 or error.errcode in FATAL_AUTH:
-        raise AdapterFatal(f"Matrix refused the token ({response.status_code} {error.errcode})")
-    raise error
-
-
-def _not_sent(exc: MatrixError) -> SendResult:
-    """A key share the homeserver refused: the message did not leave."""
-    if exc.status == 429 or exc.status >= 500:
-        return RetryAfter(exc.retry_after, str(exc))
-    return Permanent(str(exc))

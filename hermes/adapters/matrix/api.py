@@ -12,7 +12,10 @@ import hashlib
 from typing import Any
 from urllib.parse import quote
 
+import httpx
+
 from hermes.actors.errors import HermesError
+from hermes.adapters.base import AdapterFatal
 from hermes.adapters.contract import Permanent, RetryAfter, SendResult, Sent
 from hermes.adapters.http import HttpAnswer
 
@@ -66,12 +69,38 @@ def send_result(answer: HttpAnswer) -> SendResult:
     body: dict[str, Any] = answer.body if isinstance(answer.body, dict) else {}
     if 200 <= answer.status < 300 and isinstance(body.get("event_id"), str):
         return Sent(body["event_id"])
-    error = error_of("send", answer)
-    if answer.status == 429 or error.errcode == "M_LIMIT_EXCEEDED":
-        return RetryAfter(retry_after(answer), str(error))
-    if answer.status >= 500 or error.errcode in FATAL_AUTH or answer.status < 400:
+    return result_of(error_of("send", answer))
+
+
+def result_of(error: MatrixError) -> SendResult:
+    """What a refusal on a send's way (the send's own, or its key share's) means for its
+    outbox row."""
+    if error.status == 429 or error.errcode == "M_LIMIT_EXCEEDED":
+        return RetryAfter(error.retry_after, str(error))
+    if error.status >= 500 or error.errcode in FATAL_AUTH or error.status < 400:
         return RetryAfter(None, str(error))  # a refused token is the connection's to judge
     return Permanent(str(error))  # M_FORBIDDEN (not in the room), M_NOT_FOUND, bad input
+
+
+async def call(
+    http: httpx.AsyncClient,
+    base: str,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One call's JSON object (`path`: under the client API, `/` between its parts); a
+    refused token is fatal, any other refusal a MatrixError."""
+    url = client_url(base, *path.split("/"))
+    response = await http.request(method, url, json=body, params=params)
+    answer = HttpAnswer.of(response)
+    if response.status_code == 200 and isinstance(answer.body, dict):
+        return answer.body
+    error = error_of(path, answer)
+    if response.status_code == 401 or error.errcode in FATAL_AUTH:
+        raise AdapterFatal(f"Matrix refused the token ({response.status_code} {error.errcode})")
+    raise error
 
 
 def as_dict(value: Any) -> dict[str, Any]:
