@@ -436,7 +436,10 @@ class MatrixDriver:
         self.hs.wait_syncs(count, timeout, user=MATRIX_BOT)
 
     def deafen(self) -> None:
+        """Syncs go unanswered; once hermes's next one is held, it sends no more (a sync
+        on its way as the homeserver went silent would count as a new connection's)."""
         self.hs.hang_syncs()
+        self.hs.wait_held_syncs(1)
 
     def undeafen(self) -> None:
         self.hs.unhang_syncs()
