@@ -61,7 +61,8 @@ class Platform:
     its section of config.yaml (PlatformConfig, or its own subclass of it); `edits`: its
     adapter edits a sent message (SendRequest.edit_of), so a turn's progress can show
     in one message; `webhook`: its deliveries come to the webhook listener
-    (`/webhooks/<name>`), which runs while such a platform is enabled."""
+    (`/webhooks/<name>`), which runs while such a platform is enabled; `tokens`: it
+    takes a secret from a variable (Signal's daemon holds its own)."""
 
     name: str
     limit: Limit
@@ -74,3 +75,4 @@ class Platform:
     settings: type[PlatformConfig] = PlatformConfig
     edits: bool = False
     webhook: bool = False
+    tokens: bool = True

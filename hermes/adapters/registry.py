@@ -6,6 +6,7 @@ from hermes.adapters.discord.platform import DISCORD
 from hermes.adapters.email.platform import EMAIL
 from hermes.adapters.local.platform import LOCAL
 from hermes.adapters.matrix.platform import MATRIX
+from hermes.adapters.signal.platform import SIGNAL
 from hermes.adapters.platform import Limit, Platform
 from hermes.adapters.slack.platform import SLACK
 from hermes.adapters.telegram.platform import TELEGRAM
@@ -13,7 +14,7 @@ from hermes.adapters.whatsapp.platform import WHATSAPP
 from hermes.config import PlatformConfig
 
 PLATFORMS: dict[str, Platform] = {
-    p.name: p for p in (LOCAL, TELEGRAM, SLACK, DISCORD, WHATSAPP, EMAIL, MATRIX)
+    p.name: p for p in (LOCAL, TELEGRAM, SLACK, DISCORD, WHATSAPP, EMAIL, MATRIX, SIGNAL)
 }
 SECTIONS: dict[str, type[PlatformConfig]] = {n: p.settings for n, p in PLATFORMS.items()}
 DEFAULT_LIMIT = Limit(4000, "chars")  # a platform hermes does not know (a mirror of one)

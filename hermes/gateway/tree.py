@@ -80,7 +80,7 @@ def check_platforms(config: Config, secrets_: Secrets, env_path: Path) -> None:
         if name not in known:
             have = ", ".join(sorted(known)) or "none yet"
             raise ConfigError(f"platforms.{name}: hermes has no adapter for {name!r} ({have})")
-        if not platform.token_env:
+        if known[name].tokens and not platform.token_names():
             raise ConfigError(f"platforms.{name}.token_env: name the variable holding its token")
         for variable in platform.token_names():
             if not secrets_.get(variable):

@@ -174,6 +174,7 @@ def test_limits_of_platforms():
         "whatsapp": Limit(4096, "chars"),
         "email": Limit(1_000_000, "chars"),
         "matrix": Limit(6000, "chars"),
+        "signal": Limit(2000, "utf16"),
     }
     assert [len(c) for c in chunks_for("x" * 4001, "irc")] == [4000, 1]  # unknown: 4000
 

@@ -129,14 +129,14 @@ def test_an_unknown_platform_and_a_missing_token_fail(home, monkeypatch):
     monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
     home.config_path.write_text(
         "gateway:\n  local:\n    port: 0\nops:\n  port: 0\nplatforms:\n"
-        "  signal:\n    token_env: SIGNAL_TOKEN\n"
+        "  irc:\n    token_env: IRC_TOKEN\n"
         "  telegram:\n    token_env: TELEGRAM_BOT_TOKEN\n"
         "  slack:\n    enabled: false\n"
     )
     status, checks, _ = doctor()
     assert status == 1
-    verdict, rest = checks["signal token"]
-    assert verdict == "FAIL" and "no adapter for 'signal'" in rest and "fix: remove" in rest
+    verdict, rest = checks["irc token"]
+    assert verdict == "FAIL" and "no adapter for 'irc'" in rest and "fix: remove" in rest
     verdict, rest = checks["telegram token"]
     assert verdict == "FAIL" and "TELEGRAM_BOT_TOKEN not set" in rest and "fix: set" in rest
     assert "slack token" not in checks  # disabled: not checked

@@ -1,0 +1,19 @@
+"""Signal as hermes knows it: through the user's signal-cli daemon; 2000 characters a
+message (Signal's long-message threshold: longer goes as an attachment), styles as
+text-style ranges, a pace well under what Signal lets an account send before it asks for
+a captcha, and no deduplication (a send is a new message each time)."""
+
+from hermes.adapters.platform import Limit, Pace, Platform
+from hermes.adapters.signal.adapter import SignalAdapter
+from hermes.adapters.signal.config import SignalConfig
+
+SIGNAL = Platform(
+    "signal",
+    Limit(2000, "utf16"),
+    SignalAdapter,
+    pace=Pace(5.0, 1.0, burst=5, chat_burst=3, edits_per_second=1.0),
+    secret_variables=("SIGNAL_*",),
+    token_hint="none: signal-cli holds the account (link it or register it there)",
+    settings=SignalConfig,
+    tokens=False,
+)
