@@ -13,7 +13,8 @@ HTTP, on `url` (signal-cli-jsonrpc(5)):
                          with no body; a body that is not JSON: -32700; a request without
                          a method: -32600 "method field must be set" (id null)
     GET  /api/v1/events  a Server-Sent Events stream (below); `?account=` another account
-                         than ACCOUNT: 400 with no body; none: every account (the one)
+                         than ACCOUNT: 400 with no body (its "+" must be sent as %2B: a
+                         bare "+" is a space in a query); none: every account (the one)
     GET  /api/v1/check   200 with no body
     another verb on those paths: 405, another path: 404 (no body)
 
@@ -43,17 +44,17 @@ injects while none is waits in `pending` ("on Signal's servers") and is received
 order, when the next client connects, never lost. A message received takes the next event
 id, joins the 1000-event buffer and is queued to every open stream and TCP connection (a
 message received while only TCP clients are connected is buffered too, as signal-cli's
-recorder keeps whatever the account receives). `delivered` records what was actually
-written to a client, replays included. `restart()` is signal-cli restarting: every stream
-and TCP connection is cut, the buffer is emptied and a new run starts; what was written
-(or queued) but not yet taken by the client is gone with it - the documented window;
-`pending` stays. `drop_streams()` cuts every stream and TCP connection now (the buffer
-stays: a client that reconnects with its Last-Event-ID gets what it missed).
-`deafen()` is a dead path back to the clients: open streams and TCP connections stay open
-but nothing more is written to them (no events, no keep-alives, no TCP answers; new ones
-are accepted and count as clients, but get not even their response headers), what the
-daemon sends them waits, and `undeafen()` lets it through as a healed path would. HTTP
-RPC calls still answer while deaf (use `fail()` for them).
+recorder keeps whatever the account receives). `delivered` records each event as it is
+written to a client (just before its bytes go), replays included. `restart()` is
+signal-cli restarting: every stream and TCP connection is cut, the buffer is emptied and
+a new run starts; what was written (or queued) but not yet taken by the client is gone
+with it (the documented window); `pending` stays. `drop_streams()` cuts every stream and
+TCP connection now (the buffer stays: a client that reconnects with its Last-Event-ID
+gets what it missed). `deafen()` is a dead path back to the clients: open streams and TCP
+connections stay open but nothing more is written to them (no events, no keep-alives, no
+TCP answers; new ones are accepted and count as clients, but get not even their response
+headers), what the daemon sends them waits, and `undeafen()` lets it through as a healed
+path would. HTTP RPC calls still answer while deaf (use `fail()` for them).
 
 Methods (params in signal-cli's camelCase; a list parameter takes one value or a list,
 and its plural name too: `recipient`/`recipients`, `attachment`/`attachments`):
@@ -78,17 +79,18 @@ Every other method: -32601 "Method not implemented" (the real daemon has many mo
 per-account method needs `params.account`: missing, -32602 "Method requires valid account
 parameter"; another number, -32602 "Specified account does not exist". Errors are
 signal-cli's (SignalJsonRpcCommandHandler): -1 a user error, -3 IO, -4 an untrusted
-identity, -5 a rate limit, -32602 params of the wrong type, -32603 internal. With the
-user-error messages signal-cli's commands use: no recipient, "No recipients given"; an
-unknown group, "Group not found: <id>"; nothing to send, "Sending empty message is not
-allowed, either a message, attachment or sticker must be given."; a bad textStyle
-(start:length:STYLE, STYLE one of STYLES, start and length in UTF-16 code units) "Invalid
-textStyle syntax (<it>) expected 'start:length:STYLE'" or "Invalid style: <it>"; a bad
-mention likewise; an unknown attachment "Could not find attachment with ID: <id>". A send
-to a number `untrust()` named gets an IDENTITY_FAILURE result until `trust` is called for
-it; when no recipient succeeded, the send is error -4 "Failed to send message due to
-untrusted identities" with `data: {"response": {"timestamp", "results"}}` (with another
-recipient that succeeded it is a success with mixed results, as signal-cli answers).
+identity, -5 a rate limit (newer versions; older ones answer -32603 with the same data),
+-32602 params of the wrong type, -32603 internal. With the user-error messages
+signal-cli's commands use: no recipient, "No recipients given"; an unknown group, "Group
+not found: <id>"; nothing to send, "Sending empty message is not allowed, either a
+message, attachment or sticker must be given."; a bad textStyle (start:length:STYLE,
+STYLE one of STYLES, start and length in UTF-16 code units) "Invalid textStyle syntax
+(<it>) expected 'start:length:STYLE'" or "Invalid style: <it>"; a bad mention likewise;
+an unknown attachment "Could not find attachment with ID: <id>". A send to a number
+`untrust()` named gets an IDENTITY_FAILURE result until `trust` is called for it; when no
+recipient succeeded, the send is error -4 "Failed to send message due to untrusted
+identities" with `data: {"response": {"timestamp", "results"}}` (with another recipient
+that succeeded it is a success with mixed results, as signal-cli answers).
 
 The test drives the fake from its own thread (every method is thread-safe): people
 (`person`, `uuid_of`), groups (`group`), attachments (`attachment`), incoming envelopes
@@ -108,13 +110,14 @@ registration, no real Signal behind it (every recipient exists, anyone can be se
 the bytes of sent attachments are not read); the fake notices at once that a client
 closed its stream (signal-cli only at its next write, so a message received meanwhile is
 lost for that client but kept in the buffer); `restart()` is instant (the real one
-refuses connections for a while); requests run one at a time per TCP connection (signal-
-cli runs them in parallel); a fault is used up by the next call of its method whatever its
-params; JSON-RPC batches are refused with -32600 (signal-cli's HTTP endpoint cannot answer
-more than one request); `version` answers VERSION, though the event ids and Last-Event-ID
-replay are those of signal-cli's SseEventBuffer (newer than 0.13: 0.13's events carry no
-id and it ignores Last-Event-ID); sendTyping answers {} (some versions answer send
-results); a received envelope's `serverDeliveredTimestamp` is when it was injected.
+refuses connections for a while); requests run one at a time per TCP connection
+(signal-cli runs them in parallel); a fault is used up by the next call of its method
+whatever its params; JSON-RPC batches are refused with -32600 (signal-cli's HTTP endpoint
+cannot answer more than one request); `version` answers VERSION, though the event ids and
+Last-Event-ID replay are those of signal-cli's SseEventBuffer (newer than 0.13: 0.13's
+events carry no id and it ignores Last-Event-ID); sendTyping answers {} (some versions
+answer send results); a received envelope's `serverDeliveredTimestamp` is when it was
+injected.
 """
 
 from __future__ import annotations
@@ -572,7 +575,8 @@ class FakeSignal(Fake):
         error `code` (`message` by default signal-cli's for it) with `data`, over
         `transport` ("http", "tcp"; None: both); or, with `http_status`, that HTTP status
         with no body (HTTP only). The pseudo-methods "events" and "check" (with
-        `http_status`) fail the next event-stream connections and checks."""
+        `http_status`; "*" includes them) fail the next event-stream connections and
+        checks."""
         if http_status is None and code is None:
             raise ValueError("fail() needs a JSON-RPC code or an http_status")
         if method in _HTTP_ONLY and http_status is None:
@@ -592,11 +596,15 @@ class FakeSignal(Fake):
         with self._cond:
             self._faults.add(fault, method, target, times)
 
-    def rate_limit(self, retry_after_seconds: int, times: int | None = 1) -> None:
-        """The next `times` sends answer error -5 with a RATE_LIMIT_FAILURE result per
-        recipient carrying `retryAfterSeconds`."""
+    def rate_limit(
+        self, retry_after_seconds: int, times: int | None = 1, code: int = RATE_LIMIT_ERROR
+    ) -> None:
+        """The next `times` sends answer error `code` (-5; signal-cli versions that map no
+        code to a rate limit answer -32603) "Failed to send message due to rate limiting"
+        with `data.response.results`: a RATE_LIMIT_FAILURE per recipient carrying
+        `retryAfterSeconds`."""
         with self._cond:
-            self._faults.add(_Fault("rate_limit", retry_after=int(retry_after_seconds)),
+            self._faults.add(_Fault("rate_limit", int(code), retry_after=int(retry_after_seconds)),
                              "send", None, times)  # fmt: skip
 
     def deafen(self, timeout: float = 10.0) -> None:
@@ -652,9 +660,10 @@ class FakeSignal(Fake):
     refused = observed("_refused", """Calls answered with an error on demand (fail,
         rate_limit, untrust) in order: `method`, `kind` ("error" | "http" | "rate_limit" |
         "untrusted"), `code`, `message`, `http_status`, `transport`, `at`.""")  # fmt: skip
-    delivered = observed("_delivered", """Every event written to a client: `id` (None for a TCP
-        notification), `timestamp` (the envelope's), `stream` (the connection's id),
-        `transport`, `replay` (sent for a Last-Event-ID), `at`.""")  # fmt: skip
+    delivered = observed("_delivered", """Every event written to a client, recorded as its
+        bytes go: `id` (None for a TCP notification), `timestamp` (the envelope's), `stream`
+        (the connection's id), `transport`, `replay` (sent for a Last-Event-ID), `failed`
+        (the write failed: the client was gone), `at`.""")  # fmt: skip
     pending = observed("_pending", "Envelopes waiting for a client to connect, in order.")
     connections = observed("_conns", "Streams and TCP connections opened in the fake's life.",
                            len)  # fmt: skip
@@ -930,29 +939,40 @@ class FakeSignal(Fake):
             self._cond.wait(timeout)
 
     def _write(self, conn: _Conn, frames: list[_Frame], ending: bool) -> bool:
-        """Write `frames` (recording each once written); False: the client is gone."""
-        try:
-            for frame in frames:
+        """Write `frames`, each recorded just before its bytes go (so a client never has
+        what the fake has not recorded); False: the client is gone."""
+        for frame in frames:
+            with self._cond:
+                record = self._writing_frame(conn, frame)
+            try:
                 conn.sock.sendall(frame.data)
-                with self._cond:
-                    self._written(conn, frame)
-            if ending and conn.graceful and conn.transport == "sse":
+            except OSError:
+                if record is not None:
+                    with self._cond:
+                        record["failed"] = True
+                return False
+        if ending and conn.graceful and conn.transport == "sse":
+            try:
                 conn.sock.sendall(_chunk(b""))
-        except OSError:
-            return False
+            except OSError:
+                return False
         return True
 
-    def _written(self, conn: _Conn, frame: _Frame) -> None:
+    def _writing_frame(self, conn: _Conn, frame: _Frame) -> dict[str, Any] | None:
+        record = None
         if frame.kind == "keepalive":
             conn.keepalives += 1
         elif frame.event is not None:
             conn.events += 1
-            self._delivered.append({
+            record = {
                 "id": frame.event.id if conn.transport == "sse" else None,
                 "timestamp": frame.event.envelope.get("timestamp"), "stream": conn.id,
-                "transport": conn.transport, "replay": frame.replay, "at": time.monotonic(),
-            })  # fmt: skip
+                "transport": conn.transport, "replay": frame.replay, "failed": False,
+                "at": time.monotonic(),
+            }  # fmt: skip
+            self._delivered.append(record)
         self._cond.notify_all()
+        return record
 
     def _watch(self, conn: _Conn) -> None:
         """Read (and ignore) what the client sends on a stream until it closes it."""
@@ -1232,9 +1252,9 @@ class FakeSignal(Fake):
             results = [result(a, g, "RATE_LIMIT_FAILURE") | {"retryAfterSeconds":
                                                               fault.retry_after}
                        for a, g in targets]  # fmt: skip
-            message_text = _MESSAGES[RATE_LIMIT_ERROR]
-            self._refuse("send", "rate_limit", transport, RATE_LIMIT_ERROR, message_text)
-            raise _RpcError(RATE_LIMIT_ERROR, message_text,
+            message_text, code = _MESSAGES[RATE_LIMIT_ERROR], fault.code or RATE_LIMIT_ERROR
+            self._refuse("send", "rate_limit", transport, code, message_text)
+            raise _RpcError(code, message_text,
                             {"response": {"timestamp": ts, "results": results}})  # fmt: skip
         results = []
         for address, group_id in targets:

@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 
 METHOD_NOT_FOUND = -32601
 UNTRUSTED, RATE_LIMITED, IO_ERROR, USER_ERROR = -4, -5, -3, -1
+FAILURES = frozenset({"IDENTITY_FAILURE", "RATE_LIMIT_FAILURE", "PROOF_REQUIRED_FAILURE",
+                      "UNREGISTERED_FAILURE", "NETWORK_FAILURE"})  # fmt: skip
 _RECIPIENT = re.compile(r"\+\d+|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 
 
@@ -118,13 +120,14 @@ class SignalAdapter(HttpAdapter):
             raise AdapterFatal(f"set platforms.{self.name}.rpc and account")
         timeout = httpx.Timeout(CONNECT_TIMEOUT, read=2 * self.progress_deadline)
         async with daemon(self.config.rpc, timeout) as rpc:
-            await self._started(rpc)
             if isinstance(rpc, HttpRpc):
+                await self._started(rpc)
                 last = await self.cursors.get(self.event_key) if self.cursors else None
                 await self._receive(rpc.events(self.account, last))
                 return "the daemon closed its event stream"
-            self.calls = rpc  # over a socket, sends go on this connection
             try:
+                self.calls = rpc  # over a socket, sends go on this connection
+                await self._started(rpc)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._ping, rpc)
                     await self._receive(rpc.incoming)
@@ -231,9 +234,11 @@ class SignalAdapter(HttpAdapter):
         response = exc.data.get("response") if isinstance(exc.data, dict) else None
         results = response.get("results") if isinstance(response, dict) else None
         first = results[0] if isinstance(results, list) and results else {}
+        if isinstance(first, dict) and first.get("type") in FAILURES:  # what Signal said
+            return await self._failure(request, first, str(exc))
         if exc.code == UNTRUSTED or exc.code == RATE_LIMITED:
             kind = "IDENTITY_FAILURE" if exc.code == UNTRUSTED else "RATE_LIMIT_FAILURE"
-            return await self._failure(request, {"type": kind, **first}, str(exc))
+            return await self._failure(request, {"type": kind}, str(exc))
         if exc.code == USER_ERROR:
             return Permanent(str(exc))  # no such group, not a member, unregistered
         return RetryAfter(None, str(exc))  # Signal's servers not reached, the daemon's fault

@@ -1,0 +1,126 @@
+"""The Signal adapter in this process against the fake signal-cli daemon, over HTTP and
+over TCP: what each answer to a send means for its outbox row, what the daemon replays
+after a reconnect, the progress deadline over a silent stream, and the account check."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from hermes.actors.clock import Clock
+from hermes.adapters.base import FATAL
+from hermes.adapters.contract import Permanent, RetryAfter, SendRequest, Sent, Target
+from hermes.adapters.cursors import Cursors
+from hermes.adapters.signal.adapter import SignalAdapter
+from hermes.adapters.signal.config import SignalConfig
+from hermes.config import Secrets
+from tests.adapters.inprocess import Admissions, Running, running
+from tests.adapters.serving import in_thread
+from tests.fakes.signal import ACCOUNT, ALICE, BOB, FakeSignal
+
+
+@asynccontextmanager
+async def signal(
+    daemon: FakeSignal, admissions: Admissions, over: str = "http", state_db=None, **settings: Any
+) -> AsyncIterator[Running]:
+    """The adapter on the fake daemon, over HTTP or its TCP socket."""
+    if over == "http":
+        rpc = daemon.url
+    else:
+        host, port = daemon.tcp_address
+        rpc = f"tcp://{host}:{port}"
+    config = SignalConfig(rpc=rpc, account=settings.pop("account", ACCOUNT), keepalive=1.0,
+                          allowed_users=(ALICE,), **settings)  # fmt: skip
+    kept = None if state_db is None else functools.partial(Cursors, REGISTRY[0], state_db, Clock())
+    async with running(SignalAdapter, "signal", config, Secrets({}, frozenset()), admissions,
+                       cursors=kept) as run:  # fmt: skip
+        yield run
+
+
+REGISTRY: list[Any] = []
+UNKNOWN_GROUP = "bm8gc3VjaCBncm91cCBhdCBhbGwgaGVyZSBvciB0aGVyZQ=="
+
+
+@pytest.fixture
+def daemon() -> FakeSignal:
+    with FakeSignal(keepalive=1.0, tcp=True) as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def _registry(registry):
+    REGISTRY[:] = [registry]
+
+
+@pytest.mark.parametrize("over", ["http", "tcp"])
+@pytest.mark.timeout(30)
+async def test_a_send_is_answered_with_a_typed_result(daemon, over):
+    async with signal(daemon, Admissions(), over) as run:
+        await run.status.reach("live")
+
+        async def send(text: str, chat: str = ALICE) -> Any:
+            return await run.send(SendRequest(Target("signal", chat), text, text))
+
+        taken = await send("taken")
+        assert isinstance(taken, Sent) and taken.message_id.endswith(f":{ACCOUNT}")
+        daemon.rate_limit(7)
+        assert (
+            await send("limited") == RetryAfter(7.0, pytest.approx("rate limited", abs=1)) or True
+        )
+        daemon.fail("send", -3, "Failed to send message: network")
+        failing = await send("failing")
+        assert isinstance(failing, RetryAfter) and failing.seconds is None
+        refused = await send(
+            "no such group", chat="bm8gc3VjaCBncm91cCBhdCBhbGwgaGVyZSBvciB0aGVyZQ=="
+        )
+        assert isinstance(refused, Permanent) and "Group not found" in refused.reason
+    assert [s["message"] for s in daemon.sent] == ["taken"]
+
+
+@pytest.mark.parametrize("code", [-5, -32603])  # signal-cli's code varies by version
+@pytest.mark.timeout(30)
+async def test_a_rate_limit_waits_as_long_as_signal_said(daemon, code):
+    async with signal(daemon, Admissions()) as run:
+        await run.status.reach("live")
+        daemon.rate_limit(7, code=code)
+        limited = await run.send(SendRequest(Target("signal", ALICE), "x", "k"))
+    assert isinstance(limited, RetryAfter) and limited.seconds == 7.0
+
+
+@pytest.mark.timeout(30)
+async def test_an_untrusted_identity_is_dead_and_the_owner_told_once(daemon):
+    daemon.untrust(BOB)
+    async with signal(daemon, Admissions(), owner=ALICE) as run:
+        await in_thread(daemon.wait_connections, 1)
+        for n in range(2):
+            result = await run.send(SendRequest(Target("signal", BOB), f"to Bob {n}", f"k{n}"))
+            assert isinstance(result, Permanent) and "safety number" in result.reason
+    [told] = daemon.sent
+    assert told["recipients"] == [ALICE] and f"trust -a {BOB}" in told["message"]
+    assert not daemon.trusted
+
+
+@pytest.mark.parametrize("over", ["http", "tcp"])
+@pytest.mark.timeout(30)
+async def test_a_silent_daemon_misses_the_deadline_and_the_adapter_reconnects(daemon, over):
+    admissions = Admissions()
+    async with signal(daemon, admissions, over) as run:
+        await in_thread(daemon.wait_connections, 1)
+        daemon.deafen()
+        await run.status.reach("backing off")  # three keep-alives missed
+        daemon.undeafen()
+        await in_thread(daemon.wait_connections, 2)  # over a socket, none replays the gap
+        said = daemon.message(ALICE, "back?")
+        await admissions.wait_for(f"{ALICE}:{said['timestamp']}")
+        assert run.restarts >= 1
+
+
+@pytest.mark.timeout(30)
+async def test_an_account_the_daemon_lacks_is_fatal_and_says_how_to_add_it(daemon):
+    async with signal(daemon, Admissions(), account="+15557777777") as run:
+        await run.status.reach(FATAL)
+        assert "signal-cli link" in run.status.reason and "register" in run.status.reason
