@@ -1,6 +1,6 @@
 """The adapter conformance kit: what every adapter and its fake must show, parametrized over
-the adapters: the local endpoint, Telegram, Slack, Discord and WhatsApp (built in, against
-their fakes in tests/fakes/). WhatsApp is pushed to (webhooks): it has no connection to
+the adapters: the local endpoint, Telegram, Slack, Discord, WhatsApp, email, Matrix and
+Signal (built in, against their fakes in tests/fakes/). WhatsApp is pushed to (webhooks): it has no connection to
 keep alive, so the items about connections (deafness, a token refused at connect, bots)
 are the connected platforms' only; its deliveries come again, like the local endpoint's
 retries, so the replay step runs on it.
@@ -19,6 +19,15 @@ a half-open socket, a gateway that stops acknowledging heartbeats.
 Email is connected (an IMAP connection in IDLE, its NOOPs the progress); its deliveries
 come again (a copy of a mail with the same Message-ID); a bot is a program's mail
 (Auto-Submitted); deaf is an IMAP session that stops answering.
+
+Matrix is connected (a /sync long poll, each answer the progress), in a DM in the clear
+and in an encrypted one (Alice on a client that encrypts as Element does); a bot marks
+its messages `m.notice`; deaf is a homeserver that holds syncs and never answers. Its
+seam acknowledges by the next sync's `since`. Signal runs the items through serve and
+the deadline (the daemon's event stream, its keep-alives the progress; a replayed
+message comes again); it has no bots and no token (the daemon holds the account), and
+nothing is acknowledged to the daemon (a reconnect names the last admitted event: the
+Signal tests show it).
 
 The seam's own promises (the second part) are shown on each chat platform's adapter in
 this process (tests/adapters/inprocess.py) with an `admit` the kit holds open while it
@@ -82,6 +91,8 @@ from tests.adapters.matrix.serving import TOKEN_VAR as MATRIX_VAR
 from tests.adapters.matrix.serving import MatrixServe, element
 from tests.adapters.relay import HeldRelay
 from tests.adapters.serving import Serve, in_thread, serving, until_line
+from tests.adapters.signal.serving import KEEPALIVE as SIGNAL_KEEPALIVE
+from tests.adapters.signal.serving import SignalServe
 from tests.adapters.slack.serving import APP_VAR as SLACK_APP_VAR
 from tests.adapters.slack.serving import BOT_VAR as SLACK_BOT_VAR
 from tests.adapters.slack.serving import SlackServe
@@ -103,6 +114,8 @@ from tests.fakes.matrix import HERMES_TOKEN as MATRIX_TOKEN
 from tests.fakes.matrix import FakeMatrix
 from tests.fakes.matrix_client import Received
 from tests.fakes.openai import text_answer
+from tests.fakes.signal import ALICE as SIGNAL_USER
+from tests.fakes.signal import FakeSignal
 from tests.fakes.slack import APP_TOKEN as SLACK_APP_TOKEN
 from tests.fakes.slack import BOT_TOKEN as SLACK_TOKEN
 from tests.fakes.slack import FakeSlack
@@ -475,6 +488,51 @@ def answers(messages: list[Received]) -> list[str]:
     return list(texts.values())
 
 
+class SignalDriver:
+    """A Signal user: Alice's messages reach the fake signal-cli daemon, which pushes them
+    on its event stream (held on Signal's servers while serve is away); deaf is a daemon
+    whose stream stops, keep-alives and all. Signal has no bots, and the daemon holds
+    the account (no token to revoke): the connected items are not Signal's."""
+
+    name = "signal"
+    replays = True  # a message the daemon replays after a reconnect comes again
+    deaf_restarts = True
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.daemon: FakeSignal = serve.platform
+        self.envelopes: dict[str, dict[str, Any]] = {}  # the kit's ref -> what was said
+
+    async def say(self, text: str, ref: str) -> None:
+        before = len(self.daemon.sent)
+        self.start_saying(None, text, ref)
+        await in_thread(self.daemon.wait_sent, before + 1, 30.0)
+
+    def start_saying(self, nursery: trio.Nursery | None, text: str, ref: str) -> None:
+        self.envelopes[ref] = self.daemon.message(SIGNAL_USER, text)
+
+    async def say_again(self, text: str, ref: str) -> None:
+        before = len(self.daemon.delivered)
+        self.daemon.envelope(self.envelopes[ref])  # the same sender and timestamp
+        await in_thread(self.daemon.wait_delivered, before + 1, 30.0)
+        await in_thread(self.daemon.wait_open_streams, 1)
+
+    def received(self) -> list[str]:
+        return [s["message"] for s in self.daemon.sent]
+
+    def polls(self) -> int:
+        return self.daemon.connections
+
+    def wait_polls(self, count: int, timeout: float = 30.0) -> None:
+        self.daemon.wait_connections(count, timeout)
+
+    def deafen(self) -> None:
+        self.daemon.deafen()
+
+    def undeafen(self) -> None:
+        self.daemon.undeafen()
+
+
 @contextlib.contextmanager
 def serve_on(name: str, home, model) -> Iterator[Serve]:
     """Serve on the test's home with `name`'s fake (the local endpoint: serve with no chat
@@ -495,6 +553,8 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
         fake, harness = FakeWhatsApp(), WhatsAppServe
     elif name.startswith("matrix"):
         fake, harness = FakeMatrix(), MatrixServe
+    elif name == "signal":
+        fake, harness = FakeSignal(keepalive=SIGNAL_KEEPALIVE), SignalServe
     else:
         fake, harness = FakeDiscord(), DiscordServe
     with fake, serving(harness, fake, home, model) as serve:
@@ -504,7 +564,7 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
 DRIVERS = {"local": LocalDriver, "telegram": TelegramDriver, "slack": SlackDriver,
            "discord": DiscordDriver, "whatsapp": WhatsAppDriver,
            "email": EmailDriver, "matrix": MatrixDriver,
-           "matrix-encrypted": EncryptedMatrixDriver}  # fmt: skip
+           "matrix-encrypted": EncryptedMatrixDriver, "signal": SignalDriver}  # fmt: skip
 CONNECTED = (
     "telegram",
     "slack",
@@ -552,7 +612,7 @@ def connected(request, driven):
         yield platform
 
 
-@pytest.fixture(params=[n for n in CONNECTED if DRIVERS[n].deaf_restarts])
+@pytest.fixture(params=[n for n in (*CONNECTED, "signal") if DRIVERS[n].deaf_restarts])
 def deaf(request, driven):
     """Where going deaf is caught by the progress deadline (Discord's gateway catches
     a silent connection by its heartbeats first: tests/adapters/discord)."""
