@@ -1,8 +1,9 @@
 """The adapter conformance kit: what every adapter and its fake must show, parametrized over
 the adapters: the local endpoint, Telegram, Slack, Discord, WhatsApp, email, Matrix and
-Signal (built in, against their fakes in tests/fakes/). WhatsApp is pushed to (webhooks): it has no connection to
-keep alive, so the items about connections (deafness, a token refused at connect, bots)
-are the connected platforms' only; its deliveries come again, like the local endpoint's
+Signal (built in, against their fakes in tests/fakes/). WhatsApp is pushed to (webhooks):
+it has no connection to keep alive, so the items about connections (deafness, a token
+refused at connect, bots) are the connected platforms' only; its deliveries come again,
+like the local endpoint's
 retries, so the replay step runs on it.
 
 Through `hermes serve` as a real process (the first part): each driver speaks to serve
