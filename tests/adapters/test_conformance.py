@@ -3,8 +3,7 @@ the adapters: the local endpoint, Telegram, Slack, Discord, WhatsApp, email, Mat
 Signal (built in, against their fakes in tests/fakes/). WhatsApp is pushed to (webhooks):
 it has no connection to keep alive, so the items about connections (deafness, a token
 refused at connect, bots) are the connected platforms' only; its deliveries come again,
-like the local endpoint's
-retries, so the replay step runs on it.
+like the local endpoint's retries, so the replay step runs on it.
 
 Through `hermes serve` as a real process (the first part): each driver speaks to serve
 the way its platform's users do (the local endpoint: a WebSocket client; the chat
