@@ -2,7 +2,7 @@
 
 Run: python bench/chat.py PLATFORM [--rate R]   (from the repository root; about a minute)
 PLATFORM names a file bench/chat_<PLATFORM>.py (telegram, slack, discord, whatsapp,
-matrix), which holds what is that platform's own: its fake's surface, the bare echo client,
+matrix, signal), which holds what is that platform's own: its fake's surface, the bare echo client,
 how a reply is matched to its message and checked, where its latency is split (its
 docstring says).
 Everything else is here, the same for all; a platform added later gets its bench by
@@ -644,7 +644,7 @@ def main() -> None:
     parser.add_argument("platform", choices=platforms())
     parser.add_argument("--rate", type=float, help="messages offered per second "
                         "(default: the platform's; telegram 25, slack and discord 50, "
-                        "whatsapp 5, matrix 8)")  # fmt: skip
+                        "whatsapp 5, matrix 8, signal 4)")  # fmt: skip
     parser.add_argument("--echo-client", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     platform: Platform = importlib.import_module(f"chat_{args.platform}").PLATFORM
