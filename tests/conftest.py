@@ -148,3 +148,10 @@ def taken_port() -> Iterator[int]:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         yield holder.getsockname()[1]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that take a minute first (`pytest.mark.minute`): the two workers take them
+    at the start, and the rest, short, evens out at the end; met last, one of them would
+    keep a worker busy long after the other had finished."""
+    items.sort(key=lambda item: item.get_closest_marker("minute") is None)

@@ -39,3 +39,18 @@ def test_platform_settings_are_checked_like_the_rest_of_config(home):
     done = hermes("config", "show")
     assert done.returncode == 2
     assert "platforms['telegram'].group_policy: must be one of" in done.stderr
+
+
+def test_a_platform_needs_a_secret_variable_named_unless_it_takes_none(home, monkeypatch):
+    monkeypatch.delenv("MATRIX_PASSWORD", raising=False)
+    home.config_path.write_text("platforms:\n  telegram:\n    base_url: http://x\n")
+    done = hermes("serve")
+    assert done.returncode == 2
+    assert "platforms.telegram.token_env: name the variable holding its token" in done.stderr
+    home.config_path.write_text(  # a password instead of a token: named, so checked
+        "platforms:\n  matrix:\n    base_url: http://x\n    user_id: '@h:x'\n"
+        "    password_env: MATRIX_PASSWORD\n"
+    )
+    done = hermes("serve")
+    assert done.returncode == 2
+    assert "the token variable MATRIX_PASSWORD is not set" in done.stderr

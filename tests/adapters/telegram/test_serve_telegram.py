@@ -250,6 +250,7 @@ STORM = 60.0  # seconds of 409s: another copy of the bot polling the same token
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.minute
 async def test_a_409_storm_recovers_by_itself_with_one_poller(serve, model, tg):
     model.script(text_answer("after the storm"))
     serve.start()
