@@ -606,7 +606,8 @@ def pace_lines(pace: Any, sends: list[dict[str, Any]], chat: str) -> tuple[list[
     overall, least = held(times, pace.per_second, pace.burst)
     by_chat: dict[Any, list[float]] = defaultdict(list)
     for s in sends:
-        by_chat[s[chat]].append(s["at"])
+        where = s[chat]  # a list of recipients (Signal's) is one chat
+        by_chat[tuple(where) if isinstance(where, list) else where].append(s["at"])
     per_chat = [held(v, pace.per_chat_per_second, pace.chat_burst) for v in by_chat.values()]
     chat_near = sum(near for near, _ in per_chat)
     chat_least = min((least for _, least in per_chat), default=math.inf)

@@ -6,8 +6,8 @@ from hermes.adapters.discord.platform import DISCORD
 from hermes.adapters.email.platform import EMAIL
 from hermes.adapters.local.platform import LOCAL
 from hermes.adapters.matrix.platform import MATRIX
-from hermes.adapters.signal.platform import SIGNAL
 from hermes.adapters.platform import Limit, Platform
+from hermes.adapters.signal.platform import SIGNAL
 from hermes.adapters.slack.platform import SLACK
 from hermes.adapters.telegram.platform import TELEGRAM
 from hermes.adapters.whatsapp.platform import WHATSAPP

@@ -29,6 +29,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,8 @@ from hermes.adapters.media import save
 from hermes.adapters.signal.config import SignalConfig
 from hermes.adapters.signal.inbound import message_id, read_envelope
 from hermes.adapters.signal.rpc import (
+    MAX_LINE,
+    TOO_LARGE,
     HttpRpc,
     Incoming,
     RpcError,
@@ -64,10 +67,12 @@ from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
 
-METHOD_NOT_FOUND = -32601
+INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32600, -32601, -32602
 UNTRUSTED, RATE_LIMITED, IO_ERROR, USER_ERROR = -4, -5, -3, -1
 FAILURES = frozenset({"IDENTITY_FAILURE", "RATE_LIMIT_FAILURE", "PROOF_REQUIRED_FAILURE",
                       "UNREGISTERED_FAILURE", "NETWORK_FAILURE"})  # fmt: skip
+# How the daemon going away shows (a restart of it, a cut stream): a reconnect, not a crash.
+GONE = (RpcGone, httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, OSError)
 _RECIPIENT = re.compile(r"\+\d+|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 
 
@@ -90,6 +95,7 @@ class SignalAdapter(HttpAdapter):
         self.over_http = (config.rpc or "").startswith(("http://", "https://"))
         self.calls: HttpRpc | SocketRpc | None = None
         self.single_account = False  # the daemon runs for one account: no `account` param
+        self.replaying = False  # an event id is kept: a reconnect replays after it
         self.told_owner: set[str] = set()  # numbers whose changed identity the owner heard of
 
     @classmethod
@@ -97,6 +103,10 @@ class SignalAdapter(HttpAdapter):
         """The daemon answers and has the account (doctor: Signal has no token)."""
         if not isinstance(config, SignalConfig) or not config.rpc or not config.account:
             raise AdapterFatal("set platforms.signal.rpc and account")
+        if not config.rpc.startswith(("http://", "https://")):  # a connection is a receiver
+            return (f"{config.account} over {config.rpc}: not asked (a connection would take"
+                    " the messages waiting on Signal; run the daemon with"
+                    " --receive-mode=on-connection)")  # fmt: skip
         async with daemon(config.rpc, httpx.Timeout(CONNECT_TIMEOUT)) as rpc:
             version, _ = await _hello(rpc, config.account)
         return (f"{config.account} on signal-cli {version} (run the daemon with"
@@ -118,19 +128,35 @@ class SignalAdapter(HttpAdapter):
     async def connect(self) -> str | None:
         if not self.config.rpc or not self.account:
             raise AdapterFatal(f"set platforms.{self.name}.rpc and account")
+        try:
+            return await self._connected()
+        except GONE as exc:
+            return f"the daemon went ({exc!r}): connecting again"  # a restart of it
+        except BaseExceptionGroup as group:  # from the socket's reader and its pings
+            gone, rest = group.split(GONE)
+            if rest is not None or gone is None:
+                raise
+            return f"the daemon went ({gone.exceptions[0]!r}): connecting again"
+
+    async def _connected(self) -> str:
+        assert self.config.rpc
         timeout = httpx.Timeout(CONNECT_TIMEOUT, read=2 * self.progress_deadline)
-        async with daemon(self.config.rpc, timeout) as rpc:
+        cap = max(MAX_LINE, self.config.max_attachment * 4 // 3 + MAX_LINE)
+        async with daemon(self.config.rpc, timeout, cap) as rpc:
             if isinstance(rpc, HttpRpc):
                 await self._started(rpc)
                 last = await self.cursors.get(self.event_key) if self.cursors else None
-                await self._receive(rpc.events(self.account, last))
+                self.replaying = last is not None
+                async with aclosing(rpc.events(self.account, last)) as events:
+                    await self._receive(events)
                 return "the daemon closed its event stream"
             try:
                 self.calls = rpc  # over a socket, sends go on this connection
                 await self._started(rpc)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._ping, rpc)
-                    await self._receive(rpc.incoming)
+                    await self._receive(rpc.incoming)  # until the daemon closes it
+                    nursery.cancel_scope.cancel()
             finally:
                 self.calls = None
         return "the daemon closed the connection"
@@ -146,22 +172,38 @@ class SignalAdapter(HttpAdapter):
         lives."""
         while True:
             await trio.sleep(self.config.keepalive)
-            await rpc.call("version")
+            try:
+                await rpc.call("version")
+            except RpcGone:
+                return  # the connection ended: what it brought is taken, then it ends
             self.progress()
+            self.settled()
 
     async def _receive(self, incoming: AsyncIterable[Incoming]) -> None:
         async for item in incoming:
             self.progress()
+            self.settled()  # the stream worked past its start: if it ends, reconnect at once
             if item.params is None:
                 continue  # a keep-alive
-            self.settled()
-            found = read_envelope(item.params, self.account, self.platform)
-            if found is None:
-                continue
+            account = item.params.get("account")
+            if account is not None and account != self.account:
+                continue  # a daemon with more accounts sends a socket all of theirs
+            try:
+                found = read_envelope(item.params, self.account, self.platform)
+            except Exception as exc:  # anyone's bytes, whatever they break: never a crash
+                log.warning("%s: an envelope that does not read: %r", self.name, exc)
+                found = None
             cursor = None
             if item.event_id is not None and self.cursors is not None:
                 cursor = Cursor(self.event_key, item.event_id)
-            await self.admit(found.event, cursor)
+            if found is not None:
+                await self.admit(found.event, cursor)
+                self.replaying = self.replaying or cursor is not None
+            elif cursor is not None and not self.replaying:
+                # The first event ever: kept, so a crash before the next admission
+                # still replays from here (the daemon replays only after an id).
+                await self.cursors.put(cursor.key, cursor.value)
+                self.replaying = True
 
     # -- attachments ----------------------------------------------------------------------
 
@@ -183,7 +225,9 @@ class SignalAdapter(HttpAdapter):
         if isinstance(size, int) and size > self.config.max_attachment:
             raise ValueError(f"it is {size} bytes, over {self.config.max_attachment}")
         where = {k: ref[k] for k in ("recipient", "groupId") if k in ref}
-        found = await self.calls.call("getAttachment", self.params(id=str(ref["id"]), **where))
+        cap = self.config.max_attachment * 4 // 3 + MAX_LINE
+        found = await self.calls.call("getAttachment", self.params(id=str(ref["id"]), **where),
+                                      limit=cap)  # fmt: skip
         encoded = found.get("data") if isinstance(found, dict) else None
         if not isinstance(encoded, str) or len(encoded) > self.config.max_attachment * 4 // 3 + 4:
             raise ValueError("the daemon gave no data, or more than the cap")
@@ -233,29 +277,35 @@ class SignalAdapter(HttpAdapter):
     async def _refused(self, request: SendRequest, exc: RpcError) -> SendResult:
         response = exc.data.get("response") if isinstance(exc.data, dict) else None
         results = response.get("results") if isinstance(response, dict) else None
-        first = results[0] if isinstance(results, list) and results else {}
-        if isinstance(first, dict) and first.get("type") in FAILURES:  # what Signal said
-            return await self._failure(request, first, str(exc))
+        failed = [r for r in results if isinstance(r, dict) and r.get("type") in FAILURES] if (
+            isinstance(results, list)) else []  # fmt: skip
+        if failed:  # what Signal said of each recipient
+            return await self._failure(request, failed[0], str(exc))
         if exc.code == UNTRUSTED or exc.code == RATE_LIMITED:
             kind = "IDENTITY_FAILURE" if exc.code == UNTRUSTED else "RATE_LIMIT_FAILURE"
             return await self._failure(request, {"type": kind}, str(exc))
-        if exc.code == USER_ERROR:
-            return Permanent(str(exc))  # no such group, not a member, unregistered
-        return RetryAfter(None, str(exc))  # Signal's servers not reached, the daemon's fault
+        if exc.code in (USER_ERROR, INVALID_REQUEST, INVALID_PARAMS):
+            return Permanent(str(exc))  # no such group, not a member, a request it refuses
+        if exc.code in (IO_ERROR, TOO_LARGE):
+            return RetryAfter(None, str(exc))  # Signal's servers not reached: nothing sent
+        return Unconfirmed(str(exc))  # the daemon failed mid-way, or its answer was lost
 
     async def _failure(self, request: SendRequest, result: Any, said: str) -> SendResult:
         kind = result.get("type") if isinstance(result, dict) else None
         wait = result.get("retryAfterSeconds") if isinstance(result, dict) else None
         wait = float(wait) if isinstance(wait, int | float) and not isinstance(wait, bool) else None
         if kind == "IDENTITY_FAILURE":
-            await self._tell_owner(request.target.chat_id)
-            return Permanent(f"{request.target.chat_id}'s safety number changed: not trusted"
-                             " (the owner was told)")  # fmt: skip
+            address = result.get("recipientAddress") if isinstance(result, dict) else None
+            who = (address or {}).get("number") if isinstance(address, dict) else None
+            who = who if isinstance(who, str) else request.target.chat_id  # a group's member
+            await self._tell_owner(who)
+            return Permanent(f"{who}'s safety number changed: not trusted (the owner was"
+                             " told)")  # fmt: skip
         if kind in ("RATE_LIMIT_FAILURE", "PROOF_REQUIRED_FAILURE"):
             if kind == "PROOF_REQUIRED_FAILURE":
                 log.error("%s: Signal asks for a captcha before more sends (signal-cli"
                           " submitRateLimitChallenge)", self.name)  # fmt: skip
-            return RetryAfter(wait, f"rate limited by Signal ({said})")
+            return RetryAfter(wait, f"rate limited by Signal ({said})", scope_wide=True)
         if kind == "UNREGISTERED_FAILURE":
             return Permanent(f"{request.target.chat_id} is not on Signal")
         return RetryAfter(None, f"{kind or 'failed'} ({said})")

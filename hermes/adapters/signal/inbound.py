@@ -5,7 +5,8 @@ indicators, edits (`editMessage`: the original was answered), remote deletes, st
 group updates and sync messages (what the account's own other devices did) are not,
 and neither is anything the account sent. A group's id is its chat; in a group hermes
 is mentioned by a mention of its account or a quote of one of its messages. Signal
-marks a mention with U+FFFC in the text; it is written back as `@name`.
+marks a mention with U+FFFC in the text; it is written back as `@hermes` or `@someone`
+(never a number).
 
 A message is known by its sender and its timestamp (Signal's own way: a quote names
 them), so the event id is both, and a message id is `timestamp:author`, which is what a
@@ -56,8 +57,10 @@ def read_envelope(params: Any, account: str, platform: str) -> Taken | None:
                               != "DELIVER" or not _text(group.get("groupId"))):  # fmt: skip
         return None
     text = data.get("message") if isinstance(data.get("message"), str) else ""
-    mentions = [m for m in data.get("mentions") or [] if isinstance(m, dict)]
-    text = _mentions_written(text, mentions)
+    found = data.get("mentions")
+    mentions = [m for m in (found if isinstance(found, list) else []) if isinstance(m, dict)
+                and _whole_or_zero(m.get("start")) and _whole(m.get("length", 1))]  # fmt: skip
+    text = _mentions_written(text, mentions, account)
     attachments = _attachments(data.get("attachments"), group, sender)
     if not text.strip() and not attachments:
         return None
@@ -90,18 +93,21 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _mentions_written(text: str, mentions: list[dict[str, Any]]) -> str:
-    """Each U+FFFC Signal put for a mention as `@name` (its number, if it has no name);
-    `start` counts UTF-16 code units, and mentions are replaced from the last."""
+def _mentions_written(text: str, mentions: list[dict[str, Any]], account: str) -> str:
+    """Each U+FFFC Signal put for a mention as `@hermes` (its own) or `@someone`: signal-cli
+    names a mention by its number or account id, which the model is not given. `start`
+    counts UTF-16 code units; mentions are replaced from the last."""
     units = text.encode("utf-16-le")
-    for mention in sorted(mentions, key=lambda m: m.get("start", -1), reverse=True):
-        start, length = mention.get("start"), mention.get("length", 1)
-        if not isinstance(start, int) or not isinstance(length, int) or start < 0:
-            continue
-        name = _text(mention.get("name")) or _text(mention.get("number")) or "someone"
-        before, after = units[: 2 * start], units[2 * (start + length) :]
-        units = before + f"@{name}".encode("utf-16-le") + after
+    for mention in sorted(mentions, key=lambda m: m["start"], reverse=True):
+        start, length = mention["start"], mention.get("length", 1)
+        mine = account in (mention.get("number"), mention.get("uuid"))
+        name = "@hermes" if mine else "@someone"
+        units = units[: 2 * start] + name.encode("utf-16-le") + units[2 * (start + length) :]
     return units.decode("utf-16-le", "replace")
+
+
+def _whole_or_zero(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _attachments(found: Any, group: Any, sender: str) -> tuple[str, ...]:

@@ -26,8 +26,14 @@ import httpx
 import trio
 
 from hermes.actors.errors import HermesError
+from hermes.adapters.http import read_capped
 
-MAX_LINE = 4 << 20  # bytes of one event or response: anything longer is refused
+MAX_LINE = 4 << 20  # bytes of one event or call answer: anything longer is refused
+INCOMING = 1000  # messages read off a socket and not yet taken
+
+
+UNANSWERED = -32700  # hermes's own: the daemon's answer could not be read (it may have acted)
+TOO_LARGE = -32000  # hermes's own: an answer past its cap
 
 
 class RpcError(HermesError):
@@ -75,17 +81,23 @@ class HttpRpc:
         self.http = http
         self.ids = itertools.count(1)
 
-    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, limit: int = MAX_LINE
+    ) -> Any:
+        """The call's result; its answer read up to `limit` bytes (an attachment's more)."""
         body = {"jsonrpc": "2.0", "method": method, "id": next(self.ids)}
         if params:
             body["params"] = params
-        response = await self.http.post(f"{self.base}/api/v1/rpc", json=body)
-        if response.status_code != 200:
-            raise RpcError(method, -32603, f"HTTP {response.status_code}")
+        async with self.http.stream("POST", f"{self.base}/api/v1/rpc", json=body) as response:
+            if response.status_code != 200:
+                raise RpcError(method, UNANSWERED, f"HTTP {response.status_code}")
+            raw = await read_capped(response, limit)
+        if raw is None:
+            raise RpcError(method, TOO_LARGE, f"an answer past {limit} bytes")
         try:
-            return _answer(method, response.json())
+            return _answer(method, json.loads(raw))
         except ValueError as exc:
-            raise RpcError(method, -32700, f"not JSON: {exc}") from exc
+            raise RpcError(method, UNANSWERED, f"not JSON: {exc}") from exc
 
     async def events(self, account: str, last_event_id: str | None) -> AsyncIterator[Incoming]:
         """The event stream from after `last_event_id`, keep-alives included, until the
@@ -133,13 +145,16 @@ class SocketRpc:
     """The daemon over one TCP or Unix socket connection: calls (answers matched by id)
     and `receive` notifications, read by `run()`."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, max_line: int = MAX_LINE) -> None:
         self.address = address
+        self.max_line = max_line
         self.stream: trio.abc.Stream | None = None
         self.ids = itertools.count(1)
         self.waiting: dict[int, trio.MemoryObjectSendStream[Any]] = {}
         self.sending = trio.Lock()
-        self.incoming_send, self.incoming = trio.open_memory_channel[Incoming](1000)
+        # Messages wait here while an admission runs (answers to calls must not wait
+        # behind them); when the connection ends, what is here is still taken first.
+        self.incoming_send, self.incoming = trio.open_memory_channel[Incoming](INCOMING)
 
     async def open(self) -> None:
         where = urlsplit(self.address)
@@ -150,13 +165,18 @@ class SocketRpc:
                                                      where.port or 7583)  # fmt: skip
 
     async def aclose(self) -> None:
-        if self.stream is not None:
-            await self.stream.aclose()
-            self.stream = None
-        for waiter in self.waiting.values():
-            await waiter.aclose()
+        stream, self.stream = self.stream, None
+        for waiter in list(self.waiting.values()):
+            waiter.close()
+        self.incoming_send.close()
+        if stream is not None:
+            with trio.CancelScope(shield=True):  # closed even when the close is a cancel's
+                await stream.aclose()
 
-    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, limit: int = MAX_LINE
+    ) -> Any:
+        """The call's result (`limit`: the connection's own line cap applies)."""
         if self.stream is None:
             raise RpcGone(f"{method}: not connected to the daemon")
         call_id = next(self.ids)
@@ -170,7 +190,7 @@ class SocketRpc:
                 async with self.sending:
                     await self.stream.send_all(json.dumps(body).encode() + b"\n")
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                raise RpcGone(f"{method}: {exc!r}", sent=True) from exc
+                raise RpcGone(f"{method}: {exc!r}") from exc  # a line cut short: not run
             async with receive:
                 try:
                     answer = await receive.receive()
@@ -184,19 +204,22 @@ class SocketRpc:
 
     async def run(self) -> None:
         """Read lines until the daemon closes the connection: answers to their callers,
-        notifications to `incoming`."""
+        notifications to `incoming`, which then ends (what was read is taken first)."""
         assert self.stream is not None
         buffer = b""
-        while True:
-            chunk = await self.stream.receive_some(65536)
-            if not chunk:
-                raise RpcGone("the daemon closed the connection")
-            buffer += chunk
-            if len(buffer) > MAX_LINE and b"\n" not in buffer:
-                raise RpcError("receive", -32700, "a line past the size cap")
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                await self._dispatch(line)
+        try:
+            while chunk := await self.stream.receive_some(65536):
+                buffer += chunk
+                if len(buffer) > self.max_line and b"\n" not in buffer:
+                    raise RpcError("receive", TOO_LARGE, "a line past the size cap")
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    await self._dispatch(line)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass  # the connection went: the same as its end
+        for waiter in list(self.waiting.values()):
+            waiter.close()
+        self.incoming_send.close()
 
     async def _dispatch(self, line: bytes) -> None:
         message = _params(line.decode("utf-8", "replace")) if line.strip() else None
@@ -211,10 +234,10 @@ class SocketRpc:
 
 
 @asynccontextmanager
-async def socket_rpc(address: str) -> AsyncIterator[SocketRpc]:
-    """A socket connection to the daemon, its reader running; the daemon closing it
-    ends the block with RpcGone."""
-    rpc = SocketRpc(address)
+async def socket_rpc(address: str, max_line: int = MAX_LINE) -> AsyncIterator[SocketRpc]:
+    """A socket connection to the daemon, its reader running; when the daemon closes it,
+    `incoming` ends and calls raise RpcGone."""
+    rpc = SocketRpc(address, max_line)
     await rpc.open()
     try:
         async with trio.open_nursery() as nursery:
@@ -226,11 +249,13 @@ async def socket_rpc(address: str) -> AsyncIterator[SocketRpc]:
 
 
 @asynccontextmanager
-async def daemon(address: str, timeout: httpx.Timeout) -> AsyncIterator[HttpRpc | SocketRpc]:
+async def daemon(
+    address: str, timeout: httpx.Timeout, max_line: int = MAX_LINE
+) -> AsyncIterator[HttpRpc | SocketRpc]:
     """The daemon at `address` (http://, tcp://, unix:), for calls."""
     if address.startswith(("http://", "https://")):
         async with httpx.AsyncClient(timeout=timeout) as http:
             yield HttpRpc(address, http)
     else:
-        async with socket_rpc(address) as rpc:
+        async with socket_rpc(address, max_line) as rpc:
             yield rpc

@@ -42,15 +42,18 @@ def test_in_a_group_a_mention_or_a_quote_of_hermes_addresses_it():
     mention = {"number": ACCOUNT, "name": "hermes", "start": 4, "length": 1}
     asked = read(envelope({"message": "hey \ufffc, time?", "mentions": [mention], **group}))
     assert asked.mentioned and asked.text == "hey @hermes, time?"
+    other = {"number": ANN, "name": ANN, "start": 0, "length": 1}
+    named = read(envelope({"message": "\ufffc said so", "mentions": [other], **group}))
+    assert named.text == "@someone said so" and not named.mentioned  # no number to the model
     quote = {"id": 1699999999000, "author": ACCOUNT, "authorNumber": ACCOUNT, "text": "noon"}
     replied = read(envelope({"message": "thanks", "quote": quote, **group}))
     assert replied.mentioned and replied.reply_to == f"1699999999000:{ACCOUNT}"
 
 
 def test_a_mention_after_an_emoji_is_placed_by_utf16_units():
-    mention = {"number": ANN, "name": "Ann", "start": 3, "length": 1}
+    mention = {"number": ACCOUNT, "name": ACCOUNT, "start": 3, "length": 1}
     event = read(envelope({"message": "😀 \ufffc!", "mentions": [mention]}))
-    assert event.text == "😀 @Ann!"
+    assert event.text == "😀 @hermes!"
 
 
 @pytest.mark.parametrize("params", [

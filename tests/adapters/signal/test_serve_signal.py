@@ -44,7 +44,7 @@ async def test_in_a_group_a_mention_is_answered_and_chatter_is_not(serve, model,
     [sent] = await in_thread(daemon.wait_sent, 1, 30.0)
     serve.stop()
     assert sent["group_ids"] == [group] and sent["message"] == "It is noon."
-    assert user_words(model) == [f"@{ACCOUNT} what time is it?"] and len(model.requests) == 1
+    assert user_words(model) == ["@hermes what time is it?"] and len(model.requests) == 1
 
 
 @pytest.mark.timeout(90)
