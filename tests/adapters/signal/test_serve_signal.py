@@ -76,7 +76,7 @@ async def test_serve_killed_between_receiving_and_answering_answers_once(serve, 
     model.delay = 30.0
     await in_thread(serve.start)
     await in_thread(daemon.wait_open_streams, 1)
-    daemon.message(ALICE, "are you there?")
+    asked = daemon.message(ALICE, "are you there?")
     await in_thread(model.wait_requests, 1)
     serve.kill()
     model.delay = 0.0
@@ -88,7 +88,8 @@ async def test_serve_killed_between_receiving_and_answering_answers_once(serve, 
     serve.stop()
     assert sorted(s["message"] for s in sent) == [
         "(answered after hermes restarted) yes, here", "still here"]  # fmt: skip
-    assert daemon.last_event_ids[-1]  # the restart asked for what came after its last
+    [admitted] = [d["id"] for d in daemon.delivered if d["timestamp"] == asked["timestamp"]]
+    assert daemon.last_event_ids[-1] == admitted  # the restart asked for what came after it
     assert [state for *_, state in serve.journal()] == ["answered"] * 2
 
 
