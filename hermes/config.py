@@ -237,6 +237,10 @@ class PlatformConfig:
         """Every variable the platform takes a secret from."""
         return [self.token_env] if self.token_env else []
 
+    def login_named(self) -> bool:
+        """Whether the variable the platform logs in with is named (`token_env`)."""
+        return bool(self.token_env)
+
 
 @attrs.frozen
 class CronConfig:

@@ -80,7 +80,7 @@ def check_platforms(config: Config, secrets_: Secrets, env_path: Path) -> None:
         if name not in known:
             have = ", ".join(sorted(known)) or "none yet"
             raise ConfigError(f"platforms.{name}: hermes has no adapter for {name!r} ({have})")
-        if known[name].tokens and not platform.token_names():
+        if known[name].tokens and not platform.login_named():
             raise ConfigError(f"platforms.{name}.token_env: name the variable holding its token")
         for variable in platform.token_names():
             if not secrets_.get(variable):

@@ -119,7 +119,7 @@ async def check_platform(
             f"hermes has no adapter for {name!r} (built in: {have})",
             f"remove platforms.{name} from config.yaml or set its enabled: false",
         )
-    if platform.tokens and not settings.token_names():
+    if platform.tokens and not settings.login_named():
         return failed(
             label,
             f"platforms.{name}.token_env is not set",

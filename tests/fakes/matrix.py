@@ -380,7 +380,7 @@ class FakeMatrix(Fake):
         self,
         user: str,
         *,
-        password: str = PASSWORD,
+        password: str | None = None,
         token: str | None = None,
         device_id: str | None = None,
     ) -> str:
@@ -388,7 +388,8 @@ class FakeMatrix(Fake):
         when not given); returns the token. An existing user gets another device."""
         uid = user_id(user)
         with self._cond:
-            self._users[uid] = password
+            if password is not None or uid not in self._users:  # another device keeps it
+                self._users[uid] = password or PASSWORD
             return self._new_session(uid, device_id, None, token)
 
     def token_of(self, user: str) -> str:

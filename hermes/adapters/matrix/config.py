@@ -36,6 +36,9 @@ class MatrixConfig(PlatformConfig):
     device_name: str = "hermes"
     """The device's display name at a password login."""
 
+    def login_named(self) -> bool:
+        return bool(self.token_env or self.password_env)  # a token, or a password to get one
+
     def token_names(self) -> list[str]:
         names = (self.token_env, self.password_env, self.pickle_key_env)
         return [n for n in names if n]
