@@ -145,8 +145,10 @@ async def test_over_a_socket_a_drop_loses_nothing_already_read(daemon):
         await run_live(daemon)
         admissions.hold("m0")
         said = [daemon.message(ALICE, f"m{n}") for n in range(5)]
-        await in_thread(daemon.wait_delivered, 5)  # all five written to hermes's socket
+        await in_thread(daemon.wait_delivered, 5)
+        await in_thread(daemon.deafen)  # returns once no write is under way: all five sent
         daemon.drop_streams()
+        daemon.undeafen()
         admissions.release("m0")
         await admissions.wait_for(*(f"{ALICE}:{m['timestamp']}" for m in said))
 
