@@ -141,8 +141,8 @@ async def test_a_daemon_restart_is_a_reconnect_not_a_crash(daemon, over):
 @pytest.mark.timeout(30)
 async def test_over_a_socket_a_drop_loses_nothing_already_read(daemon):
     admissions = Admissions()
-    async with signal(daemon, admissions, "tcp"):
-        await run_live(daemon)
+    async with signal(daemon, admissions, "tcp") as run:
+        await run.status.reach("live")  # the hello done: messages are taken from now on
         admissions.hold("m0")
         said = [daemon.message(ALICE, f"m{n}") for n in range(5)]
         await in_thread(daemon.wait_delivered, 5)
@@ -151,7 +151,3 @@ async def test_over_a_socket_a_drop_loses_nothing_already_read(daemon):
         daemon.undeafen()
         admissions.release("m0")
         await admissions.wait_for(*(f"{ALICE}:{m['timestamp']}" for m in said))
-
-
-async def run_live(daemon: FakeSignal) -> None:
-    await in_thread(daemon.wait_connections, 1)
