@@ -96,6 +96,7 @@ class SignalAdapter(HttpAdapter):
         self.calls: HttpRpc | SocketRpc | None = None
         self.single_account = False  # the daemon runs for one account: no `account` param
         self.replaying = False  # an event id is kept: a reconnect replays after it
+        self.warned_no_ids = False
         self.told_owner: set[str] = set()  # numbers whose changed identity the owner heard of
 
     @classmethod
@@ -196,6 +197,11 @@ class SignalAdapter(HttpAdapter):
             cursor = None
             if item.event_id is not None and self.cursors is not None:
                 cursor = Cursor(self.event_key, item.event_id)
+            elif self.over_http and not self.warned_no_ids:
+                self.warned_no_ids = True
+                log.warning("%s: this signal-cli's events carry no ids: a message hermes had"
+                            " not admitted when it stopped is not sent again (run a newer"
+                            " signal-cli)", self.name)  # fmt: skip
             if found is not None:
                 await self.admit(found.event, cursor)
                 self.replaying = self.replaying or cursor is not None
