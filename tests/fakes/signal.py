@@ -150,6 +150,7 @@ BOB = "+15550000003"
 CAROL = "+15550000004"
 NAMES = {ACCOUNT: "Hermes", ALICE: "Alice", BOB: "Bob", CAROL: "Carol"}
 VERSION = "0.13.12"
+_OTHER_ACCOUNT = "__account"  # an injected envelope's other account, until it is received
 KEEPALIVE = 15.0  # seconds between keep-alives, as signal-cli
 BUFFER_SIZE = 1000  # events kept for Last-Event-ID, as signal-cli's SseEventBuffer
 STYLES = ("NONE", "BOLD", "ITALIC", "SPOILER", "STRIKETHROUGH", "MONOSPACE")
@@ -543,13 +544,17 @@ class FakeSignal(Fake):
                                       syncMessage={"sentMessage": sent})  # fmt: skip
             return self._inject(envelope)
 
-    def envelope(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """Any envelope, as given (a `timestamp` added if it has none)."""
+    def envelope(self, raw: dict[str, Any], account: str | None = None) -> dict[str, Any]:
+        """Any envelope, as given (a `timestamp` added if it has none); `account`: as
+        received by another account of the daemon (a multi-account daemon's socket
+        carries every account's)."""
         if not isinstance(raw, dict):
             raise ValueError("an envelope is a JSON object")
         with self._cond:
             envelope = copy_json(raw)
             envelope.setdefault("timestamp", self._timestamp())
+            if account is not None:
+                envelope[_OTHER_ACCOUNT] = account
             return self._inject(envelope)
 
     # -- faults and the connection ------------------------------------------------------
@@ -835,7 +840,9 @@ class FakeSignal(Fake):
     def _receive(self, envelope: dict[str, Any]) -> None:
         """The daemon receives `envelope`: its event id, the buffer, every client."""
         self._seq += 1
-        data = compact({"envelope": envelope, "account": self.account})
+        envelope = dict(envelope)
+        account = envelope.pop(_OTHER_ACCOUNT, self.account)
+        data = compact({"envelope": envelope, "account": account})
         event = _Event(self._seq, f"{self._run}-{self._seq}", copy_json(envelope), data)
         self._buffer.append(event)
         for conn in self._conns:

@@ -116,6 +116,20 @@ async def test_a_silent_daemon_misses_the_deadline_and_the_adapter_reconnects(da
 
 
 @pytest.mark.timeout(30)
+async def test_a_socket_shared_with_another_account_admits_only_hermess(daemon):
+    admissions = Admissions()
+    async with signal(daemon, admissions, "tcp") as run:
+        await run.status.reach("live")
+        data = {"timestamp": 1700000000001, "message": "not for hermes"}
+        theirs = {"source": BOB, "sourceNumber": BOB, "timestamp": 1700000000001,
+                  "dataMessage": data}  # fmt: skip
+        daemon.envelope(theirs, account="+15558888888")
+        said = daemon.message(ALICE, "for hermes")
+        await admissions.wait_for(f"{ALICE}:{said['timestamp']}")
+    assert admissions.ids == [f"{ALICE}:{said['timestamp']}"]
+
+
+@pytest.mark.timeout(30)
 async def test_an_account_the_daemon_lacks_is_fatal_and_says_how_to_add_it(daemon):
     async with signal(daemon, Admissions(), account="+15557777777") as run:
         await run.status.reach(FATAL)
