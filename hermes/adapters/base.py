@@ -178,6 +178,19 @@ class PlatformAdapter(Actor):
         if self.status.state != LIVE:
             self.status.state, self.status.reason = LIVE, None
 
+    async def wait_as_told(self, seconds: float, why: str) -> None:
+        """The platform answered "not now, wait `seconds`" (a 429, a conflict): the
+        connection lives, so progress is shown through the wait (it is shorter than the
+        deadline in steps), and the status says backing off, and why, until it ends."""
+        log.warning("%s: %s", self.name, why)
+        until = trio.current_time() + seconds
+        while True:
+            self.progress()
+            self.status.state, self.status.reason = BACKING_OFF, why  # progress() clears it
+            if trio.current_time() >= until:
+                return
+            await trio.sleep(min(until - trio.current_time(), self.progress_deadline / 2))
+
     def settled(self) -> None:
         """The connection showed real progress beyond its handshake (a hello, which any
         flapping endpoint sends, is not enough; Discord: a heartbeat acknowledged on a

@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 import trio
 
-from hermes.adapters.base import BACKING_OFF, AdapterFatal, AdapterSetup
+from hermes.adapters.base import AdapterFatal, AdapterSetup
 from hermes.adapters.contract import (
     Cursor,
     Permanent,
@@ -208,15 +208,7 @@ class MatrixAdapter(HttpAdapter):
         """The homeserver said how long to wait: it answered, so the connection lives,
         backing off (shown) until then."""
         wait = exc.retry_after if exc.retry_after is not None else 1.0
-        why = f"sync rate limited; syncing again in {wait:.0f} s"
-        log.warning("%s: %s", self.name, why)
-        until = trio.current_time() + wait
-        while True:
-            self.progress()
-            self.status.state, self.status.reason = BACKING_OFF, why  # progress() clears it
-            if trio.current_time() >= until:
-                return
-            await trio.sleep(min(until - trio.current_time(), self.progress_deadline / 2))
+        await self.wait_as_told(wait, f"sync rate limited; syncing again in {wait:.0f} s")
 
     async def _take(self, http: httpx.AsyncClient, batch: dict[str, Any], since: str | None) -> str:
         """Admit every message of a batch in order; its `next_batch`, kept with the last

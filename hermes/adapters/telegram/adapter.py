@@ -41,7 +41,7 @@ import httpx
 import trio
 
 from hermes.actors.backoff import Backoff
-from hermes.adapters.base import BACKING_OFF, AdapterFatal, AdapterSetup
+from hermes.adapters.base import AdapterFatal, AdapterSetup
 from hermes.adapters.contract import (
     Cursor,
     Fetched,
@@ -173,21 +173,13 @@ class TelegramAdapter(HttpAdapter):
     async def _hold_off(self, exc: ApiError, attempt: int) -> None:
         """409 (another poller, or a webhook) or 429 on the poll: Telegram answered, so
         the connection lives; wait (less than the progress deadline) and poll again."""
-        self.progress()
         if exc.status == 429 and exc.retry_after:
             wait = exc.retry_after  # all of it: Telegram said how long
         else:
             wait = CONFLICT_BACKOFF.delay(attempt, self.rng)
         why = "another poller has this token" if exc.status == 409 else "rate limited"
-        self.status.state = BACKING_OFF
-        why_waiting = f"getUpdates {exc.status}: {why}; polling again in {wait:.0f} s"
-        self.status.reason = why_waiting  # kept through the wait: progress() clears it
-        log.warning("%s: %s", self.name, why_waiting)
-        until = trio.current_time() + wait
-        while trio.current_time() < until:  # the wait is Telegram's answer, not silence
-            await trio.sleep(min(until - trio.current_time(), self.progress_deadline / 2))
-            self.progress()
-            self.status.state, self.status.reason = BACKING_OFF, why_waiting
+        await self.wait_as_told(wait, f"getUpdates {exc.status}: {why}; polling again in"
+                                      f" {wait:.0f} s")  # fmt: skip
 
     async def _offset(self) -> int:
         if self.cursors is None:
