@@ -99,6 +99,12 @@ class ModelConfig:
     context_tokens: int | None = attrs.field(default=None, validator=_optional_at_least(1000))
     """The model's context window in tokens (at least 1000); unset: 128000, or 8000 for
     `offline`."""
+    multimodal: bool = False
+    """The model reads images: a user's images go to it as image parts (otherwise as a
+    line saying an image came that it cannot see)."""
+    image_max_px: int = attrs.field(default=1568, validator=_at_least(64))
+    """An image's longest side as sent to the model, in pixels: larger ones are
+    downscaled first (and the result kept in the cache)."""
 
 
 Role = Literal["owner", "user"]  # who may do what; see hermes.agent.permissions
@@ -360,6 +366,72 @@ class WebConfig:
 
 
 @attrs.frozen
+class TranscribeConfig:
+    """Speech to text: an OpenAI-compatible `/audio/transcriptions` endpoint."""
+
+    base_url: str | None = attrs.field(default=None, validator=not_blank)
+    """The endpoint's base URL (`https://api.openai.com/v1`); unset: voice notes are not
+    transcribed, and the model is told one arrived that it cannot hear."""
+    model: str = "whisper-1"
+    """The speech model, as the provider knows it."""
+    key_env: str | None = attrs.field(default=None, validator=not_blank)
+    """The variable holding the provider's API key; unset: no key is sent."""
+    max_mb: float = attrs.field(default=24.0, validator=positive)
+    """The most one request may carry (OpenAI's limit is 25 MB); longer audio is cut into
+    `chunk_seconds` pieces with ffmpeg where it is installed, else not transcribed."""
+    chunk_seconds: int = attrs.field(default=600, validator=_at_least(30))
+    """The length of each piece of long audio."""
+
+
+@attrs.frozen
+class SpeakConfig:
+    """Voice replies: an answer read aloud by an OpenAI-compatible `/audio/speech`
+    endpoint and sent as a voice note."""
+
+    base_url: str | None = attrs.field(default=None, validator=not_blank)
+    """The endpoint's base URL; unset: no voice replies."""
+    model: str = "tts-1"
+    """The speech model."""
+    voice: str = "alloy"
+    """The voice, as the provider names it."""
+    key_env: str | None = attrs.field(default=None, validator=not_blank)
+    """The variable holding the provider's API key; unset: no key is sent."""
+    platforms: tuple[str, ...] = ()
+    """The platforms whose chats get voice replies (opt in per platform)."""
+    mode: Literal["beside", "instead"] = "beside"
+    """`beside`: the voice note follows the text; `instead`: only the voice note (the text
+    still goes when speech fails)."""
+    max_chars: int = attrs.field(default=4000, validator=_at_least(1))
+    """Answers longer than this are not read aloud (the text goes as usual)."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.platforms and self.base_url is None:
+            raise _BadValue("base_url: voice replies need the speech endpoint's base URL")
+
+
+@attrs.frozen
+class MediaConfig:
+    """Media both ways: what a chat sends is fetched (after authorization) into
+    HERMES_HOME/cache/<platform>/, voice is transcribed, images go to a multimodal model,
+    and files and voice notes go back."""
+
+    max_file_mb: float = attrs.field(default=20.0, validator=positive)
+    """The largest file fetched from a chat, in MB (Telegram's bots cannot fetch more
+    than 20)."""
+    per_chat_hour_mb: float = attrs.field(default=200.0, validator=positive)
+    """The most media one chat may have fetched in an hour, in MB; past it attachments
+    are left unfetched (the message is still answered)."""
+    cache_mb: float = attrs.field(default=500.0, validator=positive)
+    """The most a platform's cache holds, in MB: the oldest files are evicted first."""
+    cache_days: float = attrs.field(default=30.0, validator=positive)
+    """Cached files older than this are evicted."""
+    transcribe: TranscribeConfig = TranscribeConfig()
+    """Speech to text for voice notes and audio."""
+    speak: SpeakConfig = SpeakConfig()
+    """Voice replies."""
+
+
+@attrs.frozen
 class RetentionConfig:
     """How long what piles up in state.db is kept; serve prunes it every `prune_every`
     seconds while it runs, never what is still needed."""
@@ -426,6 +498,8 @@ class Config:
     """Tools from MCP servers."""
     web: WebConfig = WebConfig()
     """The web tools."""
+    media: MediaConfig = MediaConfig()
+    """Attachments, voice and images, both ways."""
 
     def zone(self) -> zoneinfo.ZoneInfo:
         """The configured timezone, else the machine's ($TZ, then /etc/localtime), else UTC."""
@@ -439,6 +513,7 @@ class Config:
         for server in self.mcp.servers.values():
             names.extend(server.secret_names())
         names.append(self.web.search.key_env)
+        names += [self.media.transcribe.key_env, self.media.speak.key_env]
         return sorted({n for n in names if n})
 
     def enabled_platforms(self) -> dict[str, PlatformConfig]:

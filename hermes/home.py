@@ -62,6 +62,12 @@ class HermesHome:
         return self.root / "cache"
 
     @property
+    def outgoing(self) -> Path:
+        """Files queued to send (send_file, voice replies): a copy per outbox row, so the
+        file sent is the one queued even if its original changes."""
+        return self.root / "outgoing"
+
+    @property
     def workspace(self) -> Path:
         """Where the agent's terminal sessions start, one directory per session (never
         HERMES_HOME itself, where the secrets are)."""
@@ -90,6 +96,7 @@ class HermesHome:
             self.cron_output,
             self.logs,
             self.cache,
+            self.outgoing,
             self.workspace,
         ):
             make_private_dir(directory)

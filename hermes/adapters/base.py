@@ -54,6 +54,7 @@ from hermes.adapters.contract import (
     Unconfirmed,
 )
 from hermes.adapters.cursors import Cursors
+from hermes.adapters.media import MediaLimits
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
@@ -363,6 +364,7 @@ class AdapterSetup:
     admit: Admit
     cursors: Cursors | None = None
     cache: Path | None = None
+    media: MediaLimits = MediaLimits()  # how much of it, per file and in all
     # What a platform reports later of a send it took (a WhatsApp `failed` status): told
     # here, it is committed before the adapter acknowledges the report.
     undelivered: Callable[[DeliveryFailed], Awaitable[None]] | None = None

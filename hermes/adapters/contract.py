@@ -14,6 +14,7 @@ from typing import Protocol
 import attrs
 
 from hermes.actors.reply import Reply
+from hermes.adapters.media import Saved
 
 
 class ChatType(enum.StrEnum):
@@ -203,9 +204,9 @@ class DeliveryFailed:
 
 @attrs.frozen
 class Fetched:
-    """Where the files were saved, and a line for each one that could not be fetched."""
+    """The files saved, and a line for each one that could not be fetched."""
 
-    paths: tuple[str, ...]
+    files: tuple[Saved, ...]
     problems: tuple[str, ...] = ()
 
 

@@ -1,40 +1,177 @@
-"""Media a chat sends (photos, documents, voice notes), saved under HERMES_HOME/cache
-for the agent to open by path, by every adapter that fetches media: one file at most
-MAX_FILE bytes (Telegram's Bot API's own download limit), a platform's cache at most
-CACHE_CAP, oldest evicted first."""
+"""Media a chat sends (photos, documents, voice notes), saved under
+HERMES_HOME/cache/<platform>/ for the agent, by every adapter that fetches media.
+
+A download is streamed to disk in pieces and hashed on the way: no attachment is ever
+held in memory whole, so a 5 MB voice note costs a 64 KiB buffer. One file is at most
+`MediaLimits.max_file` bytes; a platform's cache at most `cache_cap` bytes and
+`max_age` seconds old, oldest evicted first. What was saved is a `Saved` record, kept
+on the message (name, type, size, path, sha256)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import mimetypes
 import os
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
-MAX_FILE = 20 * 1024 * 1024
+import attrs
+import httpx
+import trio
+
+MAX_FILE = 20 * 1024 * 1024  # Telegram's Bot API's own download limit
 CACHE_CAP = 500 * 1024 * 1024
+MAX_AGE = 30 * 86400.0
+PIECE = 64 * 1024
 
 
-def save(directory: Path, name: str, data: bytes, cap: int = CACHE_CAP) -> Path:
-    """Write `data` as `directory/name` (0600), then evict the oldest files past `cap`."""
+class MediaError(Exception):
+    """A file that was not saved, and why (over the cap, refused by the platform)."""
+
+
+@attrs.frozen
+class MediaLimits:
+    """How much media a platform's cache takes: per file, in all, and for how long."""
+
+    max_file: int = MAX_FILE
+    cache_cap: int = CACHE_CAP
+    max_age: float = MAX_AGE
+
+
+@attrs.frozen
+class Saved:
+    """One file saved to the cache, as its message records it."""
+
+    name: str
+    mime: str
+    size: int
+    path: str
+    sha256: str
+
+    @property
+    def kind(self) -> str:
+        """`image`, `audio` or `file`: how the turn offers it to the model."""
+        top = self.mime.split("/", 1)[0]
+        return top if top in ("image", "audio") else "file"
+
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Saved:
+        values: dict[str, Any] = json.loads(text)
+        return cls(**{f.name: values[f.name] for f in attrs.fields(cls)})
+
+
+def mime_of(name: str, given: str | None = None) -> str:
+    """The file's type: as the platform said (without parameters), else by its name."""
+    if given and "/" in given:
+        return given.split(";", 1)[0].strip().lower()
+    return mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+def _safe(name: str) -> str:
+    """A file name, never a path out of the cache."""
+    return Path(name).name.lstrip(".") or "attachment"
+
+
+def save(directory: Path, name: str, data: bytes, mime: str | None = None,
+         limits: MediaLimits = MediaLimits()) -> Saved:  # fmt: skip
+    """Write bytes already read (a base64 answer, a mail's part) as `directory/name`
+    (0600), then evict past the limits. MediaError past `limits.max_file`."""
+    if len(data) > limits.max_file:
+        raise MediaError(f"{name} is {len(data)} bytes, over the {limits.max_file} limit")
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = directory / Path(name).name  # a name, never a path out of the cache
+    path = directory / _safe(name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-    evict(directory, cap, keep=path)
-    return path
+    evict(directory, limits, keep=path)
+    digest = hashlib.sha256(data).hexdigest()
+    return Saved(path.name, mime_of(name, mime), len(data), str(path), digest)
 
 
-def evict(directory: Path, cap: int, keep: Path | None = None) -> list[Path]:
-    """Remove the least recently written files until the directory fits in `cap`."""
-    files = sorted((p for p in directory.iterdir() if p.is_file()),
-                   key=lambda p: p.stat().st_mtime)  # fmt: skip
-    total = sum(p.stat().st_size for p in files)
+async def save_stream(
+    directory: Path,
+    name: str,
+    pieces: AsyncIterator[bytes],
+    mime: str | None = None,
+    limits: MediaLimits = MediaLimits(),
+    progress: Callable[[], None] = lambda: None,
+) -> Saved:
+    """Write `pieces` as `directory/name` as they arrive, hashing them: a file past
+    `limits.max_file` is removed and refused (MediaError), a half-written one never left
+    under its name. `progress` is called per piece (a long download is live)."""
+    await trio.to_thread.run_sync(lambda: directory.mkdir(mode=0o700, parents=True,
+                                                          exist_ok=True))  # fmt: skip
+    path = directory / _safe(name)
+    part = path.with_name(path.name + ".part")
+    digest, size = hashlib.sha256(), 0
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        async with trio.wrap_file(os.fdopen(fd, "wb")) as f:
+            async for piece in pieces:
+                size += len(piece)
+                if size > limits.max_file:
+                    raise MediaError(f"{name} is over the {limits.max_file} byte limit")
+                digest.update(piece)
+                await f.write(piece)
+                progress()
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    await trio.to_thread.run_sync(lambda: evict(directory, limits, keep=path))
+    return Saved(path.name, mime_of(name, mime), size, str(path), digest.hexdigest())
+
+
+async def download(
+    http: httpx.AsyncClient,
+    url: str,
+    directory: Path,
+    name: str,
+    mime: str | None = None,
+    limits: MediaLimits = MediaLimits(),
+    headers: dict[str, str] | None = None,
+    progress: Callable[[], None] = lambda: None,
+) -> Saved:
+    """GET `url` (never following a redirect: a platform that redirects a file sends a
+    sign-in page) and save it with save_stream; a stated size past the limit is refused
+    before a byte is read."""
+    async with http.stream("GET", url, headers=headers or {}, follow_redirects=False) as got:
+        if got.status_code != 200:
+            raise MediaError(f"{name} could not be fetched: HTTP {got.status_code}")
+        stated = got.headers.get("content-length")
+        if stated and stated.isdigit() and int(stated) > limits.max_file:
+            raise MediaError(f"{name} is {stated} bytes, over the {limits.max_file} limit")
+        kind = mime or got.headers.get("content-type")
+        return await save_stream(directory, name, got.aiter_bytes(PIECE), kind, limits, progress)
+
+
+def evict(directory: Path, limits: MediaLimits, keep: Path | None = None,
+          now: float | None = None) -> list[Path]:  # fmt: skip
+    """Remove files older than `max_age`, then the least recently written until the
+    directory fits in `cache_cap`. A message whose file went shows it as no longer
+    cached."""
+    now = time.time() if now is None else now
+    found = []
+    for p in directory.iterdir():
+        try:
+            if p.is_file() and not p.name.endswith(".part"):
+                found.append((p, p.stat()))
+        except OSError:
+            continue  # removed meanwhile
+    found.sort(key=lambda item: item[1].st_mtime)
+    total = sum(st.st_size for _, st in found)
     removed = []
-    for path in files:
-        if total <= cap:
-            break
-        if path == keep:
+    for path, st in found:
+        old = now - st.st_mtime > limits.max_age
+        if (total <= limits.cache_cap and not old) or path == keep:
             continue
-        total -= path.stat().st_size
+        total -= st.st_size
         path.unlink(missing_ok=True)
         removed.append(path)
     return removed

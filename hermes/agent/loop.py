@@ -21,6 +21,7 @@ import trio
 
 from hermes.actors.errors import Invalid, is_cancel
 from hermes.adapters.contract import StepKind, TurnStep
+from hermes.agent.attachments import for_model
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import (
     INTERRUPTED,
@@ -238,8 +239,9 @@ class Agent:
         async def prepare(provider: Provider) -> list[dict[str, Any]]:
             chars = await compactor.fit(conversation, system, schema_chars, provider)
             sent[provider_key(provider.name, provider.model)] = chars + schema_chars
+            prompt = await for_model(conversation.prompt(system), provider.image_px)
             times.wait_begins()  # the request goes now
-            return conversation.prompt(system)
+            return prompt
 
         async def on_text(piece: str) -> None:
             await emit(TurnStep(StepKind.TEXT, piece))

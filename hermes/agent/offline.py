@@ -36,6 +36,7 @@ def _text(content: Any) -> str:
 
 class OfflineProvider:
     name = NAME
+    image_px = None  # it reads no images
 
     def __init__(self, model: str = MODEL, context_tokens: int = OFFLINE_CONTEXT) -> None:
         self.model = model

@@ -33,10 +33,12 @@ class OpenAICompatible:
         api_key: str | None,
         client: httpx.AsyncClient | None = None,
         context_tokens: int = DEFAULT_CONTEXT,
+        image_px: int | None = None,
     ) -> None:
         self.name = name
         self.model = model
         self.context_tokens = context_tokens
+        self.image_px = image_px  # set: a multimodal model, sent images this large at most
         self.url = httpx.URL(base_url.rstrip("/") + "/chat/completions")  # parsed once
         self._headers = {"Content-Type": "application/json"}
         if api_key:

@@ -80,6 +80,7 @@ class Provider(Protocol):
     name: str
     model: str
     context_tokens: int  # the model's context window, in tokens
+    image_px: int | None  # the longest side of an image it is sent; None: it sees none
 
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText | None

@@ -25,7 +25,8 @@ def build_provider(entry: ModelConfig, secrets: Secrets) -> Provider:
     if entry.api_key_env and key is None:
         raise ConfigError(f"{entry.api_key_env} (the API key of {entry.provider}) is not set")
     return OpenAICompatible(entry.provider, entry.model, entry.base_url, key,
-                            context_tokens=entry.context_tokens or DEFAULT_CONTEXT)  # fmt: skip
+                            context_tokens=entry.context_tokens or DEFAULT_CONTEXT,
+                            image_px=entry.image_max_px if entry.multimodal else None)  # fmt: skip
 
 
 def build_chain(config: Config, secrets: Secrets) -> ProviderChain:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -32,11 +32,11 @@ from hermes.actors.actor import Actor
 from hermes.actors.address import Address
 from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
-from hermes.actors.reply import Reply
-from hermes.adapters.contract import Fetch, Fetched, InboundEvent, StepKind, Target, TurnStep
+from hermes.adapters.contract import InboundEvent, StepKind, Target, TurnStep
 from hermes.agent.loop import COMMAND_TOOLS, Agent
 from hermes.agent.memory import MemoryStore, memory_of
 from hermes.agent.permissions import Caller
+from hermes.agent.speech import Speech
 from hermes.agent.tools.base import ToolContext
 from hermes.agent.turn_times import TurnTimes
 from hermes.config import Config, PlatformConfig, Role
@@ -47,6 +47,7 @@ from hermes.gateway.admission import Admitted, Intake
 from hermes.gateway.approvals import Approvals, ApprovalWaits, expire_left
 from hermes.gateway.authorization import decide
 from hermes.gateway.commands import COMMANDS, CommandContext, answer_command
+from hermes.gateway.inbound_media import MediaIntake
 from hermes.gateway.journal import (
     ANSWERED,
     REFUSED,
@@ -87,7 +88,6 @@ log = logging.getLogger(__name__)
 DRAIN_NOTICE = "hermes is shutting down; send your message again in a moment"
 RESUMED_PREFIX = "(answered after hermes restarted) "
 CUT_NOTICE = "hermes restarted while answering this; please send it again"
-FETCH_TIMEOUT = 300.0  # seconds an event's attachments may take to download
 HOUSEKEEPING = 5.0  # seconds between looks for approvals to announce
 TURN_STEPS = 16  # steps of a turn not yet passed on; the turn waits while it is full
 
@@ -112,6 +112,7 @@ class SessionServices:
     outbox: Address | None = None
     policy: EnvPolicy = EnvPolicy()
     adapter_of: Callable[[str], Address | None] = lambda _platform: None
+    speech: Speech = Speech()  # the media settings and the speech providers' keys
 
 
 def _origin(event: InboundEvent) -> Origin:
@@ -191,6 +192,7 @@ class Router(Actor):
         self.live = live or Offline()
         self.approvals: Approvals | None = None
         self.policies = policies(config)
+        self.media = MediaIntake(self.services.speech, self.services.adapter_of)
         self.global_allowed = frozenset(config.gateway.allowed_users)
         self.sessions: dict[str, tuple[SessionActor, Address]] = {}
         self.current: dict[str, str] = {}  # session key -> its session id
@@ -478,25 +480,6 @@ class Router(Actor):
             actor.ctx, caller=caller, memory=memory_of(self.memory, caller), origin=_origin(event)
         )
 
-    def _media(self, event: InboundEvent) -> Callable[[], Awaitable[str]] | None:
-        """How the turn fetches the event's attachments, through its adapter: in the turn,
-        after authorization, so a stranger's media is never fetched and /stop cancels a
-        slow download. The agent opens the files by path."""
-        if not event.attachments:
-            return None
-
-        async def fetch() -> str:
-            adapter = self.services.adapter_of(event.platform)
-            fetched, reply = Fetched((), ("[the attachments could not be fetched now]",)), Reply()
-            if adapter is not None:
-                with contextlib.suppress(ActorStopped), trio.move_on_after(FETCH_TIMEOUT):
-                    await adapter.cast(Fetch(event.attachments, reply))
-                    fetched = await reply.wait()
-            files = [f"[attached file: {path}]" for path in fetched.paths]
-            return "\n".join([*files, *fetched.problems])
-
-        return fetch
-
     def session_actor(self, session_id: str) -> SessionActor | None:
         entry = self.sessions.get(session_id)
         return entry[0] if entry is not None and entry[0].state != "stopped" else None
@@ -611,7 +594,7 @@ class Router(Actor):
         address = await self._session(session_id, event)
         actor = self.sessions[session_id][0]
         ctx = self._turn_context(actor, event, role)
-        await address.cast(attrs.evolve(turn, ctx=ctx, media=self._media(event)))
+        await address.cast(attrs.evolve(turn, ctx=ctx, media=self.media.for_event(event)))
 
     async def _follow(
         self, follow: _Following, events: trio.MemoryReceiveChannel[TurnStep]

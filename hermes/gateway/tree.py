@@ -26,12 +26,14 @@ from hermes.adapters.base import AdapterSetup, AdapterStatus, PlatformAdapter
 from hermes.adapters.contract import DeliveryFailed
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.local.endpoint import LocalEndpoint
+from hermes.adapters.media import MediaLimits
 from hermes.adapters.registry import SECTIONS, chat_platforms
 from hermes.adapters.webhooks import WebhookListener
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.mcp.servers import McpServers
 from hermes.agent.mcp.setup import McpSetup
 from hermes.agent.providers import build_agent
+from hermes.agent.speech import Speech
 from hermes.config import Config, ConfigError, Secrets, load_config
 from hermes.cron.scheduler import Scheduler
 from hermes.delivery.live import progress_modes
@@ -175,6 +177,10 @@ def build_root(
             await db.write(mark_undelivered, failed.platform, failed.message_id, failed.reason,
                            services.clock.now())  # fmt: skip
 
+    media = config.media
+    media_limits = MediaLimits(int(media.max_file_mb * 2**20), int(media.cache_mb * 2**20),
+                               media.cache_days * 86400.0)  # fmt: skip
+
     def platform_spec(name: str, factory: Callable[[AdapterSetup], PlatformAdapter]) -> ChildSpec:
         settings = config.platforms[name]
         # Its own tokens only: an adapter never holds the model's keys or another's token.
@@ -190,6 +196,7 @@ def build_root(
                     admission(),
                     Cursors(registry(), home.state_db, services.clock),
                     home.cache,
+                    media_limits,
                     undelivered,
                 )
             ),
@@ -233,6 +240,7 @@ def build_root(
             outbox=services.outbox.current(),
             policy=policy,
             adapter_of=services.adapter_of,
+            speech=Speech.of(config.media, secrets_),
         )
         replies = OutboxReplies(registry(), home.state_db, services.adapter_of,
                                 services.outbox.current, services.clock,

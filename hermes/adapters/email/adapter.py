@@ -35,7 +35,7 @@ from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.imap import DEADLINE_NOOPS, MAX_MESSAGE, Mailbox, refused
 from hermes.adapters.email.mail import Read, answer_mail, attachment, parse, read_mail
 from hermes.adapters.email.smtp import submit
-from hermes.adapters.media import save
+from hermes.adapters.media import MediaError, save
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ class EmailAdapter(PlatformAdapter):
         self.config = config
         self.progress_deadline = DEADLINE_NOOPS * config.liveness_seconds
         self.cache = setup.cache / setup.name if setup.cache is not None else None
+        self.media = setup.media
         self.password = setup.secrets.get(config.token_env)
         self.cursors = setup.cursors
         self.clock = setup.cursors.clock if setup.cursors is not None else None
@@ -211,7 +212,7 @@ class EmailAdapter(PlatformAdapter):
         """Each attachment saved (on a worker thread: each mail parsed once)."""
         assert self.cache is not None
         parsed = {k: parse(raw) for k, raw in mails.items() if raw is not None}
-        paths, problems = [], []
+        files, problems = [], []
         for ref in refs:
             name = Path(str(ref["name"])).name or "attachment"
             try:
@@ -221,10 +222,10 @@ class EmailAdapter(PlatformAdapter):
                 if len(data) > self.config.max_attachment:
                     raise ValueError(f"it is larger than {self.config.max_attachment} bytes")
                 tag = hashlib.sha256(f"{ref['id']}:{ref['part']}".encode()).hexdigest()[:12]
-                paths.append(str(save(self.cache, f"{tag}-{name}", data)))
-            except (ValueError, OSError) as exc:
+                files.append(save(self.cache, f"{tag}-{name}", data, None, self.media))
+            except (ValueError, MediaError, OSError) as exc:
                 problems.append(f"[the attachment {name} could not be saved: {exc}]")
-        return Fetched(tuple(paths), tuple(problems))
+        return Fetched(tuple(files), tuple(problems))
 
     # -- sending ------------------------------------------------------------------------
 

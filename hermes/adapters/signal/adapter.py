@@ -49,7 +49,7 @@ from hermes.adapters.contract import (
     Unconfirmed,
 )
 from hermes.adapters.http import CONNECT_TIMEOUT, HttpAdapter, failed_send
-from hermes.adapters.media import save
+from hermes.adapters.media import MediaError, Saved, save
 from hermes.adapters.signal.config import SignalConfig
 from hermes.adapters.signal.inbound import message_id, read_envelope
 from hermes.adapters.signal.rpc import (
@@ -90,6 +90,7 @@ class SignalAdapter(HttpAdapter):
         self.account = config.account or ""
         self.cursors = setup.cursors
         self.cache = setup.cache / setup.name if setup.cache is not None else None
+        self.media = setup.media
         self.event_key = f"{setup.name}:event"  # the last admitted event's id (HTTP)
         self.progress_deadline = 3 * config.keepalive
         self.over_http = (config.rpc or "").startswith(("http://", "https://"))
@@ -216,15 +217,16 @@ class SignalAdapter(HttpAdapter):
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
         """Each attachment of an authorized message, read from the daemon's store with
         getAttachment and saved under the cache (at most `max_attachment` bytes)."""
-        paths, problems = [], []
+        files, problems = [], []
         for text in attachments:
             try:
-                paths.append(str(await self._attachment(json.loads(text))))
-            except (RpcError, RpcGone, httpx.HTTPError, OSError, ValueError, KeyError) as exc:
+                files.append(await self._attachment(json.loads(text)))
+            except (RpcError, RpcGone, httpx.HTTPError, MediaError, OSError, ValueError,
+                    KeyError) as exc:  # fmt: skip
                 problems.append(f"[an attachment could not be read: {exc}]")
-        return Fetched(tuple(paths), tuple(problems))
+        return Fetched(tuple(files), tuple(problems))
 
-    async def _attachment(self, ref: dict[str, Any]) -> Path:
+    async def _attachment(self, ref: dict[str, Any]) -> Saved:
         if self.cache is None or self.calls is None:
             raise ValueError("no cache directory, or no connection to the daemon")
         size = ref.get("size")
@@ -242,7 +244,8 @@ class SignalAdapter(HttpAdapter):
         except binascii.Error as exc:
             raise ValueError(f"not base64: {exc}") from exc
         name = f"{ref['id']}-{Path(str(ref.get('name') or 'attachment')).name}"
-        return await trio.to_thread.run_sync(save, self.cache, name, data)
+        mime = ref.get("contentType") if isinstance(ref.get("contentType"), str) else None
+        return await trio.to_thread.run_sync(save, self.cache, name, data, mime, self.media)
 
     # -- sending --------------------------------------------------------------------------
 

@@ -121,5 +121,7 @@ def _attachments(found: Any, group: Any, sender: str) -> tuple[str, ...]:
         where = {"groupId": group["groupId"]} if isinstance(group, dict) else {"recipient": sender}
         size = item.get("size") if _whole(item.get("size")) else None
         name = _text(item.get("filename")) or item["id"]
-        refs.append(json.dumps({"id": item["id"], **where, "name": name, "size": size}))
+        mime = _text(item.get("contentType"))
+        refs.append(json.dumps({"id": item["id"], **where, "name": name, "size": size,
+                                "contentType": mime}))  # fmt: skip
     return tuple(refs)

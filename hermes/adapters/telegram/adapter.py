@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -54,7 +53,7 @@ from hermes.adapters.contract import (
     Unconfirmed,
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
-from hermes.adapters.media import MAX_FILE, save
+from hermes.adapters.media import MAX_FILE, MediaError, Saved, download
 from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi, result_of
 from hermes.adapters.telegram.config import TelegramConfig
 from hermes.adapters.telegram.inbound import Bot, MediaRef, incoming, pressed
@@ -106,6 +105,7 @@ class TelegramAdapter(HttpAdapter):
         )
         self.cursors = setup.cursors
         self.cache = setup.cache / setup.name if setup.cache is not None else None
+        self.media = setup.media
         self.offset_key = f"{setup.name}:offset"
         self.migrated_key = f"{setup.name}:migrated:"
         self.migrated: dict[str, str] = {}  # old chat id -> the supergroup it became
@@ -264,24 +264,27 @@ class TelegramAdapter(HttpAdapter):
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
         """The files saved to the cache; one that cannot be fetched is left out with a
         line saying so (the message is still answered)."""
-        paths, problems = [], []
+        files, problems = [], []
         for text in attachments:
             try:
                 ref = MediaRef.from_text(text)
-                paths.append(str(await self._download(ref.file_id, ref.unique_id + ref.suffix,
-                                                      ref.size)))  # fmt: skip
-            except (ApiError, httpx.HTTPError, OSError, KeyError, TypeError, ValueError) as exc:
+                files.append(await self._download(ref))
+            except (ApiError, MediaError, httpx.HTTPError, OSError, KeyError, TypeError,
+                    ValueError) as exc:  # fmt: skip
                 problems.append(f"[an attachment could not be fetched: {exc}]")
-        return Fetched(tuple(paths), tuple(problems))
+        return Fetched(tuple(files), tuple(problems))
 
-    async def _download(self, file_id: str, name: str, size: int | None) -> Path:
-        if self.cache is None:
+    async def _download(self, ref: MediaRef) -> Saved:
+        if self.cache is None or self.api is None:
             raise ApiError("download", 0, "no cache directory")
-        if size is not None and size > MAX_FILE:
-            raise ApiError("download", 413, f"the file is {size} bytes, over {MAX_FILE}")
-        info = await self.api.call("getFile", {"file_id": file_id})
-        data = await self.api.download(str(info["file_path"]), MAX_FILE, self.progress)
-        return await trio.to_thread.run_sync(save, self.cache, name, data)
+        limit = min(self.media.max_file, MAX_FILE)
+        if ref.size is not None and ref.size > limit:
+            raise ApiError("download", 413, f"the file is {ref.size} bytes, over {limit}")
+        info = await self.api.call("getFile", {"file_id": ref.file_id})
+        url = self.api.file_url(str(info["file_path"]))
+        limits = attrs.evolve(self.media, max_file=limit)
+        return await download(self.api.http, url, self.cache, ref.unique_id + ref.suffix,
+                              limits=limits, progress=self.progress)  # fmt: skip
 
     # -- the typing indicator ----------------------------------------------------
 

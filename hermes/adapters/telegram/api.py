@@ -8,7 +8,6 @@ the CLI, and nothing here puts a URL in an error message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -57,22 +56,9 @@ class BotApi:
         request = self.requests.post(self.url(method), params or {}, timeout)
         return result_of(method, HttpAnswer.of(await self.http.send(request)))
 
-    async def download(
-        self, file_path: str, limit: int, progress: Callable[[], None] = lambda: None
-    ) -> bytes:
-        """A file's bytes (`getFile`'s file_path), refused past `limit` bytes; `progress`
-        is called as they arrive (a long download is a live connection)."""
-        url = f"{self.base}/file/bot{self.token}/{file_path}"
-        async with self.http.stream("GET", url) as response:
-            if response.status_code != 200:
-                raise ApiError("download", response.status_code, "the file could not be fetched")
-            data = bytearray()
-            async for piece in response.aiter_bytes():
-                data += piece
-                progress()
-                if len(data) > limit:
-                    raise ApiError("download", 413, f"the file is over {limit} bytes")
-            return bytes(data)
+    def file_url(self, file_path: str) -> str:
+        """Where a file (`getFile`'s file_path) is downloaded."""
+        return f"{self.base}/file/bot{self.token}/{file_path}"
 
 
 def result_of(method: str, answer: HttpAnswer) -> Any:

@@ -42,8 +42,8 @@ from hermes.adapters.contract import (
     Sent,
     Unconfirmed,
 )
-from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer, read_capped
-from hermes.adapters.media import MAX_FILE, save
+from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.media import MediaError, Saved, download
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.adapters.whatsapp.config import WhatsAppConfig
 from hermes.adapters.whatsapp.inbound import (
@@ -87,6 +87,7 @@ class WhatsAppAdapter(HttpAdapter):
         self.cursors = setup.cursors
         self.undelivered = setup.undelivered
         self.cache = setup.cache / setup.name if setup.cache is not None else None
+        self.media = setup.media
         self.window_key = f"{setup.name}:window:"
 
     def headers(self) -> dict[str, str]:
@@ -182,39 +183,33 @@ class WhatsAppAdapter(HttpAdapter):
 
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
         """Each media of an authorized message: its URL from the Graph API, then its bytes
-        (at most MAX_FILE), both with the token, saved under the cache."""
+        (at most the media limit), both with the token, streamed to the cache."""
         if self.cache is None or self.http is None:
             return Fetched((), tuple(f"[{self.name} cannot save media here]" for _ in attachments))
-        paths, problems = [], []
+        files, problems = [], []
         for ref in attachments:
             kind, media_id, mime, name = read_media_ref(ref)
             try:
                 with trio.fail_after(MEDIA_SECONDS):
-                    data = await self._download(media_id)
-                # Named by its id first: two users' "invoice.pdf" never overwrite each other.
-                named = f"{media_id}-{Path(name).name}"
-                path: Path = await trio.to_thread.run_sync(save, self.cache, named, data)
-            except (httpx.HTTPError, ValueError, OSError, trio.TooSlowError) as exc:
+                    files.append(await self._download(media_id, mime, name))
+            except (httpx.HTTPError, MediaError, ValueError, OSError, trio.TooSlowError) as exc:
                 problems.append(f"[the {kind} could not be fetched: {exc!r}]")
-                continue
-            paths.append(str(path))
-        return Fetched(tuple(paths), tuple(problems))
+        return Fetched(tuple(files), tuple(problems))
 
-    async def _download(self, media_id: str) -> bytes:
-        assert self.http is not None
+    async def _download(self, media_id: str, mime: str, name: str) -> Saved:
+        assert self.http is not None and self.cache is not None
         if not media_id.isdigit():
             raise ValueError(f"{media_id!r} is not a media id")
         info = (await self.http.get(f"{self.base}/{media_id}")).raise_for_status().json()
         url = httpx.URL(str(info.get("url", "")))
         if not self._trusted_media_host(url):  # the token goes to Meta only
             raise ValueError(f"the media URL's host {url.host!r} is not Meta's")
-        if int(info.get("file_size") or 0) > MAX_FILE:
-            raise ValueError(f"it is larger than {MAX_FILE // 2**20} MB")
-        async with self.http.stream("GET", str(info["url"])) as response:
-            data = await read_capped(response.raise_for_status(), MAX_FILE)
-        if data is None:
-            raise ValueError(f"it is larger than {MAX_FILE // 2**20} MB")
-        return data
+        limit = self.media.max_file
+        if int(info.get("file_size") or 0) > limit:
+            raise ValueError(f"it is larger than {limit} bytes")
+        # Named by its id first: two users' "invoice.pdf" never overwrite each other.
+        return await download(self.http, str(url), self.cache, f"{media_id}-{Path(name).name}",
+                              mime or None, self.media)  # fmt: skip
 
     def _trusted_media_host(self, url: httpx.URL) -> bool:
         """Meta's media hosts (or, in a test, the configured API's own)."""

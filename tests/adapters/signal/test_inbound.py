@@ -80,7 +80,7 @@ def test_attachments_are_references_read_only_later():
     event = read(envelope({"message": "", "attachments": [attachment]}))
     [ref] = event.attachments
     assert json.loads(ref) == {"id": "abc123", "recipient": ANN, "name": "cat.png",
-                               "size": 1234}  # fmt: skip
+                               "size": 1234, "contentType": "image/png"}  # fmt: skip
 
 
 def test_markdown_becomes_text_styles_in_utf16_units():

@@ -188,7 +188,7 @@ async def test_a_cron_brief_to_the_home_channel_continues_the_job(serve, model, 
 
 
 @pytest.mark.timeout(60)
-async def test_a_photo_reaches_the_agent_as_a_file(serve, model, tg, home):
+async def test_a_photo_reaches_a_text_only_model_as_a_note(serve, model, tg, home):
     model.script(text_answer("nice photo"))
     serve.start()
     photo = tg.add_file(b"\x89PNG fake image bytes", "photos/file_9.jpg")
@@ -196,8 +196,9 @@ async def test_a_photo_reaches_the_agent_as_a_file(serve, model, tg, home):
     await in_thread(tg.wait_sent, 1, 30.0)
     serve.stop()
     asked = model.requests[0]["body"]["messages"][-1]["content"]
-    path = re.search(r"\[attached file: (.+)\]", asked).group(1)
+    path = re.search(r"\[attached image: .+ at (\S+)\]", asked).group(1)
     assert asked.startswith("what is this?")
+    assert "this model cannot see images" in asked
     assert path.startswith(str(home.cache))
     assert await trio.Path(path).read_bytes() == b"\x89PNG fake image bytes"
 
