@@ -38,7 +38,6 @@ from hermes.actors.actor import Actor
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorStopped, HermesError
 from hermes.adapters.contract import (
-    SEND_DEADLINE,
     Admit,
     ChatType,
     Cursor,
@@ -231,12 +230,13 @@ class PlatformAdapter(Actor):
         return {**self.status.detail(), "deadline": deadline}  # None: it waits on nobody
 
     async def _send(self, msg: Send) -> None:
-        """One send, shielded for up to SEND_DEADLINE: a connection replaced under it (a
+        """One send, shielded for up to its deadline: a connection replaced under it (a
         hung poll, a 409 storm) has nothing to do with the send's own request, which
         finishes with its real result instead of an unknown one."""
         try:
-            result: SendResult = Unconfirmed(f"{self.name}: no answer in {SEND_DEADLINE:g} s")
-            with trio.CancelScope(shield=True), trio.move_on_after(SEND_DEADLINE):
+            deadline = msg.request.deadline
+            result: SendResult = Unconfirmed(f"{self.name}: no answer in {deadline:g} s")
+            with trio.CancelScope(shield=True), trio.move_on_after(deadline):
                 try:
                     result = await self.send(msg.request)
                 except Exception as exc:  # a bug in send: the row waits and goes again

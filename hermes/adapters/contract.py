@@ -9,6 +9,7 @@ of sessions, agents or authorization.
 from __future__ import annotations
 
 import enum
+import json
 from typing import Protocol
 
 import attrs
@@ -63,6 +64,8 @@ class InboundEvent:
 SEND_DEADLINE = 30.0
 """A send's one limit: an adapter answers every send within it (a request still out
 then is Unconfirmed), and the outbox waits for that answer, not a limit of its own."""
+FILE_DEADLINE = 300.0
+"""The same for a send that uploads a file."""
 
 
 @attrs.frozen
@@ -110,6 +113,30 @@ class Button:
 
 
 @attrs.frozen
+class OutFile:
+    """A file to send: `path` is hermes's own copy of it (HERMES_HOME/outgoing), so what
+    goes is what was queued; `voice`: as a voice note where the platform has them."""
+
+    path: str
+    name: str
+    mime: str
+    size: int
+    voice: bool = False
+
+    def to_json(self) -> str:
+        return json.dumps(attrs.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> OutFile:
+        values = json.loads(text)
+        return cls(**{f.name: values[f.name] for f in attrs.fields(cls)})
+
+    @property
+    def image(self) -> bool:
+        return self.mime.startswith("image/") and not self.voice
+
+
+@attrs.frozen
 class SendRequest:
     """One chunk to send. `idempotency_key` is stable across retries and restarts.
     `buttons`: shown under this chunk, in one row, where the platform has buttons."""
@@ -125,6 +152,13 @@ class SendRequest:
     # the target's chat, instead of a new send (a streamed answer, edited as it grows).
     # "Not modified" is success; a message gone or too old to edit is Permanent(missing).
     edit_of: str | None = None
+    # Set: send this file, `text` its caption (a platform without captions sends the text
+    # first). Checked against the platform's `max_upload` before it was queued.
+    file: OutFile | None = None
+
+    @property
+    def deadline(self) -> float:
+        return SEND_DEADLINE if self.file is None else FILE_DEADLINE
 
 
 @attrs.frozen

@@ -275,16 +275,16 @@ class Outbox(Actor):
             return RetryAfter(None, f"no {row.target.platform} adapter is running")
         request = SendRequest(row.target, row.text, row.idempotency_key, reply_to=row.reply_to,
                               plain=row.plain, kind=row.kind, buttons=row.buttons,
-                              edit_of=row.edit_of)  # fmt: skip
+                              edit_of=row.edit_of, file=row.file)  # fmt: skip
         reply = Reply()
         try:
             with trio.move_on_after(SEND_DEADLINE) as handing:
                 await adapter.cast(Send(request, reply))  # its mailbox may be full: not sent
             if handing.cancelled_caught:
                 return RetryAfter(None, f"the {row.target.platform} adapter is busy")
-            with trio.move_on_after(SEND_DEADLINE + HANDOVER):  # it answers within its own
+            with trio.move_on_after(request.deadline + HANDOVER):  # it answers within its own
                 return await reply.wait()
-            wait = SEND_DEADLINE + HANDOVER
+            wait = request.deadline + HANDOVER
             return Unconfirmed(f"no answer from {row.target.platform} in {wait:g} s")
         except ActorStopped:
             return RetryAfter(None, f"the {row.target.platform} adapter is restarting")

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import apsw
 import attrs
 
-from hermes.adapters.contract import Button, Target
+from hermes.adapters.contract import Button, OutFile, Target
 from hermes.config import GatewayConfig
 from hermes.delivery.mirror import Mirror, write_mirror
 
@@ -58,6 +58,7 @@ class OutboxRow:
     buttons: tuple[Button, ...] = ()
     live: bool = False  # its text may still change (a turn in progress)
     shown: str | None = None  # the text the platform shows now (None: not sent)
+    file: OutFile | None = None  # a file to send, `text` its caption
 
     @property
     def edit_of(self) -> str | None:
@@ -72,17 +73,19 @@ class OutboxRow:
 _COLUMNS = (
     "id, platform, chat_id, thread_id, scope_id, text, reply_to, kind, origin,"
     " idempotency_key, state, attempts, not_before, created_at, last_error, message_id, plain,"
-    " buttons, live, shown"
+    " buttons, live, shown, file"
 )
 
 
 def _row(values: tuple) -> OutboxRow:
     (id_, platform, chat, thread, scope, text, reply_to, kind, origin, key, state, attempts,
-     not_before, created, error, message_id, plain, buttons, live, shown) = values  # fmt: skip
+     not_before, created, error, message_id, plain, buttons, live, shown,
+     file) = values  # fmt: skip
     pressed = tuple(Button(*b) for b in json.loads(buttons)) if buttons else ()
     return OutboxRow(id_, Target(platform, chat, thread, scope), text, reply_to, kind, origin,
                      key, state, attempts, not_before, created, error, message_id,
-                     bool(plain), pressed, bool(live), shown)  # fmt: skip
+                     bool(plain), pressed, bool(live), shown,
+                     OutFile.from_json(file) if file else None)  # fmt: skip
 
 
 def enqueue(
@@ -97,13 +100,15 @@ def enqueue(
     mirror: Mirror | None = None,
     buttons: Sequence[Button] = (),
     after: float = 0.0,
+    file: OutFile | None = None,
 ) -> list[int]:
     """Queue the chunks of one message; chunk i's idempotency key is `key:i`. Queuing a
     key again (a retried write, a replayed event, a resumed turn's answer that split
     differently) adds nothing, but where the key holds a live message (a turn's progress,
     write_live): `chunks` are its final text. A mirror rides on the first chunk: it is
     written when that chunk is sent; `buttons` ride on the last. Returns the ids of the
-    rows that wait to go (`after`: as write_live's)."""
+    rows that wait to go (`after`: as write_live's). `file` rides on the last chunk (its
+    caption; one chunk is the usual)."""
     if kind not in KINDS:
         raise ValueError(f"outbox kind must be one of {', '.join(KINDS)}, got {kind!r}")
     found = conn.execute("SELECT live FROM outbox WHERE idempotency_key = ?", (f"{key}:0",))
@@ -117,12 +122,13 @@ def enqueue(
     for i, chunk in enumerate(chunks):
         conn.execute(
             "INSERT INTO outbox (platform, chat_id, thread_id, scope_id, text, reply_to, kind,"
-            " origin, idempotency_key, created_at, mirror, buttons)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (idempotency_key) DO NOTHING",
+            " origin, idempotency_key, created_at, mirror, buttons, file)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (idempotency_key) DO NOTHING",
             (target.platform, target.chat_id, target.thread_id, target.scope_id, chunk,
              reply_to if i == 0 else None, kind, origin, f"{key}:{i}", now,
              mirror.to_json() if mirror is not None and i == 0 else None,
-             shown if i == len(chunks) - 1 else None),
+             shown if i == len(chunks) - 1 else None,
+             file.to_json() if file is not None and i == len(chunks) - 1 else None),
         )  # fmt: skip
         if conn.changes():
             ids.append(conn.last_insert_rowid())

@@ -385,6 +385,12 @@ def _step_6_event_title(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE inbound_journal ADD COLUMN title TEXT")
 
 
+def _step_7_outbox_file(conn: apsw.Connection) -> None:
+    """A row may send a file (send_file, a voice reply): `file` holds it as JSON (hermes's
+    copy under HERMES_HOME/outgoing, its name, type, size), the text its caption."""
+    conn.execute("ALTER TABLE outbox ADD COLUMN file TEXT")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
@@ -393,6 +399,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_4_approvals,
     _step_5_live_outbox,
     _step_6_event_title,
+    _step_7_outbox_file,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

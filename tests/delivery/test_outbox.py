@@ -16,7 +16,7 @@ import trio
 
 from hermes.actors.actor import Actor
 from hermes.actors.clock import Clock
-from hermes.adapters import base as adapter_base
+from hermes.adapters import contract
 from hermes.adapters.base import AdapterSetup, AdapterStatus
 from hermes.adapters.contract import (
     Permanent,
@@ -486,7 +486,7 @@ async def test_a_send_whose_answer_never_came_is_unknown_not_sent_twice(
     """The request left and no answer came within the send's deadline (it was held on its
     way: tests/adapters/relay.py): it may have arrived, so on a platform that does not
     deduplicate it is never sent again; the chat's next message goes after it."""
-    monkeypatch.setattr(adapter_base, "SEND_DEADLINE", 1.0)  # the contract's 30 s, shorter
+    monkeypatch.setattr(contract, "SEND_DEADLINE", 1.0)  # the contract's 30 s, shorter
     with HeldRelay(tg.url) as relay:
         relay.hold(b"/sendMessage")
         async with sending(registry, home, relay.url) as (outbox, db):

@@ -1,7 +1,8 @@
 """A fake Telegram Bot API on 127.0.0.1: a real HTTP server speaking the Bot API's
 JSON protocol (long polling with getUpdates, sendMessage with inline keyboards,
-button presses and answerCallbackQuery, sendChatAction, getFile and file downloads),
-for the tests of the Telegram adapter and the benches.
+button presses and answerCallbackQuery, sendChatAction, getFile and file downloads,
+files sent with sendDocument, sendPhoto and sendVoice), for the tests of the Telegram
+adapter and the benches.
 
 Calls go to `{url}/bot<token>/<method>` (method names are case-insensitive, as on
 Telegram), GET with a query string or POST with a JSON, urlencoded or multipart
@@ -23,6 +24,10 @@ HTTP status equal to `error_code`. A wrong token, or any token once
                      `answered`; an id never given by `press()`, or answered already:
                      400 "Bad Request: query is too old and response timeout expired
                      or query ID is invalid"
+    sendDocument, sendPhoto, sendVoice (chat_id, document | photo | voice, caption,
+                     parse_mode, message_thread_id, reply_parameters, reply_markup,
+                     duration) -> Message with its `document` | `photo` | `voice`;
+                     validated as Telegram does (below)
     sendChatAction   (chat_id, action, message_thread_id) -> true; recorded
     getFile          (file_id) -> {"file_id", "file_unique_id", "file_size", "file_path"}
     setWebhook, getWebhookInfo, setMyCommands, deleteMyCommands: minimal answers
@@ -51,10 +56,35 @@ or `url`: else 400 "Bad Request: can't parse inline keyboard button: Text button
 unallowed in the inline keyboard"), `callback_data` 1-64 bytes (else 400 "Bad
 Request: BUTTON_DATA_INVALID"). A message taken keeps its inline keyboard (its
 `reply_markup`, as Telegram returns it). A send taken is recorded in `sent` (its
-parameters, `reply_markup` included, the chat id it landed in as an int where it is
-one, its `message_id` and arrival time `at`, time.monotonic()); one refused, in
-`refused` (the same plus `error_code` and `description`). Message ids are global and
-increasing, shared with the injected messages.
+parameters, `reply_markup` included, `method` "sendMessage", the chat id it landed in
+as an int where it is one, its `message_id` and arrival time `at`,
+time.monotonic()); one refused, in `refused` (the same plus `error_code` and
+`description`). Message ids are global and increasing, shared with the injected
+messages.
+
+sendDocument, sendPhoto and sendVoice take the file as a multipart part named
+`document`, `photo` or `voice` (with a filename: an upload; its content type as
+given), or as a string: the file_id of a file the fake has (`add_file()`, an earlier
+upload: sent again), or "attach://<name>" naming another part. Their checks, in
+Telegram's order: an injected fault (`fail("sendDocument", 429, retry_after=5)`);
+a migrated group, as sendMessage; flood control when on; no file (400 "Bad Request:
+there is no document in the request", photo and voice likewise); a file_id the fake
+does not know (400 "Bad Request: wrong file identifier/HTTP URL specified"); an upload
+over `max_upload` bytes (default 50 MB, Telegram's limit for bots: HTTP 413 `{"ok":
+false, "error_code": 413, "description": "Request Entity Too Large"}`); a photo over
+10 MB (400 "Bad Request: file is too big"); the caption, optional, parsed in its
+parse mode as sendMessage's text is, then over 1024 UTF-16 code units (400 "Bad
+Request: message caption is too long"); the keyboard, as sendMessage's. The answer
+is a Message (`caption` as shown, if any) with a `document` (file_id,
+file_unique_id, file_name, mime_type, file_size), a `photo` (PhotoSizes, smallest
+first: file_id, file_unique_id, width, height, file_size; the largest is the file
+sent) or a `voice` (file_id, file_unique_id, duration: the `duration` given or 0,
+mime_type, file_size). An upload becomes a file of the fake, which getFile and the
+download serve (a photo at photos/file_N.jpg, a voice at voice/file_N.oga, a document
+at documents/file_N.<its extension>). A file send taken is recorded in `sent` as a
+sendMessage is (with its `method`, and `text` its caption or "") and in `uploads`
+(its file's name, type, size and sha256, and its bytes when at most 1 MiB; see
+`uploads`); one refused in `refused`. `wait_uploads()` waits for them.
 
 editMessageText checks an injected fault (`fail("editMessageText", 429,
 retry_after=5)`, say), the chat (empty, migrated) and the text and keyboard exactly
@@ -66,7 +96,8 @@ change (the same text in the same parse mode and the same keyboard: Telegram
 compares the rendered text and its entities, the fake what was sent) answers 400
 `NOT_MODIFIED` ("Bad Request: message is not modified: specified new message content
 and reply markup are exactly the same as a current content and reply markup of the
-message"). An edit taken replaces the message's `text` (as shown: parsed), sets its
+message"); a file's message, 400 "Bad Request: there is no text in the message to
+edit". An edit taken replaces the message's `text` (as shown: parsed), sets its
 `edit_date`, and replaces its inline keyboard with the one given, or removes it when
 none is given, as Telegram does. It is recorded in `edits` (`chat_id`, `message_id`,
 `text`, `parse_mode`, `reply_markup`, `at`); a refused one in `errors` only.
@@ -90,13 +121,13 @@ calls with an error, `migrate()` upgrades a group, `conflict_for()` makes every
 poll answer 409 for a while (and kicks a held one), `hang_polls()` makes the
 platform deaf (polls arrive, count, and get no answer until `unhang_polls()`),
 `revoke_token()`, `delete_message()`. It reads what the client did in `sent`,
-`refused`, `edits`, `actions`, `polls`, `conflicts`, `acked`, `pending`, `answered`,
-`rate_limited`, ... and waits for it with the `wait_*` helpers, which block on a
-condition (no sleeping) and raise TimeoutError naming what they waited for. `close()`
-returns at once: held polls answer 503.
+`refused`, `uploads`, `edits`, `actions`, `polls`, `conflicts`, `acked`, `pending`,
+`answered`, `rate_limited`, `downloads`, ... and waits for it with the `wait_*`
+helpers, which block on a condition (no sleeping) and raise TimeoutError naming what
+they waited for. `close()` returns at once: held polls answer 503.
 
-Flood control: `limit_rate()` (off by default) answers a sendMessage or
-editMessageText 429 with its retry_after once a chat goes past about one message a
+Flood control: `limit_rate()` (off by default) answers a sendMessage,
+editMessageText or file send 429 with its retry_after once a chat goes past about one message a
 second (a burst of 3) or the bot past 30 a second (a burst of 30), each bucket one
 message more lenient than that; chat actions are not counted.
 
@@ -133,13 +164,17 @@ the counters and the records.
 from __future__ import annotations
 
 import argparse
+import binascii
 import email.parser
 import email.policy
+import email.utils
+import hashlib
 import itertools
 import json
 import math
 import mimetypes
 import posixpath
+import quopri
 import re
 import socket
 import time
@@ -176,6 +211,22 @@ CANT_EDIT = "Bad Request: message can't be edited"
 TOO_LONG = "Bad Request: message is too long"  # sendMessage's words
 EDIT_TOO_LONG = "Bad Request: MESSAGE_TOO_LONG"  # editMessageText's
 MAX_CALLBACK_DATA = 64  # bytes
+MAX_CAPTION = 1024  # UTF-16 code units, after entity parsing
+MAX_UPLOAD = 50 * 1024 * 1024  # bytes: what a bot may upload (sendDocument and the like)
+MAX_PHOTO = 10 * 1024 * 1024  # bytes: a photo's own limit
+KEPT_UPLOAD = 1024 * 1024  # bytes: an upload up to this keeps its `content` in `uploads`
+CAPTION_TOO_LONG = "Bad Request: message caption is too long"
+PHOTO_TOO_BIG = "Bad Request: file is too big"
+WRONG_FILE_ID = "Bad Request: wrong file identifier/HTTP URL specified"
+NO_TEXT_TO_EDIT = "Bad Request: there is no text in the message to edit"
+# The methods that send a file: their canonical name and the field that carries it.
+FILE_METHODS = {
+    "senddocument": ("sendDocument", "document"),
+    "sendphoto": ("sendPhoto", "photo"),
+    "sendvoice": ("sendVoice", "voice"),
+}
+# The methods flood control counts (limit_rate()): every message sent or edited.
+_FLOODED = frozenset({"sendmessage", "editmessagetext", *FILE_METHODS})
 CHAT_ACTIONS = frozenset({
     "typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
     "upload_document", "choose_sticker", "find_location", "record_video_note",
@@ -215,6 +266,81 @@ class _File:
     file_size: int
     file_name: str
     mime_type: str
+
+
+@attrs.frozen(eq=False)
+class _Upload:
+    """A file part of a multipart body (one with a filename): its bytes as sent."""
+
+    content: bytes
+    file_name: str
+    mime_type: str | None  # the part's content type; None: it gave none
+
+    def info(self) -> dict[str, Any]:
+        """What a record keeps of it (not the bytes)."""
+        return {"file_name": self.file_name, "mime_type": self.mime_type,
+                "size": len(self.content)}  # fmt: skip
+
+
+def _without_bytes(params: dict[str, Any]) -> dict[str, Any]:
+    """A call's parameters as records keep them: each uploaded file as its `info()`."""
+    return {k: v.info() if isinstance(v, _Upload) else v for k, v in params.items()}
+
+
+def _multipart(content_type: str, raw: bytes) -> dict[str, Any]:
+    """The fields of a multipart/form-data body: a part with a filename as an `_Upload`
+    (its bytes sliced once out of the body, never decoded), any other as text."""
+    boundary = ""
+    for piece in content_type.split(";")[1:]:
+        key, _, value = piece.strip().partition("=")
+        if key.strip().lower() == "boundary":
+            boundary = value.strip().strip('"')
+    if not boundary:
+        raise ValueError("multipart body without a boundary")
+    delimiter = b"--" + boundary.encode("latin-1")
+    broken = ValueError("can't parse the multipart body")
+    start = raw.find(delimiter)
+    if start < 0:
+        raise broken
+    fields: dict[str, Any] = {}
+    pos = start + len(delimiter)
+    while not raw.startswith(b"--", pos):  # the closing delimiter ends it
+        line_end = raw.find(b"\r\n", pos)  # after the delimiter: padding, then CRLF
+        if line_end < 0:
+            raise broken
+        head_start = line_end + 2
+        if raw.startswith(b"\r\n", head_start):  # a part without headers
+            head_end, body_start = head_start, head_start + 2
+        else:
+            head_end = raw.find(b"\r\n\r\n", head_start)
+            if head_end < 0:
+                raise broken
+            body_start = head_end + 4
+        body_end = raw.find(b"\r\n" + delimiter, body_start)
+        if body_end < 0:
+            raise broken
+        headers = email.parser.BytesHeaderParser(policy=email.policy.HTTP).parsebytes(
+            raw[head_start:body_start]
+        )
+        pos = body_end + 2 + len(delimiter)
+        name = headers.get_param("name", header="content-disposition")
+        if not name:
+            continue
+        name = email.utils.collapse_rfc2231_value(name)
+        body = raw[body_start:body_end]
+        encoding = str(headers.get("content-transfer-encoding", "")).strip().lower()
+        if encoding == "base64":
+            body = binascii.a2b_base64(body)
+        elif encoding == "quoted-printable":
+            body = quopri.decodestring(body)
+        file_name = headers.get_filename()
+        if file_name is None:
+            fields[str(name)] = body.decode(errors="replace")
+        else:
+            given = headers.get("content-type")
+            mime = str(given).split(";")[0].strip().lower() if given else None
+            fields[str(name)] = _Upload(body, str(file_name), mime or None)
+    return fields
 
 
 @attrs.define(eq=False)
@@ -629,6 +755,34 @@ def _content(params: dict[str, Any], too_long: str) -> _Content | Reply:
     return _Content((text, str(mode).lower() if mode else None), plain, keyboard)
 
 
+def _caption(params: dict[str, Any]) -> tuple[str, dict[str, Any] | None] | Reply:
+    """The caption (as shown: parsed) and inline keyboard a file send carries, checked
+    as Telegram checks them, or the refusal. A caption is optional; its parse mode is
+    read only when there is one, as the Bot API does."""
+    caption = params.get("caption")
+    text = "" if caption is None else str(caption)
+    mode = params.get("parse_mode")
+    plain = text
+    if text and mode and str(mode).lower() != "none":
+        parser = _PARSERS.get(str(mode).lower())
+        if parser is None:
+            return _error(400, "Bad Request: unsupported parse_mode")
+        try:
+            plain = parser(text)
+        except ParseError as exc:
+            return _error(400, f"Bad Request: can't parse entities: {exc}")
+    if utf16_len(plain) > MAX_CAPTION:
+        return _error(400, CAPTION_TOO_LONG)
+    markup = params.get("reply_markup")
+    refusal = _keyboard_refusal(markup)
+    if refusal is not None:
+        return refusal
+    keyboard = None
+    if isinstance(markup, dict) and "inline_keyboard" in markup:
+        keyboard = {"inline_keyboard": copy_json(markup["inline_keyboard"])}
+    return plain, keyboard
+
+
 # -- the fake -------------------------------------------------------------------------
 
 
@@ -645,12 +799,20 @@ class FakeTelegram(Fake):
     )  # fmt: skip
 
     def __init__(
-        self, token: str = "123456:TEST-token", *, first_update_id: int = 1, port: int = 0
+        self,
+        token: str = "123456:TEST-token",
+        *,
+        first_update_id: int = 1,
+        port: int = 0,
+        max_upload: int = MAX_UPLOAD,
     ) -> None:
         """`port` 0 picks a free one; a test that needs the address before the fake
-        listens (a platform that refuses connections, then comes up) names it."""
+        listens (a platform that refuses connections, then comes up) names it.
+        `max_upload` (an attribute a test may change) is the largest file a send takes,
+        in bytes: Telegram's 50 MB for bots by default; a larger one answers 413."""
         super().__init__(port)
         self.token = token
+        self.max_upload = max_upload
         self._revoked = False
         # updates
         self._next_update = first_update_id
@@ -691,6 +853,7 @@ class FakeTelegram(Fake):
         self._deleted_webhook: list[dict[str, Any]] = []
         self._calls: list[dict[str, Any]] = []
         self._downloads: list[str] = []
+        self._uploads: list[dict[str, Any]] = []
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -717,7 +880,8 @@ class FakeTelegram(Fake):
     ) -> str:
         """A file on Telegram's servers, downloadable at `{url}/file/bot{token}/{path}`;
         returns its file_id. `size` is the size getFile and messages report (default the
-        content's): a 25 MB file without storing 25 MB. The download serves `content`."""
+        content's): a 25 MB file without storing 25 MB. The download serves `content`,
+        kept as given when it is `bytes` (never copied: many files may share one)."""
         with self._cond:
             n = next(self._file_numbers)
             if path is None:
@@ -730,7 +894,7 @@ class FakeTelegram(Fake):
             file = _File(
                 file_id=f"BQACAgIAAxkBAAI{n:08d}",
                 file_unique_id=f"AgAD{n:08d}",
-                content=bytes(content),
+                content=content if type(content) is bytes else bytes(content),
                 file_path=path,
                 file_size=len(content) if size is None else size,
                 file_name=name,
@@ -932,8 +1096,8 @@ class FakeTelegram(Fake):
 
     def migrate(self, old_chat_id: int, new_chat_id: int) -> None:
         """The group `old_chat_id` becomes the supergroup `new_chat_id`: from now on
-        sendMessage, editMessageText and sendChatAction to the old id answer 400 with
-        `parameters.migrate_to_chat_id`; the new id works."""
+        sendMessage, the file sends, editMessageText and sendChatAction to the old id
+        answer 400 with `parameters.migrate_to_chat_id`; the new id works."""
         with self._cond:
             self._migrated[_chat_key(old_chat_id)] = new_chat_id
             old = self._chats.get(old_chat_id, {})
@@ -981,12 +1145,22 @@ class FakeTelegram(Fake):
 
     # -- observing ----------------------------------------------------------------
 
-    sent = observed("_sent", """The sendMessage calls taken, in order: their parameters,
-        `chat_id` (an int where it is one), `message_id` and `at` (time.monotonic() of
-        arrival).""")  # fmt: skip
-    refused = observed("_refused", """The sendMessage calls answered with an error, in
-        order: as in `sent` (no message_id) plus `error_code`, `description` and
-        `parameters` if any.""")  # fmt: skip
+    sent = observed("_sent", """The sends taken, in order (sendMessage, and sendDocument,
+        sendPhoto, sendVoice alike): their parameters (an uploaded file as `file_name`,
+        `mime_type`, `size`; not its bytes), `method` ("sendMessage", "sendDocument"
+        ...), `chat_id` (an int where it is one), `text` (a file's: its caption as
+        given, "" if none), `message_id` and `at` (time.monotonic() of arrival).""")  # fmt: skip
+    refused = observed("_refused", """The sends answered with an error, in order: as in
+        `sent` (no message_id) plus `error_code`, `description` and `parameters` if
+        any.""")  # fmt: skip
+    uploads = observed("_uploads", """The file sends taken (sendDocument, sendPhoto,
+        sendVoice), in order: `method`, `chat_id` (an int where it is one), `message_id`,
+        `field` ("document", "photo", "voice"), `file_id` (the fake's file it became, or
+        the one sent again), `resent` (True: a file_id, no upload), `file_name` and
+        `mime_type` as uploaded (the part's; None: none given), `size`, `sha256` (hex),
+        `caption` (as given, None if not), `reply_parameters` (parsed), `message_thread_id`,
+        `at` (time.monotonic() of arrival) and `content`: the bytes, for a file of at most
+        1 MiB, else None (a big upload is kept once, as the fake's file).""")  # fmt: skip
     edits = observed("_edits", """The editMessageText calls taken, in order: `chat_id` (an
         int where it is one), `message_id`, `text` and `parse_mode` as given (None if
         not), `reply_markup` (None if not given), `at` (time.monotonic() of arrival).
@@ -1038,7 +1212,8 @@ class FakeTelegram(Fake):
         with self._cond:
             mine = [m for m in self._messages.values()
                     if m["chat"]["id"] == key and m["from"]["id"] == BOT_ID]  # fmt: skip
-            return [m["text"] for m in sorted(mine, key=lambda m: m["message_id"])]
+            return [m.get("text", m.get("caption", ""))
+                    for m in sorted(mine, key=lambda m: m["message_id"])]  # fmt: skip
 
     def message_now(self, message_id: int) -> dict[str, Any]:
         """A message as Telegram holds it now (its `text` as shown, its `edit_date` once
@@ -1056,8 +1231,17 @@ class FakeTelegram(Fake):
         """The sends taken (in `chat_id` if given), once at least `count` were."""
         key = _chat_key(chat_id)
         where = "" if key is None else f" to chat {key}"
-        return self._wait_records("_sent", count, timeout, f"{count} sendMessage(s){where}",
+        return self._wait_records("_sent", count, timeout, f"{count} send(s){where}",
                                   lambda s: key in (None, s["chat_id"]))  # fmt: skip
+
+    def wait_uploads(
+        self, count: int = 1, timeout: float = 10.0, *, chat_id: int | str | None = None
+    ) -> list[dict[str, Any]]:
+        """The file sends taken (to `chat_id` if given), once at least `count` were."""
+        key = _chat_key(chat_id)
+        where = "" if key is None else f" to chat {key}"
+        return self._wait_records("_uploads", count, timeout, f"{count} file upload(s){where}",
+                                  lambda u: key in (None, u["chat_id"]))  # fmt: skip
 
     def wait_edits(
         self, count: int, timeout: float = 10.0, *, message_id: int | None = None
@@ -1255,8 +1439,9 @@ class FakeTelegram(Fake):
         except ValueError as exc:
             return _error(400, f"Bad Request: {exc}")
         method = name.lower()
+        kept = _without_bytes(params)  # what the records keep: no uploaded bytes
         with self._cond:
-            call = {"method": name, "params": params, "status": None, "at": time.monotonic()}
+            call = {"method": name, "params": kept, "status": None, "at": time.monotonic()}
             self._calls.append(call)
             if method == "getupdates":
                 self._polls += 1
@@ -1266,7 +1451,7 @@ class FakeTelegram(Fake):
             call["status"] = None if reply is None else reply.status
             if reply is not None and isinstance(reply.body, dict) and not reply.body.get("ok"):
                 self._errors.append({
-                    "method": name, "params": params, "error_code": reply.status,
+                    "method": name, "params": kept, "error_code": reply.status,
                     "description": reply.body.get("description"), "at": call["at"],
                 })  # fmt: skip
             self._cond.notify_all()
@@ -1279,15 +1464,7 @@ class FakeTelegram(Fake):
             if kind == "application/x-www-form-urlencoded":
                 params.update(parse_qsl(raw.decode(), keep_blank_values=True))
             elif kind == "multipart/form-data":
-                header = f"Content-Type: {content_type}\r\n\r\n".encode()
-                message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-                    header + raw
-                )
-                for part in message.iter_parts():
-                    field = part.get_param("name", header="content-disposition")
-                    payload = part.get_payload(decode=True) or b""
-                    if field:
-                        params[str(field)] = payload.decode(errors="replace")
+                params.update(_multipart(content_type, raw))
             else:
                 try:
                     body = json.loads(raw)
@@ -1318,6 +1495,8 @@ class FakeTelegram(Fake):
             return self._edit_message_text(params)
         if method == "sendchataction":
             return self._send_chat_action(params)
+        if method in FILE_METHODS:
+            return self._send_file(*FILE_METHODS[method], params)
         with self._cond:
             fault = self._faults.take(method, None)
             if fault is not None:
@@ -1450,7 +1629,7 @@ class FakeTelegram(Fake):
 
     def _send_message(self, params: dict[str, Any]) -> Reply:
         chat = _chat_key(params.get("chat_id"))
-        record = {**params, "chat_id": chat, "at": time.monotonic()}
+        record = {**params, "method": "sendMessage", "chat_id": chat, "at": time.monotonic()}
         with self._cond:
             reply = self._check_message(params, chat)
             if reply.status != 200:
@@ -1478,7 +1657,7 @@ class FakeTelegram(Fake):
             return _error(400, "Bad Request: chat_id is empty")
         if chat in self._migrated:
             return _error(400, MIGRATED, migrate_to_chat_id=self._migrated[chat])
-        if self._flood is not None and method in ("sendmessage", "editmessagetext"):
+        if self._flood is not None and method in _FLOODED:
             wait = self._flood.take(chat, time.monotonic())
             if wait > 0:
                 seconds = math.ceil(wait)
@@ -1494,6 +1673,20 @@ class FakeTelegram(Fake):
         content = _content(params, TOO_LONG)
         if isinstance(content, Reply):
             return content
+        message = self._bot_message(params, chat, {"text": content.plain}, content.keyboard)
+        self._sources[message["message_id"]] = content.source
+        return _ok(copy_json(message))
+
+    def _bot_message(
+        self,
+        params: dict[str, Any],
+        chat: int | str,
+        body: dict[str, Any],
+        keyboard: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """A message the bot sends, stored: a new message_id, its chat, its topic and
+        the message it replies to (from `params`), `body` (its text, or its file and
+        caption), its inline keyboard (holding the lock)."""
         thread = _int(params.get("message_thread_id"))
         reply_parameters = params.get("reply_parameters")
         reply_id = None
@@ -1506,7 +1699,7 @@ class FakeTelegram(Fake):
         }  # fmt: skip
         message: dict[str, Any] = {
             "message_id": next(self._message_ids), "from": dict(BOT_USER),
-            "chat": chat_object, "date": int(time.time()), "text": content.plain,
+            "chat": chat_object, "date": int(time.time()), **body,
         }  # fmt: skip
         if thread is not None:
             message["message_thread_id"] = thread
@@ -1516,11 +1709,129 @@ class FakeTelegram(Fake):
             message["reply_to_message"] = {
                 k: v for k, v in self._messages[reply_id].items() if k != "reply_to_message"
             }
-        if content.keyboard is not None:
-            message["reply_markup"] = content.keyboard
+        if keyboard is not None:
+            message["reply_markup"] = keyboard
         self._messages[message["message_id"]] = message
-        self._sources[message["message_id"]] = content.source
-        return _ok(copy_json(message))
+        return message
+
+    def _send_file(self, method: str, field: str, params: dict[str, Any]) -> Reply:
+        """sendDocument, sendPhoto or sendVoice (`method`, its file in `field`)."""
+        chat = _chat_key(params.get("chat_id"))
+        at = time.monotonic()
+        caption = params.get("caption")
+        record = {
+            **_without_bytes(params), "method": method, "chat_id": chat,
+            "text": "" if caption is None else str(caption), "at": at,
+        }  # fmt: skip
+        with self._cond:
+            reply, file, upload = self._check_file(method, field, params, chat)
+            assert isinstance(reply.body, dict)
+            if reply.status != 200:
+                refused = {
+                    **record, "error_code": reply.status,
+                    "description": reply.body["description"],
+                }  # fmt: skip
+                if "parameters" in reply.body:
+                    refused["parameters"] = reply.body["parameters"]
+                self._refused.append(refused)
+            else:
+                assert file is not None
+                message_id = reply.body["result"]["message_id"]
+                record["message_id"] = message_id
+                self._sent.append(record)
+                content = file.content if upload is None else upload.content
+                self._uploads.append({
+                    "method": method, "chat_id": chat, "message_id": message_id,
+                    "field": field, "file_id": file.file_id, "resent": upload is None,
+                    "file_name": file.file_name if upload is None else upload.file_name,
+                    "mime_type": file.mime_type if upload is None else upload.mime_type,
+                    "size": len(content), "sha256": hashlib.sha256(content).hexdigest(),
+                    "caption": caption, "reply_parameters": params.get("reply_parameters"),
+                    "message_thread_id": _int(params.get("message_thread_id")), "at": at,
+                    "content": content if len(content) <= KEPT_UPLOAD else None,
+                })  # fmt: skip
+            self._cond.notify_all()
+            return reply
+
+    def _check_file(
+        self, method: str, field: str, params: dict[str, Any], chat: int | str | None
+    ) -> tuple[Reply, _File | None, _Upload | None]:
+        """The answer to a file send (holding the lock), the fake's file it sent and the
+        upload it came from (None: a file_id sent again). A file taken is stored and
+        downloadable, and its message stored."""
+        refusal = self._chat_refusal(method.lower(), chat)
+        if refusal is not None:
+            return refusal, None, None
+        value = params.get(field)
+        missing = field
+        if isinstance(value, str) and value.strip().startswith("attach://"):
+            missing = value.strip()[len("attach://") :]
+            value = params.get(missing)
+            if not isinstance(value, _Upload):
+                value = None
+        if value is None or isinstance(value, str) and not value.strip():
+            return _error(400, f"Bad Request: there is no {missing} in the request"), None, None
+        upload = value if isinstance(value, _Upload) else None
+        file = None
+        if upload is None:
+            file = self._files.get(str(value).strip()) if isinstance(value, str) else None
+            if file is None:
+                return _error(400, WRONG_FILE_ID), None, None
+        else:
+            if len(upload.content) > self.max_upload:
+                return _error(413, "Request Entity Too Large"), None, None
+            if field == "photo" and len(upload.content) > MAX_PHOTO:
+                return _error(400, PHOTO_TOO_BIG), None, None
+        caption = _caption(params)
+        if isinstance(caption, Reply):
+            return caption, None, None
+        plain, keyboard = caption
+        if upload is not None:
+            file = self._stored_upload(field, upload)
+        assert file is not None
+        body: dict[str, Any] = {}
+        if field == "photo":
+            body["photo"] = self._photo_sizes(file.file_id)
+        elif field == "voice":
+            body["voice"] = {
+                "duration": _int(params.get("duration"), 0), "mime_type": file.mime_type,
+                "file_id": file.file_id, "file_unique_id": file.file_unique_id,
+                "file_size": file.file_size,
+            }  # fmt: skip
+        else:
+            body["document"] = {
+                "file_name": file.file_name, "mime_type": file.mime_type,
+                "file_id": file.file_id, "file_unique_id": file.file_unique_id,
+                "file_size": file.file_size,
+            }  # fmt: skip
+        if plain:
+            body["caption"] = plain
+        message = self._bot_message(params, chat, body, keyboard)
+        return _ok(copy_json(message)), file, upload
+
+    def _stored_upload(self, field: str, upload: _Upload) -> _File:
+        """An upload kept as a file of the fake, where Telegram would put it (holding the
+        lock): a photo becomes a JPEG, a voice an OGG unless it says it is other audio."""
+        n = next(self._file_numbers)
+        name = upload.file_name or field
+        given = upload.mime_type if upload.mime_type != "application/octet-stream" else None
+        if field == "photo":
+            path, mime, prefix = f"photos/file_{n}.jpg", "image/jpeg", "AgACAgIAAxkBAAI"
+        elif field == "voice":
+            mime = given if given and given.startswith("audio/") else "audio/ogg"
+            path, prefix = f"voice/file_{n}.oga", "AwACAgIAAxkBAAI"
+        else:
+            mime = given or mimetypes.guess_type(name)[0] or "application/octet-stream"
+            ext = posixpath.splitext(name)[1]
+            ext = ext if re.fullmatch(r"\.[A-Za-z0-9]{1,8}", ext) else ""
+            path, prefix = f"documents/file_{n}{ext}", "BQACAgIAAxkBAAI"
+        file = _File(
+            file_id=f"{prefix}{n:08d}", file_unique_id=f"AgAD{n:08d}", content=upload.content,
+            file_path=path, file_size=len(upload.content), file_name=name, mime_type=mime,
+        )  # fmt: skip
+        self._files[file.file_id] = file
+        self._file_paths[path] = file
+        return file
 
     def _edit_message_text(self, params: dict[str, Any]) -> Reply:
         chat = _chat_key(params.get("chat_id"))
@@ -1554,6 +1865,8 @@ class FakeTelegram(Fake):
             return _error(400, EDIT_NOT_FOUND)
         if message["from"]["id"] != BOT_ID:
             return _error(400, CANT_EDIT)
+        if "text" not in message:  # a file's message: its caption is not its text
+            return _error(400, NO_TEXT_TO_EDIT)
         now = (message["text"], message.get("reply_markup"), self._sources.get(message_id))
         if (content.plain, content.keyboard, content.source) == now:
             return _error(400, NOT_MODIFIED)

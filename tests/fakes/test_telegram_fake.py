@@ -4,10 +4,14 @@ fake's conditions, never by sleeping."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import socket
 import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
@@ -533,3 +537,189 @@ def test_flood_control_refuses_a_chats_fourth_message_at_once_and_counts_it(tg: 
     assert call(tg, "sendMessage", chat_id=1002, text="another chat").status_code == 200
     assert call(tg, "sendChatAction", chat_id=1001, action="typing").status_code == 200
     assert tg.rate_limited == 1
+
+
+def upload(
+    tg: FakeTelegram, method: str, field: str, content: bytes, name: str = "report.pdf",
+    mime: str = "application/pdf", **params: Any,
+) -> httpx.Response:  # fmt: skip
+    """A file send as a multipart form: the file as the part `field`, the other
+    parameters as text (JSON text where nested)."""
+    data = {k: v if isinstance(v, str) else json.dumps(v) for k, v in params.items()}
+    files = {field: (name, content, mime)}
+    return httpx.post(f"{tg.api_url}/{method}", data=data, files=files, timeout=10)
+
+
+@pytest.mark.timeout(30)
+def test_a_document_upload_is_recorded_and_downloadable(tg: FakeTelegram):
+    content = b"%PDF-1.7\n" + bytes(range(256)) * 40
+    started = time.monotonic()
+    answer = upload(tg, "sendDocument", "document", content, chat_id=-1001234,
+                    caption="the *report*", parse_mode="MarkdownV2", message_thread_id=77,
+                    reply_parameters={"message_id": 5})  # fmt: skip
+    assert answer.status_code == 200, answer.json()
+    message = answer.json()["result"]
+    document = message["document"]
+    assert document["file_name"] == "report.pdf" and document["mime_type"] == "application/pdf"
+    assert document["file_size"] == len(content) and document["file_unique_id"]
+    assert message["caption"] == "the report" and "text" not in message
+    assert message["from"]["id"] == BOT_ID and message["chat"]["id"] == -1001234
+    assert message["message_thread_id"] == 77 and message["date"]
+    [record] = tg.wait_uploads()
+    assert record == {
+        "method": "sendDocument", "chat_id": -1001234, "message_id": message["message_id"],
+        "field": "document", "file_id": document["file_id"], "resent": False,
+        "file_name": "report.pdf", "mime_type": "application/pdf", "size": len(content),
+        "sha256": hashlib.sha256(content).hexdigest(), "caption": "the *report*",
+        "reply_parameters": {"message_id": 5}, "message_thread_id": 77,
+        "at": record["at"], "content": content,
+    }  # fmt: skip
+    assert record["at"] >= started
+    [sent] = tg.sent  # a send like any other: shown() and sent_to() see it
+    assert sent["method"] == "sendDocument" and sent["text"] == "the *report*"
+    assert sent["document"] == {"file_name": "report.pdf", "mime_type": "application/pdf",
+                                "size": len(content)}  # fmt: skip
+    assert tg.shown(-1001234) == ["the report"]
+    info = call(tg, "getFile", file_id=document["file_id"]).json()["result"]
+    assert info["file_size"] == len(content) and info["file_path"].endswith(".pdf")
+    got = httpx.get(f"{tg.url}/file/bot{TOKEN}/{info['file_path']}", timeout=5)
+    assert got.status_code == 200 and got.content == content
+    assert tg.downloads == [info["file_path"]]
+    again = call(tg, "sendDocument", chat_id=7, document=document["file_id"])  # by file_id
+    assert again.json()["result"]["document"]["file_id"] == document["file_id"]
+    [_, resent] = tg.wait_uploads(2)
+    assert resent["resent"] is True and resent["sha256"] == record["sha256"]
+    assert resent["caption"] is None and tg.sent[1]["text"] == ""
+    assert call(tg, "sendMessage", chat_id=7, text="x").status_code == 200
+    assert [s["method"] for s in tg.sent] == ["sendDocument", "sendDocument", "sendMessage"]
+    unknown = call(tg, "sendDocument", chat_id=7, document="BQACnope")
+    assert unknown.json()["description"] == (
+        "Bad Request: wrong file identifier/HTTP URL specified"
+    )
+    edit = call(tg, "editMessageText", chat_id=7, message_id=again.json()["result"]["message_id"],
+                text="x")  # fmt: skip
+    assert edit.json()["description"] == "Bad Request: there is no text in the message to edit"
+
+
+@pytest.mark.timeout(30)
+def test_a_photo_and_a_voice_are_answered_with_their_objects(tg: FakeTelegram):
+    jpeg = b"\xff\xd8\xff\xe0" + b"p" * 5000
+    photo = upload(tg, "sendPhoto", "photo", jpeg, "cat.jpg", "image/jpeg", chat_id=7,
+                   caption="a cat", reply_markup=KEYBOARD)  # fmt: skip
+    assert photo.status_code == 200, photo.json()
+    message = photo.json()["result"]
+    sizes = message["photo"]
+    assert len(sizes) >= 2
+    for size in sizes:
+        assert size.keys() == {"file_id", "file_unique_id", "width", "height", "file_size"}
+    assert [s["width"] for s in sizes] == sorted(s["width"] for s in sizes)
+    assert sizes[-1]["file_size"] == len(jpeg)
+    assert message["caption"] == "a cat" and message["reply_markup"] == KEYBOARD
+    largest = call(tg, "getFile", file_id=sizes[-1]["file_id"]).json()["result"]
+    got = httpx.get(f"{tg.url}/file/bot{TOKEN}/{largest['file_path']}", timeout=5)
+    assert got.content == jpeg
+    ogg = b"OggS" + b"v" * 3000
+    voice = upload(tg, "SENDVOICE", "voice", ogg, "note.ogg", "audio/ogg", chat_id="7",
+                   duration=4)  # fmt: skip
+    assert voice.status_code == 200, voice.json()
+    result = voice.json()["result"]
+    shape = {k: result["voice"][k] for k in ("duration", "mime_type", "file_size")}
+    assert shape == {"duration": 4, "mime_type": "audio/ogg", "file_size": len(ogg)}
+    assert result["voice"].keys() == {
+        "file_id", "file_unique_id", "duration", "mime_type", "file_size",
+    }  # fmt: skip
+    assert "caption" not in result and result["message_id"] > message["message_id"]
+    first, second = tg.wait_uploads(2, chat_id=7)
+    assert (first["field"], first["method"], first["size"]) == ("photo", "sendPhoto", len(jpeg))
+    assert (second["field"], second["method"], second["content"]) == ("voice", "sendVoice", ogg)
+    assert tg.shown(7) == ["a cat", ""]
+    pressed = tg.press(message, "/approve 3f9a1c")  # its keyboard works as a message's
+    assert tg.update(pressed)["callback_query"]["message"]["message_id"] == message["message_id"]
+    too_big = upload(tg, "sendPhoto", "photo", b"p" * (10 * 1024 * 1024 + 1), "big.jpg",
+                     "image/jpeg", chat_id=7)  # fmt: skip
+    assert too_big.status_code == 400
+    assert too_big.json()["description"] == "Bad Request: file is too big"
+    assert len(tg.uploads) == 2
+
+
+@pytest.mark.timeout(30)
+def test_an_upload_over_max_upload_is_413_and_not_recorded(tg: FakeTelegram):
+    tg.max_upload = 1000
+    answer = upload(tg, "sendDocument", "document", b"d" * 1001, chat_id=7, caption="big")
+    assert answer.status_code == 413
+    assert answer.json() == {
+        "ok": False, "error_code": 413, "description": "Request Entity Too Large",
+    }  # fmt: skip
+    assert tg.uploads == [] and tg.sent == []
+    [refused] = tg.wait_refused(1)
+    assert refused["method"] == "sendDocument" and refused["error_code"] == 413
+    assert refused["document"]["size"] == 1001 and refused["text"] == "big"
+    assert upload(tg, "sendDocument", "document", b"d" * 1000, chat_id=7).status_code == 200
+    assert [u["size"] for u in tg.wait_uploads(1)] == [1000]
+    state = httpx.get(f"{tg.url}/_fake/state", timeout=5).json()["result"]
+    assert [r["error_code"] for r in state["refused"]] == [413]
+
+
+@pytest.mark.timeout(30)
+def test_a_send_without_its_file_is_refused(tg: FakeTelegram):
+    for method, field in (("sendDocument", "document"), ("sendPhoto", "photo"),
+                          ("sendVoice", "voice")):  # fmt: skip
+        answer = upload(tg, method, "other", b"x", chat_id=7)
+        assert answer.status_code == 400
+        assert answer.json()["description"] == f"Bad Request: there is no {field} in the request"
+    attached = httpx.post(f"{tg.api_url}/sendDocument", timeout=5,
+                          data={"chat_id": "7", "document": "attach://file0"},
+                          files={"file0": ("a.txt", b"attached", "text/plain")})  # fmt: skip
+    assert attached.json()["result"]["document"]["file_name"] == "a.txt"
+    assert len(tg.refused) == 3 and [u["content"] for u in tg.uploads] == [b"attached"]
+
+
+@pytest.mark.timeout(30)
+def test_a_fault_on_send_document_is_answered_then_it_works(tg: FakeTelegram):
+    tg.fail("sendDocument", 429, retry_after=5)
+    limited = upload(tg, "sendDocument", "document", b"doc", chat_id=7)
+    assert limited.status_code == 429
+    assert limited.json() == {
+        "ok": False, "error_code": 429, "description": "Too Many Requests: retry after 5",
+        "parameters": {"retry_after": 5},
+    }  # fmt: skip
+    assert tg.rate_limited == 1 and tg.uploads == []
+    assert tg.wait_refused(1)[0]["parameters"] == {"retry_after": 5}
+    tg.migrate(-42, -1009)
+    moved = upload(tg, "sendDocument", "document", b"doc", chat_id=-42)
+    assert moved.json()["parameters"] == {"migrate_to_chat_id": -1009}
+    assert upload(tg, "sendDocument", "document", b"doc", chat_id=7).status_code == 200
+    assert len(tg.wait_uploads(1)) == 1
+
+
+@pytest.mark.timeout(30)
+def test_a_caption_is_checked_as_a_text_is(tg: FakeTelegram):
+    too_long = upload(tg, "sendDocument", "document", b"x", chat_id=7, caption="😀" * 513)
+    assert too_long.status_code == 400  # 1026 UTF-16 units
+    assert too_long.json()["description"] == "Bad Request: message caption is too long"
+    bad = upload(tg, "sendDocument", "document", b"x", chat_id=7, caption="a-b",
+                 parse_mode="MarkdownV2")  # fmt: skip
+    assert bad.json()["description"].startswith("Bad Request: can't parse entities: ")
+    fits = upload(tg, "sendDocument", "document", b"x", chat_id=7,
+                  caption="*" + "a" * 1024 + "*", parse_mode="MarkdownV2")  # fmt: skip
+    assert fits.status_code == 200, fits.json()  # 1026 as sent, 1024 once parsed
+    assert len(tg.refused) == 2 and len(tg.wait_uploads(1)) == 1
+
+
+@pytest.mark.timeout(30)
+def test_a_big_file_is_neither_copied_when_added_nor_when_downloaded(tg: FakeTelegram):
+    content = b"z" * (5 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        path = call(tg, "getFile", file_id=tg.add_file(content)).json()["result"]["file_path"]
+        with socket.create_connection(tg.server.server_address[:2], timeout=10) as conn:
+            conn.sendall(f"GET /file/bot{TOKEN}/{path} HTTP/1.1\r\nHost: x\r\n"
+                         "Connection: close\r\n\r\n".encode())  # fmt: skip
+            received, piece = 0, bytearray(64 * 1024)
+            while count := conn.recv_into(piece):
+                received += count
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert received > len(content)  # the headers and the whole file
+    assert peak < len(content) // 2  # a copy would be 5 MB

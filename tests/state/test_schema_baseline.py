@@ -200,10 +200,22 @@ def test_step_6_keeps_an_events_title_in_the_journal():
     conn.execute("INSERT INTO inbound_journal (platform, event_id, chat_type, chat_id, user_id,"
                  " text, state, received_at) VALUES ('email', '<a@x>', 'dm', 'a@x', 'a@x',"
                  " 'hi', 'answered', 1)")  # fmt: skip
-    assert schema.migrate(conn) == [6]
+    assert schema.migrate(conn, target=6) == [6]
     after = shape(conn)
     columns = after["tables"]["inbound_journal"].pop("columns")
     assert columns[:-1] == before["tables"]["inbound_journal"].pop("columns")
     assert columns[-1][1:] == ("title", "TEXT", 0, None, 0, 0)  # nullable, no default
     assert after["tables"] == before["tables"]
     assert conn.execute("SELECT title FROM inbound_journal").get is None
+
+
+def test_step_7_lets_an_outbox_row_carry_a_file():
+    conn = baseline()
+    schema.migrate(conn, target=6)
+    before = shape(conn)
+    assert schema.migrate(conn) == [7]
+    after = shape(conn)
+    columns = after["tables"]["outbox"].pop("columns")
+    assert columns[:-1] == before["tables"]["outbox"].pop("columns")
+    assert columns[-1][1:] == ("file", "TEXT", 0, None, 0, 0)  # nullable: most rows are text
+    assert after["tables"] == before["tables"]
