@@ -7,11 +7,17 @@ REST, under `{url}/api/v10/`, header `Authorization: Bot <token>` (otherwise 401
     GET  gateway/bot               -> {"url": "ws://127.0.0.1:PORT/gateway", "shards": 1,
                                        "session_start_limit": {...}}
     GET  users/@me                 -> the bot user
-    POST channels/{id}/messages    {content, message_reference?, components?} -> 200 a
-                                   Message (`id`: an increasing snowflake string; its
-                                   `components` as sent); empty (without components) or
+    POST channels/{id}/messages    {content, message_reference?, components?, nonce?,
+                                   enforce_nonce?} -> 200 a Message (`id`: an increasing
+                                   snowflake string; its `components` as sent, its `nonce`
+                                   if given); empty (without components or files) or
                                    over 2000 characters, or components Discord refuses
-                                   (see below) -> 400 code 50035 "Invalid Form Body"
+                                   (see below), or a nonce not an integer or a string of
+                                   at most 25 characters -> 400 code 50035 "Invalid Form
+                                   Body". Or multipart/form-data (with files, below).
+                                   A body over `max_upload` bytes (default 10 MiB, a
+                                   bot's limit in an unboosted server) -> 413 code 40005
+                                   "Request entity too large".
     PATCH channels/{id}/messages/{message}  {content?, components?, embeds?} -> 200 the
                                    Message as it is now: each field given (null: emptied)
                                    replaces the message's (`components: []` takes its
@@ -32,6 +38,34 @@ REST, under `{url}/api/v10/`, header `Authorization: Bot <token>` (otherwise 401
                                    been acknowledged."; a type that cannot answer a button
                                    press (only 4, 5, 6, 7 and 9 can) -> 400 code 50035.
 
+Files (Discord's "Uploading Files"): a create in multipart/form-data carries a part
+`payload_json` (the JSON body as above, with `attachments: [{"id": n, "filename"?,
+"description"?}]`) and file parts `files[0]`, `files[1]` ... (each with a filename and a
+content type; any other part with a filename is taken as a file too; without
+payload_json the other parts are the fields, as strings). The entry whose `id` is n
+names `files[n]` (its `filename` replaces the part's; its `description` is kept); a
+file without an entry is taken too, as Discord takes it. The Message's `attachments`
+list the files (`id`, `filename`, `size`, `url`, `proxy_url`, `content_type`: the
+part's, else guessed from the filename; `description`), which the CDN then serves; the
+content may be empty. More than 10 files -> 400 50035; a body that is not multipart
+-> 400 50035; a payload_json that is not JSON -> 400 50109. Each file is recorded in
+`uploads`.
+
+Nonces: a create with `nonce` and `enforce_nonce: true` whose nonce an earlier create
+in the same channel had, within NONCE_WINDOW (300 s on `clock`), is answered 200 with
+that message as it is now (JSON or multipart alike): no new message, nothing in `sent`
+or `uploads`. Without `enforce_nonce` a nonce is only echoed in the Message.
+
+The CDN, on the same port, needs no Authorization (as Discord's): `GET
+/attachments/<channel>/<attachment>/<filename>?ex=<hex expiry>&is=<hex issued>&hm=<hex
+HMAC>&` (an attachment's `url`; `proxy_url` is the same link) answers the file with its
+content type, written in 256 KiB pieces; each download is counted in `downloads`. A link
+whose `hm` is missing or does not match (or that expired after 24 h, or names another
+file) answers 404 "This content is no longer available." (text), as Discord's does. A
+test adds a user's file with `add_attachment(content, filename, content_type=None,
+size=None)` (channel "0" in its path) and sends it with `message(...,
+attachments=[...])`.
+
 Components are checked as Discord checks them: at most 5 action rows (type 1) of 1 to 5
 components; a button (type 2) has a style 1-5, a label of at most 80 characters (or an
 emoji), and a custom_id of 1 to 100 characters unique in the message (a link button,
@@ -43,7 +77,8 @@ and `-Bucket` (one bucket per route and channel, as Discord's are per channel:
 `bucket_limit` calls per `bucket_window` seconds, counted but not enforced: only
 `rate_limit()` answers 429, with `Retry-After`, `X-RateLimit-Scope` (and
 `X-RateLimit-Global: true` when global) and `{"message": "You are being rate
-limited.", "retry_after": s, "global": bool}`. `fail()` answers other errors.
+limited.", "retry_after": s, "global": bool}`. `fail()` answers other errors. The CDN
+is no REST: none of these headers, no faults, not in `calls`.
 
 Gateway: a WebSocket at `{ws}/gateway` (the URL from gateway/bot) and at
 `{ws}/resume` (the `resume_gateway_url` in READY); both behave alike (the path is
@@ -84,9 +119,10 @@ fake keeps its state for its whole life: sessions, messages and interactions out
 client restarts.
 
 The test drives the fake from its own thread (every method is thread-safe):
-`message()` and `dispatch()` put events in; `press(message, button, user_id=...)`
-presses a button of a message hermes sent (the message as `sent` records it, or its
-id; the button by its custom_id, i.e. hermes's command, or its label) and returns the
+`message()` (with `attachments` from `add_attachment()`) and `dispatch()` put events
+in; `press(message, button, user_id=...)` presses a button of a message hermes sent
+(the message as `sent` records it, or its id; the button by its custom_id, i.e.
+hermes's command, or its label) and returns the
 interaction's id, `redeliver(interaction_id)` dispatches that press again (as a Resume
 from an earlier sequence would); `rate_limit()` and `fail()` answer the next matching
 REST calls with errors (route "messages" for creates, "edits" for edits:
@@ -97,12 +133,16 @@ makes every new socket close right after Hello (a flapping gateway) until `unfla
 It reads what the client did in `sent`, `edits` (each edit taken: `channel_id`,
 `message_id`, `content` and `components` as given, None when left out, `at`),
 `typing`, `interactions`, `callbacks`, `refused`, `calls`, `rate_limited` (how many
-429s it answered, on any route), `identifies` (and `identify_payloads`, with their
-times), `resumes`, `sessions`, `heartbeats`, `closes`, `sockets`, `dispatches` ...;
-what a user sees now in a channel with `messages_in(channel)` (the bot's messages
-there, oldest first, as Discord keeps them after edits: `id`, `content`,
-`components`, `edited_timestamp` ...); and waits for it with the `wait_*` helpers
-(`wait_edits(count, message_id=)` for edits), which block on a condition (no
+429s it answered, on any route), `uploads` (each file the bot uploaded: `channel_id`,
+`message_id`, `attachment_id`, `filename`, `description`, `size`, `sha256`,
+`content_type`, `text`, `message_reference`, `at`, `content`: the bytes up to 1 MiB,
+else None), `downloads` (the attachment ids the CDN served, in order), `identifies`
+(and `identify_payloads`, with their times), `resumes`, `sessions`, `heartbeats`,
+`closes`, `sockets`, `dispatches` ...; what a user sees now in a channel with
+`messages_in(channel)` (the bot's messages there, oldest first, as Discord keeps them
+after edits: `id`, `content`, `components`, `attachments`, `edited_timestamp` ...); and
+waits for it with the `wait_*` helpers (`wait_edits(count, message_id=)` for edits,
+`wait_uploads(count)`, `wait_downloads(count)`), which block on a condition (no
 sleeping) and raise TimeoutError naming what they waited for.
 `shutdown()` (or leaving the `with` block) stops the fake at once; `close(code)` closes
 a Gateway socket.
@@ -127,30 +167,43 @@ Where the fake knowingly differs from Discord:
   dispatched back (Discord sends MESSAGE_CREATE, MESSAGE_UPDATE, MESSAGE_DELETE).
 - The fake closes its sockets with the chosen code (`close()`) or 1001 when
   stopping; `drop()` cuts the TCP connection with no close frame.
+- The CDN is on the fake's port (`url` and `proxy_url` alike), serves no ranges or image
+  resizing, and an attachment added with a `size` larger than its content serves the
+  content padded with zeros to `size`. Filenames are kept as given (Discord replaces
+  spaces and strips some characters); a 413 comes after the body was read whole.
 
 In its own process:
 
-    python -m tests.fakes.discord [--token T] [--heartbeat-interval 41.25]
+    python -m tests.fakes.discord [--token T] [--heartbeat-interval 41.25] [--max-upload N]
 
 prints its base URL on one line and serves until killed. Another process drives it
 over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword arguments calls one
 of message, dispatch, press, redeliver, rate_limit, fail, clear_faults, delete_message,
-messages_in, zombie, unzombie, close, reconnect, invalid_session, drop, flap, unflap
-(answer `{"ok": true, "result": <return value>}`), and `GET {url}/_fake/state` answers
-the counters and the records.
+messages_in, zombie, unzombie, close, reconnect, invalid_session, drop, flap, unflap,
+add_attachment (its content a string, sent in UTF-8) (answer `{"ok": true, "result":
+<return value>}`), and `GET {url}/_fake/state` answers the counters and the records
+(`uploads` without their `content`).
 """
 
 from __future__ import annotations
 
 import argparse
+import email.message
+import email.parser
+import email.policy
+import email.utils
+import hashlib
+import hmac
 import itertools
 import json
 import math
+import mimetypes
+import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import attrs
 
@@ -163,6 +216,13 @@ BOT_ID = "100000000000000001"
 BOT_NAME = "hermes"
 APPLICATION_ID = BOT_ID
 MAX_CONTENT = 2000
+MAX_UPLOAD = 10 * 1024 * 1024  # bytes a bot's request may carry in an unboosted server
+MAX_FILES = 10  # files a message may carry
+KEPT_CONTENT = 1024 * 1024  # an upload's bytes are in its record up to this size
+NONCE_WINDOW = 300.0  # seconds (on `clock`) an enforced nonce finds its earlier message
+LINK_LIFETIME = 24 * 3600  # seconds a signed CDN link is good for
+CDN_PIECE = 256 * 1024  # the CDN writes a file in pieces of this size
+GONE = "This content is no longer available."  # the CDN's 404 for a link not (or no more) good
 ACK_WITHIN = 3.0  # seconds an interaction has for its callback
 MESSAGE_COMPONENT = 3  # the interaction type of a button press
 COMPONENT_CALLBACKS = frozenset({4, 5, 6, 7, 9})  # callback types a press may get
@@ -233,6 +293,158 @@ class _Socket(WebSocket):
         }  # fmt: skip
 
 
+@attrs.define(eq=False)
+class _File:
+    """A file on the fake's CDN: an attachment added by the test or uploaded by the bot."""
+
+    id: str
+    channel: str  # the channel in its path ("0" for one the test added)
+    filename: str
+    content_type: str
+    content: bytes  # shared, never copied
+    size: int  # served: `content`, then zeros up to `size`
+    url: str
+
+    def attachment(self) -> dict[str, Any]:
+        """Discord's Attachment object for it."""
+        return {
+            "id": self.id, "filename": self.filename, "size": self.size, "url": self.url,
+            "proxy_url": self.url, "content_type": self.content_type,
+        }  # fmt: skip
+
+
+_ZEROS = bytes(CDN_PIECE)
+
+
+@attrs.define(eq=False)
+class _Blob:
+    """A CDN answer's body, written in pieces of CDN_PIECE bytes: `content`, then zeros
+    up to `size` (no copy of either is made)."""
+
+    content: bytes
+    size: int
+
+    def pieces(self) -> Iterator[memoryview]:
+        view = memoryview(self.content)
+        for start in range(0, len(view), CDN_PIECE):
+            yield view[start : start + CDN_PIECE]
+        left = self.size - len(view)
+        while left > 0:
+            yield memoryview(_ZEROS)[: min(left, CDN_PIECE)]
+            left -= CDN_PIECE
+
+
+class _CdnHandler(TrackedHandler):
+    """The fake's request handler with the CDN's way to answer: a `_Blob` body goes out
+    in pieces, the rest as every fake's does."""
+
+    def _answer(
+        self,
+        reply: Reply,
+        *,
+        closing: bool = False,
+        json_type: str = "application/json",
+        ascii_json: bool = False,
+    ) -> None:
+        blob = reply.body
+        if not isinstance(blob, _Blob):
+            super()._answer(reply, closing=closing, json_type=json_type, ascii_json=ascii_json)
+            return
+        try:
+            self.send_response(reply.status)
+            self.send_header("content-type", reply.content_type or "application/octet-stream")
+            self.send_header("content-length", str(blob.size))
+            for name, value in reply.headers:
+                self.send_header(name, value)
+            if closing or self.close_connection:
+                self.send_header("connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            for piece in blob.pieces():
+                self.wfile.write(piece)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+
+@attrs.define(eq=False)
+class _Part:
+    """One part of a multipart/form-data body."""
+
+    name: str | None
+    filename: str | None
+    content_type: str | None  # its Content-Type header as given (None: none)
+    data: bytes
+
+
+_FILE_PART = re.compile(r"files\[(\d+)\]")
+
+
+def _param(message: email.message.Message, name: str) -> str | None:
+    value = message.get_param(name, header="content-disposition")
+    return None if value is None else str(email.utils.collapse_rfc2231_value(value))
+
+
+def _form_parts(content_type: str, raw: bytes) -> list[_Part]:
+    """The parts of a multipart/form-data body (RFC 7578); ValueError for a body that is
+    not one. Each part's bytes are sliced out of `raw` once, never decoded."""
+    header = email.message.Message()
+    header["content-type"] = content_type
+    boundary = header.get_boundary()
+    if not boundary:
+        raise ValueError("no boundary")
+    delimiter = b"--" + boundary.encode("latin-1")
+    if raw.startswith(delimiter):
+        pos = len(delimiter)
+    else:
+        first = raw.find(b"\r\n" + delimiter)
+        if first < 0:
+            raise ValueError("no boundary in the body")
+        pos = first + 2 + len(delimiter)
+    parts: list[_Part] = []
+    while not raw.startswith(b"--", pos):  # the closing delimiter ends with "--"
+        eol = raw.find(b"\r\n", pos)
+        end = -1 if eol < 0 else raw.find(b"\r\n" + delimiter, eol)
+        if end < 0:
+            raise ValueError("a part without a boundary after it")
+        begin = eol + 2
+        if raw.startswith(b"\r\n", begin):
+            head, at = "", begin + 2
+        else:
+            blank = raw.find(b"\r\n\r\n", begin, end + 2)
+            if blank < 0:
+                raise ValueError("a part's headers without a blank line after them")
+            head, at = raw[begin : blank + 2].decode("utf-8", "replace"), blank + 4
+        headers = email.parser.HeaderParser(policy=email.policy.HTTP).parsestr(head)
+        given_type = headers.get("content-type")
+        parts.append(_Part(
+            _param(headers, "name"), _param(headers, "filename"),
+            None if given_type is None else str(given_type).strip(), raw[at:end],
+        ))  # fmt: skip
+        pos = end + 2 + len(delimiter)
+    return parts
+
+
+def _form(content_type: str, raw: bytes) -> tuple[Any, list[_Part]]:
+    """A multipart create's body (its `payload_json` part parsed, None if that is not
+    JSON; without one, the other fields as strings) and its file parts (every part with a
+    filename). ValueError for a body that is not multipart."""
+    parts = _form_parts(content_type, raw)
+    files = [p for p in parts if p.filename is not None and p.name != "payload_json"]
+    payload = next((p for p in parts if p.name == "payload_json"), None)
+    if payload is not None:
+        return _json_body(payload.data), files
+    fields = {p.name: p.data.decode("utf-8", "replace") for p in parts
+              if p.name is not None and p.filename is None}  # fmt: skip
+    return fields, files
+
+
+def _guess_type(filename: str) -> str:
+    """The content type Discord gives a file of that name (text with its charset)."""
+    guessed = mimetypes.guess_type(filename)[0] or "application/octet-stream"
+    return f"{guessed}; charset=utf-8" if guessed.startswith("text/") else guessed
+
+
 def _error(status: int, code: int, message: str) -> Reply:
     return Reply(status, {"message": message, "code": code})
 
@@ -298,10 +510,12 @@ def _json_body(raw: bytes) -> Any:
         return None
 
 
-def _invalid(body: Any, content: Any, components: Any, embeds: Any) -> Reply | None:
+def _invalid(
+    body: Any, content: Any, components: Any, embeds: Any, files: bool = False
+) -> Reply | None:
     """Discord's refusal of a create or an edit, or None: a body that is not a JSON
-    object, or a message that would hold `content`, `components` (None: none) and
-    `embeds` Discord does not take."""
+    object, or a message that would hold `content`, `components` (None: none), `embeds`
+    and files (`files`: some) Discord does not take."""
     if not isinstance(body, dict):
         return _error(400, 50109, "The request body contains invalid JSON.")
     problem = None
@@ -309,13 +523,37 @@ def _invalid(body: Any, content: Any, components: Any, embeds: Any) -> Reply | N
         problem = ("BASE_TYPE_STRING", "This field must be a string.")
     elif len(content) > MAX_CONTENT:
         problem = ("BASE_TYPE_MAX_LENGTH", f"Must be {MAX_CONTENT} or fewer in length.")
-    elif not content.strip() and not embeds and not components:
+    elif not content.strip() and not embeds and not components and not files:
         problem = ("BASE_TYPE_REQUIRED", "This field is required")
     errors = None
     if problem is not None:
         errors = _form_error(["content"], *problem)
     elif components is not None:
         errors = _component_errors(components)
+    if errors is None:
+        return None
+    return Reply(400, {"message": "Invalid Form Body", "code": 50035, "errors": errors})
+
+
+def _attachment_entries(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """payload_json's `attachments` entries by id (a file part `files[n]` has id n)."""
+    entries = body.get("attachments")
+    if not isinstance(entries, list):
+        return {}
+    return {str(e["id"]): e for e in entries if isinstance(e, dict) and "id" in e}
+
+
+def _refused_files(fields: dict[str, Any], files: list[_Part]) -> Reply | None:
+    """Discord's refusal of a create for its files or its nonce, or None."""
+    errors = None
+    nonce = fields.get("nonce")
+    if len(files) > MAX_FILES:
+        errors = _form_error(["attachments"], "BASE_TYPE_MAX_LENGTH",
+                             f"Must be {MAX_FILES} or fewer in length.")  # fmt: skip
+    elif nonce is not None and (isinstance(nonce, bool) or not isinstance(nonce, (int, str))):
+        errors = _form_error(["nonce"], "NONCE_TYPE_INVALID", "Nonce must be an integer or string.")
+    elif nonce is not None and len(str(nonce)) > 25:
+        errors = _form_error(["nonce"], "BASE_TYPE_MAX_LENGTH", "Must be 25 or fewer in length.")
     if errors is None:
         return None
     return Reply(400, {"message": "Invalid Form Body", "code": 50035, "errors": errors})
@@ -334,13 +572,14 @@ class FakeDiscord(WebSocketFake):
     _CONTROLS = frozenset({
         "message", "dispatch", "press", "redeliver", "rate_limit", "fail", "clear_faults",
         "delete_message", "messages_in", "zombie", "unzombie", "close", "reconnect",
-        "invalid_session", "drop", "flap", "unflap",
+        "invalid_session", "drop", "flap", "unflap", "add_attachment",
     })  # fmt: skip
     _channel_field = "channel_id"
     _STATE = (
         "sent", "edits", "typing", "interactions", "callbacks", "refused", "rate_limited",
         "identifies", "resumes", "resume_attempts", "sessions", "connections", "open_sockets",
-        "sockets", "heartbeats", "closes", "dispatches", "lost", "internal_errors",
+        "sockets", "heartbeats", "closes", "dispatches", "lost", "internal_errors", "uploads",
+        "downloads",
     )  # fmt: skip
 
     def __init__(
@@ -351,13 +590,18 @@ class FakeDiscord(WebSocketFake):
         bucket_limit: int = 5,
         bucket_window: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        max_upload: int = MAX_UPLOAD,
     ) -> None:
         super().__init__()
+        # the CDN writes its files in pieces: its handler answers a `_Blob` body so
+        handler = self.server.RequestHandlerClass
+        self.server.RequestHandlerClass = type("Handler", (_CdnHandler, handler), {})
         self.token = token
         self.heartbeat_interval = heartbeat_interval  # seconds (sent in ms)
         self.bucket_limit = bucket_limit
         self.bucket_window = bucket_window
-        self.clock = clock  # what an interaction's 3 seconds are measured on
+        self.clock = clock  # what an interaction's 3 seconds (and a nonce's window) are on
+        self.max_upload = max_upload  # bytes a create may carry (more: 413 code 40005)
         self._sessions: list[_Session] = []
         self._current: _Session | None = None
         self._flap: tuple[int, str] | None = None  # (code, at) for new sockets
@@ -378,6 +622,11 @@ class FakeDiscord(WebSocketFake):
         self._interactions: list[dict[str, Any]] = []  # every press, in order
         self._pressed: dict[str, dict[str, Any]] = {}  # interaction id -> its dispatch's d
         self._callbacks: list[dict[str, Any]] = []
+        self._cdn_key = uuid.uuid4().bytes  # signs the CDN's links
+        self._files: dict[str, _File] = {}  # attachment id -> the file the CDN serves
+        self._downloads: list[str] = []  # attachment ids, a download each
+        self._uploads: list[dict[str, Any]] = []
+        self._nonces: dict[tuple[str, str], tuple[str, float]] = {}  # -> (message, at)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -416,6 +665,7 @@ class FakeDiscord(WebSocketFake):
         reply_to_bot_message: str | None = None,
         reply_ping: bool = True,
         channel_type: int | None = None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> str:
         """A MESSAGE_CREATE for the current session; returns the message's id.
 
@@ -425,7 +675,8 @@ class FakeDiscord(WebSocketFake):
         the bot in `mentions`. `reply_to_bot_message` (the id of a message the bot sent)
         makes it a reply (type 19, `message_reference`, `referenced_message`); with
         `reply_ping` the bot is in `mentions` too, as Discord does for a reply that
-        pings."""
+        pings. `attachments` (Attachment objects, as `add_attachment()` makes them) are
+        the message's `attachments`; the content may then be empty."""
         channel = channel_id or ("2001" if guild_id is None else "3001")
         if channel_type is None:
             channel_type = 1 if guild_id is None else 0
@@ -445,8 +696,8 @@ class FakeDiscord(WebSocketFake):
                 "id": message_id, "channel_id": channel, "channel_type": channel_type,
                 "author": author, "content": content, "timestamp": _timestamp(),
                 "edited_timestamp": None, "tts": False, "mention_everyone": False,
-                "mentions": [], "mention_roles": [], "attachments": [], "embeds": [],
-                "pinned": False, "type": 0, "flags": 0,
+                "mentions": [], "mention_roles": [], "attachments": copy_json(attachments or []),
+                "embeds": [], "pinned": False, "type": 0, "flags": 0,
             }  # fmt: skip
             if guild_id is not None:
                 d["guild_id"] = guild_id
@@ -476,6 +727,34 @@ class FakeDiscord(WebSocketFake):
         valid session, the event is lost)."""
         with self._cond:
             return self._dispatch(t, copy_json(d))
+
+    def add_attachment(
+        self,
+        content: bytes | str,
+        filename: str,
+        content_type: str | None = None,
+        *,
+        size: int | None = None,
+    ) -> dict[str, Any]:
+        """A file a user attached, on the fake's CDN: returns its Attachment object, to
+        pass to `message(attachments=[...])`. `content` is kept as is (bytes are never
+        copied; a str, as a remote control sends it, is encoded in UTF-8); `size`
+        (default: the content's length) may be larger: the CDN then serves the content
+        followed by zeros up to `size`, which are never stored. `content_type` is guessed
+        from the filename when None, as Discord does (text with `; charset=utf-8`). Its
+        `url` (and `proxy_url`) is `{url}/attachments/0/<id>/<filename>?ex=&is=&hm=&`,
+        signed as Discord's are."""
+        data = content.encode() if isinstance(content, str) else content
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        if size is None:
+            size = len(data)
+        if size < len(data):
+            raise ValueError(f"size {size} is less than the content's {len(data)} bytes")
+        with self._cond:
+            file = self._add_file("0", filename, content_type, data, size)
+            self._cond.notify_all()
+            return file.attachment()
 
     def press(
         self,
@@ -708,6 +987,15 @@ class FakeDiscord(WebSocketFake):
         `t`, `id` (a message's or an interaction's), `socket`, `replay` (sent again on
         Resume), `at`.""")  # fmt: skip
     lost = observed("_lost", "Events injected while no valid session existed: `t`, `d`, `at`.")
+    uploads = observed("_uploads", """Every file the bot uploaded with a message created,
+        in order: `channel_id`, `message_id`, `attachment_id`, `filename`, `description`
+        (from payload_json's `attachments`, else None), `size`, `sha256` (hex),
+        `content_type` (the part's, else guessed from the filename), `text` (the message's
+        content), `message_reference` (as given, else None), `at` (time.monotonic() of
+        arrival), `content` (the bytes when at most 1 MiB, else None). A create answered
+        with the message an enforced nonce found uploads nothing.""")  # fmt: skip
+    downloads = observed("_downloads", """The ids of the attachments the CDN served, one
+        per download, in order (links refused are not counted).""")  # fmt: skip
 
     identifies = observed("_identifies", """Identify frames taken (refused ones on a
         flapping socket too).""", len)  # fmt: skip
@@ -736,6 +1024,12 @@ class FakeDiscord(WebSocketFake):
         what = f"{count} edit(s)" + ("" if message_id is None else f" of message {message_id}")
         return self._wait_records("_edits", count, timeout, what,
                                   lambda e: message_id in (None, e["message_id"]))  # fmt: skip
+
+    def wait_uploads(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
+        return self._wait_records("_uploads", count, timeout, f"{count} file(s) uploaded")
+
+    def wait_downloads(self, count: int = 1, timeout: float = 10.0) -> list[str]:
+        return self._wait_records("_downloads", count, timeout, f"{count} download(s)")
 
     def wait_typing(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
         return self._wait_records("_typing", count, timeout, f"{count} typing trigger(s)")
@@ -786,6 +1080,24 @@ class FakeDiscord(WebSocketFake):
     def _snowflake(self) -> str:
         ms = int(time.time() * 1000) - _EPOCH_MS
         return str((ms << 22) | (next(self._snowflakes) & 0x3FFFFF))
+
+    def _add_file(
+        self, channel: str, filename: str, content_type: str | None, content: bytes, size: int
+    ) -> _File:
+        """A file on the CDN, under a signed link good for LINK_LIFETIME."""
+        file_id = self._snowflake()
+        issued = int(time.time())
+        ex, is_ = f"{issued + LINK_LIFETIME:x}", f"{issued:x}"
+        query = f"ex={ex}&is={is_}&hm={self._signature(file_id, ex, is_)}&"
+        url = f"{self.url}/attachments/{channel}/{file_id}/{quote(filename, safe='')}?{query}"
+        content_type = content_type or _guess_type(filename)
+        file = _File(file_id, channel, filename, content_type, content, size, url)
+        self._files[file_id] = file
+        return file
+
+    def _signature(self, file_id: str, ex: str, is_: str) -> str:
+        text = f"{file_id}?ex={ex}&is={is_}".encode()
+        return hmac.new(self._cdn_key, text, hashlib.sha256).hexdigest()
 
     def _frame(self, op: int, d: Any, s: int | None = None, t: str | None = None) -> str:
         return json.dumps({"op": op, "d": d, "s": s, "t": t}, ensure_ascii=False)
@@ -989,6 +1301,8 @@ class FakeDiscord(WebSocketFake):
     def _handle(self, request: TrackedHandler, raw: bytes) -> Reply:
         verb, headers = request.command, request.headers
         parts = urlsplit(request.path)
+        if verb == "GET" and parts.path.startswith("/attachments/"):
+            return self._cdn(parts.path, parts.query)  # not the API: not in `calls`
         now = time.monotonic()
         reply = self._rest(verb, parts.path, headers, raw, now)
         with self._cond:
@@ -1034,23 +1348,71 @@ class FakeDiscord(WebSocketFake):
                     self._typing.append({"channel_id": channel, "at": now})
                     self._cond.notify_all()
                 return self._with_bucket(Reply(204, None), bucket, now)
-            return self._create_message(channel, raw, bucket, now)
+            content_type = str(headers.get("content-type", ""))
+            return self._create_message(channel, raw, content_type, bucket, now)
         if len(route) == 4 and route[0] == "channels" and route[2] == "messages":
             if verb != "PATCH":
                 return _error(405, 0, "405: Method Not Allowed")
             return self._edit_message(route[1], route[3], raw, now)
         return _error(404, 0, "404: Not Found")
 
-    def _create_message(self, channel: str, raw: bytes, bucket: str, now: float) -> Reply:
-        body = _json_body(raw)
+    def _cdn(self, path: str, query: str) -> Reply:
+        """`GET /attachments/<channel>/<id>/<filename>?ex=&is=&hm=`: the file, with no
+        Authorization, if the link is the one the fake made and not expired; else 404
+        "This content is no longer available.", as Discord's CDN answers."""
+        segments = [unquote(s) for s in path.split("/")]
+        fields = parse_qs(query)
+        ex, is_, hm = (fields.get(key, [""])[0] for key in ("ex", "is", "hm"))
+        with self._cond:
+            file = self._files.get(segments[3]) if len(segments) == 5 else None
+            good = (
+                file is not None
+                and segments[2:] == [file.channel, file.id, file.filename]
+                and hmac.compare_digest(hm.encode(), self._signature(file.id, ex, is_).encode())
+                and int(ex, 16) > time.time()  # hm is good: ex is the fake's own hex
+            )
+            if not good or file is None:
+                return Reply(404, GONE.encode(), content_type="text/plain; charset=utf-8")
+            self._downloads.append(file.id)
+            self._cond.notify_all()
+        return Reply(200, _Blob(file.content, file.size), content_type=file.content_type)
+
+    def _create_message(
+        self, channel: str, raw: bytes, content_type: str, bucket: str, now: float
+    ) -> Reply:
+        """`POST channels/{channel}/messages`, JSON or multipart (module docstring)."""
+        if len(raw) > self.max_upload:
+            reply = self._with_bucket(_error(413, 40005, "Request entity too large"), bucket, now)
+            return self._refuse("messages", channel, reply, None, now)
+        files: list[_Part] = []
+        if content_type.split(";")[0].strip().lower() == "multipart/form-data":
+            try:
+                body, files = _form(content_type, raw)
+            except ValueError:
+                reply = self._with_bucket(_error(400, 50035, "Invalid Form Body"), bucket, now)
+                return self._refuse("messages", channel, reply, None, now)
+        else:
+            body = _json_body(raw)
         fields = body if isinstance(body, dict) else {}
         content = "" if fields.get("content") is None else fields["content"]
-        reply = _invalid(body, content, fields.get("components"), fields.get("embeds"))
+        reply = _invalid(
+            body, content, fields.get("components"), fields.get("embeds"), bool(files)
+        ) or _refused_files(fields, files)
         if reply is not None:
             return self._refuse(
                 "messages", channel, self._with_bucket(reply, bucket, now), body, now
             )
+        digests = [hashlib.sha256(f.data).hexdigest() for f in files]
+        nonce = fields.get("nonce")
         with self._cond:
+            key = None if nonce is None else (channel, str(nonce))
+            earlier = None if key is None else self._nonces.get(key)
+            if (
+                earlier is not None and fields.get("enforce_nonce") in (True, "true")
+                and self.clock() - earlier[1] <= NONCE_WINDOW and earlier[0] in self._messages
+            ):  # fmt: skip
+                found = copy_json(self._messages[earlier[0]])  # the message as it is now
+                return self._with_bucket(Reply(200, found), bucket, now)
             message_id = self._snowflake()
             message: dict[str, Any] = {
                 "id": message_id, "channel_id": channel, "type": 0, "content": content,
@@ -1059,6 +1421,9 @@ class FakeDiscord(WebSocketFake):
                 "attachments": [], "embeds": copy_json(body.get("embeds") or []),
                 "pinned": False, "flags": 0, "components": copy_json(body.get("components") or []),
             }  # fmt: skip
+            if key is not None:
+                message["nonce"] = nonce
+                self._nonces[key] = (message_id, self.clock())
             reference = body.get("message_reference")
             if isinstance(reference, dict) and reference.get("message_id"):
                 message["type"] = 19
@@ -1068,6 +1433,24 @@ class FakeDiscord(WebSocketFake):
                 }  # fmt: skip
                 referenced = self._messages.get(str(reference["message_id"]))
                 message["referenced_message"] = copy_json(referenced)
+            entries = _attachment_entries(body)
+            for part, digest in zip(files, digests, strict=True):
+                match = _FILE_PART.fullmatch(part.name or "")
+                entry = entries.get(match.group(1), {}) if match else {}
+                filename = str(entry.get("filename") or part.filename)
+                file = self._add_file(channel, filename, part.content_type, part.data,
+                                      len(part.data))  # fmt: skip
+                attachment = file.attachment()
+                if entry.get("description") is not None:
+                    attachment["description"] = entry["description"]
+                message["attachments"].append(attachment)
+                self._uploads.append({
+                    "channel_id": channel, "message_id": message_id, "attachment_id": file.id,
+                    "filename": filename, "description": entry.get("description"),
+                    "size": file.size, "sha256": digest, "content_type": file.content_type,
+                    "text": content, "message_reference": copy_json(reference), "at": now,
+                    "content": part.data if file.size <= KEPT_CONTENT else None,
+                })  # fmt: skip
             self._messages[message_id] = message
             sent = {**copy_json(body), "channel_id": channel, "id": message_id, "at": now}
             self._sent.append(sent)
@@ -1106,7 +1489,8 @@ class FakeDiscord(WebSocketFake):
         after["content"] = "" if after["content"] is None else after["content"]
         after["components"] = after["components"] or []
         after["embeds"] = after["embeds"] or []
-        refusal = _invalid(body, after["content"], after["components"], after["embeds"])
+        refusal = _invalid(body, after["content"], after["components"], after["embeds"],
+                           bool(message.get("attachments")))  # fmt: skip
         if refusal is not None:
             return refusal
         message.update(copy_json(after), edited_timestamp=_timestamp())
@@ -1151,6 +1535,15 @@ class FakeDiscord(WebSocketFake):
                 "authorization": authorization, "at": now,
             })  # fmt: skip
             self._cond.notify_all()
+        return reply
+
+    def _control(self, verb: str, name: str, raw: bytes) -> Reply:
+        """The kit's remote control; `GET /_fake/state` gives `uploads` without their
+        bytes (`content`), which JSON cannot carry."""
+        reply = super()._control(verb, name, raw)
+        if verb == "GET" and name == "state" and reply.status == 200:
+            for upload in reply.body["result"]["uploads"]:
+                upload.pop("content", None)
         return reply
 
     def _fault_reply(self, fault: _Fault, bucket: str, now: float) -> Reply:
@@ -1225,8 +1618,14 @@ def main() -> None:
     parser.add_argument(
         "--heartbeat-interval", type=float, default=41.25, help="seconds, sent in Hello"
     )
+    parser.add_argument(
+        "--max-upload", type=int, default=MAX_UPLOAD, help="bytes a message create may carry"
+    )
     args = parser.parse_args()
-    serve_until_killed(FakeDiscord(args.token, heartbeat_interval=args.heartbeat_interval))
+    fake = FakeDiscord(
+        args.token, heartbeat_interval=args.heartbeat_interval, max_upload=args.max_upload
+    )
+    serve_until_killed(fake)
 
 
 if __name__ == "__main__":

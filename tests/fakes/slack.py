@@ -33,6 +33,47 @@ method or the bot token (`xoxb-`) to apps.connections.open
                               for a ts the bot never posted in that channel (or one
                               deleted), "cant_update_message" for a user's message,
                               "no_text" when neither text nor blocks would be left
+    files.getUploadURLExternal (bot; filename, length, alt_txt, snippet_type)
+                           -> {"upload_url": "{url}/upload/v1/<key>", "file_id": "F..."};
+                              "invalid_arguments" (its `response_metadata.messages` say
+                              what) for a filename or length missing or a length not a
+                              whole number, "missing_argument" for a length of 0 (as
+                              Slack's reference says), "file_too_large" over `max_upload`
+                              bytes (default 1 GiB), "alt_txt_too_large" over 1,000
+                              characters
+    files.completeUploadExternal (bot; files: a JSON array (in a form, JSON text) of
+                              {"id", "title"?}; channel_id, thread_ts, initial_comment)
+                           -> {"files": [the file objects]}: every file completed (title
+                              left out: the filename) and, with channel_id, shared there
+                              (in thread_ts's thread): a message of the bot with `files`,
+                              `upload: true`, `subtype: "file_share"` and `text` the
+                              initial_comment (or ""), in `messages_in(channel)` before the
+                              answer. Any channel id is taken, as chat.postMessage does.
+                              "file_not_found" if a file is not uploaded and not completed
+                              yet: an id never issued, its bytes not taken, or completed
+                              already (a repeat completes and shares nothing again); none
+                              of the files is completed then. "invalid_arguments" for
+                              `files` missing, empty, not an array of {"id"} or naming a
+                              file twice, and for thread_ts without channel_id;
+                              "msg_too_long" for an initial_comment over 40,000 characters
+
+Files, on the same port:
+
+    GET {url}/files-pri/T0001-F00000001/<name>            (url_private)
+    GET {url}/files-pri/T0001-F00000001/download/<name>   (url_private_download)
+        With `Authorization: Bearer <bot token>`: 200, the file's `mimetype`, its bytes
+        written in 256 KiB pieces (the download one with `Content-Disposition:
+        attachment`), counted in `downloads` before the first byte. Without it (a wrong
+        token, the app token) the answer is Slack's to a browser: 302 to
+        `{url}/signin?redir=...`, whose page is 200 text/html. An unknown file id, or a
+        name not the file's (percent-decoded), is a 404.
+    POST {url}/upload/v1/<key>                            (an upload_url)
+        The file's bytes as the raw body, or multipart/form-data (the part named `file`,
+        else `filename`, else the first with a filename); chunked transfer encoding is
+        taken. 200 text/plain `OK - <length>`; a body of another length than announced:
+        400 `length mismatch` (nothing taken, the URL stays usable); a URL unknown or
+        used already (it takes one upload): 404. The bytes need files.completeUploadExternal
+        next; then the file is served as a user's is (if its bytes were kept: see below).
 
 Socket Mode: each URL from apps.connections.open is single-use: a second handshake
 with its ticket (or an unknown one) is refused with HTTP 401 before the upgrade.
@@ -67,6 +108,13 @@ restarts: the fake keeps its state for its whole life.
 
 The test drives the fake from its own thread (every method is thread-safe):
 `message()`, `mention()`, `slash()`, `inject()` and `envelope()` put events in;
+`add_file(content, name, mimetype=None, *, size=, filetype=, user=)` puts a file a user
+shared on Slack and returns its file object (`id`, `name`, `title`, `mimetype`,
+`filetype`, `size`, `mode: "hosted"`, `user`, `url_private`, `url_private_download`,
+`created`, `is_external: false`, ...), for `message(..., files=[...])` (the event then
+has `files`, `upload: true`, `display_as_bot: false` and `subtype: "file_share"`; the
+text may be empty) or `mention(..., files=[...])` (`files`, `upload: false`, no subtype,
+as Slack sends an app_mention); `content` is kept, not copied;
 `press(message, button, user=)` presses a button of a message the client posted (the
 message's record in `sent`, or its ts; the button's value, i.e. hermes's command, or
 its label) and returns the press's trigger_id; `redeliver(key)` sends an event once
@@ -86,10 +134,15 @@ as posted among its parameters), `edits` (each chat.update taken: `channel`, `ts
 many 429s the fake answered), `acked`, `acks`, `deliveries`, `sockets`, ...; what a
 user sees now in a channel with `messages_in(channel)` (the bot's messages there, in
 order, as Slack keeps them after edits: `ts`, `text`, `blocks`, `thread_ts`,
-`edited`, ...); and waits for it with the `wait_*` helpers (`wait_acked(key)` for a
-press too, `wait_acks(count, event_id=key)` for a repeat's acknowledgement,
-`wait_edits(count, ts=)` for edits), which block on a condition (no sleeping) and
-raise TimeoutError naming what they waited for. `close()` returns at once.
+`edited`, `files`, ...); the files downloaded with the bot token in `downloads` (their
+ids, a download each, in order); the uploads completed in `uploads` (`file_id`,
+`filename`, `title`, `length`, `sha256` (hex), `alt_txt`, `snippet_type`, `channel`,
+`thread_ts`, `initial_comment`, `ts` of the share message (None: not shared), `at`, and
+`content`: the bytes, None over 1 MiB); and waits for it with the `wait_*` helpers
+(`wait_acked(key)` for a press too, `wait_acks(count, event_id=key)` for a repeat's
+acknowledgement, `wait_edits(count, ts=)` for edits, `wait_downloads(count,
+file_id=)`, `wait_uploads(count, channel=)`), which block on a condition (no sleeping)
+and raise TimeoutError naming what they waited for. `close()` returns at once.
 
 Where the fake knowingly differs from Slack:
 - `ws://` on 127.0.0.1, not `wss://`; no permessage-deflate; tickets never expire.
@@ -121,6 +174,16 @@ Where the fake knowingly differs from Slack:
   remove them) gets the same message from both. Every update adds `edited`; Slack
   does not show the mark on a message rendered from blocks. There is no edit window
   unless one is injected (`fail`), and no rate limit unless one is injected.
+- Files are served on 127.0.0.1 under the fake's URL, not files.slack.com; upload URLs
+  never expire, and an upload is taken at once (no processing job). A file given a
+  `size` larger than its content is served as the content, then zero bytes up to
+  `size`. The bytes of an upload over 1 MiB are not kept once it is completed: its
+  download answers 404.
+- files.getUploadURLExternal's "file_too_large" past `max_upload` is the fake's word:
+  Slack's reference names file_upload_size_restricted for a workspace's own limit and
+  nothing for its 1 GiB. What Slack answers to a repeat completion is not documented:
+  the fake says file_not_found. files.completeUploadExternal takes `channel_id`, not
+  `channels` (refused: invalid_arguments) and ignores `blocks`.
 
 In its own process:
 
@@ -130,21 +193,28 @@ prints its base URL on one line and serves until killed. Another process drives 
 over HTTP: `POST {url}/_fake/<name>` with a JSON object of keyword arguments calls one
 of message, mention, slash, inject, envelope, press, redeliver, fail, clear_faults,
 delete_message, messages_in, disconnect, half_open, drop, disable_link, enable_link,
-configure (answer `{"ok": true, "result": <return value>}`), and `GET
-{url}/_fake/state` answers the counters and the records.
+configure, add_file (its `content` as text, taken as UTF-8) (answer `{"ok": true,
+"result": <return value>}`), and `GET {url}/_fake/state` answers the counters and the
+records (an upload's bytes as base64 text, `content_base64`).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import itertools
 import json
+import mimetypes
+import re
+import secrets
 import threading
 import time
 import traceback
 import uuid
+from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import attrs
 
@@ -168,7 +238,22 @@ ROUTINGS = frozenset({"round_robin", "newest", "oldest"})
 CLOSE_CODE = 1001  # the code of the close frames the fake sends
 _DEFAULT_CHANNELS = {"im": "D1", "channel": "C1", "group": "G1", "mpim": "G2"}
 _CHANNEL_TYPES = {"D": "im", "C": "channel", "G": "group"}
-_BOT_METHODS = frozenset({"auth.test", "chat.postMessage", "chat.update"})
+_BOT_METHODS = frozenset({
+    "auth.test", "chat.postMessage", "chat.update", "files.getUploadURLExternal",
+    "files.completeUploadExternal",
+})  # fmt: skip
+MAX_UPLOAD = 1 << 30  # 1 GiB: Slack's limit on a file's size
+MAX_KEPT = 1 << 20  # an upload's bytes kept (in `uploads`, and served) up to 1 MiB
+MAX_ALT_TXT = 1000
+DOWNLOAD_PIECE = 256 * 1024  # a file is written in pieces of this size
+_ZEROS = bytes(DOWNLOAD_PIECE)
+_FILETYPES = {"jpeg": "jpg", "txt": "text", "md": "markdown", "htm": "html", "yml": "yaml"}
+_SIGNIN_PAGE = b"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign in | Slack</title></head>
+<body><h1>Sign in to Test</h1><form method="post" action="/signin">
+<input type="email" name="email"><input type="password" name="password">
+<button type="submit">Sign In</button></form></body></html>
+"""
 MAX_BLOCKS = 50  # Block Kit's limits, as chat.postMessage checks them
 MAX_SECTION_TEXT = 3000
 MAX_ELEMENTS = 25  # of an actions block
@@ -219,6 +304,136 @@ def _error(error: str, status: int = 200, retry_after: float | None = None) -> R
     return Reply(status, {"ok": False, "error": error}, headers)
 
 
+def _text(status: int, text: str) -> Reply:
+    """An answer of the file servers (upload, download): plain text, not JSON."""
+    return Reply(status, text.encode(), content_type="text/plain; charset=utf-8")
+
+
+@attrs.define(eq=False, kw_only=True)
+class _File:
+    """A file on Slack: shared by a user (`add_file`) or uploaded by the bot."""
+
+    id: str
+    name: str
+    title: str
+    mimetype: str
+    filetype: str
+    size: int  # as Slack tells it; served: `content`, then zeros up to it
+    user: str
+    created: int
+    content: bytes | None  # None: not kept (an upload over MAX_KEPT)
+    alt_txt: str | None = None
+
+    def info(self, base: str) -> dict[str, Any]:
+        """The file object, as in a message's `files` (`base`: the fake's URL)."""
+        quoted = quote(self.name, safe="")
+        where = f"{base}/files-pri/{TEAM_ID}-{self.id}"
+        info: dict[str, Any] = {
+            "id": self.id, "created": self.created, "timestamp": self.created,
+            "name": self.name, "title": self.title, "mimetype": self.mimetype,
+            "filetype": self.filetype, "pretty_type": self.filetype.upper(),
+            "user": self.user, "user_team": TEAM_ID, "editable": False, "size": self.size,
+            "mode": "hosted", "is_external": False, "external_type": "", "is_public": False,
+            "public_url_shared": False, "display_as_bot": False, "username": "",
+            "url_private": f"{where}/{quoted}",
+            "url_private_download": f"{where}/download/{quoted}",
+            "permalink": f"https://{TEAM_DOMAIN}.slack.com/files/{self.user}/{self.id}/{quoted}",
+            "permalink_public": f"https://slack-files.com/{TEAM_ID}-{self.id}-{self.id.lower()}",
+            "has_rich_preview": False, "file_access": "visible",
+        }  # fmt: skip
+        if self.alt_txt is not None:
+            info["alt_txt"] = self.alt_txt
+        return info
+
+
+@attrs.define(eq=False, kw_only=True)
+class _Upload:
+    """A file the bot is uploading (files.getUploadURLExternal), until completed."""
+
+    file_id: str
+    key: str  # the upload URL's last segment
+    filename: str
+    length: int  # announced
+    alt_txt: str | None
+    snippet_type: str | None
+    state: str = "issued"  # issued | uploaded | completed
+    content: bytes | None = None  # from the upload to the completion
+    sha256: str = ""
+
+
+@attrs.define(eq=False)
+class _Blob:
+    """A file's body, written in pieces of DOWNLOAD_PIECE bytes: `content`, then zeros up
+    to `size` (no copy of either is made)."""
+
+    content: bytes
+    size: int
+
+    def pieces(self) -> Iterator[memoryview]:
+        view = memoryview(self.content)
+        for start in range(0, len(view), DOWNLOAD_PIECE):
+            yield view[start : start + DOWNLOAD_PIECE]
+        left = self.size - len(view)
+        while left > 0:
+            yield memoryview(_ZEROS)[: min(left, DOWNLOAD_PIECE)]
+            left -= DOWNLOAD_PIECE
+
+
+class _FilesHandler(TrackedHandler):
+    """The fake's request handler with the file servers' ways: a `_Blob` body goes out in
+    pieces, and a POST's body may come chunked (an upload streamed); the rest as every
+    fake's does."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        if "chunked" not in str(self.headers.get("transfer-encoding", "")).lower():
+            super().do_POST()
+            return
+        pieces: list[bytes] = []
+        try:
+            while True:
+                size = int(self.rfile.readline(1024).split(b";")[0].strip(), 16)
+                if size == 0:
+                    break
+                piece = self.rfile.read(size)
+                if len(piece) != size or self.rfile.read(2) != b"\r\n":
+                    raise ValueError("a chunk cut short")
+                pieces.append(piece)
+            while self.rfile.readline(65536) not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+        except (OSError, ValueError):
+            self.close_connection = True
+            return
+        self._serve(b"".join(pieces))
+
+    def _answer(
+        self,
+        reply: Reply,
+        *,
+        closing: bool = False,
+        json_type: str = "application/json",
+        ascii_json: bool = False,
+    ) -> None:
+        blob = reply.body
+        if not isinstance(blob, _Blob):
+            super()._answer(reply, closing=closing, json_type=json_type, ascii_json=ascii_json)
+            return
+        try:
+            self.send_response(reply.status)
+            self.send_header("content-type", reply.content_type or "application/octet-stream")
+            self.send_header("content-length", str(blob.size))
+            for name, value in reply.headers:
+                self.send_header(name, value)
+            if closing or self.close_connection:
+                self.send_header("connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            for piece in blob.pieces():
+                self.wfile.write(piece)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+
 class FakeSlack(WebSocketFake):
     name = "Slack"
     _json_type = "application/json; charset=utf-8"
@@ -227,12 +442,12 @@ class FakeSlack(WebSocketFake):
     _CONTROLS = frozenset({
         "message", "mention", "slash", "inject", "envelope", "press", "redeliver", "fail",
         "clear_faults", "delete_message", "messages_in", "disconnect", "half_open", "drop",
-        "disable_link", "enable_link", "configure",
+        "disable_link", "enable_link", "configure", "add_file",
     })  # fmt: skip
     _STATE = (
         "sent", "edits", "refused", "rate_limited", "acked", "acks", "deliveries", "dropped",
         "pending", "sockets", "connections_opened", "connection_urls", "open_sockets",
-        "max_open_sockets", "responses", "internal_errors",
+        "max_open_sockets", "responses", "downloads", "uploads", "internal_errors",
     )  # fmt: skip
 
     def __init__(
@@ -246,10 +461,13 @@ class FakeSlack(WebSocketFake):
         routing: str = "round_robin",
         max_connections: int = MAX_CONNECTIONS,
         echo_bot_messages: bool = False,
+        max_upload: int = MAX_UPLOAD,
     ) -> None:
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {sorted(ROUTINGS)}")
         super().__init__()
+        handler = self.server.RequestHandlerClass
+        self.server.RequestHandlerClass = type("Handler", (_FilesHandler, handler), {})
         self.bot_token = bot_token
         self.app_token = app_token
         self.ack_timeout = ack_timeout
@@ -258,6 +476,7 @@ class FakeSlack(WebSocketFake):
         self.routing = routing
         self.max_connections = max_connections
         self.echo_bot_messages = echo_bot_messages
+        self.max_upload = max_upload  # bytes files.getUploadURLExternal takes
         # Socket Mode
         self._tickets: set[str] = set()
         self._urls_issued = 0
@@ -284,6 +503,13 @@ class FakeSlack(WebSocketFake):
         self._calls: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
         self._responses: list[dict[str, Any]] = []
+        # files
+        self._file_numbers = itertools.count(1)
+        self._files: dict[str, _File] = {}  # by id: what the file URLs serve
+        self._pending_uploads: dict[str, _Upload] = {}  # by file id
+        self._upload_urls: dict[str, _Upload] = {}  # by key: the URLs not used yet
+        self._downloads: list[str] = []  # file ids, a download each
+        self._uploads: list[dict[str, Any]] = []
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -317,6 +543,7 @@ class FakeSlack(WebSocketFake):
         routing: str | None = None,
         max_connections: int | None = None,
         echo_bot_messages: bool | None = None,
+        max_upload: int | None = None,
     ) -> None:
         """Change settings (those not given stay); they apply to what happens next (an
         envelope already out keeps its deadline). The attributes may be set directly too."""
@@ -335,6 +562,8 @@ class FakeSlack(WebSocketFake):
                 self.max_connections = int(max_connections)
             if echo_bot_messages is not None:
                 self.echo_bot_messages = bool(echo_bot_messages)
+            if max_upload is not None:
+                self.max_upload = int(max_upload)
             self._cond.notify_all()
 
     # -- injecting events -----------------------------------------------------------------
@@ -350,11 +579,17 @@ class FakeSlack(WebSocketFake):
         team: str = TEAM_ID,
         bot_id: str | None = None,
         subtype: str | None = None,
+        files: list[dict[str, Any]] | None = None,
     ) -> str:
         """A `message` event (a new, increasing `ts`) in `channel` (default by
-        `channel_type`: im D1, channel C1, group G1, mpim G2); returns its event_id."""
+        `channel_type`: im D1, channel C1, group G1, mpim G2); returns its event_id.
+        With `files` (file objects, as `add_file` returns them) it is a user's message
+        with files, as Slack sends one: `files`, `upload: true`, `display_as_bot: false`
+        and `subtype` "file_share" (unless another is given); `text` may be empty."""
         if channel_type not in _DEFAULT_CHANNELS:
             raise ValueError(f"channel_type must be one of {sorted(_DEFAULT_CHANNELS)}")
+        if files is not None and subtype is None:
+            subtype = "file_share"
         with self._cond:
             ts = self._next_ts()
             event: dict[str, Any] = {
@@ -367,6 +602,8 @@ class FakeSlack(WebSocketFake):
             else:
                 event["bot_id"] = bot_id
                 event["app_id"] = APP_ID if bot_id == BOT_ID else "A9999"
+            if files is not None:
+                event.update(files=copy_json(files), upload=True, display_as_bot=False)
             if subtype is not None:
                 event["subtype"] = subtype
             if thread_ts is not None:
@@ -383,9 +620,12 @@ class FakeSlack(WebSocketFake):
         channel: str = "C1",
         thread_ts: str | None = None,
         team: str = TEAM_ID,
+        files: list[dict[str, Any]] | None = None,
     ) -> str:
         """An `app_mention` event; `<@UBOT> ` is put before `text` unless it mentions
-        the bot already. Returns its event_id."""
+        the bot already. Returns its event_id. With `files` (file objects, as `add_file`
+        returns them) the event carries them as Slack's app_mention does: `files`,
+        `upload: false`, `display_as_bot: false`, no subtype."""
         mention = f"<@{BOT_USER_ID}>"
         if mention not in text:
             text = f"{mention} {text}"
@@ -396,10 +636,49 @@ class FakeSlack(WebSocketFake):
                 "client_msg_id": str(uuid.uuid4()), "team": team, "channel": channel,
                 "event_ts": ts,
             }  # fmt: skip
+            if files is not None:
+                event.update(files=copy_json(files), upload=False, display_as_bot=False)
             if thread_ts is not None:
                 event["thread_ts"] = thread_ts
             self._others[ts] = channel
             return self._add_event(event, team)
+
+    def add_file(
+        self,
+        content: bytes | str,
+        name: str,
+        mimetype: str | None = None,
+        *,
+        size: int | None = None,
+        filetype: str | None = None,
+        user: str = "U1",
+    ) -> dict[str, Any]:
+        """A file `user` shared on Slack; returns its file object (for `message(...,
+        files=[...])`): `id` ("F" and a number), `name`, `title` (the name), `mimetype`
+        (guessed from the name when None), `filetype` (from the name's extension when
+        None), `size`, `mode` "hosted", `user`, `url_private`, `url_private_download`,
+        `created`, `is_external` false, ... Its URLs serve `content` (kept as it is, not
+        copied; a str is taken as UTF-8, for another process) and then, when `size` is
+        given larger than it, zero bytes up to `size`: a big file without its bytes."""
+        data = content.encode() if isinstance(content, str) else content
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        if size is None:
+            size = len(data)
+        if size < len(data):
+            raise ValueError(f"size {size} is less than the content's {len(data)} bytes")
+        if not name:
+            raise ValueError("a file needs a name")
+        mimetype = mimetype or _guess_mimetype(name)
+        with self._cond:
+            file = _File(
+                id=self._next_file_id(), name=name, title=name, mimetype=mimetype,
+                filetype=filetype or _filetype(name, mimetype), size=size, user=user,
+                created=int(time.time()), content=data,
+            )  # fmt: skip
+            self._files[file.id] = file
+            self._cond.notify_all()
+            return file.info(self.url)
 
     def slash(
         self,
@@ -521,9 +800,10 @@ class FakeSlack(WebSocketFake):
         times: int | None = 1,
     ) -> None:
         """The next `times` calls of `method` (as Slack spells it, "*": any; only those
-        to `channel` if given; `times=None`: all from now on) answer `{"ok": false,
-        "error": error}` with `status`. "ratelimited" (or status 429) answers 429 with
-        `Retry-After` (default 1 s). Faults queue: each call takes the first match."""
+        to `channel` if given, a completion's channel_id too; `times=None`: all from now
+        on) answer `{"ok": false, "error": error}` with `status`. "ratelimited" (or
+        status 429) answers 429 with `Retry-After` (default 1 s). Faults queue: each call
+        takes the first match."""
         if error == "ratelimited" and status == 200:
             status = 429
         if status == 429 and retry_after is None:
@@ -625,6 +905,14 @@ class FakeSlack(WebSocketFake):
     rejected_connections = observed("_rejected", """Handshakes refused for a used or
         unknown ticket: `ticket`, `at`.""")  # fmt: skip
     max_open_sockets = observed("_max_open", "The most sockets open at once in the fake's life.")
+    downloads = observed("_downloads", """The ids of the files downloaded with the bot token,
+        a download each, in order (counted before the first byte is written).""")  # fmt: skip
+    uploads = observed("_uploads", """The files the bot uploaded and completed
+        (files.completeUploadExternal), in order: `file_id`, `filename`, `title`, `length`,
+        `sha256` (hex), `alt_txt`, `snippet_type`, `channel`, `thread_ts`,
+        `initial_comment` (None: not given), `ts` (of the share message; None: not
+        shared), `at` (time.monotonic() of the completion) and `content` (the bytes, None
+        over 1 MiB).""")  # fmt: skip
 
     pending = observed("_queue", """Keys of the events waiting for a socket (new ones and
         retries due).""", lambda queue: [e.key for e in queue])  # fmt: skip
@@ -655,6 +943,24 @@ class FakeSlack(WebSocketFake):
         of = "" if ts is None else f" of {ts}"
         return self._wait_records("_edits", count, timeout, f"{count} edit(s){of}",
                                   lambda e: ts in (None, e["ts"]))  # fmt: skip
+
+    def wait_downloads(
+        self, count: int = 1, timeout: float = 10.0, *, file_id: str | None = None
+    ) -> list[str]:
+        """The file ids downloaded (only `file_id`'s if given), once at least `count`
+        downloads were."""
+        what = f"{count} download(s) of {file_id or 'a file'}"
+        return self._wait_records("_downloads", count, timeout, what,
+                                  lambda f: file_id in (None, f))  # fmt: skip
+
+    def wait_uploads(
+        self, count: int = 1, timeout: float = 10.0, *, channel: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The uploads completed (shared in `channel` if given), once at least `count`
+        were."""
+        where = "" if channel is None else f" shared in {channel}"
+        return self._wait_records("_uploads", count, timeout, f"{count} upload(s){where}",
+                                  lambda u: channel in (None, u["channel"]))  # fmt: skip
 
     def wait_refused(
         self, count: int = 1, timeout: float = 10.0, *, method: str | None = None
@@ -691,6 +997,9 @@ class FakeSlack(WebSocketFake):
                                   lambda d: event_id in (None, d["event_id"]))  # fmt: skip
 
     # -- internals of injection (called holding the lock) ---------------------------------
+
+    def _next_file_id(self) -> str:
+        return f"F{next(self._file_numbers):08d}"
 
     def _next_ts(self) -> str:
         self._ts += 100
@@ -882,6 +1191,12 @@ class FakeSlack(WebSocketFake):
         segments = parts.path.split("/")
         if len(segments) >= 4 and segments[1:3] == ["_slack", "response"] and verb == "POST":
             return self._response_url(segments[3], headers, raw)
+        if segments[1:2] == ["files-pri"] and verb == "GET":
+            return self._serve_file(parts.path, segments, headers)
+        if parts.path == "/signin" and verb == "GET":
+            return Reply(200, _SIGNIN_PAGE, content_type="text/html; charset=utf-8")
+        if len(segments) == 4 and segments[1:3] == ["upload", "v1"] and verb == "POST":
+            return self._take_upload(segments[3], headers, raw)
         if len(segments) != 3 or segments[1] != "api" or not segments[2]:
             return _error("unknown_method", 404)
         method = segments[2]
@@ -919,11 +1234,12 @@ class FakeSlack(WebSocketFake):
             })  # fmt: skip
             if not reply.body.get("ok"):
                 retry_after = None
+                channel = params.get("channel", params.get("channel_id"))
                 for name, value in reply.headers:
                     if name.lower() == "retry-after":
                         retry_after = float(value)
                 self._refused.append({
-                    "method": method, "params": copy_json(params), "channel": params.get("channel"),
+                    "method": method, "params": copy_json(params), "channel": channel,
                     "error": error, "status": reply.status, "retry_after": retry_after,
                     "at": now,
                 })  # fmt: skip
@@ -941,7 +1257,7 @@ class FakeSlack(WebSocketFake):
         if kind != wanted:
             return _error("not_allowed_token_type")
         with self._cond:
-            fault = self._faults.take(method, params.get("channel"))
+            fault = self._faults.take(method, params.get("channel", params.get("channel_id")))
             if fault is not None:
                 return fault
             if method == "auth.test":
@@ -962,6 +1278,10 @@ class FakeSlack(WebSocketFake):
             try:
                 if method == "chat.update":
                     return self._update_message(params)
+                if method == "files.getUploadURLExternal":
+                    return self._upload_url(params)
+                if method == "files.completeUploadExternal":
+                    return self._complete_upload(params)
                 return self._post_message(params)
             except _Refusal as refusal:
                 return refusal.reply
@@ -1058,6 +1378,176 @@ class FakeSlack(WebSocketFake):
             self._cond.notify_all()
         return _ok()
 
+    # -- files: the Web API's upload methods, the upload and download URLs ----------------
+
+    def _upload_url(self, params: dict[str, Any]) -> Reply:
+        """files.getUploadURLExternal past auth and faults (holding the lock)."""
+        filename = params.get("filename")
+        if not isinstance(filename, str) or not filename:
+            raise _invalid("missing required field: filename")
+        length = _whole_number(params.get("length"), "length")
+        if length == 0:  # as Slack's reference says of missing_argument
+            return _error("missing_argument")
+        if length > self.max_upload:
+            return _error("file_too_large")
+        alt_txt, snippet_type = params.get("alt_txt"), params.get("snippet_type")
+        if alt_txt is not None and not isinstance(alt_txt, str):
+            raise _invalid("invalid type for field: alt_txt")
+        if snippet_type is not None and not isinstance(snippet_type, str):
+            raise _invalid("invalid type for field: snippet_type")
+        if alt_txt is not None and len(alt_txt) > MAX_ALT_TXT:
+            return _error("alt_txt_too_large")
+        upload = _Upload(
+            file_id=self._next_file_id(), key=secrets.token_urlsafe(24), filename=filename,
+            length=length, alt_txt=alt_txt, snippet_type=snippet_type or None,
+        )  # fmt: skip
+        self._pending_uploads[upload.file_id] = upload
+        self._upload_urls[upload.key] = upload
+        self._cond.notify_all()
+        return _ok(upload_url=f"{self.url}/upload/v1/{upload.key}", file_id=upload.file_id)
+
+    def _take_upload(self, key: str, headers: Any, raw: bytes) -> Reply:
+        """A POST to an upload URL: the bytes, raw or in a multipart/form-data body."""
+        with self._cond:
+            upload = self._upload_urls.get(key)
+        if upload is None:
+            return _text(404, "not found")
+        content_type = str(headers.get("content-type", ""))
+        data = raw
+        if content_type.split(";")[0].strip().lower() == "multipart/form-data":
+            form_file = _form_file(raw, content_type)
+            if form_file is None:
+                return _text(400, "no file in the form")
+            data = form_file
+        if len(data) != upload.length:
+            return _text(400, "length mismatch")
+        digest = hashlib.sha256(data).hexdigest()
+        with self._cond:
+            if self._upload_urls.pop(key, None) is None:  # another POST took it meanwhile
+                return _text(404, "not found")
+            upload.state, upload.content, upload.sha256 = "uploaded", data, digest
+            self._cond.notify_all()
+        return _text(200, f"OK - {len(data)}")
+
+    def _complete_upload(self, params: dict[str, Any]) -> Reply:
+        """files.completeUploadExternal past auth and faults (holding the lock): every
+        file or none (see the module's docstring)."""
+        files = params.get("files")
+        if files is None:
+            raise _invalid("missing required field: files")
+        if isinstance(files, str):  # a form's field
+            try:
+                files = json.loads(files)
+            except ValueError:
+                raise _invalid("invalid JSON in field: files") from None
+        if (
+            not isinstance(files, list) or not files
+            or not all(isinstance(f, dict) and isinstance(f.get("id"), str) for f in files)
+        ):  # fmt: skip
+            raise _invalid("files must be a non-empty array of {id, title}")
+        ids = [f["id"] for f in files]
+        if len(set(ids)) != len(ids):
+            raise _invalid("a file id is repeated in files")
+        if "channels" in params:
+            raise _invalid("the fake takes channel_id, not channels")
+        channel = str(params.get("channel_id") or "")
+        thread_ts = str(params.get("thread_ts") or "") or None
+        if thread_ts and not channel:
+            raise _invalid("thread_ts needs channel_id")
+        comment = params.get("initial_comment")
+        comment = None if comment is None else str(comment)
+        if comment is not None and len(comment) > MAX_TEXT:
+            return _error("msg_too_long")
+        uploads = [self._pending_uploads.get(i) for i in ids]
+        if any(u is None or u.state != "uploaded" for u in uploads):
+            return _error("file_not_found")
+        now, created = time.monotonic(), int(time.time())
+        records: list[dict[str, Any]] = []
+        infos: list[dict[str, Any]] = []
+        for entry, upload in zip(files, uploads, strict=True):
+            assert upload is not None and upload.content is not None
+            title = str(entry.get("title") or upload.filename)
+            mimetype = _guess_mimetype(upload.filename)
+            kept = upload.content if len(upload.content) <= MAX_KEPT else None
+            file = _File(
+                id=upload.file_id, name=upload.filename, title=title, mimetype=mimetype,
+                filetype=upload.snippet_type or _filetype(upload.filename, mimetype),
+                size=upload.length, user=BOT_USER_ID, created=created, content=kept,
+                alt_txt=upload.alt_txt,
+            )  # fmt: skip
+            self._files[file.id] = file
+            upload.state, upload.content = "completed", None
+            infos.append(file.info(self.url))
+            records.append({
+                "file_id": file.id, "filename": file.name, "title": title,
+                "length": upload.length, "sha256": upload.sha256, "alt_txt": upload.alt_txt,
+                "snippet_type": upload.snippet_type, "channel": channel or None,
+                "thread_ts": thread_ts, "initial_comment": comment, "ts": None, "at": now,
+                "content": kept,
+            })  # fmt: skip
+        if channel:
+            ts = self._next_ts()
+            message: dict[str, Any] = {
+                "type": "message", "subtype": "file_share", "text": comment or "",
+                "files": copy_json(infos), "upload": True, "display_as_bot": False,
+                "user": BOT_USER_ID, "bot_id": BOT_ID, "app_id": APP_ID, "team": TEAM_ID,
+                "ts": ts,
+            }  # fmt: skip
+            if thread_ts:
+                message["thread_ts"] = thread_ts
+            self._messages[ts] = {**message, "channel": channel}
+            for record in records:
+                record["ts"] = ts
+            if self.echo_bot_messages:
+                event = {
+                    **copy_json(message), "channel": channel, "event_ts": ts,
+                    "channel_type": _CHANNEL_TYPES.get(channel[:1], "channel"),
+                }  # fmt: skip
+                self._add_event(event, TEAM_ID)
+        self._uploads.extend(records)
+        self._cond.notify_all()
+        return _ok(files=infos)
+
+    def _serve_file(self, path: str, segments: list[str], headers: Any) -> Reply:
+        """A GET of a file's url_private (`/files-pri/T0001-F.../<name>`) or
+        url_private_download (`.../download/<name>`): the bytes to the bot token, a
+        redirect to the sign-in page to anyone else."""
+        auth = str(headers.get("authorization", ""))
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        if token != self.bot_token:
+            where = f"{self.url}/signin?redir={quote(path, safe='')}"
+            return Reply(302, b"", [("Location", where)], "text/html; charset=utf-8")
+        rest = segments[3:]
+        download = len(rest) == 2 and rest[0] == "download"
+        prefix = f"{TEAM_ID}-"
+        team_file = segments[2] if len(segments) > 2 else ""
+        file_id = team_file[len(prefix) :] if team_file.startswith(prefix) else ""
+        with self._cond:
+            file = self._files.get(file_id)
+            if (
+                file is None or file.content is None or not (len(rest) == 1 or download)
+                or unquote(rest[-1]) != file.name
+            ):  # fmt: skip
+                return _text(404, "file not found")
+            self._downloads.append(file.id)
+            self._cond.notify_all()
+        extra = []
+        if download:
+            extra = [("Content-Disposition", f"attachment; filename*=UTF-8''{quote(file.name)}")]
+        return Reply(200, _Blob(file.content, file.size), extra, file.mimetype)
+
+    def _control(self, verb: str, name: str, raw: bytes) -> Reply:
+        """The kit's, with the bytes of `uploads` in the state as base64 text
+        (`content_base64`), JSON having no bytes."""
+        reply = super()._control(verb, name, raw)
+        if verb == "GET" and name == "state" and reply.status == 200:
+            for record in reply.body["result"]["uploads"]:
+                content = record.pop("content")
+                record["content_base64"] = (
+                    None if content is None else base64.b64encode(content).decode()
+                )
+        return reply
+
 
 class _Refusal(Exception):
     """A call's parameters refused: `reply` is Slack's answer."""
@@ -1065,6 +1555,76 @@ class _Refusal(Exception):
     def __init__(self, error: str, **fields: Any) -> None:
         super().__init__(error)
         self.reply = Reply(200, {"ok": False, "error": error, **fields})
+
+
+def _invalid(problem: str) -> _Refusal:
+    """Slack's invalid_arguments, naming the problem as Slack does."""
+    return _Refusal("invalid_arguments", response_metadata={"messages": [f"[ERROR] {problem}"]})
+
+
+def _whole_number(value: Any, field: str) -> int:
+    """A required integer argument (a form's is text); _Refusal when missing or not a
+    whole number of 0 or more."""
+    if value is None or value == "":
+        raise _invalid(f"missing required field: {field}")
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise _invalid(f"invalid type for field: {field}")
+
+
+def _guess_mimetype(name: str) -> str:
+    return mimetypes.guess_type(name, strict=False)[0] or "application/octet-stream"
+
+
+def _filetype(name: str, mimetype: str) -> str:
+    """Slack's short `filetype` of a file: its extension's (jpg, png, pdf, text, ...),
+    else "text" or "binary"."""
+    extension = name.rsplit(".", 1)[1].lower() if "." in name.strip(".") else ""
+    if extension:
+        return _FILETYPES.get(extension, extension)
+    return "text" if mimetype.startswith("text/") else "binary"
+
+
+_FORM_NAME = re.compile(r'(?:^|;)\s*name="?([^";]*)"?', re.IGNORECASE)
+
+
+def _form_file(raw: bytes, content_type: str) -> bytes | None:
+    """The file of a multipart/form-data upload: the part named `file`, else `filename`
+    (Slack's reference's curl example), else the first with a filename; None when there
+    is none (or the body is not a form)."""
+    found = re.search(r'boundary="?([^";]+)"?', content_type, re.IGNORECASE)
+    if found is None:
+        return None
+    delimiter = b"--" + found.group(1).encode("latin-1")
+    parts: list[tuple[str, bool, int, int]] = []  # (name, has a filename, start, end)
+    at = raw.find(delimiter)
+    while at != -1 and raw[at + len(delimiter) : at + len(delimiter) + 2] != b"--":
+        head_start = at + len(delimiter) + 2  # past the CRLF
+        head_end = raw.find(b"\r\n\r\n", head_start)
+        if head_end == -1:
+            break
+        end = raw.find(b"\r\n" + delimiter, head_end + 4)
+        if end == -1:
+            break
+        disposition = ""
+        for line in raw[head_start:head_end].decode("utf-8", "replace").split("\r\n"):
+            key, _, value = line.partition(":")
+            if key.strip().lower() == "content-disposition":
+                disposition = value
+        named = _FORM_NAME.search(disposition)
+        has_filename = "filename" in disposition.lower()
+        parts.append((named.group(1) if named else "", has_filename, head_end + 4, end))
+        at = end + 2
+    for wanted in ("file", "filename"):
+        for name, _, start, end in parts:
+            if name == wanted:
+                return raw[start:end]
+    for _, has_filename, start, end in parts:
+        if has_filename:
+            return raw[start:end]
+    return None
 
 
 def _content(params: dict[str, Any]) -> tuple[str | None, list[Any] | None]:

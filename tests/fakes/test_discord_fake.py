@@ -6,6 +6,7 @@ come) for about twice a short heartbeat interval."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import subprocess
 import sys
@@ -763,3 +764,207 @@ async def test_edits_and_what_a_channel_shows_over_http(discord: FakeDiscord):
         assert again.status_code == 400
         shown = (await control.post("/_fake/messages_in", json={"channel_id": "2001"})).json()
         assert shown["result"] == []
+
+
+async def upload(
+    discord: FakeDiscord,
+    channel: str,
+    payload: dict[str, Any] | str,
+    files: list[tuple[str, bytes, str]],
+    token: str = TOKEN,
+) -> httpx.Response:
+    """A multipart create: a `payload_json` part (application/json, as Discord's libraries
+    send it) and `files[n]` parts (filename, bytes, content type)."""
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    parts: dict[str, Any] = {"payload_json": (None, text, "application/json")}
+    parts.update({f"files[{n}]": file for n, file in enumerate(files)})
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await client.post(
+            f"{discord.api_url}/channels/{channel}/messages",
+            headers={"Authorization": f"Bot {token}"}, files=parts,
+        )  # fmt: skip
+
+
+async def fetch(url: str) -> httpx.Response:
+    """A GET with no Authorization, as from Discord's CDN."""
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await client.get(url)
+
+
+@pytest.mark.timeout(30)
+async def test_a_message_with_attachments_and_the_cdn_serving_them(discord: FakeDiscord):
+    content = bytes(range(256)) * 4096  # 1 MiB: written in 4 pieces
+    notes = discord.add_attachment(content, "notes.txt")
+    assert notes["filename"] == "notes.txt" and notes["size"] == len(content)
+    assert notes["content_type"] == "text/plain; charset=utf-8"
+    assert notes["url"] == notes["proxy_url"]
+    assert notes["url"].startswith(f"{discord.url}/attachments/0/{notes['id']}/notes.txt?ex=")
+    assert "&is=" in notes["url"] and "&hm=" in notes["url"]
+    big = discord.add_attachment(b"abc", "big file.bin", "application/zip", size=600_000)
+    assert big["size"] == 600_000 and big["content_type"] == "application/zip"
+    assert int(big["id"]) > int(notes["id"])
+    with pytest.raises(ValueError, match="less than"):
+        discord.add_attachment(b"abcd", "x.bin", size=3)
+    async with open_websocket_url(await gateway_url(discord), disconnect_timeout=5) as ws:
+        await hello_and_ready(ws)
+        message_id = discord.message("", guild_id="500", attachments=[notes, big])
+        frame = await receive(ws)
+        assert frame["t"] == "MESSAGE_CREATE" and frame["d"]["id"] == message_id
+        assert frame["d"]["content"] == "" and frame["d"]["attachments"] == [notes, big]
+    served = await fetch(notes["url"])
+    assert served.status_code == 200 and served.content == content
+    assert served.headers["content-type"] == "text/plain; charset=utf-8"
+    assert "X-RateLimit-Bucket" not in served.headers
+    padded = await fetch(big["proxy_url"])
+    assert padded.status_code == 200 and len(padded.content) == 600_000
+    assert padded.content[:3] == b"abc" and padded.content[3:] == bytes(600_000 - 3)
+    assert await off(discord.wait_downloads, 2) == [notes["id"], big["id"]]
+    assert discord.downloads == [notes["id"], big["id"]]
+    assert [c["path"] for c in discord.calls] == ["/api/v10/gateway/bot"]  # the CDN: none
+
+
+@pytest.mark.timeout(30)
+async def test_a_cdn_link_not_signed_as_made_is_gone_and_not_counted(discord: FakeDiscord):
+    file = discord.add_attachment(b"secret", "a.txt")
+    url, query = file["url"].split("?")
+    signed = dict(pair.split("=") for pair in query.strip("&").split("&"))
+    forged = "0" * 64 if signed["hm"] != "0" * 64 else "1" * 64
+    bad = [
+        url,  # no signature
+        f"{url}?ex={signed['ex']}&is={signed['is']}&hm={forged}&",
+        f"{url}?ex=ffffffff&is={signed['is']}&hm={signed['hm']}&",  # the expiry moved
+        file["url"].replace("/a.txt?", "/b.txt?"),
+        file["url"].replace(f"/{file['id']}/", "/42/"),
+    ]
+    for link in bad:
+        gone = await fetch(link)
+        assert gone.status_code == 404, link
+        assert gone.text == "This content is no longer available."
+    assert discord.downloads == []
+    with pytest.raises(TimeoutError, match="1 download"):
+        await off(discord.wait_downloads, 1, 0.1)
+    assert (await fetch(file["url"])).content == b"secret"
+    assert discord.downloads == [file["id"]]
+
+
+@pytest.mark.timeout(30)
+async def test_a_multipart_create_uploads_its_files(discord: FakeDiscord):
+    first = (await rest(discord, "POST", "channels/2001/messages", content="before")).json()
+    pdf = b"%PDF-1.4\r\n--boundary-lookalike\r\n\r\n" + bytes(range(256)) * 8
+    raw = b"\r\n" * 100 + b"\x00\xff" * 50
+    payload = {
+        "content": "", "message_reference": {"message_id": first["id"]},
+        "attachments": [{"id": 0, "filename": "report.pdf", "description": "the report"}],
+    }  # fmt: skip
+    answer = await upload(
+        discord, "2001", payload, [("x.pdf", pdf, "application/pdf"), ("raw.bin", raw, "image/png")]
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-RateLimit-Bucket"] == "msg-2001"
+    message = answer.json()
+    assert message["content"] == "" and message["type"] == 19
+    assert message["message_reference"]["message_id"] == first["id"]
+    report, other = message["attachments"]
+    assert report["filename"] == "report.pdf" and report["size"] == len(pdf)
+    assert report["description"] == "the report" and report["content_type"] == "application/pdf"
+    assert other["filename"] == "raw.bin" and other["size"] == len(raw)  # no entry: taken
+    assert "description" not in other and other["content_type"] == "image/png"
+    assert report["url"].startswith(f"{discord.url}/attachments/2001/{report['id']}/report.pdf?")
+    uploads = await off(discord.wait_uploads, 2)
+    assert [(u["filename"], u["size"], u["content"]) for u in uploads] == [
+        ("report.pdf", len(pdf), pdf), ("raw.bin", len(raw), raw),
+    ]  # fmt: skip
+    assert uploads[0]["sha256"] == hashlib.sha256(pdf).hexdigest()
+    assert uploads[1]["sha256"] == hashlib.sha256(raw).hexdigest()
+    assert {u["message_id"] for u in uploads} == {message["id"]}
+    assert [u["attachment_id"] for u in uploads] == [report["id"], other["id"]]
+    assert uploads[0]["channel_id"] == "2001" and uploads[0]["text"] == ""
+    assert uploads[0]["message_reference"] == {"message_id": first["id"]}
+    assert uploads[0]["description"] == "the report" and uploads[1]["description"] is None
+    assert "at" in uploads[0]
+    assert (await fetch(report["url"])).content == pdf
+    assert discord.downloads == [report["id"]]
+    assert discord.messages_in("2001")[-1]["attachments"] == [report, other]
+    assert discord.sent[-1]["id"] == message["id"] and discord.sent[-1]["content"] == ""
+    # more than 1 MiB: its bytes are not kept in the record
+    large = bytes(1024 * 1024 + 1)
+    answer = await upload(discord, "2001", {"content": "big"}, [("big.bin", large, "a/b")])
+    assert answer.status_code == 200
+    [record] = discord.uploads[2:]
+    assert record["content"] is None and record["size"] == len(large)
+    assert record["sha256"] == hashlib.sha256(large).hexdigest() and record["text"] == "big"
+    # refused as a JSON create is: faults, empty without files, not JSON
+    discord.fail(403, 50013, "Missing Permissions", channel="2001")
+    denied = await upload(discord, "2001", {"content": "x"}, [("a.txt", b"a", "text/plain")])
+    assert denied.status_code == 403 and denied.json()["code"] == 50013
+    empty = await upload(discord, "2001", {"content": ""}, [])
+    assert empty.status_code == 400 and empty.json()["code"] == 50035
+    garbled = await upload(discord, "2001", "{not json", [("a.txt", b"a", "text/plain")])
+    assert garbled.status_code == 400 and garbled.json()["code"] == 50109
+    assert len(discord.uploads) == 3 and len(discord.sent) == 3
+    assert [r["code"] for r in discord.refused] == [50013, 50035, 50109]
+
+
+@pytest.mark.timeout(30)
+async def test_a_create_over_max_upload_is_413_and_not_recorded(discord: FakeDiscord):
+    discord.max_upload = 2000
+    too_big = await upload(discord, "2001", {"content": "x"}, [("a.bin", bytes(2000), "a/b")])
+    assert too_big.status_code == 413
+    assert too_big.json() == {"message": "Request entity too large", "code": 40005}
+    assert discord.uploads == [] and discord.sent == [] and discord.messages_in("2001") == []
+    assert [(r["status"], r["code"]) for r in discord.refused] == [(413, 40005)]
+    fits = await upload(discord, "2001", {"content": "x"}, [("a.bin", bytes(1000), "a/b")])
+    assert fits.status_code == 200 and len(discord.uploads) == 1
+
+
+@pytest.mark.timeout(30)
+async def test_an_enforced_nonce_answers_the_message_already_created():
+    clock = Clock()
+    with FakeDiscord(clock=clock) as discord:
+        payload = {"content": "here", "nonce": "n-1", "enforce_nonce": True}
+        files = [("a.txt", b"hello", "text/plain")]
+        first = await upload(discord, "2001", payload, files)
+        again = await upload(discord, "2001", payload, files)
+        assert first.status_code == again.status_code == 200
+        assert again.json() == first.json() and first.json()["nonce"] == "n-1"
+        assert len(discord.uploads) == 1 and len(discord.sent) == 1
+        assert len(discord.messages_in("2001")) == 1
+        # a JSON create with that nonce finds it too; not another channel's
+        same = await rest(discord, "POST", "channels/2001/messages", content="here",
+                          nonce="n-1", enforce_nonce=True)  # fmt: skip
+        assert same.json()["id"] == first.json()["id"]
+        elsewhere = await rest(discord, "POST", "channels/2002/messages", content="here",
+                               nonce="n-1", enforce_nonce=True)  # fmt: skip
+        assert elsewhere.json()["id"] != first.json()["id"]
+        # not enforced, or too late: a new message
+        loose = await rest(discord, "POST", "channels/2001/messages", content="x", nonce=7)
+        assert loose.status_code == 200 and loose.json()["nonce"] == 7
+        clock.now += 301
+        late = await rest(discord, "POST", "channels/2001/messages", content="x", nonce=7,
+                          enforce_nonce=True)  # fmt: skip
+        assert late.json()["id"] != loose.json()["id"]
+        long = await rest(discord, "POST", "channels/2001/messages", content="x", nonce="n" * 26)
+        assert long.status_code == 400 and long.json()["code"] == 50035
+        assert [len(discord.sent_to(c)) for c in ("2001", "2002")] == [3, 1]
+        assert len(discord.uploads) == 1
+        assert discord.internal_errors == []
+
+
+@pytest.mark.timeout(30)
+async def test_attachments_and_uploads_over_http(discord: FakeDiscord):
+    async with httpx.AsyncClient(timeout=10, base_url=discord.url) as control:
+        added = await control.post(
+            "/_fake/add_attachment", json={"content": "héllo", "filename": "h.txt"}
+        )
+        file = added.json()["result"]
+        assert file["size"] == len("héllo".encode())
+        assert (await fetch(file["url"])).content == "héllo".encode()
+        sent = await control.post("/_fake/message", json={"content": "", "attachments": [file]})
+        assert sent.json()["ok"] is True
+        uploaded = await upload(discord, "2001", {"content": "up"}, [("u.bin", b"u", "a/b")])
+        assert uploaded.status_code == 200
+        state = (await control.get("/_fake/state")).json()["result"]
+        assert state["downloads"] == [file["id"]]
+        [record] = state["uploads"]
+        assert record["filename"] == "u.bin" and "content" not in record
+        assert discord.uploads[0]["content"] == b"u"

@@ -5,7 +5,9 @@ not happen, a pong that must not come) for about twice a short ack_timeout."""
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import json
 import subprocess
 import sys
@@ -44,6 +46,12 @@ async def api(
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(timeout=10) as client:
         return await client.post(f"{slack.api_url}/{method}", json=params, headers=headers)
+
+
+async def get(url: str, token: str | None = BOT_TOKEN, **options: Any) -> httpx.Response:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(timeout=10, **options) as client:
+        return await client.get(url, headers=headers)
 
 
 async def socket_url(slack: FakeSlack) -> str:
@@ -560,6 +568,250 @@ async def test_events_wait_for_a_socket_across_restarts(slack: FakeSlack):
 
 
 @pytest.mark.timeout(30)
+async def test_a_shared_file_is_delivered_and_downloaded_with_the_bot_token(slack: FakeSlack):
+    content = b"line one\nline two\n"
+    notes = slack.add_file(content, "notes 1.txt")
+    assert notes | {
+        "id": "F00000001", "name": "notes 1.txt", "title": "notes 1.txt",
+        "mimetype": "text/plain", "filetype": "text", "size": len(content), "mode": "hosted",
+        "user": "U1", "is_external": False,
+    } == notes  # fmt: skip
+    where = f"{slack.url}/files-pri/T0001-F00000001"
+    assert notes["url_private"] == f"{where}/notes%201.txt"
+    assert notes["url_private_download"] == f"{where}/download/notes%201.txt"
+    assert isinstance(notes["created"], int)
+    big = slack.add_file(b"PK", "big.zip", size=600_000, user="U2")  # 600 kB, 2 bytes kept
+    assert (big["id"], big["size"], big["mimetype"], big["user"]) == (
+        "F00000002", 600_000, "application/zip", "U2",
+    )  # fmt: skip
+    async with open_websocket_url(await socket_url(slack), disconnect_timeout=5) as ws:
+        assert (await receive(ws))["type"] == "hello"
+        event_id = slack.message("", files=[notes, big], channel="C5", channel_type="channel")
+        envelope = await receive(ws)
+        event = envelope["payload"]["event"]
+        assert event | {
+            "type": "message", "subtype": "file_share", "text": "", "files": [notes, big],
+            "upload": True, "display_as_bot": False, "user": "U1", "channel": "C5",
+        } == event  # fmt: skip
+        await ack(ws, envelope)
+        await off(slack.wait_acked, event_id)
+    mention = slack.payload(slack.mention("look", files=[notes]))["event"]
+    assert mention["files"] == [notes] and mention["upload"] is False
+    assert mention["type"] == "app_mention" and "subtype" not in mention
+
+    downloaded = await get(notes["url_private_download"])
+    assert downloaded.status_code == 200 and downloaded.content == content
+    assert downloaded.headers["content-type"] == "text/plain"
+    assert downloaded.headers["content-disposition"] == "attachment; filename*=UTF-8''notes%201.txt"
+    inline = await get(notes["url_private"])
+    assert inline.content == content and "content-disposition" not in inline.headers
+    whole = await get(big["url_private_download"])  # in 256 KiB pieces: the 2 bytes, zeros
+    assert whole.content == b"PK" + bytes(599_998)
+    assert await off(slack.wait_downloads, 3) == [notes["id"], notes["id"], big["id"]]
+    assert await off(slack.wait_downloads, 1, file_id=big["id"]) == [big["id"]]
+    unknown = await get(f"{slack.url}/files-pri/T0001-F00000009/download/notes%201.txt")
+    renamed = await get(notes["url_private_download"].replace("notes%201", "notes"))
+    assert (unknown.status_code, renamed.status_code) == (404, 404)
+    assert len(slack.downloads) == 3
+
+
+@pytest.mark.timeout(30)
+async def test_a_download_without_the_bot_token_is_a_sign_in_page(slack: FakeSlack):
+    png = b"\x89PNG\r\n\x1a\n" + bytes(100)
+    photo = slack.add_file(png, "photo.png")
+    assert (photo["mimetype"], photo["filetype"]) == ("image/png", "png")
+    for token in (None, "xoxb-wrong", APP_TOKEN):
+        answer = await get(photo["url_private_download"], token)
+        assert answer.status_code == 302, token
+        assert answer.headers["location"].startswith(f"{slack.url}/signin?redir=%2Ffiles-pri")
+    followed = await get(photo["url_private"], None, follow_redirects=True)  # the classic bug
+    assert followed.status_code == 200 and followed.content != png
+    assert followed.headers["content-type"].startswith("text/html")
+    assert followed.content.lstrip().lower().startswith(b"<!doctype html")
+    assert slack.downloads == []
+    with pytest.raises(TimeoutError, match="1 download"):
+        await off(slack.wait_downloads, 1, 0.1)
+
+
+@pytest.mark.timeout(30)
+async def test_the_upload_flow_shares_files_in_a_thread(slack: FakeSlack):
+    parent = (await api(slack, "chat.postMessage", channel="C5", text="Here you go")).json()["ts"]
+    report = b"a,b\n1,2\n"
+    big = bytes(range(256)) * 6000  # 1.5 MB: not kept in its record
+    notes = b"# notes\n" * 1000
+    auth = {"Authorization": f"Bearer {BOT_TOKEN}"}
+    async with httpx.AsyncClient(timeout=10) as client:
+        first = (await client.post(
+            f"{slack.api_url}/files.getUploadURLExternal",
+            data={"filename": "report.csv", "length": str(len(report))}, headers=auth,
+        )).json()  # a form  # fmt: skip
+        assert first["ok"] is True and first["file_id"] == "F00000001"
+        assert first["upload_url"].startswith(f"{slack.url}/upload/v1/")
+        taken = await client.post(first["upload_url"], content=report)  # the raw bytes
+        assert (taken.status_code, taken.text) == (200, f"OK - {len(report)}")
+        assert taken.headers["content-type"].startswith("text/plain")
+        assert (await client.post(first["upload_url"], content=report)).status_code == 404
+    second = (await api(slack, "files.getUploadURLExternal", filename="dump.bin",
+                        length=len(big), alt_txt="a dump")).json()  # fmt: skip
+    third = (await api(slack, "files.getUploadURLExternal", filename="notes.md",
+                       length=len(notes), snippet_type="markdown")).json()  # fmt: skip
+
+    async def streamed() -> Any:  # chunked transfer encoding
+        for start in range(0, len(notes), 3000):
+            yield notes[start : start + 3000]
+
+    async with httpx.AsyncClient(timeout=10) as client:
+        form = await client.post(second["upload_url"], files={"file": ("dump.bin", big)})
+        assert (form.status_code, form.text) == (200, f"OK - {len(big)}")
+        chunked = await client.post(third["upload_url"], content=streamed())
+        assert (chunked.status_code, chunked.text) == (200, f"OK - {len(notes)}")
+    assert slack.uploads == [] and len(slack.messages_in("C5")) == 1  # not completed yet
+
+    ids = [first["file_id"], second["file_id"], third["file_id"]]
+    done = (await api(
+        slack, "files.completeUploadExternal", channel_id="C5", thread_ts=parent,
+        initial_comment="Three files", files=[{"id": ids[0], "title": "The report"},
+                                              {"id": ids[1]}, {"id": ids[2]}],
+    )).json()  # fmt: skip
+    assert done["ok"] is True
+    assert [(f["id"], f["title"], f["name"], f["size"], f["mimetype"]) for f in done["files"]] == [
+        (ids[0], "The report", "report.csv", len(report), "text/csv"),
+        (ids[1], "dump.bin", "dump.bin", len(big), "application/octet-stream"),
+        (ids[2], "notes.md", "notes.md", len(notes), "text/markdown"),
+    ]  # fmt: skip
+    assert done["files"][1]["alt_txt"] == "a dump"
+    assert {f["user"] for f in done["files"]} == {BOT_USER_ID}
+    first_shown, share = slack.messages_in("C5")  # before the answer came
+    assert first_shown["text"] == "Here you go"
+    assert share | {
+        "type": "message", "subtype": "file_share", "text": "Three files", "upload": True,
+        "files": done["files"], "thread_ts": parent, "user": BOT_USER_ID, "bot_id": "B0001",
+    } == share  # fmt: skip
+    uploads = await off(slack.wait_uploads, 3, channel="C5")
+    assert [(u["file_id"], u["filename"], u["title"], u["length"]) for u in uploads] == [
+        (ids[0], "report.csv", "The report", len(report)),
+        (ids[1], "dump.bin", "dump.bin", len(big)), (ids[2], "notes.md", "notes.md", len(notes)),
+    ]  # fmt: skip
+    assert [u["sha256"] for u in uploads] == [
+        hashlib.sha256(data).hexdigest() for data in (report, big, notes)
+    ]  # fmt: skip
+    assert [u["content"] for u in uploads] == [report, None, notes]
+    assert {(u["channel"], u["thread_ts"], u["initial_comment"], u["ts"]) for u in uploads} == {
+        ("C5", parent, "Three files", share["ts"])
+    }  # fmt: skip
+    assert (uploads[1]["alt_txt"], uploads[2]["snippet_type"]) == ("a dump", "markdown")
+    assert all(isinstance(u["at"], float) for u in uploads)
+    # the bot's files are served as a user's (the one over 1 MiB was not kept)
+    assert (await get(done["files"][0]["url_private_download"])).content == report
+    assert (await get(done["files"][1]["url_private_download"])).status_code == 404
+
+    private = (await api(slack, "files.getUploadURLExternal", filename="x.txt", length=1)).json()
+    async with httpx.AsyncClient(timeout=10) as client:
+        assert (await client.post(private["upload_url"], content=b"x")).status_code == 200
+        kept = (await client.post(  # a form: files as JSON text; no channel: not shared
+            f"{slack.api_url}/files.completeUploadExternal",
+            data={"files": json.dumps([{"id": private["file_id"]}])}, headers=auth,
+        )).json()  # fmt: skip
+        state = (await client.get(f"{slack.url}/_fake/state")).json()["result"]
+    assert kept["ok"] is True and kept["files"][0]["title"] == "x.txt"
+    assert (slack.uploads[-1]["channel"], slack.uploads[-1]["ts"]) == (None, None)
+    assert len(slack.messages_in("C5")) == 2 and slack.sent_to("C5")[0]["text"] == "Here you go"
+    assert [u["content_base64"] for u in state["uploads"]] == [
+        base64.b64encode(report).decode(), None, base64.b64encode(notes).decode(), "eA==",
+    ]  # fmt: skip
+    assert slack.refused == []
+
+
+@pytest.mark.timeout(30)
+async def test_uploads_refused(slack: FakeSlack):
+    slack.configure(max_upload=100)
+
+    async def upload_url(**params: Any) -> dict[str, Any]:
+        return (await api(slack, "files.getUploadURLExternal", **params)).json()
+
+    async def complete(**params: Any) -> dict[str, Any]:
+        return (await api(slack, "files.completeUploadExternal", **params)).json()
+
+    no_name = await upload_url(length=3)
+    assert no_name["error"] == "invalid_arguments"
+    assert "filename" in no_name["response_metadata"]["messages"][0]
+    for length in (None, "three", -1, 2.5, True):
+        params = {} if length is None else {"length": length}
+        assert (await upload_url(filename="a.txt", **params))["error"] == "invalid_arguments"
+    assert (await upload_url(filename="a.txt", length=0))["error"] == "missing_argument"
+    assert (await upload_url(filename="a.txt", length=101))["error"] == "file_too_large"
+    assert (await upload_url(filename="a.txt", alt_txt="x" * 1001, length=1))[
+        "error"
+    ] == "alt_txt_too_large"
+    assert (await upload_url(filename="a.txt", length=100))["ok"] is True
+
+    issued = await upload_url(filename="a.txt", length=5)
+    async with httpx.AsyncClient(timeout=10) as client:
+        short = await client.post(issued["upload_url"], content=b"four")
+        assert (short.status_code, short.text) == (400, "length mismatch")
+        no_file = await client.post(issued["upload_url"], files={"note": (None, b"hello")})
+        assert no_file.status_code == 400
+        unknown = await client.post(f"{slack.url}/upload/v1/nope", content=b"hello")
+        assert unknown.status_code == 404
+    assert (await complete(files=[{"id": issued["file_id"]}]))["error"] == "file_not_found"
+    assert (await complete(files=[{"id": "F99999999"}]))["error"] == "file_not_found"
+    async with httpx.AsyncClient(timeout=10) as client:  # the URL is still good after a 400
+        assert (await client.post(issued["upload_url"], content=b"hello")).status_code == 200
+    one = [{"id": issued["file_id"]}]
+    for wrong in (
+        {"files": []},
+        {"files": "["},
+        {"files": [{"title": "no id"}]},
+        {"files": one * 2},
+        {"files": one, "thread_ts": "1699999999.000100"},
+        {"files": one, "channels": "C1"},
+        {},
+    ):
+        assert (await complete(**wrong))["error"] == "invalid_arguments", wrong
+    # one file not uploaded: none is completed
+    assert (await complete(files=[*one, {"id": "F99999999"}]))["error"] == "file_not_found"
+    assert (await complete(files=one, channel_id="C5"))["ok"] is True
+    assert (await complete(files=one, channel_id="C5"))["error"] == "file_not_found"  # once
+    assert [u["file_id"] for u in slack.uploads] == [issued["file_id"]]
+    assert len(slack.messages_in("C5")) == 1
+    app = await api(slack, "files.getUploadURLExternal", APP_TOKEN, filename="a", length=1)
+    assert app.json()["error"] == "not_allowed_token_type"
+    refused = await off(slack.wait_refused, 21)
+    assert len(refused) == 21
+    assert {r["method"] for r in refused} == {
+        "files.getUploadURLExternal", "files.completeUploadExternal",
+    }  # fmt: skip
+
+
+@pytest.mark.timeout(30)
+async def test_faults_on_the_upload_methods(slack: FakeSlack):
+    issued = (await api(slack, "files.getUploadURLExternal", filename="a.txt", length=2)).json()
+    async with httpx.AsyncClient(timeout=10) as client:
+        assert (await client.post(issued["upload_url"], content=b"hi")).status_code == 200
+    slack.fail("files.completeUploadExternal", "ratelimited", retry_after=3)
+    slack.fail("files.completeUploadExternal", "internal_error", status=500, channel="C7")
+    slack.fail("files.getUploadURLExternal", "file_uploads_disabled")
+    files = [{"id": issued["file_id"]}]
+    limited = await api(slack, "files.completeUploadExternal", files=files, channel_id="C7")
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "3"
+    assert limited.json() == {"ok": False, "error": "ratelimited"}
+    broken = await api(slack, "files.completeUploadExternal", files=files, channel_id="C7")
+    assert broken.status_code == 500 and broken.json()["error"] == "internal_error"
+    assert slack.uploads == [] and slack.messages_in("C7") == []  # a fault takes nothing
+    done = await api(slack, "files.completeUploadExternal", files=files, channel_id="C7")
+    assert done.json()["ok"] is True
+    [upload] = await off(slack.wait_uploads, 1, channel="C7")
+    assert upload["content"] == b"hi" and upload["ts"] == slack.messages_in("C7")[0]["ts"]
+    disabled = await api(slack, "files.getUploadURLExternal", filename="b.txt", length=1)
+    assert disabled.json() == {"ok": False, "error": "file_uploads_disabled"}
+    refused = await off(slack.wait_refused, 2, method="files.completeUploadExternal")
+    assert [(r["error"], r["status"], r["retry_after"], r["channel"]) for r in refused] == [
+        ("ratelimited", 429, 3.0, "C7"), ("internal_error", 500, None, "C7"),
+    ]  # fmt: skip
+    assert slack.rate_limited == 1
+
+
+@pytest.mark.timeout(30)
 async def test_close_is_prompt_with_sockets_open():
     fake = FakeSlack().__enter__()
     async with open_websocket_url(await socket_url(fake), disconnect_timeout=5) as ws:
@@ -617,6 +869,17 @@ def test_the_fake_runs_in_its_own_process():
             f"{url}/api/auth.test", headers={"Authorization": f"Bearer {BOT_TOKEN}"}, timeout=5
         )
         assert me.json()["user_id"] == BOT_USER_ID
+        added = httpx.post(
+            f"{url}/_fake/add_file", json={"content": "héllo", "name": "a.txt"}, timeout=5
+        ).json()["result"]
+        downloaded = httpx.get(
+            added["url_private_download"],
+            headers={"Authorization": f"Bearer {BOT_TOKEN}"},
+            timeout=5,
+        )
+        assert downloaded.content == "héllo".encode()
+        state = httpx.get(f"{url}/_fake/state", timeout=5).json()["result"]
+        assert state["downloads"] == [added["id"]] and state["uploads"] == []
     finally:
         proc.terminate()
         proc.wait(5)
