@@ -109,7 +109,7 @@ class ModelConfig:
 
 Role = Literal["owner", "user"]  # who may do what; see hermes.agent.permissions
 OWNER_TOOLS = ("*",)
-USER_TOOLS = ("memory", "session_search", "send_message")
+USER_TOOLS = ("memory", "session_search", "send_message", "send_file")
 
 
 @attrs.frozen

@@ -18,15 +18,17 @@ a send's CPU. They carry no cookies (the platforms' APIs authenticate by token).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from typing import Any
 
 import attrs
 import httpx
+import trio
 
 from hermes.adapters.base import PlatformAdapter
-from hermes.adapters.contract import RetryAfter, SendResult, Unconfirmed
+from hermes.adapters.contract import OutFile, Permanent, RetryAfter, SendResult, Unconfirmed
 
 CONNECT_TIMEOUT = 10.0
 TIMEOUT = httpx.Timeout(None, connect=CONNECT_TIMEOUT)
@@ -109,6 +111,31 @@ class HttpAdapter(PlatformAdapter):
             return HttpAnswer.of(await self.http.send(request))
         except httpx.HTTPError as exc:
             return failed_send(exc)
+
+    async def upload(
+        self,
+        url: str,
+        fields: dict[str, str],
+        files: dict[str, OutFile],
+        headers: dict[str, str] | None = None,
+    ) -> HttpAnswer | SendResult:
+        """A multipart send of `files` (by field name, each streamed from hermes's copy,
+        never read whole) beside the text `fields`; answered as `post`'s."""
+        if self.http is None:
+            return RetryAfter(None, "the adapter is not started")
+        with contextlib.ExitStack() as opened:
+            try:
+                parts = {}
+                for field, f in files.items():
+                    handle = await trio.to_thread.run_sync(open, f.path, "rb")
+                    parts[field] = (f.name, opened.enter_context(handle), f.mime)
+            except OSError as exc:  # its copy is gone: it can never be sent
+                return Permanent(f"the file to send is gone: {exc.strerror}")
+            try:
+                answer = await self.http.post(url, data=fields, files=parts, headers=headers)
+            except httpx.HTTPError as exc:
+                return failed_send(exc)
+        return HttpAnswer.of(answer)
 
 
 async def read_capped(response: httpx.Response, limit: int) -> bytes | None:

@@ -62,7 +62,8 @@ class Platform:
     adapter edits a sent message (SendRequest.edit_of), so a turn's progress can show
     in one message; `webhook`: its deliveries come to the webhook listener
     (`/webhooks/<name>`), which runs while such a platform is enabled; `tokens`: it
-    takes a secret from a variable (Signal's daemon holds its own)."""
+    takes a secret from a variable (Signal's daemon holds its own); `max_upload`: the
+    largest file its adapter sends, in bytes (0: it sends none)."""
 
     name: str
     limit: Limit
@@ -76,3 +77,4 @@ class Platform:
     edits: bool = False
     webhook: bool = False
     tokens: bool = True
+    max_upload: int = 0

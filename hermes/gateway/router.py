@@ -516,9 +516,8 @@ class Router(Actor):
                 started_at=self.clock.now(),
             ))  # fmt: skip
         services = self.services
-        workdir = await session_directory(
-            self.workdir, HermesHome(self.home_root).workspace, session_id
-        )
+        home = HermesHome(self.home_root)
+        workdir = await session_directory(self.workdir, home.workspace, session_id)
         terminal = TerminalSession(workdir, state_dir=self.home_root / ".terminal",
                                    policy=services.policy)  # fmt: skip
         caller = Caller(event.platform, event.user_id, "user")  # each turn says whose it is
@@ -537,6 +536,9 @@ class Router(Actor):
             clock=self.clock,
             model=row.model if row is not None else None,
             approver=self.approvals,
+            workspace=workdir,
+            owner_files=(home.cache, terminal.state_dir / "output"),  # tools' spilled output
+            outgoing=home.outgoing,
         )
         actor = SessionActor(ctx, self.agent, self.gateway.busy_mode, source=event.platform)
         address = await self.nursery.start(self._host, actor)

@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from hermes.adapters.contract import ChatType, InboundEvent
+from hermes.adapters.url_media import MAX_ATTACHMENTS, UrlRef
 
 
 def incoming(
@@ -45,7 +46,21 @@ def incoming(
         message_id=str(message["id"]),
         reply_to=str(reference) if reference else None,
         mentioned=mentioned,
+        attachments=_attachments(message.get("attachments")),
     )
+
+
+def _attachments(found: Any) -> tuple[str, ...]:
+    """References to a message's attachments (their signed CDN links), fetched only once
+    the event is authorized."""
+    refs = []
+    for item in (found if isinstance(found, list) else [])[:MAX_ATTACHMENTS]:
+        if isinstance(item, dict) and isinstance(item.get("url"), str):
+            size = item.get("size")
+            refs.append(UrlRef(item["url"], str(item.get("filename") or "attachment"),
+                               size if isinstance(size, int) else None,
+                               item.get("content_type")).to_text())  # fmt: skip
+    return tuple(refs)
 
 
 def pressed(interaction: dict[str, Any], platform: str = "discord") -> InboundEvent | None:

@@ -40,18 +40,22 @@ from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket
 
 from hermes.adapters.base import AdapterFatal, AdapterSetup, ConnectionEnded
 from hermes.adapters.contract import (
+    Fetched,
+    OutFile,
     Permanent,
     RetryAfter,
     SendRequest,
     SendResult,
     Sent,
+    Unconfirmed,
 )
-from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer, failed_send
 from hermes.adapters.slack.api import DEFAULT_BASE, SlackError, WebApi, retry_after, web_api_url
 from hermes.adapters.slack.blocks import with_buttons
 from hermes.adapters.slack.config import SlackConfig
 from hermes.adapters.slack.inbound import incoming
 from hermes.adapters.slack.mrkdwn import escape
+from hermes.adapters.url_media import fetch_urls, trusted
 from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,7 @@ PASSING = {"ratelimited", "internal_error", "fatal_error", "service_unavailable"
            "request_timeout", "invalid_response"} | FATAL_AUTH  # fmt: skip
 # chat.update's: the message is gone, is not the bot's, or is past the edit window
 UNEDITABLE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
+FILE_HOSTS = ("files.slack.com",)  # where url_private_download and upload URLs point
 
 
 class SlackAdapter(HttpAdapter):
@@ -79,6 +84,9 @@ class SlackAdapter(HttpAdapter):
         self.bot_token = setup.secrets.get(config.token_env)
         self.app_token = setup.secrets.get(config.app_token_env)
         self.base = config.base_url or DEFAULT_BASE
+        self.cache = setup.cache / setup.name if setup.cache is not None else None
+        self.media = setup.media
+        self.file_hosts = FILE_HOSTS + ((config.base_url,) if config.base_url else ())
         self.progress_deadline = config.idle_timeout
         self.bot_user = ""
         self.current: WebSocketConnection | None = None
@@ -197,7 +205,15 @@ class SlackAdapter(HttpAdapter):
 
     # -- sending ------------------------------------------------------------------
 
+    async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
+        """Each file of an authorized message, from Slack's file host with the bot token
+        (never followed to a sign-in page), streamed to the cache."""
+        return await fetch_urls(attachments, self.cache, self.media, self.file_hosts,
+                                self.headers())  # fmt: skip
+
     async def send(self, request: SendRequest) -> SendResult:
+        if request.file is not None:
+            return await self._send_file(request, request.file)
         target = request.target
         text = escape(request.text)  # `plain` or not: Slack refuses no formatting of ours
         params: dict[str, Any] = {"channel": target.chat_id, "text": text}
@@ -221,6 +237,59 @@ class SlackAdapter(HttpAdapter):
         if not isinstance(answer, HttpAnswer):
             return answer
         return read_send(answer, method, request.edit_of)
+
+    async def _send_file(self, request: SendRequest, file: OutFile) -> SendResult:
+        """Slack's external upload: an upload URL for the file's length, the bytes to it,
+        then completeUploadExternal shares it in the chat. Only the last step shows
+        anything, so a failure before it is sent again from the start, and only an
+        answer lost in it is unknown."""
+        asked = await self._form("files.getUploadURLExternal",
+                                 {"filename": file.name, "length": str(file.size)})  # fmt: skip
+        if not isinstance(asked, dict):
+            return _not_shown(asked)
+        url, file_id = asked.get("upload_url"), asked.get("file_id")
+        if not isinstance(url, str) or not trusted(url, self.file_hosts) or not file_id:
+            return RetryAfter(None, "files.getUploadURLExternal: no upload URL on Slack's host")
+        sent = await self.upload(url, {}, {"file": file})
+        if not isinstance(sent, HttpAnswer):
+            return _not_shown(sent)
+        if sent.status != 200:
+            return RetryAfter(None, f"the upload answered HTTP {sent.status}")
+        target = request.target
+        params: dict[str, Any] = {"files": [{"id": file_id, "title": file.name}],
+                                  "channel_id": target.chat_id}  # fmt: skip
+        if request.text:
+            params["initial_comment"] = escape(request.text)
+        if target.thread_id:
+            params["thread_ts"] = target.thread_id
+        elif request.reply_to and not target.chat_id.startswith("D"):
+            params["thread_ts"] = request.reply_to
+        answer = await self.post(web_api_url(self.base, "files.completeUploadExternal"), params)
+        if not isinstance(answer, HttpAnswer):
+            return answer
+        result = read_send(answer, "files.completeUploadExternal", None)
+        return Sent(None) if isinstance(result, Sent) else result
+
+    async def _form(self, method: str, fields: dict[str, str]) -> dict[str, Any] | SendResult:
+        """A Web API call with a form body (the upload methods take one): its answer's
+        body when `ok`, else what it means for the send."""
+        if self.http is None:
+            return RetryAfter(None, "the adapter is not started")
+        try:
+            response = await self.http.post(web_api_url(self.base, method), data=fields)
+        except httpx.HTTPError as exc:
+            return failed_send(exc)
+        answer = HttpAnswer.of(response)
+        if answer.status == 200 and isinstance(answer.body, dict) and answer.body.get("ok"):
+            return answer.body
+        return read_send(answer, method, None)
+
+
+def _not_shown(result: SendResult) -> SendResult:
+    """A step before the share failed: nothing shows in the chat, so it may all go again."""
+    if isinstance(result, Unconfirmed):
+        return RetryAfter(None, result.reason)
+    return result
 
 
 def read_send(answer: HttpAnswer, method: str, edit_of: str | None) -> SendResult:

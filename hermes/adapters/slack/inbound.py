@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from hermes.adapters.contract import ChatType, InboundEvent
+from hermes.adapters.url_media import MAX_ATTACHMENTS, UrlRef
 
 CHAT_TYPES = {"im": ChatType.DM, "channel": ChatType.CHANNEL, "group": ChatType.GROUP,
               "mpim": ChatType.GROUP}  # fmt: skip
@@ -43,7 +44,7 @@ def _event(payload: dict[str, Any], bot_user: str, platform: str) -> InboundEven
     kind, user = event.get("type"), event.get("user")
     if kind not in ("message", "app_mention") or not user or user == bot_user:
         return None
-    if event.get("bot_id") or event.get("subtype"):
+    if event.get("bot_id") or event.get("subtype") not in (None, "file_share"):
         return None
     text, channel = str(event.get("text") or ""), str(event.get("channel") or "")
     mentioned = kind == "app_mention"
@@ -66,7 +67,24 @@ def _event(payload: dict[str, Any], bot_user: str, platform: str) -> InboundEven
         thread_id=str(thread) if thread else None,
         message_id=str(event["ts"]) if event.get("ts") else None,
         mentioned=mentioned,
+        attachments=_files(event.get("files")),
     )
+
+
+def _files(found: Any) -> tuple[str, ...]:
+    """References to the files a message shares (url_private_download, which takes the
+    bot's token), fetched only once the event is authorized."""
+    refs = []
+    for item in (found if isinstance(found, list) else [])[:MAX_ATTACHMENTS]:
+        if not isinstance(item, dict) or item.get("mode") == "external":
+            continue
+        url = item.get("url_private_download") or item.get("url_private")
+        if isinstance(url, str):
+            size = item.get("size")
+            refs.append(UrlRef(url, str(item.get("name") or "attachment"),
+                               size if isinstance(size, int) else None,
+                               item.get("mimetype")).to_text())  # fmt: skip
+    return tuple(refs)
 
 
 def _slash(payload: dict[str, Any], envelope_id: str, platform: str) -> InboundEvent:

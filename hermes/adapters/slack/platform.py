@@ -17,4 +17,5 @@ SLACK = Platform(
     token_hint="the app's Bot User OAuth Token (xoxb-...)",
     settings=SlackConfig,
     edits=True,
+    max_upload=1024 * 1024 * 1024,  # Slack's limit for one file
 )

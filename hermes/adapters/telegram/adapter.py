@@ -30,6 +30,7 @@ results, a typing indicator while a turn runs.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import random
@@ -45,6 +46,7 @@ from hermes.adapters.contract import (
     Cursor,
     Fetched,
     InboundEvent,
+    OutFile,
     Permanent,
     RetryAfter,
     SendRequest,
@@ -306,8 +308,14 @@ class TelegramAdapter(HttpAdapter):
         chat = self.migrated.get(request.target.chat_id, request.target.chat_id)
         params = self._params(request, chat)
         method = "sendMessage" if request.edit_of is None else "editMessageText"
+        if request.file is not None:
+            method = _file_method(request.file)
         for _ in range(2):  # once more in the supergroup a group became
-            answer = await self.post(self.api.url(method), params)
+            if request.file is None:
+                answer = await self.post(self.api.url(method), params)
+            else:
+                answer = await self.upload(self.api.url(method), _form(params),
+                                           {FILE_FIELDS[method]: request.file})  # fmt: skip
             if not isinstance(answer, HttpAnswer):
                 return answer  # the request failed on the way
             try:
@@ -356,6 +364,29 @@ class TelegramAdapter(HttpAdapter):
         self.migrated[old] = new
         if self.cursors is not None:
             await self.cursors.put(self.migrated_key + old, new)
+
+
+FILE_FIELDS = {"sendVoice": "voice", "sendPhoto": "photo", "sendDocument": "document"}
+PHOTO_MAX = 10 * 1024 * 1024  # larger images go as documents (the Bot API's photo limit)
+
+
+def _file_method(file: OutFile) -> str:
+    if file.voice:
+        return "sendVoice"
+    if file.image and file.size <= PHOTO_MAX and file.mime in ("image/jpeg", "image/png"):
+        return "sendPhoto"
+    return "sendDocument"
+
+
+def _form(params: dict[str, Any]) -> dict[str, str]:
+    """A send's parameters as a multipart form: the text is the caption, and nested
+    values go as JSON text."""
+    form = {"caption" if k == "text" else k: v if isinstance(v, str) else json.dumps(v)
+            for k, v in params.items()}  # fmt: skip
+    if not form.get("caption"):
+        form.pop("caption", None)
+        form.pop("parse_mode", None)
+    return form
 
 
 def _refusal(exc: ApiError, edit_of: str | None = None) -> SendResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
@@ -51,6 +52,9 @@ class ToolContext:
     model: str | None = None  # the session's /model choice ("name/model"); None: config's order
     approver: Approver | None = None  # asks an owner about a guarded command; None: nobody to ask
     call_id: str | None = None  # the tool call being run (set for each call)
+    workspace: Path | None = None  # the session's own directory: send_file sends from it
+    owner_files: tuple[Path, ...] = ()  # where else an owner may send files from
+    outgoing: Path | None = None  # where files queued to send are copied (None: no files)
 
 
 class Tool(Protocol):

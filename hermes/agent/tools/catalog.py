@@ -6,6 +6,7 @@ from hermes.agent.tools.base import Tool
 from hermes.agent.tools.cronjob import CronjobTool
 from hermes.agent.tools.memory import MemoryTool
 from hermes.agent.tools.process import ProcessTool
+from hermes.agent.tools.send_file import SendFileTool
 from hermes.agent.tools.send_message import SendMessageTool
 from hermes.agent.tools.session_search import SessionSearchTool
 from hermes.agent.tools.terminal import TerminalTool
@@ -22,6 +23,7 @@ def default_tools() -> dict[str, Tool]:
         CronjobTool(),
         SessionSearchTool(),
         SendMessageTool(),
+        SendFileTool(),
     ]
     return {tool.name: tool for tool in tools}
 

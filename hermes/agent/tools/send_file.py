@@ -1,0 +1,73 @@
+"""send_file: send a file to the chat (or, for an owner, any chat) through the outbox.
+
+The file is one under the session's own directory (what its commands wrote); an owner
+may also send from the media cache and the tools' output files. hermes sends its own
+copy, so the file may change or go once the tool returned. A file larger than the
+platform takes is not sent: the chat is told so, and the tool says why."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from hermes.agent.tools.base import ToolContext, ToolError, need, obj
+from hermes.delivery.files import queue_file, stage
+from hermes.delivery.outbox import nudge
+from hermes.delivery.targets import parse_target
+
+
+@attrs.frozen
+class SendFileTool:
+    name = "send_file"
+    description = (
+        "Send a file to the chat: path is a file your commands wrote (relative paths are in"
+        " the session's directory); caption is optional; target (platform:chat_id) only to"
+        " send elsewhere."
+    )
+    parameters = obj(["path"], path={"type": "string"}, caption={"type": "string"},
+                     target={"type": "string"})  # fmt: skip
+
+    async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        if ctx.outgoing is None or ctx.workspace is None:
+            raise ToolError("files cannot be sent from here")
+        where = ctx.origin.target() if ctx.origin is not None else None
+        if args.get("target"):
+            where = parse_target(str(args["target"]))
+            if where is None:
+                raise ToolError(f"target {args['target']!r} must be platform:chat_id[:thread]")
+        if where is None:
+            raise ToolError("there is no chat to send to: name a target")
+        here = ctx.origin is not None and (ctx.origin.platform, ctx.origin.chat_id) == (
+            where.platform, where.chat_id)  # fmt: skip
+        if not ctx.caller.is_owner and not here:
+            raise ToolError("you may send files only to the chat you are in")
+        if where.platform not in ctx.platforms:
+            raise ToolError(f"no platform {where.platform!r} is configured")
+        source = await trio.to_thread.run_sync(self._allowed, need(args, "path"), ctx)
+        file = await trio.to_thread.run_sync(stage, ctx.outgoing, source)
+        key = f"file:{ctx.session_id}:{secrets.token_hex(6)}"
+        caption = str(args.get("caption") or "")
+        rows, refused = await ctx.db.write(queue_file, where, file, caption, "send", key,
+                                           ctx.clock.now(), ctx.session_id)  # fmt: skip
+        nudge(ctx.outbox)
+        if refused is not None:
+            return json.dumps({"sent": False, "why": refused, "told_the_chat": True})
+        return json.dumps({"queued": True, "file": file.name, "bytes": file.size,
+                           "outbox_rows": rows})  # fmt: skip
+
+    def _allowed(self, path: str, ctx: ToolContext) -> Path:
+        """The file, resolved (links followed), if it lies where this caller may send from."""
+        assert ctx.workspace is not None
+        found = (ctx.workspace / path).resolve()  # an absolute path replaces the workspace
+        roots = [ctx.workspace, *(ctx.owner_files if ctx.caller.is_owner else ())]
+        if not any(found.is_relative_to(root.resolve()) for root in roots):
+            raise ToolError(f"{path} is not a file you may send: only files under "
+                            f"{ctx.workspace} are")  # fmt: skip
+        if not found.is_file():
+            raise ToolError(f"{path} is not a file")
+        return found

@@ -1,0 +1,75 @@
+"""Files going out: a file to send is copied into HERMES_HOME/outgoing (named by its
+content, so one file queued twice is one copy) and queued in the outbox as a row of
+its own. A file larger than its platform takes is never queued: the chat gets a line
+saying so instead, and nothing is uploaded, retried or left dead."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import apsw
+
+from hermes.adapters.contract import OutFile, Target
+from hermes.adapters.media import PIECE, mime_of
+from hermes.adapters.registry import PLATFORMS
+from hermes.delivery.outbox_store import enqueue
+
+MAX_CAPTION = 1000  # characters of a file's caption (Telegram's is 1024 units)
+
+
+def stage(outgoing: Path, source: Path, voice: bool = False, name: str | None = None) -> OutFile:
+    """hermes's own copy of `source` to send (blocking: run it in a thread)."""
+    digest = hashlib.sha256()
+    with source.open("rb") as f:
+        while piece := f.read(PIECE * 16):
+            digest.update(piece)
+    name = Path(name or source.name).name
+    outgoing.mkdir(mode=0o700, parents=True, exist_ok=True)
+    copy = outgoing / f"{digest.hexdigest()[:16]}-{name}"
+    if not copy.exists():
+        part = copy.with_name(copy.name + ".part")
+        shutil.copyfile(source, part)
+        part.chmod(0o600)
+        part.replace(copy)
+    return OutFile(str(copy), name, mime_of(name), copy.stat().st_size, voice)
+
+
+def too_large(platform: str, file: OutFile) -> str | None:
+    """What the chat is told instead when `file` is more than `platform` takes; None: it
+    may go."""
+    known = PLATFORMS.get(platform)
+    limit = known.max_upload if known is not None else 0
+    if limit == 0:
+        return f"(The file {file.name} was not sent: hermes cannot send files on {platform}.)"
+    if file.size > limit:
+        return (f"(The file {file.name} was not sent: it is {_mb(file.size)}, over the "
+                f"{_mb(limit)} {platform} takes from a bot.)")  # fmt: skip
+    return None
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1024 / 1024:.1f} MB"
+
+
+def queue_file(
+    conn: apsw.Connection,
+    target: Target,
+    file: OutFile,
+    caption: str,
+    kind: str,
+    key: str,
+    now: float,
+    origin: str | None = None,
+    reply_to: str | None = None,
+) -> tuple[list[int], str | None]:
+    """Queue `file` with its caption as one row, or (over the platform's limit) the line
+    saying why it was not sent: (the row ids, that line or None)."""
+    refused = too_large(target.platform, file)
+    if refused is not None:
+        rows = enqueue(conn, target, [refused], kind, key, now, reply_to=reply_to, origin=origin)
+        return rows, refused
+    rows = enqueue(conn, target, [caption[:MAX_CAPTION]], kind, key, now, reply_to=reply_to,
+                   origin=origin, file=file)  # fmt: skip
+    return rows, None
