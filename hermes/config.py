@@ -398,9 +398,6 @@ class SpeakConfig:
     """The variable holding the provider's API key; unset: no key is sent."""
     platforms: tuple[str, ...] = ()
     """The platforms whose chats get voice replies (opt in per platform)."""
-    mode: Literal["beside", "instead"] = "beside"
-    """`beside`: the voice note follows the text; `instead`: only the voice note (the text
-    still goes when speech fails)."""
     max_chars: int = attrs.field(default=4000, validator=_at_least(1))
     """Answers longer than this are not read aloud (the text goes as usual)."""
 

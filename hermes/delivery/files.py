@@ -36,15 +36,15 @@ def stage(outgoing: Path, source: Path, voice: bool = False, name: str | None = 
     return OutFile(str(copy), name, mime_of(name), copy.stat().st_size, voice)
 
 
-def too_large(platform: str, file: OutFile) -> str | None:
-    """What the chat is told instead when `file` is more than `platform` takes; None: it
-    may go."""
+def too_large(platform: str, name: str, size: int) -> str | None:
+    """What the chat is told instead when a file of `size` bytes is more than `platform`
+    takes; None: it may go. Asked before a copy is made."""
     known = PLATFORMS.get(platform)
     limit = known.max_upload if known is not None else 0
     if limit == 0:
-        return f"(The file {file.name} was not sent: hermes cannot send files on {platform}.)"
-    if file.size > limit:
-        return (f"(The file {file.name} was not sent: it is {_mb(file.size)}, over the "
+        return f"(The file {name} was not sent: hermes cannot send files on {platform}.)"
+    if size > limit:
+        return (f"(The file {name} was not sent: it is {_mb(size)}, over the "
                 f"{_mb(limit)} {platform} takes from a bot.)")  # fmt: skip
     return None
 
@@ -63,13 +63,7 @@ def queue_file(
     now: float,
     origin: str | None = None,
     reply_to: str | None = None,
-) -> tuple[list[int], str | None]:
-    """Queue `file` with its caption as one row, or (over the platform's limit) the line
-    saying why it was not sent: (the row ids, that line or None)."""
-    refused = too_large(target.platform, file)
-    if refused is not None:
-        rows = enqueue(conn, target, [refused], kind, key, now, reply_to=reply_to, origin=origin)
-        return rows, refused
-    rows = enqueue(conn, target, [caption[:MAX_CAPTION]], kind, key, now, reply_to=reply_to,
+) -> list[int]:
+    """Queue `file` (checked with too_large) with its caption, as one row."""
+    return enqueue(conn, target, [caption[:MAX_CAPTION]], kind, key, now, reply_to=reply_to,
                    origin=origin, file=file)  # fmt: skip
-    return rows, None

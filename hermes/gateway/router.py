@@ -60,6 +60,7 @@ from hermes.gateway.journal import (
 from hermes.gateway.rate_limit import InboundLimit
 from hermes.gateway.roles import owner_ids, role_of
 from hermes.gateway.session_actor import Interrupt, SessionActor, Turn
+from hermes.gateway.voice_replies import VoiceReplies
 from hermes.home import HermesHome
 from hermes.operations.context import Live, Offline, Ops
 from hermes.state.db import Db
@@ -540,7 +541,8 @@ class Router(Actor):
             owner_files=(home.cache, terminal.state_dir / "output"),  # tools' spilled output
             outgoing=home.outgoing,
         )
-        actor = SessionActor(ctx, self.agent, self.gateway.busy_mode, source=event.platform)
+        actor = SessionActor(ctx, self.agent, self.gateway.busy_mode, source=event.platform,
+                             voice=VoiceReplies(services.speech, home.outgoing))  # fmt: skip
         address = await self.nursery.start(self._host, actor)
         self.sessions[session_id] = (actor, address)
         return address

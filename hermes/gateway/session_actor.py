@@ -20,6 +20,7 @@ from hermes.agent.provider import ProviderError
 from hermes.agent.tools.base import ToolContext
 from hermes.agent.turn_times import TurnTimes
 from hermes.delivery.replies import Answer, Then
+from hermes.gateway.voice_replies import VoiceReplies
 from hermes.state.messages import undo_last
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,10 @@ class SessionActor(Actor):
         busy_mode: str = "interrupt",
         source: str = "local",
         idle_timeout: float = IDLE_TIMEOUT,
+        voice: VoiceReplies | None = None,
     ) -> None:
         super().__init__(f"session:{ctx.session_id}")
+        self.voice = voice  # reads answers aloud where the platform has voice replies
         self.ctx = ctx
         self.agent = agent
         self.busy_mode = busy_mode
@@ -206,6 +209,8 @@ class SessionActor(Actor):
                             settle=turn.settle, times=turn.times,
                         )  # fmt: skip
                         self.conversation = result.conversation
+                        if self.voice is not None and turn.answer is not None:
+                            await self.voice.follow(ctx, turn.answer, result.text)
                 except Exception as exc:
                     detail = self.agent.redact(str(exc))
                     log.warning("turn in %s failed: %s", self.ctx.session_id, detail)

@@ -15,6 +15,15 @@ with `answer` instead (a summary call made to fail on demand). Every answer
 starts `delay` seconds after its request arrived. Requests are recorded with
 their headers and bodies, and the size of each prompt in `prompt_sizes`.
 
+Speech, both ways (recorded apart from `requests`, which holds chat calls only):
+`POST /v1/audio/transcriptions` (multipart: `file`, `model`, `response_format`) answers
+`{"text": ...}`: the transcript `transcripts` holds for the file's sha256, else the
+words of a file whose bytes are `SPEECH:<words>`, else "(inaudible)"; each request is
+recorded in `transcriptions` (model, filename, size, sha256, auth). A file over 25 MB
+answers 413, as OpenAI's limit. `POST /v1/audio/speech` (JSON: model, input, voice,
+response_format) answers the bytes `SPEECH:<input>` (so its own transcription gives the
+input back) as audio/ogg, recorded in `speeches`; an input over 4096 characters is a 400.
+
 Many requests can be in flight at once (a thread each, a deep listen queue).
 In its own process, for benches:
 
@@ -26,9 +35,12 @@ prints its base URL (ending in /v1) on one line and serves until killed.
 from __future__ import annotations
 
 import argparse
+import email.policy
+import hashlib
 import json
 import threading
 from collections.abc import Callable
+from email.parser import BytesParser
 from typing import Any
 
 import attrs
@@ -157,6 +169,10 @@ class FakeOpenAI:
                 self.wfile.flush()
 
             def _serve(self, raw: bytes) -> None:
+                if self.path.endswith("/audio/transcriptions"):
+                    return self._answer(fake._transcribe(raw, self.headers))
+                if self.path.endswith("/audio/speech"):
+                    return self._answer(fake._speak(raw, self.headers))
                 body = json.loads(raw or b"{}")
                 with fake.lock:
                     fake.requests.append({"path": self.path, "body": body,
@@ -203,9 +219,62 @@ class FakeOpenAI:
         self.server = LocalServer(Handler)
         self.thread = self.server.thread
 
+        self.transcripts: dict[str, str] = {}  # by the audio's sha256: what it says
+        self.transcriptions: list[dict[str, Any]] = []
+        self.speeches: list[dict[str, Any]] = []
+
     @property
     def url(self) -> str:
         return f"{self.server.url}/v1"
+
+    def _transcribe(self, raw: bytes, headers: Any) -> Reply:
+        form = _multipart(raw, headers.get("content-type", ""))
+        audio = form.get("file")
+        if audio is None or audio[0] is None:
+            return Reply(400, {"error": {"message": "file is required",
+                                         "type": "invalid_request_error"}})  # fmt: skip
+        filename, data = audio
+        if len(data) > MAX_AUDIO:
+            said = f"Maximum content size limit ({MAX_AUDIO}) exceeded"
+            return Reply(413, {"error": {"message": said, "type": "invalid_request_error"}})
+        digest = hashlib.sha256(data).hexdigest()
+        with self.lock:
+            self.transcriptions.append({
+                "model": (form.get("model") or (None, b""))[1].decode(), "filename": filename,
+                "size": len(data), "sha256": digest, "auth": headers.get("authorization"),
+            })  # fmt: skip
+            self.arrived.notify_all()
+            text = self.transcripts.get(digest)
+        if text is None:
+            text = (
+                data[7:].decode("utf-8", "replace")
+                if data.startswith(b"SPEECH:")
+                else "(inaudible)"
+            )
+        return Reply(200, {"text": text})
+
+    def _speak(self, raw: bytes, headers: Any) -> Reply:
+        body = json.loads(raw or b"{}")
+        words = body.get("input")
+        if not isinstance(words, str) or not words or len(words) > 4096:
+            return Reply(400, {"error": {"message": "input must be 1 to 4096 characters",
+                                         "type": "invalid_request_error"}})  # fmt: skip
+        audio = b"SPEECH:" + words.encode()
+        with self.lock:
+            self.speeches.append({**body, "auth": headers.get("authorization"),
+                                  "sha256": hashlib.sha256(audio).hexdigest()})  # fmt: skip
+            self.arrived.notify_all()
+        return Reply(200, audio, content_type="audio/ogg")
+
+    def wait_transcriptions(self, count: int = 1, timeout: float = 30.0) -> list[dict[str, Any]]:
+        wait(self.arrived, lambda: len(self.transcriptions) >= count, timeout,
+             lambda: f"{len(self.transcriptions)} of {count} transcriptions arrived")  # fmt: skip
+        return list(self.transcriptions)
+
+    def wait_speeches(self, count: int = 1, timeout: float = 30.0) -> list[dict[str, Any]]:
+        wait(self.arrived, lambda: len(self.speeches) >= count, timeout,
+             lambda: f"{len(self.speeches)} of {count} speech requests arrived")  # fmt: skip
+        return list(self.speeches)
 
     def __enter__(self) -> FakeOpenAI:
         self.server.start()
@@ -241,6 +310,22 @@ class FakeOpenAI:
             return marker in canonical[0]
 
         return self.triggers.take(matches=mentioned)
+
+
+MAX_AUDIO = 25 * 1024 * 1024
+
+
+def _multipart(raw: bytes, content_type: str) -> dict[str, tuple[str | None, bytes]]:
+    """A multipart/form-data body's parts by name: (filename or None, bytes)."""
+    message = BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw
+    )
+    parts = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if isinstance(name, str):
+            parts[name] = (part.get_filename(), part.get_payload(decode=True) or b"")
+    return parts
 
 
 def closed_port_url() -> str:

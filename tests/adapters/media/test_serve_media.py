@@ -1,0 +1,160 @@
+"""Media both ways through `hermes serve` (a real process) on each chat fake: a voice
+note transcribed and answered on its words, images to a multimodal model, send_file
+with each platform's method and its limit, voice replies, and a stranger's attachments
+never downloaded."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import pytest
+from PIL import Image
+
+from tests.adapters.serving import in_thread
+from tests.fakes.openai import text_answer, tool_answer
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def transcribing(model) -> str:
+    return f"media:\n  transcribe:\n    base_url: '{model.url}'\n    key_env: STT_KEY\n"
+
+
+async def test_a_voice_note_is_transcribed_and_answered_on_its_words(serve, model, chat):
+    serve.configure(top=transcribing(model))
+    model.answer_when("what is the weather in Paris", text_answer("Sunny in Paris."))
+    serve.start()
+    await in_thread(chat.ready)
+    chat.send("", b"SPEECH:what is the weather in Paris", "note.ogg", "audio/ogg", voice=True)
+    await in_thread(chat.fake.wait_sent, 1, 30.0)
+    serve.stop()
+    [heard] = model.transcriptions
+    assert heard["size"] == len(b"SPEECH:what is the weather in Paris")
+    asked = model.requests[0]["body"]["messages"][-1]["content"]
+    assert "[voice note, transcribed]: what is the weather in Paris" in asked
+    assert "[attached audio: " in asked
+    assert chat.texts() == ["Sunny in Paris."]
+
+
+async def test_without_speech_to_text_the_model_is_told_it_cannot_hear(serve, model, chat):
+    model.script(text_answer("I cannot hear voice notes."))
+    serve.start()
+    await in_thread(chat.ready)
+    chat.send("", b"SPEECH:secret words", "note.ogg", "audio/ogg", voice=True)
+    await in_thread(chat.fake.wait_sent, 1, 30.0)
+    serve.stop()
+    asked = model.requests[0]["body"]["messages"][-1]["content"]
+    assert "no speech-to-text is configured" in asked and "secret words" not in asked
+    assert model.transcriptions == []
+
+
+def _png(width: int, height: int) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 30, 30)).save(out, "PNG")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("chat", ["telegram"], indirect=True)
+async def test_an_image_reaches_a_multimodal_model_as_an_image_part(serve, model, chat):
+    serve.configure(model=f"model: {{provider: fake, model: m, base_url: '{model.url}',"
+                          " multimodal: true, image_max_px: 512}\n")  # fmt: skip
+    model.script(text_answer("A red square."))
+    serve.start()
+    await in_thread(chat.ready)
+    chat.send("what is this?", _png(2000, 1000), "red.png", "image/png")
+    await in_thread(chat.fake.wait_sent, 1, 30.0)
+    serve.stop()
+    content = model.requests[0]["body"]["messages"][-1]["content"]
+    assert isinstance(content, list)
+    [text] = [p["text"] for p in content if p["type"] == "text"]
+    assert text.startswith("what is this?") and "[attached image: " in text
+    [url] = [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
+    header, data = url.split(",", 1)
+    assert header == "data:image/jpeg;base64"
+    assert Image.open(io.BytesIO(base64.b64decode(data))).size == (512, 256)  # downscaled
+
+
+async def test_send_file_delivers_a_file_with_the_platforms_method(serve, model, chat):
+    model.script(
+        tool_answer(("terminal", {"command": "printf 'the chart' > chart.txt"})),
+        tool_answer(("send_file", {"path": "chart.txt", "caption": "here it is"})),
+        text_answer("Sent you the chart."),
+    )
+    serve.start()
+    await in_thread(chat.ready)
+    chat.fake.message("send me the chart", **_from(chat))
+    [upload] = await in_thread(chat.fake.wait_uploads, 1, 30.0)
+    await serve.until_outbox("sent", 2)
+    serve.stop()
+    assert chat.upload_name(upload).endswith("chart.txt")
+    assert chat.upload_size(upload) == len(b"the chart") and upload["content"] == b"the chart"
+    if chat.name == "telegram":
+        assert upload["method"] == "sendDocument" and upload["caption"] == "here it is"
+    elif chat.name == "slack":
+        assert upload["initial_comment"] == "here it is"
+    else:
+        assert upload["text"] == "here it is"
+    assert "Sent you the chart." in chat.texts()
+
+
+async def test_a_file_over_the_platforms_limit_is_a_message_and_no_upload(serve, model, chat):
+    limit = {"telegram": 50, "slack": 1024, "discord": 10}[chat.name]
+    model.script(
+        tool_answer(("terminal", {"command": f"truncate -s {limit + 1}M big.bin"})),  # sparse
+        tool_answer(("send_file", {"path": "big.bin"})),
+        text_answer("It was too large."),
+    )
+    serve.start()
+    await in_thread(chat.ready)
+    chat.fake.message("send me the big one", **_from(chat))
+    await in_thread(chat.fake.wait_sent, 2, 30.0)
+    serve.stop()
+    told = [t for t in chat.texts() if "big.bin was not sent" in t]
+    shown = {"telegram": "50.0 MB", "slack": "1024.0 MB", "discord": "9.9 MB"}[chat.name]
+    assert told and f"over the {shown}" in told[0]
+    assert chat.uploads() == []
+    result = json.loads(model.requests[2]["body"]["messages"][-1]["content"])
+    assert result["sent"] is False and result["told_the_chat"] is True
+
+
+@pytest.mark.parametrize("chat", ["telegram"], indirect=True)
+async def test_a_voice_reply_follows_the_text_when_enabled(serve, model, chat):
+    serve.configure(top=f"media:\n  speak:\n    base_url: '{model.url}'\n"
+                        "    platforms: [telegram]\n")  # fmt: skip
+    model.script(text_answer("Hello there."))
+    serve.start()
+    await in_thread(chat.ready)
+    chat.fake.message("say hello", **_from(chat))
+    [upload] = await in_thread(chat.fake.wait_uploads, 1, 30.0)
+    serve.stop()
+    [spoken] = model.speeches
+    assert spoken["input"] == "Hello there." and spoken["response_format"] == "opus"
+    assert upload["method"] == "sendVoice" and upload["sha256"] == spoken["sha256"]
+    assert chat.texts() == ["Hello there.", ""]  # the text first, then the voice note
+
+
+async def test_a_strangers_attachments_are_never_downloaded(serve, model, chat):
+    model.script(text_answer("Got your file."))
+    serve.start()
+    await in_thread(chat.ready)
+    chat.send("look", b"stranger's bytes", "x.txt", "text/plain", user=chat.stranger)
+    chat.send("look", b"owner's bytes", "y.txt", "text/plain")
+    await in_thread(chat.fake.wait_sent, 1, 30.0)
+    await serve.until_outbox("sent", 1)
+    serve.stop()
+    assert len(chat.fake.downloads) == 1  # the owner's only
+    asked = model.requests[0]["body"]["messages"][-1]["content"]
+    assert "text/plain, 13 bytes" in asked  # the owner's file (the stranger's has 16)
+    states = {state for _, _, state in serve.journal()}
+    assert len(serve.journal()) == 2 and "answered" in states
+
+
+def _from(chat) -> dict[str, object]:
+    """A text message from the owner in their DM, in each fake's words."""
+    if chat.name == "telegram":
+        return {"user_id": int(chat.owner)}
+    if chat.name == "slack":
+        return {"user": chat.owner, "channel": f"D{chat.owner}"}
+    return {"author_id": chat.owner, "channel_id": f"2{chat.owner}"}
