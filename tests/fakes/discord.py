@@ -201,14 +201,14 @@ import mimetypes
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import attrs
 
 from tests.fakes.kit import infos, observed, serve_until_killed
-from tests.fakes.local_http import Reply, TrackedHandler, copy_json
+from tests.fakes.local_http import Blob, Reply, TrackedHandler, copy_json
 from tests.fakes.websocket import WebSocket, WebSocketFake
 
 TOKEN = "fake-discord-token"
@@ -221,7 +221,6 @@ MAX_FILES = 10  # files a message may carry
 KEPT_CONTENT = 1024 * 1024  # an upload's bytes are in its record up to this size
 NONCE_WINDOW = 300.0  # seconds (on `clock`) an enforced nonce finds its earlier message
 LINK_LIFETIME = 24 * 3600  # seconds a signed CDN link is good for
-CDN_PIECE = 256 * 1024  # the CDN writes a file in pieces of this size
 GONE = "This content is no longer available."  # the CDN's 404 for a link not (or no more) good
 ACK_WITHIN = 3.0  # seconds an interaction has for its callback
 MESSAGE_COMPONENT = 3  # the interaction type of a button press
@@ -311,60 +310,6 @@ class _File:
             "id": self.id, "filename": self.filename, "size": self.size, "url": self.url,
             "proxy_url": self.url, "content_type": self.content_type,
         }  # fmt: skip
-
-
-_ZEROS = bytes(CDN_PIECE)
-
-
-@attrs.define(eq=False)
-class _Blob:
-    """A CDN answer's body, written in pieces of CDN_PIECE bytes: `content`, then zeros
-    up to `size` (no copy of either is made)."""
-
-    content: bytes
-    size: int
-
-    def pieces(self) -> Iterator[memoryview]:
-        view = memoryview(self.content)
-        for start in range(0, len(view), CDN_PIECE):
-            yield view[start : start + CDN_PIECE]
-        left = self.size - len(view)
-        while left > 0:
-            yield memoryview(_ZEROS)[: min(left, CDN_PIECE)]
-            left -= CDN_PIECE
-
-
-class _CdnHandler(TrackedHandler):
-    """The fake's request handler with the CDN's way to answer: a `_Blob` body goes out
-    in pieces, the rest as every fake's does."""
-
-    def _answer(
-        self,
-        reply: Reply,
-        *,
-        closing: bool = False,
-        json_type: str = "application/json",
-        ascii_json: bool = False,
-    ) -> None:
-        blob = reply.body
-        if not isinstance(blob, _Blob):
-            super()._answer(reply, closing=closing, json_type=json_type, ascii_json=ascii_json)
-            return
-        try:
-            self.send_response(reply.status)
-            self.send_header("content-type", reply.content_type or "application/octet-stream")
-            self.send_header("content-length", str(blob.size))
-            for name, value in reply.headers:
-                self.send_header(name, value)
-            if closing or self.close_connection:
-                self.send_header("connection", "close")
-                self.close_connection = True
-            self.end_headers()
-            for piece in blob.pieces():
-                self.wfile.write(piece)
-            self.wfile.flush()
-        except OSError:
-            self.close_connection = True
 
 
 @attrs.define(eq=False)
@@ -593,9 +538,6 @@ class FakeDiscord(WebSocketFake):
         max_upload: int = MAX_UPLOAD,
     ) -> None:
         super().__init__()
-        # the CDN writes its files in pieces: its handler answers a `_Blob` body so
-        handler = self.server.RequestHandlerClass
-        self.server.RequestHandlerClass = type("Handler", (_CdnHandler, handler), {})
         self.token = token
         self.heartbeat_interval = heartbeat_interval  # seconds (sent in ms)
         self.bucket_limit = bucket_limit
@@ -1375,7 +1317,7 @@ class FakeDiscord(WebSocketFake):
                 return Reply(404, GONE.encode(), content_type="text/plain; charset=utf-8")
             self._downloads.append(file.id)
             self._cond.notify_all()
-        return Reply(200, _Blob(file.content, file.size), content_type=file.content_type)
+        return Reply(200, Blob(file.content, file.size), content_type=file.content_type)
 
     def _create_message(
         self, channel: str, raw: bytes, content_type: str, bucket: str, now: float

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -76,6 +77,28 @@ class Reply:
     content_type: str | None = None
 
 
+PIECE = 256 * 1024  # a Blob is written in pieces of this size
+_ZEROS = bytes(PIECE)
+
+
+@attrs.frozen
+class Blob:
+    """A file's body (a fake's download), written in pieces: `content`, then zeros up to
+    `size` (a large file without storing it), with no copy of either made."""
+
+    content: bytes
+    size: int
+
+    def pieces(self) -> Iterator[memoryview]:
+        view = memoryview(self.content)
+        for start in range(0, len(view), PIECE):
+            yield view[start : start + PIECE]
+        left = self.size - len(view)
+        while left > 0:
+            yield memoryview(_ZEROS)[: min(left, PIECE)]
+            left -= PIECE
+
+
 class TrackedHandler(BaseHTTPRequestHandler):
     """HTTP/1.1 keep-alive, no logging, and its connection known to the server. A POST's
     body goes to `_serve(raw)`, which a fake's handler defines."""
@@ -121,8 +144,10 @@ class TrackedHandler(BaseHTTPRequestHandler):
         ascii_json: bool = False,
     ) -> None:
         """Write `reply` (`closing`: with `connection: close`, as when the client asked
-        for it); a client gone meanwhile is nobody to answer."""
-        if isinstance(reply.body, bytes):
+        for it); a client gone meanwhile is nobody to answer. A Blob goes in pieces."""
+        if isinstance(reply.body, Blob):
+            data = b""
+        elif isinstance(reply.body, bytes):
             data = reply.body
         elif reply.body is None:
             data = b""
@@ -132,14 +157,16 @@ class TrackedHandler(BaseHTTPRequestHandler):
             self.send_response(reply.status)
             if reply.body is not None:
                 self.send_header("content-type", reply.content_type or json_type)
-            self.send_header("content-length", str(len(data)))
+            size = reply.body.size if isinstance(reply.body, Blob) else len(data)
+            self.send_header("content-length", str(size))
             for name, value in reply.headers:
                 self.send_header(name, value)
             if closing or self.close_connection:
                 self.send_header("connection", "close")
                 self.close_connection = True
             self.end_headers()
-            self.wfile.write(data)
+            for piece in reply.body.pieces() if isinstance(reply.body, Blob) else [data]:
+                self.wfile.write(piece)
             self.wfile.flush()
         except OSError:
             self.close_connection = True

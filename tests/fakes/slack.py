@@ -212,14 +212,13 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import attrs
 
 from tests.fakes.kit import observed, serve_until_killed
-from tests.fakes.local_http import Reply, TrackedHandler, copy_json
+from tests.fakes.local_http import Blob, Reply, TrackedHandler, copy_json
 from tests.fakes.websocket import WebSocket, WebSocketFake
 
 TEAM_ID = "T0001"
@@ -245,8 +244,6 @@ _BOT_METHODS = frozenset({
 MAX_UPLOAD = 1 << 30  # 1 GiB: Slack's limit on a file's size
 MAX_KEPT = 1 << 20  # an upload's bytes kept (in `uploads`, and served) up to 1 MiB
 MAX_ALT_TXT = 1000
-DOWNLOAD_PIECE = 256 * 1024  # a file is written in pieces of this size
-_ZEROS = bytes(DOWNLOAD_PIECE)
 _FILETYPES = {"jpeg": "jpg", "txt": "text", "md": "markdown", "htm": "html", "yml": "yaml"}
 _SIGNIN_PAGE = b"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign in | Slack</title></head>
@@ -361,28 +358,9 @@ class _Upload:
     sha256: str = ""
 
 
-@attrs.define(eq=False)
-class _Blob:
-    """A file's body, written in pieces of DOWNLOAD_PIECE bytes: `content`, then zeros up
-    to `size` (no copy of either is made)."""
-
-    content: bytes
-    size: int
-
-    def pieces(self) -> Iterator[memoryview]:
-        view = memoryview(self.content)
-        for start in range(0, len(view), DOWNLOAD_PIECE):
-            yield view[start : start + DOWNLOAD_PIECE]
-        left = self.size - len(view)
-        while left > 0:
-            yield memoryview(_ZEROS)[: min(left, DOWNLOAD_PIECE)]
-            left -= DOWNLOAD_PIECE
-
-
 class _FilesHandler(TrackedHandler):
-    """The fake's request handler with the file servers' ways: a `_Blob` body goes out in
-    pieces, and a POST's body may come chunked (an upload streamed); the rest as every
-    fake's does."""
+    """The fake's request handler with the file servers' way: a POST's body may come
+    chunked (an upload streamed); the rest as every fake's does."""
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         if "chunked" not in str(self.headers.get("transfer-encoding", "")).lower():
@@ -404,34 +382,6 @@ class _FilesHandler(TrackedHandler):
             self.close_connection = True
             return
         self._serve(b"".join(pieces))
-
-    def _answer(
-        self,
-        reply: Reply,
-        *,
-        closing: bool = False,
-        json_type: str = "application/json",
-        ascii_json: bool = False,
-    ) -> None:
-        blob = reply.body
-        if not isinstance(blob, _Blob):
-            super()._answer(reply, closing=closing, json_type=json_type, ascii_json=ascii_json)
-            return
-        try:
-            self.send_response(reply.status)
-            self.send_header("content-type", reply.content_type or "application/octet-stream")
-            self.send_header("content-length", str(blob.size))
-            for name, value in reply.headers:
-                self.send_header(name, value)
-            if closing or self.close_connection:
-                self.send_header("connection", "close")
-                self.close_connection = True
-            self.end_headers()
-            for piece in blob.pieces():
-                self.wfile.write(piece)
-            self.wfile.flush()
-        except OSError:
-            self.close_connection = True
 
 
 class FakeSlack(WebSocketFake):
@@ -1534,7 +1484,7 @@ class FakeSlack(WebSocketFake):
         extra = []
         if download:
             extra = [("Content-Disposition", f"attachment; filename*=UTF-8''{quote(file.name)}")]
-        return Reply(200, _Blob(file.content, file.size), extra, file.mimetype)
+        return Reply(200, Blob(file.content, file.size), extra, file.mimetype)
 
     def _control(self, verb: str, name: str, raw: bytes) -> Reply:
         """The kit's, with the bytes of `uploads` in the state as base64 text
