@@ -55,7 +55,7 @@ import trio
 import trio.testing
 
 from hermes.actors.clock import Clock
-from hermes.adapters import base as adapter_base
+from hermes.adapters import contract
 from hermes.adapters.base import BACKING_OFF, FATAL, LIVE, AdapterFactory
 from hermes.adapters.contract import (
     Permanent,
@@ -1296,7 +1296,7 @@ async def test_a_send_is_answered_with_a_typed_result(seam, monkeypatch):
     """What the platform answered, as the outbox acts on it: taken; rate limited for as
     long as it said; a passing fault; refused for good; no answer within the send's
     deadline (it may have arrived: never sent blindly again); never sent (no connection)."""
-    monkeypatch.setattr(adapter_base, "SEND_DEADLINE", 1.0)  # the contract's 30 s, shorter
+    monkeypatch.setattr(contract, "SEND_DEADLINE", 1.0)  # the contract's 30 s, shorter
     with HeldRelay(seam.send_url()) as relay:  # the sends go through it
         async with adapter_on(seam, Admissions(), base_url=relay.url) as run:
             await seam.connected()
