@@ -24,6 +24,7 @@ from mcp import types
 
 from hermes.agent.mcp.link import ServerGone, ServerLink
 from hermes.agent.tools.base import ToolContext, capped
+from hermes.agent.tools.send_file import deliver
 from hermes.config import Role
 
 NAME_LIMIT = 64  # characters of a function name the model APIs take
@@ -72,50 +73,65 @@ class McpTool:
         if link is None:
             raise ServerGone(f"the MCP server {self.server} is not running now (see /mcp)")
         result = await link.call(self.remote, args, self.timeout)
+        images: list[Path] = []
 
         def read() -> str:  # decoding and writing up to megabytes: not on the Trio thread
-            text = render(result, ctx.terminal.options.spill_dir)
+            text = render(result, ctx.terminal.options.spill_dir, images)
             return capped(f"error: {text}" if result.isError else text, ctx)
 
-        return await trio.to_thread.run_sync(read)
+        text = await trio.to_thread.run_sync(read)
+        if ctx.origin is None or ctx.outgoing is None:
+            return text
+        for image in images:  # what the tool made goes to the chat as a file
+            done = await deliver(ctx, ctx.origin.target(), image)
+            said = "sent to the chat" if done.get("queued") else done.get("why")
+            text += f"\n[{image.name}: {said}]"
+        return text
 
 
-def render(result: types.CallToolResult, spill_dir: Path | None) -> str:
+def render(result: types.CallToolResult, spill_dir: Path | None,
+           images: list[Path] | None = None) -> str:  # fmt: skip
     """The result's content blocks as text: text as it is, embedded text resources with
-    their URI, images, audio and blobs saved to a file and named."""
-    parts = [_block(block, spill_dir) for block in result.content]
+    their URI, images, audio and blobs saved to a file and named (the images' files also
+    added to `images`)."""
+    parts = [_block(block, spill_dir, images) for block in result.content]
     if not parts and result.structuredContent is not None:
         parts.append(json.dumps(result.structuredContent))
     return "\n".join(parts)
 
 
-def _block(block: Any, spill_dir: Path | None) -> str:
+def _block(block: Any, spill_dir: Path | None, images: list[Path] | None) -> str:
     if isinstance(block, types.TextContent):
         return block.text
     if isinstance(block, types.ImageContent | types.AudioContent):
-        return _saved(block.type, block.data, block.mimeType, spill_dir)
+        line, path = _saved(block.type, block.data, block.mimeType, spill_dir)
+        if path is not None and isinstance(block, types.ImageContent) and images is not None:
+            images.append(path)
+        return line
     if isinstance(block, types.EmbeddedResource):
         resource = block.resource
         if isinstance(resource, types.TextResourceContents):
             return f"[resource {resource.uri}]\n{resource.text}"
-        return _saved(f"resource {resource.uri}", resource.blob, resource.mimeType, spill_dir)
+        return _saved(f"resource {resource.uri}", resource.blob, resource.mimeType, spill_dir)[0]
     if isinstance(block, types.ResourceLink):
         return f"[resource link {block.uri}: {block.name}]"
     return f"[{getattr(block, 'type', 'content')} not shown]"
 
 
-def _saved(kind: str, data: str, mime: str | None, spill_dir: Path | None) -> str:
-    """A base64 payload written to a private file in `spill_dir`; the line naming it."""
+def _saved(kind: str, data: str, mime: str | None,
+           spill_dir: Path | None) -> tuple[str, Path | None]:  # fmt: skip
+    """A base64 payload written to a private file in `spill_dir`: the line naming it, and
+    the file (None: not kept)."""
     mime = mime or "application/octet-stream"
     if spill_dir is None or len(data) > BINARY_LIMIT * 4 // 3 + 4:
-        return f"[{kind}: {mime}, {len(data) * 3 // 4:,} bytes, not kept]"
+        return f"[{kind}: {mime}, {len(data) * 3 // 4:,} bytes, not kept]", None
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        return f"[{kind}: {mime}, not valid base64]"
+        return f"[{kind}: {mime}, not valid base64]", None
     spill_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     suffix = re.sub(r"[^a-z0-9]", "", mime.rpartition("/")[2].lower())[:8] or "bin"
     path = spill_dir / f"mcp-{secrets.token_hex(6)}.{suffix}"
     path.write_bytes(raw)
     path.chmod(0o600)
-    return f"[{kind}: {mime}, {len(raw):,} bytes, saved to {path}]"
+    return f"[{kind}: {mime}, {len(raw):,} bytes, saved to {path}]", path

@@ -15,11 +15,31 @@ from typing import Any
 import attrs
 import trio
 
+from hermes.adapters.contract import Target
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
 from hermes.delivery.files import queue_file, stage, too_large
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue
 from hermes.delivery.targets import parse_target
+
+
+async def deliver(ctx: ToolContext, where: Target, source: Path, caption: str = "") -> dict:
+    """Queue `source` to `where` (hermes's copy of it), or tell the chat it is over the
+    platform's limit: what happened, for the tool's result."""
+    assert ctx.outgoing is not None
+    key = f"file:{ctx.session_id}:{secrets.token_hex(6)}"
+    size = (await trio.Path(source).stat()).st_size
+    refused = too_large(where.platform, source.name, size)
+    if refused is not None:  # the chat is told, and nothing is copied or uploaded
+        await ctx.db.write(enqueue, where, [refused], "send", key, ctx.clock.now(),
+                           origin=ctx.session_id)  # fmt: skip
+        nudge(ctx.outbox)
+        return {"sent": False, "why": refused, "told_the_chat": True}
+    file = await trio.to_thread.run_sync(stage, ctx.outgoing, source)
+    rows = await ctx.db.write(queue_file, where, file, caption, "send", key, ctx.clock.now(),
+                              ctx.session_id)  # fmt: skip
+    nudge(ctx.outbox)
+    return {"queued": True, "file": file.name, "bytes": file.size, "outbox_rows": rows}
 
 
 @attrs.frozen
@@ -50,21 +70,7 @@ class SendFileTool:
         if where.platform not in ctx.platforms:
             raise ToolError(f"no platform {where.platform!r} is configured")
         source = await trio.to_thread.run_sync(self._allowed, need(args, "path"), ctx)
-        key = f"file:{ctx.session_id}:{secrets.token_hex(6)}"
-        size = (await trio.Path(source).stat()).st_size
-        refused = too_large(where.platform, source.name, size)
-        if refused is not None:  # the chat is told, and nothing is copied or uploaded
-            await ctx.db.write(enqueue, where, [refused], "send", key, ctx.clock.now(),
-                               origin=ctx.session_id)  # fmt: skip
-            nudge(ctx.outbox)
-            return json.dumps({"sent": False, "why": refused, "told_the_chat": True})
-        file = await trio.to_thread.run_sync(stage, ctx.outgoing, source)
-        caption = str(args.get("caption") or "")
-        rows = await ctx.db.write(queue_file, where, file, caption, "send", key,
-                                  ctx.clock.now(), ctx.session_id)  # fmt: skip
-        nudge(ctx.outbox)
-        return json.dumps({"queued": True, "file": file.name, "bytes": file.size,
-                           "outbox_rows": rows})  # fmt: skip
+        return json.dumps(await deliver(ctx, where, source, str(args.get("caption") or "")))
 
     def _allowed(self, path: str, ctx: ToolContext) -> Path:
         """The file, resolved (links followed), if it lies where this caller may send from."""

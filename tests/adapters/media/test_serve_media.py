@@ -13,7 +13,9 @@ import pytest
 from PIL import Image
 
 from tests.adapters.serving import in_thread
+from tests.fakes.mcp_server import PICTURE_PNG, open_reports
 from tests.fakes.openai import text_answer, tool_answer
+from tests.gateway.test_serve_mcp import mcp_section, until_ready
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -158,3 +160,19 @@ def _from(chat) -> dict[str, object]:
     if chat.name == "slack":
         return {"user": chat.owner, "channel": f"D{chat.owner}"}
     return {"author_id": chat.owner, "channel_id": f"2{chat.owner}"}
+
+
+@pytest.mark.parametrize("chat", ["telegram"], indirect=True)
+async def test_an_image_an_mcp_tool_made_goes_to_the_chat_as_a_file(serve, model, chat):
+    async with open_reports() as reports:
+        serve.configure(top=mcp_section(reports.address, "echo"))
+        model.script(tool_answer(("mcp_echo_picture", {})), text_answer("Here is the picture."))
+        serve.start()
+        await until_ready(serve, "echo")
+        chat.fake.message("draw me something", **_from(chat))
+        [upload] = await in_thread(chat.fake.wait_uploads, 1, 30.0)
+        await in_thread(chat.fake.wait_sent, 2, 30.0)
+        serve.stop()
+    assert upload["method"] == "sendPhoto" and upload["content"] == PICTURE_PNG
+    result = model.requests[1]["body"]["messages"][-1]["content"]
+    assert "sent to the chat" in result
