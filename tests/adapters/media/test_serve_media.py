@@ -8,8 +8,10 @@ from __future__ import annotations
 import base64
 import io
 import json
+from pathlib import Path
 
 import pytest
+import trio
 from PIL import Image
 
 from tests.adapters.serving import in_thread
@@ -176,3 +178,23 @@ async def test_an_image_an_mcp_tool_made_goes_to_the_chat_as_a_file(serve, model
     assert upload["method"] == "sendPhoto" and upload["content"] == PICTURE_PNG
     result = model.requests[1]["body"]["messages"][-1]["content"]
     assert "sent to the chat" in result
+
+
+@pytest.mark.parametrize("chat", ["telegram"], indirect=True)
+async def test_long_audio_is_cut_into_pieces_with_ffmpeg(serve, model, chat, require_system):
+    require_system(Path("/usr/bin/ffmpeg"), packages=("ffmpeg",))
+    made = await trio.run_process(
+        ["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
+         "sine=frequency=440:duration=70", "-c:a", "libopus", "-b:a", "16k", "-f", "ogg", "-"],
+        capture_stdout=True,
+    )  # fmt: skip
+    serve.configure(top=transcribing(model) + "    max_mb: 0.01\n    chunk_seconds: 30\n")
+    model.script(text_answer("A long tone."))
+    serve.start()
+    chat.send("", made.stdout, "long.ogg", "audio/ogg", voice=True)
+    await in_thread(chat.fake.wait_sent, 1, 60.0)
+    serve.stop()
+    assert len(made.stdout) > 10_000  # over max_mb: one request could not carry it
+    assert len(model.transcriptions) == 3  # 70 s in pieces of 30
+    asked = model.requests[0]["body"]["messages"][-1]["content"]
+    assert "[voice note, transcribed]: (inaudible) (inaudible) (inaudible)" in asked
