@@ -10,13 +10,11 @@ on the message (name, type, size, path, sha256)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import mimetypes
 import os
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import attrs
 import httpx
@@ -56,14 +54,6 @@ class Saved:
         """`image`, `audio` or `file`: how the turn offers it to the model."""
         top = self.mime.split("/", 1)[0]
         return top if top in ("image", "audio") else "file"
-
-    def to_json(self) -> str:
-        return json.dumps(attrs.asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Saved:
-        values: dict[str, Any] = json.loads(text)
-        return cls(**{f.name: values[f.name] for f in attrs.fields(cls)})
 
 
 def mime_of(name: str, given: str | None = None) -> str:
