@@ -6,7 +6,9 @@ start and then every `prune_every` seconds on the Trio clock (wall-clock time
 only sets the cutoffs). Nothing still needed goes: unsent outbox rows, dead
 and unknown ones (an operator acts on them), a cron run still running, a
 journal event not yet done with. A failed pass is logged and tried again at
-the next one: housekeeping never takes the serve down.
+the next one: housekeeping never takes the serve down. The same pass evicts the media
+cache by age and size (a platform that receives nothing evicts nothing itself), and the
+copies of files sent longer ago than the journal is kept.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import attrs
 import trio
 
 from hermes.actors.actor import Actor
 from hermes.actors.clock import Clock
+from hermes.adapters.media import MediaLimits, evict
 from hermes.config import RetentionConfig
 from hermes.cron.store import prune_deliveries, prune_runs
 from hermes.delivery.outbox_store import prune_sent
@@ -48,6 +52,26 @@ def prune_all(conn: apsw.Connection, rules: RetentionConfig, now: float) -> dict
     }
 
 
+@attrs.frozen
+class Files:
+    """The directories of files: the media cache (a directory per platform) and the
+    copies of files queued to send."""
+
+    cache: Path
+    outgoing: Path
+    media: MediaLimits
+
+    def evict(self, rules: RetentionConfig) -> dict[str, int]:
+        """Files removed, by where (blocking: run in a thread)."""
+        cached = 0
+        for directory in self.cache.iterdir() if self.cache.is_dir() else ():
+            if directory.is_dir():
+                cached += len(evict(directory, self.media))
+        sent = MediaLimits(cache_cap=1 << 62, max_age=rules.journal_days * DAY)
+        outgoing = len(evict(self.outgoing, sent)) if self.outgoing.is_dir() else 0
+        return {"media cache": cached, "outgoing files": outgoing}
+
+
 class Retention(Actor):
     """Prunes on a timer; it takes no messages."""
 
@@ -58,8 +82,10 @@ class Retention(Actor):
         rules: RetentionConfig,
         clock: Clock,
         name: str = "retention",
+        files: Files | None = None,
     ) -> None:
         super().__init__(name)
+        self.files = files
         self.clock = clock
         self.registry = registry
         self.state_db = state_db
@@ -89,6 +115,8 @@ class Retention(Actor):
             log.warning("retention: pruning state.db failed (tried again in %g s): %s",
                         self.rules.prune_every, exc)  # fmt: skip
             pruned = {}
+        if self.files is not None:
+            pruned = {**pruned, **await trio.to_thread.run_sync(self.files.evict, self.rules)}
         counts = [f"{n} from {table}" for table, n in pruned.items() if n]
         if counts:
             log.info("retention: pruned %s", ", ".join(counts))

@@ -46,7 +46,7 @@ from hermes.gateway.journal import new_owner
 from hermes.gateway.live import ServeLive
 from hermes.gateway.local_methods import Methods
 from hermes.gateway.redaction import serve_policy, serve_redactor
-from hermes.gateway.retention import Retention
+from hermes.gateway.retention import Files, Retention
 from hermes.gateway.router import Mirrored, Router, SessionServices
 from hermes.gateway.services import Services
 from hermes.home import HermesHome, write_secret_file
@@ -289,7 +289,13 @@ def build_root(
             # only the children after it, so here nothing else (a failed pass is logged).
             ChildSpec(
                 "retention",
-                lambda: Retention(registry(), home.state_db, config.retention, services.clock),
+                lambda: Retention(
+                    registry(),
+                    home.state_db,
+                    config.retention,
+                    services.clock,
+                    files=Files(home.cache, home.outgoing, media_limits),
+                ),
             ),  # fmt: skip
             # After all the rest: it freezes what starting the tree made.
             ChildSpec("collector", Collector),

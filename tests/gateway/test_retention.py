@@ -10,6 +10,7 @@ cutoffs are wall-clock times, so old rows are written with old timestamps.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from zoneinfo import ZoneInfo
 
@@ -18,6 +19,7 @@ import trio
 
 from hermes.actors.clock import Clock
 from hermes.adapters.contract import ChatType, InboundEvent, Target
+from hermes.adapters.media import MediaLimits
 from hermes.config import RetentionConfig
 from hermes.cron.lifecycle import finish_fire
 from hermes.cron.schedule import parse_schedule
@@ -31,7 +33,7 @@ from hermes.delivery.outbox_store import (
 )
 from hermes.delivery.targets import PlannedTarget
 from hermes.gateway.journal import ANSWERED, admit, claim, finish
-from hermes.gateway.retention import Retention
+from hermes.gateway.retention import Files, Retention
 from hermes.state.db import Db
 
 PRUNE_EVERY = 600.0
@@ -198,3 +200,33 @@ async def test_what_piled_up_before_the_start_goes_in_the_pass_at_start(
         assert actor.last["pairing_failures"] == 1
         assert trio.current_time() < PRUNE_EVERY
         actor.stop()
+
+
+async def test_a_pass_evicts_the_media_cache_and_old_copies_of_sent_files(registry, home):
+    """A platform that receives nothing more evicts nothing itself: the pass does, by age
+    and size per platform, and removes copies of files sent longer ago than the journal
+    is kept."""
+    now = time.time()
+    cache, outgoing = home.cache / "telegram", home.outgoing
+    for directory in (cache, outgoing):
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def made(path, size: int, age_days: float):
+        path.write_bytes(b"x" * size)
+        os.utime(path, (now - age_days * DAY, now - age_days * DAY))
+        return path
+
+    old = made(cache / "old.jpg", 10, 3)  # past max_age
+    oldest_big, big = made(cache / "a.bin", 600, 0.5), made(cache / "b.bin", 600, 0.1)
+    sent_long_ago = made(outgoing / "sent.pdf", 10, RULES.journal_days + 1)
+    queued = made(outgoing / "queued.pdf", 10, 0.1)
+    files = Files(home.cache, home.outgoing, MediaLimits(cache_cap=1000, max_age=DAY))
+    actor = Retention(registry, home.state_db, RULES, Clock(time.time() - trio.current_time()),
+                      files=files)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        await passes(actor, 1)
+        actor.stop()
+    assert actor.last["media cache"] == 2 and actor.last["outgoing files"] == 1
+    assert [p.exists() for p in (old, oldest_big, big)] == [False, False, True]
+    assert [p.exists() for p in (sent_long_ago, queued)] == [False, True]
