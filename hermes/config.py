@@ -498,6 +498,11 @@ class Config:
     media: MediaConfig = MediaConfig()
     """Attachments, voice and images, both ways."""
 
+    def __attrs_post_init__(self) -> None:
+        unknown = [p for p in self.media.speak.platforms if p not in self.platforms]
+        if unknown:
+            raise _BadValue(f"media.speak.platforms: {', '.join(unknown)} not under platforms")
+
     def zone(self) -> zoneinfo.ZoneInfo:
         """The configured timezone, else the machine's ($TZ, then /etc/localtime), else UTC."""
         return resolve_zone(self.timezone)
