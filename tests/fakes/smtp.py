@@ -2,7 +2,9 @@
 process) on 127.0.0.1: it records every message it accepts and delivers it into the
 Dovecot maildir of each recipient that is a Dovecot user, so a reply can be read back
 over IMAP; faults on demand: a 4xx or 5xx at MAIL, RCPT (per recipient) or DATA, or the
-connection dropped once the message is in, before the server's reply.
+connection dropped once the message is in, before the server's reply; a lower size
+limit (RFC 1870's SIZE) on demand. A received mail's attachments are read with
+`ReceivedMail.attachments`.
 
 Plain SMTP, no STARTTLS; AUTH PLAIN/LOGIN when the server is given a login, then
 required before MAIL.
@@ -26,6 +28,7 @@ from tests.fakes.kit import Faults, wait
 Stage = Literal["MAIL", "RCPT", "DATA"]
 STAGES: tuple[Stage, ...] = ("MAIL", "RCPT", "DATA")
 DROP = "drop"  # the fault that closes the connection after DATA, before the reply
+DEFAULT_SIZE_LIMIT = 33_554_432  # aiosmtpd's own, announced in EHLO's SIZE
 
 
 @attrs.frozen
@@ -37,6 +40,15 @@ class Refusal:
     text: str
     mail_from: str | None
     recipient: str | None  # at RCPT: the refused address
+
+
+@attrs.frozen
+class Attachment:
+    """An attachment of a received mail, as a mail client saves it: decoded."""
+
+    filename: str | None
+    content_type: str  # "type/subtype", without parameters
+    data: bytes
 
 
 @attrs.frozen
@@ -60,6 +72,16 @@ class ReceivedMail:
         part = self.message.get_body(("plain",))
         return "" if part is None else str(part.get_content()).strip()
 
+    @property
+    def attachments(self) -> list[Attachment]:
+        """Its attachments (the parts beside its body), in order, their bytes decoded."""
+        found = []
+        for part in self.message.iter_attachments():
+            data = part.get_payload(decode=True)
+            found.append(Attachment(part.get_filename(), part.get_content_type(),
+                                    data if isinstance(data, bytes) else b""))  # fmt: skip
+        return found
+
 
 @attrs.frozen
 class _Reply:
@@ -69,7 +91,15 @@ class _Reply:
 
 class _Controller(Controller):
     """aiosmtpd's Controller on a port the kernel picks (0): it learns the port before
-    it connects to itself to check the server is up."""
+    it connects to itself to check the server is up. Each connection's server takes the
+    fake's size limit as it is then."""
+
+    def __init__(self, fake: FakeSMTP, **kwargs: Any) -> None:
+        super().__init__(_Handler(fake), **kwargs)
+        self.fake = fake
+
+    def factory(self) -> SMTP:
+        return SMTP(self.handler, **{**self.SMTP_kwargs, "data_size_limit": self.fake.size_limit})
 
     def _trigger_server(self) -> None:
         assert self.server is not None
@@ -90,6 +120,7 @@ class FakeSMTP:
     ) -> None:
         self.mailboxes = mailboxes
         self.login = login
+        self.size_limit = DEFAULT_SIZE_LIMIT  # octets a connection takes (`limit_size`)
         self._cond = threading.Condition()
         self._faults: Faults[_Reply | str] = Faults()
         self._received: list[ReceivedMail] = []
@@ -104,7 +135,7 @@ class FakeSMTP:
 
     def __enter__(self) -> Self:
         self._controller = _Controller(
-            _Handler(self),
+            self,
             hostname=HOST,
             port=0,
             server_hostname="smtp.hermes.test",
@@ -179,6 +210,14 @@ class FakeSMTP:
         the connection instead of replying: the client cannot know it was sent."""
         with self._cond:
             self._faults.add(DROP, "DATA", None, times)
+
+    def limit_size(self, octets: int) -> None:
+        """Take mails of at most `octets` from the next connection on, as a server with a
+        fixed maximum does (RFC 1870): its EHLO says `SIZE octets`; a MAIL declaring
+        more is answered "552 Error: message size exceeds fixed maximum message size",
+        a DATA longer "552 Error: Too much mail data" (aiosmtpd's words; neither is
+        in `refused`, which holds the faults' replies)."""
+        self.size_limit = octets
 
     def clear_faults(self) -> None:
         with self._cond:

@@ -24,7 +24,7 @@ from tests.fakes.mailserver import (
     mail_servers,
     make_mail,
 )
-from tests.fakes.smtp import FakeSMTP
+from tests.fakes.smtp import DEFAULT_SIZE_LIMIT, Attachment, FakeSMTP
 
 AUTH = "mx.example.org; dkim=pass header.d=example.org; dmarc=pass header.from=example.org"
 OUTSIDER = "bob@elsewhere.test"
@@ -207,6 +207,39 @@ def test_smtp_drops_the_connection_after_data(servers):
     with _smtp(smtp) as again:  # the next connection is served as usual
         again.sendmail(HERMES_ADDRESS, [ALICE_ADDRESS], raw)
     assert [m.dropped for m in smtp.wait_received(2)] == [True, False]
+
+
+def test_smtp_reads_a_received_mails_attachments(servers):
+    _, smtp = servers
+    chart = bytes(range(256)) * 3
+    files = [("chart.png", "image/png", chart), ("notes.txt", "text/plain", b"a\r\nb")]
+    raw = make_mail(HERMES_ADDRESS, ALICE_ADDRESS, "files", "Two files.", attachments=files)
+    with _smtp(smtp) as client:
+        client.sendmail(HERMES_ADDRESS, [ALICE_ADDRESS], raw)
+    [got] = smtp.wait_received(1)
+    assert got.text == "Two files."
+    assert got.attachments == [Attachment("chart.png", "image/png", chart),
+                               Attachment("notes.txt", "text/plain", b"a\r\nb")]  # fmt: skip
+
+
+def test_smtp_refuses_a_mail_over_its_size_limit(servers):
+    _, smtp = servers
+    raw = make_mail(HERMES_ADDRESS, ALICE_ADDRESS, "big", "x" * 5000)
+    with _smtp(smtp) as client:
+        client.ehlo()
+        assert client.esmtp_features["size"] == str(DEFAULT_SIZE_LIMIT)
+    smtp.limit_size(len(raw) - 1)
+    with _smtp(smtp) as client:
+        client.ehlo()
+        assert client.esmtp_features["size"] == str(len(raw) - 1)
+        with pytest.raises(smtplib.SMTPSenderRefused) as declared:  # sendmail says SIZE
+            client.sendmail(HERMES_ADDRESS, [ALICE_ADDRESS], raw)
+        assert declared.value.smtp_code == 552
+        assert b"exceeds fixed maximum message size" in declared.value.smtp_error
+        client.rset()
+        assert client.mail(HERMES_ADDRESS)[0] == 250 and client.rcpt(ALICE_ADDRESS)[0] == 250
+        assert client.data(raw) == (552, b"Error: Too much mail data")  # undeclared
+    assert smtp.received == [] and smtp.refused == []
 
 
 def test_smtp_requires_auth_when_given_a_login():

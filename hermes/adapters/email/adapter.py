@@ -14,7 +14,8 @@
 - An authorized mail's attachments are read again (a connection of their own, by the
   mail's Message-ID) and saved under the cache: a stranger's cost nothing but the read.
 - An answer is one mail (no splitting below the server's size limit), through SMTP
-  submission, as a reply in its thread.
+  submission, as a reply in its thread; a file is an attachment of one (read on a
+  worker thread), its caption the text.
 """
 
 from __future__ import annotations
@@ -30,10 +31,17 @@ import trio
 from imapclient.exceptions import LoginError
 
 from hermes.adapters.base import AdapterFatal, AdapterSetup, PlatformAdapter
-from hermes.adapters.contract import Cursor, Fetched, RetryAfter, SendRequest, SendResult
+from hermes.adapters.contract import (
+    Cursor,
+    Fetched,
+    Permanent,
+    RetryAfter,
+    SendRequest,
+    SendResult,
+)
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.imap import DEADLINE_NOOPS, MAX_MESSAGE, Mailbox, refused
-from hermes.adapters.email.mail import Read, answer_mail, attachment, parse, read_mail
+from hermes.adapters.email.mail import Read, answer_mail, attach, attachment, parse, read_mail
 from hermes.adapters.email.smtp import submit
 from hermes.adapters.media import MediaError, save
 from hermes.config import PlatformConfig, Secrets
@@ -245,6 +253,11 @@ class EmailAdapter(PlatformAdapter):
         mail = answer_mail(self.config, target.chat_id, request.text, request.idempotency_key,
                            now, kept.get("subject", ""), reply_to, references,
                            salt=await self._salt())  # fmt: skip
+        if request.file is not None:  # read and base64-encoded off the Trio thread
+            try:
+                await trio.to_thread.run_sync(attach, mail, request.file)
+            except OSError as exc:  # its copy is gone: it can never be sent
+                return Permanent(f"the file to send is gone: {exc.strerror}")
         return await submit(self.config, self.password, mail)
 
     async def _salt(self) -> str:

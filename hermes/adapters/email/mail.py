@@ -14,7 +14,8 @@ Written: a plain-text part (the Markdown as it is) and an HTML part rendered fro
 `Re:` the thread's subject,
 In-Reply-To and References, and a Message-ID derived from the outbox row's idempotency
 key, so a resend after an unknown outcome carries the same Message-ID, which mail
-clients fold into one message.
+clients fold into one message. A file goes as an attachment of that mail (the caption
+is its text), with its type and file name: multipart/mixed around the two parts.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import format_datetime, getaddresses, parseaddr
+from pathlib import Path
 
 import attrs
 
-from hermes.adapters.contract import ChatType, InboundEvent
+from hermes.adapters.contract import ChatType, InboundEvent, OutFile
 from hermes.adapters.email.authentication import vouched
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.content import body_text, new_words
@@ -161,6 +163,18 @@ def answer_mail(
     mail.set_content(text)
     mail.add_alternative(f"<html><body>{markdown_html(text)}</body></html>", subtype="html")
     return mail
+
+
+def attach(mail: EmailMessage, file: OutFile) -> None:
+    """Add `file` to `mail` as an attachment, base64, under its type (blocking: it reads
+    the whole file, so on a worker thread; OSError when hermes's copy is gone). A
+    message/* or multipart/* type goes as application/octet-stream: RFC 2046 allows
+    those no base64, and their bytes must arrive as they are."""
+    maintype, _, subtype = file.mime.partition("/")
+    if not subtype or maintype in ("message", "multipart"):
+        maintype, subtype = "application", "octet-stream"
+    data = Path(file.path).read_bytes()
+    mail.add_attachment(data, maintype=maintype, subtype=subtype, filename=file.name)
 
 
 def _sender(message: EmailMessage) -> str | None:

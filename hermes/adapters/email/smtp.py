@@ -2,7 +2,8 @@
 outcome read into a send result: 2xx sent; 4xx later, with backoff; 5xx a dead letter
 with the server's words; a connection lost before the mail was handed over is not sent;
 one lost once DATA began may have been delivered (unknown: the same Message-ID if it is
-ever sent again).
+ever sent again). The mail's size is declared at MAIL where the server has SIZE (RFC
+1870), so a mail over its limit (a large attachment) is refused before it is sent.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ async def submit(config: EmailConfig, password: str, mail: EmailMessage) -> Send
 
 
 def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResult:
+    data = mail.as_bytes(policy=mail.policy.clone(linesep="\r\n"))
     context = ssl.create_default_context()
     host, port = config.smtp_host or "", config.smtp_port
     try:
@@ -44,7 +46,7 @@ def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResul
                 server.login(config.username or config.address or "", password)
             sender = str(mail["From"])
             recipients = [a for _, a in getaddresses([str(mail["To"])]) if a]
-            refused = _envelope(server, sender, recipients)
+            refused = _envelope(server, sender, recipients, len(data))
             if refused is not None:
                 return refused
         except smtplib.SMTPAuthenticationError as exc:
@@ -56,7 +58,7 @@ def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResul
         except UnicodeEncodeError as exc:
             return Permanent(f"an address this server cannot take (not ASCII): {exc}")
         try:
-            code, said = server.data(mail.as_bytes(policy=mail.policy.clone(linesep="\r\n")))
+            code, said = server.data(data)
         except smtplib.SMTPResponseException as exc:
             return _refusal((exc.smtp_code, exc.smtp_error))
         except (OSError, smtplib.SMTPException) as exc:
@@ -66,9 +68,13 @@ def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResul
     return Sent(str(mail["Message-ID"]))
 
 
-def _envelope(server: smtplib.SMTP, sender: str, recipients: list[str]) -> SendResult | None:
-    """MAIL and RCPT: None when every recipient was taken, else what the server said."""
-    code, said = server.mail(sender)
+def _envelope(
+    server: smtplib.SMTP, sender: str, recipients: list[str], size: int
+) -> SendResult | None:
+    """MAIL (with the mail's SIZE where the server takes it) and RCPT: None when every
+    recipient was taken, else what the server said."""
+    server.ehlo_or_helo_if_needed()
+    code, said = server.mail(sender, [f"SIZE={size}"] if server.has_extn("size") else [])
     if code != 250:
         return _refusal((code, said))
     for recipient in recipients:

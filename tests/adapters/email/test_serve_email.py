@@ -11,7 +11,8 @@ from hermes.adapters.email.mail import parse
 from tests.adapters.email.serving import VOUCHED
 from tests.adapters.serving import in_thread
 from tests.fakes.mailserver import ALICE_ADDRESS, HERMES_ADDRESS, make_mail
-from tests.fakes.openai import text_answer
+from tests.fakes.openai import text_answer, tool_answer
+from tests.fakes.smtp import Attachment
 from tests.seed import rows
 
 
@@ -157,6 +158,54 @@ async def test_an_attachment_is_saved_for_the_agent_once_the_sender_is_known(ser
     path = next(word for word in asked.split() if "cache/email/" in word).strip("[]()")
     assert Path(path).read_bytes() == report and Path(path).name.endswith("-report.pdf")
     assert [p.name for p in Path(path).parent.iterdir()] == [Path(path).name]  # none else
+
+
+@pytest.mark.timeout(90)
+async def test_send_file_mails_it_as_an_attachment_of_a_reply(serve, model, servers):
+    model.script(
+        tool_answer(("terminal", {"command": "printf 'the chart' > chart.txt"})),
+        tool_answer(("send_file", {"path": "chart.txt", "caption": "here it is"})),
+        text_answer("Sent you the chart."),
+    )
+    await in_thread(serve.start)
+    first = "<chart@example.org>"
+    servers.imap.deliver(HERMES_ADDRESS, make_mail(ALICE_ADDRESS, HERMES_ADDRESS, "Chart",
+                                                   "send me the chart", message_id=first,
+                                                   auth_results=VOUCHED))  # fmt: skip
+    got = await in_thread(servers.smtp.wait_received, 2, 30.0)
+    await serve.until_outbox("sent", 2)
+    serve.stop()
+    [mail] = [m for m in got if m.attachments]
+    assert mail.attachments == [Attachment("chart.txt", "text/plain", b"the chart")]
+    sent = mail.message
+    assert mail.rcpt_tos == (ALICE_ADDRESS,) and sent.get_content_type() == "multipart/mixed"
+    assert sent["Subject"] == "Re: Chart" and sent["In-Reply-To"] == first
+    assert sent["References"] == first
+    assert mail.text == "here it is"  # the caption is the body, plain and HTML
+    assert "here it is" in sent.get_body(("html",)).get_content()
+    assert [m.text for m in got if m is not mail] == ["Sent you the chart."]
+
+
+@pytest.mark.timeout(90)
+async def test_a_file_over_the_servers_size_is_refused_before_it_is_sent(serve, model, servers):
+    """The server's SIZE is lower than hermes's limit: the mail's size, declared at MAIL,
+    is refused there (no upload), a dead letter with the server's words."""
+    servers.smtp.limit_size(20_000)
+    model.script(
+        tool_answer(("terminal", {"command": "head -c 30000 /dev/urandom > big.bin"})),
+        tool_answer(("send_file", {"path": "big.bin"})),
+        text_answer("It did not go."),
+    )
+    await in_thread(serve.start)
+    servers.imap.deliver(HERMES_ADDRESS, make_mail(ALICE_ADDRESS, HERMES_ADDRESS, "Big",
+                                                   "send it", auth_results=VOUCHED))  # fmt: skip
+    [answer] = await in_thread(servers.smtp.wait_received, 1, 30.0)
+    await serve.until_outbox("dead")
+    serve.stop()
+    assert answer.text == "It did not go." and answer.attachments == []
+    states = sorted((state, error) for _, state, error, _ in serve.outbox())
+    assert states == [("dead", "552 Error: message size exceeds fixed maximum message size"),
+                      ("sent", None)]  # fmt: skip
 
 
 @pytest.mark.timeout(60)
