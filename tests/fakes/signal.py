@@ -75,6 +75,20 @@ and its plural name too: `recipient`/`recipients`, `attachment`/`attachments`):
                                         "admins","banned","groupInviteLink"}]
     trust {recipient, trustAllKnownKeys: true | verifiedSafetyNumber} -> {}
 
+A send's `attachment`s are data URIs (RFC 2397, as signal-cli's DataURI parses them:
+`data:<mime>;filename=<%-escaped name>;base64,<data>`, the type `text/plain` when none,
+the name URL-decoded; its pattern reads `data:<mime>;base64,<data>`, with no parameter,
+as text, not base64, and so does the fake) or paths of files on the fake's machine (the
+name their base name, the type guessed from it). Each is checked before anything goes,
+as signal-cli uploads them before the message: one that does not parse, or a path that
+cannot be read, is -32603 "Failed to send message: <it, cut>: <why>
+(AttachmentInvalidException)"; one over `max_upload` bytes (default MAX_UPLOAD, Signal's
+100 MiB) is refused as signal-cli reports the 413 of Signal's CDN (it has no limit of its
+own), -32603 "Failed to send message: [413] Response: Response{protocol=h2, code=413,
+message=, url=https://cdn3.signal.org/upload/attachments/<id>}
+(NonSuccessfulResponseCodeException)" (recorded in `refused`, kind "too_large"). A send
+that went records each of its attachments in `uploads`.
+
 Every other method: -32601 "Method not implemented" (the real daemon has many more). A
 per-account method needs `params.account`: missing, -32602 "Method requires valid account
 parameter"; another number, -32602 "Specified account does not exist". Errors are
@@ -97,36 +111,43 @@ The test drives the fake from its own thread (every method is thread-safe): peop
 (`message`, `reaction`, `receipt`, `typing`, `edit`, `sync_sent`, `envelope`), faults
 (`untrust`, `fail`, `rate_limit`, `clear_faults`) and the connection (`deafen`,
 `undeafen`, `drop_streams`, `restart`). It reads what the client did in `calls`, `sent`,
-`typing_sent`, `attachment_reads`, `trusted`, `refused`, `delivered`, `streams`,
-`last_event_ids`, `pending`, `buffered` and waits with `wait_sent`, `wait_calls`,
-`wait_delivered`, `wait_connections`, `wait_open_streams` and the kit's `wait_until`,
-which block on the fake's condition (no sleeping) and raise TimeoutError naming what they
-waited for. Another process drives it over `POST /_fake/<control>` (`_CONTROLS`) and reads
-`GET /_fake/state` (`_STATE`); `python -m tests.fakes.signal [--tcp]` prints its URL and
-serves until killed.
+`typing_sent`, `uploads`, `attachment_reads`, `trusted`, `refused`, `delivered`,
+`streams`, `last_event_ids`, `pending`, `buffered` and waits with `wait_sent`,
+`wait_uploads`, `wait_calls`, `wait_delivered`, `wait_connections`, `wait_open_streams`
+and the kit's `wait_until`, which block on the fake's condition (no sleeping) and raise
+TimeoutError naming what they waited for. Another process drives it over `POST
+/_fake/<control>` (`_CONTROLS`) and reads `GET /_fake/state` (`_STATE`; `uploads` without
+their `content`); `python -m tests.fakes.signal [--tcp]` prints its URL and serves until
+killed.
 
 Where the fake knowingly differs from signal-cli: one account, no linking or
-registration, no real Signal behind it (every recipient exists, anyone can be sent to,
-the bytes of sent attachments are not read); the fake notices at once that a client
-closed its stream (signal-cli only at its next write, so a message received meanwhile is
-lost for that client but kept in the buffer); `restart()` is instant (the real one
-refuses connections for a while); requests run one at a time per TCP connection
-(signal-cli runs them in parallel); a fault is used up by the next call of its method
-whatever its params; JSON-RPC batches are refused with -32600 (signal-cli's HTTP endpoint
-cannot answer more than one request); `version` answers VERSION, though the event ids and
-Last-Event-ID replay are those of signal-cli's SseEventBuffer (newer than 0.13: 0.13's
-events carry no id and it ignores Last-Event-ID); sendTyping answers {} (some versions
-answer send results); a received envelope's `serverDeliveredTimestamp` is when it was
-injected.
+registration, no real Signal behind it (every recipient exists, anyone can be sent to;
+an attachment is decoded and measured but goes nowhere, and its size is checked by the
+fake, not by a CDN; an error names a data URI cut to its first 64 characters, where
+signal-cli names all of it); no cap on the length of a JSON string (signal-cli's Jackson
+refuses one over 20,000,000 characters: a data URI of about 14.3 MiB); the fake notices
+at once that a client closed its stream (signal-cli only at its next write, so a message
+received meanwhile is lost for that client but kept in the buffer); `restart()` is
+instant (the real one refuses connections for a while); requests run one at a time per
+TCP connection (signal-cli runs them in parallel); a fault is used up by the next call
+of its method whatever its params; JSON-RPC batches are refused with -32600 (signal-cli's
+HTTP endpoint cannot answer more than one request); `version` answers VERSION, though the
+event ids and Last-Event-ID replay are those of signal-cli's SseEventBuffer (newer than
+0.13: 0.13's events carry no id and it ignores Last-Event-ID); sendTyping answers {}
+(some versions answer send results); a received envelope's `serverDeliveredTimestamp` is
+when it was injected.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import email.utils
+import hashlib
 import itertools
 import json
+import mimetypes
 import re
 import secrets
 import socket
@@ -136,8 +157,9 @@ import traceback
 import uuid
 from collections import deque
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote_plus, urlsplit
 
 import attrs
 
@@ -156,6 +178,8 @@ BUFFER_SIZE = 1000  # events kept for Last-Event-ID, as signal-cli's SseEventBuf
 STYLES = ("NONE", "BOLD", "ITALIC", "SPOILER", "STRIKETHROUGH", "MONOSPACE")
 PLACEHOLDER = "\ufffc"  # where a mention sits in a message's text
 EVENTS_PATH = "/api/v1/events"
+MAX_UPLOAD = 100 * 1024 * 1024  # bytes of one attachment Signal takes (its documented limit)
+KEPT_CONTENT = 1024 * 1024  # an upload's bytes are in its record up to this size
 
 USER_ERROR = -1
 IO_ERROR = -3
@@ -180,6 +204,13 @@ _UNPARSED = "Failed to parse JSON-RPC request"
 _EMPTY = ("Sending empty message is not allowed, either a message, attachment or sticker must "
           "be given.")  # fmt: skip
 _EXTENSIONS = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+# signal-cli's DataURI.DATA_URI_PATTERN up to the comma, matched on what comes before
+# the first one (its lazy groups read `data:image/png;base64,...` as a parameter
+# ";base64" and no base64: text, as signal-cli does; a filename parameter avoids it)
+_DATA_URI = re.compile(r"data:(?P<type>.+?/.+?)?(?P<parameters>;.+?)?(?P<base64>;base64)?,",
+                       re.IGNORECASE)  # fmt: skip
+_PARAMETER = re.compile(r";(?P<key>.+)=(?P<value>.+)")  # as its \G;(.+)=(.+): one, greedy
+_CDN = "https://cdn3.signal.org/upload/attachments/"
 
 
 def compact(value: Any) -> str:
@@ -312,7 +343,7 @@ class FakeSignal(Fake):
     })  # fmt: skip
     _STATE = ("sent", "delivered", "typing_sent", "refused", "internal_errors", "pending",
               "connections", "open_streams", "last_event_ids", "trusted", "calls",
-              "attachment_reads", "tcp_address")  # fmt: skip
+              "attachment_reads", "tcp_address", "uploads")  # fmt: skip
 
     def __init__(
         self,
@@ -328,6 +359,7 @@ class FakeSignal(Fake):
         super().__init__(port)
         self.account = account
         self.keepalive = float(keepalive)
+        self.max_upload = MAX_UPLOAD  # bytes of one attachment taken; a test may lower it
         self._conn_ids = itertools.count(1)
         self._conns: list[_Conn] = []
         self._run = 0
@@ -345,6 +377,7 @@ class FakeSignal(Fake):
         # records
         self._calls: list[dict[str, Any]] = []
         self._typing_sent: list[dict[str, Any]] = []
+        self._uploads: list[dict[str, Any]] = []
         self._attachment_reads: list[dict[str, Any]] = []
         self._trusted: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
@@ -656,6 +689,12 @@ class FakeSignal(Fake):
         the range is past the end or splits a surrogate pair]), `mentions` (as given),
         `quote_timestamp`, `quote_author`, `quote_message`, `edit_timestamp`,
         `attachments` (as given), `timestamp`, `results`, `transport`, `at`.""")  # fmt: skip
+    uploads = observed("_uploads", """Each attachment of a send that went, in order:
+        `recipients` (as given; empty for a group), `group_id` (the first groupId, else
+        None), `filename` (None when the data URI names none), `content_type`, `size`,
+        `sha256` (hex), `message` (the send's text), `timestamp` (the send's), `source`
+        ("data" | "path"), `transport`, `at`, `content` (the bytes when at most 1 MiB,
+        else None).""")  # fmt: skip
     typing_sent = observed("_typing_sent", """sendTyping calls: `recipients`, `group_id`,
         `stop`, `transport`, `at`.""")  # fmt: skip
     attachment_reads = observed("_attachment_reads", """getAttachment calls answered: `id`,
@@ -663,8 +702,9 @@ class FakeSignal(Fake):
     trusted = observed("_trusted", """trust calls: `recipient`, `all_keys` (trustAllKnownKeys),
         `safety_number`, `at`.""")  # fmt: skip
     refused = observed("_refused", """Calls answered with an error on demand (fail,
-        rate_limit, untrust) in order: `method`, `kind` ("error" | "http" | "rate_limit" |
-        "untrusted"), `code`, `message`, `http_status`, `transport`, `at`.""")  # fmt: skip
+        rate_limit, untrust) or for an attachment over `max_upload`, in order: `method`,
+        `kind` ("error" | "http" | "rate_limit" | "untrusted" | "too_large"), `code`,
+        `message`, `http_status`, `transport`, `at`.""")  # fmt: skip
     delivered = observed("_delivered", """Every event written to a client, recorded as its
         bytes go: `id` (None for a TCP notification), `timestamp` (the envelope's), `stream`
         (the connection's id), `transport`, `replay` (sent for a Last-Event-ID), `failed`
@@ -696,6 +736,10 @@ class FakeSignal(Fake):
         where = "" if to is None else f" to {to}"
         return self._wait_records("_sent", count, timeout, f"{count} send(s){where}",
                                   lambda s: to is None or self._sent_to(s, to))  # fmt: skip
+
+    def wait_uploads(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The attachments sent, once at least `count` were."""
+        return self._wait_records("_uploads", count, timeout, f"{count} attachment(s) sent")
 
     def wait_calls(self, method: str, count: int = 1, timeout: float = 10.0) -> list[dict]:
         """The calls of `method` ("*": any), once at least `count` came."""
@@ -1002,6 +1046,15 @@ class FakeSignal(Fake):
     def _internal_error(self) -> Reply:
         return Reply(200, _error(None, INTERNAL_ERROR, _MESSAGES[INTERNAL_ERROR]))
 
+    def _control(self, verb: str, name: str, raw: bytes) -> Reply:
+        """The kit's remote control; `GET /_fake/state` gives `uploads` without their
+        bytes (`content`), which JSON cannot carry."""
+        reply = super()._control(verb, name, raw)
+        if verb == "GET" and name == "state" and reply.status == 200:
+            for upload in reply.body["result"]["uploads"]:
+                upload.pop("content", None)
+        return reply
+
     def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
         path = urlsplit(request.path).path
         verb = request.command
@@ -1090,17 +1143,20 @@ class FakeSignal(Fake):
             self._record_internal_error(traceback.format_exc())
 
     def _read_lines(self, conn: _Conn) -> None:
-        buffer = b""
+        buffer = bytearray()
+        scanned = 0  # bytes of `buffer` known to hold no newline (a long line comes in pieces)
         while True:
             try:
-                data = conn.sock.recv(65536)
+                data = conn.sock.recv(1 << 20)
             except OSError:
                 return
             if not data:
                 return
             buffer += data
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
+            while (end := buffer.find(b"\n", scanned)) >= 0:
+                line = bytes(buffer[:end])
+                del buffer[: end + 1]
+                scanned = 0
                 answer = self._rpc_line(line)
                 if answer is None:
                     continue
@@ -1109,6 +1165,7 @@ class FakeSignal(Fake):
                         return
                     conn.outbox.append(_Frame(answer, "answer"))
                     self._cond.notify_all()
+            scanned = len(buffer)
 
     def _rpc_line(self, line: bytes) -> bytes | None:
         if not line.strip():
@@ -1246,6 +1303,14 @@ class FakeSignal(Fake):
         quote_message = _string(params, "quoteMessage")
         if not message and not attachments and quote_ts is None and "sticker" not in params:
             raise _RpcError(USER_ERROR, _EMPTY)
+        files = [self._attachment_file(a) for a in attachments]  # read as signal-cli sends
+        for file in files:  # uploaded before the message goes: too large, nothing is sent
+            if file["size"] > self.max_upload:
+                text = (f"Failed to send message: [413] Response: Response{{protocol=h2, "
+                        f"code=413, message=, url={_CDN}{secrets.token_urlsafe(15)}}} "
+                        "(NonSuccessfulResponseCodeException)")  # fmt: skip
+                self._refuse("send", "too_large", transport, INTERNAL_ERROR, text)
+                raise _RpcError(INTERNAL_ERROR, text)
         ts = self._timestamp()
 
         def result(address: dict[str, Any], group_id: str | None, kind: str) -> dict:
@@ -1282,8 +1347,38 @@ class FakeSignal(Fake):
             "attachments": attachments, "timestamp": ts, "results": copy_json(results),
             "transport": transport, "at": time.monotonic(),
         })  # fmt: skip
+        for file in files:
+            self._uploads.append({
+                "recipients": recipients, "group_id": group_ids[0] if group_ids else None,
+                **file, "message": message, "timestamp": ts, "transport": transport,
+                "at": time.monotonic(),
+            })  # fmt: skip
         self._cond.notify_all()
         return {"timestamp": ts, "results": results}
+
+    def _attachment_file(self, attachment: str) -> dict[str, Any]:
+        """What one attachment of a send holds (`filename`, `content_type`, `size`,
+        `sha256`, `source`, `content`); -32603 when signal-cli could not read it."""
+        try:
+            if attachment.startswith("data:"):
+                filename, content_type, data = _parse_data_uri(attachment)
+                source = "data"
+            else:
+                path = Path(attachment)
+                filename, source = path.name, "path"
+                content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+                size = path.stat().st_size
+                if size > self.max_upload:  # measured, not read: refused for its size
+                    return {"filename": filename, "content_type": content_type, "size": size,
+                            "sha256": None, "source": source, "content": None}  # fmt: skip
+                data = path.read_bytes()
+        except (ValueError, OSError) as exc:
+            shown = attachment if len(attachment) <= 64 else attachment[:64] + "…"
+            raise _RpcError(INTERNAL_ERROR, f"Failed to send message: {shown}: {exc} "
+                                            "(AttachmentInvalidException)") from None  # fmt: skip
+        return {"filename": filename, "content_type": content_type, "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(), "source": source,
+                "content": data if len(data) <= KEPT_CONTENT else None}  # fmt: skip
 
     def _send_typing(self, params: dict[str, Any], transport: str) -> Any:
         recipients, group_ids, _ = self._targets(params, groups_message="Failed to send to "
@@ -1338,6 +1433,26 @@ class _HttpFault(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(status)
         self.status = status
+
+
+def _parse_data_uri(uri: str) -> tuple[str | None, str, bytes]:
+    """(filename, content type, bytes) of a data URI as signal-cli's DataURI reads it;
+    ValueError when it is not one."""
+    header, comma, data = uri.partition(",")
+    match = _DATA_URI.fullmatch(header + comma)
+    if not data or match is None:
+        raise ValueError("The given string is not a valid data URI.")
+    parameter = _PARAMETER.match(match.group("parameters") or "")
+    filename = unquote_plus(parameter.group("value")) if parameter and parameter.group(
+        "key") == "filename" else None  # fmt: skip
+    if match.group("base64") is None:
+        content = unquote_plus(data).encode()
+    else:
+        try:
+            content = base64.b64decode(data + "=" * (-len(data) % 4), validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"Illegal base64 character: {exc}") from None
+    return filename, match.group("type") or "text/plain", content
 
 
 def _looks_like_uuid(text: str) -> bool:

@@ -7,6 +7,7 @@ no byte within a short bounded read, many keep-alive periods long."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import socket
 import subprocess
@@ -375,6 +376,87 @@ def test_attachments_and_groups(fake: FakeSignal):
         "groupInviteLink": None,
     }]  # fmt: skip
     assert len(base64.b64decode(group)) == 32
+
+
+def data_uri(content: bytes, mime: str, name: str | None) -> str:
+    named = "" if name is None else f";filename={quote(name, safe='')}"
+    return f"data:{mime}{named};base64,{base64.b64encode(content).decode()}"
+
+
+def test_a_sends_attachments_are_recorded_as_uploads(fake: FakeSignal, tmp_path):
+    content = bytes(range(256)) * 8 + "ü".encode()
+    name = "the chart, v2+ü.pdf"  # each of , + ü escaped, as signal-cli URL-decodes it
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"plain notes")
+    group = fake.group("Team", [ALICE, BOB])
+    pdf = data_uri(content, "application/pdf", name)
+    answer = result(fake, "send", groupId=group, message="two files", attachments=[pdf, str(notes)])
+    first, second = fake.wait_uploads(2)
+    assert first == {
+        "recipients": [], "group_id": group, "filename": name,
+        "content_type": "application/pdf", "size": len(content),
+        "sha256": hashlib.sha256(content).hexdigest(), "source": "data",
+        "message": "two files", "timestamp": answer["timestamp"], "transport": "http",
+        "at": first["at"], "content": content,
+    }  # fmt: skip
+    assert (second["filename"], second["content_type"], second["content"], second["source"]) == (
+        "notes.txt", "text/plain", b"plain notes", "path")  # fmt: skip
+    assert fake.sent[0]["attachments"][1] == str(notes)  # as given
+    tcp = Tcp(fake)
+    try:  # one attachment alone, over the socket; without a filename its type's default
+        voice = tcp.call("send", {"recipient": ALICE, "attachment": data_uri(
+            b"OggS voice", "audio/ogg", "note.ogg")})  # fmt: skip
+        assert voice["result"]["results"][0]["type"] == "SUCCESS"
+        bare = tcp.call("send", {"recipient": ALICE, "attachments": [
+            "data:;filename=x;base64,aGk="]})  # fmt: skip
+        assert "result" in bare
+    finally:
+        tcp.close()
+    voice_note, unnamed = fake.wait_uploads(4)[2:]
+    assert (voice_note["recipients"], voice_note["message"], voice_note["content"]) == (
+        [ALICE], "", b"OggS voice")  # fmt: skip
+    assert voice_note["transport"] == "tcp" and voice_note["content_type"] == "audio/ogg"
+    assert (unnamed["content_type"], unnamed["content"]) == ("text/plain", b"hi")
+    assert fake.refused == []
+
+
+def test_an_attachment_without_a_parameter_is_text_as_signal_cli_reads_it(fake: FakeSignal):
+    result(fake, "send", recipient=ALICE, attachments=[data_uri(b"hi", "image/png", None)])
+    [upload] = fake.wait_uploads(1)
+    assert upload["filename"] is None and upload["content"] == b"aGk="  # not decoded
+
+
+def test_attachments_refused_as_signal_cli_refuses_them(fake: FakeSignal, tmp_path):
+    fake.max_upload = 10
+    too_large = error(fake, "send", recipient=ALICE, message="big",
+                      attachments=[data_uri(b"x" * 11, "text/plain", "big.txt")])  # fmt: skip
+    assert too_large["code"] == -32603 and too_large["data"] is None
+    cdn = "url=https://cdn3.signal.org/upload/attachments/"
+    said = "Failed to send message: [413] Response: Response{protocol=h2, code=413, message=, "
+    assert too_large["message"].startswith(said + cdn)
+    assert too_large["message"].endswith("} (NonSuccessfulResponseCodeException)")
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"y" * 11)
+    assert error(fake, "send", recipient=ALICE, attachment=str(big))["message"].startswith(
+        "Failed to send message: [413]")  # fmt: skip
+    exactly = result(fake, "send", recipient=ALICE, attachment=data_uri(b"z" * 10, "a/b", "ok"))
+    assert exactly["results"][0]["type"] == "SUCCESS"
+    gone = error(fake, "send", recipient=ALICE, message="x", attachment=str(tmp_path / "no"))
+    assert gone["code"] == -32603 and gone["message"].endswith("(AttachmentInvalidException)")
+    broken = error(fake, "send", recipient=ALICE, attachment="data:image/png;filename=a;base64")
+    assert broken["message"] == ("Failed to send message: data:image/png;filename=a;base64: The "
+                                 "given string is not a valid data URI. "
+                                 "(AttachmentInvalidException)")  # fmt: skip
+    not_base64 = error(fake, "send", recipient=ALICE,
+                       attachment="data:a/b;filename=c;base64," + "*" * 100)  # fmt: skip
+    assert "Illegal base64 character" in not_base64["message"]
+    assert "…:" in not_base64["message"]  # the data URI cut to 64 characters
+    assert [(r["kind"], r["code"]) for r in fake.refused] == [("too_large", -32603)] * 2
+    assert [u["size"] for u in fake.uploads] == [10] and len(fake.sent) == 1
+    with pytest.raises(TimeoutError, match="2 attachment\\(s\\) sent"):
+        fake.wait_uploads(2, timeout=0.05)
+    state = httpx.get(f"{fake.url}/_fake/state", timeout=5).json()["result"]
+    assert state["uploads"][0]["size"] == 10 and "content" not in state["uploads"][0]
 
 
 def test_incoming_envelopes(fake: FakeSignal):

@@ -16,9 +16,11 @@ Java in hermes.
 - An event is admitted by (sender, timestamp); its attachments are read with
   `getAttachment` only once it is authorized.
 - Sends: `send` to a number (or account id) or a group id, the Markdown as text-style
-  ranges, a quote for a reply. Rate limits wait as long as Signal said; an untrusted
-  identity (a changed safety number) is never trusted here: the row is dead and the
-  owner is told, with the command that trusts it once they have checked.
+  ranges, a quote for a reply; a file (a voice note too: an audio attachment) in
+  `attachments` as a data URI (no filesystem shared with the daemon), its caption the
+  message. Rate limits wait as long as Signal said; an untrusted identity (a changed
+  safety number) is never trusted here: the row is dead and the owner is told, with the
+  command that trusts it once they have checked.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import AsyncIterable
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import trio
@@ -41,6 +44,7 @@ from hermes.adapters.contract import (
     Cursor,
     Fetched,
     InboundEvent,
+    OutFile,
     Permanent,
     RetryAfter,
     SendRequest,
@@ -67,13 +71,20 @@ from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
 
-INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32600, -32601, -32602
+INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL = -32600, -32601, -32602, -32603
 UNTRUSTED, RATE_LIMITED, IO_ERROR, USER_ERROR = -4, -5, -3, -1
 FAILURES = frozenset({"IDENTITY_FAILURE", "RATE_LIMIT_FAILURE", "PROOF_REQUIRED_FAILURE",
                       "UNREGISTERED_FAILURE", "NETWORK_FAILURE"})  # fmt: skip
 # How the daemon going away shows (a restart of it, a cut stream): a reconnect, not a crash.
 GONE = (RpcGone, httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, OSError)
 _RECIPIENT = re.compile(r"\+\d+|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+# signal-cli's words for an attachment refused before the message went: one it could not
+# read, or Signal's CDN refusing the upload (413: too large; it has no limit of its own).
+_FILE_REFUSED = re.compile(r"\(AttachmentInvalidException\)|\[413\]")
+MAX_UPLOAD = 14 * 1024 * 1024
+"""The largest file sent (Signal takes 100 MiB): signal-cli reads a request with Jackson,
+whose default caps one JSON string at 20,000,000 characters (AsamK/signal-cli#2127; over
+a socket such a line is never answered). 14 MiB is 19.6 million characters of base64."""
 
 
 class SignalAdapter(HttpAdapter):
@@ -263,6 +274,14 @@ class SignalAdapter(HttpAdapter):
             quoted, _, author = request.reply_to.partition(":")
             if quoted.isdigit() and author:
                 params.update(quoteTimestamp=int(quoted), quoteAuthor=author)
+        if request.file is not None:
+            try:
+                uri = await trio.to_thread.run_sync(data_uri, request.file)
+            except OSError as exc:  # its copy is gone: it can never be sent
+                return Permanent(f"the file to send is gone: {exc.strerror}")
+            except ValueError as exc:
+                return Permanent(str(exc))
+            params["attachments"] = [uri]
         try:
             answer = await self.calls.call("send", params)
         except RpcError as exc:
@@ -295,6 +314,8 @@ class SignalAdapter(HttpAdapter):
             return await self._failure(request, {"type": kind}, str(exc))
         if exc.code in (USER_ERROR, INVALID_REQUEST, INVALID_PARAMS):
             return Permanent(str(exc))  # no such group, not a member, a request it refuses
+        if request.file is not None and exc.code == INTERNAL and _FILE_REFUSED.search(exc.message):
+            return Permanent(f"Signal did not take the file: {exc}")  # uploaded before a send
         if exc.code in (IO_ERROR, TOO_LARGE):
             return RetryAfter(None, str(exc))  # Signal's servers not reached: nothing sent
         return Unconfirmed(str(exc))  # the daemon failed mid-way, or its answer was lost
@@ -339,6 +360,19 @@ class SignalAdapter(HttpAdapter):
     async def type_once(self, event: InboundEvent) -> None:
         if self.calls is not None:
             await self.calls.call("sendTyping", self.params(**self._to(event.chat_id)))
+
+
+def data_uri(file: OutFile, limit: int = MAX_UPLOAD) -> str:
+    """`file` as signal-cli takes an attachment over every transport (RFC 2397):
+    `data:<mime>;filename=<name, %-escaped>;base64,<data>`. The name is needed: without a
+    parameter, signal-cli's pattern takes `;base64` for one and the data for text.
+    Blocking: a thread's."""
+    with open(file.path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{file.name} is over the {limit} bytes hermes sends on Signal")
+    encoded = base64.b64encode(data).decode("ascii")
+    return f"data:{file.mime};filename={quote(file.name, safe='')};base64,{encoded}"
 
 
 async def _hello(rpc: HttpRpc | SocketRpc, account: str) -> tuple[str, bool]:

@@ -1,10 +1,11 @@
 """Signal as hermes knows it: through the user's signal-cli daemon; 2000 characters a
 message (Signal's long-message threshold: longer goes as an attachment), styles as
 text-style ranges, a pace well under what Signal lets an account send before it asks for
-a captcha, and no deduplication (a send is a new message each time)."""
+a captcha, and no deduplication (a send is a new message each time). Files go up to
+MAX_UPLOAD (14 MiB: what signal-cli's JSON parser takes as base64, under Signal's 100)."""
 
 from hermes.adapters.platform import Limit, Pace, Platform
-from hermes.adapters.signal.adapter import SignalAdapter
+from hermes.adapters.signal.adapter import MAX_UPLOAD, SignalAdapter
 from hermes.adapters.signal.config import SignalConfig
 
 SIGNAL = Platform(
@@ -16,4 +17,5 @@ SIGNAL = Platform(
     token_hint="none: signal-cli holds the account (link it or register it there)",
     settings=SignalConfig,
     tokens=False,
+    max_upload=MAX_UPLOAD,
 )

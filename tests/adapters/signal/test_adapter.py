@@ -1,10 +1,12 @@
 """The Signal adapter in this process against the fake signal-cli daemon, over HTTP and
-over TCP: what each answer to a send means for its outbox row, what the daemon replays
-after a reconnect, the progress deadline over a silent stream, and the account check."""
+over TCP: what each answer to a send means for its outbox row, files sent as attachments,
+what the daemon replays after a reconnect, the progress deadline over a silent stream,
+and the account check."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,9 +15,17 @@ import pytest
 
 from hermes.actors.clock import Clock
 from hermes.adapters.base import FATAL
-from hermes.adapters.contract import Permanent, RetryAfter, SendRequest, Sent, Target
+from hermes.adapters.contract import (
+    OutFile,
+    Permanent,
+    RetryAfter,
+    SendRequest,
+    Sent,
+    Target,
+    Unconfirmed,
+)
 from hermes.adapters.cursors import Cursors
-from hermes.adapters.signal.adapter import SignalAdapter
+from hermes.adapters.signal.adapter import MAX_UPLOAD, SignalAdapter
 from hermes.adapters.signal.config import SignalConfig
 from hermes.config import Secrets
 from tests.adapters.inprocess import Admissions, Running, running
@@ -75,6 +85,74 @@ async def test_a_send_is_answered_with_a_typed_result(daemon, over):
         )
         assert isinstance(refused, Permanent) and "Group not found" in refused.reason
     assert [s["message"] for s in daemon.sent] == ["taken"]
+
+
+def out_file(folder, content: bytes, name: str, mime: str, voice: bool = False) -> OutFile:
+    """hermes's copy of a file to send, as the outbox hands it over."""
+    path = folder / f"copy-{len(content)}"
+    path.write_bytes(content)
+    return OutFile(str(path), name, mime, len(content), voice)
+
+
+@pytest.mark.parametrize("over", ["http", "tcp"])
+@pytest.mark.timeout(30)
+async def test_a_file_goes_as_an_attachment_with_its_caption(daemon, over, tmp_path):
+    chart = bytes(range(256)) * 40
+    group = daemon.group("Team", [ALICE, BOB])
+    async with signal(daemon, Admissions(), over) as run:
+        await run.status.reach("live")
+        file = out_file(tmp_path, chart, "the chart; v2+ü.png", "image/png")
+        sent = await run.send(SendRequest(Target("signal", ALICE), "here **it** is", "k1",
+                                          file=file))  # fmt: skip
+        note = out_file(tmp_path, b"OggS spoken", "reply.ogg", "audio/ogg", voice=True)
+        spoken = await run.send(SendRequest(Target("signal", group), "", "k2", file=note))
+    assert isinstance(sent, Sent) and isinstance(spoken, Sent)
+    upload, voice = daemon.uploads
+    assert (upload["recipients"], upload["filename"], upload["content_type"]) == (
+        [ALICE], "the chart; v2+ü.png", "image/png")  # fmt: skip
+    assert upload["content"] == chart and upload["message"] == "here it is"
+    assert daemon.sent[0]["text_styles"] == ["5:2:BOLD"]  # the caption styled as a text
+    assert (voice["group_id"], voice["content_type"], voice["content"]) == (
+        group, "audio/ogg", b"OggS spoken")  # fmt: skip
+    assert {u["transport"] for u in daemon.uploads} == {over}
+
+
+@pytest.mark.parametrize("over", ["http", "tcp"])
+@pytest.mark.timeout(60)
+async def test_the_largest_file_stays_within_what_signal_cli_parses(daemon, over, tmp_path):
+    content = bytes(range(256)) * (MAX_UPLOAD // 256)
+    name = "ü" * 127 + ".bin"  # 258 bytes of name, each escaped: the longest data URI
+    async with signal(daemon, Admissions(), over) as run:
+        await run.status.reach("live")
+        file = out_file(tmp_path, content, name, "application/octet-stream")
+        sent = await run.send(SendRequest(Target("signal", ALICE), "big", "k", file=file))
+    assert isinstance(sent, Sent)
+    [upload] = daemon.uploads
+    assert upload["size"] == MAX_UPLOAD and upload["filename"] == name
+    assert upload["sha256"] == hashlib.sha256(content).hexdigest()
+    assert len(daemon.sent[0]["attachments"][0]) < 20_000_000  # Jackson's longest string
+
+
+@pytest.mark.timeout(30)
+async def test_a_file_signal_refuses_is_dead_and_a_lost_answer_unknown(daemon, tmp_path):
+    daemon.max_upload = 4
+    async with signal(daemon, Admissions()) as run:
+        await run.status.reach("live")
+
+        async def send(file: OutFile) -> Any:
+            return await run.send(SendRequest(Target("signal", ALICE), "x", "k", file=file))
+
+        refused = await send(out_file(tmp_path, b"12345", "five.txt", "text/plain"))
+        assert isinstance(refused, Permanent) and "[413]" in refused.reason
+        gone = await send(OutFile(str(tmp_path / "gone"), "gone.txt", "text/plain", 3))
+        assert isinstance(gone, Permanent) and "gone" in gone.reason
+        small = out_file(tmp_path, b"123", "three.txt", "text/plain")
+        daemon.fail("send", http_status=502)  # the daemon's answer is lost: maybe sent
+        assert isinstance(await send(small), Unconfirmed)
+        daemon.fail("send", -32603, "Failed to send message: boom (IOException)")
+        assert isinstance(await send(small), Unconfirmed)  # failed mid-way, as a text's
+        assert isinstance(await send(small), Sent)
+    assert [u["content"] for u in daemon.uploads] == [b"123"]
 
 
 @pytest.mark.parametrize("code", [-5, -32603])  # signal-cli's code varies by version

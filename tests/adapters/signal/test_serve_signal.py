@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.adapters.serving import in_thread
-from tests.fakes.openai import text_answer
+from tests.fakes.openai import text_answer, tool_answer
 from tests.fakes.signal import ACCOUNT, ALICE, BOB, CAROL
 
 EVERYONE = f"    allowed_users: ['{ALICE}', '{BOB}', '{CAROL}']\n    owner: '{ALICE}'\n"
@@ -129,3 +129,22 @@ async def test_an_untrusted_identity_is_never_trusted_and_the_owner_is_told(serv
     assert not daemon.trusted
     [(chat, _, error, _)] = serve.outbox()
     assert chat == BOB and "safety number changed" in error
+
+
+@pytest.mark.timeout(60)
+async def test_send_file_goes_to_the_owners_dm_as_an_attachment(serve, model, daemon):
+    model.script(
+        tool_answer(("terminal", {"command": "printf 'the chart' > chart.txt"})),
+        tool_answer(("send_file", {"path": "chart.txt", "caption": "here it is"})),
+        text_answer("Sent you the chart."),
+    )
+    await in_thread(serve.start)
+    await in_thread(daemon.wait_open_streams, 1)
+    daemon.message(ALICE, "send me the chart")
+    [upload] = await in_thread(daemon.wait_uploads, 1, 30.0)
+    await serve.until_outbox("sent", 2)
+    serve.stop()
+    assert upload["recipients"] == [ALICE] and upload["filename"].endswith("chart.txt")
+    assert upload["content"] == b"the chart" and upload["content_type"] == "text/plain"
+    assert upload["message"] == "here it is"
+    assert [s["message"] for s in daemon.sent] == ["here it is", "Sent you the chart."]
