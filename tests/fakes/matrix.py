@@ -34,6 +34,21 @@ for a known path and another verb), a body that is not a JSON object 400 `M_NOT_
     POST user/{userId}/filter                -> {filter_id}; the filter is not applied
     POST keys/upload, keys/query, keys/claim; PUT sendToDevice/{type}/{txnId}
 
+The media repository (Matrix 1.11's authenticated media):
+
+    POST /_matrix/media/v3/upload?filename=  (the body the file, Content-Type its type)
+                                             -> {content_uri: mxc://test.local/<id>}; no
+                 Content-Length 400 (Synapse takes no chunked upload); over `max_upload`
+                 (50 MiB, Synapse's default) 413 M_TOO_LARGE
+    GET  /_matrix/client/v1/media/download/{serverName}/{mediaId}[/{fileName}] (a token)
+                                             -> the bytes, as uploaded; unknown 404 M_NOT_FOUND
+    GET  /_matrix/client/v1/media/config     -> {m.upload.size}
+    GET  /_matrix/media/v3/download/...      -> 404 M_NOT_FOUND, as Synapse answers for
+                 media uploaded since it requires authentication; with
+                 `authenticated_media = False` (a homeserver older than 1.11) it serves,
+                 without a token, and the `/_matrix/client/v1/media/` paths are 404
+                 M_UNRECOGNIZED
+
 Sync tokens are `s<N>`, a position in one stream the fake keeps for its whole life: every
 room event, account-data change, to-device message and device-key change takes the next
 position. A sync answers what came after `since`, so an old `since` replays everything
@@ -76,15 +91,17 @@ next sync's `to_device.events` ({sender, type, content}) until a sync with a lat
 
 The test drives the fake from its own thread (every method is thread-safe): accounts
 (`add_user`, `token_of`, `revoke_token`), rooms (`create_room`, `invite`, `join`,
-`leave`), events (`message`, `event`, `set_account_data`, `to_device`), the sync's shape
-(`limit_timeline`, `hang_syncs` / `unhang_syncs`) and faults (`fail`: the next calls of
-an endpoint answer an error - 429 M_LIMIT_EXCEEDED with `retry_after_ms` and
-`Retry-After`, 403 M_FORBIDDEN, a 5xx). It reads what clients did in `requests`, `sent`,
-`refused`, `rate_limited`, `to_device_sent`, `typing`, `receipts`, `claims`, `syncs`,
-`held_syncs` and waits with `wait_until`, `wait_sent`, `wait_syncs`, `wait_held_syncs`
-..., which block on a condition (no sleeping) and raise TimeoutError naming what they
-waited for. A handler's own exception answers 500 M_UNKNOWN and is kept in
-`internal_errors`. `close()` returns at once (held syncs get no answer).
+`leave`), events (`message`, `event`, `set_account_data`, `to_device`), media
+(`add_media`, `media_content`), the sync's shape (`limit_timeline`, `hang_syncs` /
+`unhang_syncs`) and faults (`fail`: the next calls of an endpoint answer an error - 429
+M_LIMIT_EXCEEDED with `retry_after_ms` and `Retry-After`, 403 M_FORBIDDEN, a 5xx). It
+reads what clients did in `requests`, `sent`, `refused`, `rate_limited`,
+`to_device_sent`, `typing`, `receipts`, `claims`, `syncs`, `held_syncs`, `uploads`,
+`downloads` and waits with `wait_until`, `wait_sent`, `wait_syncs`, `wait_held_syncs`,
+`wait_uploads`, `wait_downloads` ..., which block on a condition (no sleeping) and raise
+TimeoutError naming what they waited for. A handler's own exception answers 500
+M_UNKNOWN and is kept in `internal_errors`. `close()` returns at once (held syncs get no
+answer).
 
 Where the fake knowingly differs from a homeserver: one server (`test.local`), no
 federation, no room versions beyond "10" and no authorisation rules beyond membership (a
@@ -98,6 +115,7 @@ answered (into nothing) when it wakes, not dropped at once.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import re
@@ -106,7 +124,7 @@ import string
 import time
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import attrs
 
@@ -128,6 +146,8 @@ ROOM_VERSION = "10"
 MEGOLM = "m.megolm.v1.aes-sha2"
 TIMELINE_LIMIT = 10  # a newly joined room's timeline, as with no filter
 PAGE_LIMIT = 10  # /messages' default
+MAX_UPLOAD = 50 * 1024 * 1024  # Synapse's default max_upload_size (50M, in MiB)
+KEPT_UPLOAD = 1024 * 1024  # an upload up to this keeps its `content` in `uploads`
 VERSIONS = ["r0.6.1", "v1.1", "v1.2", "v1.3", "v1.4", "v1.5", "v1.6", "v1.7", "v1.8", "v1.9",
             "v1.10", "v1.11"]  # fmt: skip
 _TOKEN = re.compile(r"s(\d+)")
@@ -331,11 +351,19 @@ class FakeMatrix(Fake):
     _CONTROLS = frozenset({"add_user", "create_room", "message"})
     _STATE = ("sent", "syncs", "typing", "refused", "internal_errors")
 
-    def __init__(self, *, timeline_limit: int = TIMELINE_LIMIT, port: int = 0) -> None:
+    def __init__(
+        self, *, timeline_limit: int = TIMELINE_LIMIT, port: int = 0, max_upload: int = MAX_UPLOAD
+    ) -> None:
         """Users @hermes, @alice and @bob (test.local) exist, each with one device and token
-        (HERMES_TOKEN / HERMES_DEVICE ...) and the password PASSWORD."""
+        (HERMES_TOKEN / HERMES_DEVICE ...) and the password PASSWORD. `max_upload` (an
+        attribute a test may change) is the largest upload taken, in bytes; so is
+        `authenticated_media` (False: a homeserver older than Matrix 1.11, without the
+        `/_matrix/client/v1/media/` endpoints, serving `/_matrix/media/v3/download`)."""
         super().__init__(port)
         self.timeline_limit = timeline_limit
+        self.max_upload = max_upload
+        self.authenticated_media = True
+        self._media: dict[str, dict[str, Any]] = {}  # media id -> content, type, filename
         self._pos = 0  # the stream's last position
         self._last_ts = 0
         self._users: dict[str, str] = {}  # user id -> password
@@ -358,6 +386,8 @@ class FakeMatrix(Fake):
         self._typing: list[dict[str, Any]] = []
         self._receipts: list[dict[str, Any]] = []
         self._claims: list[dict[str, Any]] = []
+        self._uploads: list[dict[str, Any]] = []
+        self._downloads: list[dict[str, Any]] = []
         for user, token, device in ((HERMES, HERMES_TOKEN, HERMES_DEVICE),
                                     (ALICE, ALICE_TOKEN, ALICE_DEVICE),
                                     (BOB, BOB_TOKEN, BOB_DEVICE)):  # fmt: skip
@@ -617,6 +647,23 @@ class FakeMatrix(Fake):
                 raise LookupError(f"{user_id(user)} has no device {device}")
         return event
 
+    # -- media --------------------------------------------------------------------------
+
+    def add_media(
+        self,
+        content: bytes,
+        content_type: str = "application/octet-stream",
+        filename: str | None = None,
+    ) -> str:
+        """A file in the media repository, as an upload would leave it; its `mxc://` URI."""
+        with self._cond:
+            return self._store_media(content, content_type, filename, None)
+
+    def media_content(self, mxc: str) -> bytes:
+        """The bytes stored under `mxc` (an upload's, whatever its size)."""
+        with self._cond:
+            return self._media[_media_id(mxc)]["content"]
+
     # -- the sync's shape, faults ------------------------------------------------------------
 
     def limit_timeline(self, room: str, n: int, user: str = HERMES) -> None:
@@ -690,6 +737,12 @@ class FakeMatrix(Fake):
     typing = observed("_typing", "Typing notices: `room`, `user`, `typing`, `timeout`, `at`.")
     receipts = observed("_receipts", """Receipts: `room`, `receipt_type`, `event_id`,
         `thread_id`, `user`, `at`.""")  # fmt: skip
+    uploads = observed("_uploads", """Uploads taken (`POST /_matrix/media/v3/upload`): `mxc`,
+        `user`, `device_id`, `content_type`, `filename` (None: none given), `size`,
+        `sha256` (hex), `content` (the bytes, when at most 1 MiB, else None), `at`.""")  # fmt: skip
+    downloads = observed("_downloads", """Media served: `mxc`, `user` (None: the legacy
+        endpoint, without a token), `authenticated` (the client v1 endpoint), `size`,
+        `at`.""")  # fmt: skip
     claims = observed("_claims", """Keys claimed: `by`, `user`, `device_id`, `algorithm`,
         `key_id`, `fallback` (whether it was the fallback key), `at`.""")  # fmt: skip
     syncs = observed("_syncs", """Every /sync, in order of arrival: `user`, `device_id`,
@@ -733,6 +786,14 @@ class FakeMatrix(Fake):
     def wait_to_device_sent(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         return self._wait_records("_to_device_sent", count, timeout,
                                   f"{count} to-device message(s) sent")  # fmt: skip
+
+    def wait_uploads(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The uploads taken, once at least `count` were."""
+        return self._wait_records("_uploads", count, timeout, f"{count} upload(s)")
+
+    def wait_downloads(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The media served, once at least `count` were."""
+        return self._wait_records("_downloads", count, timeout, f"{count} download(s)")
 
     # -- internals (called holding the lock) -------------------------------------------------
 
@@ -821,6 +882,24 @@ class FakeMatrix(Fake):
             target.inbox.append((self._bump(), copy_json(event)))
         return len(targets)
 
+    def _store_media(
+        self, content: bytes, content_type: str, filename: str | None, by: tuple[str, str] | None
+    ) -> str:
+        media_id = _random(string.ascii_letters, 24)
+        self._media[media_id] = {"content": bytes(content), "content_type": content_type,
+                                 "filename": filename}  # fmt: skip
+        mxc = f"mxc://{SERVER_NAME}/{media_id}"
+        if by is not None:
+            self._uploads.append({
+                "mxc": mxc, "user": by[0], "device_id": by[1], "content_type": content_type,
+                "filename": filename, "size": len(content),
+                "sha256": hashlib.sha256(content).hexdigest(),
+                "content": bytes(content) if len(content) <= KEPT_UPLOAD else None,
+                "at": time.monotonic(),
+            })  # fmt: skip
+        self._cond.notify_all()
+        return mxc
+
     def _device_changed(self, uid: str) -> None:
         self._device_changes.append((self._bump(), uid))
 
@@ -841,8 +920,8 @@ class FakeMatrix(Fake):
         parts = urlsplit(request.path)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         segments = [unquote(s) for s in parts.path.split("/")]
-        try:
-            parsed: Any = json.loads(raw) if raw else None
+        try:  # an upload's bytes are a file, not JSON
+            parsed: Any = json.loads(raw) if raw and not _is_media(segments) else None
         except ValueError:
             parsed = None
         record: dict[str, Any] = {
@@ -868,6 +947,8 @@ class FakeMatrix(Fake):
         raw: bytes,
         parsed: Any,
     ) -> Reply | None:
+        if _is_media(segments):
+            return self._media_call(request, record, segments, query, raw)
         if segments[:3] != ["", "_matrix", "client"] or len(segments) < 4:
             return error(404, "M_UNRECOGNIZED", "Unrecognized request")
         if segments[3:] == ["versions"] and request.command == "GET":
@@ -888,24 +969,110 @@ class FakeMatrix(Fake):
                 return error(400, "M_BAD_JSON", "Content must be a JSON object.")
             call.body = parsed or {}
         if endpoint not in _NO_AUTH:
-            auth = request.headers.get("authorization", "")
-            token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-            call.token = token or query.get("access_token", "")
-            if not call.token:
-                return error(401, "M_MISSING_TOKEN", "Missing access token")
-            with self._cond:
-                who = self._tokens.get(call.token)
-                if who is None:
-                    return error(401, "M_UNKNOWN_TOKEN", "Unrecognised access token",
-                                 soft_logout=False)  # fmt: skip
-                call.user, call.device = who
-                record["user"], record["device_id"] = who
+            refusal = self._authenticate(request, record, call)
+            if refusal is not None:
+                return refusal
         if endpoint not in ("send", "redact", "sendToDevice", "sync"):  # these: their own time
             refusal = self._fault(call)
             if refusal is not None:
                 return refusal
         handler = getattr(self, "_api_" + endpoint.replace("/", "_"))
         return handler(call)
+
+    def _authenticate(
+        self, request: TrackedHandler, record: dict[str, Any], call: _Call
+    ) -> Reply | None:
+        """The call's user and device from its token; a 401 when it has none that lives."""
+        auth = request.headers.get("authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        call.token = token or call.query.get("access_token", "")
+        if not call.token:
+            return error(401, "M_MISSING_TOKEN", "Missing access token")
+        with self._cond:
+            who = self._tokens.get(call.token)
+            if who is None:
+                return error(401, "M_UNKNOWN_TOKEN", "Unrecognised access token",
+                             soft_logout=False)  # fmt: skip
+            call.user, call.device = who
+            record["user"], record["device_id"] = who
+        return None
+
+    # media
+
+    def _media_call(
+        self,
+        request: TrackedHandler,
+        record: dict[str, Any],
+        segments: list[str],
+        query: dict[str, str],
+        raw: bytes,
+    ) -> Reply:
+        """The media repository: uploads under `/_matrix/media/v3/`, downloads under
+        `/_matrix/client/v1/media/` with a token (or, without `authenticated_media`, under
+        `/_matrix/media/v3/` without one)."""
+        verb = request.command
+        authenticated = segments[2] == "client"
+        rest = segments[5:] if authenticated else segments[4:]
+        version = segments[3]
+        if authenticated and not self.authenticated_media:
+            return error(404, "M_UNRECOGNIZED", "Unrecognized request")
+        if (authenticated and version != "v1") or (not authenticated
+                                                   and version not in ("v3", "r0")):  # fmt: skip
+            return error(404, "M_UNRECOGNIZED", "Unrecognized request")
+        if rest == ["upload"] and not authenticated:
+            endpoint = "upload"
+        elif rest == ["config"]:
+            endpoint = "media_config"
+        elif rest[:1] == ["download"] and len(rest) in (3, 4):
+            endpoint = "download"
+        else:
+            return error(404, "M_UNRECOGNIZED", "Unrecognized request")
+        wanted = "POST" if endpoint == "upload" else "GET"
+        if verb != wanted:
+            return error(405, "M_UNRECOGNIZED", "Unrecognized request")
+        record["endpoint"] = endpoint
+        call = _Call(verb, endpoint, "/".join(segments), rest[1:3], query, {})
+        legacy_download = endpoint == "download" and not authenticated
+        if not legacy_download:
+            refusal = self._authenticate(request, record, call)
+            if refusal is not None:
+                return refusal
+        refusal = self._fault(call)
+        if refusal is not None:
+            return refusal
+        if endpoint == "media_config":
+            return _ok({"m.upload.size": self.max_upload})
+        if endpoint == "upload":
+            return self._upload(request, call, raw)
+        return self._download(call, authenticated)
+
+    def _upload(self, request: TrackedHandler, call: _Call, raw: bytes) -> Reply:
+        if request.headers.get("content-length") is None:  # as Synapse: no chunked uploads
+            request.close_connection = True
+            return error(400, "M_UNKNOWN", "Request must specify a Content-Length")
+        if len(raw) > self.max_upload:
+            return error(413, "M_TOO_LARGE", "Upload request body is too large")
+        kind = request.headers.get("content-type") or "application/octet-stream"
+        with self._cond:
+            mxc = self._store_media(raw, kind, call.query.get("filename"),
+                                    (call.user, call.device))  # fmt: skip
+        return _ok({"content_uri": mxc})
+
+    def _download(self, call: _Call, authenticated: bool) -> Reply:
+        server, media_id = call.args
+        with self._cond:
+            found = self._media.get(media_id) if server == SERVER_NAME else None
+            if found is None or (not authenticated and self.authenticated_media):
+                return error(404, "M_NOT_FOUND", "Not found")  # new media: authenticated only
+            content = found["content"]
+            self._downloads.append({
+                "mxc": f"mxc://{server}/{media_id}", "user": call.user or None,
+                "authenticated": authenticated, "size": len(content), "at": time.monotonic(),
+            })  # fmt: skip
+            self._cond.notify_all()
+        headers = [("Content-Disposition", "attachment; filename*=utf-8''"
+                    + quote(found["filename"] or media_id, safe=""))]  # fmt: skip
+        return Reply(200, content, headers, found["content_type"])
 
     def _fault(self, call: _Call, txn_id: str | None = None) -> Reply | None:
         """The fault `fail()` set for this call, recorded; None: none."""
@@ -1452,6 +1619,20 @@ class FakeMatrix(Fake):
             self._txns[key] = {}
             self._cond.notify_all()
             return _ok()
+
+
+def _is_media(segments: list[str]) -> bool:
+    """A path of the media repository: `/_matrix/media/...` or `/_matrix/client/v1/media/`."""
+    return segments[1:3] == ["_matrix", "media"] or (
+        segments[1:3] == ["_matrix", "client"] and segments[4:5] == ["media"]
+    )
+
+
+def _media_id(mxc: str) -> str:
+    prefix = f"mxc://{SERVER_NAME}/"
+    if not mxc.startswith(prefix):
+        raise LookupError(f"{mxc} is not this server's media")
+    return mxc[len(prefix) :]
 
 
 def _route(verb: str, rest: list[str]) -> tuple[str, list[str]] | Reply:

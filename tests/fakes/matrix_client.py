@@ -1,14 +1,17 @@
 """A Matrix client for the end-to-end tests that behaves as Element would in an encrypted
 room: it speaks the real client-server API (to the fake homeserver of
 tests/fakes/matrix.py, or any other) and does Olm/Megolm with vodozemac as the spec says,
-so whatever it can talk to, a spec-following client can too."""
+so whatever it can talk to, a spec-following client can too. Its attachments are
+encrypted as Element's are (AES-256-CTR, a JWK key, an EncryptedFile in `file`)."""
 
 from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import itertools
 import json
+import secrets
 import time
 from typing import Any
 from urllib.parse import quote
@@ -16,6 +19,7 @@ from urllib.parse import quote
 import attrs
 import httpx
 import vodozemac as vz
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 OLM = "m.olm.v1.curve25519-aes-sha2"
 MEGOLM = "m.megolm.v1.aes-sha2"
@@ -96,7 +100,8 @@ class ElementClient:
     retried when a key comes; other non-state events go there in the clear, and
     `messages()`/`wait_messages()` count the m.room.message ones) and tops up one-time
     and fallback keys. It reads its own messages too (it keeps each outbound session's
-    key inbound, as Element does), so filter by sender. `send_text()`
+    key inbound, as Element does), so filter by sender. `send_text()` (and `send_file()`,
+    whose file is uploaded encrypted there; `download()` reads one back)
     encrypts in an encrypted room, first sharing the outbound session's key over Olm with
     every device of every joined member not given it yet (asking `joined_members` at
     that moment, so a join not yet synced is not missed).
@@ -123,6 +128,7 @@ class ElementClient:
         base = homeserver_url.rstrip("/")
         if not base.endswith("/_matrix/client/v3"):
             base += "/_matrix/client/v3"
+        self.root = base.removesuffix("/_matrix/client/v3")  # the media paths are beside it
         self._http = httpx.Client(base_url=base, timeout=httpx.Timeout(10),
                                   headers={"Authorization": f"Bearer {access_token}"})  # fmt: skip
         self.account = vz.Account()
@@ -521,6 +527,74 @@ class ElementClient:
         path = (f"/rooms/{quote(room_id, safe='')}/send/{quote(event_type, safe='')}/"
                 f"{quote(txn_id or self._txn(), safe='')}")  # fmt: skip
         return _field(self._call("PUT", path, wire), "event_id", str, f"send to {room_id}")
+
+    def send_file(
+        self,
+        room_id: str,
+        data: bytes,
+        name: str,
+        mime: str,
+        *,
+        msgtype: str = "m.file",
+        caption: str | None = None,
+    ) -> str:
+        """Upload `data` and send it as `msgtype` (Element's way: in an encrypted room
+        the file encrypted, its EncryptedFile in `file`; a caption as `body` beside
+        `filename`); its event id."""
+        encrypted = self._is_encrypted(room_id)
+        sealed: dict[str, Any] | None = None
+        body = data
+        if encrypted:
+            key, iv = secrets.token_bytes(32), secrets.token_bytes(8) + bytes(8)
+            encryptor = Cipher(algorithms.AES(key), modes.CTR(iv)).encryptor()
+            body = encryptor.update(data) + encryptor.finalize()
+            sealed = {"key": {"kty": "oct", "key_ops": ["encrypt", "decrypt"], "alg": "A256CTR",
+                              "k": base64.urlsafe_b64encode(key).decode().rstrip("="),
+                              "ext": True},
+                      "iv": unpadded_b64(iv),
+                      "hashes": {"sha256": unpadded_b64(hashlib.sha256(body).digest())},
+                      "v": "v2"}  # fmt: skip
+        mxc = self.upload(body, "application/octet-stream" if encrypted else mime, name)
+        content: dict[str, Any] = {"msgtype": msgtype, "body": caption or name, "filename": name,
+                                   "info": {"mimetype": mime, "size": len(data)}}  # fmt: skip
+        if sealed is not None:
+            content["file"] = {"url": mxc, **sealed}
+        else:
+            content["url"] = mxc
+        return self.send_event(room_id, "m.room.message", content)
+
+    def upload(self, data: bytes, mime: str, name: str) -> str:
+        """`POST /_matrix/media/v3/upload`: the `mxc://` URI."""
+        answer = self._http.post(f"{self.root}/_matrix/media/v3/upload",
+                                 params={"filename": name}, content=data,
+                                 headers={"Content-Type": mime})  # fmt: skip
+        if answer.status_code != 200:
+            raise AssertionError(f"upload answered {answer.status_code}: {answer.text}")
+        return _field(answer.json(), "content_uri", str, "upload")
+
+    def download(self, content: dict[str, Any]) -> bytes:
+        """The file a media message's content names, from the authenticated endpoint:
+        decrypted, its hash checked, when it came encrypted (ValueError when that fails)."""
+        sealed = content.get("file")
+        url = _field(sealed if isinstance(sealed, dict) else content, "url", str, "a file")
+        if not url.startswith("mxc://"):
+            raise ValueError(f"{url!r} is not a Matrix media URI")
+        answer = self._http.get(f"{self.root}/_matrix/client/v1/media/download/{url[6:]}")
+        if answer.status_code != 200:
+            raise AssertionError(f"download answered {answer.status_code}: {answer.text}")
+        if not isinstance(sealed, dict):
+            return answer.content
+        what = "an EncryptedFile"
+        key = _field(sealed, "key", dict, what)
+        if (sealed.get("v"), key.get("alg"), key.get("kty")) != ("v2", "A256CTR", "oct"):
+            raise ValueError(f"{what} that is not v2 A256CTR: {sealed!r}")
+        digest = b64decode(_field(_field(sealed, "hashes", dict, what), "sha256", str, what))
+        if hashlib.sha256(answer.content).digest() != digest:
+            raise ValueError("the downloaded ciphertext's sha256 is not the event's")
+        k = base64.urlsafe_b64decode(_field(key, "k", str, what) + "==")
+        iv = b64decode(_field(sealed, "iv", str, what))
+        decryptor = Cipher(algorithms.AES(k), modes.CTR(iv)).decryptor()
+        return decryptor.update(answer.content) + decryptor.finalize()
 
     def _thread_last(self, room_id: str, thread_id: str) -> str:
         last = thread_id

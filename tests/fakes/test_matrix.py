@@ -4,6 +4,7 @@ fake's conditions, never by sleeping."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -372,3 +373,72 @@ def test_a_handlers_exception_answers_500_and_is_recorded(monkeypatch: pytest.Mo
         assert (answer.status_code, answer.json()["errcode"]) == (500, "M_UNKNOWN")
         [trace] = fake.internal_errors
         assert "ZeroDivisionError" in trace
+
+
+def media(hs: FakeMatrix, token: str | None = HERMES_TOKEN) -> httpx.Client:
+    """A client of the homeserver's root (the media paths are not under the client API)."""
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return httpx.Client(base_url=hs.url, headers=headers, timeout=10)
+
+
+def test_an_upload_is_recorded_and_downloaded_with_a_token(hs: FakeMatrix):
+    with media(hs) as c:
+        answer = c.post("/_matrix/media/v3/upload", params={"filename": "chart.txt"},
+                        content=b"the chart", headers={"Content-Type": "text/plain"})  # fmt: skip
+        mxc = answer.json()["content_uri"]
+        [upload] = hs.wait_uploads(1)
+        assert hs.downloads == []
+        got = c.get(f"/_matrix/client/v1/media/download/{mxc[len('mxc://') :]}")
+    assert mxc.startswith("mxc://test.local/") and upload["mxc"] == mxc
+    assert (upload["user"], upload["filename"], upload["content_type"]) == (
+        HERMES, "chart.txt", "text/plain")  # fmt: skip
+    assert (upload["size"], upload["content"]) == (9, b"the chart")
+    assert upload["sha256"] == hashlib.sha256(b"the chart").hexdigest()
+    assert (got.status_code, got.content, got.headers["content-type"]) == (
+        200, b"the chart", "text/plain")  # fmt: skip
+    [download] = hs.wait_downloads(1)
+    assert (download["mxc"], download["user"], download["authenticated"]) == (mxc, HERMES, True)
+
+
+def test_media_a_test_adds_is_served_and_unknown_media_is_not(hs: FakeMatrix):
+    mxc = hs.add_media(b"\x89PNG...", "image/png", "cat.png")
+    where = mxc[len("mxc://") :]
+    with media(hs) as c:
+        named = c.get(f"/_matrix/client/v1/media/download/{where}/cat.png")
+        unknown = c.get("/_matrix/client/v1/media/download/test.local/nothing")
+        legacy = c.get(f"/_matrix/media/v3/download/{where}")  # new media: authenticated only
+    with media(hs, token=None) as anonymous:
+        refused = anonymous.get(f"/_matrix/client/v1/media/download/{where}")
+    assert (named.status_code, named.content) == (200, b"\x89PNG...")
+    assert (unknown.status_code, unknown.json()["errcode"]) == (404, "M_NOT_FOUND")
+    assert (legacy.status_code, legacy.json()["errcode"]) == (404, "M_NOT_FOUND")
+    assert (refused.status_code, refused.json()["errcode"]) == (401, "M_MISSING_TOKEN")
+    assert len(hs.downloads) == 1 and hs.uploads == []  # add_media is no client's upload
+    assert hs.media_content(mxc) == b"\x89PNG..."
+
+
+def test_an_upload_over_max_upload_is_m_too_large(hs: FakeMatrix):
+    hs.max_upload = 8
+    with media(hs) as c:
+        config = c.get("/_matrix/client/v1/media/config").json()
+        big = c.post("/_matrix/media/v3/upload", content=b"123456789")
+        fits = c.post("/_matrix/media/v3/upload", content=b"12345678")
+    assert config == {"m.upload.size": 8}
+    assert (big.status_code, big.json()["errcode"]) == (413, "M_TOO_LARGE")
+    assert fits.status_code == 200
+    [upload] = hs.uploads
+    assert (upload["size"], upload["content_type"]) == (8, "application/octet-stream")
+
+
+def test_an_older_homeserver_serves_media_without_authentication(hs: FakeMatrix):
+    hs.authenticated_media = False
+    mxc = hs.add_media(b"old", "text/plain", "old.txt")
+    where = mxc[len("mxc://") :]
+    with media(hs, token=None) as c:
+        legacy = c.get(f"/_matrix/media/v3/download/{where}")
+    with media(hs) as c:
+        new = c.get(f"/_matrix/client/v1/media/download/{where}")
+    assert (legacy.status_code, legacy.content) == (200, b"old")
+    assert (new.status_code, new.json()["errcode"]) == (404, "M_UNRECOGNIZED")
+    [download] = hs.downloads
+    assert (download["user"], download["authenticated"]) == (None, False)

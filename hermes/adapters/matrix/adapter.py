@@ -23,6 +23,8 @@
   row's idempotency key, which the homeserver deduplicates (the platform says so);
   encrypted in an encrypted room, the answer's HTML as `formatted_body`, an edit as
   `m.replace`. Threads and replies as `m.relates_to`; 429 waits `retry_after_ms`.
+- Media (media.py): a file is uploaded (encrypted for an encrypted room), then sent as
+  an event the same way; an event's file is fetched once the event is authorized.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ import trio
 from hermes.adapters.base import AdapterFatal, AdapterSetup
 from hermes.adapters.contract import (
     Cursor,
+    Fetched,
+    InboundEvent,
+    OutFile,
     Permanent,
     RetryAfter,
     SendRequest,
@@ -59,7 +64,8 @@ from hermes.adapters.matrix.api import (
 )
 from hermes.adapters.matrix.config import MatrixConfig
 from hermes.adapters.matrix.encryption import Encryption, RoomSettings, encryption_of
-from hermes.adapters.matrix.inbound import RoomView, Taken, read_event
+from hermes.adapters.matrix.inbound import RoomView, read_event
+from hermes.adapters.matrix.media import Uploaded, fetch_media, file_content, upload
 from hermes.adapters.matrix.olm import MEGOLM, Olm
 from hermes.config import PlatformConfig, Secrets
 
@@ -91,6 +97,8 @@ class MatrixAdapter(HttpAdapter):
         self.login_key = f"{setup.name}:login"  # {access_token, device_id} of a login
         self.base = config.base_url or ""
         self.cursors = setup.cursors
+        self.cache = setup.cache / setup.name if setup.cache is not None else None
+        self.media = setup.media
         self.since_key = f"{setup.name}:since"
         self.progress_deadline = config.sync_timeout + max(MIN_SLACK, config.sync_timeout / 2)
         self.direct: set[str] = set()  # rooms some m.direct names
@@ -224,7 +232,7 @@ class MatrixAdapter(HttpAdapter):
         keyed = await self._keys_of(http, batch)
         for room_id, invite in as_dict(rooms.get("invite")).items():
             await self._invited(http, room_id, invite)
-        taken: list[Taken] = []
+        taken: list[InboundEvent] = []
         for room_id, room in as_dict(rooms.get("join")).items():
             count = as_dict(room.get("summary")).get("m.joined_member_count")
             if isinstance(count, int):
@@ -253,7 +261,7 @@ class MatrixAdapter(HttpAdapter):
             await self.encryption.keep_waiting()  # before the batch is committed
         kept = Cursor(self.since_key, next_batch) if self.cursors is not None else None
         for n, found in enumerate(taken):
-            await self.admit(found.event, kept if n == len(taken) - 1 else None)
+            await self.admit(found, kept if n == len(taken) - 1 else None)
         if not taken and kept is not None and next_batch != since:
             await self.cursors.put(kept.key, kept.value)
         if self.encryption is not None:
@@ -293,7 +301,7 @@ class MatrixAdapter(HttpAdapter):
             elif kind == "m.room.redaction":
                 self.encryption.forget(event.get("redacts") or content.get("redacts"))
 
-    async def _read(self, room_id: str, event: dict[str, Any]) -> Taken | None:
+    async def _read(self, room_id: str, event: dict[str, Any]) -> InboundEvent | None:
         if event.get("type") == "m.room.encrypted":
             self.room_encryption.setdefault(room_id, {"algorithm": MEGOLM})
             if self.encryption is None:
@@ -388,7 +396,8 @@ class MatrixAdapter(HttpAdapter):
     # -- sending --------------------------------------------------------------------------
 
     async def send(self, request: SendRequest) -> SendResult:
-        target = request.target
+        if request.file is not None:
+            return await self._send_file(request, request.file)
         content: dict[str, Any] = {"msgtype": "m.text", "body": request.text}
         if not request.plain:
             html = markdown_html(request.text)
@@ -398,7 +407,39 @@ class MatrixAdapter(HttpAdapter):
             new = dict(content)
             content = {**new, "body": "* " + request.text, "m.new_content": new,
                        "m.relates_to": replaced}  # fmt: skip
-        elif target.thread_id:
+        return await self._send_event(request, self._related(request, content))
+
+    async def _send_file(self, request: SendRequest, file: OutFile) -> SendResult:
+        """The file uploaded (encrypted for an encrypted room, never in the clear there),
+        then its event sent as a text is. Nothing shows before that event: an upload that
+        failed in any way goes again from the start."""
+        room = request.target.chat_id
+        if self.http is None:
+            return RetryAfter(None, "the adapter is not started")
+        try:
+            encrypted = await encryption_of(self.http, self.base, room, self.room_encryption)
+        except MatrixError as exc:
+            return result_of(exc)
+        except httpx.HTTPError as exc:
+            return RetryAfter(None, f"not sent: {type(exc).__name__}")  # nothing shows yet
+        if encrypted is not None and self.encryption is None:
+            return self._cannot_seal(room)
+        uploaded = await upload(self.http, self.base, file, encrypted is not None)
+        if not isinstance(uploaded, Uploaded):
+            return uploaded
+        content = file_content(file, request.text, uploaded)
+        if request.text and not request.plain:
+            content.update(format="org.matrix.custom.html",
+                           formatted_body=markdown_html(request.text))  # fmt: skip
+        return await self._send_event(request, self._related(request, content),
+                                      clear_file=uploaded.sealed is None)  # fmt: skip
+
+    def _related(self, request: SendRequest, content: dict[str, Any]) -> dict[str, Any]:
+        """`content` in the target's thread, or replying to the message it answers."""
+        target = request.target
+        if request.edit_of is not None:
+            return content
+        if target.thread_id:
             content["m.relates_to"] = {
                 "rel_type": "m.thread", "event_id": target.thread_id,
                 "is_falling_back": request.reply_to is None,
@@ -406,6 +447,15 @@ class MatrixAdapter(HttpAdapter):
             }  # fmt: skip
         elif request.reply_to:
             content["m.relates_to"] = {"m.in_reply_to": {"event_id": request.reply_to}}
+        return content
+
+    async def _send_event(
+        self, request: SendRequest, content: dict[str, Any], clear_file: bool = False
+    ) -> SendResult:
+        """`PUT .../send/{type}/{txnId}`, sealed in an encrypted room (`clear_file`: the
+        event names a file uploaded in the clear, which must not go to a room that turned
+        encrypted meanwhile)."""
+        target = request.target
         try:
             sealed = await self._sealed(target.chat_id, content)
         except MatrixError as exc:
@@ -415,6 +465,8 @@ class MatrixAdapter(HttpAdapter):
         if not isinstance(sealed, tuple):
             return sealed
         kind, content = sealed
+        if clear_file and kind == "m.room.encrypted":
+            return RetryAfter(None, "the room turned encrypted: the file goes again, encrypted")
         url = client_url(self.base, "rooms", target.chat_id, "send", kind,
                          txn_id(request.idempotency_key))  # fmt: skip
         answer = await self.post(url, content, method="PUT")
@@ -429,17 +481,26 @@ class MatrixAdapter(HttpAdapter):
         self, room_id: str, content: dict[str, Any]
     ) -> tuple[str, dict[str, Any]] | SendResult:
         """The event's type and content as they go, encrypted in an encrypted room; never
-        in the clear there: without a pickle key, refused; before the encryption state
-        is loaded (the adapter starting), not yet."""
+        in the clear there."""
         if self.http is None:
             return RetryAfter(None, "the adapter is not started")
         if self.encryption is not None:
             return await self.encryption.seal(self.http, room_id, "m.room.message", content)
         if await encryption_of(self.http, self.base, room_id, self.room_encryption) is None:
             return "m.room.message", content
+        return self._cannot_seal(room_id)
+
+    def _cannot_seal(self, room_id: str) -> SendResult:
+        """A send to an encrypted room without the encryption state: without a pickle key,
+        refused; before the state is loaded (the adapter starting), not yet."""
         if self.pickle_secret:
             return RetryAfter(None, "the room is encrypted and the encryption state is loading")
         return Permanent(f"{room_id} is encrypted: set platforms.{self.name}.pickle_key_env")
+
+    async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
+        """The files of an authorized message, from the homeserver with the token,
+        decrypted where they were sent encrypted, streamed to the cache."""
+        return await fetch_media(self.http, self.base, attachments, self.cache, self.media)
 
     async def type_once(self, event: Any) -> None:
         if self.http is None:

@@ -1,5 +1,7 @@
 """A Matrix room timeline event (from /sync, decrypted already) as the gateway's
-InboundEvent, and the media it carries.
+InboundEvent, with the file a media message carries as its attachment (media.py), fetched
+only once the event is authorized: a stranger's media costs nothing. A media message's
+text is its caption, or nothing.
 
 Only `m.room.message` is read; hermes's own events (from any of its devices) and edits
 (`m.replace`: the original was answered) are skipped. `m.notice` is Matrix's mark of a
@@ -20,9 +22,9 @@ from typing import Any
 import attrs
 
 from hermes.adapters.contract import ChatType, InboundEvent
+from hermes.adapters.matrix.media import MEDIA_TYPES, caption_of, media_of
 
 MAX_TEXT = 20_000  # characters of a message the model reads
-MEDIA_TYPES = frozenset({"m.image", "m.file", "m.audio", "m.video"})
 # The spec's legacy reply fallback opens the body: `> <@sender> first line` (`> * <@sender>`
 # for an emote), more `> ` lines, then a blank line before the new words.
 _FALLBACK = re.compile(r"> (?:\* )?<@.*(?:\n>.*)*(?:\n\n?|\Z)")
@@ -40,16 +42,9 @@ class RoomView:
     my_events: frozenset[str]
 
 
-@attrs.frozen
-class Taken:
-    """An event hermes takes, and the `mxc://` URLs of its media, downloaded only once the
-    event is authorized: a stranger's media costs nothing."""
-
-    event: InboundEvent
-    media: tuple[str, ...]
-
-
-def read_event(event: dict[str, Any], room_id: str, room: RoomView, platform: str) -> Taken | None:
+def read_event(
+    event: dict[str, Any], room_id: str, room: RoomView, platform: str
+) -> InboundEvent | None:
     """None for an event hermes does not take (not a message, its own, an edit, malformed)."""
     if not isinstance(event, dict) or event.get("type") != "m.room.message":
         return None
@@ -69,30 +64,25 @@ def read_event(event: dict[str, Any], room_id: str, room: RoomView, platform: st
     if quoted is not None and (fallback := _FALLBACK.match(body)):
         body = body[fallback.end() :]
     kind = content.get("msgtype")
-    media = _media(content) if kind in MEDIA_TYPES else ()
-    if not body.strip() and not media:
+    media = media_of(content) if kind in MEDIA_TYPES else None
+    if media is not None:
+        body = caption_of(content, body)
+    elif not body.strip():
         return None
     mentioned = room.direct or _mentioned(content, body, reply_to, room)
     if len(body) > MAX_TEXT:
         body = body[:MAX_TEXT] + f"\n[the message goes on: cut at {MAX_TEXT} characters]"
-    taken = InboundEvent(
+    return InboundEvent(
         platform, event_id, ChatType.DM if room.direct else ChatType.GROUP, room_id, sender,
         body, thread_id=thread, is_bot=kind == "m.notice", message_id=event_id,
         reply_to=reply_to, mentioned=mentioned,
+        attachments=() if media is None else (media.to_text(),),
     )  # fmt: skip
-    return Taken(taken, media)
 
 
 def _id(value: Any) -> str | None:
     """An id the event names, or None where it holds anything else."""
     return value if isinstance(value, str) and value else None
-
-
-def _media(content: dict[str, Any]) -> tuple[str, ...]:
-    """The media's URL: `url`, or, encrypted, `file.url` (its keys stay in the event)."""
-    file = content.get("file")
-    urls = (content.get("url"), file.get("url") if isinstance(file, dict) else None)
-    return tuple(u for u in urls if isinstance(u, str) and u.startswith("mxc://"))
 
 
 def _mentioned(content: dict[str, Any], body: str, reply_to: str | None, room: RoomView) -> bool:

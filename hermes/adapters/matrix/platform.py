@@ -2,7 +2,8 @@
 characters (its HTML beside it and encrypted, in any script); edits are `m.replace`; the
 homeserver drops a send whose transaction id it has seen (a send that may have arrived
 goes again safely); a pace under Synapse's for a bot that is exempt from the default
-(0.2 messages a second), whose 429s say how long to wait."""
+(0.2 messages a second), whose 429s say how long to wait; files up to Synapse's default
+upload limit."""
 
 from hermes.adapters.matrix.adapter import MatrixAdapter
 from hermes.adapters.matrix.config import MatrixConfig
@@ -18,4 +19,7 @@ MATRIX = Platform(
     token_hint="the bot account's access token (or its password, in password_env)",
     settings=MatrixConfig,
     edits=True,
+    # Synapse's default max_upload_size, 50M (MiB); a homeserver set lower answers 413
+    # M_TOO_LARGE, a dead letter.
+    max_upload=50 * 1024 * 1024,
 )
