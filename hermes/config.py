@@ -498,11 +498,6 @@ class Config:
     media: MediaConfig = MediaConfig()
     """Attachments, voice and images, both ways."""
 
-    def __attrs_post_init__(self) -> None:
-        unknown = [p for p in self.media.speak.platforms if p not in self.platforms]
-        if unknown:
-            raise _BadValue(f"media.speak.platforms: {', '.join(unknown)} not under platforms")
-
     def zone(self) -> zoneinfo.ZoneInfo:
         """The configured timezone, else the machine's ($TZ, then /etc/localtime), else UTC."""
         return resolve_zone(self.timezone)
@@ -643,6 +638,10 @@ def parse_config(data: Any, source: str, sections: Sections | None = None) -> Co
         config = structure({k: v for k, v in data.items() if k != "platforms"}, Config)
     except InputError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    unknown = [p for p in config.media.speak.platforms if p not in (platforms or {})]
+    if unknown:
+        raise ConfigError(f"{source}: media.speak.platforms: {', '.join(unknown)} not under"
+                          " platforms")  # fmt: skip
     if platforms is None:
         return config
     if not isinstance(platforms, Mapping):

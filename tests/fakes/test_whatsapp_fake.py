@@ -130,6 +130,20 @@ def text(to: str, body: str) -> dict[str, Any]:
             "text": {"preview_url": False, "body": body}}  # fmt: skip
 
 
+def upload(wa: FakeWhatsApp, data: bytes, mime: str | None, name: str = "chart.txt",
+           token: str = TOKEN, part_type: str | None = None) -> httpx.Response:  # fmt: skip
+    """`POST /{phone}/media` as the Cloud API's example: `type` the MIME type (None: no
+    such field, only the part's `part_type`)."""
+    fields = {"messaging_product": "whatsapp"} | ({} if mime is None else {"type": mime})
+    return httpx.post(f"{wa.graph_url}/{PHONE_NUMBER_ID}/media", timeout=30, data=fields,
+                      files={"file": (name, data, part_type or mime or "")},
+                      headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+
+
+def media(to: str, kind: str, media_id: str, **more: Any) -> dict[str, Any]:
+    return {"to": to, "type": kind, kind: {"id": media_id, **more}}
+
+
 def template(to: str, name: str, *params: str) -> dict[str, Any]:
     return {"to": to, "type": "template", "template": {
         "name": name, "language": {"code": "en_US"},
@@ -366,6 +380,116 @@ def test_replies_buttons_reactions_and_documents_are_metas_shapes(
     assert removed["reaction"] == {"message_id": ours}
     assert document["document"]["filename"] == "report.pdf"
     assert document["document"]["caption"] == "the report"
+
+
+def test_an_upload_is_kept_and_a_document_refers_to_it(wa: FakeWhatsApp, receiver: Receiver):
+    wa.deliver_text(USER, "send me the chart")
+    chart = b"the chart\r\n--not a boundary"  # CRLF and dashes inside a part are its bytes
+    answer = upload(wa, chart, "text/plain")
+    assert answer.status_code == 200
+    media_id = answer.json()["id"]
+    assert answer.json() == {"id": media_id} and media_id.isdigit()
+    digest = hashlib.sha256(chart).hexdigest()
+    assert wa.uploaded == [{"media_id": media_id, "filename": "chart.txt", "mime": "text/plain",
+                            "size": 27, "sha256": digest}]  # fmt: skip
+    assert wa.uploads == []  # kept, not sent
+    sent = send(wa, media(USER, "document", media_id, caption="here it is",
+                          filename="the chart.txt"))  # fmt: skip
+    assert sent.status_code == 200
+    wamid = sent.json()["messages"][0]["id"]
+    [doc] = wa.wait_uploads(1)
+    assert {k: doc[k] for k in ("to", "wamid", "type", "media_id", "filename", "mime", "size",
+                                "sha256", "caption", "content", "error_code")} == {
+        "to": USER, "wamid": wamid, "type": "document", "media_id": media_id,
+        "filename": "the chart.txt", "mime": "text/plain", "size": 27, "sha256": digest,
+        "caption": "here it is", "content": chart, "error_code": None,
+    }  # fmt: skip
+    assert [s["kind"] for s in wa.sent] == ["document"]
+    wa.wait_delivered(wamid, "delivered")
+    again = send(wa, media(USER, "document", media_id))  # an id goes more than once
+    assert again.status_code == 200 and wa.wait_uploads(2)[1]["filename"] == "chart.txt"
+
+
+def test_media_by_an_id_the_fake_never_issued_is_metas_400(wa: FakeWhatsApp):
+    wa.deliver_text(USER, "hi")
+    for kind in ("image", "audio", "document", "video"):
+        answer = send(wa, media(USER, kind, "1013859600999999"))
+        assert answer.status_code == 400
+        error = answer.json()["error"]
+        assert (error["code"], error["message"]) == (100, f"(#100) Param {kind}.id is not a valid"
+                                                     " whatsapp business account media"
+                                                     " attachment ID")  # fmt: skip
+    neither = send(wa, {"to": USER, "type": "image", "image": {"caption": "?"}})
+    assert (
+        neither.json()["error"]["message"]
+        == "(#100) Either one of media ID or link must be present"
+    )
+    voice = upload(wa, b"OggS voice", "audio/ogg", "reply.ogg").json()["id"]
+    captioned = send(wa, media(USER, "audio", voice, caption="no"))
+    assert captioned.status_code == 400 and captioned.json()["error"]["code"] == 100
+    assert send(wa, media(USER, "audio", voice)).status_code == 200
+    [audio] = wa.wait_uploads(1)
+    assert (audio["type"], audio["mime"], audio["caption"]) == ("audio", "audio/ogg", None)
+    assert [r["code"] for r in wa.refused] == [100] * 6
+    assert [s["kind"] for s in wa.sent] == ["audio"]
+
+
+def test_an_upload_over_its_types_limit_is_refused_as_meta_does(
+    wa: FakeWhatsApp, receiver: Receiver
+):
+    wa.deliver_text(USER, "hi")
+    big = b"\x89PNG" + bytes(5 * 1024 * 1024 - 3)  # 5 MiB and a byte
+    refused = upload(wa, big, "image/png", "photo.png")
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert (error["code"], error["message"], error["error_data"]["details"]) == (
+        100,
+        "(#100) Invalid parameter",
+        "File Too Large: The file you uploaded is too large.",
+    )
+    assert wa.uploaded == []
+    assert upload(wa, big[:-1], "image/png", "photo.png").status_code == 200  # 5 MiB: taken
+    as_bytes = upload(wa, big, "application/octet-stream", "photo.png")  # as a document
+    assert as_bytes.status_code == 200
+    media_id = as_bytes.json()["id"]
+    send(wa, media(USER, "document", media_id))
+    [doc] = wa.wait_uploads(1)
+    assert (doc["size"], doc["content"], doc["filename"]) == (len(big), None, "photo.png")
+    assert doc["sha256"] == hashlib.sha256(big).hexdigest()
+    wamid = send(wa, media(USER, "image", media_id)).json()["messages"][0]["id"]
+    wa.wait_delivered(wamid, "failed")  # accepted, then failed: not an image's type
+    [failed] = [s for s in statuses(receiver) if s["status"] == "failed"]
+    assert failed["errors"][0]["code"] == 131053 and wa.wait_uploads(2)[1]["error_code"] == 131053
+    tiff = upload(wa, b"II*", None, "scan.tiff", part_type="image/tiff")  # the part's type
+    assert [u["mime"] for u in wa.uploaded][-1] == "image/tiff" and tiff.status_code == 200
+
+
+def test_uploads_are_authorized_and_their_faults_injected(wa: FakeWhatsApp):
+    wrong = upload(wa, b"x", "text/plain", token="EAAG-wrong")
+    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == 190
+    elsewhere = httpx.post(f"{wa.graph_url}/999/media", data={"messaging_product": "whatsapp"},
+                           files={"file": ("a.txt", b"x", "text/plain")},
+                           headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)  # fmt: skip
+    assert elsewhere.status_code == 400 and elsewhere.json()["error"]["error_subcode"] == 33
+    not_a_form = httpx.post(f"{wa.graph_url}/{PHONE_NUMBER_ID}/media", json={"file": "x"},
+                            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)  # fmt: skip
+    assert not_a_form.status_code == 400 and not_a_form.json()["error"]["code"] == 100
+    wa.fail_upload(130429, status=429)
+    limited = upload(wa, b"x", "text/plain")
+    assert limited.status_code == 429 and limited.json()["error"]["code"] == 130429
+    assert wa.uploaded == []
+    wa.lose_answer("media")
+    with pytest.raises(httpx.RemoteProtocolError):
+        upload(wa, b"lost", "text/plain")
+    [kept] = wa.uploaded  # Meta kept it; its id never came back
+    assert kept["size"] == 4
+    wa.deliver_text(USER, "hi")
+    wa.lose_answer("messages")
+    with pytest.raises(httpx.RemoteProtocolError):
+        send(wa, media(USER, "document", kept["media_id"]))
+    [taken] = wa.wait_uploads(1)  # the send was taken all the same
+    assert taken["media_id"] == kept["media_id"]
+    assert send(wa, text(USER, "answered again")).status_code == 200
 
 
 def test_the_handshake_reaches_the_receiver_with_the_right_query(

@@ -11,13 +11,19 @@ Graph API, under any `/v<major>.<minor>/` (an unknown path answers 400, code 250
         {"messaging_product": "whatsapp", "to": ..., "type": "template", "template":
          {"name": ..., "language": {"code": "en_US"}, "components": [{"type": "body",
           "parameters": [{"type": "text", "text": "..."}]}]}}
+        {"messaging_product": "whatsapp", "to": ..., "type": "image" | "audio" | "document"
+         | "video", "<type>": {"id": "<media id>", "caption"?: ..., "filename"?: ...}}
         -> {"messaging_product": "whatsapp", "contacts": [{"input": <to>, "wa_id": <wa_id>}],
             "messages": [{"id": "wamid...."}]}  (a template's also "message_status":
-            "accepted"); any other `type` (image, document, reaction, interactive ...) is
-            taken as given and recorded with its object
+            "accepted"); any other `type` (sticker, reaction, interactive, media by `link`
+            ...) is taken as given and recorded with its object
         {"messaging_product": "whatsapp", "status": "read", "message_id": "<wamid>",
          "typing_indicator": {"type": "text"}?}  -> {"success": true}; recorded in
             `reads`; a wamid the driver never delivered answers 400, code 100
+    POST /{version}/{phone_number_id}/media   Authorization: Bearer <token>
+        multipart/form-data: `file` (the bytes, with a filename), `type` (its MIME type;
+        without it, the file part's Content-Type), `messaging_product=whatsapp`
+        -> {"id": "<media id>"}: kept for messages to refer to (see Media sends)
     GET /{version}/{phone_number_id}?fields=...   Authorization: Bearer <token>
         -> {"id", "display_phone_number", "verified_name", "quality_rating"} (those asked)
     GET /{version}/{media_id}   Authorization: Bearer <token>
@@ -33,7 +39,26 @@ access token - Cannot parse access token"); after `revoke_token()` every call do
 (code 190, subcode 463, the session expired). A text body over 4,096 characters answers
 400, code 100 (Invalid parameter). A template the fake does not know answers 400, code
 132001, when the fake was given its `templates` (by default every name is taken).
-`fail(130429)` / `fail(131056, status=429)` answer the next send(s) with a rate error.
+`fail(130429)` / `fail(131056, status=429)` answer the next send(s) with a rate error;
+`fail_upload(code)` the next upload(s). `lose_answer("messages" | "media")`: the next
+call there that succeeds is taken (the send recorded, the upload kept) and its answer is
+lost (the connection closes without one), as when a request reached Meta and nothing
+came back.
+
+Media sends, as the Cloud API takes them: an upload is refused over the limit of the
+type it declares (image/jpeg, image/png and other images 5 MB; image/webp, a sticker,
+500 KB; audio/* and video/* 16 MB; anything else, a document, 100 MB; MB = 1024 * 1024
+bytes) with 400, code 100, "(#100) Invalid parameter", details "File Too Large: The file
+you uploaded is too large." (Meta's answer), and is not kept. A message of type image,
+audio, document or video refers to a media id this fake issued: another id answers 400,
+code 100, "(#100) Param <type>.id is not a valid whatsapp business account media
+attachment ID" (Meta's words); neither an id nor a `link`, 400 code 100; a caption on
+audio (Meta: captions are not for audio), 400 code 100 (the fake's choice). A message
+whose type does not fit its media's type (an image message needs image/jpeg or
+image/png, audio audio/*, video video/*; a document takes any) is accepted and then
+gets a `failed` status with 131053 ("Media upload error"), as Meta reports a mismatched
+type. Each such message taken is recorded in `uploads` too (its media's bytes when at
+most 1 MiB; always their size and sha256); every upload kept in `uploaded`.
 
 The 24-hour window, as Meta enforces it: the fake knows when each user last wrote (every
 inbound message the driver delivers sets it from its `timestamp`; `silent_for()` and
@@ -74,7 +99,8 @@ across restarts of hermes, as Meta does. `close()` returns at once.
 
 Where the fake knowingly differs from Meta: one phone number; no throughput or pair-rate
 limits of its own (inject them with `fail`); media URLs do not expire; the `details` of a
-refused mark-as-read and of a too-long text are the fake's words.
+refused mark-as-read and of a too-long text are the fake's words; uploaded media ids do
+not expire and are for messages only (`GET /{media_id}` of one is not served).
 
 In its own process:
 
@@ -90,6 +116,10 @@ from __future__ import annotations
 
 import argparse
 import base64
+import email.message
+import email.parser
+import email.policy
+import email.utils
 import hashlib
 import hmac
 import itertools
@@ -120,6 +150,10 @@ MAX_TEXT = 4096  # characters of a text message's body
 WINDOW = 24 * 3600.0  # the customer-service window, in seconds
 ERROR_CODES_URL = "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/"
 MEDIA_KINDS = frozenset({"image", "audio", "voice", "document", "video", "sticker"})
+SENT_MEDIA = frozenset({"image", "audio", "document", "video"})  # sent by a media id
+MB = 1024 * 1024
+KEPT_UPLOAD = MB  # an upload up to this keeps its bytes (`content`)
+TOO_LARGE = "File Too Large: The file you uploaded is too large."
 STATUSES = ("sent", "delivered", "read", "failed")
 _VERSION = re.compile(r"v\d+\.\d+")
 
@@ -157,6 +191,7 @@ ERRORS: dict[int, MetaError] = {e.code: e for e in (
     MetaError(131056, "(Business Account, Consumer Account) pair rate limit hit", "Too many"
               " messages sent from the sender phone number to the same recipient phone number"
               " in a short period of time."),
+    MetaError(131053, "Media upload error", "Unable to upload the media used in the message."),
     MetaError(132001, "Template name does not exist in the translation",
               "template name does not exist in the translation"),
 )}  # fmt: skip
@@ -222,6 +257,82 @@ def wa_id_of(to: str) -> str:
     return re.sub(r"\D", "", to)
 
 
+def _base_type(mime: str) -> str:
+    return mime.split(";", 1)[0].strip().lower()
+
+
+def upload_limit(mime: str) -> int:
+    """The largest file an upload declaring `mime` may carry (the module docstring)."""
+    base = _base_type(mime)
+    if base == "image/webp":
+        return 500 * 1024
+    if base.startswith("image/"):
+        return 5 * MB
+    if base.startswith(("audio/", "video/")):
+        return 16 * MB
+    return 100 * MB
+
+
+def _fits(kind: str, mime: str) -> bool:
+    """Whether a message of type `kind` can show media of type `mime`."""
+    base = _base_type(mime)
+    if kind == "image":
+        return base in ("image/jpeg", "image/png")
+    return kind == "document" or base.startswith(f"{kind}/")
+
+
+@attrs.frozen(eq=False)
+class _Part:
+    """One part of a multipart/form-data body."""
+
+    filename: str | None
+    content_type: str | None
+    data: bytes
+
+
+def _form(content_type: str, raw: bytes) -> tuple[dict[str, str], dict[str, _Part]]:
+    """A multipart/form-data body (RFC 7578): its text fields, and its parts with a
+    filename by name, each sliced out of `raw` once. ValueError for anything else."""
+    header = email.message.Message()
+    header["content-type"] = content_type
+    boundary = header.get_boundary()
+    if header.get_content_type() != "multipart/form-data" or not boundary:
+        raise ValueError("not multipart/form-data with a boundary")
+    opening = b"--" + boundary.encode("latin-1")
+    delimiter = b"\r\n" + opening
+    if raw.startswith(opening):
+        pos = len(opening)
+    elif (first := raw.find(delimiter)) >= 0:
+        pos = first + len(delimiter)
+    else:
+        raise ValueError("no boundary in the body")
+    fields: dict[str, str] = {}
+    files: dict[str, _Part] = {}
+    while not raw.startswith(b"--", pos):  # the closing delimiter ends with "--"
+        line_end = raw.find(b"\r\n", pos)
+        end = -1 if line_end < 0 else raw.find(delimiter, line_end)
+        if end < 0:
+            raise ValueError("a part without a boundary after it")
+        blank = raw.find(b"\r\n\r\n", line_end, end + 2)
+        if blank < 0:
+            raise ValueError("a part's headers without a blank line after them")
+        head = raw[line_end + 2 : blank + 2].decode("utf-8", "replace")
+        headers = email.parser.HeaderParser(policy=email.policy.HTTP).parsestr(head)
+        name, filename = (headers.get_param(key, header="content-disposition")
+                          for key in ("name", "filename"))  # fmt: skip
+        data = raw[blank + 4 : end] if blank + 4 <= end else b""
+        if isinstance(name, (str, tuple)):
+            name = str(email.utils.collapse_rfc2231_value(name))
+            if filename is None:
+                fields[name] = data.decode("utf-8", "replace")
+            else:
+                given = headers.get("content-type")
+                filename = str(email.utils.collapse_rfc2231_value(filename))
+                files[name] = _Part(filename, None if given is None else str(given).strip(), data)
+        pos = end + len(delimiter)
+    return fields, files
+
+
 @attrs.frozen
 class _Media:
     media_id: str
@@ -237,6 +348,22 @@ class _Media:
     @property
     def sha256_b64(self) -> str:  # webhooks carry the hash in base64
         return base64.b64encode(hashlib.sha256(self.data).digest()).decode()
+
+
+@attrs.frozen
+class _Upload:
+    """A file the business uploaded: its bytes only when at most KEPT_UPLOAD."""
+
+    media_id: str
+    filename: str | None
+    mime: str
+    size: int
+    sha256: str
+    content: bytes | None
+
+    def info(self) -> dict[str, Any]:
+        return {"media_id": self.media_id, "filename": self.filename, "mime": self.mime,
+                "size": self.size, "sha256": self.sha256}  # fmt: skip
 
 
 @attrs.define(eq=False)
@@ -271,13 +398,13 @@ class FakeWhatsApp(Fake):
     _CONTROLS = frozenset({
         "deliver_text", "deliver_reply", "deliver_interactive", "deliver_reaction",
         "deliver_media", "deliver_message", "user_reads", "set_last_inbound", "silent_for",
-        "add_media",
-        "fail", "fail_next_send", "clear_faults", "revoke_token", "configure", "delivery",
+        "add_media", "fail", "fail_upload", "fail_next_send", "lose_answer", "clear_faults",
+        "revoke_token", "configure", "delivery",
     })  # fmt: skip
     _STATE = (
         "sent", "refused", "reads", "deliveries", "pending", "gave_up", "downloads",
         "media_lookups", "number_lookups", "rate_limited", "verifications", "webhook_url",
-        "internal_errors",
+        "internal_errors", "uploads", "uploaded",
     )  # fmt: skip
 
     def __init__(
@@ -326,6 +453,8 @@ class FakeWhatsApp(Fake):
         self._refused: list[dict[str, Any]] = []
         self._reads: list[dict[str, Any]] = []
         self._media: dict[str, _Media] = {}
+        self._uploaded: dict[str, _Upload] = {}  # by media id, in order of upload
+        self._uploads: list[dict[str, Any]] = []
         self._downloads: list[str] = []
         self._media_lookups: list[str] = []
         self._number_lookups = 0  # GET /{phone-number-id} answered (a token that reads it)
@@ -435,6 +564,28 @@ class FakeWhatsApp(Fake):
         with self._cond:
             self._faults.add((code, details), "status", wa_id_of(wa_id), times)
 
+    def fail_upload(
+        self,
+        code: int = 131000,
+        *,
+        status: int | None = None,
+        details: str | None = None,
+        times: int = 1,
+    ) -> None:
+        """The next `times` uploads answer Meta's error `code` (with HTTP `status`, default
+        Meta's for the code) and keep nothing."""
+        with self._cond:
+            self._faults.add(graph_error(code, details, status=status), "media", None, times)
+
+    def lose_answer(self, route: str = "messages", times: int = 1) -> None:
+        """The next `times` calls to `route` ("messages": a send, a mark-as-read aside;
+        "media": an upload) that succeed are taken, and their answer is lost: the
+        connection closes without one."""
+        if route not in ("messages", "media"):
+            raise ValueError(f"route must be messages or media, not {route!r}")
+        with self._cond:
+            self._faults.add(True, f"lose:{route}", None, times)
+
     def revoke_token(self) -> None:
         """Every Graph call and media download from now on answers 401, code 190."""
         self._change(_revoked=True)
@@ -453,7 +604,7 @@ class FakeWhatsApp(Fake):
         if isinstance(data, str):  # over the remote control
             data = data.encode()
         with self._cond:
-            media_id = str(1013859600285440 + next(self._numbers))
+            media_id = self._new_media_id()
             self._media[media_id] = _Media(
                 media_id, bytes(data), mime_type, filename, len(data) if size is None else size
             )
@@ -674,6 +825,13 @@ class FakeWhatsApp(Fake):
     pending = observed("_unsettled", "Keys of the deliveries not settled yet.",
                        lambda unsettled: [d.key for d in unsettled])  # fmt: skip
     gave_up = observed("_gave_up", "Keys of the deliveries whose tries ran out.")
+    uploads = observed("_uploads", """The media messages taken (image, audio, document,
+        video by a media id), in order: `to`, `wamid`, `type`, `media_id`, `filename` (a
+        document's, else the upload's), `mime` (the upload's type), `size`, `sha256`
+        (hex), `caption` (or None), `content` (the bytes when at most 1 MiB, else None),
+        `error_code` (of the `failed` status it got, else None), `at`.""")  # fmt: skip
+    uploaded = observed("_uploaded", """Every upload kept, in order: `media_id`, `filename`,
+        `mime`, `size`, `sha256`.""", lambda kept: [u.info() for u in kept.values()])  # fmt: skip
     downloads = observed("_downloads", "The media ids whose bytes were downloaded, in order.")
     media_lookups = observed("_media_lookups", "The media ids looked up (GET /{version}/{id}).")
     number_lookups = observed("_number_lookups", "How many times the number was read.")
@@ -705,6 +863,10 @@ class FakeWhatsApp(Fake):
     def wait_refused(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
         """The refused sends, once at least `count` were."""
         return self._wait_records("_refused", count, timeout, f"{count} refused send(s)")
+
+    def wait_uploads(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The media messages taken (`uploads`), once at least `count` were."""
+        return self._wait_records("_uploads", count, timeout, f"{count} media message(s)")
 
     def wait_reads(self, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:
         """The mark-as-read calls, once at least `count` came."""
@@ -743,6 +905,9 @@ class FakeWhatsApp(Fake):
         return found
 
     # -- internals (called holding the lock) -------------------------------------------------
+
+    def _new_media_id(self) -> str:
+        return str(1013859600285440 + next(self._numbers))
 
     def _new_wamid(self, wa_id: str) -> str:
         raw = f"\x15\x02\x00\x12{wa_id}\x18\x14{next(self._numbers):020X}{secrets.token_hex(4)}"
@@ -898,6 +1063,8 @@ class FakeWhatsApp(Fake):
         route = segments[1:]
         if request.command == "POST" and len(route) == 2 and route[1] == "messages":
             return self._messages(route[0], raw)
+        if request.command == "POST" and len(route) == 2 and route[1] == "media":
+            return self._upload(route[0], request.headers.get("content-type", ""), raw)
         if request.command == "GET" and route == [self.phone_number_id]:
             return self._number(query)
         if request.command == "GET" and len(route) == 1:
@@ -946,6 +1113,8 @@ class FakeWhatsApp(Fake):
                     "at": time.monotonic(),
                 })  # fmt: skip
             self._cond.notify_all()
+            if reply.status == 200 and self._faults.take("lose:messages") is not None:
+                return None
             return reply
 
     def _check_send(self, body: dict[str, Any], wa_id: str) -> Reply:
@@ -975,11 +1144,19 @@ class FakeWhatsApp(Fake):
                 return refusal
         elif not isinstance(body.get(kind), dict):
             return graph_error(100, f"The parameter {kind} is required.")
+        upload = None
+        if kind in SENT_MEDIA:
+            found = self._media_of(kind, body[kind])
+            if isinstance(found, Reply):
+                return found
+            upload = found
         now = self.clock()
         record["window_open"] = self._window_open(wa_id, now)
         failure: tuple[int, str | None] | None = None
         if kind != "template" and not record["window_open"]:
             failure = (131047, None)
+        elif upload is not None and not _fits(kind, upload.mime):
+            failure = (131053, f"A media of type {upload.mime} cannot be sent as {kind}.")
         else:
             failure = self._faults.take("status", wa_id)
         record["wamid"] = self._new_wamid(wa_id)
@@ -987,6 +1164,15 @@ class FakeWhatsApp(Fake):
         record["at"] = time.monotonic()
         self._sent.append(record)
         self._outbound[record["wamid"]] = record
+        if upload is not None:
+            media = body[kind]
+            named = media.get("filename") if kind == "document" else None
+            self._uploads.append({
+                "to": wa_id, "wamid": record["wamid"], "type": kind, "media_id": upload.media_id,
+                "filename": named or upload.filename, "mime": upload.mime, "size": upload.size,
+                "sha256": upload.sha256, "caption": media.get("caption"),
+                "content": upload.content, "error_code": record["error_code"], "at": record["at"],
+            })  # fmt: skip
         if failure is not None:
             self._status(record, "failed", [status_error(*failure)])
         elif self.status_callbacks:
@@ -1000,6 +1186,64 @@ class FakeWhatsApp(Fake):
             "messaging_product": "whatsapp",
             "contacts": [{"input": record["input"], "wa_id": wa_id}], "messages": [message],
         })  # fmt: skip
+
+    def _media_of(self, kind: str, media: dict[str, Any]) -> _Upload | Reply | None:
+        """The upload a media message refers to (None: by `link`, taken as given), or the
+        refusal of the message (holding the lock)."""
+        if kind == "audio" and media.get("caption") is not None:
+            return graph_error(100, "Param audio.caption is not allowed: audio takes no caption.")
+        if media.get("id") is None:
+            if media.get("link"):
+                return None
+            return graph_error(100, "", message="(#100) Either one of media ID or link must be"
+                               " present")  # fmt: skip
+        found = self._uploaded.get(str(media["id"]))
+        if found is None:
+            return graph_error(100, "", message=f"(#100) Param {kind}.id is not a valid whatsapp"
+                               " business account media attachment ID")  # fmt: skip
+        return found
+
+    def _upload(self, phone_number_id: str, content_type: str, raw: bytes) -> Reply | None:
+        """`POST /{phone_number_id}/media`: the file kept, its media id answered."""
+        if phone_number_id != self.phone_number_id:
+            return self._unsupported("post", phone_number_id)
+        try:
+            fields, files = _form(content_type, raw)
+        except ValueError as exc:
+            return graph_error(100, f"The request body must be multipart/form-data: {exc}.")
+        if fields.get("messaging_product") != "whatsapp":
+            return graph_error(100, "The parameter messaging_product is required.")
+        part = files.get("file")
+        if part is None:
+            return graph_error(100, "The parameter file is required.")
+        mime = fields.get("type") or part.content_type
+        if not mime:
+            return graph_error(100, "The parameter type is required.")
+        with self._cond:
+            fault = self._faults.take("media")
+            if fault is not None:
+                return fault
+            if len(part.data) > upload_limit(mime):
+                return graph_error(100, TOO_LARGE)
+            media_id = self._new_media_id()
+            self._uploaded[media_id] = _Upload(
+                media_id, part.filename, mime, len(part.data),
+                hashlib.sha256(part.data).hexdigest(),
+                part.data if len(part.data) <= KEPT_UPLOAD else None,
+            )  # fmt: skip
+            self._cond.notify_all()
+            if self._faults.take("lose:media") is not None:
+                return None
+        return Reply(200, {"id": media_id})
+
+    def _control(self, verb: str, name: str, raw: bytes) -> Reply:
+        """The kit's remote control; `GET /_fake/state` gives `uploads` without their
+        bytes (`content`), which JSON cannot carry."""
+        reply = super()._control(verb, name, raw)
+        if verb == "GET" and name == "state" and reply.status == 200:
+            for upload in reply.body["result"]["uploads"]:
+                upload.pop("content", None)
+        return reply
 
     def _read_template(self, template: Any, record: dict[str, Any]) -> Reply | None:
         if not isinstance(template, dict) or not template.get("name"):

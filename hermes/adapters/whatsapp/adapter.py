@@ -17,6 +17,11 @@ API's messages endpoint.
   older than 24 hours cannot be sent a free-form message: it goes as the configured
   template (the chunk's first line as its parameter), or dies at once saying why;
   never retried for a day. Rate errors (429, 130429, 131056) retry that send later.
+- Files: uploaded first (`POST /{phone-number-id}/media`), then a message refers to the
+  media id (hermes/adapters/whatsapp/files.py says which). The upload shows the user
+  nothing, so any failure of it, a lost answer too, lets the whole send go again; only
+  a lost answer of the message is unknown, as for text. A template carries no file:
+  outside the window a file dies at once.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import trio
 
@@ -35,6 +41,7 @@ from hermes.adapters.base import FATAL, AdapterFatal, AdapterSetup
 from hermes.adapters.contract import (
     Cursor,
     Fetched,
+    OutFile,
     Permanent,
     RetryAfter,
     SendRequest,
@@ -46,6 +53,7 @@ from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.media import MediaError, Saved, download
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.adapters.whatsapp.config import WhatsAppConfig
+from hermes.adapters.whatsapp.files import declared, kind_of, media_message
 from hermes.adapters.whatsapp.inbound import (
     SIGNATURE_HEADER,
     failures,
@@ -223,8 +231,8 @@ class WhatsAppAdapter(HttpAdapter):
         return f"{self.base}/{self.config.phone_number_id}/messages"
 
     async def send(self, request: SendRequest) -> SendResult:
-        """A text message, or the template outside the window; the Graph API's answer read
-        into a SendResult."""
+        """A text message, a file (uploaded, then a message referring to it), or the
+        template outside the window; the Graph API's answer read into a SendResult."""
         if self.status.state == FATAL:
             return RetryAfter(None, f"{self.name}: {self.status.reason}")
         if request.edit_of is not None:
@@ -233,9 +241,21 @@ class WhatsAppAdapter(HttpAdapter):
         body: dict[str, Any] = {"messaging_product": "whatsapp", "recipient_type": "individual",
                                 "to": chat}  # fmt: skip
         if await self._in_window(chat):
-            body |= {"type": "text", "text": {"preview_url": False, "body": request.text}}
+            if request.file is None:
+                body |= {"type": "text", "text": {"preview_url": False, "body": request.text}}
+            else:
+                kind = kind_of(request.file, request.text)
+                media_id = await self._upload(declared(request.file, kind))
+                if not isinstance(media_id, str):
+                    return media_id
+                body |= media_message(request.file, kind, media_id, request.text)
             if request.reply_to:
                 body["context"] = {"message_id": request.reply_to}
+        elif request.file is not None:
+            return Permanent(
+                f"outside WhatsApp's 24-hour window: {chat} last wrote more than 24 hours"
+                " ago, and a file cannot reach them (a template carries none)"
+            )
         elif self.config.template:
             first = next((line for line in request.text.splitlines() if line.strip()), "")
             parameter = {"type": "text", "text": first[:1024]}
@@ -254,6 +274,25 @@ class WhatsAppAdapter(HttpAdapter):
         if not isinstance(answer, HttpAnswer):
             return answer
         return self._result(answer)
+
+    async def _upload(self, file: OutFile) -> str | SendResult:
+        """The file uploaded for a message to refer to: its media id. Nothing shows in the
+        chat yet, so a failure here, a lost answer too, is one the whole send may retry."""
+        fields = {"messaging_product": "whatsapp", "type": file.mime}
+        url = f"{self.base}/{self.config.phone_number_id}/media"
+        answer = await self.upload(url, fields, {"file": file})
+        if isinstance(answer, HttpAnswer):
+            body = answer.body if isinstance(answer.body, dict) else {}
+            if answer.status == 200 and body.get("id"):
+                return str(body["id"])
+            result = self._result(answer) if answer.status != 200 else RetryAfter(None, "no id")
+        else:
+            result = answer
+        if isinstance(result, Unconfirmed):  # an upload alone shows nothing: send it again
+            return RetryAfter(None, f"the upload: {result.reason}")
+        if isinstance(result, (RetryAfter, Permanent)):
+            return attrs.evolve(result, reason=f"the upload: {result.reason}")
+        return RetryAfter(None, f"the upload: {result!r}")  # a Sent cannot come of one
 
     async def _in_window(self, chat: str) -> bool:
         if self.cursors is None:

@@ -1,11 +1,12 @@
 """WhatsApp (Cloud API) as hermes knows it: 4096 characters a message, text as it is
 (WhatsApp reads *bold* and _italic_ itself), 80 messages a second for a number, and
 about one every 6 seconds to one user (the pair rate, in bursts of a few); deliveries
-come by webhook."""
+come by webhook; files up to 100 MB (a document's limit)."""
 
 from hermes.adapters.platform import Limit, Pace, Platform
 from hermes.adapters.whatsapp.adapter import WhatsAppAdapter
 from hermes.adapters.whatsapp.config import WhatsAppConfig
+from hermes.adapters.whatsapp.files import DOCUMENT_MAX
 
 WHATSAPP = Platform(
     "whatsapp",
@@ -16,4 +17,7 @@ WHATSAPP = Platform(
     token_hint="a system user's access token from the Meta app (WhatsApp > API Setup)",
     settings=WhatsAppConfig,
     webhook=True,
+    # The Cloud API's document limit (100 MB). Images (5 MB) and voice notes (16 MB) go
+    # as documents when larger (hermes/adapters/whatsapp/files.py).
+    max_upload=DOCUMENT_MAX,
 )

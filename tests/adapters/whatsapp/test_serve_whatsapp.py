@@ -3,13 +3,14 @@ webhooks to serve's listener, the fake model answering."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 
 from tests.adapters.serving import in_thread
 from tests.adapters.whatsapp.serving import ANN, BOB
-from tests.fakes.openai import text_answer
+from tests.fakes.openai import text_answer, tool_answer
 
 
 @pytest.mark.timeout(60)
@@ -166,3 +167,109 @@ async def test_a_delivery_answered_5xx_comes_again_and_is_answered_once(serve, m
     serve.stop()
     assert sent["text"] == "yes" and len(wa.sent) == 1
     assert [state for *_, state in serve.journal()] == ["answered"]
+
+
+def _sends_a_file(model, command: str, path: str, caption: str | None = "here it is") -> None:
+    """The model makes a file with the terminal, sends it, and says so."""
+    sending = {"path": path} | ({} if caption is None else {"caption": caption})
+    model.script(
+        tool_answer(("terminal", {"command": command})),
+        tool_answer(("send_file", sending)),
+        text_answer("Sent you the chart."),
+    )
+
+
+@pytest.mark.timeout(60)
+async def test_send_file_uploads_it_and_sends_a_document_with_its_caption(serve, model, wa):
+    _sends_a_file(model, "printf 'the chart' > chart.txt", "chart.txt")
+    await in_thread(serve.start)
+    wa.deliver_text(ANN, "send me the chart")
+    [doc] = await in_thread(wa.wait_uploads, 1, 30.0)
+    await serve.until_outbox("sent", 2)
+    serve.stop()
+    assert (doc["to"], doc["type"], doc["filename"], doc["mime"]) == (
+        ANN, "document", "chart.txt", "text/plain")  # fmt: skip
+    assert doc["content"] == b"the chart" and doc["caption"] == "here it is"
+    [kept] = wa.uploaded
+    assert kept["media_id"] == doc["media_id"]
+    assert [s["kind"] for s in wa.sent] == ["document", "text"]
+    assert wa.sent[1]["text"] == "Sent you the chart."
+    assert [state for _, state, *_ in serve.outbox()] == ["sent", "sent"]
+
+
+@pytest.mark.timeout(60)
+async def test_an_image_goes_as_an_image_and_one_over_5_mb_as_a_document(serve, model, wa):
+    model.script(
+        tool_answer(("terminal", {"command": "printf 'PNG' > small.png; truncate -s 6M big.png"})),
+        tool_answer(("send_file", {"path": "small.png", "caption": "small"})),
+        tool_answer(("send_file", {"path": "big.png"})),
+        text_answer("Both sent."),
+    )
+    await in_thread(serve.start)
+    wa.deliver_text(ANN, "send me the pictures")
+    small, big = await in_thread(wa.wait_uploads, 2, 30.0)
+    await serve.until_outbox("sent", 3)
+    serve.stop()
+    assert (small["type"], small["mime"], small["caption"], small["content"]) == (
+        "image", "image/png", "small", b"PNG")  # fmt: skip
+    assert (big["type"], big["filename"], big["size"]) == ("document", "big.png", 6 * 1024 * 1024)
+    assert big["mime"] == "application/octet-stream"  # declared image/png, Meta refuses it
+    assert big["sha256"] == hashlib.sha256(bytes(6 * 1024 * 1024)).hexdigest()
+
+
+@pytest.mark.timeout(60)
+async def test_a_voice_reply_goes_as_audio_without_a_caption(serve, model, wa):
+    serve.configure(top=f"media:\n  speak:\n    base_url: '{model.url}'\n"
+                        "    platforms: [whatsapp]\n")  # fmt: skip
+    model.script(text_answer("Hello there."))
+    await in_thread(serve.start)
+    wa.deliver_text(ANN, "say hello")
+    [voice] = await in_thread(wa.wait_uploads, 1, 30.0)
+    await serve.until_outbox("sent", 2)
+    serve.stop()
+    [spoken] = model.speeches
+    assert (voice["type"], voice["mime"], voice["caption"]) == ("audio", "audio/ogg", None)
+    assert voice["sha256"] == spoken["sha256"]
+    assert [s["kind"] for s in wa.sent] == ["text", "audio"]  # the text first
+
+
+@pytest.mark.timeout(90)
+async def test_a_lost_upload_answer_sends_it_all_again_and_once(serve, model, wa):
+    """The upload shows the user nothing: its answer lost, the whole send goes again."""
+    _sends_a_file(model, "printf 'the chart' > chart.txt", "chart.txt")
+    wa.lose_answer("media")
+    await in_thread(serve.start)
+    wa.deliver_text(ANN, "send me the chart")
+    [doc] = await in_thread(wa.wait_uploads, 1, 30.0)
+    await serve.until_outbox("sent", 2)
+    serve.stop()
+    lost, again = wa.uploaded  # Meta kept the first; its id never came back
+    assert doc["media_id"] == again["media_id"] != lost["media_id"]
+    assert doc["content"] == b"the chart" and len(wa.uploads) == 1
+
+
+@pytest.mark.timeout(60)
+async def test_a_lost_answer_of_the_files_message_is_unknown_and_never_sent_twice(serve, model, wa):
+    _sends_a_file(model, "printf 'the chart' > chart.txt", "chart.txt")
+    wa.lose_answer("messages")  # the first send is the file's
+    await in_thread(serve.start)
+    wa.deliver_text(ANN, "send me the chart")
+    [doc] = await in_thread(wa.wait_uploads, 1, 30.0)
+    await serve.until_outbox("unknown")
+    await serve.until_outbox("sent")  # the answer's text after it
+    serve.stop()
+    assert doc["content"] == b"the chart"
+    assert len(wa.uploaded) == 1 and len(wa.uploads) == 1
+    assert [state for _, state, *_ in serve.outbox()] == ["unknown", "sent"]
+
+
+@pytest.mark.timeout(60)
+async def test_a_file_over_100_mb_is_a_message_and_no_upload(serve, model, wa):
+    _sends_a_file(model, "truncate -s 101M big.bin", "big.bin", None)  # sparse
+    await in_thread(serve.start)
+    wa.deliver_text(ANN, "send me the big one")
+    await in_thread(wa.wait_sent, 2, 30.0)
+    serve.stop()
+    told = [s["text"] for s in wa.sent if "big.bin was not sent" in (s["text"] or "")]
+    assert told and "over the 100.0 MB whatsapp takes" in told[0]
+    assert wa.uploaded == [] and wa.uploads == []
