@@ -53,10 +53,14 @@ def test_values_override_defaults(tmp_path):
         ("fallback_providers:\n  - {url: x}\n", "unknown key url in fallback_providers[0]"),
         ("timezone: Mars/Olympus\n", "timezone: unknown timezone 'Mars/Olympus'"),
         ("gateway: 3\n", "gateway: expected a mapping"),
-        ("media:\n  speak: {platforms: [telegram]}\n",
-         "media.speak.base_url: voice replies need the speech"),
-        ("media:\n  speak: {base_url: 'http://x', platforms: [slack]}\n",
-         "media.speak.platforms: slack not under platforms"),
+        (
+            "media:\n  speak: {platforms: [telegram]}\n",
+            "media.speak.base_url: voice replies need the speech",
+        ),
+        (
+            "media:\n  speak: {base_url: 'http://x', platforms: [slack]}\n",
+            "media.speak.platforms: slack not under platforms",
+        ),
         ("model: {provider: p, model: m, image_max_px: 10}\n", "image_max_px: must be at least 64"),
         ("- a list\n", "the top level must be a mapping"),
         ("gateway:\n  drain_timeout: [\n", "not valid YAML (line 3"),
