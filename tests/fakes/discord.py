@@ -182,7 +182,7 @@ of message, dispatch, press, redeliver, rate_limit, fail, clear_faults, delete_m
 messages_in, zombie, unzombie, close, reconnect, invalid_session, drop, flap, unflap,
 add_attachment (its content a string, sent in UTF-8) (answer `{"ok": true, "result":
 <return value>}`), and `GET {url}/_fake/state` answers the counters and the records
-(`uploads` without their `content`).
+(an upload's bytes as base64 text, `content_base64`).
 """
 
 from __future__ import annotations
@@ -1477,15 +1477,6 @@ class FakeDiscord(WebSocketFake):
                 "authorization": authorization, "at": now,
             })  # fmt: skip
             self._cond.notify_all()
-        return reply
-
-    def _control(self, verb: str, name: str, raw: bytes) -> Reply:
-        """The kit's remote control; `GET /_fake/state` gives `uploads` without their
-        bytes (`content`), which JSON cannot carry."""
-        reply = super()._control(verb, name, raw)
-        if verb == "GET" and name == "state" and reply.status == 200:
-            for upload in reply.body["result"]["uploads"]:
-                upload.pop("content", None)
         return reply
 
     def _fault_reply(self, fault: _Fault, bucket: str, now: float) -> Reply:

@@ -10,6 +10,7 @@ condition (no sleeping) and raise TimeoutError naming what they waited for.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import signal
@@ -270,11 +271,12 @@ class Fake:
     # -- driving from another process -----------------------------------------------------
 
     def _control(self, verb: str, name: str, raw: bytes) -> Reply:
-        """`GET /_fake/state`: the `_STATE` properties; `POST /_fake/<name>` with a JSON
-        object of keyword arguments: calls a control (`{"ok": true, "result": ...}`)."""
+        """`GET /_fake/state`: the `_STATE` properties (bytes as base64); `POST
+        /_fake/<name>` with a JSON object of keyword arguments: calls a control (`{"ok":
+        true, "result": ...}`)."""
         if verb == "GET" and name == "state":
             with self._cond:
-                state = {key: getattr(self, key) for key in self._STATE}
+                state = {key: _as_json(getattr(self, key)) for key in self._STATE}
             return Reply(200, {"ok": True, "result": state})
         if verb != "POST" or name not in self._CONTROLS:
             return self._control_error(404, None)
@@ -290,6 +292,22 @@ class Fake:
     def _control_error(self, status: int, exc: Exception | None) -> Reply:
         error = "unknown_control" if exc is None else f"{type(exc).__name__}: {exc}"
         return Reply(status, {"ok": False, "error": error})
+
+
+def _as_json(value: Any) -> Any:
+    """A state value JSON can carry: bytes under a key `k` (an upload's `content`) become
+    base64 text under `k_base64`."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if isinstance(item, bytes | bytearray):
+                out[f"{key}_base64"] = base64.b64encode(item).decode()
+            else:
+                out[key] = _as_json(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [_as_json(item) for item in value]
+    return value
 
 
 def serve_until_killed(fake: Any) -> None:

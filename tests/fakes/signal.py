@@ -116,9 +116,9 @@ The test drives the fake from its own thread (every method is thread-safe): peop
 `wait_uploads`, `wait_calls`, `wait_delivered`, `wait_connections`, `wait_open_streams`
 and the kit's `wait_until`, which block on the fake's condition (no sleeping) and raise
 TimeoutError naming what they waited for. Another process drives it over `POST
-/_fake/<control>` (`_CONTROLS`) and reads `GET /_fake/state` (`_STATE`; `uploads` without
-their `content`); `python -m tests.fakes.signal [--tcp]` prints its URL and serves until
-killed.
+/_fake/<control>` (`_CONTROLS`) and reads `GET /_fake/state` (`_STATE`; an upload's
+bytes as base64 text, `content_base64`); `python -m tests.fakes.signal [--tcp]` prints its
+URL and serves until killed.
 
 Where the fake knowingly differs from signal-cli: one account, no linking or
 registration, no real Signal behind it (every recipient exists, anyone can be sent to;
@@ -1045,15 +1045,6 @@ class FakeSignal(Fake):
 
     def _internal_error(self) -> Reply:
         return Reply(200, _error(None, INTERNAL_ERROR, _MESSAGES[INTERNAL_ERROR]))
-
-    def _control(self, verb: str, name: str, raw: bytes) -> Reply:
-        """The kit's remote control; `GET /_fake/state` gives `uploads` without their
-        bytes (`content`), which JSON cannot carry."""
-        reply = super()._control(verb, name, raw)
-        if verb == "GET" and name == "state" and reply.status == 200:
-            for upload in reply.body["result"]["uploads"]:
-                upload.pop("content", None)
-        return reply
 
     def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
         path = urlsplit(request.path).path

@@ -201,7 +201,6 @@ records (an upload's bytes as base64 text, `content_base64`).
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import itertools
 import json
@@ -1485,18 +1484,6 @@ class FakeSlack(WebSocketFake):
         if download:
             extra = [("Content-Disposition", f"attachment; filename*=UTF-8''{quote(file.name)}")]
         return Reply(200, Blob(file.content, file.size), extra, file.mimetype)
-
-    def _control(self, verb: str, name: str, raw: bytes) -> Reply:
-        """The kit's, with the bytes of `uploads` in the state as base64 text
-        (`content_base64`), JSON having no bytes."""
-        reply = super()._control(verb, name, raw)
-        if verb == "GET" and name == "state" and reply.status == 200:
-            for record in reply.body["result"]["uploads"]:
-                content = record.pop("content")
-                record["content_base64"] = (
-                    None if content is None else base64.b64encode(content).decode()
-                )
-        return reply
 
 
 class _Refusal(Exception):

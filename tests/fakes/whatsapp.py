@@ -1236,15 +1236,6 @@ class FakeWhatsApp(Fake):
                 return None
         return Reply(200, {"id": media_id})
 
-    def _control(self, verb: str, name: str, raw: bytes) -> Reply:
-        """The kit's remote control; `GET /_fake/state` gives `uploads` without their
-        bytes (`content`), which JSON cannot carry."""
-        reply = super()._control(verb, name, raw)
-        if verb == "GET" and name == "state" and reply.status == 200:
-            for upload in reply.body["result"]["uploads"]:
-                upload.pop("content", None)
-        return reply
-
     def _read_template(self, template: Any, record: dict[str, Any]) -> Reply | None:
         if not isinstance(template, dict) or not template.get("name"):
             return graph_error(100, "The parameter template['name'] is required.")
