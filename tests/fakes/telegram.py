@@ -745,13 +745,9 @@ def _content(params: dict[str, Any], too_long: str) -> _Content | Reply:
         return _error(400, "Bad Request: message text is empty")
     if utf16_len(plain) > MAX_TEXT:
         return _error(400, too_long)
-    markup = params.get("reply_markup")
-    refusal = _keyboard_refusal(markup)
-    if refusal is not None:
-        return refusal
-    keyboard = None
-    if isinstance(markup, dict) and "inline_keyboard" in markup:
-        keyboard = {"inline_keyboard": copy_json(markup["inline_keyboard"])}
+    keyboard = _keyboard(params)
+    if isinstance(keyboard, Reply):
+        return keyboard
     return _Content((text, str(mode).lower() if mode else None), plain, keyboard)
 
 
@@ -773,14 +769,21 @@ def _caption(params: dict[str, Any]) -> tuple[str, dict[str, Any] | None] | Repl
             return _error(400, f"Bad Request: can't parse entities: {exc}")
     if utf16_len(plain) > MAX_CAPTION:
         return _error(400, CAPTION_TOO_LONG)
+    keyboard = _keyboard(params)
+    if isinstance(keyboard, Reply):
+        return keyboard
+    return plain, keyboard
+
+
+def _keyboard(params: dict[str, Any]) -> dict[str, Any] | None | Reply:
+    """The inline keyboard a send carries (as Telegram keeps it), or its refusal."""
     markup = params.get("reply_markup")
     refusal = _keyboard_refusal(markup)
     if refusal is not None:
         return refusal
-    keyboard = None
     if isinstance(markup, dict) and "inline_keyboard" in markup:
-        keyboard = {"inline_keyboard": copy_json(markup["inline_keyboard"])}
-    return plain, keyboard
+        return {"inline_keyboard": copy_json(markup["inline_keyboard"])}
+    return None
 
 
 # -- the fake -------------------------------------------------------------------------
