@@ -69,6 +69,7 @@ CONNECTING, LIVE, BACKING_OFF, FATAL, STOPPED = (
 # each time (jittered), at most 5 min: at most 4 connections in the first minute of a
 # flapping platform and 288 a day, under Discord's 1000 IDENTIFYs a day.
 EARLY_FAILURES = Backoff(minimum=8.0, maximum=300.0)
+FILES_AT_ONCE = 2  # downloads and file sends of one adapter at a time
 
 
 class AdapterFatal(HermesError):
@@ -123,6 +124,9 @@ class PlatformAdapter(Actor):
         self._settled = False  # this connection showed progress beyond its handshake
         self._rng = random.Random()
         self._sends = trio.Semaphore(self.concurrent_sends)
+        # Downloads, and sends of files (some platforms take them whole, in base64), are
+        # few at once: each may hold a file's worth of buffers.
+        self._files = trio.Semaphore(FILES_AT_ONCE)
         self._typing: dict[str, trio.CancelScope] = {}  # event id -> its indicator
 
     # -- for subclasses -------------------------------------------------------
@@ -238,7 +242,11 @@ class PlatformAdapter(Actor):
             result: SendResult = Unconfirmed(f"{self.name}: no answer in {deadline:g} s")
             with trio.CancelScope(shield=True), trio.move_on_after(deadline):
                 try:
-                    result = await self.send(msg.request)
+                    if msg.request.file is None:
+                        result = await self.send(msg.request)
+                    else:
+                        async with self._files:
+                            result = await self.send(msg.request)
                 except Exception as exc:  # a bug in send: the row waits and goes again
                     log.exception("%s: a send failed", self.name)
                     result = RetryAfter(None, f"{self.name} failed to send: {exc!r}")
@@ -284,7 +292,8 @@ class PlatformAdapter(Actor):
 
     async def _fetch(self, msg: Fetch) -> None:
         try:
-            msg.reply.set(await self.fetch(msg.attachments))
+            async with self._files:
+                msg.reply.set(await self.fetch(msg.attachments))
         except Exception as exc:
             msg.reply.fail(exc)
 

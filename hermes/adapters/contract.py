@@ -65,7 +65,8 @@ SEND_DEADLINE = 30.0
 """A send's one limit: an adapter answers every send within it (a request still out
 then is Unconfirmed), and the outbox waits for that answer, not a limit of its own."""
 FILE_DEADLINE = 300.0
-"""The same for a send that uploads a file."""
+"""The same for a send that uploads a file, at least; a large one gets a second for each
+100 kB (a 50 MB file, 500 s)."""
 
 
 @attrs.frozen
@@ -158,7 +159,9 @@ class SendRequest:
 
     @property
     def deadline(self) -> float:
-        return SEND_DEADLINE if self.file is None else FILE_DEADLINE
+        if self.file is None:
+            return SEND_DEADLINE
+        return max(FILE_DEADLINE, self.file.size / 100_000)
 
 
 @attrs.frozen

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import os
+import re
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,6 +26,12 @@ MAX_FILE = 20 * 1024 * 1024  # Telegram's Bot API's own download limit
 CACHE_CAP = 500 * 1024 * 1024
 MAX_AGE = 30 * 86400.0
 PIECE = 64 * 1024
+STALE_PART = 3600.0  # seconds: a partial file older than this was left by a kill
+
+
+UNTYPED = "application/octet-stream"
+_MIME = re.compile(r"[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f\[\]()]")
 
 
 class MediaError(Exception):
@@ -57,15 +65,19 @@ class Saved:
 
 
 def mime_of(name: str, given: str | None = None) -> str:
-    """The file's type: as the platform said (without parameters), else by its name."""
-    if given and "/" in given:
-        return given.split(";", 1)[0].strip().lower()
-    return mimetypes.guess_type(name)[0] or "application/octet-stream"
+    """The file's type: as the platform said (without parameters) where it said one, else
+    by its name (a generic octet-stream says nothing)."""
+    said = (given or "").split(";", 1)[0].strip().lower()
+    if _MIME.fullmatch(said) and said != UNTYPED:
+        return said
+    return mimetypes.guess_type(name)[0] or UNTYPED
 
 
 def _safe(name: str) -> str:
-    """A file name, never a path out of the cache."""
-    return Path(name).name.lstrip(".") or "attachment"
+    """A file name, never a path out of the cache, and nothing in it that could be read as
+    the end of its transcript line (brackets, parentheses, control characters)."""
+    cleaned = _UNSAFE.sub("_", Path(name.replace("\\", "/")).name).lstrip(".")
+    return cleaned[:200] or "attachment"
 
 
 def save(directory: Path, name: str, data: bytes, mime: str | None = None,
@@ -98,7 +110,7 @@ async def save_stream(
     await trio.to_thread.run_sync(lambda: directory.mkdir(mode=0o700, parents=True,
                                                           exist_ok=True))  # fmt: skip
     path = directory / _safe(name)
-    part = path.with_name(path.name + ".part")
+    part = path.with_name(f"{path.name}.{secrets.token_hex(4)}.part")  # its own: no race
     digest, size = hashlib.sha256(), 0
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -150,8 +162,14 @@ def evict(directory: Path, limits: MediaLimits, keep: Path | None = None,
     found = []
     for p in directory.iterdir():
         try:
-            if p.is_file() and not p.name.endswith(".part"):
-                found.append((p, p.stat()))
+            if not p.is_file():
+                continue
+            st = p.stat()
+            if p.name.endswith(".part"):  # a download under way, or one a kill left
+                if now - st.st_mtime > STALE_PART:
+                    p.unlink(missing_ok=True)
+                continue
+            found.append((p, st))
         except OSError:
             continue  # removed meanwhile
     found.sort(key=lambda item: item[1].st_mtime)

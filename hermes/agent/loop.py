@@ -239,7 +239,8 @@ class Agent:
         async def prepare(provider: Provider) -> list[dict[str, Any]]:
             chars = await compactor.fit(conversation, system, schema_chars, provider)
             sent[provider_key(provider.name, provider.model)] = chars + schema_chars
-            prompt = await for_model(conversation.prompt(system), provider.image_px)
+            cache = ctx.files.cache if ctx.files is not None else None
+            prompt = await for_model(conversation.prompt(system), provider.image_px, cache)
             times.wait_begins()  # the request goes now
             return prompt
 

@@ -16,7 +16,7 @@ import httpx
 import trio
 
 from hermes.adapters.media import PIECE, MediaLimits, Saved, save_stream
-from hermes.config import MediaConfig, Secrets, SpeakConfig, TranscribeConfig
+from hermes.config import ConfigError, MediaConfig, Secrets, SpeakConfig, TranscribeConfig
 
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 MAX_TRANSCRIPT = 20_000  # characters of one transcript the model sees
@@ -33,7 +33,15 @@ class Speech:
 
     @classmethod
     def of(cls, media: MediaConfig, secrets: Secrets) -> Speech:
-        return cls(media, secrets.get(media.transcribe.key_env), secrets.get(media.speak.key_env))
+        """The settings with their keys; ConfigError for a key variable named and unset."""
+        keys = []
+        for what, name in (("transcribe", media.transcribe.key_env),
+                           ("speak", media.speak.key_env)):  # fmt: skip
+            key = secrets.get(name)
+            if name and key is None:
+                raise ConfigError(f"{name} (the key of media.{what}) is not set")
+            keys.append(key)
+        return cls(media, *keys)
 
     def speaks_on(self, platform: str) -> bool:
         return platform in self.media.speak.platforms
@@ -63,7 +71,8 @@ async def transcribe(config: TranscribeConfig, key: str | None, audio: Saved) ->
     with tempfile.TemporaryDirectory(prefix="hermes-audio-") as tmp:
         pattern = str(Path(tmp) / f"piece%04d{path.suffix or '.ogg'}")
         done = await trio.run_process(
-            [ffmpeg, "-nostdin", "-loglevel", "error", "-i", str(path), "-f", "segment",
+            [ffmpeg, "-nostdin", "-loglevel", "error", "-protocol_whitelist", "file",
+             "-i", str(path), "-f", "segment",
              "-segment_time", str(config.chunk_seconds), "-c", "copy", pattern],
             capture_stdout=True, capture_stderr=True, check=False,
         )  # fmt: skip
@@ -103,7 +112,7 @@ async def speak(config: SpeakConfig, key: str | None, text: str, directory: Path
     url = f"{config.base_url.rstrip('/')}/audio/speech"
     body = {"model": config.model, "input": text, "voice": config.voice,
             "response_format": "opus"}  # fmt: skip
-    limits = MediaLimits(max_file=MAX_SPEECH, cache_cap=1 << 62)
+    limits = MediaLimits(MAX_SPEECH, cache_cap=1 << 62, max_age=float("inf"))  # retention's
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
         try:
             async with http.stream("POST", url, json=body, headers=_headers(key)) as got:

@@ -6,7 +6,8 @@ saying so instead, and nothing is uploaded, retried or left dead."""
 from __future__ import annotations
 
 import hashlib
-import shutil
+import os
+import tempfile
 from pathlib import Path
 
 import apsw
@@ -20,19 +21,27 @@ MAX_CAPTION = 1000  # characters of a file's caption (Telegram's is 1024 units)
 
 
 def stage(outgoing: Path, source: Path, voice: bool = False, name: str | None = None) -> OutFile:
-    """hermes's own copy of `source` to send (blocking: run it in a thread)."""
-    digest = hashlib.sha256()
-    with source.open("rb") as f:
-        while piece := f.read(PIECE * 16):
-            digest.update(piece)
+    """hermes's own copy of `source` to send, copied and hashed in one pass, then named by
+    its content (blocking: run it in a thread). A copy already there is reused, and
+    touched: retention removes copies by age."""
     name = Path(name or source.name).name
     outgoing.mkdir(mode=0o700, parents=True, exist_ok=True)
-    copy = outgoing / f"{digest.hexdigest()[:16]}-{name}"
-    if not copy.exists():
-        part = copy.with_name(copy.name + ".part")
-        shutil.copyfile(source, part)
-        part.chmod(0o600)
-        part.replace(copy)
+    fd, part_name = tempfile.mkstemp(dir=outgoing, suffix=".part")
+    part, digest = Path(part_name), hashlib.sha256()
+    try:
+        with source.open("rb") as f, os.fdopen(fd, "wb") as out:
+            while piece := f.read(PIECE * 16):
+                digest.update(piece)
+                out.write(piece)
+        copy = outgoing / f"{digest.hexdigest()[:16]}-{name}"
+        if copy.exists():
+            part.unlink()
+            os.utime(copy)
+        else:
+            part.replace(copy)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
     return OutFile(str(copy), name, mime_of(name), copy.stat().st_size, voice)
 
 

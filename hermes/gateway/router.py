@@ -37,7 +37,7 @@ from hermes.agent.loop import COMMAND_TOOLS, Agent
 from hermes.agent.memory import MemoryStore, memory_of
 from hermes.agent.permissions import Caller
 from hermes.agent.speech import Speech
-from hermes.agent.tools.base import ToolContext
+from hermes.agent.tools.base import SessionFiles, ToolContext
 from hermes.agent.turn_times import TurnTimes
 from hermes.config import Config, PlatformConfig, Role
 from hermes.delivery.replies import Replies, Then
@@ -537,9 +537,14 @@ class Router(Actor):
             clock=self.clock,
             model=row.model if row is not None else None,
             approver=self.approvals,
-            workspace=workdir,
-            owner_files=(home.cache, terminal.state_dir / "output"),  # tools' spilled output
-            outgoing=home.outgoing,
+            files=SessionFiles(
+                home.root,
+                workdir,
+                self.workdir is None,
+                home.cache,
+                terminal.state_dir / "output",
+                home.outgoing,
+            ),  # fmt: skip
         )
         actor = SessionActor(ctx, self.agent, self.gateway.busy_mode, source=event.platform,
                              voice=VoiceReplies(services.speech, home.outgoing))  # fmt: skip

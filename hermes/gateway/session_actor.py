@@ -14,6 +14,7 @@ from prometheus_client import Histogram
 from hermes.actors.actor import Actor
 from hermes.actors.errors import is_cancel
 from hermes.adapters.contract import StepKind, TurnStep
+from hermes.agent.attachments import typed
 from hermes.agent.context import Conversation
 from hermes.agent.loop import Agent
 from hermes.agent.provider import ProviderError
@@ -201,6 +202,7 @@ class SessionActor(Actor):
                         await send(TurnStep(StepKind.TEXT, answer))
                         await send(TurnStep(StepKind.DONE, answer))
                     else:
+                        text = typed(text)  # only the turn's own lines name files
                         if turn.media is not None:
                             text = f"{text}\n\n{await turn.media()}".strip()
                         result = await self.agent.run_turn(

@@ -139,6 +139,7 @@ def build_root(
     mcp = McpServers(config.mcp, McpSetup(secrets_, policy, home.workspace, keys.redact),
                      lambda: load_config(home.config_path, SECTIONS).mcp)  # fmt: skip
     agent = build_agent(config, secrets_, keys.redact, mcp)
+    speech = Speech.of(config.media, secrets_)  # a key named and unset: refused here
     tz = config.zone()
     names = ["local", *config.enabled_platforms()]
     statuses = {name: AdapterStatus() for name in names}
@@ -240,7 +241,7 @@ def build_root(
             outbox=services.outbox.current(),
             policy=policy,
             adapter_of=services.adapter_of,
-            speech=Speech.of(config.media, secrets_),
+            speech=speech,
         )
         replies = OutboxReplies(registry(), home.state_db, services.adapter_of,
                                 services.outbox.current, services.clock,

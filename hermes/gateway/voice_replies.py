@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 
 from hermes.adapters.contract import OutFile
+from hermes.adapters.media import MediaError
 from hermes.agent.speech import Speech, SpeechError, speak
 from hermes.agent.tools.base import ToolContext
 from hermes.delivery.files import queue_file, too_large
@@ -36,7 +37,7 @@ class VoiceReplies:
         name = hashlib.sha256(f"{answer.key}:voice".encode()).hexdigest()[:16] + ".ogg"
         try:
             saved = await speak(config, self.speech.speak_key, text, self.outgoing, name)
-        except SpeechError as exc:
+        except (SpeechError, MediaError, OSError) as exc:  # the text went: only this is lost
             log.warning("a voice reply in %s failed: %s", ctx.session_id, exc)
             return
         refused = too_large(answer.target.platform, "reply.ogg", saved.size)

@@ -44,7 +44,6 @@ no Discord SDK.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
@@ -386,9 +385,6 @@ class DiscordAdapter(HttpAdapter):
             if request.reply_to:
                 body["message_reference"] = {"message_id": request.reply_to,
                                              "fail_if_not_exists": False}  # fmt: skip
-            # A nonce Discord enforces: a resend within minutes returns the same message.
-            body["nonce"] = hashlib.sha256(request.idempotency_key.encode()).hexdigest()[:25]
-            body["enforce_nonce"] = True
             body["attachments"] = [{"id": 0, "filename": request.file.name}]
             answer = await self.upload(messages, {"payload_json": json.dumps(body)},
                                        {"files[0]": request.file})  # fmt: skip

@@ -138,7 +138,7 @@ async def fetch_media(
 def download_urls(base: str, mxc: str) -> tuple[str, str]:
     """The authenticated download URL of `mxc`, and the older unauthenticated one."""
     found = MXC.fullmatch(mxc)
-    if found is None:
+    if found is None or found[1].startswith(".") or ".." in found[1]:
         raise MediaError(f"{mxc!r} is not a Matrix media URI")
     where = "/".join(quote(p, safe="") for p in found.groups())
     root = base.rstrip("/")

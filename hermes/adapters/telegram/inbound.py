@@ -82,24 +82,24 @@ def mentions(message: dict[str, Any], bot: Bot) -> bool:
     return False
 
 
+def _ref(item: dict[str, Any], suffix: str) -> MediaRef:
+    size = item.get("file_size")
+    return MediaRef(item["file_id"], item.get("file_unique_id") or item["file_id"],
+                    size if isinstance(size, int) else None, suffix)  # fmt: skip
+
+
 def _media(message: dict[str, Any]) -> tuple[MediaRef, ...]:
     found = []
     photos = message.get("photo") or ()
     if photos:
         best = max(photos, key=lambda p: (p.get("file_size") or 0, p.get("width") or 0))
-        found.append(MediaRef(best["file_id"], best.get("file_unique_id") or best["file_id"],
-                              best.get("file_size"), ".jpg"))  # fmt: skip
-    document = message.get("document")
-    if document:
-        name = str(document.get("file_name") or "")
-        suffix = "." + name.rsplit(".", 1)[1][:10] if "." in name else ""
-        found.append(MediaRef(document["file_id"],
-                              document.get("file_unique_id") or document["file_id"],
-                              document.get("file_size"), suffix))  # fmt: skip
-    voice = message.get("voice")
-    if voice:
-        found.append(MediaRef(voice["file_id"], voice.get("file_unique_id") or voice["file_id"],
-                              voice.get("file_size"), ".ogg"))  # fmt: skip
+        found.append(_ref(best, ".jpg"))
+    for kind, suffix in (("document", ""), ("voice", ".ogg"), ("audio", ".mp3"),
+                         ("video", ".mp4"), ("video_note", ".mp4")):  # fmt: skip
+        item = message.get(kind)
+        if isinstance(item, dict) and item.get("file_id"):
+            name = str(item.get("file_name") or "")
+            found.append(_ref(item, "." + name.rsplit(".", 1)[1][:10] if "." in name else suffix))
     return tuple(found)
 
 

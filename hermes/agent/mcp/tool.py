@@ -80,7 +80,7 @@ class McpTool:
             return capped(f"error: {text}" if result.isError else text, ctx)
 
         text = await trio.to_thread.run_sync(read)
-        if ctx.origin is None or ctx.outgoing is None:
+        if ctx.origin is None or ctx.files is None:
             return text
         for image in images:  # what the tool made goes to the chat as a file
             done = await deliver(ctx, ctx.origin.target(), image)

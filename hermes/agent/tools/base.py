@@ -32,6 +32,20 @@ class Approver(Protocol):
         the request ends; the request as it ended (or was approved)."""
 
 
+@attrs.frozen
+class SessionFiles:
+    """Where a session's files are. send_file sends from `workspace` (a user only where it
+    is the session's own, not a shared agent.workdir) and, for an owner, from `cache` and
+    `outputs` too; nothing else under `home` (HERMES_HOME: its secrets) is ever sent."""
+
+    home: Path
+    workspace: Path  # its commands' directory
+    own: bool  # the workspace is this session's alone
+    cache: Path  # media the chats sent
+    outputs: Path  # tools' spilled output
+    outgoing: Path  # where files queued to send are copied
+
+
 @attrs.define
 class ToolContext:
     """`caller`: whose turn it is; it decides which tools are offered and whose
@@ -52,9 +66,7 @@ class ToolContext:
     model: str | None = None  # the session's /model choice ("name/model"); None: config's order
     approver: Approver | None = None  # asks an owner about a guarded command; None: nobody to ask
     call_id: str | None = None  # the tool call being run (set for each call)
-    workspace: Path | None = None  # the session's own directory: send_file sends from it
-    owner_files: tuple[Path, ...] = ()  # where else an owner may send files from
-    outgoing: Path | None = None  # where files queued to send are copied (None: no files)
+    files: SessionFiles | None = None  # where its files are (None: it sends none)
 
 
 class Tool(Protocol):

@@ -26,7 +26,7 @@ from hermes.delivery.targets import parse_target
 async def deliver(ctx: ToolContext, where: Target, source: Path, caption: str = "") -> dict:
     """Queue `source` to `where` (hermes's copy of it), or tell the chat it is over the
     platform's limit: what happened, for the tool's result."""
-    assert ctx.outgoing is not None
+    assert ctx.files is not None
     key = f"file:{ctx.session_id}:{secrets.token_hex(6)}"
     size = (await trio.Path(source).stat()).st_size
     refused = too_large(where.platform, source.name, size)
@@ -35,7 +35,7 @@ async def deliver(ctx: ToolContext, where: Target, source: Path, caption: str = 
                            origin=ctx.session_id)  # fmt: skip
         nudge(ctx.outbox)
         return {"sent": False, "why": refused, "told_the_chat": True}
-    file = await trio.to_thread.run_sync(stage, ctx.outgoing, source)
+    file = await trio.to_thread.run_sync(stage, ctx.files.outgoing, source)
     rows = await ctx.db.write(queue_file, where, file, caption, "send", key, ctx.clock.now(),
                               ctx.session_id)  # fmt: skip
     nudge(ctx.outbox)
@@ -54,7 +54,7 @@ class SendFileTool:
                      target={"type": "string"})  # fmt: skip
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        if ctx.outgoing is None or ctx.workspace is None:
+        if ctx.files is None:
             raise ToolError("files cannot be sent from here")
         where = ctx.origin.target() if ctx.origin is not None else None
         if args.get("target"):
@@ -74,12 +74,20 @@ class SendFileTool:
 
     def _allowed(self, path: str, ctx: ToolContext) -> Path:
         """The file, resolved (links followed), if it lies where this caller may send from."""
-        assert ctx.workspace is not None
-        found = (ctx.workspace / path).resolve()  # an absolute path replaces the workspace
-        roots = [ctx.workspace, *(ctx.owner_files if ctx.caller.is_owner else ())]
-        if not any(found.is_relative_to(root.resolve()) for root in roots):
-            raise ToolError(f"{path} is not a file you may send: only files under "
-                            f"{ctx.workspace} are")  # fmt: skip
+        files = ctx.files
+        assert files is not None
+        found = (files.workspace / path).resolve()  # an absolute path replaces the workspace
+        roots = [files.workspace] if files.own or ctx.caller.is_owner else []
+        if ctx.caller.is_owner:
+            roots += [files.cache, files.outputs]
+        inside = [r.resolve() for r in roots if found.is_relative_to(r.resolve())]
+        home = files.home.resolve()
+        if found.is_relative_to(home):  # HERMES_HOME holds secrets: only these parts of it
+            parts = (home / "workspace", files.cache.resolve(), files.outputs.resolve())
+            inside = [r for r in inside if any(r.is_relative_to(p) for p in parts)]
+        if not inside:
+            where = f"under {files.workspace}" if roots else "of this session's own directory"
+            raise ToolError(f"{path} is not a file you may send: only files {where} are")
         if not found.is_file():
             raise ToolError(f"{path} is not a file")
         return found

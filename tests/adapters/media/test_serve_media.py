@@ -26,7 +26,10 @@ def transcribing(model) -> str:
     return f"media:\n  transcribe:\n    base_url: '{model.url}'\n    key_env: STT_KEY\n"
 
 
-async def test_a_voice_note_is_transcribed_and_answered_on_its_words(serve, model, chat):
+async def test_a_voice_note_is_transcribed_and_answered_on_its_words(
+    serve, model, chat, monkeypatch
+):
+    monkeypatch.setenv("STT_KEY", "sk-speech")  # serve's environment: its key
     serve.configure(top=transcribing(model))
     model.answer_when("what is the weather in Paris", text_answer("Sunny in Paris."))
     serve.start()
@@ -36,6 +39,7 @@ async def test_a_voice_note_is_transcribed_and_answered_on_its_words(serve, mode
     serve.stop()
     [heard] = model.transcriptions
     assert heard["size"] == len(b"SPEECH:what is the weather in Paris")
+    assert heard["auth"] == "Bearer sk-speech"
     asked = model.requests[0]["body"]["messages"][-1]["content"]
     assert "[voice note, transcribed]: what is the weather in Paris" in asked
     assert "[attached audio: " in asked
@@ -181,8 +185,11 @@ async def test_an_image_an_mcp_tool_made_goes_to_the_chat_as_a_file(serve, model
 
 
 @pytest.mark.parametrize("chat", ["telegram"], indirect=True)
-async def test_long_audio_is_cut_into_pieces_with_ffmpeg(serve, model, chat, require_system):
+async def test_long_audio_is_cut_into_pieces_with_ffmpeg(
+    serve, model, chat, require_system, monkeypatch
+):
     require_system(Path("/usr/bin/ffmpeg"), packages=("ffmpeg",))
+    monkeypatch.setenv("STT_KEY", "sk-speech")
     made = await trio.run_process(
         ["ffmpeg", "-nostdin", "-loglevel", "error", "-f", "lavfi", "-i",
          "sine=frequency=440:duration=70", "-c:a", "libopus", "-b:a", "16k", "-f", "ogg", "-"],
