@@ -427,6 +427,11 @@ class MediaConfig:
     speak: SpeakConfig = SpeakConfig()
     """Voice replies."""
 
+    def __attrs_post_init__(self) -> None:
+        if self.cache_mb < self.max_file_mb:
+            raise _BadValue(f"cache_mb: {self.cache_mb:g} cannot hold one file of max_file_mb "
+                            f"({self.max_file_mb:g})")  # fmt: skip
+
 
 @attrs.frozen
 class RetentionConfig:

@@ -53,6 +53,7 @@ def test_values_override_defaults(tmp_path):
         ("fallback_providers:\n  - {url: x}\n", "unknown key url in fallback_providers[0]"),
         ("timezone: Mars/Olympus\n", "timezone: unknown timezone 'Mars/Olympus'"),
         ("gateway: 3\n", "gateway: expected a mapping"),
+        ("media:\n  cache_mb: 5\n", "media.cache_mb: 5 cannot hold one file of max_file_mb"),
         (
             "media:\n  speak: {platforms: [telegram]}\n",
             "media.speak.base_url: voice replies need the speech",
