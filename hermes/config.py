@@ -398,6 +398,12 @@ class SpeakConfig:
     """The variable holding the provider's API key; unset: no key is sent."""
     platforms: tuple[str, ...] = ()
     """The platforms whose chats get voice replies (opt in per platform)."""
+    mode: Literal["beside", "instead"] = "beside"
+    """`beside`: the voice note follows the text; `instead`: the voice note alone, the text
+    held back `hold` seconds and sent only if no voice note could be made (these
+    platforms show no progress: a streamed answer would show the text)."""
+    hold: float = attrs.field(default=150.0, validator=positive)
+    """Seconds the text waits, in `instead` mode, for its voice note."""
     max_chars: int = attrs.field(default=4000, validator=_at_least(1))
     """Answers longer than this are not read aloud (the text goes as usual)."""
 

@@ -15,7 +15,7 @@ import apsw
 from hermes.adapters.contract import OutFile, Target
 from hermes.adapters.media import PIECE, mime_of
 from hermes.adapters.registry import PLATFORMS
-from hermes.delivery.outbox_store import enqueue
+from hermes.delivery.outbox_store import drop_unsent, enqueue
 
 MAX_CAPTION = 1000  # characters of a file's caption (Telegram's is 1024 units)
 
@@ -76,3 +76,19 @@ def queue_file(
     """Queue `file` (checked with too_large) with its caption, as one row."""
     return enqueue(conn, target, [caption[:MAX_CAPTION]], kind, key, now, reply_to=reply_to,
                    origin=origin, file=file)  # fmt: skip
+
+
+def voice_instead(
+    conn: apsw.Connection,
+    target: Target,
+    file: OutFile,
+    answer_key: str,
+    now: float,
+    origin: str | None = None,
+    reply_to: str | None = None,
+) -> list[int]:
+    """A voice note in place of its answer's text, which waits (`hold`) for it: the text
+    taken back where it has not gone, the voice note queued, in one transaction."""
+    drop_unsent(conn, answer_key)
+    return queue_file(conn, target, file, "", "reply", f"{answer_key}:voice", now, origin,
+                      reply_to)  # fmt: skip

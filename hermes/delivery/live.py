@@ -28,14 +28,23 @@ STOPPED_NOTE = "\n\n(stopped)"
 
 def progress_modes(config: Config) -> dict[str, str]:
     """Each enabled platform's progress mode but `off`: its `progress`, else `stream`
-    where its adapter edits messages."""
+    where its adapter edits messages; `off` where a voice note replaces the text."""
     modes = {}
     for name, settings in config.enabled_platforms().items():
+        if name in voice_holds(config):
+            continue
         known = PLATFORMS.get(name)
         mode = settings.progress or ("stream" if known is not None and known.edits else "off")
         if mode != "off":
             modes[name] = mode
     return modes
+
+
+def voice_holds(config: Config) -> dict[str, float]:
+    """The seconds a turn's text waits, by platform, for the voice note sent instead of it
+    (`media.speak.mode: instead`)."""
+    speak = config.media.speak
+    return {name: speak.hold for name in speak.platforms} if speak.mode == "instead" else {}
 
 
 def status_key(answer_key: str) -> str:

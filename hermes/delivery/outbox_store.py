@@ -101,6 +101,7 @@ def enqueue(
     buttons: Sequence[Button] = (),
     after: float = 0.0,
     file: OutFile | None = None,
+    hold: float = 0.0,
 ) -> list[int]:
     """Queue the chunks of one message; chunk i's idempotency key is `key:i`. Queuing a
     key again (a retried write, a replayed event, a resumed turn's answer that split
@@ -108,7 +109,8 @@ def enqueue(
     write_live): `chunks` are its final text. A mirror rides on the first chunk: it is
     written when that chunk is sent; `buttons` ride on the last. Returns the ids of the
     rows that wait to go (`after`: as write_live's). `file` rides on the last chunk (its
-    caption; one chunk is the usual)."""
+    caption; one chunk is the usual). `hold`: the rows go no sooner than this many seconds
+    from now (a text that waits for its voice note), and hold the chat's later rows."""
     if kind not in KINDS:
         raise ValueError(f"outbox kind must be one of {', '.join(KINDS)}, got {kind!r}")
     found = conn.execute("SELECT live FROM outbox WHERE idempotency_key = ?", (f"{key}:0",))
@@ -122,13 +124,14 @@ def enqueue(
     for i, chunk in enumerate(chunks):
         conn.execute(
             "INSERT INTO outbox (platform, chat_id, thread_id, scope_id, text, reply_to, kind,"
-            " origin, idempotency_key, created_at, mirror, buttons, file)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (idempotency_key) DO NOTHING",
+            " origin, idempotency_key, created_at, mirror, buttons, file, not_before)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (idempotency_key) DO NOTHING",
             (target.platform, target.chat_id, target.thread_id, target.scope_id, chunk,
              reply_to if i == 0 else None, kind, origin, f"{key}:{i}", now,
              mirror.to_json() if mirror is not None and i == 0 else None,
              shown if i == len(chunks) - 1 else None,
-             file.to_json() if file is not None and i == len(chunks) - 1 else None),
+             file.to_json() if file is not None and i == len(chunks) - 1 else None,
+             now + hold if hold > 0 else None),
         )  # fmt: skip
         if conn.changes():
             ids.append(conn.last_insert_rowid())

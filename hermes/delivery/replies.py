@@ -55,6 +55,7 @@ class Answer:
     reply_to: str | None = None
     prefix: str = ""  # said before the text (a turn answered after a restart)
     after: float = 0.0  # where its turn's progress is a message: the final edit's interval
+    hold: float = 0.0  # seconds its text waits for a voice note sent instead of it
 
     def queue(self, conn: apsw.Connection, text: str, now: float, kind: str = "reply") -> list[int]:
         """Its rows queued (or, where its turn's progress is a message under its key, that
@@ -62,7 +63,7 @@ class Answer:
         queued before)."""
         chunks = chunks_for(self.prefix + text, self.target.platform)
         return enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to,
-                       after=self.after)  # fmt: skip
+                       after=self.after, hold=self.hold)  # fmt: skip
 
 
 class Replies(Protocol):
@@ -100,9 +101,12 @@ class OutboxReplies(UsesDb):
         streamed: frozenset[str] = frozenset({"local"}),
         progress: Mapping[str, str] | None = None,
         interval: float = 1.5,
+        holds: Mapping[str, float] | None = None,
     ) -> None:
         """`progress`: each platform's progress mode, `tools` or `stream` (a platform not
-        in it: `off`); `interval`: gateway.progress_interval."""
+        in it: `off`); `interval`: gateway.progress_interval; `holds`: the seconds a turn's
+        answer waits, by platform, for the voice note sent instead of it."""
+        self.holds = dict(holds or {})
         self.clock = clock
         self.streamed = streamed
         super().__init__(registry, state_db)
@@ -180,7 +184,8 @@ class OutboxReplies(UsesDb):
             self.live[source.platform, source.event_id] = LiveReply(
                 source.target(), live_key, source.message_id, mode, trio.current_time()
             )
-        return Answer(source.target(), key, source.message_id, prefix, self.interval)
+        return Answer(source.target(), key, source.message_id, prefix, self.interval,
+                      self.holds.get(source.platform, 0.0))  # fmt: skip
 
     async def answer(
         self,

@@ -36,7 +36,7 @@ from hermes.agent.providers import build_agent
 from hermes.agent.speech import Speech
 from hermes.config import Config, ConfigError, Secrets, load_config
 from hermes.cron.scheduler import Scheduler
-from hermes.delivery.live import progress_modes
+from hermes.delivery.live import progress_modes, voice_holds
 from hermes.delivery.outbox import Outbox
 from hermes.delivery.outbox_store import mark_undelivered
 from hermes.delivery.replies import OutboxReplies
@@ -246,7 +246,8 @@ def build_root(
         replies = OutboxReplies(registry(), home.state_db, services.adapter_of,
                                 services.outbox.current, services.clock,
                                 progress=progress_modes(config),
-                                interval=config.gateway.progress_interval)  # fmt: skip
+                                interval=config.gateway.progress_interval,
+                                holds=voice_holds(config))  # fmt: skip
         return Router(registry(), home.state_db, home.root, home.memories, agent, config,
                       replies, new_owner(), services.clock, session_services,
                       approval_waits=services.approval_waits, live=live)  # fmt: skip

@@ -1,7 +1,9 @@
 """Voice replies: where `media.speak.platforms` names the chat's platform, a turn's
 answer, once queued as text, is read aloud by the speech endpoint and queued after it as
 a voice note (its own outbox row, keyed by the answer's: a resumed turn adds none). A
-speech failure costs only the voice note: the text went already."""
+speech failure costs only the voice note: the text went already. In `instead` mode the
+text was queued held back (`hold`), and the voice note takes its place; a failure, or a
+crash, lets the text go when the hold ends."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from hermes.adapters.contract import OutFile
 from hermes.adapters.media import MediaError
 from hermes.agent.speech import Speech, SpeechError, speak
 from hermes.agent.tools.base import ToolContext
-from hermes.delivery.files import queue_file, too_large
+from hermes.delivery.files import queue_file, too_large, voice_instead
 from hermes.delivery.outbox import nudge
 from hermes.delivery.replies import Answer
 
@@ -45,6 +47,11 @@ class VoiceReplies:
             log.info("a voice reply is not sent: %s", refused)
             return
         file = OutFile(saved.path, "reply.ogg", "audio/ogg", saved.size, voice=True)
-        await ctx.db.write(queue_file, answer.target, file, "", "reply", f"{answer.key}:voice",
-                           ctx.clock.now(), ctx.session_id, answer.reply_to)  # fmt: skip
+        if config.mode == "instead":
+            await ctx.db.write(voice_instead, answer.target, file, answer.key, ctx.clock.now(),
+                               ctx.session_id, answer.reply_to)  # fmt: skip
+        else:
+            await ctx.db.write(queue_file, answer.target, file, "", "reply",
+                               f"{answer.key}:voice", ctx.clock.now(), ctx.session_id,
+                               answer.reply_to)  # fmt: skip
         nudge(ctx.outbox)

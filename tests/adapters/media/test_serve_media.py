@@ -16,7 +16,7 @@ from PIL import Image
 
 from tests.adapters.serving import in_thread
 from tests.fakes.mcp_server import PICTURE_PNG, open_reports
-from tests.fakes.openai import text_answer, tool_answer
+from tests.fakes.openai import closed_port_url, text_answer, tool_answer
 from tests.gateway.test_serve_mcp import mcp_section, until_ready
 
 pytestmark = pytest.mark.timeout(90)
@@ -205,3 +205,34 @@ async def test_long_audio_is_cut_into_pieces_with_ffmpeg(
     assert len(model.transcriptions) == 3  # 70 s in pieces of 30
     asked = model.requests[0]["body"]["messages"][-1]["content"]
     assert "[voice note, transcribed]: (inaudible) (inaudible) (inaudible)" in asked
+
+
+def speaking(url: str, mode: str = "instead", hold: float = 30) -> str:
+    return (f"media:\n  speak:\n    base_url: '{url}'\n    platforms: [telegram]\n"
+            f"    mode: {mode}\n    hold: {hold}\n")  # fmt: skip
+
+
+@pytest.mark.parametrize("chat", ["telegram"], indirect=True)
+async def test_a_voice_reply_instead_of_the_text_takes_its_place(serve, model, chat):
+    serve.configure(top=speaking(model.url))
+    model.script(text_answer("Hello there."))
+    serve.start()
+    chat.fake.message("say hello", **_from(chat))
+    [upload] = await in_thread(chat.fake.wait_uploads, 1, 30.0)
+    await serve.until_outbox("sent", 1)
+    rows = serve.outbox()
+    serve.stop()
+    assert upload["method"] == "sendVoice" and upload["caption"] is None
+    assert len(rows) == 1  # the held text was taken back: only the voice note was queued
+    assert chat.texts() == [""] and serve.assistant_replies() == ["Hello there."]
+
+
+@pytest.mark.parametrize("chat", ["telegram"], indirect=True)
+async def test_without_a_voice_note_the_held_text_goes_after_all(serve, model, chat):
+    serve.configure(top=speaking(closed_port_url(), hold=1))  # speech cannot be reached
+    model.script(text_answer("Hello there."))
+    serve.start()
+    chat.fake.message("say hello", **_from(chat))
+    await in_thread(chat.fake.wait_sent, 1, 30.0)
+    serve.stop()
+    assert chat.texts() == ["Hello there."] and chat.uploads() == []
