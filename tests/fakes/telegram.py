@@ -1636,14 +1636,7 @@ class FakeTelegram(Fake):
         with self._cond:
             reply = self._check_message(params, chat)
             if reply.status != 200:
-                assert isinstance(reply.body, dict)
-                refused = {
-                    **record, "error_code": reply.status,
-                    "description": reply.body["description"],
-                }  # fmt: skip
-                if "parameters" in reply.body:
-                    refused["parameters"] = reply.body["parameters"]
-                self._refused.append(refused)
+                self._refuse(record, reply)
             else:
                 assert isinstance(reply.body, dict)
                 record["message_id"] = reply.body["result"]["message_id"]
@@ -1730,13 +1723,7 @@ class FakeTelegram(Fake):
             reply, file, upload = self._check_file(method, field, params, chat)
             assert isinstance(reply.body, dict)
             if reply.status != 200:
-                refused = {
-                    **record, "error_code": reply.status,
-                    "description": reply.body["description"],
-                }  # fmt: skip
-                if "parameters" in reply.body:
-                    refused["parameters"] = reply.body["parameters"]
-                self._refused.append(refused)
+                self._refuse(record, reply)
             else:
                 assert file is not None
                 message_id = reply.body["result"]["message_id"]
@@ -1923,6 +1910,14 @@ class FakeTelegram(Fake):
             self._downloads.append(path)
             self._cond.notify_all()
             return Reply(200, file.content, content_type=file.mime_type)
+
+    def _refuse(self, record: dict[str, Any], reply: Reply) -> None:
+        """Record a send refused (under the lock): the request, and Telegram's answer."""
+        assert isinstance(reply.body, dict)
+        refused = {**record, "error_code": reply.status, "description": reply.body["description"]}
+        if "parameters" in reply.body:
+            refused["parameters"] = reply.body["parameters"]
+        self._refused.append(refused)
 
     def _control_error(self, status: int, exc: Exception | None) -> Reply:
         return _error(status, "Not Found" if exc is None else f"Bad Request: {exc}")
