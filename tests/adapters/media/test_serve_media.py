@@ -46,6 +46,7 @@ async def test_a_voice_note_is_transcribed_and_answered_on_its_words(
     assert chat.texts() == ["Sunny in Paris."]
 
 
+@pytest.mark.parametrize("chat", ["telegram"], indirect=True)  # the gateway's, on any
 async def test_without_speech_to_text_the_model_is_told_it_cannot_hear(serve, model, chat):
     model.script(text_answer("I cannot hear voice notes."))
     serve.start()
