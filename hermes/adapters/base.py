@@ -53,7 +53,7 @@ from hermes.adapters.contract import (
     Unconfirmed,
 )
 from hermes.adapters.cursors import Cursors
-from hermes.adapters.media import MediaLimits
+from hermes.adapters.media import DEFAULT_LIMITS, MediaLimits
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
@@ -115,9 +115,20 @@ class PlatformAdapter(Actor):
     typing_at_most: float = 600.0
     reconnect_backoff: Backoff = EARLY_FAILURES  # after connections that ended unsettled
 
-    def __init__(self, name: str, status: AdapterStatus, admit: Admit) -> None:
+    def __init__(
+        self,
+        name: str,
+        status: AdapterStatus,
+        admit: Admit,
+        cache: Path | None = None,
+        media: MediaLimits = DEFAULT_LIMITS,
+    ) -> None:
+        """`cache`: the directory its media is saved in (None: it saves none), within
+        `media`'s limits."""
         super().__init__(name)
         self.status = status
+        self.cache = cache
+        self.media = media
         self._admit = admit
         self._admitting = 0
         self._last = 0.0
@@ -363,8 +374,8 @@ class AdapterSetup:
     """What one incarnation of a platform's adapter is built from: the platform's name
     and config, the secrets its token variables name (only those), the status kept
     across restarts, admission, what it keeps in state.db between incarnations (a
-    poll offset), where it may save media (None: it saves none), and where a send it took
-    and later failed is reported."""
+    poll offset), the directory it saves media in (its own under the cache; None: it saves
+    none), and where a send it took and later failed is reported."""
 
     name: str
     config: PlatformConfig
@@ -373,7 +384,7 @@ class AdapterSetup:
     admit: Admit
     cursors: Cursors | None = None
     cache: Path | None = None
-    media: MediaLimits = MediaLimits()  # how much of it, per file and in all
+    media: MediaLimits = DEFAULT_LIMITS  # how much of it, per file and in all
     # What a platform reports later of a send it took (a WhatsApp `failed` status): told
     # here, it is committed before the adapter acknowledges the report.
     undelivered: Callable[[DeliveryFailed], Awaitable[None]] | None = None

@@ -197,6 +197,11 @@ class Permanent:
     missing: bool = False  # an edit whose message is gone, or can no longer be edited
 
 
+def file_gone(exc: OSError) -> Permanent:
+    """A file send whose copy under HERMES_HOME/outgoing cannot be read: it never will be."""
+    return Permanent(f"the file to send is gone: {exc.strerror}")
+
+
 @attrs.frozen
 class Unconfirmed:
     """The request may have reached the platform and no answer came (a read timeout, a

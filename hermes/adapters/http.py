@@ -28,7 +28,13 @@ import httpx
 import trio
 
 from hermes.adapters.base import PlatformAdapter
-from hermes.adapters.contract import OutFile, Permanent, RetryAfter, SendResult, Unconfirmed
+from hermes.adapters.contract import (
+    OutFile,
+    RetryAfter,
+    SendResult,
+    Unconfirmed,
+    file_gone,
+)
 
 CONNECT_TIMEOUT = 10.0
 TIMEOUT = httpx.Timeout(None, connect=CONNECT_TIMEOUT)
@@ -130,7 +136,7 @@ class HttpAdapter(PlatformAdapter):
                     handle = await trio.to_thread.run_sync(open, f.path, "rb")
                     parts[field] = (f.name, opened.enter_context(handle), f.mime)
             except OSError as exc:  # its copy is gone: it can never be sent
-                return Permanent(f"the file to send is gone: {exc.strerror}")
+                return file_gone(exc)
             try:
                 answer = await self.http.post(url, data=fields, files=parts, headers=headers)
             except httpx.HTTPError as exc:

@@ -26,6 +26,8 @@ MAX_FILE = 20 * 1024 * 1024  # Telegram's Bot API's own download limit
 CACHE_CAP = 500 * 1024 * 1024
 MAX_AGE = 30 * 86400.0
 PIECE = 64 * 1024
+MAX_ATTACHMENTS = 10  # files of one message taken; the rest are left unread
+FILE_SECONDS = 120.0  # one file's download, a lookup of where it is included
 STALE_PART = 3600.0  # seconds: a partial file older than this was left by a kill
 
 
@@ -45,6 +47,9 @@ class MediaLimits:
     max_file: int = MAX_FILE
     cache_cap: int = CACHE_CAP
     max_age: float = MAX_AGE
+
+
+DEFAULT_LIMITS = MediaLimits()
 
 
 @attrs.frozen
@@ -81,7 +86,7 @@ def _safe(name: str) -> str:
 
 
 def save(directory: Path, name: str, data: bytes, mime: str | None = None,
-         limits: MediaLimits = MediaLimits()) -> Saved:  # fmt: skip
+         limits: MediaLimits = DEFAULT_LIMITS) -> Saved:  # fmt: skip
     """Write bytes already read (a base64 answer, a mail's part) as `directory/name`
     (0600), then evict past the limits. MediaError past `limits.max_file`."""
     if len(data) > limits.max_file:
@@ -101,7 +106,7 @@ async def save_stream(
     name: str,
     pieces: AsyncIterator[bytes],
     mime: str | None = None,
-    limits: MediaLimits = MediaLimits(),
+    limits: MediaLimits = DEFAULT_LIMITS,
     progress: Callable[[], None] = lambda: None,
 ) -> Saved:
     """Write `pieces` as `directory/name` as they arrive, hashing them: a file past
@@ -130,13 +135,23 @@ async def save_stream(
     return Saved(path.name, mime_of(name, mime), size, str(path), digest.hexdigest())
 
 
+def refuse_unless_ok(got: httpx.Response, name: str, limits: MediaLimits) -> None:
+    """MediaError unless the answer is a 200 whose stated size (if any) is within the
+    limit: checked before a byte of the body is read."""
+    if got.status_code != 200:
+        raise MediaError(f"{name} could not be fetched: HTTP {got.status_code}")
+    stated = got.headers.get("content-length")
+    if stated and stated.isdigit() and int(stated) > limits.max_file:
+        raise MediaError(f"{name} is {stated} bytes, over the {limits.max_file} limit")
+
+
 async def download(
     http: httpx.AsyncClient,
     url: str,
     directory: Path,
     name: str,
     mime: str | None = None,
-    limits: MediaLimits = MediaLimits(),
+    limits: MediaLimits = DEFAULT_LIMITS,
     headers: dict[str, str] | None = None,
     progress: Callable[[], None] = lambda: None,
 ) -> Saved:
@@ -144,11 +159,7 @@ async def download(
     sign-in page) and save it with save_stream; a stated size past the limit is refused
     before a byte is read."""
     async with http.stream("GET", url, headers=headers or {}, follow_redirects=False) as got:
-        if got.status_code != 200:
-            raise MediaError(f"{name} could not be fetched: HTTP {got.status_code}")
-        stated = got.headers.get("content-length")
-        if stated and stated.isdigit() and int(stated) > limits.max_file:
-            raise MediaError(f"{name} is {stated} bytes, over the {limits.max_file} limit")
+        refuse_unless_ok(got, name, limits)
         kind = mime or got.headers.get("content-type")
         return await save_stream(directory, name, got.aiter_bytes(PIECE), kind, limits, progress)
 

@@ -14,10 +14,14 @@ import httpx
 import trio
 
 from hermes.adapters.contract import Fetched
-from hermes.adapters.media import MediaError, MediaLimits, Saved, download
-
-MAX_ATTACHMENTS = 10  # per message; the rest are left unread
-FETCH_SECONDS = 120.0  # one file's download
+from hermes.adapters.media import (
+    FILE_SECONDS,
+    MAX_ATTACHMENTS,
+    MediaError,
+    MediaLimits,
+    Saved,
+    download,
+)
 
 
 @attrs.frozen
@@ -76,7 +80,7 @@ async def fetch_urls(
                     raise MediaError(f"{ref.name} is {ref.size} bytes, over the "
                                      f"{limits.max_file} limit")  # fmt: skip
                 tag = hashlib.sha256(ref.url.split("?")[0].encode()).hexdigest()[:12]
-                with trio.fail_after(FETCH_SECONDS):
+                with trio.fail_after(FILE_SECONDS):
                     files.append(await download(http, ref.url, directory, f"{tag}-{ref.name}",
                                                 ref.mime, limits, headers))  # fmt: skip
             except (MediaError, httpx.HTTPError, OSError, KeyError, ValueError,

@@ -196,7 +196,7 @@ def build_root(
                     statuses[name],
                     admission(),
                     Cursors(registry(), home.state_db, services.clock),
-                    home.cache,
+                    home.cache / name,
                     media_limits,
                     undelivered,
                 )

@@ -102,15 +102,13 @@ class DiscordAdapter(HttpAdapter):
     progress_deadline = 60.0  # until Hello says the interval
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit)
+        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
         config = setup.config
         self.platform = setup.name
         self.token_env = config.token_env
         self.token = setup.secrets.get(config.token_env)
         self.base = (config.base_url or DEFAULT_BASE).rstrip("/") + "/api/v10/"
         self.cursors = setup.cursors
-        self.cache = setup.cache / setup.name if setup.cache is not None else None
-        self.media = setup.media
         self.file_hosts = CDN_HOSTS + ((config.base_url,) if config.base_url else ())
         self.kept = KeptSession(setup.cursors, f"{setup.name}:session")
         self.gateway: str | None = None

@@ -34,10 +34,10 @@ from hermes.adapters.base import AdapterFatal, AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import (
     Cursor,
     Fetched,
-    Permanent,
     RetryAfter,
     SendRequest,
     SendResult,
+    file_gone,
 )
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.imap import DEADLINE_NOOPS, MAX_MESSAGE, Mailbox, refused
@@ -56,15 +56,13 @@ class EmailAdapter(PlatformAdapter):
     concurrent_sends = 4
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit)
+        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
         config = setup.config
         if not isinstance(config, EmailConfig):  # the tree reads it as EMAIL.settings
             raise TypeError(f"the email adapter needs an EmailConfig, not {config!r}")
         self.platform = setup.name
         self.config = config
         self.progress_deadline = DEADLINE_NOOPS * config.liveness_seconds
-        self.cache = setup.cache / setup.name if setup.cache is not None else None
-        self.media = setup.media
         self.password = setup.secrets.get(config.token_env)
         self.cursors = setup.cursors
         self.clock = setup.cursors.clock if setup.cursors is not None else None
@@ -257,7 +255,7 @@ class EmailAdapter(PlatformAdapter):
             try:
                 await trio.to_thread.run_sync(attach, mail, request.file)
             except OSError as exc:  # its copy is gone: it can never be sent
-                return Permanent(f"the file to send is gone: {exc.strerror}")
+                return file_gone(exc)
         return await submit(self.config, self.password, mail)
 
     async def _salt(self) -> str:

@@ -37,11 +37,11 @@ from hermes.adapters.email.authentication import vouched
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.content import body_text, new_words
 from hermes.adapters.markdown_html import markdown_html
+from hermes.adapters.media import MAX_ATTACHMENTS
 
 _ID = re.compile(r"<[^<>\s]+>")
 KEEP_REFERENCES = 20  # Message-IDs an answer names: the thread's first, and the latest
 MAX_TEXT = 100_000  # characters of a mail the model reads
-MAX_ATTACHMENTS = 10  # of one mail, saved
 
 
 @attrs.frozen

@@ -82,7 +82,7 @@ class MatrixAdapter(HttpAdapter):
     platform = "matrix"
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit)
+        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
         config = setup.config
         if not isinstance(config, MatrixConfig):  # the tree reads it as MATRIX.settings
             raise TypeError(f"the Matrix adapter needs a MatrixConfig, not {config!r}")
@@ -97,8 +97,6 @@ class MatrixAdapter(HttpAdapter):
         self.login_key = f"{setup.name}:login"  # {access_token, device_id} of a login
         self.base = config.base_url or ""
         self.cursors = setup.cursors
-        self.cache = setup.cache / setup.name if setup.cache is not None else None
-        self.media = setup.media
         self.since_key = f"{setup.name}:since"
         self.progress_deadline = config.sync_timeout + max(MIN_SLACK, config.sync_timeout / 2)
         self.direct: set[str] = set()  # rooms some m.direct names

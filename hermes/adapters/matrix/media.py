@@ -38,15 +38,23 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from hermes.adapters.contract import (
     Fetched,
     OutFile,
-    Permanent,
     RetryAfter,
     SendResult,
     Unconfirmed,
+    file_gone,
 )
 from hermes.adapters.http import HttpAnswer, failed_send, read_capped
 from hermes.adapters.matrix.api import as_dict, error_of, result_of
-from hermes.adapters.media import PIECE, MediaError, MediaLimits, Saved, save_stream
-from hermes.adapters.url_media import FETCH_SECONDS, MAX_ATTACHMENTS
+from hermes.adapters.media import (
+    FILE_SECONDS,
+    MAX_ATTACHMENTS,
+    PIECE,
+    MediaError,
+    MediaLimits,
+    Saved,
+    refuse_unless_ok,
+    save_stream,
+)
 
 MEDIA_TYPES = frozenset({"m.image", "m.file", "m.audio", "m.video"})
 # A server name (a host, maybe an IPv6 literal, maybe a port), then a media id.
@@ -127,7 +135,7 @@ async def fetch_media(
             if ref.size is not None and ref.size > limits.max_file:
                 raise MediaError(f"{ref.name} is {ref.size} bytes, over the "
                                  f"{limits.max_file} limit")  # fmt: skip
-            with trio.fail_after(FETCH_SECONDS):
+            with trio.fail_after(FILE_SECONDS):
                 files.append(await _download(http, base, ref, directory, limits))
         except (MediaError, httpx.HTTPError, OSError, KeyError, ValueError, TypeError,
                 trio.TooSlowError) as exc:  # fmt: skip
@@ -156,11 +164,7 @@ async def _download(
         async with http.stream("GET", url, follow_redirects=False) as got:
             if url == authenticated and got.status_code == 404 and await _unrecognized(got):
                 continue  # a homeserver older than authenticated media
-            if got.status_code != 200:
-                raise MediaError(f"{ref.name} could not be fetched: HTTP {got.status_code}")
-            stated = got.headers.get("content-length")
-            if stated and stated.isdigit() and int(stated) > limits.max_file:
-                raise MediaError(f"{ref.name} is {stated} bytes, over the {limits.max_file} limit")
+            refuse_unless_ok(got, ref.name, limits)
             pieces = got.aiter_bytes(PIECE)
             if key is None:
                 mime = ref.mime or got.headers.get("content-type")
@@ -253,7 +257,7 @@ async def upload(
         size = await trio.to_thread.run_sync(os.path.getsize, file.path)
         handle = await trio.open_file(file.path, "rb")
     except OSError as exc:  # its copy is gone: it can never be sent
-        return Permanent(f"the file to send is gone: {exc.strerror}")
+        return file_gone(exc)
 
     async def body() -> AsyncIterator[bytes]:
         encryptor = Cipher(algorithms.AES(key), modes.CTR(iv)).encryptor() if encrypt else None

@@ -51,6 +51,7 @@ from hermes.adapters.contract import (
     SendResult,
     Sent,
     Unconfirmed,
+    file_gone,
 )
 from hermes.adapters.http import CONNECT_TIMEOUT, HttpAdapter, failed_send
 from hermes.adapters.media import MediaError, Saved, save
@@ -92,7 +93,7 @@ class SignalAdapter(HttpAdapter):
     typing_every = 10.0  # Signal shows "typing" for 15 s after each indicator
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit)
+        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
         config = setup.config
         if not isinstance(config, SignalConfig):  # the tree reads it as SIGNAL.settings
             raise TypeError(f"the Signal adapter needs a SignalConfig, not {config!r}")
@@ -100,8 +101,6 @@ class SignalAdapter(HttpAdapter):
         self.config = config
         self.account = config.account or ""
         self.cursors = setup.cursors
-        self.cache = setup.cache / setup.name if setup.cache is not None else None
-        self.media = setup.media
         self.event_key = f"{setup.name}:event"  # the last admitted event's id (HTTP)
         self.progress_deadline = 3 * config.keepalive
         self.over_http = (config.rpc or "").startswith(("http://", "https://"))
@@ -278,7 +277,7 @@ class SignalAdapter(HttpAdapter):
             try:
                 uri = await trio.to_thread.run_sync(data_uri, request.file)
             except OSError as exc:  # its copy is gone: it can never be sent
-                return Permanent(f"the file to send is gone: {exc.strerror}")
+                return file_gone(exc)
             except ValueError as exc:
                 return Permanent(str(exc))
             params["attachments"] = [uri]

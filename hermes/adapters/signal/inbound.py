@@ -23,9 +23,9 @@ from typing import Any
 import attrs
 
 from hermes.adapters.contract import ChatType, InboundEvent
+from hermes.adapters.media import MAX_ATTACHMENTS
 
 MAX_TEXT = 20_000  # characters of a message the model reads
-MAX_ATTACHMENTS = 10
 MENTION = "\ufffc"
 
 

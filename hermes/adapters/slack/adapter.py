@@ -75,7 +75,7 @@ class SlackAdapter(HttpAdapter):
     platform = "slack"
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit)
+        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
         config = setup.config
         if not isinstance(config, SlackConfig):  # the tree reads it as SLACK.settings
             raise TypeError(f"Slack's adapter needs a SlackConfig, not {config!r}")
@@ -84,8 +84,6 @@ class SlackAdapter(HttpAdapter):
         self.bot_token = setup.secrets.get(config.token_env)
         self.app_token = setup.secrets.get(config.app_token_env)
         self.base = config.base_url or DEFAULT_BASE
-        self.cache = setup.cache / setup.name if setup.cache is not None else None
-        self.media = setup.media
         self.file_hosts = FILE_HOSTS + ((config.base_url,) if config.base_url else ())
         self.progress_deadline = config.idle_timeout
         self.bot_user = ""

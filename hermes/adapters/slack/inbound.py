@@ -22,7 +22,8 @@ import re
 from typing import Any
 
 from hermes.adapters.contract import ChatType, InboundEvent
-from hermes.adapters.url_media import MAX_ATTACHMENTS, UrlRef
+from hermes.adapters.media import MAX_ATTACHMENTS
+from hermes.adapters.url_media import UrlRef
 
 CHAT_TYPES = {"im": ChatType.DM, "channel": ChatType.CHANNEL, "group": ChatType.GROUP,
               "mpim": ChatType.GROUP}  # fmt: skip

@@ -93,7 +93,7 @@ class TelegramAdapter(HttpAdapter):
     typing_every = 4.0  # Telegram shows "typing" for about 5 s
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit)
+        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
         config = setup.config
         if not isinstance(config, TelegramConfig):  # the tree reads it as TELEGRAM.settings
             raise TypeError(f"Telegram's adapter needs a TelegramConfig, not {config!r}")
@@ -106,8 +106,6 @@ class TelegramAdapter(HttpAdapter):
             MARGIN, max(1.0, config.poll_timeout / 3)
         )
         self.cursors = setup.cursors
-        self.cache = setup.cache / setup.name if setup.cache is not None else None
-        self.media = setup.media
         self.offset_key = f"{setup.name}:offset"
         self.migrated_key = f"{setup.name}:migrated:"
         self.migrated: dict[str, str] = {}  # old chat id -> the supergroup it became

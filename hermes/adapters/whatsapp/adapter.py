@@ -50,7 +50,8 @@ from hermes.adapters.contract import (
     Unconfirmed,
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
-from hermes.adapters.media import MediaError, Saved, download
+from hermes.adapters.media import FILE_SECONDS, MediaError, Saved, download
+from hermes.adapters.url_media import trusted
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.adapters.whatsapp.config import WhatsAppConfig
 from hermes.adapters.whatsapp.files import declared, kind_of, media_message
@@ -70,8 +71,7 @@ WINDOW = 24 * 3600.0  # the customer-service window: seconds after the user's la
 RATE_CODES = frozenset({4, 80007, 130429, 131056})  # app, account, throughput, pair rates
 AUTH_CODES = frozenset({190})  # the access token expired or was revoked
 WINDOW_CODES = frozenset({131047})  # "re-engagement message": outside the window
-MEDIA_SECONDS = 120.0  # one media download, its lookup included
-MEDIA_HOSTS = (".fbsbx.com", ".facebook.com", ".whatsapp.net")  # where Meta serves media
+MEDIA_HOSTS = ("fbsbx.com", "facebook.com", "whatsapp.net")  # where Meta serves media
 FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
 OK = WebhookAnswer(200, b"ok\n")
 
@@ -82,7 +82,7 @@ class WhatsAppAdapter(HttpAdapter):
     concurrent_sends = 16
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit)
+        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
         config = setup.config
         if not isinstance(config, WhatsAppConfig):  # the tree reads it as WHATSAPP.settings
             raise TypeError(f"WhatsApp's adapter needs a WhatsAppConfig, not {config!r}")
@@ -94,8 +94,6 @@ class WhatsAppAdapter(HttpAdapter):
         self.base = (config.base_url or DEFAULT_BASE).rstrip("/")
         self.cursors = setup.cursors
         self.undelivered = setup.undelivered
-        self.cache = setup.cache / setup.name if setup.cache is not None else None
-        self.media = setup.media
         self.window_key = f"{setup.name}:window:"
 
     def headers(self) -> dict[str, str]:
@@ -198,7 +196,7 @@ class WhatsAppAdapter(HttpAdapter):
         for ref in attachments:
             kind, media_id, mime, name = read_media_ref(ref)
             try:
-                with trio.fail_after(MEDIA_SECONDS):
+                with trio.fail_after(FILE_SECONDS):
                     files.append(await self._download(media_id, mime, name))
             except (httpx.HTTPError, MediaError, ValueError, OSError, trio.TooSlowError) as exc:
                 problems.append(f"[the {kind} could not be fetched: {exc!r}]")
@@ -210,7 +208,8 @@ class WhatsAppAdapter(HttpAdapter):
             raise ValueError(f"{media_id!r} is not a media id")
         info = (await self.http.get(f"{self.base}/{media_id}")).raise_for_status().json()
         url = httpx.URL(str(info.get("url", "")))
-        if not self._trusted_media_host(url):  # the token goes to Meta only
+        api = httpx.URL(self.base)  # the token goes to Meta (or a test's own API) only
+        if not trusted(str(url), (*MEDIA_HOSTS, f"{api.scheme}://{api.netloc.decode()}")):
             raise ValueError(f"the media URL's host {url.host!r} is not Meta's")
         limit = self.media.max_file
         if int(info.get("file_size") or 0) > limit:
@@ -218,12 +217,6 @@ class WhatsAppAdapter(HttpAdapter):
         # Named by its id first: two users' "invoice.pdf" never overwrite each other.
         return await download(self.http, str(url), self.cache, f"{media_id}-{Path(name).name}",
                               mime or None, self.media)  # fmt: skip
-
-    def _trusted_media_host(self, url: httpx.URL) -> bool:
-        """Meta's media hosts (or, in a test, the configured API's own)."""
-        if url.host == httpx.URL(self.base).host:
-            return True
-        return url.scheme == "https" and url.host.endswith(MEDIA_HOSTS)
 
     # -- sending --------------------------------------------------------------------
 
