@@ -732,15 +732,9 @@ def _content(params: dict[str, Any], too_long: str) -> _Content | Reply:
     text = params.get("text")
     text = "" if text is None else str(text)
     mode = params.get("parse_mode")
-    plain = text
-    if mode:
-        parser = _PARSERS.get(str(mode).lower())
-        if parser is None:
-            return _error(400, "Bad Request: unsupported parse_mode")
-        try:
-            plain = parser(text)
-        except ParseError as exc:
-            return _error(400, f"Bad Request: can't parse entities: {exc}")
+    plain = _parsed(text, mode)
+    if isinstance(plain, Reply):
+        return plain
     if not plain.strip():
         return _error(400, "Bad Request: message text is empty")
     if utf16_len(plain) > MAX_TEXT:
@@ -751,6 +745,19 @@ def _content(params: dict[str, Any], too_long: str) -> _Content | Reply:
     return _Content((text, str(mode).lower() if mode else None), plain, keyboard)
 
 
+def _parsed(text: str, mode: Any) -> str | Reply:
+    """`text` as shown once parsed in parse mode `mode` (none: as it is), or the refusal."""
+    if not mode:
+        return text
+    parser = _PARSERS.get(str(mode).lower())
+    if parser is None:
+        return _error(400, "Bad Request: unsupported parse_mode")
+    try:
+        return parser(text)
+    except ParseError as exc:
+        return _error(400, f"Bad Request: can't parse entities: {exc}")
+
+
 def _caption(params: dict[str, Any]) -> tuple[str, dict[str, Any] | None] | Reply:
     """The caption (as shown: parsed) and inline keyboard a file send carries, checked
     as Telegram checks them, or the refusal. A caption is optional; its parse mode is
@@ -758,15 +765,9 @@ def _caption(params: dict[str, Any]) -> tuple[str, dict[str, Any] | None] | Repl
     caption = params.get("caption")
     text = "" if caption is None else str(caption)
     mode = params.get("parse_mode")
-    plain = text
-    if text and mode and str(mode).lower() != "none":
-        parser = _PARSERS.get(str(mode).lower())
-        if parser is None:
-            return _error(400, "Bad Request: unsupported parse_mode")
-        try:
-            plain = parser(text)
-        except ParseError as exc:
-            return _error(400, f"Bad Request: can't parse entities: {exc}")
+    plain = _parsed(text, mode) if text and str(mode).lower() != "none" else text
+    if isinstance(plain, Reply):
+        return plain
     if utf16_len(plain) > MAX_CAPTION:
         return _error(400, CAPTION_TOO_LONG)
     keyboard = _keyboard(params)
