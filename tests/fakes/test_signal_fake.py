@@ -72,6 +72,19 @@ def error(fake: FakeSignal, method: str, **params: Any) -> dict[str, Any]:
     return answer.json()["error"]
 
 
+def _received(sock: socket.socket, deadline: float, nothing: str) -> bytes:
+    """What the fake sent next, by `deadline` (TimeoutError saying `nothing` after it);
+    EOFError once it closed the connection."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(nothing)
+    sock.settimeout(left)
+    data = sock.recv(65536)
+    if not data:
+        raise EOFError("the fake closed the connection")
+    return data
+
+
 class Stream:
     """A raw event-stream client on a plain socket: the response head, then one SSE item
     at a time, de-chunked; every read bounded by `timeout` (TimeoutError), EOFError once
@@ -96,14 +109,7 @@ class Stream:
         self.finished = False  # the last chunk came
 
     def _fill(self, deadline: float) -> None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("nothing more on the stream")
-        self.sock.settimeout(left)
-        data = self.sock.recv(65536)
-        if not data:
-            raise EOFError("the fake closed the stream")
-        self.raw += data
+        self.raw += _received(self.sock, deadline, "nothing more on the stream")
 
     def head(self, timeout: float = 5) -> int:
         deadline = time.monotonic() + timeout
@@ -201,14 +207,7 @@ class Tcp:
     def line(self, timeout: float = 5) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no line from the fake")
-            self.sock.settimeout(left)
-            data = self.sock.recv(65536)
-            if not data:
-                raise EOFError("the fake closed the connection")
-            self.buffer += data
+            self.buffer += _received(self.sock, deadline, "no line from the fake")
         line, self.buffer = self.buffer.split(b"\n", 1)
         self.lines.append(line + b"\n")
         return json.loads(line)
