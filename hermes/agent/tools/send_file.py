@@ -17,10 +17,10 @@ import trio
 
 from hermes.adapters.contract import Target
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
+from hermes.agent.tools.send_message import sendable
 from hermes.delivery.files import queue_file, stage, too_large
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue
-from hermes.delivery.targets import parse_target
 
 
 async def deliver(ctx: ToolContext, where: Target, source: Path, caption: str = "") -> dict:
@@ -56,19 +56,12 @@ class SendFileTool:
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
         if ctx.files is None:
             raise ToolError("files cannot be sent from here")
-        where = ctx.origin.target() if ctx.origin is not None else None
         if args.get("target"):
-            where = parse_target(str(args["target"]))
-            if where is None:
-                raise ToolError(f"target {args['target']!r} must be platform:chat_id[:thread]")
-        if where is None:
+            where = sendable(ctx, str(args["target"]), "files")
+        elif ctx.origin is not None:
+            where = ctx.origin.target()
+        else:
             raise ToolError("there is no chat to send to: name a target")
-        here = ctx.origin is not None and (ctx.origin.platform, ctx.origin.chat_id) == (
-            where.platform, where.chat_id)  # fmt: skip
-        if not ctx.caller.is_owner and not here:
-            raise ToolError("you may send files only to the chat you are in")
-        if where.platform not in ctx.platforms:
-            raise ToolError(f"no platform {where.platform!r} is configured")
         source = await trio.to_thread.run_sync(self._allowed, need(args, "path"), ctx)
         return json.dumps(await deliver(ctx, where, source, str(args.get("caption") or "")))
 

@@ -13,11 +13,29 @@ from typing import Any
 
 import attrs
 
+from hermes.adapters.contract import Target
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue
 from hermes.delivery.split import chunks_for
 from hermes.delivery.targets import parse_target
+
+
+def sendable(ctx: ToolContext, target: str, what: str) -> Target:
+    """`target` (platform:chat_id[:thread_id]) as a chat of a configured platform that this
+    caller may send `what` to: any, for an owner; the chat they are in, for a user."""
+    where = parse_target(target)
+    if where is None:
+        raise ToolError(f"target {target!r} must be platform:chat_id[:thread_id]")
+    if where.platform not in ctx.platforms:
+        known = ", ".join(sorted(ctx.platforms))
+        raise ToolError(f"no platform {where.platform!r} is configured (configured: {known})")
+    origin = ctx.origin
+    here = origin is not None and (origin.platform, origin.chat_id) == (where.platform,
+                                                                        where.chat_id)  # fmt: skip
+    if not ctx.caller.is_owner and not here:
+        raise ToolError(f"you may send {what} only to the chat you are in")
+    return where
 
 
 @attrs.frozen
@@ -27,18 +45,8 @@ class SendMessageTool:
     parameters = obj(["target", "text"], target={"type": "string"}, text={"type": "string"})
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        target = need(args, "target")
-        where = parse_target(target)
-        if where is None:
-            raise ToolError(f"target {target!r} must be platform:chat_id[:thread_id]")
+        where = sendable(ctx, need(args, "target"), "messages")
         platform = where.platform
-        if platform not in ctx.platforms:
-            known = ", ".join(sorted(ctx.platforms))
-            raise ToolError(f"no platform {platform!r} is configured (configured: {known})")
-        origin = ctx.origin
-        here = origin is not None and (origin.platform, origin.chat_id) == (platform, where.chat_id)
-        if not ctx.caller.is_owner and not here:
-            raise ToolError("you may send messages only to the chat you are in")
         text = need(args, "text")
         key = f"send:{ctx.session_id}:{secrets.token_hex(6)}"
         chunks = chunks_for(text, platform)
