@@ -27,18 +27,20 @@ class NewMessage:
     platform_message_id: str | None = None
     input_tokens: int = 0  # what producing it cost, added to its session's counters
     output_tokens: int = 0
+    untrusted: str | None = None  # why its text is not from an owner's hands (None: it is)
+    attachments: str | None = None  # a user's files, as JSON
 
 
 _COLUMNS = (
     "session_id, role, content, tool_calls, tool_call_id, tool_name, timestamp, token_count,"
-    " platform_message_id"
+    " platform_message_id, untrusted, attachments"
 )
 _BUMP_SESSION = (
     "UPDATE sessions SET message_count = message_count + 1,"
     " tool_call_count = tool_call_count + ?, last_activity_at = ?,"
     " input_tokens = input_tokens + ?, output_tokens = output_tokens + ? WHERE id = ?"
 )
-_INSERT_ROW = f"INSERT INTO messages ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_ROW = f"INSERT INTO messages ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _BUMP_SESSIONS = (
     "UPDATE sessions SET message_count = message_count + d.value ->> 0,"
     " tool_call_count = tool_call_count + d.value ->> 1, last_activity_at = d.value ->> 2,"
@@ -47,8 +49,8 @@ _BUMP_SESSIONS = (
 )
 _INSERT_ROWS = (
     f"INSERT INTO messages ({_COLUMNS}) SELECT value ->> 0, value ->> 1, value ->> 2,"
-    " value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, value ->> 8"
-    " FROM json_each(?) ORDER BY key"
+    " value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, value ->> 8,"
+    " value ->> 9, value ->> 10 FROM json_each(?) ORDER BY key"
 )
 
 
@@ -56,7 +58,8 @@ def _row(msg: NewMessage) -> tuple[Any, ...]:
     at = msg.timestamp
     calls = json.dumps(msg.tool_calls) if msg.tool_calls else None
     return (msg.session_id, msg.role, msg.content, calls, msg.tool_call_id, msg.tool_name,
-            at, msg.token_count, msg.platform_message_id)  # fmt: skip
+            at, msg.token_count, msg.platform_message_id, msg.untrusted,
+            msg.attachments)  # fmt: skip
 
 
 def append_message(conn: apsw.Connection, message: NewMessage) -> int:
@@ -134,12 +137,13 @@ class Compaction:
     kind: str
     summary: str
     model: str | None = None
+    untrusted: str | None = None  # the summary was written from untrusted text: why
 
 
 def add_compaction(conn: apsw.Connection, record: Compaction, at: float) -> int:
     conn.execute(
         "INSERT INTO compactions (session_id, first_message_id, last_message_id, kind, summary,"
-        " model, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        " model, untrusted, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (*attrs.astuple(record), at),
     )
     return conn.last_insert_rowid()
@@ -147,7 +151,7 @@ def add_compaction(conn: apsw.Connection, record: Compaction, at: float) -> int:
 
 def latest_compaction(conn: apsw.Connection, session_id: str) -> Compaction | None:
     row = conn.execute(
-        "SELECT session_id, first_message_id, last_message_id, kind, summary, model"
+        "SELECT session_id, first_message_id, last_message_id, kind, summary, model, untrusted"
         " FROM compactions WHERE session_id = ? ORDER BY id DESC LIMIT 1",
         (session_id,),
     ).fetchone()

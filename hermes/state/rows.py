@@ -48,6 +48,8 @@ class MessageRow:
     token_count: int | None
     platform_message_id: str | None
     undone_at: float | None = None  # /undo took it out of what the model sees
+    untrusted: str | None = None  # why its text is not from an owner's hands (None: it is)
+    attachments: str | None = None  # a user's files, as JSON (hermes.adapters.media.Saved)
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

@@ -391,6 +391,17 @@ def _step_7_outbox_file(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE outbox ADD COLUMN file TEXT")
 
 
+def _step_8_untrusted(conn: apsw.Connection) -> None:
+    """Where a message's text came from, when it was not from an owner's hands
+    (`untrusted`: why, such as "web_fetch" or "a message from a user"; NULL: trusted), so a
+    later turn knows its context holds it; a compaction's summary written from such text
+    carries the mark on. A user's message carries its files as JSON (`attachments`), not
+    as lines of its text."""
+    conn.execute("ALTER TABLE messages ADD COLUMN untrusted TEXT")
+    conn.execute("ALTER TABLE messages ADD COLUMN attachments TEXT")
+    conn.execute("ALTER TABLE compactions ADD COLUMN untrusted TEXT")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
@@ -400,6 +411,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_5_live_outbox,
     _step_6_event_title,
     _step_7_outbox_file,
+    _step_8_untrusted,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

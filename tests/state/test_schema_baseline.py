@@ -213,9 +213,32 @@ def test_step_7_lets_an_outbox_row_carry_a_file():
     conn = baseline()
     schema.migrate(conn, target=6)
     before = shape(conn)
-    assert schema.migrate(conn) == [7]
+    assert schema.migrate(conn, target=7) == [7]
     after = shape(conn)
     columns = after["tables"]["outbox"].pop("columns")
     assert columns[:-1] == before["tables"]["outbox"].pop("columns")
     assert columns[-1][1:] == ("file", "TEXT", 0, None, 0, 0)  # nullable: most rows are text
     assert after["tables"] == before["tables"]
+
+
+def test_step_8_marks_untrusted_text_and_carries_a_messages_files():
+    conn = baseline()
+    schema.migrate(conn, target=7)
+    before = shape(conn)
+    conn.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'local', 1)")
+    conn.execute("INSERT INTO messages (session_id, role, content, timestamp)"
+                 " VALUES ('s', 'user', 'hi', 1)")  # fmt: skip
+    assert schema.migrate(conn) == [8]
+    after = shape(conn)
+    messages = after["tables"]["messages"].pop("columns")
+    assert messages[:-2] == before["tables"]["messages"].pop("columns")
+    assert [c[1:] for c in messages[-2:]] == [
+        ("untrusted", "TEXT", 0, None, 0, 0),
+        ("attachments", "TEXT", 0, None, 0, 0),
+    ]
+    compactions = after["tables"]["compactions"].pop("columns")
+    assert compactions[:-1] == before["tables"]["compactions"].pop("columns")
+    assert compactions[-1][1:] == ("untrusted", "TEXT", 0, None, 0, 0)
+    assert after["tables"] == before["tables"]
+    # what was written before the step was an owner's, as before: trusted
+    assert conn.execute("SELECT untrusted, attachments FROM messages").fetchall() == [(None, None)]
