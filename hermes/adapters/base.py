@@ -388,6 +388,9 @@ class AdapterSetup:
     # What a platform reports later of a send it took (a WhatsApp `failed` status): told
     # here, it is committed before the adapter acknowledges the report.
     undelivered: Callable[[DeliveryFailed], Awaitable[None]] | None = None
+    # How long the inbound journal remembers an event (retention.journal_days): a delivery
+    # older than this would be taken for new, so it is refused by its own timestamp.
+    journal_days: float = 7.0
 
 
 AdapterFactory = Callable[[AdapterSetup], "PlatformAdapter"]

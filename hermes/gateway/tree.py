@@ -199,6 +199,7 @@ def build_root(
                     home.cache / name,
                     media_limits,
                     undelivered,
+                    config.retention.journal_days,
                 )
             ),
             restart=Restart.TRANSIENT,  # a fatal error ends it normally: not restarted
