@@ -28,9 +28,10 @@ from hermes.agent.tools.web_fetch import (
     MAX_REDIRECTS,
     WebFetchTool,
 )
-from hermes.agent.web.addresses import AllowList, Refused, refusal
+from hermes.agent.web.addresses import Refused
 from hermes.agent.web.readable import html_page
 from hermes.config import ConfigError
+from hermes.terminal.addresses import AllowList, refusal
 from tests.fakes.pages import FakePages
 
 LOCAL = ("127.0.0.1",)

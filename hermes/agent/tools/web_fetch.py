@@ -23,8 +23,9 @@ import httpx
 import trio
 
 from hermes.agent.tools.base import ToolContext, ToolError, capped, need, obj
-from hermes.agent.web.addresses import AllowList, GuardedBackend
+from hermes.agent.web.addresses import GuardedBackend
 from hermes.agent.web.readable import Page, kind_of, readable
+from hermes.terminal.addresses import AllowList
 
 MAX_REDIRECTS = 5
 MAX_BYTES = 10 * 1024 * 1024
