@@ -229,6 +229,7 @@ class Encryption:
             return None
         if not await self.olm.trust(device) or not self._verified(device):
             return None
+        await self.olm.known(device)  # its Olm sessions no longer a stranger's
         return device
 
     async def decrypt(self, room_id: str, event: dict[str, Any]) -> dict[str, Any] | None:

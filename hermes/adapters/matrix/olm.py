@@ -11,12 +11,14 @@ is committed (a to-device message is delivered once). A restart keeps the device
 new keys for others to trust) and every session.
 
 Trust: an Olm payload must be for this device and name the user the server says sent
-it; a room key is taken only from the device it names (its keys as keys/query gives
-them, trusted by the caller), and belongs to that device's user: it opens only their
-events in that room, and a later copy from anyone else never replaces it. A forwarded
-room key is taken only from the device that made the session. The first keys seen for a
-device id are the ones trusted for it (tofu): other keys later under the same id are
-never given a room key nor believed.
+it; a new Olm session a pre-key message opens is kept only once its payload passes that
+check, and the sessions with keys of no device hermes has looked up are bounded
+(MAX_STRANGER_SESSIONS). A room key is taken only from the device it names (its keys as
+keys/query gives them, trusted by the caller), and belongs to that device's user: it
+opens only their events in that room, and a later copy from anyone else never replaces
+it. A forwarded room key is taken only from the device that made the session. The first
+keys seen for a device id are the ones trusted for it (tofu): other keys later under the
+same id are never given a room key nor believed.
 
 Everything here may be handed anyone's bytes: malformed input is a CryptoError.
 """
@@ -42,7 +44,15 @@ log = logging.getLogger(__name__)
 OLM = "m.olm.v1.curve25519-aes-sha2"
 MEGOLM = "m.megolm.v1.aes-sha2"
 OTK = "signed_curve25519"
-MAX_OLM_SESSIONS = 5  # per other device: the newest are tried first
+MAX_OLM_SESSIONS = 5  # per identity key (another device's curve25519): the newest are tried
+# first, the oldest dropped. A device opens another only when its last went wrong, so five
+# cover a real one; one key's flood of pre-key messages keeps five.
+MAX_STRANGER_SESSIONS = 25  # in all, with identity keys of no device whose keys hermes has
+# fetched (a stranger's, or a device not looked up yet: it sent no room key, hermes shared
+# none with it). A pre-key message costs its sender nothing (the fallback key takes any
+# number), so fresh keys would each add a session for ever: these live in one row, the
+# oldest key's sessions dropped first, at most 25 pickles of about 1.5 KB. A device whose
+# keys are fetched and trusted moves its sessions to a row of its own and out of the count.
 ROTATION_MS = 604_800_000  # a room's outbound session at most a week (the spec's default)
 ROTATION_MSGS = 100  # and at most this many messages
 SEEN_INDEXES = 10_000  # (session, index) -> event id remembered, against replays
@@ -151,6 +161,7 @@ class Olm:
         self.device_id = device_id
         self.account: vodozemac.Account | None = None  # loaded or made in load()
         self.sessions: dict[str, list[vodozemac.Session]] = {}  # by the other's curve25519
+        self.strangers: list[str] | None = None  # curves no fetched device has, oldest first
         self.inbound: dict[tuple[str, str], InboundRoomKey] = {}  # by (room, session id)
         self.outbound: dict[str, OutboundRoomKey] = {}  # by room
         self.trusted: dict[tuple[str, str], str] = {}  # (user, device) -> first ed25519
@@ -268,20 +279,72 @@ class Olm:
 
     # -- Olm: to-device --------------------------------------------------------------------
 
+    async def _stranger_curves(self) -> list[str]:
+        """The identity keys whose sessions live in the strangers' row (loaded once)."""
+        if self.strangers is None:
+            kept = json.loads(await self.store.get(f"{self.prefix}olm-strangers") or "[]")
+            for curve, pickles in kept:
+                self.sessions[curve] = [vodozemac.Session.from_pickle(p, self.key)
+                                        for p in pickles]  # fmt: skip
+            self.strangers = [curve for curve, _ in kept]
+        return self.strangers
+
     async def _olm_sessions(self, curve: str) -> list[vodozemac.Session]:
+        """The sessions with `curve`, newest first (a key with none is not remembered:
+        anyone can name any number of keys)."""
+        await self._stranger_curves()
         if curve not in self.sessions:
             kept = json.loads(await self.store.get(f"{self.prefix}olm:{curve}") or "[]")
             loaded = [vodozemac.Session.from_pickle(p, self.key) for p in kept]
-            return self.sessions.setdefault(curve, loaded)
+            return self.sessions.setdefault(curve, loaded) if loaded else []
         return self.sessions[curve]
 
     async def _keep_olm(self, curve: str, session: vodozemac.Session) -> None:
         """`session` as the newest with `curve`, all of them kept."""
         kept = await self._olm_sessions(curve)
         others = [s for s in kept if s.session_id != session.session_id]
-        sessions = self.sessions[curve] = [session, *others][:MAX_OLM_SESSIONS]
-        self.pending[f"{self.prefix}olm:{curve}"] = json.dumps([s.pickle(self.key)
-                                                               for s in sessions])  # fmt: skip
+        self.sessions[curve] = [session, *others][:MAX_OLM_SESSIONS]
+        if curve in await self._stranger_curves():
+            self._keep_strangers()
+        else:
+            self._keep_own(curve)
+
+    def _keep_own(self, curve: str) -> None:
+        pickles = [s.pickle(self.key) for s in self.sessions[curve]]
+        self.pending[f"{self.prefix}olm:{curve}"] = json.dumps(pickles)
+
+    def _keep_strangers(self) -> None:
+        rows = [[c, [s.pickle(self.key) for s in self.sessions[c]]] for c in self.strangers or []]
+        self.pending[f"{self.prefix}olm-strangers"] = json.dumps(rows)
+
+    async def _keep_opened(self, curve: str, session: vodozemac.Session) -> None:
+        """A session another device opened, its payload checked. With a key that has
+        none kept, or a stranger's, it is a stranger's (the newest), and the oldest
+        strangers' sessions go past MAX_STRANGER_SESSIONS."""
+        kept = await self._olm_sessions(curve)
+        strangers = await self._stranger_curves()
+        if kept and curve not in strangers:  # a known device's
+            await self._keep_olm(curve, session)
+            return
+        if curve in strangers:
+            strangers.remove(curve)
+        strangers.append(curve)
+        others = [s for s in kept if s.session_id != session.session_id]
+        self.sessions[curve] = [session, *others][:MAX_OLM_SESSIONS]
+        while sum(len(self.sessions[c]) for c in strangers) > MAX_STRANGER_SESSIONS:
+            gone = strangers.pop(0)
+            del self.sessions[gone]
+            log.info("the Olm sessions with %s, a key of no known device, are dropped", gone)
+        self._keep_strangers()
+
+    async def known(self, device: Device) -> None:
+        """`device`'s keys were fetched and are trusted: its sessions, if they were a
+        stranger's, move to a row of their own, out of the strangers' count."""
+        strangers = await self._stranger_curves()
+        if device.curve25519 in strangers:
+            strangers.remove(device.curve25519)
+            self._keep_strangers()
+            self._keep_own(device.curve25519)
 
     async def has_olm(self, device: Device) -> bool:
         return bool(await self._olm_sessions(device.curve25519))
@@ -293,10 +356,12 @@ class Olm:
             identity = vodozemac.Curve25519PublicKey.from_base64(device.curve25519)
         except ValueError as exc:
             raise CryptoError(f"{device.user_id}'s device {device.device_id}: {exc}") from exc
+        await self.known(device)
         await self._keep_olm(device.curve25519, self.me.create_outbound_session(identity, one_time))
 
     async def encrypt_for(self, device: Device, type_: str, content: dict[str, Any]) -> dict:
         """A to-device `m.room.encrypted` content carrying `type_`/`content` to `device`."""
+        await self.known(device)
         [session, *_] = await self._olm_sessions(device.curve25519)
         payload = {
             "type": type_, "content": content, "sender": self.user_id,
@@ -310,8 +375,10 @@ class Olm:
 
     async def decrypt_to_device(self, event: dict[str, Any]) -> dict[str, Any]:
         """The payload of a to-device `m.room.encrypted` event, checked: for this device,
-        from the user the server says sent it; `sender_key` added (the sending device's
-        curve25519). Its session's advance is pending until the caller flushes."""
+        from the user the server says sent it, its claimed key, type and content there;
+        `sender_key` added (the sending device's curve25519). Its session's advance is
+        pending until the caller flushes; a session its pre-key message opened is kept
+        only once the payload passed (anyone can open one: it is their bytes until then)."""
         content = as_dict(event.get("content"))
         sender, curve = event.get("sender"), content.get("sender_key")
         if content.get("algorithm") != OLM or not isinstance(curve, str):
@@ -322,7 +389,7 @@ class Olm:
             raise CryptoError("a to-device message not encrypted for this device")
         try:
             message = vodozemac.AnyOlmMessage.from_parts(kind, _unb64(body))
-            plaintext = await self._olm_decrypt(curve, kind, message)
+            plaintext, opened = await self._olm_decrypt(curve, kind, message)
             payload = json.loads(plaintext)
         except ValueError as exc:  # vodozemac's, base64's and json's
             raise CryptoError(f"an Olm message from {sender} that does not open: {exc}") from exc
@@ -332,9 +399,20 @@ class Olm:
             raise CryptoError("an Olm message for another recipient")
         if as_dict(payload.get("recipient_keys")).get("ed25519") != self.ed25519:
             raise CryptoError("an Olm message for another device")
+        if not isinstance(as_dict(payload.get("keys")).get("ed25519"), str):
+            raise CryptoError("an Olm message that does not claim its sender's key")
+        if not isinstance(payload.get("type"), str) or not isinstance(payload.get("content"), dict):
+            raise CryptoError("an Olm message without a type and content")
+        if opened is not None:
+            await self._keep_opened(curve, opened)
         return {**payload, "sender_key": curve}
 
-    async def _olm_decrypt(self, curve: str, kind: int, message: Any) -> bytes:
+    async def _olm_decrypt(
+        self, curve: str, kind: int, message: Any
+    ) -> tuple[bytes, vodozemac.Session | None]:
+        """The plaintext, and the session a pre-key message opened (None: a kept one
+        opened it, its advance kept). The account is kept at once: its one-time key is
+        spent either way."""
         for session in await self._olm_sessions(curve):
             if kind == 0 and not session.session_matches(message.to_pre_key()):
                 continue
@@ -343,14 +421,13 @@ class Olm:
             except ValueError:
                 continue
             await self._keep_olm(curve, session)
-            return plaintext
+            return plaintext, None
         if kind != 0:
             raise ValueError("no Olm session with the sender opens it")
         sender_key = vodozemac.Curve25519PublicKey.from_base64(curve)
         session, plaintext = self.me.create_inbound_session(sender_key, message.to_pre_key())
-        await self._keep_olm(curve, session)
         self.keep_account()  # its one-time key is spent
-        return plaintext
+        return plaintext, session
 
     # -- Megolm: rooms ---------------------------------------------------------------------
 
