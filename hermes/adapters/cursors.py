@@ -43,6 +43,14 @@ def _prefixed(conn: apsw.Connection, prefix: str) -> dict[str, str]:
     return {key[len(prefix) :]: value for key, value in rows}
 
 
+def _forget(conn: apsw.Connection, prefix: str, before: float) -> int:
+    conn.execute(
+        "DELETE FROM adapter_cursors WHERE key > ? AND key < ? AND updated_at < ?",
+        (prefix, prefix + "\U0010ffff", before),
+    )
+    return conn.changes()
+
+
 class Cursors(UsesDb):
     """Held open by an adapter (`async with`, on its exit stack)."""
 
@@ -63,3 +71,9 @@ class Cursors(UsesDb):
     async def prefixed(self, prefix: str) -> dict[str, str]:
         """Every value whose key starts with `prefix`, by the rest of its key."""
         return await self.db.read(_prefixed, prefix)
+
+    async def forget(self, prefix: str, before: float) -> int:
+        """Forget every value whose key starts with `prefix` and that was last kept before
+        `before` (wall-clock seconds): what an adapter keeps per conversation, past
+        retention. How many went."""
+        return await self.db.write(_forget, prefix, before)

@@ -4,11 +4,15 @@
   (by its flag, or by its being in the folder at all: never by a UID kept from before,
   so a folder made again, a new UIDVALIDITY, needs nothing but the journal, which knows
   the answered mails by Message-ID), oldest first, until none is left:
-  each is admitted (with its thread's subject and Message-IDs kept beside it, for the
-  answer) *before* it is flagged \\Seen or moved to the processed folder, so a crash
-  between the two reads it again and answers it once. A sender the receiving server does
-  not vouch for, and a mail that cannot be read, are logged and flagged, never answered.
+  each is admitted *before* it is flagged \\Seen or moved to the processed folder, so a
+  crash between the two reads it again and answers it once. A sender the receiving server
+  does not vouch for, a mail written before the journal's retention (its Date: a copy
+  seen again), and a mail that cannot be read, are logged and flagged, never answered.
   A large mail is read in pieces, each one progress.
+- A stranger's mail costs little before the gateway decides (mail.py): only for a sender
+  this platform's settings or pairing let in is its HTML parsed and its thread's subject
+  and Message-IDs kept in state.db beside its admission, for the answer; those threads
+  are forgotten once the journal has forgotten their last mail (retention.journal_days).
 - Then IDLE, in slices with a NOOP between them: the NOOP is the progress the deadline
   (three slices) waits for, so a connection that stops answering is replaced.
 - An authorized mail's attachments are read again (a connection of their own, by the
@@ -23,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import secrets
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,7 @@ from typing import Any
 import trio
 from imapclient.exceptions import LoginError
 
+from hermes.actors.clock import Clock
 from hermes.adapters.base import AdapterFatal, AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import (
     Cursor,
@@ -45,10 +51,13 @@ from hermes.adapters.email.mail import Read, answer_mail, attach, attachment, pa
 from hermes.adapters.email.smtp import submit
 from hermes.adapters.media import MediaError, save
 from hermes.config import PlatformConfig, Secrets
+from hermes.state.pairing import approved_users
 
 log = logging.getLogger(__name__)
 
 FETCH_SECONDS = 300.0  # to read an authorized mail again for its attachments
+FORGET_EVERY = 3600.0  # seconds between two prunings of the threads kept
+DAY = 86400.0
 
 
 class EmailAdapter(PlatformAdapter):
@@ -65,8 +74,11 @@ class EmailAdapter(PlatformAdapter):
         self.progress_deadline = DEADLINE_NOOPS * config.liveness_seconds
         self.password = setup.secrets.get(config.token_env)
         self.cursors = setup.cursors
-        self.clock = setup.cursors.clock if setup.cursors is not None else None
+        self.clock = setup.cursors.clock if setup.cursors is not None else Clock()
+        self.journal_days = setup.journal_days
+        self.forget_due = -math.inf  # trio time of the next pruning of the threads kept
         self.validity_key = f"{setup.name}:uidvalidity"
+        self.threads = f"{setup.name}:thread:"  # the keys of the threads kept, by sender
         self.salt_key = f"{setup.name}:message-id-salt"
         self.salt: str | None = None  # this install's, mixed into every Message-ID
         self.salt_lock = trio.Lock()
@@ -120,6 +132,7 @@ class EmailAdapter(PlatformAdapter):
             self.progress()
             await self._validity(mailbox.uidvalidity)
             while True:
+                await self._forget_threads()
                 # Until none is left: a mail announced while one was taken came with that
                 # FETCH or STORE's answer, which the IDLE after it would not repeat.
                 while waiting := await mailbox.waiting():
@@ -145,19 +158,38 @@ class EmailAdapter(PlatformAdapter):
         if kept != str(uidvalidity):
             await self.cursors.put(self.validity_key, str(uidvalidity))
 
+    async def _forget_threads(self) -> None:
+        """Forget the threads kept (their subject and Message-IDs) that no mail joined for
+        as long as the journal remembers (at most once an hour): state.db keeps no
+        conversation longer than its mails. A later mail in one keeps it again."""
+        if self.cursors is None or trio.current_time() < self.forget_due:
+            return
+        self.forget_due = trio.current_time() + FORGET_EVERY
+        before = self.clock.now() - self.journal_days * DAY
+        gone = await self.cursors.forget(self.threads, before)
+        if gone:
+            log.info("%s: forgot %d threads older than %g days (retention.journal_days)",
+                     self.name, gone, self.journal_days)  # fmt: skip
+
     async def _take(self, mailbox: Mailbox, uid: int) -> None:
         raw = await self._read(mailbox, uid)
         if raw is None:
             log.warning("%s: message %d is gone or larger than %d bytes; flagged, not"
                         " answered", self.name, uid, MAX_MESSAGE)  # fmt: skip
         else:
-            read = await trio.to_thread.run_sync(self._read_mail, raw)
+            approved: frozenset[str] = frozenset()
+            if self.cursors is not None and not self.config.allow_all_users:
+                approved = await self.cursors.db.read(approved_users, self.name)
+            not_before = self.clock.now() - self.journal_days * DAY
+            read = await trio.to_thread.run_sync(self._read_mail, raw, approved, not_before)
             if read.event is None:
                 log.warning("%s: a mail was not answered: %s", self.name, read.why)
             else:
-                about = {"subject": read.subject, "references": list(read.references)}
-                kept = Cursor(self._thread_key(read.event.chat_id, read.event.thread_id),
-                              json.dumps(about))  # fmt: skip
+                kept = None  # a stranger's thread is not kept: the gateway has not let them in
+                if read.let_in:
+                    about = {"subject": read.subject, "references": list(read.references)}
+                    kept = Cursor(self._thread_key(read.event.chat_id, read.event.thread_id),
+                                  json.dumps(about))  # fmt: skip
                 await self.admit(read.event, kept)
         await mailbox.done(uid)  # only now: a crash before this reads it again
         self.progress()
@@ -177,18 +209,19 @@ class EmailAdapter(PlatformAdapter):
             self.progress()
         return b"".join(pieces)
 
-    def _read_mail(self, raw: bytes) -> Read:
+    def _read_mail(self, raw: bytes, approved: frozenset[str], not_before: float) -> Read:
         """A mail read (on a worker thread: a large one takes a while); one that cannot
         be read is not an event, and says why."""
         try:
-            return read_mail(raw, self.config, self.platform)
+            return read_mail(raw, self.config, self.platform, approved=approved,
+                             not_before=not_before)  # fmt: skip
         except Exception as exc:  # a mail is anyone's bytes: never a crash that comes back
             return Read(None, "", f"it could not be read: {exc!r}")
 
     def _thread_key(self, chat_id: str, thread_id: str | None) -> str:
         """Where a conversation's subject and Message-IDs are kept: by its sender's
         address too, so nobody else's mail in a thread changes what hermes answers."""
-        return f"{self.name}:thread:{chat_id}:{thread_id or ''}"
+        return f"{self.threads}{chat_id}:{thread_id or ''}"
 
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
         """Each attachment of an authorized mail, read again from the mailbox by the
@@ -247,7 +280,7 @@ class EmailAdapter(PlatformAdapter):
         # A message in a thread that answers nothing (an approval's prompt, a brief to a
         # thread) still joins it: a reply to it continues the conversation.
         reply_to = request.reply_to or (references[-1] if references else None)
-        now = self.clock.now() if self.clock is not None else 0.0
+        now = self.clock.now()
         mail = answer_mail(self.config, target.chat_id, request.text, request.idempotency_key,
                            now, kept.get("subject", ""), reply_to, references,
                            salt=await self._salt())  # fmt: skip

@@ -6,9 +6,16 @@ Message-ID (a hash of the headers where a mail has none); its thread is the firs
 Message-ID of its References (else In-Reply-To, else its own), so one thread is one
 conversation; what the model reads is the reply's new words. An automatic mail (an
 out-of-office reply, a bounce, a list's bulk mail) is never answered: two robots
-answering each other is a mail loop. Attachments are named in the event by the mail's
-Message-ID and their place in it, to be read again and saved once the sender is
-authorized.
+answering each other is a mail loop. Nor is a mail written before the inbound journal's
+retention (its Date header): the journal has forgotten it, so a copy seen again (a
+mailbox synced again, a folder made again, a mail moved back) would be answered twice.
+Attachments are named in the event by the mail's Message-ID and their place in it, to be
+read again and saved once the sender is authorized.
+
+Until a mail is believed, only its headers are parsed. A believed sender's mail is then
+read whole, but a stranger's costs little before the gateway decides: its HTML is parsed
+(content.py) and its thread's subject and Message-IDs are kept (the adapter's cursor) only
+for a sender `let_in` names. The subject and every Message-ID are cut to MAX_HEADER bytes.
 
 Written: a plain-text part (the Markdown as it is) and an HTML part rendered from it,
 `Re:` the thread's subject,
@@ -22,12 +29,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
-from email.utils import format_datetime, getaddresses, parseaddr
+from email.utils import format_datetime, getaddresses, parseaddr, parsedate_to_datetime
 from pathlib import Path
 
 import attrs
@@ -42,46 +50,68 @@ from hermes.adapters.media import MAX_ATTACHMENTS
 _ID = re.compile(r"<[^<>\s]+>")
 KEEP_REFERENCES = 20  # Message-IDs an answer names: the thread's first, and the latest
 MAX_TEXT = 100_000  # characters of a mail the model reads
+# Bytes (UTF-8) of a subject, a Message-ID or a sender's name kept: RFC 5322 lines are at
+# most 998 characters, so no real Message-ID is cut, and a subject rarely is.
+MAX_HEADER = 1024
 
 
 @attrs.frozen
 class Read:
     """A mail as hermes takes it: the event (None: not believed, `why` says), its subject,
     and the Message-IDs an answer to it names in its References (its thread's, then
-    its own; the last 20)."""
+    its own; the last 20). `let_in`: its sender is one `let_in` names (its thread is
+    kept for the answer)."""
 
     event: InboundEvent | None
     subject: str
     why: str | None = None
     references: tuple[str, ...] = ()
+    let_in: bool = False
 
 
-def read_mail(raw: bytes, config: EmailConfig, platform: str) -> Read:
-    message = parse(raw)
-    subject = " ".join(str(message.get("Subject", "")).split())
-    sender = _sender(message)
+def read_mail(
+    raw: bytes,
+    config: EmailConfig,
+    platform: str,
+    *,
+    approved: frozenset[str] = frozenset(),
+    not_before: float = -math.inf,
+) -> Read:
+    """`raw` as an event. `approved`: the senders pairing let in on this platform (for
+    `let_in`); `not_before`: the oldest Date (Unix seconds) a mail admitted may carry."""
+    head = parse(raw, headers_only=True)
+    subject = capped(" ".join(str(head.get("Subject", "")).split()))
+    sender = _sender(head)
     if sender is None:
         return Read(None, subject, "no From header with exactly one address")
-    robot = _automatic(message, sender)
+    robot = _automatic(head, sender)
     if robot:
         return Read(None, subject, f"an automatic mail from {sender} ({robot})")
     if config.require_authentication:
-        headers = [str(h) for h in message.get_all("Authentication-Results") or ()]
+        headers = [str(h) for h in head.get_all("Authentication-Results") or ()]
         domain = sender.rsplit("@", 1)[1]
         if not vouched(headers, config.trusted_authserv_id or "", domain):
             return Read(None, subject, f"{config.trusted_authserv_id} does not vouch for"
                                        f" {sender} (no DMARC or aligned DKIM pass)")  # fmt: skip
-    own = _ids(str(message.get("Message-ID", "")))
-    event_id = own[0] if own else _header_hash(message)
-    references = _ids(str(message.get("References", ""))) or _ids(
-        str(message.get("In-Reply-To", ""))
-    )
+    written = _written(head)
+    if written is not None and written < not_before:
+        return Read(None, subject, f"{sender}'s mail dated {_day(written)} is older than the"
+                                   f" journal remembers (since {_day(not_before)}, retention."
+                                   "journal_days): a copy seen again, not admitted")  # fmt: skip
+    own = _ids(str(head.get("Message-ID", "")))
+    event_id = own[0] if own else _header_hash(head)
+    references = _ids(str(head.get("References", ""))) or _ids(str(head.get("In-Reply-To", "")))
     thread = None if config.sessions == "sender" else (references[0] if references else event_id)
     ids = [*references, *own]
     chain = tuple(ids[:1] + ids[1:][-(KEEP_REFERENCES - 1) :])  # the root is always kept
-    text = new_words(body_text(message))
+    known = let_in(sender, config, approved)
+    message = parse(raw)
+    body = body_text(message, html=known)
+    text = new_words(body.text)
     if len(text) > MAX_TEXT:
         text = text[:MAX_TEXT] + f"\n[the mail goes on: cut at {MAX_TEXT} characters]"
+    if body.unread:
+        text = f"{text}\n{body.unread}".strip()
     found = attachments(message)
     files = tuple(json.dumps({"id": event_id, "part": n, "name": name})
                   for n, name in found[:MAX_ATTACHMENTS])  # fmt: skip
@@ -89,15 +119,38 @@ def read_mail(raw: bytes, config: EmailConfig, platform: str) -> Read:
         text += f"\n[{len(found) - MAX_ATTACHMENTS} more attachments, not saved]"
     event = InboundEvent(
         platform, event_id, ChatType.DM, sender, sender, text, thread_id=thread,
-        user_name=parseaddr(str(message.get("From", "")))[0] or None, message_id=event_id,
+        user_name=capped(parseaddr(str(head.get("From", "")))[0]) or None, message_id=event_id,
         reply_to=references[-1] if references else None, mentioned=True, attachments=files,
         title=_title(subject) or None,
     )  # fmt: skip
-    return Read(event, subject, references=chain)
+    return Read(event, subject, references=chain, let_in=known)
 
 
-def parse(raw: bytes) -> EmailMessage:
-    message = BytesParser(policy=policy.default).parsebytes(raw)
+def let_in(sender: str, config: EmailConfig, approved: frozenset[str]) -> bool:
+    """Whether this platform's settings (`allowed_users`, `owner`, `allow_all_users`) or
+    its pairing approvals (`approved`) let `sender` in: only then is the mail's HTML parsed
+    and its thread kept. Not the decision, which is the gateway's (`gateway.allowed_users`
+    too): a sender let in by that alone is answered, from their mail's text part."""
+    return (
+        config.allow_all_users
+        or sender in config.allowed_users
+        or sender == config.owner
+        or sender in approved
+    )
+
+
+def capped(text: str, limit: int = MAX_HEADER) -> str:
+    """`text` in at most `limit` bytes of UTF-8, cut at a character boundary."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    while limit > 0 and data[limit] & 0xC0 == 0x80:  # inside a character: before it
+        limit -= 1
+    return data[:limit].decode("utf-8", "surrogatepass")
+
+
+def parse(raw: bytes, *, headers_only: bool = False) -> EmailMessage:
+    message = BytesParser(policy=policy.default).parsebytes(raw, headersonly=headers_only)
     assert isinstance(message, EmailMessage)
     return message
 
@@ -214,7 +267,27 @@ def _title(subject: str) -> str:
 
 
 def _ids(header: str) -> list[str]:
-    return _ID.findall(header)
+    """The Message-IDs in `header`, each cut to MAX_HEADER bytes (its brackets kept)."""
+    return [f"<{capped(found[1:-1], MAX_HEADER - 2)}>" for found in _ID.findall(header)]
+
+
+def _written(message: EmailMessage) -> float | None:
+    """When the mail says it was written (its Date header, UTC unless it names a zone), in
+    Unix seconds; None when it has no Date that reads as one."""
+    try:
+        written = parsedate_to_datetime(str(message.get("Date", "")))
+        if written.tzinfo is None:
+            written = written.replace(tzinfo=UTC)
+        return written.timestamp()
+    except (ValueError, TypeError, OverflowError, IndexError):
+        return None
+
+
+def _day(when: float) -> str:
+    try:
+        return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (ValueError, OverflowError, OSError):
+        return "long ago"
 
 
 def _header_hash(message: EmailMessage) -> str:
