@@ -8,22 +8,24 @@ REST, under `{url}/api/v10/`, header `Authorization: Bot <token>` (otherwise 401
                                        "session_start_limit": {...}}
     GET  users/@me                 -> the bot user
     POST channels/{id}/messages    {content, message_reference?, components?, nonce?,
-                                   enforce_nonce?} -> 200 a Message (`id`: an increasing
-                                   snowflake string; its `components` as sent, its `nonce`
-                                   if given); empty (without components or files) or
-                                   over 2000 characters, or components Discord refuses
-                                   (see below), or a nonce not an integer or a string of
-                                   at most 25 characters -> 400 code 50035 "Invalid Form
-                                   Body". Or multipart/form-data (with files, below).
-                                   A body over `max_upload` bytes (default 10 MiB, a
-                                   bot's limit in an unboosted server) -> 413 code 40005
-                                   "Request entity too large".
-    PATCH channels/{id}/messages/{message}  {content?, components?, embeds?} -> 200 the
-                                   Message as it is now: each field given (null: emptied)
-                                   replaces the message's (`components: []` takes its
-                                   buttons away), the others are kept; `edited_timestamp`
-                                   set. Checked as a create (the message it would become:
-                                   empty, over 2000, bad components -> 400 50035); the
+                                   enforce_nonce?, allowed_mentions?} -> 200 a Message
+                                   (`id`: an increasing snowflake string; its `components`
+                                   as sent, its `nonce` if given); empty (without
+                                   components or files) or over 2000 characters, or
+                                   components Discord refuses, or an allowed_mentions
+                                   it refuses (see below), or a nonce not an integer
+                                   or a string of at most 25 characters -> 400 code
+                                   50035 "Invalid Form Body". Or multipart/form-data
+                                   (with files, below). A body over `max_upload` bytes
+                                   (default 10 MiB, a bot's limit in an unboosted
+                                   server) -> 413 code 40005 "Request entity too large".
+    PATCH channels/{id}/messages/{message}  {content?, components?, embeds?,
+                                   allowed_mentions?} -> 200 the Message as it is now:
+                                   each field given (null: emptied) replaces the
+                                   message's (`components: []` takes its buttons away),
+                                   the others are kept; `edited_timestamp` set. Checked
+                                   as a create (the message it would become: empty, over
+                                   2000, bad components or mentions -> 400 50035); the
                                    same content again is a 200 too (Discord has no "not
                                    modified"). A message not in that channel (never
                                    there, or deleted) -> 404 code 10008 "Unknown
@@ -65,6 +67,19 @@ file) answers 404 "This content is no longer available." (text), as Discord's do
 test adds a user's file with `add_attachment(content, filename, content_type=None,
 size=None)` (channel "0" in its path) and sends it with `message(...,
 attachments=[...])`.
+
+Mentions, as Discord makes them: a message's `mention_everyone` (its content says
+@everyone or @here), `mentions` (the users `<@id>` or `<@!id>` names, as user objects, and
+for a reply the replied message's author unless that is the bot) and `mention_roles`
+(`<@&id>`) are whom it pings. Without `allowed_mentions` everything the content names
+counts (the bot may mention everyone) and a reply pings its author; with it, only what
+its `parse` ("everyone", "users", "roles") or its `users` / `roles` ids allow, and the
+replied author only with `replied_user: true`. An edit that gives `content` or
+`allowed_mentions` sets the fields the same way (pinging nobody anew: Discord notifies
+on creates only). An
+`allowed_mentions` that is not an object, a `parse` value not one of those, `users` or
+`roles` not a list of at most 100 ids, "users" in `parse` together with a `users` list
+(or "roles" with `roles`), a `replied_user` not a boolean -> 400 code 50035.
 
 Components are checked as Discord checks them: at most 5 action rows (type 1) of 1 to 5
 components; a button (type 2) has a style 1-5, a label of at most 80 characters (or an
@@ -223,6 +238,10 @@ NONCE_WINDOW = 300.0  # seconds (on `clock`) an enforced nonce finds its earlier
 LINK_LIFETIME = 24 * 3600  # seconds a signed CDN link is good for
 GONE = "This content is no longer available."  # the CDN's 404 for a link not (or no more) good
 ACK_WITHIN = 3.0  # seconds an interaction has for its callback
+MENTION_KINDS = frozenset({"everyone", "users", "roles"})  # allowed_mentions' `parse`
+_EVERYONE_MENTION = re.compile(r"@(?:everyone|here)\b")
+_USER_MENTION = re.compile(r"<@!?(\d+)>")
+_ROLE_MENTION = re.compile(r"<@&(\d+)>")
 MESSAGE_COMPONENT = 3  # the interaction type of a button press
 COMPONENT_CALLBACKS = frozenset({4, 5, 6, 7, 9})  # callback types a press may get
 API_PREFIX = "/api/v10/"
@@ -447,6 +466,63 @@ def _button_problem(button: dict[str, Any], seen: set[str]) -> tuple[str, str, s
     return None
 
 
+def _mention_errors(allowed: Any) -> dict[str, Any] | None:
+    """Discord's `errors` for an `allowed_mentions` it would refuse, or None (absent)."""
+    where = ["allowed_mentions"]
+    if allowed is None:
+        return None
+    if not isinstance(allowed, dict):
+        return _form_error(where, "MODEL_TYPE_CONVERT", "Only dictionaries may be used.")
+    parse = allowed.get("parse", [])
+    if not isinstance(parse, list) or any(kind not in MENTION_KINDS for kind in parse):
+        return _form_error([*where, "parse"], "BASE_TYPE_CHOICES",
+                           "Value must be one of {'everyone', 'users', 'roles'}.")  # fmt: skip
+    for kind in ("users", "roles"):
+        ids = allowed.get(kind)
+        if ids is None:
+            continue
+        if (
+            not isinstance(ids, list)
+            or len(ids) > 100
+            or not all(isinstance(i, str) and i.isdigit() for i in ids)
+        ):
+            return _form_error([*where, kind], "BASE_TYPE_MAX_LENGTH",
+                               "Must be 100 or fewer snowflakes in length.")  # fmt: skip
+        if kind in parse:
+            exclusive = f'parse:["{kind}"] and {kind}: [ids] are mutually exclusive.'
+            return _form_error(where, "MESSAGE_ALLOWED_MENTIONS_PARSE_EXCLUSIVE", exclusive)
+    if not isinstance(allowed.get("replied_user", False), bool):
+        return _form_error([*where, "replied_user"], "BASE_TYPE_BOOLEAN",
+                           "Must be either true or false.")  # fmt: skip
+    return None
+
+
+def _mentions(content: str, allowed: Any, replied: dict[str, Any] | None) -> dict[str, Any]:
+    """A message's `mention_everyone`, `mentions` and `mention_roles`: whom it pings, from
+    its `content`, its `allowed_mentions` (checked; None: absent) and, for a reply, the
+    replied message's author (module docstring)."""
+    parse = set(MENTION_KINDS) if allowed is None else set(allowed.get("parse") or ())
+    users = set(allowed.get("users") or ()) if allowed else set()
+    roles = set(allowed.get("roles") or ()) if allowed else set()
+    named = dict.fromkeys(_USER_MENTION.findall(content))  # in order, once each
+    mentions = [_mentioned_user(i) for i in named if "users" in parse or i in users]
+    ping_reply = allowed is None or allowed.get("replied_user") is True
+    pinged = {BOT_ID, *(user["id"] for user in mentions)}  # nobody twice, never itself
+    if replied is not None and ping_reply and replied.get("id") not in pinged:
+        mentions.append(copy_json(replied))
+    return {
+        "mention_everyone": "everyone" in parse and bool(_EVERYONE_MENTION.search(content)),
+        "mentions": mentions,
+        "mention_roles": [r for r in dict.fromkeys(_ROLE_MENTION.findall(content))
+                          if "roles" in parse or r in roles],
+    }  # fmt: skip
+
+
+def _mentioned_user(user_id: str) -> dict[str, Any]:
+    return {"id": user_id, "username": f"user{user_id}", "discriminator": "0",
+            "global_name": None, "avatar": None}  # fmt: skip
+
+
 def _json_body(raw: bytes) -> Any:
     """A request's JSON body (None for one that is not JSON)."""
     try:
@@ -460,7 +536,8 @@ def _invalid(
 ) -> Reply | None:
     """Discord's refusal of a create or an edit, or None: a body that is not a JSON
     object, or a message that would hold `content`, `components` (None: none), `embeds`
-    and files (`files`: some) Discord does not take."""
+    and files (`files`: some) Discord does not take, or an `allowed_mentions` it does
+    not take."""
     if not isinstance(body, dict):
         return _error(400, 50109, "The request body contains invalid JSON.")
     problem = None
@@ -475,6 +552,8 @@ def _invalid(
         errors = _form_error(["content"], *problem)
     elif components is not None:
         errors = _component_errors(components)
+    if errors is None:
+        errors = _mention_errors(body.get("allowed_mentions"))
     if errors is None:
         return None
     return Reply(400, {"message": "Invalid Form Body", "code": 50035, "errors": errors})
@@ -898,7 +977,8 @@ class FakeDiscord(WebSocketFake):
     sent = observed("_sent", """The messages created, in order: the request body's
         fields, `channel_id`, `id`, `at` (time.monotonic() of arrival).""")  # fmt: skip
     edits = observed("_edits", """The edits taken, in order: `channel_id`, `message_id`,
-        `content` and `components` as the request gave them (None: left out), `at`
+        `content`, `components` and `allowed_mentions` as the request gave them (None:
+        left out), `at`
         (time.monotonic() of arrival). Refused ones are in `refused` (route "edits")
         only.""")  # fmt: skip
     rate_limited = observed("_calls", "How many REST calls the fake answered 429, any route.",
@@ -1375,6 +1455,8 @@ class FakeDiscord(WebSocketFake):
                 }  # fmt: skip
                 referenced = self._messages.get(str(reference["message_id"]))
                 message["referenced_message"] = copy_json(referenced)
+            replied = (message.get("referenced_message") or {}).get("author")
+            message.update(_mentions(content, fields.get("allowed_mentions"), replied))
             entries = _attachment_entries(body)
             for part, digest in zip(files, digests, strict=True):
                 match = _FILE_PART.fullmatch(part.name or "")
@@ -1436,10 +1518,14 @@ class FakeDiscord(WebSocketFake):
         if refusal is not None:
             return refusal
         message.update(copy_json(after), edited_timestamp=_timestamp())
+        if "content" in fields or "allowed_mentions" in fields:
+            replied = (message.get("referenced_message") or {}).get("author")
+            message.update(_mentions(after["content"], fields.get("allowed_mentions"), replied))
         self._edits.append({
             "channel_id": message["channel_id"], "message_id": message["id"],
             "content": copy_json(fields.get("content")),
-            "components": copy_json(fields.get("components")), "at": now,
+            "components": copy_json(fields.get("components")),
+            "allowed_mentions": copy_json(fields.get("allowed_mentions")), "at": now,
         })  # fmt: skip
         return Reply(200, copy_json(message))
 

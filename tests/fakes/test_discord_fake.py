@@ -968,3 +968,39 @@ async def test_attachments_and_uploads_over_http(discord: FakeDiscord):
         [record] = state["uploads"]
         assert record["filename"] == "u.bin" and "content" not in record
         assert discord.uploads[0]["content"] == b"u"
+
+
+@pytest.mark.timeout(30)
+async def test_mentions_are_whom_allowed_mentions_lets_the_content_ping(discord: FakeDiscord):
+    asked = discord.message("hi", channel_id="2001", author_id="777")
+    loud = "@everyone <@123> <@!124> <@&456> @here"
+    reply = {"message_id": asked}
+
+    async def pings(**body: Any) -> tuple[bool, list[str], list[str]]:
+        answer = await rest(discord, "POST", "channels/2001/messages", content=loud, **body)
+        assert answer.status_code == 200, answer.text
+        message = answer.json()
+        return (message["mention_everyone"], [u["id"] for u in message["mentions"]],
+                message["mention_roles"])  # fmt: skip
+
+    assert await pings() == (True, ["123", "124"], ["456"])  # absent: everything
+    assert await pings(message_reference=reply) == (True, ["123", "124", "777"], ["456"])
+    nobody = {"parse": []}
+    assert await pings(allowed_mentions=nobody, message_reference=reply) == (False, [], [])
+    replied = {"parse": [], "replied_user": True}
+    assert await pings(allowed_mentions=replied, message_reference=reply) == (False, ["777"], [])
+    some = {"parse": ["everyone"], "users": ["124"], "roles": []}
+    assert await pings(allowed_mentions=some) == (True, ["124"], [])
+    refused = [{"parse": ["users"], "users": ["123"]}, {"parse": ["all"]}, "none",
+               {"replied_user": "yes"}, {"roles": ["not an id"]}]  # fmt: skip
+    for allowed in refused:
+        answer = await rest(discord, "POST", "channels/2001/messages", content="x",
+                            allowed_mentions=allowed)  # fmt: skip
+        assert (answer.status_code, answer.json()["code"]) == (400, 50035), allowed
+        assert "allowed_mentions" in answer.json()["errors"]
+    mine = discord.sent[0]["id"]
+    edited = await rest(discord, "PATCH", f"channels/2001/messages/{mine}", content="@here",
+                        allowed_mentions=nobody)  # fmt: skip
+    assert edited.json()["mention_everyone"] is False
+    assert discord.edits[0]["allowed_mentions"] == nobody
+    assert len(discord.sent) == 5 and len(discord.refused) == len(refused)

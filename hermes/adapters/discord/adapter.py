@@ -31,7 +31,10 @@ no Discord SDK.
   is the credential). A slash command (type 2; hermes registers none) is answered with
   a note, seen only by its sender, that hermes takes commands as messages.
 - Sends: `POST /channels/{id}/messages` replying to the message, its buttons as one
-  row of components (components.py); 429's
+  row of components (components.py). Every create and edit carries `allowed_mentions`
+  with nothing to parse: no @everyone, @here, role or user in what the model wrote pings
+  anyone; a reply keeps the platform's reply ping (`replied_user`) of the person it
+  answers, as before, since the model did not write that one; 429's
   retry_after for the channel's bucket, or for everything when `global`; 5xx and
   a failed connection retry; every other 4xx is permanent (retrying 4xx earns an
   IP ban); a request that may have arrived without an answer is Unconfirmed.
@@ -87,7 +90,8 @@ HEARTBEAT, IDENTIFY, RESUME, RECONNECT, INVALID_SESSION, HELLO, HEARTBEAT_ACK = 
 APPLICATION_COMMAND, MESSAGE_COMPONENT = 2, 3  # interaction types
 DEFERRED_UPDATE_MESSAGE = {"type": 6}  # the press is taken; the message stays as it is
 TEXT_COMMANDS_ONLY = {"type": 4, "data": {"flags": 1 << 6,  # ephemeral: its sender's only
-                      "content": "hermes takes commands as messages: type /help."}}  # fmt: skip
+                      "content": "hermes takes commands as messages: type /help.",
+                      "allowed_mentions": {"parse": []}}}  # fmt: skip
 CALLBACK_DEADLINE = 10.0  # seconds; Discord refuses one after 3 s anyway
 CALLBACKS_AT_ONCE = 64  # interactions being acknowledged; past that, one is left unanswered
 # An edit's refusals for a message it cannot have: 10008 Unknown Message (deleted, never
@@ -374,7 +378,10 @@ class DiscordAdapter(HttpAdapter):
         """`POST channels/{id}/messages`, or `PATCH` of `request.edit_of` there: the same
         content and components, the answer read by the same table. `plain` changes
         nothing: Discord sends every text as written."""
-        body: dict[str, Any] = {"content": request.text}
+        body: dict[str, Any] = {
+            "content": request.text,
+            "allowed_mentions": allowed_mentions(request.reply_to),
+        }
         components, left_off = button_row(request.buttons)
         for line in left_off:
             log.warning("%s: %s", self.name, line)
@@ -402,6 +409,13 @@ class DiscordAdapter(HttpAdapter):
         """Each attachment of an authorized message, from its signed CDN link (no token
         goes with it), streamed to the cache."""
         return await fetch_urls(attachments, self.cache, self.media, self.file_hosts)
+
+
+def allowed_mentions(reply_to: str | None) -> dict[str, Any]:
+    """Whom a message may ping: nobody its text names (the model's @everyone, `<@id>` or
+    `<@&role>` stays text); a reply pings the author of the message it answers, as
+    Discord's replies do (an edit says the same, so the reply keeps its mention)."""
+    return {"parse": [], "replied_user": True} if reply_to else {"parse": []}
 
 
 def read_send(answer: HttpAnswer, edit_of: str | None = None) -> SendResult:

@@ -8,9 +8,11 @@ API's messages endpoint.
   journal, keyed by its wamid, with the time its user wrote (which opens the 24-hour
   window) committed in the same transaction, before the 200: a delivery that could
   not be admitted is a 500, and Meta delivers it again; a delivery again of what was
-  admitted is recognised. Then, best effort, the message is marked read with the
-  typing indicator on. A `failed` status marks the outbox row of that send dead,
-  committed before the 200 too.
+  admitted is recognised. A message written before the journal's retention reaches
+  back (`retention.journal_days`) may be forgotten there, so it is acknowledged and not
+  admitted, logged once (inbound.forgotten). Then, best effort, the message is marked
+  read with the typing indicator on. A `failed` status marks the outbox row of that
+  send dead, committed before the 200 too.
 - Nothing to poll: the adapter is live once the token reads its number, and stays so;
   a refused token is fatal.
 - Outbound: one message per chunk, no link previews. A user whose last message is
@@ -56,8 +58,10 @@ from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.adapters.whatsapp.config import WhatsAppConfig
 from hermes.adapters.whatsapp.files import declared, kind_of, media_message
 from hermes.adapters.whatsapp.inbound import (
+    DAY,
     SIGNATURE_HEADER,
     failures,
+    forgotten,
     messages,
     read_media_ref,
     signed,
@@ -95,6 +99,7 @@ class WhatsAppAdapter(HttpAdapter):
         self.cursors = setup.cursors
         self.undelivered = setup.undelivered
         self.window_key = f"{setup.name}:window:"
+        self.journal_days = setup.journal_days
 
     def headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self.token}"} if self.token else {}
@@ -148,9 +153,13 @@ class WhatsAppAdapter(HttpAdapter):
         except ValueError:
             return WebhookAnswer(400, b"not JSON\n")
         number = self.config.phone_number_id or ""
+        now = self._now()
         try:
             for message in messages(payload, self.platform, number):
-                at = message.written_at or self._now()  # no timestamp: it came now
+                if forgotten(message.written_at, now, self.journal_days):
+                    self._refuse_old(message.event.event_id, now - message.written_at)
+                    continue
+                at = message.written_at or now  # no timestamp: it came now
                 written = Cursor(self.window_key + message.event.chat_id, str(at), rising=True)
                 if await self.admit(message.event, written):
                     self.nursery.start_soon(self._mark_read, message.event.event_id)
@@ -163,6 +172,13 @@ class WhatsAppAdapter(HttpAdapter):
         if self.status.state != FATAL:  # deliveries come; a refused token still stops sends
             self.progress()
         return OK
+
+    def _refuse_old(self, wamid: str, age: float) -> None:
+        """A message too old for the journal to recognise again: acknowledged with the rest
+        of its delivery (Meta stops retrying it), never admitted."""
+        log.warning("%s: message %s was written %.1f days ago, before the inbound journal"
+                    " reaches back (retention.journal_days: %g): acknowledged, not admitted",
+                    self.name, wamid, age / DAY, self.journal_days)  # fmt: skip
 
     def _now(self) -> float:
         return self.cursors.clock.now() if self.cursors is not None else 0.0

@@ -4,12 +4,18 @@ inbound event (with the time the user wrote, which opens the 24-hour window) and
 
 A payload is outside input: what is not the documented shape is skipped, never a
 crash; a message of a kind hermes does not read says so in one line.
+
+A message older than the inbound journal remembers (`forgotten`) is refused by its own
+timestamp: Meta retries a delivery for days and an operator may replay old ones, and the
+journal, which recognises a delivery again, forgets an event after retention's
+`journal_days`; admitted again, it would be answered twice.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +25,8 @@ from hermes.adapters.contract import ChatType, DeliveryFailed, InboundEvent
 
 SIGNATURE_HEADER = "x-hub-signature-256"
 MEDIA_KINDS = ("image", "audio", "video", "document", "sticker")
+DAY = 86400.0
+CLOCK_SKEW = 300.0  # seconds Meta's clock may run ahead of ours, covered by `forgotten`
 
 
 def signed(body: bytes, header: str | None, app_secret: str) -> bool:
@@ -33,10 +41,21 @@ def signed(body: bytes, header: str | None, app_secret: str) -> bool:
 
 @attrs.frozen
 class Message:
-    """One message of a delivery: the event and when its user wrote it (Unix seconds)."""
+    """One message of a delivery: the event and when its user wrote it (Unix seconds;
+    0.0 when the message does not say, or says something that is no time)."""
 
     event: InboundEvent
     written_at: float
+
+
+def forgotten(written_at: float, now: float, journal_days: float) -> bool:
+    """Whether a message written at `written_at` is older than the inbound journal
+    remembers (it forgets events received `journal_days` ago), so that a delivery of it
+    again would be taken for new. A little early (CLOCK_SKEW, at most half the window), so
+    that Meta's clock running ahead of ours cannot slip one through; a message that does
+    not say when it was written (0.0) never is."""
+    window = journal_days * DAY
+    return 0.0 < written_at < now - window + min(CLOCK_SKEW, window / 2)
 
 
 def media_ref(kind: str, media_id: str, mime: str, name: str) -> str:
@@ -111,6 +130,8 @@ def _message(raw: dict[str, Any], platform: str, names: dict[str, Any]) -> Messa
     try:
         written_at = float(raw.get("timestamp") or 0)
     except (TypeError, ValueError):
+        written_at = 0.0
+    if not math.isfinite(written_at) or written_at < 0:  # "inf", "nan", "-5": no time
         written_at = 0.0
     return Message(event, written_at)
 
