@@ -270,6 +270,20 @@ class WebhooksConfig:
     """Bytes a delivery may have; a longer one is refused (413) unread."""
 
 
+def _platform_ids(_inst: Any, attr: attrs.Attribute, value: tuple[str, ...]) -> None:
+    """Ids of every platform are `platform:id`: a Telegram id can equal a WhatsApp number."""
+    for entry in value:
+        platform, colon, user = entry.partition(":")
+        if not colon or not re.fullmatch(r"[a-z][a-z0-9_]*", platform):
+            problem = "has no platform"
+        elif not user.strip() or user != user.strip():
+            problem = "has no id" if not user.strip() else "has spaces around its id"
+        else:
+            continue
+        raise _BadValue(f"{attr.name}: {entry!r} {problem}: write it as PLATFORM:ID, e.g."
+                        " telegram:123")  # fmt: skip
+
+
 @attrs.frozen
 class GatewayConfig:
     """How messages become turns: conversations, who may talk and how fast, restarts."""
@@ -281,16 +295,19 @@ class GatewayConfig:
     for it (at most 16 wait)."""
     group_sessions_per_user: bool = True
     """In a group or channel (outside threads), each user has a conversation of their own."""
-    thread_sessions_per_user: bool = False
-    """In a thread, each user has a conversation of their own (else the thread's is shared)."""
+    thread_sessions_per_user: bool = True
+    """In a thread (a Slack thread, a Telegram topic, a Matrix thread), each user has a
+    conversation of their own; `false` shares the thread's, where only an owner may /new,
+    /stop, /undo, /retry or /compress it."""
     local: LocalEndpointConfig = LocalEndpointConfig()
     """The local endpoint: JSON-RPC 2.0 over WebSocket on loopback."""
     webhooks: WebhooksConfig = WebhooksConfig()
     """The webhook listener (only while a platform with webhooks is enabled)."""
-    allowed_users: tuple[str, ...] = ()
-    """User ids allowed to talk on every platform."""
-    owners: tuple[str, ...] = ()
-    """User ids that are owners on every platform."""
+    allowed_users: tuple[str, ...] = attrs.field(default=(), validator=_platform_ids)
+    """Users allowed to talk, on any platform, written `platform:id` (`telegram:123`,
+    `whatsapp:15551234567`)."""
+    owners: tuple[str, ...] = attrs.field(default=(), validator=_platform_ids)
+    """Owners, written `platform:id`; while it names anyone, pairing makes no owner."""
     resume_window: float = attrs.field(default=600.0, validator=positive)
     """Seconds: a turn cut by a restart is answered after it if it is younger than this."""
     rate_limit: int = attrs.field(default=20, validator=_at_least(0))
@@ -298,6 +315,10 @@ class GatewayConfig:
     progress_interval: float = attrs.field(default=1.5, validator=positive)
     """Seconds between edits of a message that shows a turn's progress (and before the
     first: a quick answer comes as one message)."""
+
+    def owners_on(self, platform: str) -> frozenset[str]:
+        """The user ids `owners` names on `platform` (an id may hold colons: Matrix's)."""
+        return frozenset(u for p, _, u in (o.partition(":") for o in self.owners) if p == platform)
 
 
 @attrs.frozen
@@ -326,8 +347,8 @@ class PlatformConfig:
     """Where cron briefs and notices without a chat go, as `chat[:thread]`; `/sethome`
     overrides it."""
     owner: str | None = None
-    """The user id that is owner on this platform; unset: the first user approved by
-    pairing."""
+    """The user id that is owner on this platform; unset: the users `hermes pairing approve
+    --owner` made owners here (none while `gateway.owners` names anyone)."""
     progress: Literal["off", "tools", "stream"] | None = None
     """What a chat sees while a turn runs long: `off` (one message at the end), `tools` (a
     status message listing each tool as it runs, edited in place, then the answer),

@@ -1,9 +1,10 @@
-"""`hermes pairing list | approve PLATFORM CODE | deny PLATFORM USER | revoke PLATFORM USER`.
+"""`hermes pairing list | approve PLATFORM CODE [--owner] | deny PLATFORM USER | revoke ...`.
 
 Through the operator actions (hermes.operations.pairing). Serve reads the
 approved users for every message, so an approval or a revocation takes effect
 at the next message. Approval takes the code the user was sent, never a name
-or id from the list: a stranger picks their own display name.
+or id from the list: a stranger picks their own display name. It makes an owner
+only with `--owner`, refused (exit status 2) while config.yaml names owners.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     approve = actions.add_parser("approve", help="let the user who was sent CODE in")
     approve.add_argument("platform", help="telegram, discord, slack, ...")
     approve.add_argument("code", help="the 8-character code the user was sent")
+    approve.add_argument(
+        "--owner",
+        action="store_true",
+        help="make them an owner of PLATFORM (refused while config.yaml names owners)",
+    )
     deny = actions.add_parser("deny", help="drop a pending request; its code stops working")
     deny.add_argument("platform")
     deny.add_argument("user", help="the platform's user id")
@@ -48,10 +54,10 @@ def pairing(args: argparse.Namespace) -> int:
         return _list(perform(home, config, "pairing.list", NoArgs()))
     if args.action == "approve":
         approved: ApprovedUser = perform(
-            home, config, "pairing.approve", ApproveArgs(args.platform, args.code)
+            home, config, "pairing.approve", ApproveArgs(args.platform, args.code, args.owner)
         )
         who = approved.user_id + (f" ({approved.user_name})" if approved.user_name else "")
-        then = (f"they are the owner of {approved.platform}" if approved.owner
+        then = (f"they are an owner of {approved.platform}" if approved.owner
                 else "they can talk to the agent now")  # fmt: skip
         print(f"approved {approved.platform} user {who}; {then}")
         return exit_codes.OK

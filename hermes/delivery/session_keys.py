@@ -5,8 +5,9 @@
 A DM is keyed by its chat (the sender stands in only when there is no chat
 id), then its thread. In a group or channel: the chat, then the thread; the
 sender is added when `group_sessions_per_user` (default true) and the
-message is not in a thread, and inside a thread only when
-`thread_sessions_per_user` (threads are shared by default). A workspace or
+message is not in a thread, and inside a thread when `thread_sessions_per_user`
+(default true: a thread shared by an owner and a user would put the user's
+words in the owner's conversation). A workspace or
 guild (scope) goes before the chat id: Slack's channel ids are unique only
 within their workspace. A thread and a user are labelled, so a topic whose id
 equals a user's id is never that user's session.
@@ -49,16 +50,23 @@ def session_key(
             parts += ["thread", where.thread_id]
         return ":".join(parts)
     parts.append(where.chat_id)
-    per_user = (
-        config.thread_sessions_per_user if where.thread_id else (config.group_sessions_per_user)
-    )
     if where.thread_id:
         parts += ["thread", where.thread_id]
-    if per_user:
+    if not shared(where, chat_type, config):
         if not user_id:
             return None
         parts += ["user", user_id]
     return ":".join(parts)
+
+
+def shared(where: Target, chat_type: ChatType, config: GatewayConfig) -> bool:
+    """Whether the conversation at `where` is one for every user of its chat (its key
+    names no user): a group's or a thread's, where config turns per-user sessions off."""
+    if chat_type is ChatType.DM:
+        return False
+    return not (
+        config.thread_sessions_per_user if where.thread_id else config.group_sessions_per_user
+    )
 
 
 def new_session_id(platform: str) -> str:

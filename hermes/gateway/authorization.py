@@ -4,7 +4,8 @@ Default deny. The router asks `decide` for every event before anything else
 happens, logs each refusal once with its reason, and never answers a refusal
 in a group or channel. Kept pure (no I/O, no clock) so the whole policy can be
 tested as a table: the caller passes the users approved by pairing
-(state.db) and the global `gateway.allowed_users`.
+(state.db) and `gateway.allowed_users` as configured (`platform:id` entries: a
+Telegram id can equal a WhatsApp number).
 """
 
 from __future__ import annotations
@@ -37,14 +38,18 @@ def _refuse(reason: str, *, offer_pairing: bool = False) -> Decision:
 
 
 def _sender(
-    user_id: str, policy: PlatformConfig, approved: frozenset[str], global_allowed: frozenset[str]
+    event: InboundEvent,
+    policy: PlatformConfig,
+    approved: frozenset[str],
+    global_allowed: frozenset[str],
 ) -> str | None:
     """Why the sender is authorized, or None when they are not."""
+    user_id = event.user_id
     if user_id in policy.allowed_users:
         return "in allowed_users"
     if user_id in approved:
         return "approved by pairing"
-    if user_id in global_allowed:
+    if f"{event.platform}:{user_id}" in global_allowed:
         return "in gateway.allowed_users"
     if policy.allow_all_users:
         return "allow_all_users"
@@ -57,10 +62,11 @@ def decide(
     approved: frozenset[str],
     global_allowed: frozenset[str],
 ) -> Decision:
-    """Whether `event` reaches the agent, and how a refusal is handled."""
+    """Whether `event` reaches the agent, and how a refusal is handled. `approved`: user
+    ids on the event's platform; `global_allowed`: `platform:id` entries."""
     if event.is_bot:
         return _refuse("a bot")
-    why = _sender(event.user_id, policy, approved, global_allowed)
+    why = _sender(event, policy, approved, global_allowed)
     if event.chat_type == ChatType.DM:
         if why is not None:
             return _allow(why)

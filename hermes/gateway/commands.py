@@ -2,7 +2,8 @@
 
 `/compress`, `/usage`, `/undo` and `/retry` are not here: they need the session's conversation,
 so the session actor answers them as turns (queued, never interrupting).
-Unknown `/words` go to the agent as text.
+Unknown `/words` go to the agent as text. In a conversation many users share,
+the commands that change it are an owner's (`refused_in_shared`, asked first).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from hermes.adapters.contract import InboundEvent
 from hermes.agent.context import provider_key
 from hermes.config import ConfigError
 from hermes.delivery.channels import set_home
+from hermes.delivery.session_keys import shared
 from hermes.delivery.targets import LOCAL
 from hermes.operations.approvals import (
     ApproveArgs,
@@ -52,6 +54,34 @@ HELP = """\
 /mcp      the MCP servers: their state and tools
 /reload-mcp  read config.yaml's mcp section again and restart what changed (owners)
 /help     this list"""
+
+
+# What changes a conversation: /new and /stop here, the rest as the session actor's turns.
+CHANGES_CONVERSATION = ("/new", "/stop")
+CHANGES_MESSAGES = ("/undo", "/retry", "/compress")  # the session actor's, matched as it does
+
+
+async def refused_in_shared(router: Router, event: InboundEvent, session_id: str) -> str | None:
+    """Why a user's command is refused where the conversation is shared (a thread with
+    `thread_sessions_per_user: false`, a group with `group_sessions_per_user: false`):
+    /new, /undo, /retry and /compress would take an owner's messages away, and /stop
+    acts only when every turn in flight there is the user's own. None: it may run."""
+    text = event.text.strip()
+    word = text.split(maxsplit=1)[0].split("@", 1)[0].lower() if text else ""
+    if word not in CHANGES_CONVERSATION and text not in CHANGES_MESSAGES:
+        return None
+    if not shared(event.target(), event.chat_type, router.gateway):
+        return None
+    if await router.role(event) == "owner":
+        return None
+    place, setting = (("thread", "thread_sessions_per_user") if event.thread_id
+                      else ("chat", "group_sessions_per_user"))  # fmt: skip
+    why = f"this {place} is one conversation for everyone in it (gateway.{setting}: false)"
+    if word != "/stop":
+        return f"Only an owner can use {word} here: {why}."
+    others = [f for f in router.following.values()
+              if f.session_id == session_id and f.event.user_id != event.user_id]  # fmt: skip
+    return f"Only an owner can stop someone else's turn here: {why}." if others else None
 
 
 @attrs.frozen

@@ -1,9 +1,10 @@
 """Who is an owner: the one rule, asked for every turn and every admin command.
 
 Owners on a platform: the local endpoint's token holder, the users
-`gateway.owners` names (on every platform), the user the platform's config
-names as `owner`, else the first user approved by pairing there. Everyone
-else who is let in is a user.
+`gateway.owners` names there (`platform:id`), and the user the platform's
+config names as `owner`. Only where config names no owner at all (neither
+setting), the users `hermes pairing approve --owner` made owners there.
+Everyone else who is let in is a user.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from hermes.adapters.contract import InboundEvent
 from hermes.config import Config, Role
+from hermes.state.pairing import owner_settings
 
 OwnersOf = Callable[[str], Awaitable[frozenset[str]]]  # a platform's owners by pairing
 
@@ -27,9 +29,10 @@ async def role_of(event: InboundEvent, config: Config, owners_of: OwnersOf) -> R
 
 
 async def owner_ids(platform: str, config: Config, owners_of: OwnersOf) -> frozenset[str]:
-    """The owners of `platform` as user ids: `gateway.owners`, and the platform's
-    configured `owner`, else those pairing made owners there."""
-    configured = config.platforms.get(platform)
-    named = configured.owner if configured is not None else None
-    mine = frozenset({named}) if named else await owners_of(platform)
-    return frozenset(config.gateway.owners) | mine
+    """The owners of `platform` as user ids: those config names, else (config names
+    nobody) those pairing made owners there."""
+    if not owner_settings(config, platform):
+        return await owners_of(platform)
+    section = config.platforms.get(platform)
+    named = frozenset({section.owner}) if section is not None and section.owner else frozenset()
+    return config.gateway.owners_on(platform) | named

@@ -46,7 +46,7 @@ from hermes.delivery.targets import Origin
 from hermes.gateway.admission import Admitted, Intake
 from hermes.gateway.approvals import Approvals, ApprovalWaits, expire_left
 from hermes.gateway.authorization import decide
-from hermes.gateway.commands import COMMANDS, CommandContext, answer_command
+from hermes.gateway.commands import COMMANDS, CommandContext, answer_command, refused_in_shared
 from hermes.gateway.inbound_media import MediaIntake
 from hermes.gateway.journal import (
     ANSWERED,
@@ -67,7 +67,6 @@ from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.state.pairing import (
     approved_users,
-    owner_rule,
     owners,
     request_code,
     to_welcome,
@@ -356,6 +355,12 @@ class Router(Actor):
                 return
         text = event.text.strip()
         word = text.split(maxsplit=1)[0].split("@", 1)[0].lower() if text else ""
+        if text.startswith("/"):  # an owner's shared conversation is not a user's to change
+            session_id = await self._session_id(event)
+            refusal = await refused_in_shared(self, event, session_id)
+            if refusal is not None:
+                await self._end(event, session_id, StepKind.DONE, refusal, ANSWERED)
+                return
         if word in COMMANDS:
             session_id = await self._session_id(event)
             reply = await answer_command(word, CommandContext(self, event, session_id))
@@ -680,9 +685,7 @@ class Router(Actor):
             for welcome in await self.db.read(to_welcome):
                 if welcome.platform not in self.policies:
                     continue
-                named = self.config.platforms.get(welcome.platform)
-                owner = owner_rule(named.owner if named else None, welcome.user_id,
-                                   welcome.owner)  # fmt: skip
+                owner = welcome.user_id in await self.owner_ids(welcome.platform)  # as it is now
                 welcome = attrs.evolve(welcome, owner=owner)
                 target = Target(welcome.platform, welcome.chat_id)
                 await self.replies.answer(None, target, welcome.message(), welcome.key)

@@ -1,7 +1,9 @@
 """Pairing: list who waits and who is in, approve by code, deny, revoke.
 
 Approval takes the code the user was sent, never a name or id from the list:
-a stranger picks their own display name, and a lookalike must not get in.
+a stranger picks their own display name, and a lookalike must not get in. It
+makes an owner only when asked (`owner`), and refuses to while config names
+owners, before the code is tried: config alone says who they are then.
 Serve reads the approved users for every message, so a change here takes
 effect at the next message without anyone being told.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from hermes.actors.errors import NotFound, Throttled
+from hermes.actors.errors import Invalid, NotFound, Throttled
 from hermes.config import not_blank
 from hermes.operations.context import NoArgs, Ops
 from hermes.state.db import Db
@@ -20,7 +22,7 @@ from hermes.state.pairing import (
     approved,
     attempt_approval,
     deny_request,
-    owner_rule,
+    owner_settings,
     pending,
     revoke,
 )
@@ -28,6 +30,10 @@ from hermes.state.pairing import (
 
 class PairingRefused(NotFound):
     """A wrong, expired or used code (each counts toward the lockout)."""
+
+
+class OwnerInConfig(Invalid):
+    """An approval as owner where config names the platform's owners."""
 
 
 class PairingLocked(Throttled):
@@ -48,6 +54,7 @@ class PairingList:
 class ApproveArgs:
     platform: str = attrs.field(validator=not_blank)
     code: str = attrs.field(validator=not_blank)
+    owner: bool = False  # an owner of the platform too (only where config names none)
 
 
 @attrs.frozen
@@ -61,7 +68,7 @@ class ApprovedUser:
     platform: str
     user_id: str
     user_name: str | None
-    owner: bool  # the platform's owner: by config, or the first one pairing let in
+    owner: bool  # approved as an owner of the platform
 
 
 @attrs.frozen
@@ -72,9 +79,11 @@ class Done:
     user: str
 
 
-async def approve_code(db: Db, platform: str, code: str, now: float, by: str = "cli") -> Approved:
+async def approve_code(
+    db: Db, platform: str, code: str, now: float, by: str = "cli", owner: bool = False
+) -> Approved:
     """The approval's write, then its refusal raised once the failure has committed."""
-    result = await db.write(attempt_approval, platform, code, now, by)
+    result = await db.write(attempt_approval, platform, code, now, by, owner)
     if isinstance(result, Approved):
         return result
     if result.locked_until is not None:
@@ -83,16 +92,28 @@ async def approve_code(db: Db, platform: str, code: str, now: float, by: str = "
 
 
 async def list_pairing(ops: Ops, args: NoArgs) -> PairingList:
+    """Who waits and who is in; `owner` as it counts now (not where config names owners)."""
     now = ops.clock.now()
-    return PairingList(await ops.db.read(pending, now), await ops.db.read(approved))
+    people = [
+        attrs.evolve(a, owner=a.owner and not owner_settings(ops.config, a.platform))
+        for a in await ops.db.read(approved)
+    ]
+    return PairingList(await ops.db.read(pending, now), people)
 
 
 async def approve_pairing(ops: Ops, args: ApproveArgs) -> ApprovedUser:
-    done = await approve_code(ops.db, args.platform, args.code, ops.clock.now(), ops.by)
+    """Refused as owner before the code is tried: the code stays good, no failure counts."""
+    settings = owner_settings(ops.config, args.platform) if args.owner else []
+    if settings:
+        verb = "names" if len(settings) == 1 else "name"
+        raise OwnerInConfig(
+            f"{' and '.join(settings)} {verb} the owners of {args.platform}, so pairing makes"
+            " none there: approve them as a user, or name them an owner in config.yaml"
+        )
+    now = ops.clock.now()
+    done = await approve_code(ops.db, args.platform, args.code, now, ops.by, args.owner)
     await ops.live.pairing_changed()
-    named = ops.config.platforms.get(done.platform)
-    owner = owner_rule(named.owner if named else None, done.user_id, done.owner)
-    return ApprovedUser(done.platform, done.user_id, done.user_name, owner)
+    return ApprovedUser(done.platform, done.user_id, done.user_name, done.owner)
 
 
 async def deny_pairing(ops: Ops, args: UserArgs) -> Done:

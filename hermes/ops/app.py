@@ -46,7 +46,7 @@ CRON_ACTIONS = ("run", "pause", "resume")
 OPEN_PATHS = {"/health", "/login"}  # the login form takes the token itself
 MAX_LIMIT = 200
 MAX_LOGIN_BODY = 4096
-MAX_CODE_BODY = 256  # {"code": "..."}: a pairing code, not more
+MAX_CODE_BODY = 256  # {"code": "...", "owner": true}: a pairing code, not more
 # The page loads only its own files; nothing frames it; no browser guesses a type.
 HEADERS = [
     (
@@ -149,21 +149,22 @@ def _limit(request: Request, default: int = 50) -> int:
     return int(raw)
 
 
-async def _code_of(request: Request) -> str:
-    """The pairing code the owner typed, from a small JSON body (never the URL: a path
-    or a query string can end up in a log)."""
+async def _approval_of(request: Request) -> dict[str, Any]:
+    """The pairing code the owner typed, and whether as an owner, from a small JSON body
+    (never the URL: a path or a query string can end up in a log)."""
     body = b""
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_CODE_BODY:
             raise Refused(413, "a pairing approval is a code, not more")
     try:
-        code = json.loads(body or b"{}").get("code")
+        data = json.loads(body or b"{}")
+        code, owner = data.get("code"), data.get("owner", False)
     except (ValueError, AttributeError):
-        code = None
+        code, owner = None, False
     if not isinstance(code, str) or not code.strip():
         raise Refused(400, 'approving needs the code the user was sent: {"code": "..."}')
-    return code
+    return {"code": code, "owner": owner}  # owner: checked strictly by the action
 
 
 def build_app(s: OpsView) -> Starlette:
@@ -246,8 +247,8 @@ def build_app(s: OpsView) -> Starlette:
     async def pairing_approve(request: Request) -> Response:
         """By the code the user was sent, as `hermes pairing approve` does, with its
         lockout: a stranger picks their own display name, so a name proves nothing."""
-        platform, code = request.path_params["platform"], await _code_of(request)
-        return await s.act("pairing.approve", {"platform": platform, "code": code})
+        platform = request.path_params["platform"]
+        return await s.act("pairing.approve", {"platform": platform, **await _approval_of(request)})
 
     async def pairing_deny(request: Request) -> Response:
         platform, user = request.path_params["platform"], request.path_params["user"]

@@ -11,6 +11,10 @@ A stranger is answered at most once an hour however often they write
 (`pairing_replies`), and a full platform makes room by dropping its oldest
 request, so strangers can neither make the bot spam nor lock pairing for others.
 
+Pairing makes an owner only when the operator says so (`--owner`), and never
+while config names owners (`owner_settings`): a stranger's code must not be a
+way to the owner's tools.
+
 `attempt_approval` returns a Refusal instead of raising: the failure it
 records must commit, and a write that raises is rolled back. The operator
 action (hermes.operations.pairing) raises it after the commit.
@@ -24,6 +28,8 @@ from datetime import UTC, datetime
 
 import apsw
 import attrs
+
+from hermes.config import Config
 
 ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, no 1/I: nothing to misread
 CODE_LENGTH = 8
@@ -198,9 +204,15 @@ def locked_until(conn: apsw.Connection, platform: str, now: float) -> float | No
 
 
 def attempt_approval(
-    conn: apsw.Connection, platform: str, code: str, now: float, approved_by: str = "cli"
+    conn: apsw.Connection,
+    platform: str,
+    code: str,
+    now: float,
+    approved_by: str = "cli",
+    owner: bool = False,
 ) -> Approved | Refusal:
-    """Approve the user whose pending request has this code, or say why not.
+    """Approve the user whose pending request has this code (as an owner of `platform`
+    when `owner`: the caller has checked `owner_settings`), or say why not.
 
     A wrong or expired code is recorded as a failure (the lockout counts
     them); the refusal is returned, not raised, so that record commits.
@@ -221,7 +233,7 @@ def attempt_approval(
             f"no pending request with that code on {platform} (wrong, expired or already"
             " used; `hermes pairing list` shows the pending ones)",
         )
-    return _approve(conn, platform, *row, now, approved_by)
+    return _approve(conn, platform, *row, now, approved_by, owner)
 
 
 def deny_request(conn: apsw.Connection, platform: str, user_id: str) -> bool:
@@ -241,11 +253,8 @@ def _approve(
     chat_id: str | None,
     now: float,
     approved_by: str,
+    owner: bool,
 ) -> Approved:
-    has_owner = conn.execute(
-        "SELECT 1 FROM pairing_approved WHERE platform = ? AND owner = 1", (platform,)
-    ).fetchone()
-    owner = has_owner is None
     conn.execute(
         "INSERT INTO pairing_approved (platform, user_id, user_name, approved_at, approved_by,"
         " owner, chat_id) VALUES (?,?,?,?,?,?,?)",
@@ -280,6 +289,10 @@ def approved_users(conn: apsw.Connection, platform: str) -> frozenset[str]:
 
 
 def owners(conn: apsw.Connection, platform: str) -> frozenset[str]:
+    """Those approved as owners of `platform` (they are owners only while
+    `owner_settings` names none). Rows the first approval on a platform made owner,
+    before `--owner` existed, are kept: the operator approved them, most often
+    themselves."""
     rows = conn.execute(
         "SELECT user_id FROM pairing_approved WHERE platform = ? AND owner = 1", (platform,)
     )
@@ -302,14 +315,16 @@ class Welcome:
         return f"welcome:{self.platform}:{self.user_id}:{self.approved_at!r}"
 
     def message(self) -> str:
-        extra = " You are the owner: /sethome makes a chat my home channel." if self.owner else ""
+        extra = " You are an owner: /sethome makes a chat my home channel." if self.owner else ""
         return f"You are approved: write your message and I will answer.{extra}"
 
 
-def owner_rule(config_owner: str | None, user_id: str, first_approved: bool) -> bool:
-    """Owners of a platform: the user its config names, else the first approved by
-    pairing (`first_approved`: the user is that one)."""
-    return user_id == config_owner if config_owner else first_approved
+def owner_settings(config: Config, platform: str) -> list[str]:
+    """The settings that name owners of `platform`. While any does, config alone says
+    who they are: pairing's owners are not owners there, and none is approved."""
+    section = config.platforms.get(platform)
+    named = [f"platforms.{platform}.owner"] if section is not None and section.owner else []
+    return named + (["gateway.owners"] if config.gateway.owners else [])
 
 
 def to_welcome(conn: apsw.Connection) -> list[Welcome]:

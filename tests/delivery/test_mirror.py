@@ -22,7 +22,7 @@ from hermes.state.db import Db
 from hermes.state.messages import NewMessage, append_message
 from hermes.state.sessions import NewSession, ensure_session
 
-PER_USER = GatewayConfig()  # group sessions per user, threads shared
+PER_USER = GatewayConfig(thread_sessions_per_user=False)  # group sessions per user, threads shared
 ORIGIN = Origin("tp", "g1", None, "u1", None, "group")
 GROUP = Target("tp", "g1")
 
@@ -51,11 +51,13 @@ def test_no_user_in_a_per_user_group_seeds_no_flat_session():
     seeds, note = plan_seeds(planned(), no_user, "group", PER_USER)
     assert seeds == (Seed("group", None, thread=True),)  # the shared thread needs no user
     assert "per user" in note
-    shared = GatewayConfig(group_sessions_per_user=False)
+    shared = GatewayConfig(group_sessions_per_user=False, thread_sessions_per_user=False)
     assert plan_seeds(planned(), no_user, "group", shared) == (
         (Seed("group", None), Seed("group", None, thread=True)),
         None,
     )
+    # Threads per user too (the default): no session to seed without a user.
+    assert plan_seeds(planned(), no_user, "group", GatewayConfig()) == ((), note)
 
 
 def test_a_dm_always_seeds():

@@ -14,9 +14,9 @@ def event(chat_type=ChatType.DM, chat="c1", user="u1", thread=None, scope=None, 
                         thread_id=thread)  # fmt: skip
 
 
-PER_USER = GatewayConfig()  # group_sessions_per_user true, thread_sessions_per_user false
+PER_USER = GatewayConfig()  # group_sessions_per_user and thread_sessions_per_user true
 SHARED = GatewayConfig(group_sessions_per_user=False)
-THREAD_PER_USER = GatewayConfig(thread_sessions_per_user=True)
+SHARED_THREADS = GatewayConfig(thread_sessions_per_user=False)
 
 
 @pytest.mark.parametrize(
@@ -28,10 +28,10 @@ THREAD_PER_USER = GatewayConfig(thread_sessions_per_user=True)
         (event(ChatType.GROUP), PER_USER, "agent:main:tg:group:c1:user:u1"),
         (event(ChatType.GROUP, user="u2"), PER_USER, "agent:main:tg:group:c1:user:u2"),
         (event(ChatType.GROUP), SHARED, "agent:main:tg:group:c1"),
-        (event(ChatType.GROUP, thread="t9"), PER_USER, "agent:main:tg:group:c1:thread:t9"),
-        (event(ChatType.GROUP, thread="t9", user="u2"), PER_USER,
+        (event(ChatType.GROUP, thread="t9"), SHARED_THREADS, "agent:main:tg:group:c1:thread:t9"),
+        (event(ChatType.GROUP, thread="t9", user="u2"), SHARED_THREADS,
          "agent:main:tg:group:c1:thread:t9"),
-        (event(ChatType.GROUP, thread="t9"), THREAD_PER_USER,
+        (event(ChatType.GROUP, thread="t9"), PER_USER,
          "agent:main:tg:group:c1:thread:t9:user:u1"),
         (event(ChatType.CHANNEL, scope="T1", platform="slack"), PER_USER,
          "agent:main:slack:channel:T1:c1:user:u1"),
@@ -48,7 +48,7 @@ def test_session_keys(message, config, key):
 @pytest.mark.parametrize(
     ("chat_type", "where", "config"),
     [(ChatType.GROUP, Target("tg", "c1"), PER_USER),
-     (ChatType.GROUP, Target("tg", "c1", "t9"), THREAD_PER_USER),
+     (ChatType.GROUP, Target("tg", "c1", "t9"), PER_USER),
      (ChatType.DM, Target("tg", ""), PER_USER)],
 )  # fmt: skip
 def test_no_key_where_it_needs_a_user_and_there_is_none(chat_type, where, config):
@@ -56,13 +56,13 @@ def test_no_key_where_it_needs_a_user_and_there_is_none(chat_type, where, config
 
 
 def test_a_shared_thread_needs_no_user():
-    key = session_key(Target("tg", "c1", "t9"), ChatType.GROUP, None, PER_USER)
+    key = session_key(Target("tg", "c1", "t9"), ChatType.GROUP, None, SHARED_THREADS)
     assert key == "agent:main:tg:group:c1:thread:t9"
 
 
 def test_a_topic_whose_id_is_a_users_id_is_not_that_users_session():
-    topic = session_key(Target("tg", "c1", "42"), ChatType.GROUP, "7", PER_USER)
+    topic = session_key(Target("tg", "c1", "42"), ChatType.GROUP, "7", SHARED_THREADS)
     user = session_key(Target("tg", "c1"), ChatType.GROUP, "42", PER_USER)
-    shared_topic = session_key(Target("tg", "c1", "42"), ChatType.GROUP, "7", PER_USER)
+    shared_topic = session_key(Target("tg", "c1", "42"), ChatType.GROUP, "7", SHARED_THREADS)
     assert topic == shared_topic != user
     assert session_key(Target("tg", "c1"), ChatType.GROUP, "42", SHARED) != topic

@@ -10,7 +10,7 @@ from hermes.gateway.authorization import decide
 
 ALICE = "111"  # in the platform's allowed_users
 PAIRED = "222"  # approved by pairing
-GLOBAL = "333"  # in gateway.allowed_users
+GLOBAL = "333"  # in gateway.allowed_users, as telegram:333
 STRANGER = "999"
 GROUP = "-100"  # an allowed chat
 OTHER_GROUP = "-200"
@@ -85,7 +85,7 @@ CASES = [
     [pytest.param(*case[1:], id=case[0]) for case in CASES],
 )
 def test_decision(event, policy, expected, reason):
-    decision = decide(event, policy, approved=(PAIRED,), global_allowed=(GLOBAL,))
+    decision = decide(event, policy, approved=(PAIRED,), global_allowed=(f"telegram:{GLOBAL}",))
     assert (decision.allowed, decision.offer_pairing, decision.silent) == expected, decision
     assert reason in decision.reason
 

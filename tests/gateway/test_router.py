@@ -72,7 +72,7 @@ def user_texts(fake) -> list[str]:
 # -- who may talk to the agent ---------------------------------------------------------
 
 AUTH = Config(
-    gateway=GatewayConfig(allowed_users=("gus",)),
+    gateway=GatewayConfig(allowed_users=("telegram:gus", "slack:gus")),
     platforms={
         "telegram": PlatformConfig(allowed_users=("alice",), allowed_chats=("g-ok",)),
         "discord": PlatformConfig(allow_all_users=True),
@@ -186,8 +186,8 @@ async def test_an_approved_user_is_answered_at_once_welcomed_and_revocable(
     fake.script(text_answer("nice to meet you"))
     async with running_router(registry, home, fake, OPEN, timeout=1e6) as h:
         (code,) = CODE.findall((await h.ask("sam", "hello?")).text)
-        approved = h.cli_write(attempt_approval, "telegram", code, time.time())
-        assert isinstance(approved, Approved) and approved.owner  # the first one
+        approved = h.cli_write(attempt_approval, "telegram", code, time.time(), "cli", True)
+        assert isinstance(approved, Approved) and approved.owner  # approved as an owner
 
         asked = await h.send("sam", "now?")
         assert (await h.answer_to(asked)).text == "nice to meet you"  # no restart needed
@@ -214,11 +214,11 @@ async def test_an_owner_approved_outside_serve_has_the_role_from_the_next_round(
 ):
     """The router keeps the pairing owners it read until its next housekeeping round,
     which is also the round that welcomes an approval made outside serve."""
-    config = attrs.evolve(OPEN, gateway=GatewayConfig(allowed_users=("alice",)))
+    config = attrs.evolve(OPEN, gateway=GatewayConfig(allowed_users=("telegram:alice",)))
     async with running_router(registry, home, fake, config, timeout=1e6) as h:
         assert "role: user" in (await h.ask("alice", "/whoami")).text  # no owner by pairing
         (code,) = CODE.findall((await h.ask("sam", "hello?")).text)
-        assert h.cli_write(attempt_approval, "telegram", code, time.time()).owner
+        assert h.cli_write(attempt_approval, "telegram", code, time.time(), "cli", True).owner
         await h.answer_with_key("welcome:telegram:sam")
         assert "role: owner" in (await h.ask("sam", "/whoami")).text
 
@@ -270,7 +270,7 @@ async def test_sessions_by_key_through_the_router(registry, home, fake):
 
         t1 = await h.final(await h.send("alice", "four", group="g1", thread_id="t1"))
         t2 = await h.final(await h.send("bob", "five", group="g1", thread_id="t1"))
-        assert t1.session_id == t2.session_id != a.session_id  # a thread is shared
+        assert t1.session_id != t2.session_id != a.session_id  # per user in a thread too
 
         d1 = await h.final(await h.send("alice", "six"))
         d2 = await h.final(await h.send("alice", "seven"))
@@ -286,8 +286,10 @@ async def test_sessions_by_key_through_the_router(registry, home, fake):
          "alice", "Alice", 4),
         (b.session_id, "telegram", "agent:main:telegram:group:g1:user:bob", "g1", "group", None,
          "bob", "Bob", 2),
-        (t1.session_id, "telegram", "agent:main:telegram:group:g1:thread:t1", "g1", "group", "t1",
-         "alice", "Alice", 4),
+        (t1.session_id, "telegram", "agent:main:telegram:group:g1:thread:t1:user:alice", "g1",
+         "group", "t1", "alice", "Alice", 2),
+        (t2.session_id, "telegram", "agent:main:telegram:group:g1:thread:t1:user:bob", "g1",
+         "group", "t1", "bob", "Bob", 2),
         (d1.session_id, "telegram", "agent:main:telegram:dm:dm-alice", "dm-alice", "dm", None,
          "alice", "Alice", 4),
     ]  # fmt: skip

@@ -146,16 +146,18 @@ async def test_a_denied_user_is_not_answered_until_their_hour_is_up(db):
     assert (await ask(db, "42", T0 + HOUR)).code is not None
 
 
-async def test_approval_lets_the_user_in_and_the_first_is_owner(db):
-    alice, bob = await ask(db, "1"), await ask(db, "2")
+async def test_approval_lets_the_user_in_and_makes_an_owner_only_when_asked(db):
+    alice, bob, carol = await ask(db, "1"), await ask(db, "2"), await ask(db, "3")
     first = await approve_code(db, "telegram", alice.code.lower(), T0 + 60)  # typed in lower case
-    assert (first.user_id, first.user_name, first.owner) == ("1", "name-1", True)
+    assert (first.user_id, first.user_name, first.owner) == ("1", "name-1", False)  # not implied
     assert await db.read(approved_users, "telegram") == frozenset({"1"})
-    second = await approve_code(db, "telegram", bob.code, T0 + 120)
-    assert (second.user_id, second.owner) == ("2", False)
-    assert await db.read(approved_users, "telegram") == frozenset({"1", "2"})
-    assert await db.read(owners, "telegram") == frozenset({"1"})
-    assert await db.read(pending, T0 + 120) == []
+    second = await approve_code(db, "telegram", bob.code, T0 + 120, owner=True)
+    assert (second.user_id, second.owner) == ("2", True)
+    third = await approve_code(db, "telegram", carol.code, T0 + 150)
+    assert (third.user_id, third.owner) == ("3", False)
+    assert await db.read(approved_users, "telegram") == frozenset({"1", "2", "3"})
+    assert await db.read(owners, "telegram") == frozenset({"2"})
+    assert await db.read(pending, T0 + 150) == []
     assert (await ask(db, "1", T0 + 180)).already_approved
     with pytest.raises(PairingRefused):  # a code approves once
         await approve_code(db, "telegram", alice.code, T0 + 240)
@@ -231,9 +233,9 @@ def test_cli_list_shows_pending_requests(home, capsys):
 
 def test_cli_approve_and_revoke(home, capsys):
     alice, bob = ask_now(home, "12345", "alice"), ask_now(home, "678", None)
-    assert run_cli("approve", "telegram", alice) == exit_codes.OK
+    assert run_cli("approve", "telegram", alice, "--owner") == exit_codes.OK
     assert capsys.readouterr().out == (
-        "approved telegram user 12345 (alice); they are the owner of telegram\n"
+        "approved telegram user 12345 (alice); they are an owner of telegram\n"
     )
     assert run_cli("approve", "telegram", bob) == exit_codes.OK
     assert capsys.readouterr().out == (

@@ -235,13 +235,15 @@ async function approveByCode(event) {
   event.preventDefault();
   const platform = document.getElementById("pairing-platform").value;
   const code = document.getElementById("pairing-code");
+  const owner = document.getElementById("pairing-owner");
   if (!platform || !code.value.trim()) {
     showError("Type the code the user was sent.");
     return;
   }
   if (await act("/api/pairing/" + encodeURIComponent(platform) + "/approve",
-    { code: code.value })) {
+    { code: code.value, owner: owner.checked })) {
     code.value = "";
+    owner.checked = false;
     await refreshPairing();
   }
 }
