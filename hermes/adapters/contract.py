@@ -285,6 +285,7 @@ class TurnStep:
     target: Target | None = None
     session_id: str | None = None
     settled: bool = False  # DONE: committed with the turn's `settle` write (its journal row)
+    note: str = ""  # TOOL_RESULT: what its tool line adds (where a command ran, and why)
 
     @property
     def final(self) -> bool:

@@ -63,7 +63,9 @@ class Platform:
     in one message; `webhook`: its deliveries come to the webhook listener
     (`/webhooks/<name>`), which runs while such a platform is enabled; `tokens`: it
     takes a secret from a variable (Signal's daemon holds its own); `max_upload`: the
-    largest file its adapter sends, in bytes (0: it sends none)."""
+    largest file its adapter sends, in bytes (0: it sends none); `foreign_text`: why a
+    message's text holds others' words whoever sent it (a mail quotes the thread it
+    answers), so a turn that reads it is marked untrusted (None: the sender's own)."""
 
     name: str
     limit: Limit
@@ -78,3 +80,4 @@ class Platform:
     webhook: bool = False
     tokens: bool = True
     max_upload: int = 0
+    foreign_text: str | None = None

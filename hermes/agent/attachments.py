@@ -1,18 +1,27 @@
-"""How a message's files reach the model. The transcript keeps one line per file (its
-name, type, size, sha256 and where it is cached); only when a model call is made is
-that line turned into what this model can take: the image itself for a multimodal
-model (downscaled to its limit, the result cached), a line saying an image came for
-one that sees none, and "no longer cached" once the cache evicted the file. No image
-is ever held in the transcript or the session's memory."""
+"""How a message's files reach the model: as structured data carried with the message,
+never as lines of its text parsed back out.
+
+A user's message is stored with its files as JSON (`messages.attachments`: each file's
+name, type, size, sha256 and where it is cached, a voice note's words, and what could not
+be fetched). Only when a model call is made are they rendered into what this model can
+take: a line per file after the user's text, the image itself for a multimodal model
+(downscaled to its limit, the result cached), a line saying an image came for one that
+sees none, and "no longer cached" once the cache evicted the file. Nothing a user types,
+no file name, caption or error text can name a file for the model to open: only the
+message's own record does, and only files in the media cache are ever opened. No image is
+ever held in the transcript or the session's memory.
+"""
 
 from __future__ import annotations
 
 import base64
-import re
+import json
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -20,51 +29,101 @@ from hermes.adapters.media import Saved
 
 IMAGES_PER_MESSAGE = 8  # images of one message sent to the model; the rest as lines
 MAX_PIXELS = 25_000_000  # an image larger is refused unread (a decompression bomb)
-_LINE = re.compile(
-    r"^\[attached (?P<kind>image|audio|file): (?P<name>[^\n]*?) \((?P<mime>[^,\n]+), "
-    r"(?P<size>\d+) bytes, sha256 (?P<sha>[0-9a-f]{12})\) at (?P<path>/[^\n]*)\]$",
-    re.MULTILINE,
-)
-_TYPED = re.compile(r"^\[attached ", re.MULTILINE)
+FILES = "attachments"  # the key a user message's Attachments travel under until rendered
 
 
-def typed(text: str) -> str:
-    """A user's own words, where a line of theirs that looks like an attachment's is marked
-    as typed: only the lines the turn adds (attachment_line) name files."""
-    return _TYPED.sub("(typed) [attached ", text)
+@attrs.frozen
+class Attached:
+    """One file of a message: what was saved, and for a voice note the line the model
+    reads instead of the sound."""
+
+    saved: Saved
+    heard: str | None = None
+
+
+@attrs.frozen
+class Attachments:
+    """A message's files, and a note for what could not be fetched."""
+
+    files: tuple[Attached, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.notes)
+
+    def dumps(self) -> str:
+        """As `messages.attachments` keeps them."""
+        return json.dumps(
+            {
+                "files": [{**attrs.asdict(a.saved), "heard": a.heard} for a in self.files],
+                "notes": list(self.notes),
+            }  # fmt: skip
+        )
+
+    @classmethod
+    def loads(cls, text: str | None) -> Attachments:
+        if not text:
+            return cls()
+        data = json.loads(text)
+        files = []
+        for entry in data.get("files", ()):
+            heard = entry.pop("heard", None)
+            files.append(Attached(Saved(**entry), heard))
+        return cls(tuple(files), tuple(data.get("notes", ())))
+
+    def untrusted(self) -> str | None:
+        """Why these files are text from outside the sender's hands: any file but a voice
+        note (a document, an image: anyone may have written what it says)."""
+        names = [a.saved.name for a in self.files if a.saved.kind != "audio"]
+        return f"a file sent in the chat ({names[0]})" if names else None
+
+    def paths(self) -> list[Path]:
+        return [Path(a.saved.path) for a in self.files]
 
 
 def attachment_line(saved: Saved) -> str:
-    """The transcript's line for a file of the user's message."""
+    """How the transcript and the model name a file of a message (its name has no
+    brackets, parentheses or control characters: hermes.adapters.media)."""
     return (f"[attached {saved.kind}: {saved.name} ({saved.mime}, {saved.size} bytes, "
             f"sha256 {saved.sha256[:12]}) at {saved.path}]")  # fmt: skip
+
+
+def described(attachments: Attachments) -> str:
+    """The files as lines, for a person reading the transcript."""
+    lines = []
+    for attached in attachments.files:
+        lines.append(attachment_line(attached.saved))
+        if attached.heard:
+            lines.append(attached.heard)
+    return "\n".join([*lines, *attachments.notes])
 
 
 async def for_model(
     messages: list[dict[str, Any]], image_px: int | None, cache: Path | None
 ) -> list[dict[str, Any]]:
-    """`messages` as this model reads them: the last user message's images as image
-    parts (`image_px` set), evicted files marked in every message. Only a file in the
-    media `cache` is ever opened (None: none is)."""
+    """`messages` as this model reads them: each user message's files rendered after its
+    text, the last one's images as image parts (`image_px` set), evicted files marked.
+    Only a file in the media `cache` is ever opened (None: none is)."""
     last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     out = []
     for i, message in enumerate(messages):
-        content = message.get("content")
-        if (
-            message.get("role") != "user"
-            or not isinstance(content, str)
-            or "[attached " not in content
-        ):
+        attachments = message.get(FILES)
+        if attachments is None:
             out.append(message)
             continue
-        out.append(await _rendered(message, content, image_px if i == last else None, i == last,
-                                   cache))  # fmt: skip
+        plain = {k: v for k, v in message.items() if k != FILES}
+        if not attachments:
+            out.append(plain)
+            continue
+        out.append(await _rendered(plain, attachments, image_px if i == last else None,
+                                   i == last, cache))  # fmt: skip
     return out
 
 
-async def _rendered(message: dict[str, Any], content: str, image_px: int | None,
+async def _rendered(message: dict[str, Any], attachments: Attachments, image_px: int | None,
                     latest: bool, cache: Path | None) -> dict[str, Any]:  # fmt: skip
-    text, images = await trio.to_thread.run_sync(_lines, content, image_px, latest, cache)
+    lines, images = await trio.to_thread.run_sync(_lines, attachments, image_px, latest, cache)
+    text = "\n\n".join(p for p in (message.get("content") or "", "\n".join(lines)) if p)
     if not images:
         return {**message, "content": text}
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
@@ -77,28 +136,39 @@ async def _rendered(message: dict[str, Any], content: str, image_px: int | None,
     return {**message, "content": parts}
 
 
-def _lines(content: str, image_px: int | None, latest: bool,
-           cache: Path | None) -> tuple[str, list[Path]]:  # fmt: skip
-    """The message's attachment lines as this model reads them, and the images to show
-    (blocking: it looks at the files)."""
+def _lines(attachments: Attachments, image_px: int | None, latest: bool,
+           cache: Path | None) -> tuple[list[str], list[Path]]:  # fmt: skip
+    """The files as this model reads them, and the images to show (blocking: it looks at
+    the files)."""
     images: list[Path] = []
     root = cache.resolve() if cache is not None else None
-
-    def line(found: re.Match[str]) -> str:
-        kind, name, path = found["kind"], found["name"], Path(found["path"]).resolve()
+    lines = []
+    for attached in attachments.files:
+        saved = attached.saved
+        kind, path = saved.kind, Path(saved.path).resolve()
         if root is None or not path.is_relative_to(root):
-            return f"[attached {kind}: {name} (not in the media cache)]"
-        if not path.is_file():
-            return f"[attached {kind}: {name} (no longer cached)]"
-        if kind == "image" and latest:
-            if image_px is not None and len(images) < IMAGES_PER_MESSAGE:
+            lines.append(f"[attached {kind}: {saved.name} (not in the media cache)]")
+        elif not path.is_file():
+            lines.append(f"[attached {kind}: {saved.name} (no longer cached)]")
+        elif kind == "image" and latest and image_px is not None:
+            if len(images) < IMAGES_PER_MESSAGE:
                 images.append(path)
-                return f"{found[0]} (shown below)"
-            if image_px is None:
-                return f"{found[0]} (an image: this model cannot see images)"
-        return found[0]
+                lines.append(f"{attachment_line(saved)} (shown below)")
+            else:
+                lines.append(f"{attachment_line(saved)} (not shown: {IMAGES_PER_MESSAGE} images"
+                             " of one message at most)")  # fmt: skip
+        elif kind == "image" and latest:
+            lines.append(f"{attachment_line(saved)} (an image: this model cannot see images)")
+        else:
+            lines.append(attachment_line(saved))
+        if attached.heard:
+            lines.append(attached.heard)
+    return [*lines, *attachments.notes], images
 
-    return _LINE.sub(line, content), images
+
+def files_of(messages: Sequence[dict[str, Any]]) -> list[Path]:
+    """Every file the messages carry, newest last."""
+    return [p for m in messages if (a := m.get(FILES)) for p in a.paths()]
 
 
 def _data_url(path: Path, px: int | None) -> str | None:

@@ -38,6 +38,7 @@ import trio
 
 from hermes.actors.backoff import Backoff
 from hermes.actors.clock import Clock
+from hermes.agent.attachments import FILES, Attachments
 from hermes.agent.provider import Provider
 from hermes.state.db import Db
 from hermes.state.messages import Compaction, PromptHistory, add_compaction
@@ -65,15 +66,27 @@ TARGET_SHARE = 0.6  # of the threshold: compaction leaves room for the next turn
 @attrs.define
 class Conversation:
     """What the next prompt needs: the summary of what was compacted, then the
-    messages after it, each with its transcript row id (None: not committed yet)."""
+    messages after it, each with its transcript row id (None: not committed yet) and why
+    its text is untrusted (None: it is an owner's; hermes.agent.untrusted)."""
 
     summary: str | None = None
     messages: list[dict[str, Any]] = attrs.Factory(list)
     ids: list[int | None] = attrs.Factory(list)
+    marks: list[str | None] = attrs.Factory(list)
+    summary_untrusted: str | None = None  # the summary was written from untrusted text
 
-    def add(self, message: dict[str, Any], row_id: int | None = None) -> None:
+    def add(
+        self, message: dict[str, Any], row_id: int | None = None, untrusted: str | None = None
+    ) -> None:
         self.messages.append(message)
         self.ids.append(row_id)
+        self.marks.append(untrusted)
+
+    @property
+    def untrusted(self) -> str | None:
+        """Why what the next prompt holds has text from outside an owner's hands (None:
+        it has none): its summary's mark, else the first message's that has one."""
+        return self.summary_untrusted or next((m for m in self.marks if m), None)
 
     def prompt(self, system: str) -> list[dict[str, Any]]:
         head = [{"role": "system", "content": system}]
@@ -91,21 +104,29 @@ class Conversation:
 
     @classmethod
     def from_history(cls, history: PromptHistory) -> Conversation:
-        conversation = cls(summary=history.compaction.summary if history.compaction else None)
-        for message, row_id in history_messages(history.rows):
-            conversation.add(message, row_id)
+        compaction = history.compaction
+        conversation = cls(
+            summary=compaction.summary if compaction else None,
+            summary_untrusted=compaction.untrusted if compaction else None,
+        )
+        for message, row_id, untrusted in history_messages(history.rows):
+            conversation.add(message, row_id, untrusted)
         return conversation
 
 
-def history_messages(rows: Sequence[MessageRow]) -> list[tuple[dict[str, Any], int | None]]:
-    """The transcript as chat messages with their row ids; a tool call left without a
-    result (an interrupted turn) gets one, so the provider accepts the history."""
-    out: list[tuple[dict[str, Any], int | None]] = []
+def history_messages(
+    rows: Sequence[MessageRow],
+) -> list[tuple[dict[str, Any], int | None, str | None]]:
+    """The transcript as chat messages with their row ids and untrusted marks; a tool call
+    left without a result (an interrupted turn) gets one, so the provider accepts the
+    history."""
+    out: list[tuple[dict[str, Any], int | None, str | None]] = []
     pending: list[str] = []
 
     def close_pending() -> None:
         for call_id in pending:
-            out.append(({"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED}, None))
+            cut = {"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED}
+            out.append((cut, None, None))
         pending.clear()
 
     for row in rows:
@@ -114,16 +135,18 @@ def history_messages(rows: Sequence[MessageRow]) -> list[tuple[dict[str, Any], i
                 pending.remove(row.tool_call_id)
                 message = {"role": "tool", "tool_call_id": row.tool_call_id,
                            "content": row.content or ""}  # fmt: skip
-                out.append((message, row.id))
+                out.append((message, row.id, row.untrusted))
             continue
         close_pending()
         message: dict[str, Any] = {"role": row.role, "content": row.content or ""}
+        if row.attachments:
+            message[FILES] = Attachments.loads(row.attachments)
         if row.role == "assistant" and row.tool_calls:
             calls = json.loads(row.tool_calls)
             message["tool_calls"] = calls
             message["content"] = row.content
             pending.extend(c["id"] for c in calls)
-        out.append((message, row.id))
+        out.append((message, row.id, row.untrusted))
     close_pending()
     return out
 
@@ -391,13 +414,21 @@ class Compactor:
     async def _replace(
         self, conversation: Conversation, keep: int, provider: Provider, kind: str, summary: str
     ) -> None:
-        """Messages [0, keep) become `summary`, recorded in state.db."""
+        """Messages [0, keep) become `summary`, recorded in state.db. A summary the model
+        wrote from untrusted text carries its mark on (it can carry that text's
+        instructions); messages left out take theirs with them."""
         ids = [i for i in conversation.ids[:keep] if i is not None]
-        record = Compaction(self.session_id, min(ids), max(ids), kind, summary, provider.model)
+        untrusted = conversation.summary_untrusted
+        if kind == "summary":
+            untrusted = untrusted or next((m for m in conversation.marks[:keep] if m), None)
+        record = Compaction(self.session_id, min(ids), max(ids), kind, summary, provider.model,
+                            untrusted)  # fmt: skip
         await self.db.write(add_compaction, record, self.clock.now())
         conversation.summary = summary
+        conversation.summary_untrusted = untrusted
         del conversation.messages[:keep]
         del conversation.ids[:keep]
+        del conversation.marks[:keep]
 
     def _summary_chars(self, provider: Provider) -> int:
         """What a summary call is given to read, in characters."""

@@ -20,7 +20,8 @@ from hermes.home import HermesHome
 from hermes.state.db import Db
 from hermes.state.registry import Registry
 from hermes.terminal.env import EnvPolicy
-from hermes.terminal.session import TerminalSession, session_directory
+from hermes.terminal.placement import Backends
+from hermes.terminal.session import TerminalSession, own_directory
 
 
 class CronAgentRunner:
@@ -41,9 +42,12 @@ class CronAgentRunner:
         policy: EnvPolicy | None = None,
         *,
         workspace: Path,
+        backends: Backends | None = None,
     ) -> None:
         """`workdir`: where every fire's commands start (agent.workdir), else each its own
-        directory under `workspace`; `policy`: what commands' environments leave out."""
+        directory under `workspace`; `policy`: what commands' environments hold;
+        `backends`: where they run (hermes.terminal.placement)."""
+        self.backends = backends
         self.platforms = platforms  # where its send_message may send
         self.outbox = outbox
         self.agent = agent
@@ -58,8 +62,9 @@ class CronAgentRunner:
 
     async def run(self, job: Job, prompt: str, session_id: str) -> str:
         chosen = Path(job.workdir) if job.workdir else self.workdir
-        workdir = await session_directory(chosen, self.workspace, session_id)
-        terminal = TerminalSession(workdir, state_dir=self.state_dir, policy=self.policy)
+        own = await own_directory(self.workspace, session_id)
+        terminal = TerminalSession(chosen or own, own=own, state_dir=self.state_dir,
+                                   policy=self.policy, backends=self.backends)  # fmt: skip
         origin = job.origin
         role = "owner" if job.role == "owner" else "user"
         maker = (origin.platform, origin.user_id or "") if origin else ("cli", "")
@@ -81,6 +86,7 @@ def cron_fire_context(
     policy: EnvPolicy | None = None,
     outbox: Callable[[], Address | None] = lambda: None,
     clock: Clock | None = None,
+    backends: Backends | None = None,
 ) -> FireContext:
     """How cron fires run in this home: scripts from its scripts/, agent turns with
     memory, outputs under cron/output, briefs into the outbox (`outbox` is the Outbox
@@ -91,7 +97,7 @@ def cron_fire_context(
     runner = CronAgentRunner(
         agent, registry, home.state_db, home.memories, config.agent.workdir_path(),
         home.root / ".terminal", tz, frozenset({"local", *platforms}), outbox, policy,
-        workspace=home.workspace,
+        workspace=home.workspace, backends=backends,
     )  # fmt: skip
     return FireContext(
         scripts=home.scripts,

@@ -21,7 +21,7 @@ import trio
 
 from hermes.actors.errors import Invalid, is_cancel
 from hermes.adapters.contract import StepKind, TurnStep
-from hermes.agent.attachments import for_model
+from hermes.agent.attachments import FILES, Attachments, files_of, for_model
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import (
     INTERRUPTED,
@@ -32,11 +32,12 @@ from hermes.agent.context import (
     provider_key,
 )
 from hermes.agent.mcp.servers import McpServers
-from hermes.agent.permissions import Permissions
+from hermes.agent.permissions import COMMAND_TOOLS, Permissions
 from hermes.agent.prompt import system_prompt
 from hermes.agent.provider import ModelReply, Provider, ToolCall
 from hermes.agent.tools.base import Tool, ToolContext, schema
 from hermes.agent.turn_times import TurnTimes
+from hermes.agent.untrusted import CallMarks, TurnMarks
 from hermes.config import Role, ToolsConfig
 from hermes.delivery.outbox import nudge
 from hermes.delivery.replies import Answer, Then
@@ -52,8 +53,8 @@ from hermes.state.sessions import get_session
 
 log = logging.getLogger(__name__)
 
+READABLE_FILES = 64  # the conversation's latest files a sandboxed command may read
 SUMMARIES_KEPT = 10_000  # sessions whose summary health the agent keeps (then: the failing)
-COMMAND_TOOLS = ("terminal", "process")  # tools that run commands on the host
 NOT_RUN_AGAIN = (
     "hermes restarted while a command of this turn was running; it was not run again."
     " Send your message again if you want it run."
@@ -183,6 +184,8 @@ class Agent:
         answer: Answer | None = None,
         times: TurnTimes | None = None,
         settle: Then | None = None,
+        untrusted: str | None = None,
+        attachments: Attachments | None = None,
     ) -> TurnResult:
         """`conversation`: what the last turn's result kept, if the caller kept it;
         otherwise what the prompt needs is read from state.db (the latest compaction
@@ -192,7 +195,11 @@ class Agent:
         `on_step` gets each step as it happens and is awaited: a slow consumer holds
         the turn back (the model's stream included) rather than piling steps up.
         `times`: marked with the model's and the tools' spans. `settle`: the caller's
-        write, committed with the final message (its DONE step then says `settled`)."""
+        write, committed with the final message (its DONE step then says `settled`).
+        `untrusted`: why `user_text` is not from an owner's hands (a user's message, a
+        mail), recorded with it; the turn's marks start from what the conversation holds
+        (hermes.agent.untrusted). `attachments`: the message's files, recorded with it as
+        data (hermes.agent.attachments), rendered only for the model."""
         times = times or TurnTimes(0.0)
 
         async def emit(step: TurnStep) -> None:
@@ -201,7 +208,10 @@ class Agent:
 
         db = ctx.db
         user_write: PendingWrite | None = None
-        user_message = {"role": "user", "content": user_text}
+        user_message: dict[str, Any] = {"role": "user", "content": user_text}
+        files = attachments.dumps() if attachments else None
+        if attachments:
+            user_message[FILES] = attachments
         if resume:
             conversation = await self.load(ctx)
             done = _answered(conversation, user_text)
@@ -219,8 +229,8 @@ class Agent:
                 return TurnResult(told, 0, "", "", conversation)
             if not _asked(conversation, user_text):  # cut before it began: ask it now
                 user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
-                                           ctx.clock.now())  # fmt: skip
-                conversation.add(user_message)
+                                             ctx.clock.now(), untrusted, files)  # fmt: skip
+                conversation.add(user_message, None, untrusted)
         else:
             if conversation is None:  # read before the message is queued: it is not in it
                 conversation = await self.load(ctx)
@@ -228,8 +238,12 @@ class Agent:
             # model call (the journal's row, committed at admission, is the turn's only
             # commit before it).
             user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
-                                           ctx.clock.now())  # fmt: skip
-            conversation.add(user_message)
+                                         ctx.clock.now(), untrusted, files)  # fmt: skip
+            conversation.add(user_message, None, untrusted)
+        ctx = attrs.evolve(ctx, marks=TurnMarks(conversation.untrusted))
+        cache = ctx.files.cache.resolve() if ctx.files is not None else None
+        media = [p for p in files_of(conversation.messages) if cache and p.is_relative_to(cache)]
+        ctx.terminal.readable = tuple(media[-READABLE_FILES:])
         system = self.system(ctx, source)
         compactor = self.compactor(ctx)
         chain = self.chain.starting_with(ctx.model)  # a smaller window: fit compacts for it
@@ -271,13 +285,15 @@ class Agent:
                 times.wait_begins()
                 results = await self._run_tools(reply.tool_calls, ctx)
                 times.wait_ends()
-                for call, output in zip(reply.tool_calls, results, strict=True):
+                for call, (output, marks) in zip(reply.tool_calls, results, strict=True):
                     row = NewMessage(ctx.session_id, "tool", output, tool_call_id=call.id,
-                                     tool_name=call.name, timestamp=ctx.clock.now())  # fmt: skip
+                                     tool_name=call.name, timestamp=ctx.clock.now(),
+                                     untrusted=marks.untrusted)  # fmt: skip
                     row_id = await db.write(append_message, row)
                     conversation.add({"role": "tool", "tool_call_id": call.id, "content": output},
-                                     row_id)  # fmt: skip
-                    await emit(TurnStep(StepKind.TOOL_RESULT, output, call.name, call.id))
+                                     row_id, marks.untrusted)  # fmt: skip
+                    await emit(TurnStep(StepKind.TOOL_RESULT, output, call.name, call.id,
+                                        note=marks.note))  # fmt: skip
             else:
                 text = f"[stopped after {self.max_turns} model calls without a final answer]"
                 said = NewMessage(ctx.session_id, "assistant", text, timestamp=ctx.clock.now())
@@ -332,11 +348,16 @@ class Agent:
             nudge(ctx.outbox)
         return reply_id, user_id
 
-    async def _run_tools(self, calls: tuple[ToolCall, ...], ctx: ToolContext) -> list[str]:
-        results: list[str] = [""] * len(calls)
+    async def _run_tools(
+        self, calls: tuple[ToolCall, ...], ctx: ToolContext
+    ) -> list[tuple[str, CallMarks]]:
+        """Each call's result and what it marked (the text it brought in, its note), in
+        call order."""
+        results = [("", CallMarks(ctx.marks)) for _ in calls]
 
         async def one(i: int, call: ToolCall) -> None:
-            results[i] = await self._call_tool(call, ctx)
+            marks = results[i][1]
+            results[i] = (await self._call_tool(call, attrs.evolve(ctx, call=marks)), marks)
 
         async with trio.open_nursery() as nursery:
             for i, call in enumerate(calls):

@@ -32,14 +32,25 @@ class Caller:
         return self.role == "owner"
 
 
+COMMAND_TOOLS = ("terminal", "process")  # tools that run commands
+
+
 @attrs.frozen
 class Permissions:
-    """The tools each role may call, checked against the tools that exist."""
+    """The tools each role may call, checked against the tools that exist; `withheld`:
+    tools a role would be granted but cannot have here, by role, with why (a user's
+    commands with no sandbox to run in)."""
 
     by_role: dict[str, frozenset[str]]
+    withheld: dict[str, dict[str, str]] = attrs.Factory(dict)
 
     @classmethod
-    def build(cls, config: ToolsConfig, tools: Iterable[str]) -> Permissions:
+    def build(
+        cls,
+        config: ToolsConfig,
+        tools: Iterable[str],
+        withheld: dict[str, dict[str, str]] | None = None,
+    ) -> Permissions:
         known = frozenset(tools)
         by_role = {}
         for role in ("owner", "user"):
@@ -51,7 +62,10 @@ class Permissions:
                     f" (the tools: {', '.join(sorted(known))}, or {EVERY_TOOL!r} for all)"
                 )
             by_role[role] = known if EVERY_TOOL in names else names
-        return cls(by_role)
+        kept = {role: {t: why for t, why in (withheld or {}).get(role, {}).items()
+                       if t in by_role[role]} for role in by_role}  # fmt: skip
+        by_role = {role: names - kept[role].keys() for role, names in by_role.items()}
+        return cls(by_role, {role: tools for role, tools in kept.items() if tools})
 
     def tools_for(self, role: Role) -> frozenset[str]:
         return self.by_role[role]
@@ -65,6 +79,8 @@ class Permissions:
             return f"the {tool} tool is not available to a {role} here (its MCP server's roles)"
         if tool in self.by_role[role]:
             return None
+        if (why := self.withheld.get(role, {}).get(tool)) is not None:
+            return f"the {tool} tool is not available to a {role} here: {why}"
         return f"the {tool} tool is not available to a {role} here (agent.tools.{role})"
 
 

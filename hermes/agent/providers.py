@@ -10,7 +10,7 @@ from hermes.agent.loop import Agent
 from hermes.agent.mcp.servers import McpServers
 from hermes.agent.offline import OFFLINE_CONTEXT, OfflineProvider
 from hermes.agent.openai_compat import DEFAULT_CONTEXT, OpenAICompatible
-from hermes.agent.permissions import Permissions
+from hermes.agent.permissions import COMMAND_TOOLS, Permissions
 from hermes.agent.provider import Provider
 from hermes.agent.tools.catalog import default_tools, web_tools
 from hermes.config import Config, ConfigError, ModelConfig, Secrets
@@ -39,13 +39,18 @@ def build_agent(
     secrets: Secrets,
     redact: Callable[[str], str] = str,
     mcp: McpServers | None = None,
+    no_sandbox: str | None = None,
 ) -> Agent:
     """The agent config.yaml describes: its providers, tools (and which role may call
     which), turn bound and context budget. `redact` cleans every tool result; `mcp`: the
-    MCP servers serve runs, whose tools are offered too."""
+    MCP servers serve runs, whose tools are offered too; `no_sandbox`: why commands have
+    no sandbox here, so users are offered no tool that runs one."""
     agent = config.agent
     budgets = Budgets(agent.compact_at, agent.keep_turns)
     tools = default_tools() | web_tools(config.web, secrets)
-    permissions = Permissions.build(agent.tools, tools)
+    withheld = {}
+    if no_sandbox is not None:
+        withheld["user"] = {t: f"no sandbox ({no_sandbox})" for t in COMMAND_TOOLS}
+    permissions = Permissions.build(agent.tools, tools, withheld)
     return Agent(build_chain(config, secrets), tools, agent.max_turns, budgets, permissions,
                  redact, mcp)  # fmt: skip

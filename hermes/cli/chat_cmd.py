@@ -48,6 +48,8 @@ class _Shown:
                 print(params["text"], end="", flush=True)
             elif params["kind"] == "tool_call":
                 print(f"\n[{params['tool']} {params['text']}]", flush=True)
+            elif params["kind"] == "tool_result" and params.get("note"):
+                print(f"[{params['tool']}: {params['note']}]", flush=True)
         elif method == "chat.message":
             label = "[cron] " if params.get("kind") == "cron" else ""
             print(f"\n{label}{params['text']}", flush=True)

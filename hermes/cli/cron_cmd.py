@@ -55,6 +55,7 @@ from hermes.state.db import Db
 from hermes.state.registry import Registry
 from hermes.terminal.env import EnvPolicy
 from hermes.terminal.leftovers import kill_leftovers, mark_trees
+from hermes.terminal.placement import Backends, backends_for
 from hermes.terminal.reaper import become_subreaper
 
 
@@ -260,10 +261,11 @@ def _run(args: argparse.Namespace, home: HermesHome, config: Config) -> int:
     home.ensure()
     # The MCP servers serve would run, run here for the fire: the same tools as in serve.
     mcp = McpServers(config.mcp, McpSetup(keys.secrets, keys.policy, home.workspace, keys.redact))
-    agent = build_agent(config, keys.secrets, keys.redact, mcp)
+    backends = backends_for(config.terminal, home.root)
+    agent = build_agent(config, keys.secrets, keys.redact, mcp, backends.sandbox_problem)
     become_subreaper()  # a script's double-forked children stay ours to kill
     mark_trees(home.root)
-    return trio.run(_fire_now, args, home, config, agent, keys.policy, mcp)
+    return trio.run(_fire_now, args, home, config, agent, keys.policy, mcp, backends)
 
 
 async def _fire_now(
@@ -273,18 +275,22 @@ async def _fire_now(
     agent: Agent,
     policy: EnvPolicy,
     mcp: McpServers,
+    backends: Backends,
 ) -> int:
     async with open_state(home) as db:
         await kill_leftovers(home.root)
         async with mcp.running():
-            return await _fire_with(db, db.registry, args, home, config, agent, policy)
+            return await _fire_with(db, db.registry, args, home, config, agent, policy,
+                                    backends)  # fmt: skip
 
 
-async def _fire_with(db: Db, registry: Registry, args, home, config, agent, policy) -> int:
+async def _fire_with(db: Db, registry: Registry, args, home, config, agent, policy,
+                     backends: Backends) -> int:  # fmt: skip
     owner = f"cli:{os.getpid()}"
     lease = config.cron.lease_seconds
     claim = await db.write(claim_now, args.job, owner, Clock().now(), lease, args.prompt)
-    ctx = cron_fire_context(agent, registry, home, config.zone(), config, policy)
+    ctx = cron_fire_context(agent, registry, home, config.zone(), config, policy,
+                            backends=backends)  # fmt: skip
     fire = Fire(claim)
     print(f"firing {claim.job.id} (run {claim.fence}) ...", flush=True)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -38,6 +38,7 @@ from hermes.cron.store import holds_lease
 from hermes.delivery.outbox import nudge
 from hermes.state.db import Db
 from hermes.state.errors import StateError
+from hermes.terminal.backends.base import Launch
 from hermes.terminal.command import RunOptions, run_command
 from hermes.terminal.env import EnvPolicy, Redactor
 
@@ -182,10 +183,9 @@ async def _execute(claim: Claim, ctx: FireContext) -> FireResult:
     try:
         if job.script:
             path = script_path(ctx.scripts, job.script)
+            cwd = Path(job.workdir) if job.workdir else ctx.scripts
             result = await run_command(
-                script_argv(path),
-                cwd=Path(job.workdir) if job.workdir else ctx.scripts,
-                env=ctx.policy.child_env(ctx.environ),
+                Launch(tuple(script_argv(path)), cwd, ctx.policy.child_env(ctx.environ)),
                 options=RunOptions(timeout=ctx.script_timeout, spill_dir=ctx.spill_dir),
                 redactor=Redactor(ctx.policy.secret_values(ctx.environ)),
             )

@@ -76,7 +76,8 @@ class LiveReply:
             self.current = ""
             self.tools[step.call_id or str(len(self.tools))] = f"{RUNNING} {step.tool}"
         elif step.kind is StepKind.TOOL_RESULT and step.call_id in self.tools:
-            self.tools[step.call_id] = f"{DONE} {step.tool}"
+            note = f" ({step.note})" if step.note else ""
+            self.tools[step.call_id] = f"{DONE} {step.tool}{note}"
 
     def said(self) -> str:
         """What the model has written so far (no tool lines)."""

@@ -186,13 +186,13 @@ class Approvals:
     platforms: dict[str, PlatformConfig]
     redact: Callable[[str], str] = str
 
-    async def ask(self, ctx: ToolContext, command: str, reason: str) -> Approval:
+    async def ask(self, ctx: ToolContext, command: str, reason: str, cwd: str) -> Approval:
         origin = ctx.origin
         platform = origin.platform if origin is not None else ctx.caller.platform
         owners = await self.owners(platform)
         user_name = await self.db.read(_user_name, ctx.session_id, ctx.caller.user_id)
         new = NewApproval(
-            ctx.session_id, command, self.redact(command), str(ctx.terminal.cwd), reason,
+            ctx.session_id, command, self.redact(command), cwd, reason,
             platform, origin.chat_id if origin is not None else None, ctx.caller.user_id,
             user_name, self.owner, self.timeout, ctx.call_id,
         )  # fmt: skip

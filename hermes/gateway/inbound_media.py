@@ -1,7 +1,7 @@
 """What a turn adds to the user's message for the files it carries: fetched through the
 message's adapter only in the turn, after authorization (a stranger's media costs
-nothing), within the chat's hourly allowance; a voice note's words transcribed; one
-line per file in the transcript (attachment_line), which the model call renders."""
+nothing), within the chat's hourly allowance; a voice note's words transcribed; kept with
+the message as structured data (hermes.agent.attachments), which the model call renders."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hermes.actors.errors import ActorStopped
 from hermes.actors.reply import Reply
 from hermes.adapters.contract import Fetch, Fetched, InboundEvent
 from hermes.adapters.media import Saved
-from hermes.agent.attachments import attachment_line
+from hermes.agent.attachments import Attached, Attachments
 from hermes.agent.speech import Speech, SpeechError, transcribe
 
 log = logging.getLogger(__name__)
@@ -34,36 +34,36 @@ class MediaIntake:
         self.per_hour = int(speech.media.per_chat_hour_mb * 1024 * 1024)
         self.fetched: dict[tuple[str, str], collections.deque[tuple[float, int]]] = {}
 
-    def for_event(self, event: InboundEvent) -> Callable[[], Awaitable[str]] | None:
+    def for_event(self, event: InboundEvent) -> Callable[[], Awaitable[Attachments]] | None:
         """How the turn fetches the event's attachments (None: it has none). In the turn,
         so /stop cancels a slow download."""
         if not event.attachments:
             return None
 
-        async def fetch() -> str:
-            return await self.lines(event)
+        async def fetch() -> Attachments:
+            return await self.attachments(event)
 
         return fetch
 
-    async def lines(self, event: InboundEvent) -> str:
+    async def attachments(self, event: InboundEvent) -> Attachments:
         chat = (event.platform, event.chat_id)
         spent = self._spent(chat)
         if spent >= self.per_hour:
             mb = self.per_hour // (1024 * 1024)
-            return (f"[{len(event.attachments)} attachment(s) not fetched: this chat sent "
+            note = (f"[{len(event.attachments)} attachment(s) not fetched: this chat sent "
                     f"over {mb} MB of files in the last hour]")  # fmt: skip
+            return Attachments(notes=(note,))
         fetched = await self._fetch(event)
         if fetched.files:
             now = trio.current_time()
             self.fetched.setdefault(chat, collections.deque()).append(
                 (now, sum(f.size for f in fetched.files))
             )
-        lines = []
+        files = []
         for saved in fetched.files:
-            lines.append(attachment_line(saved))
-            if saved.kind == "audio":
-                lines.append(await self._heard(saved))
-        return "\n".join([*lines, *fetched.problems])
+            heard = await self._heard(saved) if saved.kind == "audio" else None
+            files.append(Attached(saved, heard))
+        return Attachments(tuple(files), fetched.problems)
 
     def _spent(self, chat: tuple[str, str]) -> int:
         window = self.fetched.get(chat)

@@ -33,12 +33,14 @@ from hermes.actors.address import Address
 from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent, StepKind, Target, TurnStep
-from hermes.agent.loop import COMMAND_TOOLS, Agent
+from hermes.adapters.registry import PLATFORMS
+from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore, memory_of
-from hermes.agent.permissions import Caller
+from hermes.agent.permissions import COMMAND_TOOLS, Caller
 from hermes.agent.speech import Speech
 from hermes.agent.tools.base import SessionFiles, ToolContext
 from hermes.agent.turn_times import TurnTimes
+from hermes.agent.untrusted import of_sender
 from hermes.config import Config, PlatformConfig, Role
 from hermes.delivery.replies import Replies, Then
 from hermes.delivery.session_keys import new_session_id, session_key
@@ -81,7 +83,8 @@ from hermes.state.sessions import (
     set_model,
 )
 from hermes.terminal.env import EnvPolicy
-from hermes.terminal.session import TerminalSession, session_directory
+from hermes.terminal.placement import Backends
+from hermes.terminal.session import TerminalSession, own_directory
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,7 @@ class SessionServices:
     tz: ZoneInfo = ZoneInfo("UTC")
     outbox: Address | None = None
     policy: EnvPolicy = EnvPolicy()
+    backends: Backends = attrs.Factory(Backends.host_only)  # where commands run
     adapter_of: Callable[[str], Address | None] = lambda _platform: None
     speech: Speech = Speech()  # the media settings and the speech providers' keys
 
@@ -523,9 +527,10 @@ class Router(Actor):
             ))  # fmt: skip
         services = self.services
         home = HermesHome(self.home_root)
-        workdir = await session_directory(self.workdir, home.workspace, session_id)
-        terminal = TerminalSession(workdir, state_dir=self.home_root / ".terminal",
-                                   policy=services.policy)  # fmt: skip
+        own = await own_directory(home.workspace, session_id)
+        workdir = self.workdir or own
+        terminal = TerminalSession(workdir, own=own, state_dir=self.home_root / ".terminal",
+                                   policy=services.policy, backends=services.backends)  # fmt: skip
         caller = Caller(event.platform, event.user_id, "user")  # each turn says whose it is
         ctx = ToolContext(
             session_id,
@@ -586,6 +591,10 @@ class Router(Actor):
         # The event's journal row closes in the transaction of the turn's final message.
         settle = closing(event.platform, event.event_id, ANSWERED, session_id)
         role = await self.role(event)
+        known = PLATFORMS.get(event.platform)  # a mail's body quotes others: never trusted
+        untrusted = of_sender(role, event.platform, event.user_id) or (
+            known.foreign_text if known is not None else None
+        )
         times = TurnTimes(arrived) if arrived is not None else None
         follow = _Following(event, session_id, resume, times, settle, queued=answer is not None)
         self.following[event.platform, event.event_id] = follow
@@ -593,7 +602,8 @@ class Router(Actor):
             self._followers_done = trio.Event()
         self.nursery.start_soon(self._follow, follow, events)
         try:
-            turn = Turn(text, send, resume=resume, answer=answer, settle=settle, times=times)
+            turn = Turn(text, send, resume=resume, answer=answer, settle=settle, times=times,
+                        untrusted=untrusted)  # fmt: skip
             try:
                 await self._hand(session_id, event, role, turn)
             except ActorStopped:  # it stopped for idleness a moment ago: start it again

@@ -14,7 +14,7 @@ from prometheus_client import Histogram
 from hermes.actors.actor import Actor
 from hermes.actors.errors import is_cancel
 from hermes.adapters.contract import StepKind, TurnStep
-from hermes.agent.attachments import typed
+from hermes.agent.attachments import Attachments
 from hermes.agent.context import Conversation
 from hermes.agent.loop import Agent
 from hermes.agent.provider import ProviderError
@@ -50,8 +50,9 @@ class Turn:
     answer: Answer | None = None
     settle: Then | None = None  # the router's write, committed with the final message
     ctx: ToolContext | None = None  # whose turn it is (caller, memory, origin); else the session's
-    media: Callable[[], Awaitable[str]] | None = None  # fetches its attachments: lines to add
+    media: Callable[[], Awaitable[Attachments]] | None = None  # fetches its attachments
     times: TurnTimes | None = None  # where its time goes, when it arrived just now
+    untrusted: str | None = None  # why its text is not an owner's own (hermes.agent.untrusted)
 
 
 @attrs.frozen
@@ -202,13 +203,13 @@ class SessionActor(Actor):
                         await send(TurnStep(StepKind.TEXT, answer))
                         await send(TurnStep(StepKind.DONE, answer))
                     else:
-                        text = typed(text)  # only the turn's own lines name files
-                        if turn.media is not None:
-                            text = f"{text}\n\n{await turn.media()}".strip()
+                        files = await turn.media() if turn.media is not None else None
+                        untrusted = turn.untrusted or (files.untrusted() if files else None)
                         result = await self.agent.run_turn(
                             ctx, text, send, source=self.source,
                             conversation=conversation, resume=turn.resume, answer=turn.answer,
-                            settle=turn.settle, times=turn.times,
+                            settle=turn.settle, times=turn.times, untrusted=untrusted,
+                            attachments=files,
                         )  # fmt: skip
                         self.conversation = result.conversation
                         if self.voice is not None and turn.answer is not None:

@@ -55,6 +55,7 @@ from hermes.state.db import Db
 from hermes.state.registry import Registry
 from hermes.terminal.background import BackgroundProcesses
 from hermes.terminal.env import EnvPolicy, Redactor
+from hermes.terminal.placement import backends_for
 
 ADAPTER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
 # Children a layer above the gateway adds after the rest, given the services and the
@@ -138,7 +139,8 @@ def build_root(
         raise ConfigError("agent.workdir: not HERMES_HOME itself, where serve keeps its secrets")
     mcp = McpServers(config.mcp, McpSetup(secrets_, policy, home.workspace, keys.redact),
                      lambda: load_config(home.config_path, SECTIONS).mcp)  # fmt: skip
-    agent = build_agent(config, secrets_, keys.redact, mcp)
+    backends = backends_for(config.terminal, home.root)
+    agent = build_agent(config, secrets_, keys.redact, mcp, backends.sandbox_problem)
     speech = Speech.of(config.media, secrets_)  # a key named and unset: refused here
     tz = config.zone()
     names = ["local", *config.enabled_platforms()]
@@ -230,7 +232,7 @@ def build_root(
     def scheduler() -> Scheduler:
         outbox = services.outbox.current
         ctx = cron_fire_context(agent, registry(), home, tz, config, policy, outbox,
-                                services.clock)  # fmt: skip
+                                services.clock, backends)  # fmt: skip
         return Scheduler(registry(), home.state_db, ctx, tz,
                          watch_other_writers=watch_other_writers)  # fmt: skip
 
@@ -241,6 +243,7 @@ def build_root(
             tz=tz,
             outbox=services.outbox.current(),
             policy=policy,
+            backends=backends,
             adapter_of=services.adapter_of,
             speech=speech,
         )

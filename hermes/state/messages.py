@@ -199,11 +199,19 @@ def undo_last(conn: apsw.Connection, session_id: str, now: float) -> str | None:
 
 
 def continue_turn(
-    conn: apsw.Connection, session_id: str, source: str, text: str, now: float
+    conn: apsw.Connection,
+    session_id: str,
+    source: str,
+    text: str,
+    now: float,
+    untrusted: str | None = None,
+    attachments: str | None = None,
 ) -> int:
-    """The user's message of a turn. The session is made if it is not there yet (its
+    """The user's message of a turn (`untrusted`: why its text is not an owner's;
+    `attachments`: its files, as JSON). The session is made if it is not there yet (its
     first turn) or gone (a restored backup erased it), so the turn carries on."""
-    message = NewMessage(session_id, "user", text, timestamp=now)
+    message = NewMessage(session_id, "user", text, timestamp=now, untrusted=untrusted,
+                         attachments=attachments)  # fmt: skip
     try:
         return append_message(conn, message)  # nothing written when its session is missing
     except SessionNotFound:

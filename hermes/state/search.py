@@ -18,6 +18,7 @@ class SearchHit:
     timestamp: float
     snippet: str
     rank: float
+    untrusted: str | None = None  # why the message's text is not an owner's (None: it is)
 
 
 def search_messages(
@@ -47,7 +48,7 @@ def search_messages(
         args.extend(made_by)
     sql = (
         "SELECT m.id, m.session_id, m.role, m.timestamp,"
-        " snippet(messages_fts, 0, '[', ']', '…', 12), bm25(messages_fts)"
+        " snippet(messages_fts, 0, '[', ']', '…', 12), bm25(messages_fts), m.untrusted"
         " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
         f" WHERE {' AND '.join(where)} ORDER BY bm25(messages_fts), m.id DESC LIMIT ?"
     )

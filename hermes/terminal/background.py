@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import secrets
 import subprocess
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -18,6 +16,7 @@ import trio
 
 from hermes.actors.actor import Actor
 from hermes.actors.errors import Invalid
+from hermes.terminal.backends.base import Launch
 from hermes.terminal.command import DRAIN_IDLE, OutputPump, spawned
 from hermes.terminal.env import Redactor
 from hermes.terminal.guards import judge
@@ -41,6 +40,8 @@ class _Proc:
     owner: str | None
     persist: bool
     started_at: float  # trio clock
+    ran_in: str  # its backend's name
+    cwd: str  # where it started, as its backend sees paths
     ring: RingBuffer = attrs.Factory(lambda: RingBuffer(RING_SIZE))
     pid: int | None = None
     exit_code: int | None = None
@@ -65,6 +66,8 @@ class _Proc:
             "exit_code": self.exit_code,
             "uptime": round(end - self.started_at, 3),
             "persist": self.persist,
+            "ran_in": self.ran_in,
+            "cwd": self.cwd,
         }
 
 
@@ -73,10 +76,14 @@ class _Proc:
 
 @attrs.frozen
 class Start:
+    """Start `command` (judged by the guard here) as `launch` says: on the backend named
+    `ran_in`, in `cwd` as that backend sees paths."""
+
     command: str
-    cwd: Path
-    env: Mapping[str, str]
+    launch: Launch
     owner: str | None = None
+    ran_in: str = "host"
+    cwd: str = ""
     persist: bool = False
     secrets: tuple[str, ...] = ()
     approved: bool = False
@@ -207,6 +214,8 @@ class BackgroundProcesses(Actor):
             owner=msg.owner,
             persist=msg.persist,
             started_at=trio.current_time(),
+            ran_in=msg.ran_in,
+            cwd=msg.cwd or str(msg.launch.cwd),
         )
         await self.nursery.start(self._supervise, proc, msg)
         self._procs[proc.id] = proc
@@ -219,13 +228,7 @@ class BackgroundProcesses(Actor):
         child = None
         try:
             with proc.scope:
-                async with spawned(
-                    ["bash", "-c", msg.command],
-                    cwd=msg.cwd,
-                    env=msg.env,
-                    grace=self.grace,
-                    stdin=subprocess.PIPE,
-                ) as child:
+                async with spawned(msg.launch, grace=self.grace, stdin=subprocess.PIPE) as child:
                     proc.pid = child.process.pid
                     proc.stdin = child.process.stdin
                     task_status.started()

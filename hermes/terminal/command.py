@@ -1,23 +1,27 @@
 """Running one command: its own session, bounded output, and a whole-tree kill.
 
-`run_command` runs `bash -c` in a new session (its own process group) with
-stdin closed and stdout+stderr merged. Cancelling the scope that runs it
-kills the whole tree (shielded) and re-raises; an `interrupt` event kills it
-and returns exit status 130; a timeout kills it and returns 124.
+`run_command` starts what a backend's `Launch` names (bash, bwrap, ssh) in a new
+session (its own process group) with stdin closed and stdout+stderr merged.
+Cancelling the scope that runs it kills the whole tree (shielded) and re-raises; an
+`interrupt` event kills it and returns exit status 130; a timeout kills it and
+returns 124. Whatever the backend, the kill is this one, and a backend whose tree
+runs elsewhere too (ssh) is asked to stop that part after it.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import os
 import secrets
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import attrs
 import trio
 
+from hermes.terminal.backends.base import Launch
 from hermes.terminal.env import Redactor
 from hermes.terminal.leftovers import tree_marker
 from hermes.terminal.output import DEFAULT_CAP, BoundedOutput, strip_ansi
@@ -88,20 +92,26 @@ class OutputPump:
 class Spawned:
     process: trio.Process
     killer: TreeKiller
+    launch: Launch
+
+    async def kill(self, grace: float) -> None:
+        """The whole tree, and what the backend runs elsewhere. Call it shielded."""
+        await self.killer.kill(grace)
+        if self.launch.stop_remote is not None:
+            await self.launch.stop_remote(grace)
 
 
 @contextlib.asynccontextmanager
 async def spawned(
-    argv: Sequence[str],
+    launch: Launch,
     *,
-    cwd: Path,
-    env: Mapping[str, str],
     grace: float = DEFAULT_GRACE,
     stdin: int = subprocess.DEVNULL,
     stderr: int = subprocess.STDOUT,
 ) -> AsyncIterator[Spawned]:
-    """Start `argv` as the leader of a new session, stdout+stderr merged into one pipe
-    (`stderr=subprocess.PIPE`: a pipe of its own, for a child whose stdout is a protocol).
+    """Start `launch` as the leader of a new session, stdout+stderr merged into one pipe
+    (`stderr=subprocess.PIPE`: a pipe of its own, for a child whose stdout is a protocol),
+    with what it needs beside it (`launch.beside`) running until it ends.
 
     Leaving the block by an exception or a cancel kills the whole tree
     (shielded) and reaps the leader. Leaving it normally kills whatever the
@@ -109,50 +119,61 @@ async def spawned(
     """
     tag = secrets.token_hex(8)
     become_subreaper()
-    process = await trio.lowlevel.open_process(
-        list(argv),
-        cwd=str(cwd),
-        env={**env, **tree_marker(), TAG_VARIABLE: tag},
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        start_new_session=True,
-    )
-    leader = ProcessId.of(process.pid) or ProcessId(process.pid, -1)
-    handle = Spawned(process, TreeKiller(leader, tag))
-    try:
+    beside = launch.beside() if launch.beside is not None else contextlib.nullcontext()
+    async with beside:
         try:
-            yield handle
+            process = await trio.lowlevel.open_process(
+                list(launch.argv),
+                cwd=str(launch.cwd),
+                env={**launch.env, **tree_marker(), TAG_VARIABLE: tag},
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                start_new_session=True,
+                pass_fds=launch.pass_fds,
+            )
         except BaseException:
-            with trio.CancelScope(shield=True):
-                await handle.killer.kill(grace)
-                await process.wait()
+            launch.discard()
             raise
-        with trio.CancelScope(shield=True):
-            await handle.killer.kill(LEFTOVER_GRACE)
-            await process.wait()
-    finally:
-        with trio.CancelScope(shield=True):
-            for pipe in (process.stdin, process.stdout, process.stderr):
-                if pipe is not None:
-                    await pipe.aclose()
+        for fd in launch.pass_fds:  # the child's now
+            os.close(fd)
+        leader = ProcessId.of(process.pid) or ProcessId(process.pid, -1)
+        handle = Spawned(process, TreeKiller(leader, tag), launch)
+        try:
+            try:
+                if launch.handed is not None:
+                    handle.killer.adopt(await launch.handed.read())
+                yield handle
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await handle.kill(grace)
+                    await process.wait()
+                    await handle.killer.bury()
+                raise
+            with trio.CancelScope(shield=True):
+                await handle.killer.kill(LEFTOVER_GRACE)
+                await process.wait()
+                await handle.killer.bury()
+        finally:
+            with trio.CancelScope(shield=True):
+                for pipe in (process.stdin, process.stdout, process.stderr):
+                    if pipe is not None:
+                        await pipe.aclose()
 
 
 async def run_command(
-    argv: Sequence[str],
+    launch: Launch,
     *,
-    cwd: Path,
-    env: Mapping[str, str],
     options: RunOptions = RunOptions(),
     redactor: Redactor | None = None,
     interrupt: trio.Event | None = None,
 ) -> CommandResult:
-    """Run `argv` (normally ["bash", "-c", command]) and collect its bounded output."""
+    """Run what `launch` names and collect its bounded output."""
     output = BoundedOutput(options.cap, options.spill_dir)
     pump = OutputPump(output.write, redactor)
     status = "ok"
     try:
-        async with spawned(argv, cwd=cwd, env=env, grace=options.grace) as child:
+        async with spawned(launch, grace=options.grace) as child:
             process = child.process
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(pump.run, process.stdout)
@@ -167,7 +188,7 @@ async def run_command(
                     status = "interrupted"
                 if status != "ok":
                     with trio.CancelScope(shield=True):
-                        await child.killer.kill(options.grace)
+                        await child.kill(options.grace)
                         await process.wait()
                 pump.leader_exited(options.drain_idle)
     finally:

@@ -1,9 +1,11 @@
 """What a command's environment may hold, and keeping secrets out of its output.
 
-Provider and platform secrets never reach a child: variables whose names look
-like credentials are dropped (a blocklist of patterns), unless the user lets
-a name through (an allowlist). Their values are also redacted from whatever
-a command prints, in case one arrived some other way.
+A child's environment is built from an allow list (BASE_VARIABLES, plus the names
+`agent.tools.pass_env` lets through), never from serve's own environment minus a deny
+list: a secret under a name nobody thought of (`SECRET_KEY`, `DATABASE_URL`,
+`SSH_AUTH_SOCK`) never reaches a command. The names that look like credentials (a list
+of patterns) still decide which values are secrets: those are redacted from whatever a
+command prints, in case one arrived some other way.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ BLOCKED_PATTERNS = (
     "GH_TOKEN",
     "HERMES_*",
 )
+BASE_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "USER", "LOGNAME")
 NOT_SECRET = frozenset({"HERMES_HOME"})  # kept out of commands, but a path, not a secret
 MIN_SECRET_LENGTH = 6  # shorter values would redact ordinary words
 REDACTED = "[REDACTED]"
@@ -49,9 +52,11 @@ def _compile(patterns: tuple[str, ...]) -> re.Pattern[str]:
 
 @attrs.frozen
 class EnvPolicy:
-    """Which variable names are secrets. `extra_blocked` are exact names (the ones config
-    takes secrets from), `allow` names let through all the same (`agent.tools.pass_env`),
-    `hidden` values redacted wherever they appear (every secret serve holds)."""
+    """What a child's environment holds and which values are secrets. `allow`: names a
+    child gets beside BASE_VARIABLES (`agent.tools.pass_env`; a secret's name too, on
+    purpose); `extra_blocked`: exact names whose values are secrets (the ones config takes
+    secrets from); `hidden`: values redacted wherever they appear (every secret serve
+    holds)."""
 
     allow: frozenset[str] = frozenset()
     extra_blocked: frozenset[str] = frozenset()
@@ -70,7 +75,9 @@ class EnvPolicy:
         return self._matcher.match(name.upper()) is not None
 
     def child_env(self, environ: Mapping[str, str]) -> dict[str, str]:
-        return {k: v for k, v in environ.items() if not self.is_secret(k)}
+        """The allow-listed variables of `environ`: BASE_VARIABLES, then `allow`."""
+        names = (*BASE_VARIABLES, *sorted(self.allow))
+        return {name: environ[name] for name in names if name in environ}
 
     def secret_values(self, environ: Mapping[str, str]) -> list[str]:
         named = [v for k, v in environ.items() if self.is_secret(k) and k not in NOT_SECRET]

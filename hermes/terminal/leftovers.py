@@ -2,7 +2,8 @@
 
 A hermes that is SIGKILLed cannot kill its trees: they are re-parented and
 run on. So every tree this process starts carries, in its environment, the
-home it belongs to and the hermes that started it (pid and start time). The
+home it belongs to (a hash of its path: a sandboxed command sees no more of
+HERMES_HOME) and the hermes that started it (pid and start time). The
 next serve (or `hermes cron run`) of that home kills every process of the
 home whose hermes is gone, before it starts anything; trees of a hermes that
 still runs (a second serve on purpose) are left alone.
@@ -10,6 +11,7 @@ still runs (a second serve on purpose) are left alone.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import signal
@@ -31,12 +33,16 @@ def _owner_text(proc: ProcessId) -> str:
     return f"{proc.pid}:{proc.started}"
 
 
+def _home_tag(home_root: Path) -> str:
+    return hashlib.sha256(str(home_root.resolve()).encode()).hexdigest()[:24]
+
+
 def mark_trees(home_root: Path) -> None:
     """From now on every tree this process starts says it belongs to `home_root`."""
     me = ProcessId.of(os.getpid())
     _marker.clear()
     if me is not None:  # without an owner, another hermes would take our trees for leftovers
-        _marker[HOME_VARIABLE] = str(home_root.resolve())
+        _marker[HOME_VARIABLE] = _home_tag(home_root)
         _marker[OWNER_VARIABLE] = _owner_text(me)
 
 
@@ -55,7 +61,7 @@ def _owner_alive(text: str) -> bool:
 
 def find_leftovers(home_root: Path) -> list[ProcessId]:
     """Processes of trees started for `home_root` by a hermes that is no longer running."""
-    home = str(home_root.resolve())
+    home = _home_tag(home_root)
     me = os.getpid()
     found = []
     for proc in psutil.process_iter():

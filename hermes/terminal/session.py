@@ -1,16 +1,16 @@
 """A terminal session: one conversation's shell state across commands.
 
-The working directory persists (a `cd` in one call holds for the next; a
-deleted directory falls back to its nearest existing parent), secrets stay
-out of the child's environment and out of what it prints, and the guards
-run before anything does.
+The working directory persists per backend (a `cd` in one call holds for the next
+command that runs there; a deleted directory falls back to its nearest existing
+parent), the environment is the allow-listed one, secrets stay out of what a command
+prints, and the guards run before anything does. Where each command runs is its
+`Placement` (hermes.terminal.placement); the session only remembers, for each backend,
+where its shell was left.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,61 +18,88 @@ import attrs
 import trio
 
 from hermes.home import make_private_dir, path_part
+from hermes.terminal.backends.base import Backend, Launch, Shell, new_mark, shell_script, take_mark
+from hermes.terminal.backends.host import Host
 from hermes.terminal.command import CommandResult, RunOptions, run_command
 from hermes.terminal.env import EnvPolicy, Redactor
 from hermes.terminal.guards import judge
+from hermes.terminal.placement import Backends, Placement
 
 FOREGROUND_MAX = 600.0
-CWD_VARIABLE = "HERMES_CWD_FILE"
-# `eval` keeps the user's text apart from ours: the trap records the final
-# directory even when the command calls `exit` or fails to parse.
-WRAPPER = f'trap \'pwd -P > "${CWD_VARIABLE}" 2>/dev/null\' EXIT\neval "$1"'
-# Only these change the shell's own directory (directly, or in a file it sources),
-# so only commands that mention them pay for the tracking wrapper.
-MAY_CHANGE_DIRECTORY = re.compile(r"\b(?:cd|pushd|popd|source)\b|(?:^|[;&|({]\s*)\.\s")
+HOST = Placement(Host())
 
 
-async def session_directory(chosen: Path | None, workspace: Path, session_id: str) -> Path:
-    """Where a session's commands start: `chosen` (agent.workdir) for every session, else
-    the session's own directory under `workspace`, created 0700 (never HERMES_HOME
-    itself, where serve keeps its secrets)."""
-    if chosen is not None:
-        return chosen
+async def own_directory(workspace: Path, session_id: str) -> Path:
+    """The session's own directory under `workspace`, created 0700: where its sandboxed
+    commands run, whatever `agent.workdir` says."""
     directory = workspace / path_part(session_id)
     await trio.to_thread.run_sync(make_private_dir, directory)
     return directory
 
 
-def nearest_existing(path: Path) -> Path:
-    while not path.is_dir() and path != path.parent:
-        path = path.parent
-    return path
-
-
 class TerminalSession:
-    """Runs commands for one owner (a chat session, a cron job)."""
+    """Runs commands for one owner (a chat session, a cron job). `workdir`: where its
+    unconfined commands start (agent.workdir, or its own directory); `own`: its own
+    directory, the only one a sandboxed command of it sees (default `workdir`);
+    `backends`: serve's, which place each command (default: this machine only)."""
 
     def __init__(
         self,
-        cwd: Path,
+        workdir: Path,
         *,
         state_dir: Path,
+        own: Path | None = None,
         policy: EnvPolicy | None = None,
         environ: Mapping[str, str] | None = None,
         options: RunOptions | None = None,
+        backends: Backends | None = None,
     ) -> None:
-        self.cwd = Path(cwd)
+        self.backends = backends or Backends.host_only()
+        self.workdir = Path(workdir)
+        self.own = Path(own) if own is not None else self.workdir
         self.state_dir = state_dir
         self.policy = policy or EnvPolicy()
         source = dict(os.environ if environ is None else environ)
         self.env = self.policy.child_env(source)
         self.redactor_secrets = self.policy.secret_values(source)
         self.options = options or RunOptions(spill_dir=state_dir / "output")
+        self._cwds: dict[str, str] = {}  # by backend name: where its shell was left
+        # Files of the conversation (its user's own cached media) a sandboxed command may
+        # read, set by each turn: the rest of the cache it never sees.
+        self.readable: tuple[Path, ...] = ()
+
+    @property
+    def cwd(self) -> Path:
+        """Where the next unconfined command on this machine starts."""
+        return Path(self.cwd_in(HOST.backend))
+
+    def cwd_in(self, backend: Backend) -> str:
+        """Where the next command on `backend` starts, as that backend sees paths."""
+        found = self._cwds.get(backend.name)
+        return found if found is not None else backend.start_dir(self._dir_for(backend))
+
+    def _dir_for(self, backend: Backend) -> Path:
+        return self.own if backend.confined else self.workdir
+
+    def launch(
+        self, command: str, placement: Placement, *, mark: str | None = None, stdin: bool = False
+    ) -> Launch:
+        """How `placement`'s backend starts `command` for this session (with `mark`: saying
+        where it ended, for `run`)."""
+        backend = placement.backend
+        if backend is None:
+            raise ValueError(f"nowhere to run a command: {placement.why}")
+        cwd = self.cwd_in(backend)
+        script = shell_script(command, cwd, mark)
+        shell = Shell(script, cwd, self.env, self._dir_for(backend), placement.network, stdin,
+                      self.readable)  # fmt: skip
+        return backend.launch(shell)
 
     async def run(
         self,
         command: str,
         *,
+        placement: Placement = HOST,
         timeout: float | None = None,
         approved: bool = False,
         interrupt: trio.Event | None = None,
@@ -91,30 +118,15 @@ class TerminalSession:
                 "run it with background=true and check on it with the process tool",
             )
         limit = min(timeout or self.options.timeout, FOREGROUND_MAX)
-        self.cwd = nearest_existing(self.cwd)
-        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tracked = MAY_CHANGE_DIRECTORY.search(command) is not None
-        cwd_file = self.state_dir / f"cwd-{secrets.token_hex(6)}"
-        argv = ["bash", "-c", WRAPPER, "hermes", command] if tracked else ["bash", "-c", command]
-        try:
-            result = await run_command(
-                argv,
-                cwd=self.cwd,
-                env={**self.env, CWD_VARIABLE: str(cwd_file)} if tracked else self.env,
-                options=attrs.evolve(self.options, timeout=limit),
-                redactor=Redactor(self.redactor_secrets),
-                interrupt=interrupt,
-            )
-        finally:
-            if tracked:
-                self._take_cwd(cwd_file)
-        return result
-
-    def _take_cwd(self, cwd_file: Path) -> None:
-        try:
-            text = cwd_file.read_text().strip()
-            cwd_file.unlink()
-        except FileNotFoundError:
-            return
-        if text and Path(text).is_dir():
-            self.cwd = Path(text)
+        await trio.to_thread.run_sync(make_private_dir, self.state_dir)
+        mark = new_mark()
+        result = await run_command(
+            self.launch(command, placement, mark=mark),
+            options=attrs.evolve(self.options, timeout=limit),
+            redactor=Redactor(self.redactor_secrets),
+            interrupt=interrupt,
+        )
+        output, ended_in = take_mark(result.output, mark)
+        if ended_in is not None and placement.backend is not None:
+            self._cwds[placement.backend.name] = ended_in
+        return attrs.evolve(result, output=output)

@@ -151,7 +151,24 @@ class TreeKiller:
         self.tag = tag
         self.pgid = leader.pid  # the leader runs in a new session: its pid is the group id
         self.seen: set[ProcessId] = {leader}
+        self.adopted: set[ProcessId] = set()
         self.zombies: set[int] = set()
+
+    def adopt(self, pid: int | None) -> None:
+        """`pid` is of this tree though the leader will not wait for it (bubblewrap's
+        namespace init): killed with it, and reaped by `bury` once it ends."""
+        stat = _stat(pid) if pid is not None else None
+        if pid is not None and stat is not None:  # a zombie already, perhaps: still reaped
+            found = ProcessId(pid, stat[1])
+            self.seen.add(found)
+            self.adopted.add(found)
+
+    async def bury(self) -> None:
+        """After the leader is reaped: wait (bounded) for the adopted members to end, then
+        reap them; the leader's exit made them our children, and unreaped they would stay
+        zombies for as long as serve runs."""
+        await wait_gone([p for p in self.adopted if p.alive()], KILL_WAIT)
+        reap(p.pid for p in self.adopted)
 
     def refresh(self, scan_tags: bool = False) -> None:
         for known in list(self.seen):

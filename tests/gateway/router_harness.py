@@ -37,10 +37,11 @@ from hermes.gateway.admission import Admission, Admitted, Intake
 from hermes.gateway.approvals import ApprovalWaits
 from hermes.gateway.journal import new_owner
 from hermes.gateway.live import ServeLive
-from hermes.gateway.router import Router
+from hermes.gateway.router import Router, SessionServices
 from hermes.gateway.services import Services
 from hermes.home import HermesHome
 from hermes.state.registry import Registry
+from hermes.terminal.placement import backends_for
 from tests.fakes.openai import FakeOpenAI
 from tests.seed import writing
 
@@ -238,14 +239,17 @@ async def running_router(
     `agent`: another than `make_agent(fake)` (a second provider); `approval_waits`: one
     kept across routers, as serve keeps it across a router's restart. `timeout` bounds every
     wait of the harness (virtual seconds under a mock clock,
-    where a large one only fires when everything is stuck)."""
+    where a large one only fires when everything is stuck). Commands run where serve's
+    would (config's `terminal`: the sandbox for a user's, where bubblewrap works here)."""
+    config = config or Config()
+    services = SessionServices(backends=backends_for(config.terminal, home.root))
     replies = RecordingReplies(timeout, home.state_db)
     clock = Clock(time.time() - trio.current_time())  # wall time, on the test's trio clock
     waits = approval_waits or ApprovalWaits()  # what /approve wakes, through serve's Live
     live = ServeLive(Services(clock, approval_waits=waits))
     router = Router(
         registry, home.state_db, home.root, home.memories, agent or make_agent(fake),
-        config or Config(), replies, owner or new_owner(), clock,
+        config, replies, owner or new_owner(), clock, services,
         approval_waits=waits, live=live,
     )  # fmt: skip
     stopped = trio.Event()

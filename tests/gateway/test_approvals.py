@@ -155,8 +155,9 @@ async def test_always_for_this_session_asks_once_for_that_command(registry, home
 
 
 async def test_a_users_request_goes_to_the_owners_dm_and_stop_cancels_it(
-    registry, home, fake, tmp_path
+    registry, home, fake, tmp_path, require_system
 ):
+    require_system("/usr/bin/bwrap", packages=("bubblewrap",))  # a user's shell is sandboxed
     ran = tmp_path / "ran"
     tools = default_tools()
     shell = Permissions.build(ToolsConfig(user=("terminal",)), tools)

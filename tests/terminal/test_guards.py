@@ -183,7 +183,10 @@ def test_ordinary_commands_stay_allowed(command):
     ("command", "why"),
     [
         ("make watch &", "it starts a process in the background with &"),
-        ("cd app; ./serve --port 8000 &  # the API", "it starts a process in the background with &"),
+        (
+            "cd app; ./serve --port 8000 &  # the API",
+            "it starts a process in the background with &",
+        ),
         ("nohup ./server", "it uses nohup"),
         ("tail -n 100 -f app.log", "it follows a file forever"),
         ("while :; do date; done", "it repeats forever"),

@@ -13,6 +13,7 @@ import pytest
 import trio
 import trio.testing
 
+from hermes.terminal.backends.base import Launch
 from hermes.terminal.command import OutputPump, RunOptions, run_command, spawned
 from hermes.terminal.tree import ProcessId, TreeKiller, _stat
 
@@ -40,7 +41,7 @@ async def test_cancel_kills_a_hostile_tree_within_grace(tmp_path):
 
     argv = [sys.executable, "-m", "tests.terminal.tree_maker", "0"]
     with trio.CancelScope() as scope:
-        async with spawned(argv, cwd=Path.cwd(), env=ENV, grace=GRACE) as child:
+        async with spawned(Launch(tuple(argv), Path.cwd(), ENV), grace=GRACE) as child:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(OutputPump(sink).run, child.process.stdout)
                 await all_ready.wait()
@@ -59,9 +60,7 @@ async def test_cancel_kills_a_hostile_tree_within_grace(tmp_path):
 async def test_timeout_gives_124_and_kills_the_tree(tmp_path):
     pidfile = tmp_path / "bg.pid"
     result = await run_command(
-        ["bash", "-c", f"sleep 300 & echo $! > {pidfile}; sleep 300"],
-        cwd=tmp_path,
-        env=ENV,
+        Launch(("bash", "-c", f"sleep 300 & echo $! > {pidfile}; sleep 300"), tmp_path, ENV),
         options=RunOptions(timeout=0.5, grace=GRACE),
     )
     assert result.exit_code == 124
@@ -75,9 +74,7 @@ async def test_held_pipe_delays_result_by_at_most_the_drain_bound(tmp_path):
     # The leader exits at once; its grandchild keeps stdout open for a minute.
     started = time.monotonic()
     result = await run_command(
-        ["bash", "-c", "(exec -a holder sleep 60) & echo leader done"],
-        cwd=tmp_path,
-        env=ENV,
+        Launch(("bash", "-c", "(exec -a holder sleep 60) & echo leader done"), tmp_path, ENV),
         options=RunOptions(drain_idle=0.3, grace=GRACE),
     )
     elapsed = time.monotonic() - started
@@ -90,9 +87,11 @@ async def test_huge_output_keeps_memory_bounded(tmp_path):
     me = psutil.Process()
     before = me.memory_info().rss
     result = await run_command(
-        ["bash", "-c", "echo FIRST; head -c 200000000 /dev/zero | tr '\\0' x; echo; echo LAST"],
-        cwd=tmp_path,
-        env=ENV,
+        Launch(
+            ("bash", "-c", "echo FIRST; head -c 200000000 /dev/zero | tr '\\0' x; echo; echo LAST"),
+            tmp_path,
+            ENV,
+        ),
         options=RunOptions(cap=50_000, spill_dir=tmp_path / "spill"),
     )
     growth = me.memory_info().rss - before
@@ -108,7 +107,7 @@ async def test_huge_output_keeps_memory_bounded(tmp_path):
 
 
 async def test_exit_status_of_the_leader_is_reported(tmp_path):
-    result = await run_command(["bash", "-c", "exit 7"], cwd=tmp_path, env=ENV)
+    result = await run_command(Launch(("bash", "-c", "exit 7"), tmp_path, ENV))
     assert result.exit_code == 7 and result.status == "ok"
 
 
@@ -119,9 +118,7 @@ async def test_interrupt_gives_130(tmp_path):
         async def run():
             nonlocal result
             result = await run_command(
-                ["bash", "-c", "echo started; sleep 300"],
-                cwd=tmp_path,
-                env=ENV,
+                Launch(("bash", "-c", "echo started; sleep 300"), tmp_path, ENV),
                 interrupt=interrupt,
                 options=RunOptions(grace=GRACE),
             )

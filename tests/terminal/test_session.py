@@ -18,6 +18,10 @@ def session(tmp_path):
         "MY_SERVICE_TOKEN": "tok-9876543210",
         "PUBLIC_SETTING": "visible",
         "GITHUB_TOKEN": "ghp_passedthrough1",
+        "SECRET_KEY": "django-insecure-0123456789",
+        "DATABASE_URL": "postgres://app:hunter22@db/app",
+        "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+        "LANG": "C.UTF-8",
     }
     policy = EnvPolicy(allow=frozenset({"GITHUB_TOKEN"}))
     return TerminalSession(tmp_path, state_dir=tmp_path / ".term", policy=policy, environ=environ)
@@ -41,14 +45,17 @@ async def test_deleted_cwd_falls_back_to_nearest_parent(session, tmp_path):
     assert result.output.strip() == str((tmp_path / "a").resolve())
 
 
-async def test_secrets_are_not_in_the_environment(session):
+async def test_the_environment_is_built_from_an_allow_list(session):
+    """Only PATH, HOME, LANG, ... and what pass_env names: never serve's environment less
+    a deny list, so a secret under an ordinary name stays out too."""
     result = await session.run(
         'echo "key=[$OPENAI_API_KEY] tok=[$MY_SERVICE_TOKEN] pub=[$PUBLIC_SETTING]"; '
-        'echo "gh=[$GITHUB_TOKEN]"; env | grep -c -e OPENAI -e SERVICE_TOKEN || true'
+        'echo "django=[$SECRET_KEY] db=[$DATABASE_URL] agent=[$SSH_AUTH_SOCK] lang=[$LANG]"; '
+        'echo "gh=[$GITHUB_TOKEN]"; env | grep -c -e OPENAI -e SERVICE_TOKEN -e SECRET_KEY || true'
     )
-    assert "key=[] tok=[]" in result.output
-    assert "pub=[visible]" in result.output
-    assert "gh=[ghp_passedthrough1]" in result.output  # allow-listed
+    assert "key=[] tok=[] pub=[]" in result.output
+    assert "django=[] db=[] agent=[] lang=[C.UTF-8]" in result.output
+    assert "gh=[ghp_passedthrough1]" in result.output  # pass_env names it
     assert result.output.strip().endswith("0")
 
 

@@ -20,4 +20,5 @@ EMAIL = Platform(
     token_hint="the mailbox's password (an app password where the provider has them)",
     settings=EmailConfig,
     max_upload=17 * 1024 * 1024,
+    foreign_text="an email's body",  # quotes the thread, forwards, anyone's words
 )

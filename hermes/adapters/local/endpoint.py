@@ -323,5 +323,6 @@ class LocalEndpoint(PlatformAdapter):
 
 def _step(step: TurnStep) -> dict[str, Any]:
     """A step's fields on the wire (`turn.event`'s params beside the session)."""
-    return {"kind": str(step.kind), "text": step.text, "tool": step.tool or "",
+    wire = {"kind": str(step.kind), "text": step.text, "tool": step.tool or "",
             "call_id": step.call_id or ""}  # fmt: skip
+    return {**wire, "note": step.note} if step.note else wire

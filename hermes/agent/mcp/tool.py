@@ -73,6 +73,7 @@ class McpTool:
         if link is None:
             raise ServerGone(f"the MCP server {self.server} is not running now (see /mcp)")
         result = await link.call(self.remote, args, self.timeout)
+        ctx.took_in(f"the MCP server {self.server}'s answer")  # a server's, not the owner's
         images: list[Path] = []
 
         def read() -> str:  # decoding and writing up to megabytes: not on the Trio thread

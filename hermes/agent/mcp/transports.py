@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from hermes.config import McpServerConfig
+from hermes.terminal.backends.base import Launch
 from hermes.terminal.command import spawned
 from hermes.terminal.output import RingBuffer
 
@@ -59,9 +60,8 @@ async def stdio_transport(
     """The server's process for the block's life; its tree is killed when it ends. `cwd`
     must exist (a missing one fails the start, naming it)."""
     assert config.command is not None
-    argv = [config.command, *config.args]
-    async with spawned(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
-                       stderr=subprocess.PIPE) as child:  # fmt: skip
+    launch = Launch((config.command, *config.args), cwd, env)
+    async with spawned(launch, stdin=subprocess.PIPE, stderr=subprocess.PIPE) as child:
         process = child.process
         to_session, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write, from_session = anyio.create_memory_object_stream[SessionMessage](0)

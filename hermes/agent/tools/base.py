@@ -13,6 +13,7 @@ from hermes.actors.clock import Clock
 from hermes.actors.errors import Invalid
 from hermes.agent.memory import Memory
 from hermes.agent.permissions import Caller
+from hermes.agent.untrusted import CallMarks, TurnMarks
 from hermes.delivery.targets import Origin
 from hermes.state.approvals import Approval
 from hermes.state.db import Db
@@ -26,10 +27,11 @@ class ToolError(Invalid):
 
 
 class Approver(Protocol):
-    async def ask(self, ctx: ToolContext, command: str, reason: str) -> Approval:
-        """Ask an owner whether the turn of `ctx` may run `command`, which the guard
-        stopped for `reason`, and wait (in the turn's cancel scope) until they decide or
-        the request ends; the request as it ended (or was approved)."""
+    async def ask(self, ctx: ToolContext, command: str, reason: str, cwd: str) -> Approval:
+        """Ask an owner whether the turn of `ctx` may run `command` in `cwd`, which was
+        held for `reason` (the guard's, or the turn's untrusted text), and wait (in the
+        turn's cancel scope) until they decide or the request ends; the request as it
+        ended (or was approved)."""
 
 
 @attrs.frozen
@@ -67,6 +69,23 @@ class ToolContext:
     approver: Approver | None = None  # asks an owner about a guarded command; None: nobody to ask
     call_id: str | None = None  # the tool call being run (set for each call)
     files: SessionFiles | None = None  # where its files are (None: it sends none)
+    marks: TurnMarks = attrs.Factory(TurnMarks)  # the turn's: what its context holds
+    call: CallMarks | None = None  # the tool call being run: what it brought in, its note
+
+    @property
+    def untrusted(self) -> str | None:
+        """Why the turn's context holds text from outside an owner's hands (None: none)."""
+        return self.marks.untrusted
+
+    def took_in(self, why: str) -> None:
+        """Text from outside an owner's hands came into the turn through this call (`why`
+        names where from): its record is marked, and so is the turn."""
+        (self.call or self.marks).took_in(why)
+
+    def note(self, text: str) -> None:
+        """A note for this call's tool line (where a command ran, and why)."""
+        if self.call is not None:
+            self.call.note = text
 
 
 class Tool(Protocol):

@@ -1,4 +1,10 @@
-"""process: look after background processes started with terminal(background=true)."""
+"""process: look after background processes started with terminal(background=true).
+
+A process runs where it was started (the sandbox, for a user's), and so do the text
+written to it and its kill. Text written to a background shell is judged by the guard as
+a command is: a blocked line is refused, a guarded one asked of an owner. A user reaches
+only the processes of their own session.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,9 @@ from typing import Any
 import attrs
 
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
+from hermes.agent.tools.terminal import approval, placed
 from hermes.terminal.background import Kill, ListProcs, Log, Poll, WriteStdin, wait_for
+from hermes.terminal.guards import judge
 
 
 @attrs.frozen
@@ -32,19 +40,37 @@ class ProcessTool:
         procs = ctx.background
         if action == "list":
             result: Any = await procs.call(ListProcs(owner=ctx.session_id))
-        elif action == "poll":
-            result = await procs.call(Poll(need(args, "id")))
-        elif action == "log":
-            result = await procs.call(
-                Log(need(args, "id"), args.get("offset", 0), args.get("limit"))
-            )
-        elif action == "wait":
-            result = await wait_for(procs, need(args, "id"), float(args.get("timeout", 60)))
-        elif action == "kill":
-            await procs.call(Kill(need(args, "id")))
-            result = {"killed": args["id"]}
-        elif action == "write":
-            result = {"written": await procs.call(WriteStdin(need(args, "id"), need(args, "data")))}
-        else:
+            return json.dumps(result)
+        if action not in ("poll", "log", "wait", "kill", "write"):
             raise ToolError(f"unknown action {action!r}")
+        ref = need(args, "id")
+        polled = await procs.call(Poll(ref))
+        if not ctx.caller.is_owner and polled["owner"] != ctx.session_id:
+            raise ToolError(f"no background process {ref!r}")  # another session's: not theirs
+        if action == "poll":
+            result = polled
+        elif action == "log":
+            result = await procs.call(Log(ref, args.get("offset", 0), args.get("limit")))
+        elif action == "wait":
+            result = await wait_for(procs, ref, float(args.get("timeout", 60)))
+        elif action == "kill":
+            await procs.call(Kill(ref))
+            result = {"killed": ref}
+        else:
+            data = need(args, "data")
+            refused = await _judged(data, ctx, polled["cwd"])
+            if refused is not None:
+                return refused
+            result = {"written": await procs.call(WriteStdin(ref, data))}
         return json.dumps(result)
+
+
+async def _judged(data: str, ctx: ToolContext, cwd: str) -> str | None:
+    """Text for a background shell, judged as a command: None when it may be written."""
+    verdict = judge(data, background=True)
+    if verdict.action == "block":
+        raise ToolError(f"not written: blocked: {verdict.reason}")
+    if verdict.action != "approve":
+        return None
+    placed(ctx)  # the caller may run commands at all
+    return await approval(ctx, data, [verdict.reason], cwd)

@@ -28,6 +28,10 @@ class SessionSearchTool:
             )
         except SearchQueryError as exc:
             raise ToolError(str(exc)) from None
+        for hit in hits:
+            if hit.untrusted:  # an old message of someone else's is still their words
+                ctx.took_in(f"session_search found {hit.untrusted}")
+                break
         return json.dumps(
             [{"session": h.session_id, "role": h.role, "snippet": h.snippet} for h in hits]
         )

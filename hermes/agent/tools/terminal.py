@@ -1,8 +1,11 @@
 """terminal: run a shell command in the session's terminal (or in the background).
 
-A command the guard holds for approval is asked of an owner where the turn has
-someone to ask (ctx.approver): the turn waits, and the command runs only on a
-yes. Elsewhere (a cron job) the model is told it needs approval.
+Where it runs is its placement (hermes.terminal.placement): a user's always in the
+sandbox, an owner's on the backend unless the turn's context holds untrusted text. A
+command the guard holds for approval, or an owner's that would run unconfined after the
+turn read untrusted text (`terminal.after_untrusted: approve`), is asked of an owner
+where the turn has someone to ask (ctx.approver): the turn waits, and the command runs
+only on a yes. Elsewhere (a cron job) the model is told it needs approval.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from hermes.agent.tools.base import ToolContext, ToolError, need, obj
 from hermes.state.approvals import APPROVED, CANCELLED, DENIED, EXPIRED, Approval
 from hermes.terminal.background import Start
 from hermes.terminal.guards import judge
+from hermes.terminal.placement import Placement
 
 
 def not_run(request: Approval) -> str:
@@ -28,6 +32,31 @@ def not_run(request: Approval) -> str:
         CANCELLED: f"the request was cancelled ({request.decided_by or 'the turn was stopped'})",
     }[request.state]
     return f"not run: {why} (approval {request.id}). Do not try to get around the guard."
+
+
+def placed(ctx: ToolContext) -> Placement:
+    """Where the caller's next command runs; ToolError where it cannot run at all. A
+    command confined because of the turn's untrusted text says so in its tool line."""
+    placement = ctx.terminal.backends.place(ctx.caller.role, ctx.untrusted)
+    if placement.backend is None:
+        raise ToolError(f"commands cannot run here: {placement.why}")
+    if placement.why and not placement.ask:
+        ctx.note(placement.why)
+    return placement
+
+
+async def approval(ctx: ToolContext, text: str, reasons: list[str], cwd: str) -> str | None:
+    """Ask an owner about `text` for `reasons` where someone can be asked: None when it may
+    run (a yes, or nothing to ask), else what the model is told instead."""
+    if not reasons:
+        return None
+    if ctx.approver is None:
+        return json.dumps({"status": "pending_approval",
+                           "error": f"needs approval: {'; '.join(reasons)}"})  # fmt: skip
+    request = await ctx.approver.ask(ctx, text, "; ".join(reasons), cwd)
+    if request.state != APPROVED:
+        return json.dumps({"status": request.state, "error": not_run(request)})
+    return None
 
 
 @attrs.frozen
@@ -50,35 +79,46 @@ class TerminalTool:
         background = bool(args.get("background"))
         if background and ctx.background is None:
             raise ToolError("background processes are not available here")
-        approved = False
-        if (
-            ctx.approver is not None
-            and (verdict := judge(command, background=True)).action == "approve"  # for a human
-            # and a yes would let it run (not a foreground command that never ends)
-            and judge(command, background=background, approved=True).action == "allow"
-        ):
-            request = await ctx.approver.ask(ctx, command, verdict.reason)
-            if request.state != APPROVED:
-                return json.dumps({"status": request.state, "error": not_run(request)})
-            approved = True
+        placement = placed(ctx)
+        assert placement.backend is not None
+        reasons = []
+        verdict = judge(command, background=True)  # for a human
+        # A yes would let it run (not a foreground command that never ends).
+        runs_on_yes = judge(command, background=background, approved=True).action == "allow"
+        if verdict.action == "approve" and runs_on_yes and ctx.approver is not None:
+            reasons.append(verdict.reason)
+        if placement.ask and runs_on_yes:
+            reasons.append(f"it would run unconfined ({placement.backend.name}): {placement.why}")
+        cwd = ctx.terminal.cwd_in(placement.backend)
+        refused = await approval(ctx, command, reasons, cwd)
+        if refused is not None:
+            return refused
+        approved = bool(reasons)
+        where = {"ran_in": placement.backend.name}
         if background:
+            launch = ctx.terminal.launch(command, placement, stdin=True)
             started = await ctx.background.call(
                 Start(
                     command,
-                    ctx.terminal.cwd,
-                    ctx.terminal.env,
+                    launch,
                     owner=ctx.session_id,
+                    ran_in=placement.backend.name,
+                    cwd=cwd,
                     approved=approved,
                     secrets=tuple(ctx.terminal.redactor_secrets),
                 )  # fmt: skip
             )
-            return json.dumps({"started": started["id"], "pid": started["pid"]})
-        result = await ctx.terminal.run(command, timeout=args.get("timeout"), approved=approved)
+            return json.dumps({"started": started["id"], "pid": started["pid"], **where})
+        result = await ctx.terminal.run(
+            command, placement=placement, timeout=args.get("timeout"), approved=approved
+        )
         return json.dumps(
             {
                 "exit_code": result.exit_code,
                 "status": result.status,
                 "output": result.output,
+                **where,
+                **({"why": placement.why} if placement.why else {}),
                 **({"error": result.error} if result.error else {}),
                 **({"full_output": result.full_output_path} if result.full_output_path else {}),
             }

@@ -243,6 +243,7 @@ class WebFetchTool:
         if form not in FORMATS:
             raise ToolError(f"format must be one of {', '.join(FORMATS)}, not {form!r}")
         fetched = await fetch(str(url), self.allow_private)
+        ctx.took_in(f"web_fetch of {httpx.URL(fetched.url).host}")  # a page: anyone's words
 
         def read() -> tuple[Page, str]:
             page = readable(fetched.kind, fetched.body, fetched.charset, fetched.url,

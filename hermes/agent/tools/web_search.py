@@ -93,6 +93,7 @@ class WebSearchTool:
         body = await self._fetch(query, count)
         found = [_result(item, PROVIDERS[self.provider]) for item in self._items(body)]
         kept = [r for r in found if r is not None][:count]
+        ctx.took_in("web_search results")  # titles and snippets: anyone's words
         return capped(json.dumps(kept, ensure_ascii=False), ctx)
 
     async def _fetch(self, query: str, count: int) -> Any:

@@ -1,0 +1,1 @@
+"""Where commands run: this machine, the bubblewrap sandbox, another machine over ssh."""

@@ -1,0 +1,167 @@
+"""The sandbox's one way out: an HTTP proxy on a Unix socket that connects only to public
+addresses.
+
+A sandboxed command with `public` network has no route of its own; its `http_proxy` and
+`https_proxy` lead here (through bridge.py inside). `CONNECT host:port` opens a tunnel
+(HTTPS, git, pip); an absolute-form request (`GET http://host/path`) is forwarded as one
+request on a connection that closes after it, so a kept-alive connection cannot be turned
+to another host. Every destination is resolved once, judged by the address rules
+(hermes.terminal.addresses: never loopback, private, link-local, the cloud metadata
+address), and connected to as the literal judged. A refusal is a 403 whose body says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from pathlib import Path
+
+import trio
+
+from hermes.terminal.addresses import AddressRefused, AllowList, allowed_addresses
+
+log = logging.getLogger(__name__)
+
+HEAD_LIMIT = 16 * 1024  # a request line and headers, at most
+HEAD_SECONDS = 30.0  # for a client to send them
+CONNECT_SECONDS = 20.0
+MAX_CONNECTIONS = 64  # at once, per command
+CHUNK = 65_536
+PUBLIC_ONLY = AllowList()
+
+
+class BadRequest(Exception):
+    """What the client sent is not a proxy request this proxy serves."""
+
+
+async def serve_proxy(
+    path: Path, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Listen on the Unix socket `path` until cancelled."""
+    listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    await listener.bind(str(path))
+    listener.listen(MAX_CONNECTIONS)
+    limit = trio.CapacityLimiter(MAX_CONNECTIONS)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, _handler(limit), [trio.SocketListener(listener)])
+        task_status.started()
+
+
+def _handler(limit: trio.CapacityLimiter):
+    async def handle(client: trio.SocketStream) -> None:
+        async with limit, client:
+            try:
+                await _one(client)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                log.debug("sandbox proxy: %s", exc)
+
+    return handle
+
+
+async def _one(client: trio.SocketStream) -> None:
+    try:
+        with trio.fail_after(HEAD_SECONDS):
+            head, rest = await _read_head(client)
+        method, target, version, headers = _parse(head)
+        if method == "CONNECT":
+            host, port = _split(target, 443)
+        else:
+            host, port, target = _absolute(target)
+    except (BadRequest, trio.TooSlowError) as exc:
+        await _answer(client, 400, str(exc) or "the request took too long")
+        return
+    try:
+        with trio.fail_after(CONNECT_SECONDS):
+            server = await _connect(host, port)
+    except AddressRefused as exc:
+        await _answer(client, 403, f"{exc} (a sandboxed command reaches public addresses only)")
+        return
+    except (OSError, trio.TooSlowError) as exc:
+        await _answer(client, 502, f"cannot connect to {host}:{port}: {exc or 'timed out'}")
+        return
+    async with server:
+        if method == "CONNECT":
+            await client.send_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            if rest:
+                await server.send_all(rest)
+        else:
+            kept = [h for h in headers if not h.lower().startswith((b"proxy-", b"connection:"))]
+            first = b"%s %s %s\r\n" % (method.encode(), target.encode(), version)
+            await server.send_all(first + b"".join(kept) + b"Connection: close\r\n\r\n" + rest)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_pipe, client, server, nursery.cancel_scope)
+            nursery.start_soon(_pipe, server, client, nursery.cancel_scope)
+
+
+async def _read_head(stream: trio.SocketStream) -> tuple[bytes, bytes]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > HEAD_LIMIT:
+            raise BadRequest(f"the request's head is over {HEAD_LIMIT} bytes")
+        piece = await stream.receive_some(CHUNK)
+        if not piece:
+            raise BadRequest("the connection closed before the request's head ended")
+        data += piece
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def _parse(head: bytes) -> tuple[str, str, bytes, list[bytes]]:
+    first, *lines = head.split(b"\r\n")
+    parts = first.split(b" ")
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        raise BadRequest("not an HTTP/1.x request line")
+    try:
+        method, target = parts[0].decode("ascii"), parts[1].decode("ascii")
+    except UnicodeDecodeError:
+        raise BadRequest("the request line is not ASCII") from None
+    return method.upper(), target, parts[2], [line + b"\r\n" for line in lines if line]
+
+
+def _split(authority: str, default: int) -> tuple[str, int]:
+    host, colon, port = authority.rpartition(":")
+    if not colon or "]" in port:  # no port, or the end of a bare IPv6 literal
+        host, port = authority, str(default)
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadRequest(f"not a host:port: {authority!r}")
+    return host, int(port)
+
+
+def _absolute(target: str) -> tuple[str, int, str]:
+    """(host, port, origin-form target) of an absolute-form http:// request target."""
+    if not target.lower().startswith("http://"):
+        raise BadRequest("only CONNECT and http:// requests go through this proxy")
+    rest = target[len("http://") :]
+    authority, slash, path = rest.partition("/")
+    host, port = _split(authority.rpartition("@")[2], 80)
+    return host, port, slash + path if slash else "/"
+
+
+async def _connect(host: str, port: int) -> trio.SocketStream:
+    failure: OSError | None = None
+    for literal in await allowed_addresses(host, port, PUBLIC_ONLY):
+        try:
+            return await trio.open_tcp_stream(literal, port)
+        except OSError as exc:
+            failure = exc
+    raise failure or OSError(f"{host} has no address")
+
+
+async def _answer(stream: trio.SocketStream, status: int, text: str) -> None:
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    body = (text + "\n").encode()
+    await stream.send_all(
+        b"HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+        b"Connection: close\r\n\r\n%s" % (status, reason.encode(), len(body), body)
+    )
+
+
+async def _pipe(source: trio.SocketStream, sink: trio.SocketStream, both: trio.CancelScope) -> None:
+    """Copy until `source` ends, then end `sink`'s sending side (the other way goes on)."""
+    try:
+        while piece := await source.receive_some(CHUNK):
+            await sink.send_all(piece)
+        await sink.send_eof()
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        both.cancel()
