@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -10,9 +11,14 @@ from hermes.gateway.serve import READY_LINE
 HERMES = [sys.executable, "-m", "hermes.cli.main"]
 
 
-def hermes(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run one command to its end; HERMES_HOME comes from the environment."""
-    return subprocess.run([*HERMES, *args], capture_output=True, text=True, timeout=timeout)
+def hermes(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run one command to its end; HERMES_HOME comes from the environment (`env`: variables
+    set beside it)."""
+    environ = {**os.environ, **env} if env else None
+    return subprocess.run([*HERMES, *args], capture_output=True, text=True, timeout=timeout,
+                          env=environ)  # fmt: skip
 
 
 def start_serve(*args: str) -> subprocess.Popen[str]:

@@ -144,9 +144,15 @@ async def _whoami(c: CommandContext) -> CommandReply:
     e = c.event
     name = f" ({e.user_name})" if e.user_name else ""
     role = await c.router.role(e)
-    tools = ", ".join(c.router.agent.offered(role)) or "none"
-    return CommandReply(f"{e.platform} user {e.user_id}{name} · authorized · role: {role}"
-                        f" · tools: {tools}", c.session_id)  # fmt: skip
+    offered = c.router.agent.offered(role)
+    tools = ", ".join(offered) or "none"
+    text = f"{e.platform} user {e.user_id}{name} · authorized · role: {role} · tools: {tools}"
+    if "terminal" in offered:
+        where = c.router.services.backends.describe()
+        text += f" · commands run on: {where['owner' if role == 'owner' else 'user']}"
+    for tool, why in c.router.agent.permissions.withheld.get(role, {}).items():
+        text += f" · no {tool}: {why}"
+    return CommandReply(text, c.session_id)
 
 
 async def _sethome(c: CommandContext) -> CommandReply:

@@ -43,6 +43,8 @@ from hermes.home import HermesHome
 from hermes.state import maintenance
 from hermes.state.errors import SchemaTooNew, StateError
 from hermes.state.writer import WAL_WARN_BYTES
+from hermes.terminal.backends.sandbox import INSTALL
+from hermes.terminal.placement import backends_for
 
 T = TypeVar("T")
 
@@ -432,6 +434,28 @@ def _port_in(path: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+# -- where commands run -------------------------------------------------------------------
+
+
+def check_commands(home: HermesHome, config: Config) -> list[CheckResult]:
+    """The sandbox works (a trivial command runs in it, as serve tries at start), the
+    backend answers, and what each role's commands get (blocking: it runs them)."""
+    backends = backends_for(config.terminal, home.root)
+    said = backends.describe()
+    if backends.sandbox is not None:
+        sandbox = passed("sandbox", "bubblewrap runs commands confined (tried: true)")
+    else:
+        problem = said["sandbox"]
+        fix = INSTALL if "not installed" in problem else "do what bubblewrap's message says"
+        sandbox = failed("sandbox", f"{problem}: users get no terminal", fix)
+    roles = passed(
+        "commands",
+        f"backend {said['backend']}; an owner's run on {said['owner']}, after untrusted"
+        f" text {said['owner_after_untrusted_text']}; a user's {said['user']}",
+    )
+    return [sandbox, roles]
+
+
 # -- all of them --------------------------------------------------------------------------
 
 
@@ -440,6 +464,7 @@ def local_checks(home: HermesHome, config: Config | None) -> list[CheckResult]:
     config the ports are not checked, and cron uses the default threshold."""
     results = [check_state_db(home.state_db)]
     if config is not None:
+        results += check_commands(home, config)
         results += check_ports(home, config)
     results.append(check_dead_letters(home.state_db))
     results.append(check_jobs(home.state_db, config.cron if config else CronConfig()))
@@ -451,8 +476,8 @@ async def diagnose(
     timeout: float = TOKEN_TIMEOUT,
 ) -> list[CheckResult]:
     """Every check, in the order printed: config, platform tokens (asked concurrently,
-    while the local checks run in a thread), MCP servers and web search, state.db,
-    ports, dead letters, cron."""
+    while the local checks run in a thread), MCP servers and web search, state.db, where
+    commands run, ports, dead letters, cron."""
     config_result, loaded = await trio.to_thread.run_sync(check_config, home)
     platforms: list[CheckResult] = []
 

@@ -39,8 +39,8 @@ WRONG = {
     "discord": ("DISCORD_BOT_TOKEN", "wrong-secret-discord"),
 }
 ALL_CHECKS = {
-    *("config", "telegram token", "slack token", "discord token", "state.db"),
-    *("local port", "ops port", "dead letters", "cron jobs"),
+    *("config", "telegram token", "slack token", "discord token", "state.db", "sandbox"),
+    *("commands", "local port", "ops port", "dead letters", "cron jobs"),
 }
 
 
@@ -75,9 +75,10 @@ def configure(home, fakes: Fakes, tokens: dict[str, str], local_port: int = 0) -
     home.env_path.write_text("".join(f"{k}={v}\n" for k, v in tokens.items()))
 
 
-def doctor() -> tuple[int, dict[str, tuple[str, str]], str]:
-    """Exit status, each check's (status, rest of its line) by name, and all output."""
-    done = hermes("doctor", timeout=30)
+def doctor(**env: str) -> tuple[int, dict[str, tuple[str, str]], str]:
+    """Exit status, each check's (status, rest of its line) by name, and all output
+    (`env`: variables to set for it)."""
+    done = hermes("doctor", timeout=30, env=env)
     checks = {}
     for line in done.stdout.splitlines():
         checks[line[6:22].strip()] = (line[:5].strip(), line[23:])
@@ -85,7 +86,8 @@ def doctor() -> tuple[int, dict[str, tuple[str, str]], str]:
     return done.returncode, checks, done.stdout + done.stderr
 
 
-def test_all_good_exits_0_with_an_ok_line_per_check(home, fakes):
+def test_all_good_exits_0_with_an_ok_line_per_check(home, fakes, require_system):
+    require_system("/usr/bin/bwrap", packages=("bubblewrap",))
     configure(home, fakes, TOKENS)
     with writing(home.state_db):  # the schema, as serve makes it
         pass
@@ -95,6 +97,10 @@ def test_all_good_exits_0_with_an_ok_line_per_check(home, fakes):
     assert {s for s, _ in checks.values()} == {"ok"}, output
     assert "@hermes_test_bot" in checks["telegram token"][1]
     assert "integrity ok" in checks["state.db"][1]
+    assert checks["commands"][1] == (
+        "backend host; an owner's run on host, after untrusted text sandbox (network public);"
+        " a user's sandbox (network none)"
+    )
     # Each platform's own auth endpoint was asked, by the adapter's code.
     assert [c["method"] for c in fakes.telegram.calls] == ["getMe"]
     assert [(c["method"], c["token"]) for c in fakes.slack.calls] == [("auth.test", "bot")]
@@ -235,3 +241,18 @@ def test_mcp_servers_and_the_search_key_are_checked_without_starting_anything(ho
     verdict, rest = checks["web tools"]
     assert verdict == "FAIL" and "HERMES_TEST_BRAVE (the API key of" in rest
     assert "a-secret-token" not in output
+
+
+def test_without_bubblewrap_the_sandbox_fails_and_says_what_users_lose(home):
+    home.config_path.write_text("gateway:\n  local:\n    port: 0\nops:\n  port: 0\n")
+    status, checks, output = doctor(PATH="/nonexistent")  # no bwrap on this PATH
+    assert status == 1, output
+    assert checks["sandbox"] == (
+        "FAIL",
+        "bubblewrap is not installed (apt-get install bubblewrap): users get no terminal"
+        " -- fix: apt-get install bubblewrap",
+    )
+    assert checks["commands"][1].endswith(
+        "a user's no terminal (bubblewrap is not installed (apt-get install bubblewrap))"
+    )
+    assert "after untrusted text asks an owner first" in checks["commands"][1]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
@@ -35,30 +36,37 @@ class BadRequest(Exception):
 
 
 async def serve_proxy(
-    path: Path, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    path: Path,
+    allow: AllowList = PUBLIC_ONLY,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Listen on the Unix socket `path` until cancelled."""
+    """Listen on the Unix socket `path` until cancelled. `allow`: what it may reach beyond
+    public addresses (the sandbox: nothing; a test: its own server)."""
     listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     await listener.bind(str(path))
     listener.listen(MAX_CONNECTIONS)
     limit = trio.CapacityLimiter(MAX_CONNECTIONS)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(trio.serve_listeners, _handler(limit), [trio.SocketListener(listener)])
+        handler = _handler(limit, allow)
+        nursery.start_soon(trio.serve_listeners, handler, [trio.SocketListener(listener)])
         task_status.started()
 
 
-def _handler(limit: trio.CapacityLimiter):
+def _handler(
+    limit: trio.CapacityLimiter, allow: AllowList
+) -> Callable[[trio.SocketStream], Awaitable[None]]:
     async def handle(client: trio.SocketStream) -> None:
         async with limit, client:
             try:
-                await _one(client)
+                await _one(client, allow)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 log.debug("sandbox proxy: %s", exc)
 
     return handle
 
 
-async def _one(client: trio.SocketStream) -> None:
+async def _one(client: trio.SocketStream, allow: AllowList) -> None:
     try:
         with trio.fail_after(HEAD_SECONDS):
             head, rest = await _read_head(client)
@@ -72,7 +80,7 @@ async def _one(client: trio.SocketStream) -> None:
         return
     try:
         with trio.fail_after(CONNECT_SECONDS):
-            server = await _connect(host, port)
+            server = await _connect(host, port, allow)
     except AddressRefused as exc:
         await _answer(client, 403, f"{exc} (a sandboxed command reaches public addresses only)")
         return
@@ -103,6 +111,8 @@ async def _read_head(stream: trio.SocketStream) -> tuple[bytes, bytes]:
             raise BadRequest("the connection closed before the request's head ended")
         data += piece
     head, _, rest = data.partition(b"\r\n\r\n")
+    if len(head) > HEAD_LIMIT:
+        raise BadRequest(f"the request's head is over {HEAD_LIMIT} bytes")
     return head, rest
 
 
@@ -138,9 +148,9 @@ def _absolute(target: str) -> tuple[str, int, str]:
     return host, port, slash + path if slash else "/"
 
 
-async def _connect(host: str, port: int) -> trio.SocketStream:
+async def _connect(host: str, port: int, allow: AllowList) -> trio.SocketStream:
     failure: OSError | None = None
-    for literal in await allowed_addresses(host, port, PUBLIC_ONLY):
+    for literal in await allowed_addresses(host, port, allow):
         try:
             return await trio.open_tcp_stream(literal, port)
         except OSError as exc:

@@ -1,0 +1,85 @@
+"""The sandbox's way out, on its own: an HTTP proxy on a Unix socket that tunnels CONNECT
+and forwards absolute-form requests to allowed addresses only, one request per forwarded
+connection, and says why it refused. (The sandbox itself allows public addresses only;
+here a test server on loopback is allowed, as nothing public is reachable in a test.)"""
+
+from __future__ import annotations
+
+import socket
+from ipaddress import ip_network
+
+import trio
+
+from hermes.terminal.addresses import AllowList
+from hermes.terminal.backends.proxy import HEAD_LIMIT, serve_proxy
+
+LOOPBACK = AllowList(networks=(ip_network("127.0.0.0/8"),))
+
+
+async def origin(task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """A server that answers each connection with what it read of it, then closes."""
+
+    async def answer(stream: trio.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data and (piece := await stream.receive_some(65536)):
+            data += piece
+        body = b"seen:" + data
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s"
+                              % (len(body), body))  # fmt: skip
+        await stream.aclose()
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    task_status.started(listeners[0].socket.getsockname()[1])
+    await trio.serve_listeners(answer, listeners)
+
+
+async def ask(path, request: bytes) -> bytes:
+    """Send `request` through the proxy's socket; everything it answers."""
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    await sock.connect(str(path))
+    stream = trio.SocketStream(sock)
+    await stream.send_all(request)
+    data = b""
+    with trio.fail_after(10):
+        while piece := await stream.receive_some(65536):
+            data += piece
+    await stream.aclose()
+    return data
+
+
+async def test_a_tunnel_and_a_forwarded_request_reach_what_is_allowed(tmp_path, nursery):
+    port = await nursery.start(origin)
+    path = tmp_path / "proxy.sock"
+    await nursery.start(serve_proxy, path, LOOPBACK)
+    tunnel = await ask(path, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n"
+                             "GET /inner HTTP/1.1\r\nHost: in\r\n\r\n".encode())  # fmt: skip
+    assert tunnel.startswith(b"HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK")
+    assert b"seen:GET /inner HTTP/1.1" in tunnel
+    request = (f"GET http://127.0.0.1:{port}/page?q=1 HTTP/1.1\r\nHost: h\r\n"
+               "Proxy-Authorization: x\r\nConnection: keep-alive\r\n\r\n")  # fmt: skip
+    forwarded = await ask(path, request.encode())
+    seen = forwarded.split(b"seen:", 1)[1]
+    assert seen.startswith(b"GET /page?q=1 HTTP/1.1\r\nHost: h\r\n")
+    assert b"Proxy-Authorization" not in seen and b"keep-alive" not in seen
+    assert b"Connection: close\r\n" in seen  # one request per forwarded connection
+
+
+async def test_the_sandbox_proxy_refuses_what_is_not_public_and_what_is_not_a_request(
+    tmp_path, nursery
+):
+    port = await nursery.start(origin)
+    path = tmp_path / "proxy.sock"
+    await nursery.start(serve_proxy, path)  # as the sandbox runs it: public addresses only
+    for target, why in [
+        (f"127.0.0.1:{port}", b"127.0.0.1 is loopback"),
+        ("169.254.169.254:80", b"link-local (a cloud metadata address)"),
+        ("10.0.0.1:443", b"10.0.0.1 is private"),
+        ("[::1]:443", b"::1 is loopback"),
+    ]:
+        refused = await ask(path, f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+        assert refused.startswith(b"HTTP/1.1 403 Forbidden"), refused
+        assert why in refused and b"public addresses only" in refused
+    assert (await ask(path, b"GET /relative HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 400")
+    assert (await ask(path, b"ftp://x HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 400")
+    huge = b"GET http://x/ HTTP/1.1\r\nX: " + b"a" * (HEAD_LIMIT + 100) + b"\r\n\r\n"
+    assert (await ask(path, huge)).startswith(b"HTTP/1.1 400")
