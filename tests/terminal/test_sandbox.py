@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from hermes.config import NetworkConfig, TerminalConfig
+from hermes.config import ConfigError, NetworkConfig, SandboxConfig, TerminalConfig
 from hermes.terminal.env import EnvPolicy
 from hermes.terminal.placement import Backends, backends_for
 from hermes.terminal.session import TerminalSession, own_directory
@@ -195,3 +195,9 @@ async def test_an_owner_gets_the_host_and_a_user_no_terminal_without_a_sandbox(h
     assert nowhere.backend is None and "bubblewrap is not installed" in nowhere.why
     asked = backends.place("owner", untrusted="web_fetch of example.org")
     assert asked.ask and "there is no sandbox" in asked.why
+
+
+def test_read_only_never_shows_hermes_home(home):
+    config = TerminalConfig(sandbox=SandboxConfig(read_only=(str(home.root / "cache"),)))
+    with pytest.raises(ConfigError, match="read_only: .*cache is inside HERMES_HOME"):
+        backends_for(config, home.root)

@@ -58,19 +58,26 @@ class ProcessTool:
             result = {"killed": ref}
         else:
             data = need(args, "data")
-            refused = await _judged(data, ctx, polled["cwd"])
+            refused = await _judged(data, ctx, polled)
             if refused is not None:
                 return refused
             result = {"written": await procs.call(WriteStdin(ref, data))}
         return json.dumps(result)
 
 
-async def _judged(data: str, ctx: ToolContext, cwd: str) -> str | None:
-    """Text for a background shell, judged as a command: None when it may be written."""
+async def _judged(data: str, ctx: ToolContext, proc: dict[str, Any]) -> str | None:
+    """Text for a background shell, judged as a command and placed as one: None when it
+    may be written. A turn that must run its commands confined writes to no process that
+    runs unconfined (or asks an owner first, where it would ask for a command)."""
     verdict = judge(data, background=True)
     if verdict.action == "block":
         raise ToolError(f"not written: blocked: {verdict.reason}")
-    if verdict.action != "approve":
-        return None
-    placed(ctx)  # the caller may run commands at all
-    return await approval(ctx, data, [verdict.reason], cwd)
+    placement = placed(ctx)
+    reasons = [verdict.reason] if verdict.action == "approve" else []
+    unconfined = proc["ran_in"] != "sandbox"
+    if unconfined and placement.confined:
+        raise ToolError(f"not written: {proc['id']} runs unconfined ({proc['ran_in']}) and"
+                        f" this turn's commands run confined ({placement.why})")  # fmt: skip
+    if unconfined and placement.ask:
+        reasons.append(f"{proc['id']} runs unconfined ({proc['ran_in']}): {placement.why}")
+    return await approval(ctx, data, reasons, proc["cwd"])

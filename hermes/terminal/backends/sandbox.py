@@ -42,7 +42,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from hermes.config import SandboxConfig
+from hermes.config import ConfigError, SandboxConfig
 from hermes.terminal.backends.base import BackendUnavailable, Handed, Launch, Shell
 from hermes.terminal.backends.proxy import serve_proxy
 
@@ -88,7 +88,12 @@ class Sandbox:
     @classmethod
     def find(cls, config: SandboxConfig, home: Path) -> Sandbox:
         """The sandbox, if bubblewrap is installed; else BackendUnavailable saying how to
-        install it."""
+        install it. A `read_only` path inside HERMES_HOME: ConfigError."""
+        root = str(home.resolve())
+        for path in config.read_only:
+            if _within(os.path.realpath(path), root):
+                raise ConfigError(f"terminal.sandbox.read_only: {path} is inside HERMES_HOME"
+                                  f" ({root}), which a sandboxed command never sees")  # fmt: skip
         found = shutil.which("bwrap")
         if found is None:
             raise BackendUnavailable(f"bubblewrap is not installed ({INSTALL})")

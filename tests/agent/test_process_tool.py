@@ -1,0 +1,70 @@
+"""The process tool: text written to a background shell is judged and placed as a command
+is, and a user reaches only their own session's processes."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import pytest
+import trio
+
+from hermes.agent.permissions import Caller
+from hermes.agent.tools.base import ToolError
+from hermes.agent.tools.process import ProcessTool
+from hermes.agent.tools.terminal import TerminalTool
+from hermes.agent.untrusted import TurnMarks
+from hermes.config import TerminalConfig
+from hermes.terminal.background import BackgroundProcesses, Log
+from hermes.terminal.placement import backends_for
+from hermes.terminal.session import TerminalSession
+
+
+@pytest.fixture
+async def procs():
+    actor = BackgroundProcesses(grace=0.5)
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(actor.run)
+        yield address
+        actor.stop()
+
+
+@pytest.fixture
+def shell_ctx(ctx, procs, home, require_system):
+    require_system("/usr/bin/bwrap", packages=("bubblewrap",))
+    backends = backends_for(TerminalConfig(), home.root)
+    terminal = TerminalSession(home.workspace, state_dir=home.root / ".term", backends=backends)
+    return attrs.evolve(ctx, terminal=terminal, background=procs)
+
+
+async def started(ctx, command: str) -> str:
+    answer = json.loads(await TerminalTool()({"command": command, "background": True}, ctx))
+    return answer["started"]
+
+
+async def test_a_turn_that_read_untrusted_text_writes_to_no_unconfined_shell(shell_ctx, procs):
+    host_shell = await started(shell_ctx, "cat")  # an owner's, on this machine
+    untrusted = attrs.evolve(shell_ctx, marks=TurnMarks("web_fetch of example.org"))
+    with pytest.raises(ToolError, match="runs unconfined \\(host\\) and this turn's commands"):
+        await ProcessTool()({"action": "write", "id": host_shell, "data": "id\n"}, untrusted)
+    sandboxed = await started(untrusted, "cat")  # this one starts in the sandbox
+    wrote = await ProcessTool()({"action": "write", "id": sandboxed, "data": "hi\n"}, untrusted)
+    assert json.loads(wrote) == {"written": 3}
+    assert (await procs.call(Log(host_shell)))["text"] == ""  # nothing reached the host shell
+
+
+async def test_a_blocked_line_is_never_written(shell_ctx, procs):
+    shell = await started(shell_ctx, "cat")
+    with pytest.raises(ToolError, match="blocked: a fork bomb"):
+        await ProcessTool()({"action": "write", "id": shell, "data": ":(){ :|:& };:\n"},
+                            shell_ctx)  # fmt: skip
+    assert (await procs.call(Log(shell)))["text"] == ""
+
+
+async def test_a_user_reaches_only_their_own_sessions_processes(shell_ctx):
+    owners = await started(shell_ctx, "sleep 300")
+    user = attrs.evolve(shell_ctx, session_id="s2", caller=Caller("telegram", "bob", "user"))
+    for action in ("poll", "kill", "write"):
+        with pytest.raises(ToolError, match="no background process"):
+            await ProcessTool()({"action": action, "id": owners, "data": "x"}, user)
+    assert json.loads(await ProcessTool()({"action": "list"}, user)) == []
