@@ -440,7 +440,10 @@ def _port_in(path: Path) -> int | None:
 def check_commands(home: HermesHome, config: Config) -> list[CheckResult]:
     """The sandbox works (a trivial command runs in it, as serve tries at start), the
     backend answers, and what each role's commands get (blocking: it runs them)."""
-    backends = backends_for(config.terminal, home.root)
+    try:
+        backends = backends_for(config.terminal, home.root)
+    except ConfigError as exc:
+        return [failed("sandbox", str(exc), f"correct it in {home.config_path}")]
     said = backends.describe()
     if backends.sandbox is not None:
         sandbox = passed("sandbox", "bubblewrap runs commands confined (tried: true)")
