@@ -14,6 +14,7 @@ import trio.testing
 
 from hermes.home import HermesHome
 from hermes.state.registry import Registry
+from hermes.terminal.background import BackgroundProcesses
 from hermes.terminal.reaper import become_subreaper, reap
 from hermes.terminal.tree import ProcessId, descendant_pids
 from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
@@ -112,6 +113,16 @@ def tg() -> Iterator[FakeTelegram]:
     """The fake Telegram Bot API (tests/fakes/telegram.py) with serve's test token."""
     with FakeTelegram(token=TELEGRAM_TOKEN) as fake:
         yield fake
+
+
+@pytest.fixture
+async def procs():
+    """A BackgroundProcesses actor (a short kill grace), stopped at the end."""
+    actor = BackgroundProcesses(grace=0.5)
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(actor.run)
+        yield address
+        actor.stop()
 
 
 @pytest.fixture

@@ -68,11 +68,6 @@ class TerminalSession:
         # read, set by each turn: the rest of the cache it never sees.
         self.readable: tuple[Path, ...] = ()
 
-    @property
-    def cwd(self) -> Path:
-        """Where the next unconfined command on this machine starts."""
-        return Path(self.cwd_in(HOST.backend))
-
     def cwd_in(self, backend: Backend) -> str:
         """Where the next command on `backend` starts, as that backend sees paths."""
         found = self._cwds.get(backend.name)

@@ -3,6 +3,7 @@ window, compactions are stored, a reload continues from them, tool exchanges sta
 
 from __future__ import annotations
 
+import attrs
 import pytest
 import trio
 
@@ -99,3 +100,27 @@ async def test_recent_turns_too_big_for_the_window_are_compacted_too(ctx):
         prompt = conversation.prompt(model.system(ctx, "local"))
         assert model.budgets.estimate(prompt, model.schema_chars("owner"), provider) <= 3_000
     assert exchanges_whole(conversation.messages)
+
+
+async def test_a_summary_of_untrusted_text_carries_its_mark_until_new(ctx):
+    """A summary written from a stranger's words can carry their instructions: the
+    conversation stays marked after /compress, across a reload, and only a new session
+    (another conversation) starts without it."""
+    model = agent(window=8_000)
+    conversation = None
+    for n in range(6):
+        why = "a message from telegram user bob" if n == 0 else None
+        conversation = (await model.run_turn(ctx, f"turn {n} " + "x " * 50, stream=False,
+                                             conversation=conversation,
+                                             untrusted=why)).conversation  # fmt: skip
+    assert conversation.untrusted == "a message from telegram user bob"
+    said = await model.compress(ctx, conversation, "local")
+    assert said.startswith("summarized")
+    assert "turn 0 " not in str(conversation.messages)  # his message left the prompt ...
+    assert conversation.untrusted == "a message from telegram user bob"  # ... its mark did not
+    compaction = await ctx.db.read(latest_compaction, ctx.session_id)
+    assert compaction.untrusted == "a message from telegram user bob"
+    assert (await model.load(ctx)).untrusted == "a message from telegram user bob"
+    other = attrs.evolve(ctx, session_id="s-new")
+    fresh = await model.run_turn(other, "hello", stream=False)
+    assert fresh.conversation.untrusted is None

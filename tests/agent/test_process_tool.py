@@ -7,7 +7,6 @@ import json
 
 import attrs
 import pytest
-import trio
 
 from hermes.agent.permissions import Caller
 from hermes.agent.tools.base import ToolError
@@ -15,18 +14,9 @@ from hermes.agent.tools.process import ProcessTool
 from hermes.agent.tools.terminal import TerminalTool
 from hermes.agent.untrusted import TurnMarks
 from hermes.config import TerminalConfig
-from hermes.terminal.background import BackgroundProcesses, Log
+from hermes.terminal.background import Log
 from hermes.terminal.placement import backends_for
 from hermes.terminal.session import TerminalSession
-
-
-@pytest.fixture
-async def procs():
-    actor = BackgroundProcesses(grace=0.5)
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(actor.run)
-        yield address
-        actor.stop()
 
 
 @pytest.fixture

@@ -380,7 +380,7 @@ async def test_help_model_whoami_and_unknown_words(registry, home, fake):
         assert (await h.ask("alice", "/model")).text == "model: f/m"
         assert (await h.ask("alice", "/whoami")).text == (
             "telegram user alice (Alice) · authorized · role: owner · tools: terminal, process,"
-            " memory, cronjob, session_search, send_message, send_file"
+            " memory, cronjob, session_search, send_message, send_file · commands run on: host"
         )
         assert (await h.ask("bob", "/WhoAmI")).text.endswith(
             "role: user · tools: memory, session_search, send_message, send_file"

@@ -39,9 +39,11 @@ async def tree_up(marker: str) -> list:
     return found
 
 
-async def gone(marker: str) -> None:
+async def gone(tree: list) -> None:
+    """Every one of `tree` ended (an exiting process has no command line left to find it
+    by, so they are watched by pid and start time)."""
     with trio.fail_after(30):
-        while sandboxed_pids(marker):  # noqa: ASYNC110 (processes die)
+        while any(p.alive() for p in tree):  # noqa: ASYNC110 (processes die)
             await trio.sleep(0.05)
 
 
@@ -64,8 +66,8 @@ async def test_stop_and_a_sigkilled_serve_leave_no_sandboxed_process(home, spawn
         async with connect(port, token) as other:
             stop = await Client(other).call("chat.send", {"text": "/stop", "session": "local_stop"})
         assert stop["result"]["text"] == "Stopped the running turn."
-        await gone(sandboxed)
-        assert not [p for p in tree if p.alive()]
+        await gone(tree)
+        assert not sandboxed_pids(sandboxed)
 
         again = f"{sandboxed}-2"
         again_command = tool_line("terminal", command=STUBBORN.format(marker=again))
@@ -95,7 +97,7 @@ async def test_a_cron_cancel_leaves_no_sandboxed_process(home, spawn, sandboxed)
     tree = await tree_up(sandboxed)
     cancelled = await trio.to_thread.run_sync(hermes, "cron", "cancel", "stubborn")
     assert cancelled.returncode == 0, cancelled.stderr
-    await gone(sandboxed)
-    assert not [p for p in tree if p.alive()]
+    await gone(tree)
+    assert not sandboxed_pids(sandboxed)
     serve.send_signal(signal.SIGTERM)
     assert await trio.to_thread.run_sync(serve.wait) == 0

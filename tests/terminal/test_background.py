@@ -35,15 +35,6 @@ def start(command: str, cwd, env, **options) -> Start:
     return Start(command, Launch(("bash", "-c", command), cwd, env), **options)
 
 
-@pytest.fixture
-async def procs():
-    actor = BackgroundProcesses(grace=0.5)
-    async with trio.open_nursery() as nursery:
-        address = await nursery.start(actor.run)
-        yield address
-        actor.stop()
-
-
 def dead(pid: int) -> bool:
     stat = _stat(pid)
     return stat is None or stat[0] in "ZX"

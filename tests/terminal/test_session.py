@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hermes.terminal.backends.host import Host
 from hermes.terminal.env import REDACTED, EnvPolicy
 from hermes.terminal.guards import HARD_BLOCKS, judge
 from hermes.terminal.session import TerminalSession
@@ -34,7 +35,7 @@ async def test_cwd_persists_between_commands(session, tmp_path):
     second = await session.run("pwd")
     assert second.output.strip() == str((tmp_path / "project").resolve())
     await session.run("cd src; exit 3")  # the trap records it even on exit
-    assert session.cwd == (tmp_path / "project" / "src").resolve()
+    assert session.cwd_in(Host()) == str((tmp_path / "project" / "src").resolve())
 
 
 async def test_deleted_cwd_falls_back_to_nearest_parent(session, tmp_path):
