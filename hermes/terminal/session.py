@@ -113,7 +113,7 @@ class TerminalSession:
                 "run it with background=true and check on it with the process tool",
             )
         limit = min(timeout or self.options.timeout, FOREGROUND_MAX)
-        await trio.to_thread.run_sync(make_private_dir, self.state_dir)
+        make_private_dir(self.state_dir)  # where a long output spills (a local mkdir)
         mark = new_mark()
         result = await run_command(
             self.launch(command, placement, mark=mark),
