@@ -43,7 +43,9 @@ from hermes.home import HermesHome
 from hermes.state import maintenance
 from hermes.state.errors import SchemaTooNew, StateError
 from hermes.state.writer import WAL_WARN_BYTES
+from hermes.terminal.backends.base import BackendUnavailable
 from hermes.terminal.backends.sandbox import INSTALL
+from hermes.terminal.backends.ssh import Ssh
 from hermes.terminal.placement import backends_for
 
 T = TypeVar("T")
@@ -451,12 +453,21 @@ def check_commands(home: HermesHome, config: Config) -> list[CheckResult]:
         problem = said["sandbox"]
         fix = INSTALL if "not installed" in problem else "do what bubblewrap's message says"
         sandbox = failed("sandbox", f"{problem}: users get no terminal", fix)
+    results = [sandbox]
+    if isinstance(backends.unconfined, Ssh):
+        try:
+            backends.unconfined.probe()
+        except BackendUnavailable as exc:
+            fix = "correct terminal.ssh in config.yaml, or the machine, as the message says"
+            results.append(failed("ssh", str(exc), fix))
+        else:
+            results.append(passed("ssh", f"{backends.unconfined.config.host} runs commands"))
     roles = passed(
         "commands",
         f"backend {said['backend']}; an owner's run on {said['owner']}, after untrusted"
         f" text {said['owner_after_untrusted_text']}; a user's {said['user']}",
     )
-    return [sandbox, roles]
+    return [*results, roles]
 
 
 # -- all of them --------------------------------------------------------------------------

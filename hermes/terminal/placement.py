@@ -24,6 +24,7 @@ from hermes.config import Role, TerminalConfig
 from hermes.terminal.backends.base import Backend, BackendUnavailable, Network
 from hermes.terminal.backends.host import Host
 from hermes.terminal.backends.sandbox import Sandbox
+from hermes.terminal.backends.ssh import Ssh
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +112,11 @@ class Backends:
 
 def backends_for(config: TerminalConfig, home: Path) -> Backends:
     """The backends of a serve (or a `hermes cron run`) of the home at `home`: this
-    machine for owners, and the sandbox if bubblewrap works here (tried once, by running
+    machine or the ssh machine for owners (`terminal.backend`), and the sandbox if
+    bubblewrap works here (tried once, by running
     `true` in it, blocking: it takes milliseconds); where it does not, users get no
     terminal and owners keep this machine, with a warning in the log."""
-    unconfined = Host()
+    unconfined = Ssh(config.ssh) if config.backend == "ssh" else Host()
     try:
         sandbox = Sandbox.find(config.sandbox, home)
         sandbox.probe()
