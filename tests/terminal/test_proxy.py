@@ -5,13 +5,15 @@ here a test server on loopback is allowed, as nothing public is reachable in a t
 
 from __future__ import annotations
 
+import os
 import socket
 from ipaddress import ip_network
 
 import trio
+import trio.testing
 
 from hermes.terminal.addresses import AllowList
-from hermes.terminal.backends.proxy import HEAD_LIMIT, serve_proxy
+from hermes.terminal.backends.proxy import HEAD_LIMIT, MAX_CONNECTIONS, serve_proxy
 
 LOOPBACK = AllowList(networks=(ip_network("127.0.0.0/8"),))
 
@@ -83,3 +85,37 @@ async def test_the_sandbox_proxy_refuses_what_is_not_public_and_what_is_not_a_re
     assert (await ask(path, b"ftp://x HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 400")
     huge = b"GET http://x/ HTTP/1.1\r\nX: " + b"a" * (HEAD_LIMIT + 100) + b"\r\n\r\n"
     assert (await ask(path, huge)).startswith(b"HTTP/1.1 400")
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def connected(path) -> trio.SocketStream:
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    await sock.connect(str(path))
+    return trio.SocketStream(sock)
+
+
+async def test_a_flood_of_connections_costs_at_most_the_limit_and_a_bad_name_only_itself(
+    tmp_path, nursery
+):
+    path = tmp_path / "proxy.sock"
+    await nursery.start(serve_proxy, path)
+    before = open_fds()
+    idle = [await connected(path) for _ in range(MAX_CONNECTIONS + 20)]  # they send nothing
+    late = await connected(path)  # waits in the backlog behind 20 of them: not accepted
+    await late.send_all(b"CONNECT " + b"a" * 64 + b".com:443 HTTP/1.1\r\n\r\n")
+    await trio.testing.wait_all_tasks_blocked()
+    # ours, and the proxy's MAX_CONNECTIONS: the rest wait in the kernel at no cost
+    assert open_fds() - before <= len(idle) + 1 + MAX_CONNECTIONS + 2
+    for stream in idle[:21]:  # places free: the late one is served
+        await stream.aclose()
+    idle = idle[21:]
+    with trio.fail_after(10):
+        answer = await late.receive_some(65536)
+    assert answer.startswith(b"HTTP/1.1 400") and b"not a host name" in answer
+    # and the proxy still serves
+    assert (await ask(path, b"CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 403")
+    for stream in [*idle, late]:
+        await stream.aclose()

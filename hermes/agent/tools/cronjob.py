@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from hermes.agent.tools.asking import lasting
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
 from hermes.cron.injection import InjectionRefused
 from hermes.cron.jobs import Job
@@ -61,8 +62,14 @@ class CronjobTool:
         pinned = [p for p in PINS if p in args]
         if pinned:
             raise ToolError(f"jobs cannot pin {', '.join(pinned)}; the configured model runs them")
+        action = need(args, "action")
+        if action == "create" or (action == "update" and args.get("prompt")):
+            said = f"cronjob {action}: {args.get('schedule') or ''} {args.get('prompt') or ''}"
+            refused = await lasting(ctx, "a scheduled job", said.strip())
+            if refused is not None:
+                return refused
         try:
-            result = await self._act(need(args, "action"), args, ctx)
+            result = await self._act(action, args, ctx)
         except (JobError, JobBusy, ScheduleError, InjectionRefused) as exc:
             raise ToolError(str(exc)) from None
         if ctx.scheduler is not None and args["action"] in ("create", "update", "resume"):

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from hermes.agent.memory import MemoryRefused
+from hermes.agent.tools.asking import lasting
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
 
 
@@ -27,6 +28,11 @@ class MemoryTool:
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
         action, target = need(args, "action"), need(args, "target")
+        if action in ("add", "replace"):
+            said = f"memory {action} ({target}): {need(args, 'text')}"
+            refused = await lasting(ctx, "what memory keeps", said)
+            if refused is not None:
+                return refused
         try:
             if action == "add":
                 return ctx.memory.add(target, need(args, "text"))

@@ -13,8 +13,9 @@ from typing import Any
 
 import attrs
 
+from hermes.agent.tools.asking import approval
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
-from hermes.agent.tools.terminal import approval, placed
+from hermes.agent.tools.terminal import placed
 from hermes.terminal.background import Kill, ListProcs, Log, Poll, WriteStdin, wait_for
 from hermes.terminal.guards import judge
 

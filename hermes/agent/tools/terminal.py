@@ -15,23 +15,11 @@ from typing import Any
 
 import attrs
 
+from hermes.agent.tools.asking import approval
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
-from hermes.state.approvals import APPROVED, CANCELLED, DENIED, EXPIRED, Approval
 from hermes.terminal.background import Start
 from hermes.terminal.guards import judge
 from hermes.terminal.placement import Placement
-
-
-def not_run(request: Approval) -> str:
-    """The one line the model is told when an owner's yes did not come."""
-    why = {
-        DENIED: f"an owner ({request.decided_by}) denied it",
-        EXPIRED: "no owner answered in time; the request expired"
-        if request.decided_by is None
-        else f"the request expired ({request.decided_by})",
-        CANCELLED: f"the request was cancelled ({request.decided_by or 'the turn was stopped'})",
-    }[request.state]
-    return f"not run: {why} (approval {request.id}). Do not try to get around the guard."
 
 
 def placed(ctx: ToolContext) -> Placement:
@@ -43,20 +31,6 @@ def placed(ctx: ToolContext) -> Placement:
     if placement.why and not placement.ask:
         ctx.note(placement.why)
     return placement
-
-
-async def approval(ctx: ToolContext, text: str, reasons: list[str], cwd: str) -> str | None:
-    """Ask an owner about `text` for `reasons` where someone can be asked: None when it may
-    run (a yes, or nothing to ask), else what the model is told instead."""
-    if not reasons:
-        return None
-    if ctx.approver is None:
-        return json.dumps({"status": "pending_approval",
-                           "error": f"needs approval: {'; '.join(reasons)}"})  # fmt: skip
-    request = await ctx.approver.ask(ctx, text, "; ".join(reasons), cwd)
-    if request.state != APPROVED:
-        return json.dumps({"status": request.state, "error": not_run(request)})
-    return None
 
 
 @attrs.frozen

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
@@ -42,28 +41,37 @@ async def serve_proxy(
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on the Unix socket `path` until cancelled. `allow`: what it may reach beyond
-    public addresses (the sandbox: nothing; a test: its own server)."""
+    public addresses (the sandbox: nothing; a test: its own server). At most
+    MAX_CONNECTIONS are accepted at once: the next waits in the backlog, costing serve no
+    descriptor; whatever one connection does, the proxy (and the command's tree around
+    it) carries on."""
     listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     await listener.bind(str(path))
     listener.listen(MAX_CONNECTIONS)
-    limit = trio.CapacityLimiter(MAX_CONNECTIONS)
+    limit = trio.Semaphore(MAX_CONNECTIONS)
     async with trio.open_nursery() as nursery:
-        handler = _handler(limit, allow)
-        nursery.start_soon(trio.serve_listeners, handler, [trio.SocketListener(listener)])
         task_status.started()
+        with listener:
+            while True:
+                await limit.acquire()  # before accept: a flood waits in the kernel
+                try:
+                    sock, _ = await listener.accept()
+                except BaseException:
+                    limit.release()
+                    raise
+                nursery.start_soon(_handle, trio.SocketStream(sock), limit, allow)
 
 
-def _handler(
-    limit: trio.CapacityLimiter, allow: AllowList
-) -> Callable[[trio.SocketStream], Awaitable[None]]:
-    async def handle(client: trio.SocketStream) -> None:
-        async with limit, client:
-            try:
-                await _one(client, allow)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                log.debug("sandbox proxy: %s", exc)
-
-    return handle
+async def _handle(client: trio.SocketStream, limit: trio.Semaphore, allow: AllowList) -> None:
+    try:
+        async with client:
+            await _one(client, allow)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+        log.debug("sandbox proxy: %s", exc)
+    except Exception:  # one connection's trouble is its own: never the command's
+        log.exception("sandbox proxy: a connection failed")
+    finally:
+        limit.release()
 
 
 async def _one(client: trio.SocketStream, allow: AllowList) -> None:
@@ -81,6 +89,9 @@ async def _one(client: trio.SocketStream, allow: AllowList) -> None:
     try:
         with trio.fail_after(CONNECT_SECONDS):
             server = await _connect(host, port, allow)
+    except (UnicodeError, ValueError) as exc:  # a name no resolver takes (a long label)
+        await _answer(client, 400, f"not a host name: {host!r} ({exc})")
+        return
     except AddressRefused as exc:
         await _answer(client, 403, f"{exc} (a sandboxed command reaches public addresses only)")
         return
