@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import apsw
@@ -20,16 +21,28 @@ from hermes.delivery.outbox_store import drop_unsent, enqueue
 MAX_CAPTION = 1000  # characters of a file's caption (Telegram's is 1024 units)
 
 
-def stage(outgoing: Path, source: Path, voice: bool = False, name: str | None = None) -> OutFile:
+def stage(
+    outgoing: Path,
+    source: Path,
+    voice: bool = False,
+    name: str | None = None,
+    allowed: Callable[[Path], bool] | None = None,
+) -> OutFile:
     """hermes's own copy of `source` to send, copied and hashed in one pass, then named by
     its content (blocking: run it in a thread). A copy already there is reused, and
-    touched: retention removes copies by age."""
+    touched: retention removes copies by age. `allowed`: asked of the real path of the
+    file as opened, before a byte is read (PermissionError when it says no): a link
+    swapped in after the caller checked the path leads nowhere."""
     name = Path(name or source.name).name
     outgoing.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, part_name = tempfile.mkstemp(dir=outgoing, suffix=".part")
     part, digest = Path(part_name), hashlib.sha256()
     try:
         with source.open("rb") as f, os.fdopen(fd, "wb") as out:
+            opened = Path(os.readlink(f"/proc/self/fd/{f.fileno()}"))
+            if allowed is not None and not allowed(opened):
+                raise PermissionError(f"{source} is not a file you may send (it leads to"
+                                      f" {opened.name})")  # fmt: skip
             while piece := f.read(PIECE * 16):
                 digest.update(piece)
                 out.write(piece)

@@ -8,7 +8,8 @@ import pytest
 
 from hermes.agent.permissions import Caller
 from hermes.agent.tools.base import SessionFiles, ToolContext, ToolError
-from hermes.agent.tools.send_file import SendFileTool
+from hermes.agent.tools.send_file import SendFileTool, permitted
+from hermes.delivery.files import stage
 
 
 def context(tmp_path, role: str, own: bool = True, workspace=None) -> ToolContext:
@@ -60,3 +61,15 @@ def test_a_shared_workdir_is_no_users_to_send_from(tmp_path):
     home_as_workdir = context(tmp_path, "owner", own=False, workspace=tmp_path / "home")
     with pytest.raises(ToolError, match="not a file you may send"):
         allowed(home_as_workdir, ".env")  # HERMES_HOME's secrets even as the workdir
+
+
+def test_a_link_swapped_in_after_the_check_leads_nowhere(tmp_path):
+    """The check and the copy are two steps: a user's background loop may swap the file
+    for a link to .env between them. The copy checks the file it opened."""
+    ctx = context(tmp_path, "user")
+    checked = allowed(ctx, "chart.txt")  # the check passes: a plain file
+    checked.unlink()
+    checked.symlink_to(ctx.files.home / ".env")  # swapped before the copy
+    with pytest.raises(PermissionError, match="not a file you may send"):
+        stage(ctx.files.outgoing, checked, allowed=lambda real: permitted(real, ctx))
+    assert not list(ctx.files.outgoing.glob("*"))  # nothing of .env was copied

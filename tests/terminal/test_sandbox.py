@@ -197,7 +197,11 @@ async def test_an_owner_gets_the_host_and_a_user_no_terminal_without_a_sandbox(h
     assert asked.ask and "there is no sandbox" in asked.why
 
 
-def test_read_only_never_shows_hermes_home(home):
-    config = TerminalConfig(sandbox=SandboxConfig(read_only=(str(home.root / "cache"),)))
-    with pytest.raises(ConfigError, match="read_only: .*cache is inside HERMES_HOME"):
-        backends_for(config, home.root)
+def test_read_only_never_shows_hermes_home(home, tmp_path):
+    """Not a part of it, not a directory holding it, not one by way of a link."""
+    link = tmp_path / "looks-harmless"
+    link.symlink_to(home.root.parent)
+    for path in (home.root / "cache", home.root.parent, link):
+        config = TerminalConfig(sandbox=SandboxConfig(read_only=(str(path),)))
+        with pytest.raises(ConfigError, match="read_only: .* holds or is inside HERMES_HOME"):
+            backends_for(config, home.root)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,16 @@ from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue
 
 
-async def deliver(ctx: ToolContext, where: Target, source: Path, caption: str = "") -> dict:
+async def deliver(
+    ctx: ToolContext,
+    where: Target,
+    source: Path,
+    caption: str = "",
+    allowed: Callable[[Path], bool] | None = None,
+) -> dict:
     """Queue `source` to `where` (hermes's copy of it), or tell the chat it is over the
-    platform's limit: what happened, for the tool's result."""
+    platform's limit: what happened, for the tool's result. `allowed`: asked of the real
+    path of the file as opened (PermissionError when it says no)."""
     assert ctx.files is not None
     key = f"file:{ctx.session_id}:{secrets.token_hex(6)}"
     size = (await trio.Path(source).stat()).st_size
@@ -35,7 +43,7 @@ async def deliver(ctx: ToolContext, where: Target, source: Path, caption: str = 
                            origin=ctx.session_id)  # fmt: skip
         nudge(ctx.outbox)
         return {"sent": False, "why": refused, "told_the_chat": True}
-    file = await trio.to_thread.run_sync(stage, ctx.files.outgoing, source)
+    file = await trio.to_thread.run_sync(lambda: stage(ctx.files.outgoing, source, allowed=allowed))
     rows = await ctx.db.write(queue_file, where, file, caption, "send", key, ctx.clock.now(),
                               ctx.session_id)  # fmt: skip
     nudge(ctx.outbox)
@@ -63,24 +71,38 @@ class SendFileTool:
         else:
             raise ToolError("there is no chat to send to: name a target")
         source = await trio.to_thread.run_sync(self._allowed, need(args, "path"), ctx)
-        return json.dumps(await deliver(ctx, where, source, str(args.get("caption") or "")))
+        caption = str(args.get("caption") or "")
+        try:
+            # the file opened is checked again: a link swapped in since leads nowhere
+            done = await deliver(ctx, where, source, caption, lambda real: permitted(real, ctx))
+        except PermissionError as exc:
+            raise ToolError(str(exc)) from None
+        return json.dumps(done)
 
     def _allowed(self, path: str, ctx: ToolContext) -> Path:
         """The file, resolved (links followed), if it lies where this caller may send from."""
         files = ctx.files
         assert files is not None
         found = (files.workspace / path).resolve()  # an absolute path replaces the workspace
-        roots = [files.workspace] if files.own or ctx.caller.is_owner else []
-        if ctx.caller.is_owner:
-            roots += [files.cache, files.outputs]
-        inside = [r.resolve() for r in roots if found.is_relative_to(r.resolve())]
-        home = files.home.resolve()
-        if found.is_relative_to(home):  # HERMES_HOME holds secrets: only these parts of it
-            parts = (home / "workspace", files.cache.resolve(), files.outputs.resolve())
-            inside = [r for r in inside if any(r.is_relative_to(p) for p in parts)]
-        if not inside:
-            where = f"under {files.workspace}" if roots else "of this session's own directory"
+        if not permitted(found, ctx):
+            owns = files.own or ctx.caller.is_owner
+            where = f"under {files.workspace}" if owns else "of this session's own directory"
             raise ToolError(f"{path} is not a file you may send: only files {where} are")
         if not found.is_file():
             raise ToolError(f"{path} is not a file")
         return found
+
+
+def permitted(found: Path, ctx: ToolContext) -> bool:
+    """Whether the file at the real path `found` lies where this caller may send from."""
+    files = ctx.files
+    assert files is not None
+    roots = [files.workspace] if files.own or ctx.caller.is_owner else []
+    if ctx.caller.is_owner:
+        roots += [files.cache, files.outputs]
+    inside = [r.resolve() for r in roots if found.is_relative_to(r.resolve())]
+    home = files.home.resolve()
+    if found.is_relative_to(home):  # HERMES_HOME holds secrets: only these parts of it
+        parts = (home / "workspace", files.cache.resolve(), files.outputs.resolve())
+        inside = [r for r in inside if any(r.is_relative_to(p) for p in parts)]
+    return bool(inside)

@@ -91,9 +91,11 @@ class Sandbox:
         install it. A `read_only` path inside HERMES_HOME: ConfigError."""
         root = str(home.resolve())
         for path in config.read_only:
-            if _within(os.path.realpath(path), root):
-                raise ConfigError(f"terminal.sandbox.read_only: {path} is inside HERMES_HOME"
-                                  f" ({root}), which a sandboxed command never sees")  # fmt: skip
+            real = os.path.realpath(path)  # through links: where the bind really leads
+            if _within(real, root) or _within(root, real):
+                raise ConfigError(f"terminal.sandbox.read_only: {path} holds or is inside"
+                                  f" HERMES_HOME ({root}), which a sandboxed command never"
+                                  " sees")  # fmt: skip
         found = shutil.which("bwrap")
         if found is None:
             raise BackendUnavailable(f"bubblewrap is not installed ({INSTALL})")
@@ -149,6 +151,10 @@ class Sandbox:
         command = ["bash", "-c", shell.script]
         if shell.network == "public":
             python, prefix = _python()
+            real = os.path.realpath(prefix) if prefix is not None else None
+            if real is not None and _within(str(self.home), real):
+                raise BackendUnavailable(f"the Python at {prefix} holds HERMES_HOME: the"
+                                         " sandbox's network cannot use it")  # fmt: skip
             if prefix is not None and not any(_within(prefix, d) for d in SYSTEM_DIRS):
                 argv += ["--ro-bind", prefix, prefix]
             socket_dir = Path(tempfile.gettempdir()) / f"hermes-proxy-{secrets.token_hex(6)}"
@@ -189,10 +195,11 @@ class Sandbox:
         return args
 
     def _mask_home(self) -> list[str]:
-        """An empty tmpfs over HERMES_HOME where a bound directory would show it."""
-        home = str(self.home)
-        bound = [*SYSTEM_DIRS, *self.config.read_only]
-        return ["--tmpfs", home] if any(_within(home, d) for d in bound) else []
+        """An empty tmpfs over HERMES_HOME where a system directory would show it, by its
+        path and by its real one (`read_only` may not hold it: `find`)."""
+        homes = dict.fromkeys((str(self.home), os.path.realpath(self.home)))
+        masked = [h for h in homes if any(_within(h, d) for d in SYSTEM_DIRS)]
+        return [a for h in masked for a in ("--tmpfs", h)]
 
 
 def _child_pid(info: bytes) -> int | None:
