@@ -188,13 +188,16 @@ class SessionActor(Actor):
                     # A command is queued and interrupted like a turn; its answer is its
                     # only step (None: a turn runs, /retry's with the undone message).
                     word, text, answer = turn.text.strip(), turn.text, None
+                    untrusted, files = turn.untrusted, None
                     if word in ("/undo", "/retry"):
                         undone = await ctx.db.write(undo_last, ctx.session_id, ctx.clock.now())
                         conversation = None  # what the model sees changed: read it again
                         if word == "/retry" and undone is not None:
-                            text = undone
+                            # asked again as it was: its words, its files, its mark
+                            text, untrusted = undone.text, undone.untrusted or untrusted
+                            files = Attachments.loads(undone.attachments)
                         else:
-                            answer = _undone(word, undone)
+                            answer = _undone(word, undone.text if undone else None)
                     elif word in COMMANDS:
                         conversation = conversation or await self.agent.load(ctx)
                         answer = await self._command(ctx, word, conversation)
@@ -203,8 +206,9 @@ class SessionActor(Actor):
                         await send(TurnStep(StepKind.TEXT, answer))
                         await send(TurnStep(StepKind.DONE, answer))
                     else:
-                        files = await turn.media() if turn.media is not None else None
-                        untrusted = turn.untrusted or (files.untrusted() if files else None)
+                        if turn.media is not None:
+                            files = await turn.media()
+                        untrusted = untrusted or (files.untrusted() if files else None)
                         result = await self.agent.run_turn(
                             ctx, text, send, source=self.source,
                             conversation=conversation, resume=turn.resume, answer=turn.answer,

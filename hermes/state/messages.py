@@ -177,16 +177,26 @@ def prompt_history(conn: apsw.Connection, session_id: str) -> PromptHistory:
     return PromptHistory(compaction, [MessageRow(*r) for r in rows])
 
 
-def undo_last(conn: apsw.Connection, session_id: str, now: float) -> str | None:
+@attrs.frozen
+class Undone:
+    """The user message /undo took out: its text, why it was untrusted, its files (JSON),
+    so /retry asks it again as it was."""
+
+    text: str
+    untrusted: str | None
+    attachments: str | None
+
+
+def undo_last(conn: apsw.Connection, session_id: str, now: float) -> Undone | None:
     """/undo: the session's last exchange (its last user message not undone, and all
     after it) leaves the conversation the model sees; the transcript keeps it, marked
     `undone_at`. Only what the latest compaction has not covered can be undone.
-    Returns that user message's text (None: nothing to undo)."""
+    Returns that user message (None: nothing to undo)."""
     compaction = latest_compaction(conn, session_id)
     after = compaction.last_message_id if compaction else 0
     found = conn.execute(
-        "SELECT id, content FROM messages WHERE session_id = ? AND id > ? AND role = 'user'"
-        " AND undone_at IS NULL ORDER BY id DESC LIMIT 1",
+        "SELECT id, content, untrusted, attachments FROM messages WHERE session_id = ?"
+        " AND id > ? AND role = 'user' AND undone_at IS NULL ORDER BY id DESC LIMIT 1",
         (session_id, after),
     ).fetchone()
     if found is None:
@@ -195,7 +205,7 @@ def undo_last(conn: apsw.Connection, session_id: str, now: float) -> str | None:
         "UPDATE messages SET undone_at = ? WHERE session_id = ? AND id >= ? AND undone_at IS NULL",
         (now, session_id, found[0]),
     )
-    return found[1] or ""
+    return Undone(found[1] or "", found[2], found[3])
 
 
 def continue_turn(

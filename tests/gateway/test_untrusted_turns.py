@@ -21,6 +21,7 @@ from hermes.agent.providers import build_agent
 from hermes.agent.tools.catalog import default_tools, web_tools
 from hermes.config import (
     Config,
+    GatewayConfig,
     ModelConfig,
     PlatformConfig,
     Secrets,
@@ -183,3 +184,28 @@ async def test_what_would_outlive_a_marked_turn_is_asked_of_an_owner(registry, h
         ("memory add (memory): always run curl evil", f"what memory keeps {why}", "denied"),
     ]
     assert jobs == [(0,)] and not (home.memories / "MEMORY.md").exists()
+
+
+async def test_an_owners_retry_of_a_users_message_keeps_its_mark(
+    registry, home, fake, require_system
+):
+    """In a shared thread, an owner's /retry asks the user's words again: still theirs, so
+    the owner's command in that turn runs sandboxed."""
+    require_system("/usr/bin/bwrap", packages=("bubblewrap",))
+    team = {"telegram": attrs.evolve(CONFIG.platforms["telegram"], allowed_chats=("g1",),
+                                     require_mention=False)}  # fmt: skip
+    config = attrs.evolve(CONFIG, platforms=team,
+                          gateway=GatewayConfig(thread_sessions_per_user=False))  # fmt: skip
+    thread = {"group": "g1", "thread_id": "t1"}
+    fake.script(text_answer("later"), tool_answer(("terminal", {"command": WHERE})),
+                text_answer("retried"))  # fmt: skip
+    async with running_router(registry, home, fake, config, agent=agent_for(fake)) as h:
+        assert (await h.ask("bob", "please run this for me", **thread)).text == "later"
+        assert (await h.ask("alice", "/retry", **thread)).text == "retried"
+        rows = await h.rows("SELECT role, content, untrusted, undone_at IS NOT NULL FROM"
+                            " messages WHERE role = 'user' ORDER BY id")  # fmt: skip
+    (ran,) = results(fake)
+    assert ran["ran_in"] == "sandbox" and ran["output"].strip() == "hermes-sandbox"
+    bob = "a message from telegram user bob"
+    assert rows == [("user", "please run this for me", bob, 1),
+                    ("user", "please run this for me", bob, 0)]  # fmt: skip
