@@ -197,17 +197,11 @@ class BackgroundProcesses(Actor):
                 del self._procs[proc.id]
 
     async def _start(self, msg: Start) -> dict[str, Any]:
-        verdict = judge(msg.command, background=True, approved=msg.approved)
-        if verdict.action == "block":
-            raise ProcessError(f"blocked: {verdict.reason}")
-        if verdict.action == "approve":
-            raise ProcessError(f"needs approval: {verdict.reason}")
-        if len(self._procs) >= MAX_TRACKED:
-            finished = [p for p in self._procs.values() if not p.running]
-            if not finished:
-                raise ProcessError(f"{MAX_TRACKED} background processes are already running")
-            oldest = min(finished, key=lambda p: p.finished_at or 0)
-            del self._procs[oldest.id]
+        try:
+            self._admit(msg)
+        except ProcessError:
+            msg.launch.discard()  # never started: what it holds open is closed
+            raise
         proc = _Proc(
             id=f"proc_{secrets.token_hex(6)}",
             command=msg.command,
@@ -220,6 +214,20 @@ class BackgroundProcesses(Actor):
         await self.nursery.start(self._supervise, proc, msg)
         self._procs[proc.id] = proc
         return proc.summary(trio.current_time())
+
+    def _admit(self, msg: Start) -> None:
+        """ProcessError when `msg` may not start: the guard, or too many running."""
+        verdict = judge(msg.command, background=True, approved=msg.approved)
+        if verdict.action == "block":
+            raise ProcessError(f"blocked: {verdict.reason}")
+        if verdict.action == "approve":
+            raise ProcessError(f"needs approval: {verdict.reason}")
+        if len(self._procs) >= MAX_TRACKED:
+            finished = [p for p in self._procs.values() if not p.running]
+            if not finished:
+                raise ProcessError(f"{MAX_TRACKED} background processes are already running")
+            oldest = min(finished, key=lambda p: p.finished_at or 0)
+            del self._procs[oldest.id]
 
     async def _supervise(
         self, proc: _Proc, msg: Start, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED

@@ -119,9 +119,10 @@ async def spawned(
     """
     tag = secrets.token_hex(8)
     become_subreaper()
-    beside = launch.beside() if launch.beside is not None else contextlib.nullcontext()
-    async with beside:
+    async with contextlib.AsyncExitStack() as stack:
         try:
+            if launch.beside is not None:
+                await stack.enter_async_context(launch.beside())
             process = await trio.lowlevel.open_process(
                 list(launch.argv),
                 cwd=str(launch.cwd),

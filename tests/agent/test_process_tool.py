@@ -4,6 +4,7 @@ is, and a user reaches only their own session's processes."""
 from __future__ import annotations
 
 import json
+import os
 
 import attrs
 import pytest
@@ -14,7 +15,7 @@ from hermes.agent.tools.process import ProcessTool
 from hermes.agent.tools.terminal import TerminalTool
 from hermes.agent.untrusted import TurnMarks
 from hermes.config import TerminalConfig
-from hermes.terminal.background import Log
+from hermes.terminal.background import Log, ProcessError
 from hermes.terminal.placement import backends_for
 from hermes.terminal.session import TerminalSession
 
@@ -58,3 +59,12 @@ async def test_a_user_reaches_only_their_own_sessions_processes(shell_ctx):
         with pytest.raises(ToolError, match="no background process"):
             await ProcessTool()({"action": action, "id": owners, "data": "x"}, user)
     assert json.loads(await ProcessTool()({"action": "list"}, user)) == []
+
+
+async def test_a_refused_background_start_holds_nothing_open(shell_ctx):
+    user = attrs.evolve(shell_ctx, caller=Caller("telegram", "bob", "user"))  # sandboxed
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with pytest.raises(ProcessError, match="blocked"):
+            await TerminalTool()({"command": "rm -rf /", "background": True}, user)
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -114,13 +114,13 @@ class Sandbox:
                 done = subprocess.run(launch.argv, capture_output=True, text=True,
                                       timeout=PROBE_SECONDS, check=False,
                                       pass_fds=launch.pass_fds)  # fmt: skip
-                for fd in launch.pass_fds:
-                    os.close(fd)
-                with os.fdopen(launch.handed.fd, "rb") as info:
-                    init = _child_pid(info.read())
             except (OSError, subprocess.TimeoutExpired) as exc:
                 launch.discard()
                 raise BackendUnavailable(f"bubblewrap could not run: {exc}") from None
+            for fd in launch.pass_fds:
+                os.close(fd)
+            with os.fdopen(launch.handed.fd, "rb") as info:  # bubblewrap has closed its end
+                init = _child_pid(info.read())
         if init is not None:  # ours to reap where serve is a subreaper already
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(init, 0)
