@@ -123,8 +123,9 @@ class ToolsConfig:
     """The tools every other user let in may call (`terminal` or `process` here gives every
     user a shell on this machine)."""
     pass_env: tuple[str, ...] = ()
-    """Variables a command's environment keeps although their names look like a secret's
-    (they are dropped otherwise)."""
+    """Variables an owner's commands get besides PATH, HOME, LANG, LC_ALL, TERM, TZ, USER and
+    LOGNAME (a command's environment is built from that list; a user's commands get only
+    those)."""
 
 
 @attrs.frozen

@@ -31,6 +31,11 @@ class Caller:
     def is_owner(self) -> bool:
         return self.role == "owner"
 
+    @property
+    def key(self) -> str:
+        """Who it is across platforms: `platform:user`."""
+        return f"{self.platform}:{self.user_id}"
+
 
 COMMAND_TOOLS = ("terminal", "process")  # tools that run commands
 

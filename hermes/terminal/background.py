@@ -42,6 +42,7 @@ class _Proc:
     started_at: float  # trio clock
     ran_in: str  # its backend's name
     cwd: str  # where it started, as its backend sees paths
+    by: str | None  # who started it ("platform:user"), in a conversation many share
     ring: RingBuffer = attrs.Factory(lambda: RingBuffer(RING_SIZE))
     pid: int | None = None
     exit_code: int | None = None
@@ -68,6 +69,7 @@ class _Proc:
             "persist": self.persist,
             "ran_in": self.ran_in,
             "cwd": self.cwd,
+            "by": self.by,
         }
 
 
@@ -84,6 +86,7 @@ class Start:
     owner: str | None = None
     ran_in: str = "host"
     cwd: str = ""
+    by: str | None = None
     persist: bool = False
     secrets: tuple[str, ...] = ()
     approved: bool = False
@@ -210,6 +213,7 @@ class BackgroundProcesses(Actor):
             started_at=trio.current_time(),
             ran_in=msg.ran_in,
             cwd=msg.cwd or str(msg.launch.cwd),
+            by=msg.by,
         )
         await self.nursery.start(self._supervise, proc, msg)
         self._procs[proc.id] = proc

@@ -32,12 +32,14 @@ log = logging.getLogger(__name__)
 @attrs.frozen
 class Placement:
     """Where one command runs and why. `backend` None: nowhere (`why` says why); `ask`:
-    an owner approves before it runs (`why` is the reason asked)."""
+    an owner approves before it runs (`why` is the reason asked); `pass_env` False: the
+    variables `agent.tools.pass_env` lets through stay out (the owner's, never a user's)."""
 
     backend: Backend | None
     network: Network = "none"
     why: str = ""  # shown beside the command's tool line when it says more than the role
     ask: bool = False
+    pass_env: bool = True  # what agent.tools.pass_env names goes with it (an owner's only)
 
     @property
     def confined(self) -> bool:
@@ -74,7 +76,7 @@ class Backends:
         if role != "owner":
             if self.sandbox is None:
                 return Placement(None, why=f"no sandbox: {self.sandbox_problem}")
-            return Placement(self.sandbox, self.config.network.users)
+            return Placement(self.sandbox, self.config.network.users, pass_env=False)
         if self.config.sandbox.owner == "sandbox" and self.sandbox is not None:
             return Placement(self.sandbox, "public")
         if untrusted is None or self.config.after_untrusted == "host":

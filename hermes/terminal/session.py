@@ -86,7 +86,8 @@ class TerminalSession:
             raise ValueError(f"nowhere to run a command: {placement.why}")
         cwd = self.cwd_in(backend)
         script = shell_script(command, cwd, mark)
-        shell = Shell(script, cwd, self.env, self._dir_for(backend), placement.network, stdin,
+        env = self.env if placement.pass_env else EnvPolicy().child_env(self.env)
+        shell = Shell(script, cwd, env, self._dir_for(backend), placement.network, stdin,
                       self.readable)  # fmt: skip
         return backend.launch(shell)
 

@@ -52,13 +52,19 @@ async def test_a_blocked_line_is_never_written(shell_ctx, procs):
     assert (await procs.call(Log(shell)))["text"] == ""
 
 
-async def test_a_user_reaches_only_their_own_sessions_processes(shell_ctx):
+async def test_a_user_reaches_only_the_processes_they_started(shell_ctx):
     owners = await started(shell_ctx, "sleep 300")
-    user = attrs.evolve(shell_ctx, session_id="s2", caller=Caller("telegram", "bob", "user"))
-    for action in ("poll", "kill", "write"):
-        with pytest.raises(ToolError, match="no background process"):
-            await ProcessTool()({"action": action, "id": owners, "data": "x"}, user)
-    assert json.loads(await ProcessTool()({"action": "list"}, user)) == []
+    bob = Caller("telegram", "bob", "user")
+    elsewhere = attrs.evolve(shell_ctx, session_id="s2", caller=bob)
+    shared = attrs.evolve(shell_ctx, caller=bob)  # the owner's conversation, shared
+    for user in (elsewhere, shared):
+        for action in ("poll", "kill", "write"):
+            with pytest.raises(ToolError, match="no background process"):
+                await ProcessTool()({"action": action, "id": owners, "data": "x"}, user)
+        assert json.loads(await ProcessTool()({"action": "list"}, user)) == []
+    his = await started(shared, "sleep 300")  # sandboxed, his
+    listed = json.loads(await ProcessTool()({"action": "list"}, shared))
+    assert [p["id"] for p in listed] == [his] and listed[0]["ran_in"] == "sandbox"
 
 
 async def test_a_refused_background_start_holds_nothing_open(shell_ctx):

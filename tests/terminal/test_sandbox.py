@@ -30,6 +30,7 @@ ENVIRON = {
     "OPENAI_API_KEY": SECRET,
     "SECRET_KEY": "django-0123456789abc",
     "DATABASE_URL": "postgres://u:hunter22@db/app",
+    "GITHUB_TOKEN": "ghp_the_owners_own_0123",  # pass_env names it: the owner's commands'
 }
 
 
@@ -50,7 +51,7 @@ def backends(home, require_system):
 
 async def session(home, backends: Backends, name: str = "telegram_1") -> TerminalSession:
     own = await own_directory(home.workspace, name)
-    policy = EnvPolicy(hidden=(SECRET,))
+    policy = EnvPolicy(allow=frozenset({"GITHUB_TOKEN"}), hidden=(SECRET,))
     return TerminalSession(own, own=own, state_dir=home.root / ".terminal", policy=policy,
                            environ=ENVIRON, backends=backends)  # fmt: skip
 
@@ -105,7 +106,12 @@ async def test_a_users_command_sees_none_of_serves_variables(home, backends):
     result = await user_runs(terminal, "env")
     names = {line.split("=", 1)[0] for line in result.output.splitlines() if "=" in line}
     assert not names & {"OPENAI_API_KEY", "SECRET_KEY", "DATABASE_URL", "HERMES_HOME"}
+    assert "GITHUB_TOKEN" not in names  # what pass_env lets through is the owner's
     assert "hunter22" not in result.output and SECRET not in result.output
+    owners = terminal.backends.place("owner", untrusted="web_fetch of example.org")
+    assert owners.confined
+    mine = await terminal.run("echo $GITHUB_TOKEN", placement=owners)
+    assert mine.output.strip() == "ghp_the_owners_own_0123"
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 A process runs where it was started (the sandbox, for a user's), and so do the text
 written to it and its kill. Text written to a background shell is judged by the guard as
 a command is: a blocked line is refused, a guarded one asked of an owner. A user reaches
-only the processes of their own session.
+only the processes they started in their conversation.
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ class ProcessTool:
         procs = ctx.background
         if action == "list":
             result: Any = await procs.call(ListProcs(owner=ctx.session_id))
-            return json.dumps(result)
+            return json.dumps([p for p in result if _theirs(p, ctx)])
         if action not in ("poll", "log", "wait", "kill", "write"):
             raise ToolError(f"unknown action {action!r}")
         ref = need(args, "id")
         polled = await procs.call(Poll(ref))
-        if not ctx.caller.is_owner and polled["owner"] != ctx.session_id:
-            raise ToolError(f"no background process {ref!r}")  # another session's: not theirs
+        if not _theirs(polled, ctx):
+            raise ToolError(f"no background process {ref!r}")  # another's: not shown
         if action == "poll":
             result = polled
         elif action == "log":
@@ -64,6 +64,14 @@ class ProcessTool:
                 return refused
             result = {"written": await procs.call(WriteStdin(ref, data))}
         return json.dumps(result)
+
+
+def _theirs(proc: dict[str, Any], ctx: ToolContext) -> bool:
+    """An owner reaches every process; a user those they started in this conversation (in
+    one many share, never the owner's)."""
+    if ctx.caller.is_owner:
+        return True
+    return proc["owner"] == ctx.session_id and proc["by"] == ctx.caller.key
 
 
 async def _judged(data: str, ctx: ToolContext, proc: dict[str, Any]) -> str | None:

@@ -78,6 +78,7 @@ class TerminalTool:
                     owner=ctx.session_id,
                     ran_in=placement.backend.name,
                     cwd=cwd,
+                    by=ctx.caller.key,
                     approved=approved,
                     secrets=tuple(ctx.terminal.redactor_secrets),
                 )  # fmt: skip
