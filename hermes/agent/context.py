@@ -414,13 +414,13 @@ class Compactor:
     async def _replace(
         self, conversation: Conversation, keep: int, provider: Provider, kind: str, summary: str
     ) -> None:
-        """Messages [0, keep) become `summary`, recorded in state.db. A summary the model
-        wrote from untrusted text carries its mark on (it can carry that text's
-        instructions); messages left out take theirs with them."""
+        """Messages [0, keep) become `summary`, recorded in state.db. Their untrusted
+        mark carries on: a summary written from such text can carry its instructions, and
+        what such text led commands to leave in the session's directory is still there;
+        only another conversation (/new) starts without it."""
         ids = [i for i in conversation.ids[:keep] if i is not None]
-        untrusted = conversation.summary_untrusted
-        if kind == "summary":
-            untrusted = untrusted or next((m for m in conversation.marks[:keep] if m), None)
+        marks = (conversation.summary_untrusted, *conversation.marks[:keep])
+        untrusted = next((m for m in marks if m), None)
         record = Compaction(self.session_id, min(ids), max(ids), kind, summary, provider.model,
                             untrusted)  # fmt: skip
         await self.db.write(add_compaction, record, self.clock.now())

@@ -3,7 +3,8 @@
 - A user's commands always run in the sandbox, with `terminal.network.users`; no setting
   gives users the host. Without a working sandbox users get no terminal at all.
 - An owner's run on the backend (`terminal.backend`: this machine, or ssh), unless
-  `terminal.sandbox.owner: sandbox`; in the sandbox an owner gets `public` network.
+  `terminal.sandbox.owner: sandbox`; in the sandbox an owner gets `public` network (and
+  with no sandbox here, each such command asks an owner first).
 - A turn whose context holds untrusted text (a web page, an MCP server's answer, someone
   else's message or mail, a file sent) runs an owner's command as
   `terminal.after_untrusted` says: in the sandbox (the default), after an owner's yes,
@@ -77,8 +78,11 @@ class Backends:
             if self.sandbox is None:
                 return Placement(None, why=f"no sandbox: {self.sandbox_problem}")
             return Placement(self.sandbox, self.config.network.users, pass_env=False)
-        if self.config.sandbox.owner == "sandbox" and self.sandbox is not None:
-            return Placement(self.sandbox, "public")
+        if self.config.sandbox.owner == "sandbox":
+            if self.sandbox is not None:
+                return Placement(self.sandbox, "public")
+            why = f"terminal.sandbox.owner is sandbox and there is none ({self.sandbox_problem})"
+            return Placement(self.unconfined, why=why, ask=True)
         if untrusted is None or self.config.after_untrusted == "host":
             return Placement(self.unconfined)
         because = f"this conversation holds untrusted text ({untrusted})"
@@ -88,28 +92,22 @@ class Backends:
         return Placement(self.unconfined, why=f"{because}{where}", ask=True)
 
     def describe(self) -> dict[str, Any]:
-        """What each role gets, for `hermes doctor` and /whoami."""
-        sandboxed = self.sandbox is not None
-        owner = self.unconfined.name
-        if self.config.sandbox.owner == "sandbox" and sandboxed:
-            owner = "sandbox (network public)"
-        untrusted = {
-            "sandbox": "sandbox (network public)" if sandboxed else "asks an owner first",
-            "approve": "asks an owner first",
-            "host": owner,
-        }[self.config.after_untrusted]
-        user = (
-            f"sandbox (network {self.config.network.users})"
-            if sandboxed
-            else f"no terminal ({self.sandbox_problem})"
-        )
+        """What each role gets, for `hermes doctor` and /whoami: `place`'s answers, said."""
         return {
             "backend": self.unconfined.name,
-            "sandbox": "works" if sandboxed else self.sandbox_problem,
-            "owner": owner,
-            "owner_after_untrusted_text": untrusted,
-            "user": user,
+            "sandbox": "works" if self.sandbox is not None else self.sandbox_problem,
+            "owner": self._said(self.place("owner")),
+            "owner_after_untrusted_text": self._said(self.place("owner", "untrusted text")),
+            "user": self._said(self.place("user")),
         }
+
+    def _said(self, placement: Placement) -> str:
+        if placement.backend is None:
+            return f"no terminal ({self.sandbox_problem})"
+        where = placement.backend.name
+        if placement.confined:
+            where += f" (network {placement.network})"
+        return f"{where} after an owner's yes" if placement.ask else where
 
 
 def backends_for(config: TerminalConfig, home: Path) -> Backends:

@@ -19,14 +19,12 @@ import trio
 
 from hermes.home import make_private_dir, path_part
 from hermes.terminal.backends.base import Backend, Launch, Shell, new_mark, shell_script, take_mark
-from hermes.terminal.backends.host import Host
 from hermes.terminal.command import CommandResult, RunOptions, run_command
 from hermes.terminal.env import EnvPolicy, Redactor
 from hermes.terminal.guards import judge
 from hermes.terminal.placement import Backends, Placement
 
 FOREGROUND_MAX = 600.0
-HOST = Placement(Host())
 
 
 async def own_directory(workspace: Path, session_id: str) -> Path:
@@ -73,6 +71,18 @@ class TerminalSession:
         found = self._cwds.get(backend.name)
         return found if found is not None else backend.start_dir(self._dir_for(backend))
 
+    def _keeps(self, placement: Placement, ended_in: str) -> bool:
+        """Whether the directory a command said it ended in is kept for the next one. A
+        confined command can print the mark itself (it reads its own command line), so
+        its word is taken only for its own directory and /tmp: no other path it names
+        shows up where the owner reads (an approval prompt, a process list)."""
+        if not placement.confined:
+            return True
+        if "\n" in ended_in or not ended_in.startswith("/"):
+            return False
+        where = Path(ended_in)
+        return where.is_relative_to(self.own) or where.is_relative_to("/tmp")
+
     def _dir_for(self, backend: Backend) -> Path:
         return self.own if backend.confined else self.workdir
 
@@ -95,7 +105,7 @@ class TerminalSession:
         self,
         command: str,
         *,
-        placement: Placement = HOST,
+        placement: Placement,
         timeout: float | None = None,
         approved: bool = False,
         interrupt: trio.Event | None = None,
@@ -123,6 +133,10 @@ class TerminalSession:
             interrupt=interrupt,
         )
         output, ended_in = take_mark(result.output, mark)
-        if ended_in is not None and placement.backend is not None:
+        if (
+            ended_in is not None
+            and placement.backend is not None
+            and self._keeps(placement, ended_in)
+        ):
             self._cwds[placement.backend.name] = ended_in
         return attrs.evolve(result, output=output)

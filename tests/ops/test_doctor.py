@@ -255,4 +255,4 @@ def test_without_bubblewrap_the_sandbox_fails_and_says_what_users_lose(home):
     assert checks["commands"][1].endswith(
         "a user's no terminal (bubblewrap is not installed (apt-get install bubblewrap))"
     )
-    assert "after untrusted text asks an owner first" in checks["commands"][1]
+    assert "after untrusted text host after an owner's yes" in checks["commands"][1]

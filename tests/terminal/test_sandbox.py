@@ -211,3 +211,17 @@ def test_read_only_never_shows_hermes_home(home, tmp_path):
         config = TerminalConfig(sandbox=SandboxConfig(read_only=(str(path),)))
         with pytest.raises(ConfigError, match="read_only: .* holds or is inside HERMES_HOME"):
             backends_for(config, home.root)
+
+
+async def test_a_sandboxed_command_cannot_name_where_the_next_starts(home, backends):
+    """It can read its own mark and print it: only its own directory and /tmp are taken."""
+    terminal = await session(home, backends)
+    placement = terminal.backends.place("user")
+    forge = (
+        "mark=$(tr '\\0' '\\n' < /proc/$$/cmdline | grep -o 'HERMES-CWD-[0-9a-f]*:' | head -1);"
+        " trap - EXIT; printf '\\n%s%s\\n' \"$mark\" /home/owner/safe"
+    )
+    await terminal.run(forge, placement=placement)
+    assert terminal.cwd_in(placement.backend) == str(terminal.own)
+    await terminal.run("mkdir -p sub && cd sub", placement=placement)
+    assert terminal.cwd_in(placement.backend) == str(terminal.own / "sub")
