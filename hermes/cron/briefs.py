@@ -23,6 +23,7 @@ from hermes.delivery.mirror import LOCAL, Mirror, plan_seeds
 from hermes.delivery.outbox_store import enqueue
 from hermes.delivery.split import chunks_for
 from hermes.delivery.targets import plan_delivery
+from hermes.state.messages import untrusted_in
 from hermes.state.sessions import chat_type_of
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,13 @@ def queue_brief(
     sessions: GatewayConfig,
     mirror_default: bool,
     now: float,
+    session_id: str | None = None,
 ) -> list[str]:
     """Queue the brief for each of the job's chat targets; returns the run's problems
-    (recorded on it). `platforms`: the enabled platforms, whose home channels count."""
+    (recorded on it). `platforms`: the enabled platforms, whose home channels count.
+    `session_id`: the fire's agent turn, whose untrusted mark a mirror of it carries (a
+    brief written from a web page is a web page's words in the conversation it seeds)."""
+    untrusted = untrusted_in(conn, session_id) if session_id else None
     homes = {name: home.target for name, home in home_channels(conn, platforms).items()}
     origin = job.origin
     plan = plan_delivery(job.deliver, origin, homes, job.attach_to_session, mirror_default)
@@ -63,7 +68,7 @@ def queue_brief(
         key = f"cron:{job.id}:{fence}:{target}"
         enqueue(conn, target, chunks_for(text, target.platform), "cron", key, now,
                 origin=f"cron:{job.id}:{fence}",
-                mirror=Mirror(text, seeds) if seeds else None)  # fmt: skip
+                mirror=Mirror(text, seeds, untrusted) if seeds else None)  # fmt: skip
         record_target(conn, job.id, fence, planned, key, "queued", note, now)
     if problems:
         record_delivery(conn, job.id, fence, "; ".join(problems))

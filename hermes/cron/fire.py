@@ -76,6 +76,7 @@ class FireResult:
     response: str
     prompt: str | None
     error: str | None = None
+    session_id: str | None = None  # the agent turn's session, whose marks its brief carries
 
     @property
     def silent(self) -> bool:
@@ -199,8 +200,9 @@ async def _execute(claim: Claim, ctx: FireContext) -> FireResult:
                 return FireResult("ok", script_output, claim.run_context)
         prompt = build_prompt(job.prompt, claim.run_context, script_output)
         stamp = datetime.fromtimestamp(ctx.clock.now(), UTC).strftime("%Y%m%dT%H%M%S")
-        response = await ctx.runner.run(job, prompt, f"cron_{job.id}_{stamp}")
-        return FireResult("ok", response, prompt)
+        session_id = f"cron_{job.id}_{stamp}"
+        response = await ctx.runner.run(job, prompt, session_id)
+        return FireResult("ok", response, prompt, session_id=session_id)
     except FireError as exc:
         return FireResult("error", str(exc), job.prompt, str(exc))
     except Exception as exc:  # the agent or the provider failed: a failed run, not a crash
@@ -270,7 +272,8 @@ async def _finish(claim: Claim, result: FireResult, ctx: FireContext, db: Db) ->
         text = brief_text(job, result, streak, ctx.config)
         try:
             await db.write(queue_brief, job, claim.fence, text, ctx.platforms, ctx.sessions,
-                           ctx.config.mirror_delivery, ctx.clock.now())  # fmt: skip
+                           ctx.config.mirror_delivery, ctx.clock.now(),
+                           result.session_id)  # fmt: skip
         except StateError as exc:  # the run is recorded; the brief is not queued
             log.error("cron %s run %d: cannot queue the brief: %s", job.id, claim.fence, exc)
         nudge(ctx.outbox())

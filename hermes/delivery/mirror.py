@@ -42,6 +42,7 @@ class Seed:
 class Mirror:
     text: str
     seeds: tuple[Seed, ...]
+    untrusted: str | None = None  # why the brief is not the owner's words (its turn's mark)
 
     def to_json(self) -> str:
         return json.dumps(cattrs.unstructure(self))
@@ -108,6 +109,7 @@ def write_mirror(
             scope_id=where.scope_id, started_at=now,
         ))  # fmt: skip
         append_message(conn, NewMessage(session_id, "assistant", mirror.text,
-                                        platform_message_id=message_id, timestamp=now))  # fmt: skip
+                                        platform_message_id=message_id, timestamp=now,
+                                        untrusted=mirror.untrusted))  # fmt: skip
         written.append(session_id)
     return written

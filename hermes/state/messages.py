@@ -126,6 +126,16 @@ def latest_message_row_id(
     return conn.execute(sql, args).get
 
 
+def untrusted_in(conn: apsw.Connection, session_id: str) -> str | None:
+    """Why the session holds text from outside an owner's hands (its first such message's
+    mark); None when it holds none."""
+    return conn.execute(
+        "SELECT untrusted FROM messages WHERE session_id = ? AND untrusted IS NOT NULL"
+        " ORDER BY id LIMIT 1",
+        (session_id,),
+    ).get
+
+
 @attrs.frozen
 class Compaction:
     """Messages first..last of a session, as the prompt sees them from now on: a

@@ -33,6 +33,7 @@ _SYSTEM_DIRS = frozenset(
 _CHMOD_DIRS = frozenset("bin boot etc lib lib64 opt root sbin usr var".split())
 _RAW_DISK = re.compile(r"/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk)\w*")
 _HOME = re.compile(r"^(?:~[\w.-]*|\$HOME|\$\{HOME\})(?=/|$)")
+_BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")  # an innermost brace list, `{a,b}`
 _GLOB = re.compile(r"[*?\[]")
 _DROP = re.compile(r"\bDROP\s+(?:DATABASE|TABLE|SCHEMA)\b", re.IGNORECASE)
 _DOWNLOADERS = frozenset({"curl", "wget"})
@@ -78,8 +79,28 @@ def _path(word: Word) -> str:
     return "/" + posixpath.normpath(text).lstrip("/")
 
 
+def _braces(text: str, limit: int = 64) -> list[str]:
+    """`text` with its brace lists expanded as bash does (`/{usr,etc}`: `/usr`, `/etc`),
+    at most `limit` results (the rest is not read: enough to find `/` among them)."""
+    out, todo = [], [text]
+    while todo and len(out) < limit:
+        word = todo.pop()
+        found = _BRACE.search(word)
+        if found is None:
+            out.append(word)
+            continue
+        head, tail = word[: found.start()], word[found.end() :]
+        todo.extend(head + part + tail for part in found.group(1).split(","))
+    return out
+
+
 def _everything(word: Word) -> bool:
-    """`/`, home or a system directory, or all that is in one (`/*`, `~/*`)."""
+    """`/`, home or a system directory, or all that is in one (`/*`, `~/*`), whichever of
+    its brace expansions (`/{usr,}`) it is."""
+    return any(_everything_path(Word(text, text)) for text in _braces(word.loose))
+
+
+def _everything_path(word: Word) -> bool:
     path = _path(word)
     if not path.startswith("/"):
         return False
@@ -117,12 +138,21 @@ def _words_of(line: Line) -> Iterator[tuple[Simple, Word]]:
 # --- hard blocks ------------------------------------------------------------------
 
 
-def _rm_everything(call: Call, line: Line) -> bool:
+def _rm_recursive(call: Call) -> list[Word]:
+    """The operands of a recursive `rm` (none for any other command)."""
     if call.program != "rm":
-        return False
+        return []
     flags, operands = _options(call.args)
-    recursive = bool(flags & {"r", "R", "--recursive"})
-    return recursive and any(_everything(w) for w in operands)
+    return operands if flags & {"r", "R", "--recursive"} else []
+
+
+def _rm_everything(call: Call, line: Line) -> bool:
+    return any(_everything(w) for w in _rm_recursive(call))
+
+
+def _rm_printed(call: Call, line: Line) -> bool:
+    """A recursive rm of what a command prints (`rm -rf $(echo /)`): it cannot be judged."""
+    return any("$(" in w.text or "`" in w.text for w in _rm_recursive(call))
 
 
 def _mkfs(call: Call, line: Line) -> bool:
@@ -520,6 +550,7 @@ NEEDS_APPROVAL: tuple[Rule, ...] = (
     ("a shell runs commands another program prints, which cannot be judged", _shell_fed_unknown),
     ("running as root with sudo, doas or su", _each(_as_root)),
     ("recursive chmod or chown of a system path", _each(_chmod_system)),
+    ("a recursive rm of what a command prints, which cannot be judged", _each(_rm_printed)),
     ("force-pushing over history", _each(_force_push)),
     ("deleting remote branches with git push", _each(_push_delete)),
     ("dropping a database", _drop),

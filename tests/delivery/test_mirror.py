@@ -185,3 +185,29 @@ async def test_mirror_eligibility(registry, home, deliver, origin, target, attac
             "SELECT platform || ':' || chat_id, mirror IS NOT NULL FROM outbox")))  # fmt: skip
     assert problems == []
     assert rows == [(target, int(expected))]
+
+
+async def test_a_brief_written_from_untrusted_text_is_mirrored_with_its_mark(registry, home):
+    """The fire's turn read a web page: the brief it wrote is that page's words in the
+    conversation it seeds, marked, so the owner's next command there is confined."""
+    async with Db(registry, home.state_db) as db:
+        fire = "cron_j1_20261206T000000"
+        await db.write(ensure_session, NewSession(fire, source="cron", started_at=time.time()))
+        page = NewMessage(fire, "tool", "the page", tool_call_id="c1", tool_name="web_fetch",
+                          timestamp=time.time(), untrusted="web_fetch of example.org")  # fmt: skip
+        await db.write(append_message, page)
+        schedule = parse_schedule("every 1h", ZoneInfo("UTC"), time.time())
+        job = await db.write(create_job, NewJob("j", schedule, prompt="p", deliver="origin",
+                                                origin=ORIGIN, attach_to_session=True),
+                             time.time(), ZoneInfo("UTC"))  # fmt: skip
+        await db.write(queue_brief, job, 1, "THE BRIEF", {"tp": PlatformConfig()}, PER_USER,
+                       False, time.time(), fire)  # fmt: skip
+        (row,) = await db.read(lambda c: [r[0] for r in c.execute("SELECT id FROM outbox")])
+        await send(db, row, "m9")
+        marks = await db.read(
+            lambda c: c.execute(
+                "SELECT session_id, untrusted FROM messages WHERE content = 'THE BRIEF'"
+            ).fetchall()
+        )
+    assert len(marks) == 2  # the flat session and the brief's own thread
+    assert {m for _, m in marks} == {"web_fetch of example.org"}

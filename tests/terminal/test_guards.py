@@ -85,6 +85,11 @@ BYPASSES = [
     # hard blocks, written another way
     ("rm -r -f /", "block", RM),
     ("rm -rf /*", "block", RM),
+    ("rm -rf /{usr,etc}", "block", RM),  # braces, as bash expands them
+    ("rm -rf /{,}", "block", RM),
+    ("rm -rf ~{,}", "block", RM),
+    ("rm -rf -- $(echo /)", "approve", "what a command prints"),
+    ("rm -rf `echo /`", "approve", "what a command prints"),
     ("rm -rf //", "block", RM),
     ("rm -rf /tmp/../", "block", RM),
     ('rm -rf "$HOME/"', "block", RM),
@@ -127,6 +132,8 @@ BYPASSES = [
 ]
 
 ORDINARY = [
+    "rm -rf build/{dist,cache}",
+    'tmp=$(mktemp -d) && rm -rf "$tmp"',
     "sleep 300 & echo started; wait",  # a job it waits for: nothing left running
     "ls -la",
     "git push origin main",
