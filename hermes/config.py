@@ -285,6 +285,10 @@ def _platform_ids(_inst: Any, attr: attrs.Attribute, value: tuple[str, ...]) -> 
                         " telegram:123")  # fmt: skip
 
 
+def _ids_on(entries: tuple[str, ...], platform: str) -> frozenset[str]:
+    return frozenset(u for p, _, u in (e.partition(":") for e in entries) if p == platform)
+
+
 @attrs.frozen
 class GatewayConfig:
     """How messages become turns: conversations, who may talk and how fast, restarts."""
@@ -319,7 +323,11 @@ class GatewayConfig:
 
     def owners_on(self, platform: str) -> frozenset[str]:
         """The user ids `owners` names on `platform` (an id may hold colons: Matrix's)."""
-        return frozenset(u for p, _, u in (o.partition(":") for o in self.owners) if p == platform)
+        return _ids_on(self.owners, platform)
+
+    def allowed_on(self, platform: str) -> frozenset[str]:
+        """The user ids `allowed_users` names on `platform`."""
+        return _ids_on(self.allowed_users, platform)
 
 
 @attrs.frozen

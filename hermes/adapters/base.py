@@ -391,6 +391,10 @@ class AdapterSetup:
     # How long the inbound journal remembers an event (retention.journal_days): a delivery
     # older than this would be taken for new, so it is refused by its own timestamp.
     journal_days: float = 7.0
+    # The users gateway.owners and gateway.allowed_users name on this platform: let in on
+    # every platform (an adapter that gates cost before the gateway decides, email's,
+    # counts them as its own section's).
+    named_users: frozenset[str] = frozenset()
 
 
 AdapterFactory = Callable[[AdapterSetup], "PlatformAdapter"]

@@ -202,6 +202,7 @@ def build_root(
                     media_limits,
                     undelivered,
                     config.retention.journal_days,
+                    config.gateway.owners_on(name) | config.gateway.allowed_on(name),
                 )
             ),
             restart=Restart.TRANSIENT,  # a fatal error ends it normally: not restarted

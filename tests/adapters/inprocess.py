@@ -133,14 +133,17 @@ async def running(
     admit: Callable[[InboundEvent], Any],
     *,
     cursors: Callable[[], Cursors] | None = None,
+    named_users: frozenset[str] = frozenset(),
 ) -> AsyncIterator[Running]:
-    """`adapter` as the platform `name`; `cursors` makes each incarnation's state.db handle."""
+    """`adapter` as the platform `name`; `cursors` makes each incarnation's state.db handle;
+    `named_users`: who gateway.owners and gateway.allowed_users name on it."""
     status = WatchedStatus()
     incarnations: list[PlatformAdapter] = []
 
     def make() -> PlatformAdapter:
         kept = None if cursors is None else cursors()
-        incarnations.append(adapter(AdapterSetup(name, config, secrets, status, admit, kept)))
+        setup = AdapterSetup(name, config, secrets, status, admit, kept, named_users=named_users)
+        incarnations.append(adapter(setup))
         return incarnations[-1]
 
     ref = Ref(name, Address)

@@ -128,9 +128,9 @@ def read_mail(
 
 def let_in(sender: str, config: EmailConfig, approved: frozenset[str]) -> bool:
     """Whether this platform's settings (`allowed_users`, `owner`, `allow_all_users`) or
-    its pairing approvals (`approved`) let `sender` in: only then is the mail's HTML parsed
-    and its thread kept. Not the decision, which is the gateway's (`gateway.allowed_users`
-    too): a sender let in by that alone is answered, from their mail's text part."""
+    `approved` (its pairing approvals, and the senders `gateway.owners` and
+    `gateway.allowed_users` name) let `sender` in: only then is the mail's HTML parsed
+    and its thread kept. Not the decision, which is the gateway's."""
     return (
         config.allow_all_users
         or sender in config.allowed_users

@@ -34,6 +34,7 @@ from tests.seed import rows, writing
 
 BOB = "bob@example.org"  # let in by pairing
 MALLORY = "mallory@example.org"  # vouched for by the server, let in by nobody
+CAROL = "carol@example.org"  # let in by gateway.owners alone
 DAY = 86400.0
 
 
@@ -47,16 +48,20 @@ def config(servers: MailServers) -> EmailConfig:
 
 
 @asynccontextmanager
-async def adapter(servers: MailServers, registry, state_db: Path) -> AsyncIterator[None]:
+async def adapter(
+    servers: MailServers, registry, state_db: Path, named: frozenset[str] = frozenset()
+) -> AsyncIterator[None]:
     """The adapter, admitting into `state_db`'s journal as serve does (no router: the
-    events wait there, admitted)."""
+    events wait there, admitted); `named`: the senders gateway.owners and
+    gateway.allowed_users name."""
     admit = Admission(registry, state_db, lambda: None, Clock())
     secrets = Secrets({PASSWORD_VAR: HERMES_PASSWORD}, frozenset())
 
     def cursors() -> Cursors:
         return Cursors(registry, state_db, Clock())
 
-    async with running(EmailAdapter, "email", config(servers), secrets, admit, cursors=cursors):
+    async with running(EmailAdapter, "email", config(servers), secrets, admit, cursors=cursors,
+                       named_users=named):  # fmt: skip
         yield
 
 
@@ -93,7 +98,8 @@ def approve_by_pairing(state_db: Path, user: str) -> None:
 async def test_only_a_sender_let_in_has_their_thread_kept_and_their_html_read(
     servers, registry, tmp_path
 ):
-    """Alice by allowed_users, Bob by pairing (read from state.db); Mallory by nobody."""
+    """Alice by allowed_users, Bob by pairing (read from state.db), Carol by gateway.owners;
+    Mallory by nobody."""
     state_db = tmp_path / "state.db"
     approve_by_pairing(state_db, BOB)
     page = "<html><body><p>{} wrote this paragraph in HTML.</p></body></html>"
@@ -105,12 +111,15 @@ async def test_only_a_sender_let_in_has_their_thread_kept_and_their_html_read(
                                                    auth_results=VOUCHED))  # fmt: skip
     servers.imap.deliver(HERMES_ADDRESS, html_mail(MALLORY, "Offer", page.format("Mallory"),
                                                    "<offer@example.org>"))  # fmt: skip
+    servers.imap.deliver(HERMES_ADDRESS, html_mail(CAROL, "Hi", page.format("Carol"),
+                                                   "<hi@example.org>"))  # fmt: skip
     servers.imap.deliver(HERMES_ADDRESS, html_mail(BOB, "Hello", page.format("Bob"),
                                                    "<hello@example.org>"))  # fmt: skip
-    async with adapter(servers, registry, state_db):  # mails are taken oldest first
+    named = frozenset({CAROL})  # gateway.owners: ["email:carol@example.org"]
+    async with adapter(servers, registry, state_db, named):  # mails are taken oldest first
         await trio.to_thread.run_sync(servers.imap.wait_seen, HERMES_ADDRESS, "<hello@example.org>")
     kept = threads(state_db)
-    assert set(kept) == {BOB, ALICE_ADDRESS}  # nothing of the stranger's in state.db
+    assert set(kept) == {BOB, ALICE_ADDRESS, CAROL}  # nothing of the stranger's in state.db
     assert kept[BOB] == {"subject": "Hello", "references": ["<hello@example.org>"]}
     subject = kept[ALICE_ADDRESS]["subject"]
     assert subject == "é" * (MAX_HEADER // 2)  # 1 KB, no character cut in two
@@ -121,7 +130,8 @@ async def test_only_a_sender_let_in_has_their_thread_kept_and_their_html_read(
                          ALICE_ADDRESS)  # fmt: skip
     assert event_id == own  # the journal's key is the same capped id
     texts = journal_texts(state_db)
-    assert set(texts) == {MALLORY, BOB, ALICE_ADDRESS}  # all admitted: the gateway decides
+    assert set(texts) == {MALLORY, BOB, ALICE_ADDRESS, CAROL}  # all admitted: the gateway decides
+    assert "Carol wrote this paragraph in HTML." in texts[CAROL]
     assert "Mallory wrote" not in texts[MALLORY]  # the parser never saw a stranger's HTML
     assert "read only from senders" in texts[MALLORY]
     assert "Bob wrote this paragraph in HTML." in texts[BOB]
