@@ -24,7 +24,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import uuid
 from collections.abc import Mapping
 from email.message import EmailMessage
@@ -34,7 +33,7 @@ from typing import Self
 import attrs
 from imapclient import IMAPClient, imap_utf7
 
-from tests.fakes.kit import wait
+from tests.fakes.daemon_log import DaemonFailed, DaemonLog
 
 DOVECOT = Path("/usr/sbin/dovecot")
 HOST = "127.0.0.1"
@@ -57,10 +56,6 @@ MAILDIR_FLAGS = {
 }
 
 _names = itertools.count(1)
-
-
-class DovecotFailed(RuntimeError):
-    """Dovecot did not start; the message carries its log."""
 
 
 @attrs.frozen
@@ -191,10 +186,7 @@ class Dovecot:
         self.port = 0
         self.root = Path()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._cond = threading.Condition()
-        self._log: list[str] = []
-        self._log_closed = False
-        self._log_reader: threading.Thread | None = None
+        self._log = DaemonLog("Dovecot")
         if os.geteuid() == 0:
             self._mail_user = pwd.getpwnam("dovecot")
         else:
@@ -209,7 +201,7 @@ class Dovecot:
             for _ in range(PORT_TRIES):
                 if self._start(free_port()):
                     return self
-            raise DovecotFailed(f"no free port in {PORT_TRIES} tries:\n{self.log}")
+            raise DaemonFailed(f"no free port in {PORT_TRIES} tries:\n{self.log}")
         except BaseException:
             self._stop()
             shutil.rmtree(self.root, ignore_errors=True)
@@ -222,8 +214,7 @@ class Dovecot:
     @property
     def log(self) -> str:
         """What Dovecot logged so far (its processes' stderr)."""
-        with self._cond:
-            return "".join(self._log)
+        return self._log.text
 
     def _prepare(self) -> None:
         if os.geteuid() == 0:  # the mail processes (user dovecot) must reach their maildirs
@@ -252,39 +243,11 @@ class Dovecot:
         """Start on `port`: True once it listens, False if the port was taken meanwhile."""
         config = self.root / "dovecot.conf"
         config.write_text(_config(self.root, port, self._mail_user, self.idle_notify))
-        with self._cond:
-            self._log.clear()
-            self._log_closed = False
-        self._proc = subprocess.Popen(
-            [str(DOVECOT), "-F", "-c", str(config)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # one process group: every Dovecot process, killed at once
-        )
-        assert self._proc.stderr is not None
-        self._log_reader = threading.Thread(target=self._read_log, args=(self._proc.stderr,),
-                                            daemon=True)  # fmt: skip
-        self._log_reader.start()
-        wait(self._cond, lambda: self._log_closed or STARTED in "".join(self._log), START_TIMEOUT,
-             lambda: f"Dovecot did not start within {START_TIMEOUT:g} s:\n{self.log}")  # fmt: skip
-        if not self._log_closed and self._proc.poll() is None:
-            self.port = port
-            return True
-        self._stop()
-        if "Address already in use" in self.log:
+        proc = self._log.start([str(DOVECOT), "-F", "-c", str(config)], STARTED, START_TIMEOUT)
+        if proc is None:
             return False
-        raise DovecotFailed(f"Dovecot exited at start:\n{self.log}")
-
-    def _read_log(self, stream: object) -> None:
-        assert hasattr(stream, "readline")
-        for line in iter(stream.readline, b""):
-            with self._cond:
-                self._log.append(line.decode(errors="replace"))
-                self._cond.notify_all()
-        with self._cond:
-            self._log_closed = True
-            self._cond.notify_all()
+        self._proc, self.port = proc, port
+        return True
 
     def _stop(self) -> None:
         """SIGKILL to Dovecot's whole process group (its files are thrown away, so there
@@ -300,8 +263,7 @@ class Dovecot:
         for pid in _group_members(proc.pid):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-        if self._log_reader is not None:  # at EOF now: no Dovecot process holds its pipe
-            self._log_reader.join(STOP_GRACE)
+        self._log.join(STOP_GRACE)  # at EOF now: no Dovecot process holds its pipe
         if proc.stderr is not None:
             proc.stderr.close()
 
@@ -346,17 +308,11 @@ class Dovecot:
 
     def logged(self, *parts: str) -> int:
         """How many lines of the log hold every one of `parts`."""
-        with self._cond:
-            return self._count(parts)
-
-    def _count(self, parts: tuple[str, ...]) -> int:
-        return sum(all(p in line for p in parts) for line in self._log)
+        return self._log.count(*parts)
 
     def wait_logged(self, *parts: str, count: int = 1, timeout: float = 10.0) -> None:
         """Until `count` lines of the log hold every one of `parts`."""
-        wait(self._cond, lambda: self._count(parts) >= count, timeout,
-             lambda: f"Dovecot logged no {count} line(s) with {parts} within {timeout:g} s:"
-                     f"\n{''.join(self._log)[-3000:]}")  # fmt: skip
+        self._log.wait_count(*parts, count=count, timeout=timeout)
 
     def logins(self, user: str) -> int:
         """How many times `user` logged in."""

@@ -22,11 +22,11 @@ import pwd
 import signal
 import socket
 import subprocess
-import threading
 from pathlib import Path
 from typing import Self
 
-from tests.fakes.kit import wait
+from hermes.terminal.tree import descendant_pids
+from tests.fakes.daemon_log import DaemonFailed, DaemonLog
 
 SSHD = Path("/usr/sbin/sshd")  # sshd re-executes itself: it must be started by absolute path
 KEYGEN = "ssh-keygen"
@@ -37,10 +37,6 @@ START_TIMEOUT = 20.0
 STOP_WAIT = 5.0
 PORT_TRIES = 5
 PRIVSEP_DIR = Path("/run/sshd")
-
-
-class SshdFailed(RuntimeError):
-    """sshd did not start; the message carries its log."""
 
 
 def free_port() -> int:
@@ -99,10 +95,7 @@ class Sshd:
         self.known_hosts = self.root / "known_hosts"
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
-        self._cond = threading.Condition()
-        self._log: list[str] = []
-        self._log_closed = False
-        self._log_reader: threading.Thread | None = None
+        self._log = DaemonLog("sshd")
 
     def __enter__(self) -> Self:
         self.root.mkdir(mode=0o700)
@@ -117,7 +110,7 @@ class Sshd:
                     host_key = (self.root / "host_key.pub").read_text().split()
                     self.known_hosts.write_text(f"[{HOST}]:{self.port} {' '.join(host_key[:2])}\n")
                     return self
-            raise SshdFailed(f"no free port in {PORT_TRIES} tries:\n{self.log}")
+            raise DaemonFailed(f"no free port in {PORT_TRIES} tries:\n{self.log}")
         except BaseException:
             self._stop()
             raise
@@ -128,56 +121,24 @@ class Sshd:
     @property
     def log(self) -> str:
         """What sshd logged so far."""
-        with self._cond:
-            return "".join(self._log)
+        return self._log.text
 
     def logins(self) -> int:
         """How many times a client logged in (one per ssh connection)."""
-        with self._cond:
-            return sum(ACCEPTED in line for line in self._log)
+        return self._log.count(ACCEPTED)
 
     def wait_logins(self, count: int, timeout: float = 10.0) -> None:
-        wait(self._cond, lambda: sum(ACCEPTED in line for line in self._log) >= count, timeout,
-             lambda: f"sshd saw no {count} login(s) within {timeout:g} s:\n{self.log}")  # fmt: skip
+        self._log.wait_count(ACCEPTED, count=count, timeout=timeout)
 
     def _start(self, port: int) -> bool:
         """Start on `port`: True once it listens, False if the port was taken meanwhile."""
         config = self.root / "sshd_config"
         config.write_text(_config(self.root, port, self.user))
-        with self._cond:
-            self._log.clear()
-            self._log_closed = False
-        self._proc = subprocess.Popen(
-            [str(SSHD), "-D", "-e", "-f", str(config)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        assert self._proc.stderr is not None
-        self._log_reader = threading.Thread(target=self._read_log, args=(self._proc.stderr,),
-                                            daemon=True)  # fmt: skip
-        self._log_reader.start()
-        wait(self._cond, lambda: self._log_closed or LISTENING in "".join(self._log),
-             START_TIMEOUT,
-             lambda: f"sshd did not start within {START_TIMEOUT:g} s:\n{self.log}")  # fmt: skip
-        if not self._log_closed and self._proc.poll() is None:
-            self.port = port
-            return True
-        self._stop()
-        if "Address already in use" in self.log:
+        proc = self._log.start([str(SSHD), "-D", "-e", "-f", str(config)], LISTENING, START_TIMEOUT)
+        if proc is None:
             return False
-        raise SshdFailed(f"sshd exited at start:\n{self.log}")
-
-    def _read_log(self, stream: object) -> None:
-        assert hasattr(stream, "readline")
-        for line in iter(stream.readline, b""):
-            with self._cond:
-                self._log.append(line.decode(errors="replace"))
-                self._cond.notify_all()
-        with self._cond:
-            self._log_closed = True
-            self._cond.notify_all()
+        self._proc, self.port = proc, port
+        return True
 
     def _stop(self) -> None:
         """SIGKILL to sshd and to its connection processes (each in a session of its own),
@@ -185,7 +146,7 @@ class Sshd:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        servers = [pid for pid in _descendants(proc.pid) if _is_sshd(pid)]
+        servers = [pid for pid in descendant_pids(proc.pid) if _is_sshd(pid)]
         for pid in (proc.pid, *servers):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
@@ -194,31 +155,9 @@ class Sshd:
         for pid in servers:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-        if self._log_reader is not None:
-            self._log_reader.join(STOP_WAIT)
+        self._log.join(STOP_WAIT)
         if proc.stderr is not None:
             proc.stderr.close()
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    found = []
-    for tid in tasks:
-        with contextlib.suppress(OSError):
-            found += [int(p) for p in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
-    return found
-
-
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        for child in _children(todo.pop()):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _is_sshd(pid: int) -> bool:
