@@ -55,12 +55,19 @@ async def start_turn(ws, session: str, text: str) -> None:
 
 
 @pytest.mark.timeout(120)
-async def test_stop_and_a_sigkilled_serve_leave_no_sandboxed_process(home, spawn, sandboxed):
+async def test_stop_a_cron_cancel_and_a_sigkilled_serve_leave_no_sandboxed_process(
+    home, spawn, sandboxed
+):
+    job = f"{sandboxed}-cron"
+    prompt = tool_line("terminal", command=STUBBORN.format(marker=job))
+    added = hermes("cron", "add", "every 1h", "--name", "stubborn", "--prompt", prompt)
+    assert added.returncode == 0, added.stderr
     serve = spawn()
     port = await trio.to_thread.run_sync(wait_ready, serve)
     token = home.serve_token.read_text().strip()
     command = tool_line("terminal", command=STUBBORN.format(marker=sandboxed))
     async with connect(port, token) as ws:
+        # /stop
         await start_turn(ws, "local_stop", command)
         tree = await tree_up(sandboxed)
         async with connect(port, token) as other:
@@ -69,6 +76,16 @@ async def test_stop_and_a_sigkilled_serve_leave_no_sandboxed_process(home, spawn
         await gone(tree)
         assert not sandboxed_pids(sandboxed)
 
+        # a cron cancel
+        async with connect(port, token) as other:
+            await Client(other).call("cron.run", {"job": "stubborn"})
+        tree = await tree_up(job)
+        cancelled = await trio.to_thread.run_sync(hermes, "cron", "cancel", "stubborn")
+        assert cancelled.returncode == 0, cancelled.stderr
+        await gone(tree)
+        assert not sandboxed_pids(job)
+
+        # serve killed outright
         again = f"{sandboxed}-2"
         again_command = tool_line("terminal", command=STUBBORN.format(marker=again))
         await start_turn(ws, "local_kill", again_command)
@@ -82,22 +99,3 @@ async def test_stop_and_a_sigkilled_serve_leave_no_sandboxed_process(home, spawn
     assert not sandboxed_pids(again)
     second.send_signal(signal.SIGTERM)
     assert await trio.to_thread.run_sync(second.wait) == 0
-
-
-@pytest.mark.timeout(120)
-async def test_a_cron_cancel_leaves_no_sandboxed_process(home, spawn, sandboxed):
-    prompt = tool_line("terminal", command=STUBBORN.format(marker=sandboxed))
-    added = hermes("cron", "add", "every 1h", "--name", "stubborn", "--prompt", prompt)
-    assert added.returncode == 0, added.stderr
-    serve = spawn()
-    port = await trio.to_thread.run_sync(wait_ready, serve)
-    token = home.serve_token.read_text().strip()
-    async with connect(port, token) as ws:
-        await Client(ws).call("cron.run", {"job": "stubborn"})
-    tree = await tree_up(sandboxed)
-    cancelled = await trio.to_thread.run_sync(hermes, "cron", "cancel", "stubborn")
-    assert cancelled.returncode == 0, cancelled.stderr
-    await gone(tree)
-    assert not sandboxed_pids(sandboxed)
-    serve.send_signal(signal.SIGTERM)
-    assert await trio.to_thread.run_sync(serve.wait) == 0
