@@ -8,6 +8,7 @@ values come from the process environment or HERMES_HOME/.env.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -706,8 +707,11 @@ _converter = _make_converter()
 
 def _describe(exc: BaseException, _type: Any) -> str:
     if isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        keys = ", ".join(sorted(map(str, exc.extra_fields)))  # YAML keys may be 1, null, ...
-        return f"unknown key{'s' if len(exc.extra_fields) > 1 else ''} {keys}"
+        extra = sorted(map(str, exc.extra_fields))  # YAML keys may be 1, null, ...
+        known = [f.name for f in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+        meant = [m for key in extra for m in difflib.get_close_matches(key, known, 1, 0.7)]
+        hint = f" (did you mean {', '.join(meant)}?)" if meant else ""
+        return f"unknown key{'s' if len(extra) > 1 else ''} {', '.join(extra)}{hint}"
     if isinstance(exc, _BadValue):
         return str(exc)
     if isinstance(exc, KeyError):
@@ -731,7 +735,9 @@ def _errors(exc: cattrs.BaseValidationError) -> list[str]:
                 where = f"{where}.{field}" if where else field
                 message = problem
         if message.startswith("unknown key"):
-            lines.append(f"{message} {('in ' + where) if where else 'at the top level'}")
+            keys, paren, hint = message.partition(" (did you mean")
+            place = f"in {where}" if where else "at the top level"
+            lines.append(f"{keys} {place}{paren}{hint}")
         else:
             lines.append(f"{where}: {message}" if where else message)
     return lines
@@ -753,8 +759,8 @@ def structure(data: Any, kind: type[T]) -> T:
 
 def _within(where: str, problem: str) -> str:
     """A problem found in a platform's section, named from the top of config.yaml."""
-    if problem.endswith(" at the top level"):
-        return problem.removesuffix(" at the top level") + f" in {where}"
+    if " at the top level" in problem:
+        return problem.replace(" at the top level", f" in {where}", 1)
     if problem.startswith("unknown key"):
         return problem.replace(" in ", f" in {where}.", 1)
     return f"{where}.{problem}"

@@ -42,7 +42,14 @@ def test_values_override_defaults(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("gateway:\n  drain_timout: 5\n", "unknown key drain_timout in gateway"),
+        (
+            "gateway:\n  drain_timout: 5\n",
+            "unknown key drain_timout in gateway (did you mean drain_timeout?)",
+        ),
+        (
+            "platforms:\n  telegram: {token_evn: T}\n",
+            "unknown key token_evn in platforms['telegram'] (did you mean token_env?)",
+        ),
         ("nonsense: 1\n", "unknown key nonsense at the top level"),
         ("gateway:\n  drain_timeout: soon\n", "gateway.drain_timeout: expected a number"),
         ("gateway:\n  drain_timeout: -1\n", "gateway.drain_timeout: must be greater than 0"),

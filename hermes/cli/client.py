@@ -74,6 +74,14 @@ async def connect(url: str, token: str) -> AsyncIterator[Rpc]:
         async with open_websocket_url(url, extra_headers=headers, connect_timeout=10) as ws:
             yield Rpc(ws)
     except HandshakeError as exc:
-        raise EndpointError(f"{url} refused the connection: {exc}") from None
+        # trio-websocket wraps a refused or failed connect in an empty HandshakeError
+        if isinstance(exc.__cause__, OSError):
+            raise EndpointError(_unreachable(url, exc.__cause__)) from None
+        raise EndpointError(f"{url} refused the connection: {exc or 'the handshake failed'}"
+                            " (is serve.token this serve's?)") from None  # fmt: skip
     except OSError as exc:
-        raise EndpointError(f"cannot reach {url} (is `hermes serve` running?): {exc}") from None
+        raise EndpointError(_unreachable(url, exc)) from None
+
+
+def _unreachable(url: str, exc: OSError) -> str:
+    return f"cannot reach {url}: {exc}; is `hermes serve` running? (start it: hermes serve)"

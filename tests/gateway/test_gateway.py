@@ -4,6 +4,7 @@ bounded queue, idle timeout, /stop, /new, drain notices) are tested in test_rout
 
 from __future__ import annotations
 
+import socket
 import subprocess
 
 import apsw
@@ -77,3 +78,19 @@ def test_a_long_chat_with_the_offline_model_compacts_and_keeps_answering(home, s
     assert kinds and set(kinds) == {"summary"}
     assert conn.execute("SELECT count(*) FROM messages WHERE role = 'user'").get == 61
     conn.close()
+
+
+def test_with_serve_down_a_command_says_to_start_it(home):
+    """A refused connection is named as such, with what to do: not an empty message."""
+    home.serve_token.write_text("t\n")
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    (home.root / "serve.port").write_text(f"{port}\n")
+    for command in (("chat", "-m", "hi"), ("status",)):
+        done = hermes(*command)
+        assert done.returncode == 1
+        assert f"cannot reach ws://127.0.0.1:{port}/: " in done.stderr
+        assert done.stderr.rstrip().endswith(
+            "is `hermes serve` running? (start it: hermes serve)"
+        ), done.stderr
