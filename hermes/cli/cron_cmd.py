@@ -32,7 +32,7 @@ from hermes.config import Config, load_config
 from hermes.cron.fire import Fire, run_fire
 from hermes.cron.injection import check as injection_check
 from hermes.cron.jobs import Job
-from hermes.cron.lifecycle import Cause
+from hermes.cron.lifecycle import LIVE, Cause
 from hermes.cron.store import claim_now, get_job, run_history
 from hermes.gateway.pidfile import serve_holds
 from hermes.gateway.tree import ServeKeys
@@ -154,7 +154,7 @@ def _edit(args: argparse.Namespace) -> tuple[str, Any]:
 
 
 REQUESTS: dict[str, Callable[[argparse.Namespace], tuple[str, Any]]] = {
-    "list": lambda a: ("cron.list", ListArgs(a.all)),
+    "list": lambda a: ("cron.list", ListArgs(True)),  # the ended are counted when not shown
     "add": _add,
     "edit": _edit,
     "pause": lambda a: ("cron.pause", JobArgs(a.job)),
@@ -168,11 +168,14 @@ REQUESTS: dict[str, Callable[[argparse.Namespace], tuple[str, Any]]] = {
 
 
 def _list(jobs: list[Job], args: argparse.Namespace, config: Config) -> int:
-    if not jobs:
-        print("no cron jobs")
+    shown = jobs if args.all else [j for j in jobs if j.state in LIVE]
+    ended = len(jobs) - len(shown)
+    if not shown:
+        ended_note = f"; {ended} ended (see hermes cron list --all)" if ended else ""
+        print(f"no cron jobs scheduled or paused{ended_note}" if ended else "no cron jobs")
         return exit_codes.OK
     print(f"{'ID':<13} {'NAME':<24} {'SCHEDULE':<26} {'NEXT RUN':<22} {'ZONE':<20} STATUS")
-    for job in jobs:
+    for job in shown:
         status = job.state if job.state != "scheduled" else (job.last_status or "scheduled")
         if job.failure_streak >= 2:
             status += f" ({job.failure_streak} failures in a row)"
@@ -180,6 +183,8 @@ def _list(jobs: list[Job], args: argparse.Namespace, config: Config) -> int:
             f"{job.id:<13} {job.name[:24]:<24} {job.schedule_display[:26]:<26} "
             f"{_when(job.next_run_at, config):<22} {job.zone or '-':<20} {status}"
         )
+    if ended:
+        print(f"({ended} ended job{'s' if ended > 1 else ''} not shown: hermes cron list --all)")
     return exit_codes.OK
 
 

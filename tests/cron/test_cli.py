@@ -79,3 +79,18 @@ def test_history_shows_each_targets_delivery(home):
     assert (
         "testplatform:42 (explicit, mirrored): dead: 403 forbidden" in cron("history", "b").stdout
     )
+
+
+def test_a_job_that_ended_is_counted_where_it_is_not_shown(home):
+    """The README's one-shot job, fired: `list` says it ended and how to see it."""
+    assert cron("add", "in 1m", "--prompt", "Stretch your legs", "--name", "once").returncode == 0
+    assert cron("run", "once").returncode == 0  # a one-shot ends with its run
+    assert cron("list").stdout.strip() == (
+        "no cron jobs scheduled or paused; 1 ended (see hermes cron list --all)"
+    )
+    cron("add", "every 1h", "--prompt", "hourly", "--name", "hourly")
+    listed = cron("list").stdout
+    assert "hourly" in listed and "once" not in listed
+    assert listed.rstrip().endswith("(1 ended job not shown: hermes cron list --all)")
+    every = cron("list", "--all").stdout
+    assert "once" in every and "hourly" in every and "not shown" not in every
