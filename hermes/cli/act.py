@@ -59,14 +59,8 @@ async def ask_serve(
     """The action run by the serve of this home, its answer read back into its type."""
     op = operation(name)
     url, token = serve_address(home, config, port)
-    failed: HermesError | None = None
-    async with connect(url, token) as rpc:  # its nursery would wrap an error: kept aside
-        try:
-            answer = await rpc.call(name, result_to_json(args))
-        except HermesError as exc:
-            failed = exc
-    if failed is not None:
-        raise failed
+    async with connect(url, token) as rpc:
+        answer = await rpc.call(name, result_to_json(args))
     return result_from_json(op, answer)
 
 

@@ -34,10 +34,14 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
 
 
 class _Shown:
-    """Prints what the endpoint pushes; remembers whether the reply's text streamed."""
+    """Prints what the endpoint pushes, as it comes: a turn's steps, and a message serve
+    sends unasked (a cron brief) even while the REPL waits for the user's next line;
+    remembers whether the current reply's text streamed."""
 
-    def __init__(self) -> None:
+    def __init__(self, prompt: str | None) -> None:
         self.streamed = False
+        self.prompt = prompt  # shown again after a push lands on an idle REPL's prompt
+        self.idle = False
 
     def __call__(self, note: dict) -> None:
         params = note.get("params", {})
@@ -53,26 +57,35 @@ class _Shown:
         elif method == "chat.message":
             label = "[cron] " if params.get("kind") == "cron" else ""
             print(f"\n{label}{params['text']}", flush=True)
+            if self.idle and self.prompt:
+                print(self.prompt, end="", flush=True)
+
+
+PROMPT = "you> "
 
 
 async def _chat(url: str, token: str, args: argparse.Namespace) -> int:
-    async with connect(url, token) as rpc:
+    lines = [args.message] if args.message is not None else None
+    shown = _Shown(PROMPT if lines is None else None)
+    async with connect(url, token, shown) as rpc:
         session = args.session
-        lines = [args.message] if args.message is not None else None
         while True:
             if lines is not None:
                 if not lines:
                     return exit_codes.OK
                 text = lines.pop()
             else:
-                try:
-                    text = await trio.to_thread.run_sync(input, "you> ")
+                shown.idle = True
+                try:  # a thread of its own: pushes are printed meanwhile
+                    text = await trio.to_thread.run_sync(input, PROMPT, abandon_on_cancel=True)
                 except EOFError:
                     return exit_codes.OK
+                finally:
+                    shown.idle = False
             if not text.strip():
                 continue
-            shown = _Shown()
-            result = await rpc.call("chat.send", {"text": text, "session": session}, shown)
+            shown.streamed = False
+            result = await rpc.call("chat.send", {"text": text, "session": session})
             session = result["session"]
             failed = result["status"] != "done"
             if failed:

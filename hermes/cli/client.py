@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import trio
 from trio_websocket import (
     ConnectionClosed,
     HandshakeError,
@@ -40,39 +41,81 @@ def serve_address(home: HermesHome, config: Config, port: int | None) -> tuple[s
 
 
 class Rpc:
-    def __init__(self, ws: WebSocketConnection) -> None:
-        self.ws = ws
-        self.ids = itertools.count(1)
+    """Calls over one connection, and what serve pushes meanwhile: a task reads every
+    message as it comes (`read`), so a push (a cron brief, a turn's steps) reaches
+    `on_notify` while no call is waiting, and each answer its own call."""
 
-    async def call(
-        self, method: str, params: dict[str, Any], on_notify: Callable[[dict], None] | None = None
-    ) -> Any:
+    def __init__(self, ws: WebSocketConnection, on_notify: Callable[[dict], None] | None) -> None:
+        self.ws = ws
+        self.on_notify = on_notify
+        self.ids = itertools.count(1)
+        self._waiting: dict[int, trio.MemorySendChannel[dict]] = {}
+        self._closed: EndpointError | None = None
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        if self._closed is not None:
+            raise self._closed
         request_id = next(self.ids)
+        send, answers = trio.open_memory_channel[dict](1)
+        self._waiting[request_id] = send
         try:
             await self.ws.send_message(
                 json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             )
-            return await self._reply(request_id, on_notify)
-        except ConnectionClosed:
-            raise EndpointError("serve closed the connection (it is stopping?)") from None
+            msg = await answers.receive()
+        except (ConnectionClosed, trio.EndOfChannel):
+            raise self._closed or EndpointError(CLOSED) from None
+        finally:
+            self._waiting.pop(request_id, None)
+        if "error" in msg:
+            raise error_from_json(msg["error"]["message"], msg["error"].get("data"))
+        return msg["result"]
 
-    async def _reply(self, request_id: int, on_notify: Callable[[dict], None] | None) -> Any:
-        while True:
-            msg = json.loads(await self.ws.get_message())
-            if msg.get("id") == request_id:
-                if "error" in msg:
-                    raise error_from_json(msg["error"]["message"], msg["error"].get("data"))
-                return msg["result"]
-            if "method" in msg and on_notify is not None:
-                on_notify(msg)
+    async def read(self) -> None:
+        """Every message until serve closes the connection: answers to their calls,
+        pushes to `on_notify`."""
+        try:
+            while True:
+                try:
+                    msg = json.loads(await self.ws.get_message())
+                except ValueError:
+                    continue  # not JSON: nothing of ours
+                waiting = self._waiting.get(msg.get("id")) if "id" in msg else None
+                if waiting is not None:
+                    waiting.send_nowait(msg)
+                elif "method" in msg and self.on_notify is not None:
+                    self.on_notify(msg)
+        except ConnectionClosed:
+            self._closed = EndpointError(CLOSED)
+            for waiting in self._waiting.values():
+                waiting.close()
+
+
+CLOSED = "serve closed the connection (it is stopping?)"
 
 
 @asynccontextmanager
-async def connect(url: str, token: str) -> AsyncIterator[Rpc]:
+async def connect(
+    url: str, token: str, on_notify: Callable[[dict], None] | None = None
+) -> AsyncIterator[Rpc]:
+    """A connection to serve's endpoint for the block; `on_notify` gets what serve pushes.
+    An error of the block comes out as itself, not inside the connection's task group."""
     headers = [(b"authorization", f"Bearer {token}".encode())]
     try:
-        async with open_websocket_url(url, extra_headers=headers, connect_timeout=10) as ws:
-            yield Rpc(ws)
+        try:
+            async with open_websocket_url(url, extra_headers=headers, connect_timeout=10) as ws:
+                async with trio.open_nursery() as nursery:
+                    rpc = Rpc(ws, on_notify)
+                    nursery.start_soon(rpc.read)
+                    try:
+                        yield rpc
+                    finally:
+                        nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            leaf = _only(group)
+            if leaf is None:
+                raise
+            raise leaf from None
     except HandshakeError as exc:
         # trio-websocket wraps a refused or failed connect in an empty HandshakeError
         if isinstance(exc.__cause__, OSError):
@@ -81,6 +124,16 @@ async def connect(url: str, token: str) -> AsyncIterator[Rpc]:
                             " (is serve.token this serve's?)") from None  # fmt: skip
     except OSError as exc:
         raise EndpointError(_unreachable(url, exc)) from None
+
+
+def _only(group: BaseExceptionGroup) -> BaseException | None:
+    """The one exception inside nested groups, if there is only one."""
+    inner: BaseException = group
+    while isinstance(inner, BaseExceptionGroup):
+        if len(inner.exceptions) != 1:
+            return None
+        inner = inner.exceptions[0]
+    return inner
 
 
 def _unreachable(url: str, exc: OSError) -> str:
