@@ -30,6 +30,12 @@ class Unavailable(HermesError):
     """Something the request needs is stopped, busy or replaced: it may succeed later."""
 
 
+class Outside(Unavailable):
+    """A failure outside hermes (a network down, a peer gone, a peer silent): expected in a
+    long life, so the supervisor that restarts the actor says it in one line, its
+    traceback only at debug level."""
+
+
 class PortInUse(Unavailable):
     """A port this process must listen on is taken (another hermes, another program)."""
 

@@ -21,7 +21,13 @@ import attrs
 import trio
 
 from hermes.actors.backoff import Backoff
-from hermes.actors.errors import ActorError, ActorStopped, ChildStartError, SupervisorGaveUp
+from hermes.actors.errors import (
+    ActorError,
+    ActorStopped,
+    ChildStartError,
+    Outside,
+    SupervisorGaveUp,
+)
 from hermes.actors.ref import Ref
 from hermes.actors.snapshot import RunState, Snapshot
 
@@ -271,7 +277,11 @@ class Supervisor:
             if not status.started_ok:
                 raise
             error = exc
-            log.error("%s/%s crashed: %r", self.name, slot.spec.name, exc, exc_info=exc)
+            if outside := _outside(exc):  # expected: one line; the traceback for debugging
+                log.warning("%s/%s: %s", self.name, slot.spec.name, "; ".join(outside))
+                log.debug("%s/%s ended by", self.name, slot.spec.name, exc_info=exc)
+            else:
+                log.error("%s/%s crashed: %r", self.name, slot.spec.name, exc, exc_info=exc)
         finally:
             slot.done.set()
             if slot.spec.ref is not None and incarnation == slot.incarnation:
@@ -361,3 +371,12 @@ class Supervisor:
     def _check_new_name(self, name: str) -> None:
         if any(s.spec.name == name for s in self._slots):
             raise ValueError(f"supervisor {self.name!r} already has a child {name!r}")
+
+
+def _outside(exc: BaseException) -> list[str]:
+    """What ended a child, when all of it came from outside hermes (Outside, also inside
+    the groups an actor's nursery wraps it in); empty otherwise."""
+    if isinstance(exc, BaseExceptionGroup):
+        said = [_outside(inner) for inner in exc.exceptions]
+        return [line for lines in said for line in lines] if all(said) else []
+    return [str(exc) or type(exc).__name__] if isinstance(exc, Outside) else []

@@ -32,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import httpx
 import trio
+from trio_websocket import ConnectionClosed, HandshakeError
 
 from hermes.actors.actor import Actor
 from hermes.actors.backoff import Backoff
-from hermes.actors.errors import ActorStopped, HermesError
+from hermes.actors.errors import ActorStopped, HermesError, Outside
 from hermes.adapters.contract import (
     Admit,
     ChatType,
@@ -80,12 +82,37 @@ class AdapterFatal(HermesError):
         self.reason = reason
 
 
-class ProgressLost(HermesError):
+class ProgressLost(Outside):
     """No progress within the deadline: the connection is presumed dead."""
 
 
-class ConnectionEnded(HermesError):
+class ConnectionEnded(Outside):
     """The platform closed the connection; the supervisor connects again."""
+
+
+class ConnectionFailed(Outside):
+    """The connection failed on the network's side (no route, no name, refused, reset, a
+    timeout, a TLS error): said in one line, as its status says it."""
+
+
+# What ends a connection from outside hermes; anything else is a bug, logged whole.
+NETWORK_ERRORS = (
+    OSError,
+    TimeoutError,
+    httpx.TransportError,
+    trio.BrokenResourceError,
+    trio.TooSlowError,
+    ConnectionClosed,
+    HandshakeError,
+    Outside,
+)
+
+
+def _from_outside(exc: BaseException) -> bool:
+    """Whether every exception in `exc` (a group's too) came from outside hermes."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_from_outside(inner) for inner in exc.exceptions)
+    return isinstance(exc, NETWORK_ERRORS)
 
 
 @attrs.define
@@ -332,6 +359,8 @@ class PlatformAdapter(Actor):
                 fatal = _fatal_in(exc)
                 if fatal is None:
                     self.status.state, self.status.reason = BACKING_OFF, _describe(exc)
+                    if _from_outside(exc):
+                        raise ConnectionFailed(f"{self.platform}: {_describe(exc)}") from exc
                     raise
                 log.error("%s: %s; not restarting", self.name, fatal.reason)
                 self.status.state, self.status.reason = FATAL, fatal.reason

@@ -94,3 +94,30 @@ def test_with_serve_down_a_command_says_to_start_it(home):
         assert done.stderr.rstrip().endswith(
             "is `hermes serve` running? (start it: hermes serve)"
         ), done.stderr
+
+
+@pytest.mark.timeout(90)
+def test_a_platform_out_of_reach_is_one_line_a_reconnect(home, spawn):
+    """No route to the platform: each failed connection is one warning with the reason
+    (as `hermes status` says it), the traceback only at debug level."""
+    with socket.socket() as closed:  # nothing listens: every connection is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    home.config_path.write_text(
+        "gateway:\n  local:\n    port: 0\nops:\n  port: 0\nplatforms:\n  telegram:\n"
+        f"    token_env: TG\n    base_url: 'http://127.0.0.1:{port}/'\n"
+    )
+    home.env_path.write_text("TG=123:abc\n")
+    serve = spawn()
+    wait_ready(serve)
+    seen, failures = [], 0
+    for line in serve.stderr:
+        seen.append(line)
+        failures += "adapters/telegram: telegram: " in line
+        if failures == 3:  # three connections failed, the first and two reconnects
+            break
+    serve.terminate()
+    assert serve.wait(timeout=60) == 0
+    failed = [line for line in seen if "adapters/telegram" in line]
+    assert all(" WARNING " in line and "onnect" in line for line in failed), failed
+    assert not [line for line in seen if "Traceback" in line or "crashed" in line], seen
