@@ -78,9 +78,24 @@ class HermesHome:
         return self.root / "serve.token"
 
     @property
+    def serve_port(self) -> Path:
+        """Where serve writes its endpoint's port, which clients read."""
+        return self.root / "serve.port"
+
+    @property
     def ops_port(self) -> Path:
         """Where serve writes the operator surfaces' port (chosen when ops.port is 0)."""
         return self.root / "ops.port"
+
+    @property
+    def webhooks_port(self) -> Path:
+        """Where serve writes the webhook listener's port."""
+        return self.root / "webhooks.port"
+
+    @property
+    def port_files(self) -> tuple[Path, ...]:
+        """What a running serve writes of its ports: gone when it stops."""
+        return (self.serve_port, self.ops_port, self.webhooks_port)
 
     @property
     def serve_pid(self) -> Path:

@@ -34,7 +34,7 @@ def serve_address(home: HermesHome, config: Config, port: int | None) -> tuple[s
         raise EndpointError(f"no {home.serve_token}: start `hermes serve` first") from None
     if port is None:
         try:
-            port = int((home.root / "serve.port").read_text())
+            port = int(home.serve_port.read_text())
         except (FileNotFoundError, ValueError):
             port = config.gateway.local.port
     return f"ws://{config.gateway.local.host}:{port}/", token

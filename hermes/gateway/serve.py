@@ -63,6 +63,14 @@ def beside_another(config: Config) -> Config:
     return config
 
 
+def _forget_ports(home: HermesHome, lock: bool) -> None:
+    """The port files this serve wrote: gone with it, so no client is sent to a port
+    nothing of this home holds (a second serve of the home, --no-lock, leaves them)."""
+    if lock:
+        for path in home.port_files:
+            path.unlink(missing_ok=True)
+
+
 async def _watch_signals(
     signals: AsyncIterator[int], root: Supervisor, timeout: float, root_scope: trio.CancelScope
 ) -> None:
@@ -150,6 +158,7 @@ def run_serve(
             with redacted_logs(keys.redact):
                 trio.run(main)
         except (ChildStartError, BaseExceptionGroup) as exc:
+            _forget_ports(home, lock)
             named = _start_failure(exc, PortInUse)
             if named is not None:
                 raise named from None
@@ -161,4 +170,5 @@ def run_serve(
             if unusable is not None:
                 raise StateDbUnusable(str(unusable)) from None
             raise
+        _forget_ports(home, lock)
     log.info("serve stopped")

@@ -167,7 +167,7 @@ def build_root(
         methods = Methods(registry(), home.state_db, services.clock, config, live)
 
         def bound(port: int) -> None:
-            write_secret_file(home.root / "serve.port", f"{port}\n")  # where clients look
+            write_secret_file(home.serve_port, f"{port}\n")  # where clients look
             on_bound(port)
 
         return LocalEndpoint(local.host, local.port, token, methods, statuses["local"],
@@ -216,7 +216,7 @@ def build_root(
         settings = config.gateway.webhooks
 
         def bound(port: int) -> None:
-            write_secret_file(home.root / "webhooks.port", f"{port}\n")  # where tests look
+            write_secret_file(home.webhooks_port, f"{port}\n")  # where tests look
 
         return WebhookListener(settings.host, settings.port, hooked, services.adapter_of,
                                settings.max_body, bound)  # fmt: skip

@@ -364,7 +364,7 @@ def check_ports(home: HermesHome, config: Config) -> list[CheckResult]:
     local = config.gateway.local
     results = [
         check_port(
-            "local port", "gateway.local", local.host, local.port, home.root / "serve.port", pid
+            "local port", "gateway.local", local.host, local.port, home.serve_port, pid
         )
     ]
     if config.ops.enabled:
@@ -379,7 +379,7 @@ def check_ports(home: HermesHome, config: Config) -> list[CheckResult]:
     if any(platforms[n].webhook for n in config.enabled_platforms() if n in platforms):
         hooks = config.gateway.webhooks
         results.append(check_port("webhooks port", "gateway.webhooks", hooks.host, hooks.port,
-                                  home.root / "webhooks.port", pid))  # fmt: skip
+                                  home.webhooks_port, pid))  # fmt: skip
     return results
 
 

@@ -35,6 +35,7 @@ def test_a_port_in_use_exits_75_naming_it(home, taken_port, config, said):
     assert result.returncode == 75, result.stderr
     assert said.format(port=taken_port) in result.stderr
     assert "Traceback" not in result.stderr
+    assert not [p.name for p in home.port_files if p.exists()]  # no port of a serve gone
 
 
 @pytest.mark.timeout(120)
