@@ -161,6 +161,28 @@ def taken_port() -> Iterator[int]:
         yield holder.getsockname()[1]
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A skip inside a Trio test (in its nursery) keeps its reason: pytest-trio unwraps
+    the group it comes in but skips again with no message, so the install line the skip
+    says would be lost ("Skipped"). The skip as it was raised is raised instead."""
+    try:
+        return (yield)
+    except pytest.skip.Exception as exc:
+        if not exc.msg and isinstance(exc.__context__, BaseExceptionGroup):
+            leaves = _leaves(exc.__context__)
+            said = [e for e in leaves if isinstance(e, pytest.skip.Exception) and e.msg]
+            if said:
+                raise said[0] from None
+        raise
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests that take a minute first (`pytest.mark.minute`): the two workers take them
     at the start, and the rest, short, evens out at the end; met last, one of them would

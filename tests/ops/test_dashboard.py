@@ -88,6 +88,24 @@ def test_without_the_browser_it_is_skipped_with_the_install_command_unless_requi
     require_system(Path(sys.executable), packages=("python3",))  # there: the test goes on
 
 
+def test_a_skip_inside_a_trio_test_keeps_its_install_line(tmp_path):
+    """pytest-trio would report it as a bare "Skipped" (tests/conftest.py keeps it)."""
+    test = tmp_path / "test_needs.py"
+    test.write_text(
+        "from pathlib import Path\n\n\nasync def test_needs(nursery, require_system):\n"
+        "    require_system(Path('/nonexistent/prog'), packages=('prog',))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "HERMES_TEST_REQUIRE_SYSTEM"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p",
+         "tests.conftest", "-n", "0", "-o", "trio_mode=true", "--rootdir", str(tmp_path),
+         str(test)],
+        capture_output=True, text=True, env=env, cwd=Path(__file__).parents[2], timeout=60,
+    )  # fmt: skip
+    assert "1 skipped" in done.stdout, done.stdout + done.stderr
+    assert "needs Debian's prog: apt-get install prog (/nonexistent/prog missing)" in done.stdout
+
+
 def _end_leftovers() -> None:
     """Chromium's crash handlers are daemons, so this process (a subreaper) adopts them,
     and they exit a moment after the browser: wait for that, then make sure."""
