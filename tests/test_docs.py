@@ -1,0 +1,52 @@
+"""The docs name what the code has: every platform of the registry in the README's first
+paragraph and in docs/architecture.md's layer table, every tool of the catalog in the
+tool tables of docs/agent.md and docs/access.md. A platform or a tool added without its
+line fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hermes.adapters.registry import PLATFORMS
+from hermes.agent.tools.catalog import default_tools, web_tools
+from hermes.config import SearchConfig, Secrets, WebConfig
+
+ROOT = Path(__file__).parents[1]
+SPOKEN = {"local": "local endpoint"}  # how prose names a platform, where not by its name
+
+
+def first_paragraph(path: Path) -> str:
+    """The first paragraph of prose (after the title and the set-up commands)."""
+    paragraphs = path.read_text().split("\n\n")
+    return next(p for p in paragraphs if p and not p.startswith(("#", "    ")))
+
+
+def table_rows(path: Path, heading: str) -> str:
+    """The rows of the first table under `heading`."""
+    text = path.read_text()
+    section = text[text.index(heading) :]
+    table = re.search(r"(?m)^\|.*\|\n\|[-| ]+\|\n(?:\|.*\|\n)+", section)
+    assert table is not None, f"no table under {heading} in {path.name}"
+    return table.group(0)
+
+
+@pytest.mark.parametrize("platform", sorted(PLATFORMS))
+def test_the_readme_and_the_architecture_name_every_platform(platform):
+    said = SPOKEN.get(platform, platform)
+    assert said.lower() in first_paragraph(ROOT / "README.md").lower()
+    layers = table_rows(ROOT / "docs/architecture.md", "## The layers")
+    assert f"`{platform}`" in layers
+
+
+def every_tool() -> list[str]:
+    search = WebConfig(search=SearchConfig(provider="searxng", url="http://127.0.0.1:1"))
+    return sorted(default_tools() | web_tools(search, Secrets({}, frozenset())))
+
+
+@pytest.mark.parametrize("tool", every_tool())
+def test_the_tool_tables_name_every_tool(tool):
+    assert f"`{tool}`" in table_rows(ROOT / "docs/agent.md", "## Tools")
+    assert f"`{tool}`" in table_rows(ROOT / "docs/access.md", "## Which tools each role may call")
