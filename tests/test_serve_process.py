@@ -144,7 +144,7 @@ def test_a_second_signal_during_the_drain_cancels_at_once(home, spawn):
         read_until(serve.stderr, "draining")  # the first signal was taken: the drain is on
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(timeout=15) == 0
-        assert time.monotonic() - started < 15  # far from the 60 s deadline
+        assert time.monotonic() - started < 30  # far from the 60 s deadline, even on a busy machine
         chat.communicate(timeout=15)  # its connection closed with serve
     finally:
         if chat.poll() is None:

@@ -40,7 +40,7 @@ async def test_send_message_queues_chunks_and_tells_the_outbox(ctx):
             " ORDER BY id").fetchall())  # fmt: skip
         assert [r[:6] for r in rows] == [("discord", "c9", "t1", "send", "pending", "s1")] * 2
         assert all(r[6] <= 2000 for r in rows)
-        with trio.fail_after(5):
+        with trio.fail_after(30):
             await outbox.nudged.wait()
         outbox.stop()
 

@@ -128,7 +128,8 @@ def test_a_cancel_reaches_a_fire_that_cron_run_runs_elsewhere(home):
             fire.kill()
             fire.wait()
     assert not any(p.alive() for p in tree)  # SIGKILL after the grace, escaped member too
-    assert took < 2.0 + 1.0, took  # grace + 1 s (the lease watch looks twice a second)
+    # grace (2 s), then the kill: far from the 300 s the tree would run, even when busy
+    assert took < 2.0 + 20.0, took
     assert fire.returncode == 1
     ((status, error),) = rows(home, "SELECT status, error FROM cron_runs")
     assert (status, error) == ("cancelled", None)  # the late result did not win

@@ -19,6 +19,7 @@ import grp
 import itertools
 import os
 import pwd
+import select
 import shutil
 import signal
 import socket
@@ -279,8 +280,12 @@ class Dovecot:
         self.users[user] = password
         self._write_passwd()
         # Dovecot's auth process looks at the file at most once a second: it is stopped,
-        # and the next login starts one that reads the file afresh.
-        self._signal_processes(f"{INSTANCE_PREFIX}{self.port}/auth".encode(), signal.SIGTERM)
+        # and the next login starts one that reads the file afresh. Returned only once it
+        # is gone: a login the moment after (a kicked client's) must not meet the old one.
+        stopped = self._signal_processes(f"{INSTANCE_PREFIX}{self.port}/auth".encode(),
+                                         signal.SIGTERM)  # fmt: skip
+        for pid in stopped:
+            _wait_exit(pid, STOP_GRACE)
 
     def _signal_sessions(self, user: str, sig: signal.Signals) -> list[int]:
         if user not in self.users:
@@ -434,6 +439,18 @@ def _keywords(box: Path) -> dict[str, str]:
         if number.isdigit() and int(number) < 26 and keyword:
             found[chr(ord("a") + int(number))] = keyword
     return found
+
+
+def _wait_exit(pid: int, timeout: float) -> None:
+    """Until `pid` has exited (its pidfd readable), at most `timeout` seconds."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
 
 
 def _group_members(pgid: int) -> list[int]:

@@ -556,7 +556,7 @@ async def test_a_turn_left_in_a_crashed_session_actors_mailbox_ends_with_an_erro
         # handle, which crashes it.
         address.cast_nowait(object())
         address.cast_nowait(Turn("two", send))
-        with trio.fail_after(5):
+        with trio.fail_after(30):
             async with events:
                 got = [e async for e in events]  # ends: the caller is not left waiting
         assert [e.kind for e in got] == [StepKind.ERROR]
@@ -713,9 +713,9 @@ async def test_a_drain_ends_when_the_queued_turns_are_done(registry, home, fake)
         await h.first_step(first)
         second = await h.send("alice", "second question")
         assert "1 waiting" in (await h.ask("alice", "/status")).text
-        h.router.request_drain(trio.current_time() + 4)
+        h.router.request_drain(trio.current_time() + 120)
         assert (await h.answer_to(second)).text == "A2"
-        with trio.fail_after(2.5):  # not the 4 s of the deadline
+        with trio.fail_after(30):  # not the 120 s of the deadline
             await h.stopped.wait()
 
 
