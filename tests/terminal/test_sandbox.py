@@ -152,17 +152,23 @@ async def test_public_network_reaches_no_loopback_private_or_metadata_address(ho
     assert "::1 is loopback" in out
 
 
+MEMBERS = ("escaped", "stubborn", "leader")  # STUBBORN's, each named `<marker>-<member>`
+
+
 def sandboxed_pids(marker: str) -> list[ProcessId]:
-    """Processes on this machine whose command line carries `marker`."""
+    """The members of STUBBORN's tree for `marker` running on this machine, by the name
+    `exec -a` gave each (not the shells and bwrap whose arguments merely hold it, nor a
+    `setsid -f` that is about to exit)."""
+    names = {f"{marker}-{member}".encode() for member in MEMBERS}
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            argv0 = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0", 1)[0]
         except OSError:
             continue
-        if marker.encode() in cmdline and (proc := ProcessId.of(int(name))) is not None:
+        if argv0 in names and (proc := ProcessId.of(int(name))) is not None:
             found.append(proc)
     return found
 
