@@ -363,9 +363,7 @@ def check_ports(home: HermesHome, config: Config) -> list[CheckResult]:
     pid = serve_pid(home)
     local = config.gateway.local
     results = [
-        check_port(
-            "local port", "gateway.local", local.host, local.port, home.serve_port, pid
-        )
+        check_port("local port", "gateway.local", local.host, local.port, home.serve_port, pid)
     ]
     if config.ops.enabled:
         results.append(
