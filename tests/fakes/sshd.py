@@ -35,6 +35,7 @@ LISTENING = "Server listening on"  # its log line once the port is open
 ACCEPTED = "Accepted publickey for"  # its log line for each login
 START_TIMEOUT = 20.0
 STOP_WAIT = 5.0
+STOP_ROUNDS = 50  # looks for connection processes left after the listener died
 PORT_TRIES = 5
 PRIVSEP_DIR = Path("/run/sshd")
 
@@ -141,20 +142,28 @@ class Sshd:
         return True
 
     def _stop(self) -> None:
-        """SIGKILL to sshd and to its connection processes (each in a session of its own),
-        every one reaped; what they ran is left to the test's leftover check."""
+        """SIGKILL to sshd, then to every connection process (each in a session of its
+        own), every one reaped; what they ran is left to the test's leftover check.
+
+        The listener dies first, so no connection starts meanwhile; its connection
+        processes then belong to the test process (a subreaper), and are looked for again
+        until none is left: a listing of /proc can miss a child forked or exiting while it
+        is read, and a monitor's unprivileged child outlives its killed parent briefly."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        servers = [pid for pid in descendant_pids(proc.pid) if _is_sshd(pid)]
-        for pid in (proc.pid, *servers):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        proc.kill()
         proc.wait()
-        # Killed before their parent reaped them, they were handed to us (a subreaper).
-        for pid in servers:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        for _ in range(STOP_ROUNDS):
+            servers = [pid for pid in descendant_pids(os.getpid()) if _is_sshd(pid)]
+            if not servers:
+                break
+            for pid in servers:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            for pid in servers:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)  # ours once their parent died; else their parent's
         self._log.join(STOP_WAIT)
         if proc.stderr is not None:
             proc.stderr.close()
