@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import apsw
 import attrs
 
+from hermes.actors.errors import Unavailable
 from hermes.adapters.contract import Button, OutFile, Target
 from hermes.config import GatewayConfig
 from hermes.delivery.mirror import Mirror, write_mirror
@@ -381,17 +382,34 @@ def mark_dead(conn: apsw.Connection, row_id: int, reason: str, now: float) -> No
     )
 
 
+class SendNotRecorded(Unavailable):
+    """A report of a message id no row holds yet, while a send of that platform is in
+    flight: it may be that send's, whose answer is not recorded yet; the platform is to
+    report it again (a webhook answered with an error is delivered again)."""
+
+
 def mark_undelivered(
     conn: apsw.Connection, platform: str, message_id: str, reason: str, now: float
 ) -> int:
     """A sent row the platform later reported undelivered (by its message id) is dead with
-    `reason`; how many rows that was (0: not one of ours, or already dead)."""
+    `reason`; how many rows that was (0: not one of ours, or already dead). A report
+    that can be of a send still in flight (the platform reported before hermes recorded
+    its answer): SendNotRecorded, nothing changed."""
     conn.execute(
         "UPDATE outbox SET state = ?, last_error = ?, updated_at = ?"
         " WHERE platform = ? AND message_id = ? AND state = ?",
         (DEAD, reason, now, platform, message_id, SENT),
     )
-    return conn.changes()
+    changed = conn.changes()
+    if changed:
+        return changed
+    known = conn.execute("SELECT 1 FROM outbox WHERE platform = ? AND message_id = ?",
+                         (platform, message_id)).fetchone()  # fmt: skip
+    in_flight = conn.execute("SELECT 1 FROM outbox WHERE platform = ? AND state = ?",
+                             (platform, SENDING)).fetchone()  # fmt: skip
+    if known is None and in_flight is not None:
+        raise SendNotRecorded(f"{platform} reported {message_id} while a send is in flight")
+    return 0
 
 
 def recover(

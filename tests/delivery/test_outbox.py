@@ -12,6 +12,7 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 import trio
 
 from hermes.actors.actor import Actor
@@ -37,10 +38,12 @@ from hermes.delivery.outbox_store import (
     PENDING,
     SENT,
     UNKNOWN,
+    SendNotRecorded,
     enqueue,
     mark_retry,
     mark_sending,
     mark_sent,
+    mark_undelivered,
 )
 from hermes.state.db import Db
 from tests.adapters.relay import HeldRelay
@@ -499,3 +502,24 @@ async def test_a_send_whose_answer_never_came_is_unknown_not_sent_twice(
         assert sorted(shown(sent)) == ["slow to answer", "the next one"]
         assert [(state, attempts) for _, _, state, attempts, _ in
                 await settled_rows(registry, home)] == [(UNKNOWN, 1), (SENT, 1)]  # fmt: skip
+
+
+async def test_a_failure_reported_before_its_send_is_recorded_is_asked_again(registry, home):
+    """A platform can report a send failed (a WhatsApp status) before hermes recorded the
+    send's answer: nothing matches yet, so the report is refused for the platform to
+    deliver again, and once the answer is recorded it turns the row dead."""
+    async with Db(registry, home.state_db) as db:
+
+        def sending(conn, now: float) -> int:
+            [first] = enqueue(conn, Target(PLATFORM, "a"), ["a0"], "reply", "a", now)
+            mark_sending(conn, first, now)
+            return first
+
+        row = await db.write(sending, 1.0)
+        with pytest.raises(SendNotRecorded):
+            await db.write(mark_undelivered, PLATFORM, "m-1", "undeliverable", 2.0)
+        assert [state for _, _, state, _, _ in await rows(db)] == ["sending"]
+        await db.write(mark_sent, row, "m-1", 3.0)
+        assert await db.write(mark_undelivered, PLATFORM, "m-1", "undeliverable", 4.0) == 1
+        assert [state for _, _, state, _, _ in await rows(db)] == [DEAD]
+        assert await db.write(mark_undelivered, PLATFORM, "m-other", "x", 5.0) == 0  # not ours
