@@ -110,7 +110,19 @@ class ModelConfig:
 
 Role = Literal["owner", "user"]  # who may do what; see hermes.agent.permissions
 OWNER_TOOLS = ("*",)
-USER_TOOLS = ("memory", "session_search", "send_message", "send_file")
+USER_TOOLS = (
+    "memory",
+    "session_search",
+    "send_message",
+    "send_file",
+    "skills_list",
+    "skill_view",
+    "skill_manage",
+    "read_file",
+    "write_file",
+    "patch",
+    "search_files",
+)
 
 
 @attrs.frozen
@@ -604,6 +616,29 @@ class OpsConfig:
         return self.host or "127.0.0.1"
 
 
+def _skill_roles(_inst: Any, attr: attrs.Attribute, value: dict[str, tuple[str, ...]]) -> None:
+    for name, roles in value.items():
+        bad = sorted(set(roles) - {"owner", "user"})
+        if bad or not roles:
+            raise _BadValue(f"{attr.name}.{name}: roles are owner and user, not {bad or 'none'}")
+
+
+@attrs.frozen
+class SkillsConfig:
+    """Skills: folders of instructions under HERMES_HOME/skills that the agent opens when a
+    task needs them."""
+
+    roles: dict[str, tuple[Role, ...]] = attrs.field(factory=dict, validator=_skill_roles)
+    """Which roles may use a shared skill, by its name (`owner` alone: owners only); unset:
+    every role, unless the skill's own front matter says owners only."""
+    index_chars: int = attrs.field(default=3_000, validator=_at_least(200))
+    """How much of every system prompt the list of skills (names and descriptions) may take;
+    the rest are named by `skills_list`."""
+    remind_after: int = attrs.field(default=8, validator=_at_least(1))
+    """Tool calls in one turn after which the agent is reminded, once, that it may save what
+    it learned as a skill."""
+
+
 @attrs.frozen
 class Config:
     """The whole of config.yaml. `Config()` is the embedded default."""
@@ -636,6 +671,8 @@ class Config:
     """The web tools."""
     media: MediaConfig = MediaConfig()
     """Attachments, voice and images, both ways."""
+    skills: SkillsConfig = SkillsConfig()
+    """Skills the agent may open, and who may use them."""
 
     def zone(self) -> zoneinfo.ZoneInfo:
         """The configured timezone, else the machine's ($TZ, then /etc/localtime), else UTC."""

@@ -68,6 +68,17 @@ class HermesHome:
         return self.root / "outgoing"
 
     @property
+    def skills(self) -> Path:
+        """Skills: shared ones at the top, installed ones quarantined apart until an owner
+        enables them, a user's own under users/<platform>/<user>/."""
+        return self.root / "skills"
+
+    @property
+    def soul(self) -> Path:
+        """SOUL.md: the persona, replacing the built-in identity when it exists."""
+        return self.root / "SOUL.md"
+
+    @property
     def workspace(self) -> Path:
         """Where the agent's terminal sessions start, one directory per session (never
         HERMES_HOME itself, where the secrets are)."""

@@ -12,7 +12,9 @@ records the interruption in the transcript.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -31,11 +33,14 @@ from hermes.agent.context import (
     SummaryHealth,
     provider_key,
 )
+from hermes.agent.context_files import ContextFiles, Loaded, project_block
 from hermes.agent.mcp.servers import McpServers
 from hermes.agent.permissions import COMMAND_TOOLS, Permissions
-from hermes.agent.prompt import system_prompt
+from hermes.agent.prompt import IDENTITY, SKILL_REMINDER, PromptParts, skills_index, system_prompt
 from hermes.agent.provider import ModelReply, Provider, ToolCall
+from hermes.agent.skills.library import SkillLibrary
 from hermes.agent.tools.base import Tool, ToolContext, schema
+from hermes.agent.tools.file_view import FileRefused, view_for
 from hermes.agent.turn_times import TurnTimes
 from hermes.agent.untrusted import CallMarks, TurnMarks
 from hermes.config import Role, ToolsConfig
@@ -53,6 +58,10 @@ from hermes.state.sessions import get_session
 
 log = logging.getLogger(__name__)
 
+INVOKED = re.compile(r"/([a-z0-9]+(?:-[a-z0-9]+)*)(?:\s|$)")  # /<skill> [text]
+LOADED_SKILL_CHARS = 20_000  # a SKILL.md loaded whole into a prompt
+LOADED_SKILLS_CHARS = 40_000  # every SKILL.md one prompt loads, together
+SANDBOX_SKILLS = 64  # the skill directories bound into a sandboxed command, at most
 READABLE_FILES = 64  # the conversation's latest files a sandboxed command may read
 SUMMARIES_KEPT = 10_000  # sessions whose summary health the agent keeps (then: the failing)
 NOT_RUN_AGAIN = (
@@ -94,11 +103,15 @@ class Agent:
         permissions: Permissions | None = None,
         redact: Callable[[str], str] = str,
         mcp: McpServers | None = None,
+        skills: SkillLibrary | None = None,
+        context_files: ContextFiles | None = None,
     ) -> None:
         """`permissions`: which tools each role is offered (default: agent.tools's
         defaults); `redact`: applied to every tool result before the model, the
         transcript or a client sees it (serve's redactor of every secret it holds);
-        `mcp`: the MCP servers' tools, offered beside `tools` by each server's roles."""
+        `mcp`: the MCP servers' tools, offered beside `tools` by each server's roles;
+        `skills`: the skills whose index each prompt holds; `context_files`: SOUL.md and
+        the project files (none: the built-in identity and no project context)."""
         self.chain = chain
         self.tools = tools
         self.max_turns = max_turns
@@ -107,6 +120,8 @@ class Agent:
         self.permissions = permissions or Permissions.build(ToolsConfig(), tools)
         self.redact = redact
         self.mcp = mcp
+        self.skills = skills
+        self.context_files = context_files or ContextFiles()
         self._offered: dict[str, tuple[list[dict[str, Any]], int]] = {}
         for role in ("owner", "user"):
             names = self.permissions.tools_for(role)
@@ -139,10 +154,84 @@ class Agent:
         return Compactor(self.budgets, ctx.db, ctx.session_id, ctx.terminal.options.spill_dir,
                          ctx.clock, health)  # fmt: skip
 
-    def system(self, ctx: ToolContext, source: str) -> str:
-        return system_prompt(
-            ctx.memory.prompt_block(), ctx.session_id, source, ctx.tz, ctx.clock.now()
+    async def system(self, ctx: ToolContext, source: str) -> str:
+        """The system prompt of `ctx`'s next model call, from its named parts (read in a
+        thread: files are read and scanned)."""
+        parts = await trio.to_thread.run_sync(self._parts, ctx)
+        return system_prompt(parts, ctx.session_id, source, ctx.tz, ctx.clock.now())
+
+    def _parts(self, ctx: ToolContext) -> PromptParts:
+        return PromptParts(
+            self.context_files.persona(IDENTITY),
+            ctx.memory.prompt_block(),
+            self._skills_part(ctx),
+            project_block(self._project_files(ctx)),
         )
+
+    def _project_files(self, ctx: ToolContext) -> list[Loaded]:
+        """The project files of where `ctx`'s commands start and where its shell was left,
+        each only if what was opened is a file this caller's commands could read (the
+        file tools' view): a link to a secret, or a directory link out of a sandboxed
+        session, leads nowhere. None over ssh: the files are on the other machine."""
+        try:
+            view = view_for(ctx)
+        except FileRefused:
+            return []
+        placement = ctx.terminal.backends.place(ctx.caller.role, ctx.untrusted)
+        start = ctx.terminal.own if placement.confined or placement.ask else ctx.terminal.workdir
+        return self.context_files.project(dict.fromkeys([start, view.base]), view.holds)
+
+    def _has_skills(self, role: Role) -> bool:
+        """Whether `role` has skills here (a library, and skill_view to open them)."""
+        return self.skills is not None and "skill_view" in self.permissions.tools_for(role)
+
+    def _skills_part(self, ctx: ToolContext) -> str:
+        if not self._has_skills(ctx.caller.role):
+            return ""
+        return skills_index(self.skills.available(ctx.caller), self.skills.config.index_chars)
+
+    def loaded_skills(
+        self, ctx: ToolContext, named: tuple[str, ...], invoked: tuple[str, ...]
+    ) -> str:
+        """The SKILL.md of each skill `named` (a cron job's) or `invoked` (a message's
+        `/<name>`) that `ctx`'s caller has, for the prompt. One named that they cannot
+        have is said; an invoked name that is no skill of theirs was only text."""
+        if not self._has_skills(ctx.caller.role):
+            if not named:
+                return ""
+            return (f"## The skills {', '.join(named)} cannot be loaded\nskills are not among"
+                    f" the tools of a {ctx.caller.role} here (agent.tools)")  # fmt: skip
+        parts: list[str] = []
+        room = LOADED_SKILLS_CHARS
+        for name in dict.fromkeys((*named, *invoked)):
+            try:
+                skill = self.skills.find(ctx.caller, name)
+                body = self.skills.read(skill).decode("utf-8", errors="replace")
+            except Invalid as exc:
+                if name in named:
+                    parts.append(f"## The skill {name} cannot be loaded\n{exc}")
+                continue
+            keep = min(LOADED_SKILL_CHARS, room)
+            if len(body) > keep:
+                body = f"{body[:keep]}\n[cut; skill_view {name} has the rest]"
+            room -= len(body)
+            parts.append(f"## The skill {name} (at {skill.directory}), loaded for this"
+                         f" request: follow it\n{body}")  # fmt: skip
+        return "\n\n".join(parts)
+
+    def skill_directories(self, ctx: ToolContext) -> tuple[Path, ...]:
+        """The directories of the skills `ctx`'s caller has: a sandboxed command of theirs
+        may read (and run) them, read-only, where skill_view says they are."""
+        if not self._has_skills(ctx.caller.role):
+            return ()
+        return tuple(s.directory for s in self.skills.available(ctx.caller)[:SANDBOX_SKILLS])
+
+    def _remind_after(self, role: Role) -> int:
+        """Tool calls in one turn before its prompt reminds the model, once, that it may
+        save what it learned as a skill (never, where the role cannot write skills)."""
+        if self.skills is None or "skill_manage" not in self.permissions.tools_for(role):
+            return 1 << 30
+        return self.skills.config.remind_after
 
     async def load(self, ctx: ToolContext) -> Conversation:
         """What the next prompt of the session needs, from state.db."""
@@ -153,7 +242,7 @@ class Agent:
         provider = self.chain.starting_with(ctx.model).providers[0]
         chars = self.schema_chars(ctx.caller.role)
         done = await self.compactor(ctx).compact(
-            conversation, self.system(ctx, source), chars, provider, force=True
+            conversation, await self.system(ctx, source), chars, provider, force=True
         )
         return done.describe()
 
@@ -161,7 +250,7 @@ class Agent:
         """/usage: the next prompt's estimated size against the budget, and the tokens
         the session has used."""
         provider = self.chain.starting_with(ctx.model).providers[0]
-        prompt = conversation.prompt(self.system(ctx, source))
+        prompt = conversation.prompt(await self.system(ctx, source))
         size = self.budgets.estimate(prompt, self.schema_chars(ctx.caller.role), provider)
         window = provider.context_tokens
         session = await ctx.db.read(get_session, ctx.session_id)
@@ -186,6 +275,7 @@ class Agent:
         settle: Then | None = None,
         untrusted: str | None = None,
         attachments: Attachments | None = None,
+        skills: tuple[str, ...] = (),
     ) -> TurnResult:
         """`conversation`: what the last turn's result kept, if the caller kept it;
         otherwise what the prompt needs is read from state.db (the latest compaction
@@ -199,7 +289,9 @@ class Agent:
         `untrusted`: why `user_text` is not from an owner's hands (a user's message, a
         mail), recorded with it; the turn's marks start from what the conversation holds
         (hermes.agent.untrusted). `attachments`: the message's files, recorded with it as
-        data (hermes.agent.attachments), rendered only for the model."""
+        data (hermes.agent.attachments), rendered only for the model. `skills`: skills
+        loaded into this turn's prompt (a cron job's); a message `/<skill> ...` loads that
+        one too."""
         times = times or TurnTimes(0.0)
 
         async def emit(step: TurnStep) -> None:
@@ -240,11 +332,18 @@ class Agent:
             user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
                                          ctx.clock.now(), untrusted, files)  # fmt: skip
             conversation.add(user_message, None, untrusted)
-        ctx = attrs.evolve(ctx, marks=TurnMarks(conversation.untrusted))
+        ctx = attrs.evolve(ctx, marks=TurnMarks(conversation.untrusted), skills=self.skills)
         cache = ctx.files.cache.resolve() if ctx.files is not None else None
         media = [p for p in files_of(conversation.messages) if cache and p.is_relative_to(cache)]
-        ctx.terminal.readable = tuple(media[-READABLE_FILES:])
-        system = self.system(ctx, source)
+        skills_here = await trio.to_thread.run_sync(self.skill_directories, ctx)
+        ctx.terminal.readable = (*media[-READABLE_FILES:], *skills_here)
+        system = await self.system(ctx, source)
+        loaded = await trio.to_thread.run_sync(
+            self.loaded_skills, ctx, skills, invoked_skill(user_text)
+        )
+        if loaded:
+            system = f"{system}\n\n{loaded}"
+        remind = self._remind_after(ctx.caller.role)
         compactor = self.compactor(ctx)
         chain = self.chain.starting_with(ctx.model)  # a smaller window: fit compacts for it
         sent: dict[str, int] = {}
@@ -285,6 +384,9 @@ class Agent:
                 times.wait_begins()
                 results = await self._run_tools(reply.tool_calls, ctx)
                 times.wait_ends()
+                remind -= len(reply.tool_calls)
+                if remind <= 0 < remind + len(reply.tool_calls):  # once, as it crosses
+                    system = f"{system}\n\n{SKILL_REMINDER}"
                 for call, (output, marks) in zip(reply.tool_calls, results, strict=True):
                     row = NewMessage(ctx.session_id, "tool", output, tool_call_id=call.id,
                                      tool_name=call.name, timestamp=ctx.clock.now(),
@@ -388,6 +490,13 @@ class Agent:
         except Exception as exc:  # a tool bug is the model's problem to route around, not a crash
             log.exception("tool %s failed", call.name)
             return f"error: {type(exc).__name__}: {exc}"
+
+
+def invoked_skill(text: str) -> tuple[str, ...]:
+    """The skill a message `/<name> ...` names (as a name; whether it is one is for the
+    library to say)."""
+    found = INVOKED.match(text)
+    return (found.group(1),) if found else ()
 
 
 def append_answered(

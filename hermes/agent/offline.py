@@ -76,6 +76,6 @@ class OfflineProvider:
         return ModelReply(text, (), self.name, self.model, 0, len(text.split()))
 
 
-def tool_line(name: str, **args: Any) -> str:
+def tool_line(name: str, /, **args: Any) -> str:
     """The line that makes the offline model call a tool (handy in tests and demos)."""
     return f"/tool {name} {json.dumps(args)}"

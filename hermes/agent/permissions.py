@@ -38,6 +38,7 @@ class Caller:
 
 
 COMMAND_TOOLS = ("terminal", "process")  # tools that run commands
+FILE_TOOLS = ("read_file", "write_file", "patch", "search_files")  # reach what commands see
 
 
 @attrs.frozen

@@ -6,14 +6,17 @@ from collections.abc import Callable
 
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import Budgets
+from hermes.agent.context_files import ContextFiles
 from hermes.agent.loop import Agent
 from hermes.agent.mcp.servers import McpServers
 from hermes.agent.offline import OFFLINE_CONTEXT, OfflineProvider
 from hermes.agent.openai_compat import DEFAULT_CONTEXT, OpenAICompatible
-from hermes.agent.permissions import COMMAND_TOOLS, Permissions
+from hermes.agent.permissions import COMMAND_TOOLS, FILE_TOOLS, Permissions
 from hermes.agent.provider import Provider
+from hermes.agent.skills.library import SkillLibrary
 from hermes.agent.tools.catalog import default_tools, web_tools
 from hermes.config import Config, ConfigError, ModelConfig, Secrets
+from hermes.home import HermesHome
 
 
 def build_provider(entry: ModelConfig, secrets: Secrets) -> Provider:
@@ -37,6 +40,7 @@ def build_chain(config: Config, secrets: Secrets) -> ProviderChain:
 def build_agent(
     config: Config,
     secrets: Secrets,
+    home: HermesHome,
     redact: Callable[[str], str] = str,
     mcp: McpServers | None = None,
     no_sandbox: str | None = None,
@@ -44,13 +48,15 @@ def build_agent(
     """The agent config.yaml describes: its providers, tools (and which role may call
     which), turn bound and context budget. `redact` cleans every tool result; `mcp`: the
     MCP servers serve runs, whose tools are offered too; `no_sandbox`: why commands have
-    no sandbox here, so users are offered no tool that runs one."""
+    no sandbox here, so users are offered no tool that runs one; `home`: where its skills
+    and SOUL.md are."""
     agent = config.agent
     budgets = Budgets(agent.compact_at, agent.keep_turns)
     tools = default_tools() | web_tools(config.web, secrets)
     withheld = {}
     if no_sandbox is not None:
-        withheld["user"] = {t: f"no sandbox ({no_sandbox})" for t in COMMAND_TOOLS}
+        withheld["user"] = {t: f"no sandbox ({no_sandbox})" for t in COMMAND_TOOLS + FILE_TOOLS}
     permissions = Permissions.build(agent.tools, tools, withheld)
+    skills = SkillLibrary(home.skills, config.skills)
     return Agent(build_chain(config, secrets), tools, agent.max_turns, budgets, permissions,
-                 redact, mcp)  # fmt: skip
+                 redact, mcp, skills, ContextFiles(home.soul))  # fmt: skip

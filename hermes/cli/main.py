@@ -21,6 +21,7 @@ from hermes.cli import (
     serve_cmd,
     service_cmd,
     sessions_cmd,
+    skills_cmd,
 )
 from hermes.config import ConfigError
 
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     approvals_cmd.register(sub)
     channels_cmd.register(sub)
     outbox_cmd.register(sub)
+    skills_cmd.register(sub)
     doctor_cmd.register(sub)
     service_cmd.register(sub)
     return parser

@@ -2,8 +2,9 @@
 
 `/compress`, `/usage`, `/undo` and `/retry` are not here: they need the session's conversation,
 so the session actor answers them as turns (queued, never interrupting).
-Unknown `/words` go to the agent as text. In a conversation many users share,
-the commands that change it are an owner's (`refused_in_shared`, asked first).
+Unknown `/words` go to the agent as text (one that names a skill loads it there). In a
+conversation many users share, the commands that change it are an owner's
+(`refused_in_shared`, asked first).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ HELP = """\
 /deny     refuse it (owners): /deny [ID]
 /mcp      the MCP servers: their state and tools
 /reload-mcp  read config.yaml's mcp section again and restart what changed (owners)
+/SKILL    run a turn with that skill loaded: /deploy to staging (skills_list names them)
 /help     this list"""
 
 

@@ -6,6 +6,7 @@ import contextlib
 
 from hermes.actors.errors import ActorStopped, Unavailable
 from hermes.actors.snapshot import RunState, Snapshot
+from hermes.agent.context_files import ContextFiles, Loaded
 from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow
 from hermes.delivery.outbox import nudge
 from hermes.gateway.router import DRAIN_NOTICE, PairingChanged
@@ -13,8 +14,10 @@ from hermes.gateway.services import Services
 
 
 class ServeLive:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, context_files: ContextFiles | None = None) -> None:
+        """`context_files`: the agent's, whose scan findings the dashboard shows."""
         self.services = services
+        self.context_files = context_files
 
     def _stopped(self, exc: ActorStopped) -> Unavailable:
         root = self.services.root.current()
@@ -52,3 +55,6 @@ class ServeLive:
 
     def snapshot(self) -> Snapshot:
         return self.services.root.get().snapshot()
+
+    def context_findings(self) -> list[Loaded]:
+        return self.context_files.findings() if self.context_files is not None else []

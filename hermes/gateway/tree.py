@@ -140,13 +140,13 @@ def build_root(
     mcp = McpServers(config.mcp, McpSetup(secrets_, policy, home.workspace, keys.redact),
                      lambda: load_config(home.config_path, SECTIONS).mcp)  # fmt: skip
     backends = backends_for(config.terminal, home.root)
-    agent = build_agent(config, secrets_, keys.redact, mcp, backends.sandbox_problem)
+    agent = build_agent(config, secrets_, home, keys.redact, mcp, backends.sandbox_problem)
     speech = Speech.of(config.media, secrets_)  # a key named and unset: refused here
     tz = config.zone()
     names = ["local", *config.enabled_platforms()]
     statuses = {name: AdapterStatus() for name in names}
     services = Services.for_platforms(clock or Clock(), names)
-    live = ServeLive(services)
+    live = ServeLive(services, agent.context_files)
 
     def registry() -> Registry:
         return services.state.get()

@@ -12,7 +12,16 @@ import attrs
 from hermes.actors.snapshot import Snapshot
 from hermes.cron.jobs import Job
 from hermes.delivery.channels import HomeChannel
-from hermes.operations import approvals, channels, cron, outbox, pairing, sessions, status
+from hermes.operations import (
+    approvals,
+    channels,
+    cron,
+    outbox,
+    pairing,
+    sessions,
+    skills,
+    status,
+)
 from hermes.operations.context import NoArgs, Ops
 from hermes.state.approvals import Approval
 from hermes.state.rows import SessionRow
@@ -64,4 +73,5 @@ OPERATIONS: dict[str, Operation] = _ops(
     Operation("sessions.export", sessions.ExportArgs, sessions.Exported, sessions.export_session),
     Operation("channels", NoArgs, dict[str, HomeChannel], channels.list_channels),
     Operation("status", NoArgs, Snapshot, status.tree_status),
+    Operation("context.findings", NoArgs, list[skills.ContextFinding], skills.context_findings),
 )  # fmt: skip

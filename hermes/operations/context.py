@@ -16,6 +16,7 @@ import attrs
 from hermes.actors.clock import Clock
 from hermes.actors.errors import Unavailable
 from hermes.actors.snapshot import Snapshot
+from hermes.agent.context_files import Loaded
 from hermes.config import Config
 from hermes.state.db import Db
 
@@ -68,6 +69,10 @@ class Live(Protocol):
     def snapshot(self) -> Snapshot:
         """The serve tree as it is now."""
 
+    def context_findings(self) -> list[Loaded]:
+        """The project files (AGENTS.md) serve's prompts loaded whose scan found
+        something: those lines were left out."""
+
 
 class Offline:
     """No serve runs: changes need no one told, and what only serve does is refused."""
@@ -95,6 +100,9 @@ class Offline:
 
     def snapshot(self) -> Snapshot:
         raise NotServing("no serve is running for this home (`hermes serve` starts it)")
+
+    def context_findings(self) -> list[Loaded]:
+        raise NotServing("no serve is running for this home (`hermes doctor` scans them)")
 
 
 @attrs.frozen

@@ -211,6 +211,9 @@ def build_app(s: OpsView) -> Starlette:
     async def tree(request: Request) -> Response:
         return JSONResponse({"tree": s.tree().to_dict(), "loop_lag": s.loop.lag})
 
+    async def context(request: Request) -> Response:
+        return await s.act("context.findings", {})
+
     async def sessions(request: Request) -> Response:
         query, limit = request.query_params.get("q", "").strip(), _limit(request)
         if query:
@@ -275,6 +278,7 @@ def build_app(s: OpsView) -> Starlette:
         Route("/logout", logout, methods=["POST"]),
         Route("/api/session", session),
         Route("/api/tree", tree),
+        Route("/api/context", context),
         Route("/api/sessions", sessions),
         Route("/api/sessions/{id}", transcript),
         Route("/api/cron", cron),

@@ -26,6 +26,8 @@ import trio
 from hermes.adapters.base import AdapterFatal
 from hermes.adapters.platform import Platform
 from hermes.adapters.registry import SECTIONS, chat_platforms
+from hermes.agent.context_files import SOUL_CHARS, ContextFiles, read_context_file
+from hermes.agent.skills.library import SkillLibrary
 from hermes.agent.tools.catalog import web_tools
 from hermes.config import (
     Config,
@@ -51,6 +53,7 @@ from hermes.terminal.placement import backends_for
 T = TypeVar("T")
 
 TOKEN_TIMEOUT = 10.0  # seconds a platform's auth endpoint gets to answer
+SESSION_DIRS = 500  # the sessions' directories (latest first) whose project files doctor scans
 FIX_CORRUPT = (
     "stop hermes serve and copy state.db aside; restore a backup (`hermes db backup PATH`"
     " makes one) or salvage it with `sqlite3 state.db .recover | sqlite3 new.db`"
@@ -468,6 +471,62 @@ def check_commands(home: HermesHome, config: Config) -> list[CheckResult]:
     return [*results, roles]
 
 
+# -- the agent's context ------------------------------------------------------------------
+
+
+def check_context(home: HermesHome, config: Config) -> list[CheckResult]:
+    """The persona, the skills by state, and the project files the prompts load (in
+    agent.workdir and the latest SESSION_DIRS sessions' directories; a link is never
+    read), with what their scan found: those lines are left out of the prompt until the
+    file is mended."""
+    soul = read_context_file(home.soul, scan=False)
+    if soul is not None and soul.text.strip():
+        cut = f"; the prompt keeps {SOUL_CHARS}" if soul.size > SOUL_CHARS else ""
+        results = [passed("persona", f"{home.soul} ({soul.size} characters{cut})")]
+    else:
+        results = [passed("persona", f"the built-in one ({home.soul} replaces it)")]
+    library = SkillLibrary(home.skills, config.skills)
+    counts = {state: len(library.shared(state)) for state in ("enabled", "quarantined", "disabled")}
+    said = ", ".join(f"{n} {state}" for state, n in counts.items())
+    broken = library.broken()
+    if broken:
+        results.append(failed("skills", f"{said}; no valid SKILL.md in"
+                              f" {', '.join(map(str, broken[:5]))}",
+                              "mend or remove them (docs/skills.md says the format)"))  # fmt: skip
+    elif counts["quarantined"]:
+        waiting = ", ".join(s.name for s in library.shared("quarantined"))
+        results.append(failed("skills", f"{said}: {waiting} wait(s) in quarantine",
+                              "hermes skills show NAME, then enable or remove it"))  # fmt: skip
+    else:
+        results.append(passed("skills", said))
+    directories = [home.workspace / d for d in _session_dirs(home.workspace)]
+    workdir = config.agent.workdir_path()
+    if workdir is not None:
+        directories.insert(0, workdir)
+    flagged = [f for f in ContextFiles().project(directories) if f.findings]
+    for loaded in flagged:
+        first = loaded.findings[0]
+        more = f" and {len(loaded.findings) - 1} more" if len(loaded.findings) > 1 else ""
+        results.append(failed("context", f"{loaded.path}: the prompt leaves out what the scan"
+                              f" flagged: {first.where}: {first.kind}: {first.what}{more}",
+                              "read those lines and mend the file"))  # fmt: skip
+    if not flagged:
+        results.append(passed("context", f"project files in {len(directories)} directories;"
+                              " the scan flagged nothing"))  # fmt: skip
+    return results
+
+
+def _session_dirs(workspace: Path) -> list[str]:
+    """The sessions' directories, the latest changed first (SESSION_DIRS of them); links
+    are not directories here."""
+    try:
+        found = [e for e in os.scandir(workspace) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    found.sort(key=lambda e: e.stat(follow_symlinks=False).st_mtime, reverse=True)
+    return [e.name for e in found[:SESSION_DIRS]]
+
+
 # -- all of them --------------------------------------------------------------------------
 
 
@@ -477,6 +536,7 @@ def local_checks(home: HermesHome, config: Config | None) -> list[CheckResult]:
     results = [check_state_db(home.state_db)]
     if config is not None:
         results += check_commands(home, config)
+        results += check_context(home, config)
         results += check_ports(home, config)
     results.append(check_dead_letters(home.state_db))
     results.append(check_jobs(home.state_db, config.cron if config else CronConfig()))

@@ -62,8 +62,9 @@ class TerminalSession:
         self.redactor_secrets = self.policy.secret_values(source)
         self.options = options or RunOptions(spill_dir=state_dir / "output")
         self._cwds: dict[str, str] = {}  # by backend name: where its shell was left
-        # Files of the conversation (its user's own cached media) a sandboxed command may
-        # read, set by each turn: the rest of the cache it never sees.
+        # What a sandboxed command may read besides its directory, set by each turn: the
+        # conversation's files (its user's own cached media; the rest of the cache it never
+        # sees) and the skills its caller has.
         self.readable: tuple[Path, ...] = ()
 
     def cwd_in(self, backend: Backend) -> str:

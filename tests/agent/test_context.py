@@ -15,7 +15,7 @@ from hermes.agent.tools.catalog import default_tools
 from hermes.state.messages import latest_compaction, messages_of
 from tests.agent.exchanges import exchanges_whole
 
-WINDOW = 2_000  # tokens: small, so compaction comes every few dozen turns
+WINDOW = 4_000  # tokens: small (half of it the tools), so compaction comes every few dozen turns
 
 
 def agent(window: int = WINDOW, keep_turns: int = 3) -> Agent:
@@ -34,7 +34,7 @@ async def test_a_long_chat_stays_in_budget_compacts_and_reloads(ctx):
         result = await model.run_turn(ctx, text, stream=False, conversation=conversation)
         conversation = result.conversation
         assert result.text  # answered, however long the history
-        size = model.budgets.estimate(conversation.prompt(model.system(ctx, "local")),
+        size = model.budgets.estimate(conversation.prompt(await model.system(ctx, "local")),
                                       model.schema_chars("owner"), provider)  # fmt: skip
         assert size <= provider.context_tokens, (n, size)
         assert exchanges_whole(conversation.messages), n
@@ -89,16 +89,16 @@ async def test_a_huge_tool_output_is_cut_with_its_file_named(ctx, outputs):
 async def test_recent_turns_too_big_for_the_window_are_compacted_too(ctx):
     """Long pasted messages: the last few turns alone pass the window; the prompt must
     still fit, with the user's current message whole."""
-    model = agent(window=3_000, keep_turns=4)
+    model = agent(window=5_000, keep_turns=4)
     provider = model.chain.providers[0]
     conversation = None
     for n in range(8):
-        text = f"paste {n}: " + "lorem ipsum dolor sit amet " * 100  # 2,700 characters
+        text = f"paste {n}: " + "lorem ipsum dolor sit amet " * 150  # 4,050 characters
         result = await model.run_turn(ctx, text, stream=False, conversation=conversation)
         conversation = result.conversation
         assert result.text.startswith(f"You said: paste {n}")
-        prompt = conversation.prompt(model.system(ctx, "local"))
-        assert model.budgets.estimate(prompt, model.schema_chars("owner"), provider) <= 3_000
+        prompt = conversation.prompt(await model.system(ctx, "local"))
+        assert model.budgets.estimate(prompt, model.schema_chars("owner"), provider) <= 5_000
     assert exchanges_whole(conversation.messages)
 
 

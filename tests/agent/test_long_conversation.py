@@ -11,7 +11,9 @@ from hermes.agent.context import COMPACTION_PROMPT, SUMMARY_HEADING, Budgets
 from hermes.agent.loop import Agent
 from hermes.agent.offline import OfflineProvider
 from hermes.agent.openai_compat import OpenAICompatible
+from hermes.agent.permissions import Permissions
 from hermes.agent.tools.catalog import default_tools
+from hermes.config import ToolsConfig
 from hermes.state.messages import messages_of
 from tests.agent.exchanges import exchanges_whole
 from tests.fakes.openai import error_answer, text_answer, tool_answer
@@ -23,7 +25,10 @@ def agent(url: str, window: int = WINDOW, fallback=None) -> Agent:
     providers = [OpenAICompatible("fake", "m", url, "k", context_tokens=window)]
     if fallback is not None:
         providers.append(fallback)
-    return Agent(ProviderChain(providers), default_tools(), budgets=Budgets(0.75, 4))
+    # one tool: the window is the conversation's, not the tool list's
+    tools = {"session_search": default_tools()["session_search"]}
+    everything = Permissions.build(ToolsConfig(owner=("*",), user=()), tools)
+    return Agent(ProviderChain(providers), tools, budgets=Budgets(0.75, 4), permissions=everything)
 
 
 def failing_summaries(fake) -> None:

@@ -146,18 +146,33 @@ async def test_cancel_mid_stream_records_the_interruption(fake, ctx):
     assert (await transcript(ctx))[-1] == ("system", INTERRUPTED)
 
 
+class Answering(OfflineProvider):
+    """The offline model, saying when it has answered."""
+
+    answered = trio.Event()
+
+    async def complete(self, *args, **kwargs):
+        try:
+            return await super().complete(*args, **kwargs)
+        finally:
+            self.answered.set()
+
+
 async def test_a_continuing_turn_queues_its_message_and_reply_together(ctx, registry, home):
-    offline = agent(OfflineProvider())
+    model = Answering()
+    offline = agent(model)
     first = await offline.run_turn(ctx, "one", stream=False)
     writer = writer_of(registry, home.state_db).core
     gate = Gate()
+    model.answered = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ctx.db.write, gate.hold)  # the writer is busy
         await trio.testing.wait_all_tasks_blocked()
         nursery.start_soon(functools.partial(
             offline.run_turn, ctx, "two", stream=False, conversation=first.conversation
         ))  # fmt: skip
-        await trio.testing.wait_all_tasks_blocked()  # the model answered without waiting
+        await model.answered.wait()  # the model answered without waiting for the writer
+        await trio.testing.wait_all_tasks_blocked()  # and its reply is queued
         before = writer.batches
         gate.set()
     assert writer.batches - before == 2  # the busy batch, then message and reply in one

@@ -167,12 +167,12 @@ def test_no_provider_means_no_tool():
     assert web_search_tool(SearchConfig(), SECRETS) is None
 
 
-def test_the_agent_offers_it_to_owners_only_where_a_provider_is_configured(fake):
+def test_the_agent_offers_it_to_owners_only_where_a_provider_is_configured(fake, home):
     configured = Config(web=WebConfig(search=SearchConfig("searxng", url=fake.url)))
-    agent = build_agent(configured, NO_SECRETS)
+    agent = build_agent(configured, NO_SECRETS, home)
     assert "web_search" in agent.offered("owner")
     assert "web_search" not in agent.offered("user")  # unless agent.tools.user names it
-    unconfigured = build_agent(Config(), NO_SECRETS).offered("owner")
+    unconfigured = build_agent(Config(), NO_SECRETS, home).offered("owner")
     assert "web_search" not in unconfigured and "web_fetch" in unconfigured
 
 

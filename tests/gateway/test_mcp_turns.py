@@ -151,7 +151,7 @@ async def grow_a_tool(registry, home, fake, mcp: McpServers) -> None:
     agent = agent_with(mcp)
     async with running_router(registry, home, fake, CONFIG, agent=agent) as h:
         assert "mcp_echo_extra" not in agent.offered("owner")
-        await h.ask("alice", '/tool mcp_echo_grow {"name": "extra"}')  # (tool_line's `name`)
+        await h.ask("alice", tool_line("mcp_echo_grow", name="extra"))
         await mcp.until(lambda: mcp.tool("mcp_echo_extra") is not None)
         assert "mcp_echo_extra" in agent.offered("owner")
         answer = await h.ask("alice", tool_line("mcp_echo_extra", text="grown"))

@@ -40,7 +40,8 @@ WRONG = {
 }
 ALL_CHECKS = {
     *("config", "telegram token", "slack token", "discord token", "state.db", "sandbox"),
-    *("commands", "local port", "ops port", "dead letters", "cron jobs"),
+    *("commands", "persona", "skills", "context", "local port", "ops port", "dead letters"),
+    "cron jobs",
 }
 
 

@@ -23,7 +23,7 @@ from tests.seed import writing
 GUARDED_GETS = [
     "/ready", "/metrics", "/", "/login", "/static/dashboard.js", "/api/session", "/api/tree",
     "/api/sessions", "/api/sessions/x", "/api/cron", "/api/outbox", "/api/pairing",
-    "/api/approvals",
+    "/api/approvals", "/api/context",
 ]  # fmt: skip
 GUARDED_POSTS = [
     "/logout",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
 import attrs
@@ -20,6 +20,9 @@ from hermes.state.db import Db
 from hermes.terminal.env import Redactor
 from hermes.terminal.output import BoundedOutput
 from hermes.terminal.session import TerminalSession
+
+if TYPE_CHECKING:  # the library writes through this layer's file tools
+    from hermes.agent.skills.library import SkillLibrary
 
 
 class ToolError(Invalid):
@@ -71,6 +74,7 @@ class ToolContext:
     files: SessionFiles | None = None  # where its files are (None: it sends none)
     marks: TurnMarks = attrs.Factory(TurnMarks)  # the turn's: what its context holds
     call: CallMarks | None = None  # the tool call being run: what it brought in, its note
+    skills: SkillLibrary | None = None  # the agent's skills (set by each turn; None: none)
 
     @property
     def untrusted(self) -> str | None:

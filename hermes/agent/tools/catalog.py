@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from hermes.agent.tools.base import Tool
 from hermes.agent.tools.cronjob import CronjobTool
+from hermes.agent.tools.files import PatchTool, ReadFileTool, SearchFilesTool, WriteFileTool
 from hermes.agent.tools.memory import MemoryTool
 from hermes.agent.tools.process import ProcessTool
 from hermes.agent.tools.send_file import SendFileTool
 from hermes.agent.tools.send_message import SendMessageTool
 from hermes.agent.tools.session_search import SessionSearchTool
+from hermes.agent.tools.skills import SkillManageTool, SkillsListTool, SkillViewTool
 from hermes.agent.tools.terminal import TerminalTool
 from hermes.agent.tools.web_fetch import WebFetchTool
 from hermes.agent.tools.web_search import web_search_tool
@@ -24,6 +26,13 @@ def default_tools() -> dict[str, Tool]:
         SessionSearchTool(),
         SendMessageTool(),
         SendFileTool(),
+        SkillsListTool(),
+        SkillViewTool(),
+        SkillManageTool(),
+        ReadFileTool(),
+        WriteFileTool(),
+        PatchTool(),
+        SearchFilesTool(),
     ]
     return {tool.name: tool for tool in tools}
 

@@ -13,9 +13,9 @@ import functools
 import json
 import ssl
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import httpcore
@@ -26,6 +26,8 @@ from hermes.agent.tools.base import ToolContext, ToolError, capped, need, obj
 from hermes.agent.web.addresses import GuardedBackend
 from hermes.agent.web.readable import Page, kind_of, readable
 from hermes.terminal.addresses import AllowList
+
+T = TypeVar("T")
 
 MAX_REDIRECTS = 5
 MAX_BYTES = 10 * 1024 * 1024
@@ -183,13 +185,19 @@ async def fetch(url: str, allow: AllowList) -> Fetched:
     raise ToolError(f"the fetch took longer than the {FETCH_SECONDS:g} s limit")
 
 
-async def follow(client: httpx.AsyncClient, request: httpx.Request) -> Fetched:
+async def follow(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    final: Callable[[httpx.Response], Awaitable[T]] | None = None,
+) -> T | Fetched:
+    """`request`, its redirects followed (each checked again), up to MAX_REDIRECTS; the
+    final response given to `final` (default: `answer`, a page read into memory)."""
     for hop in range(MAX_REDIRECTS + 1):
         try:
             response = await client.send(request, stream=True)
             try:
                 if response.next_request is None:
-                    return await answer(response)
+                    return await (final or answer)(response)
             finally:
                 await response.aclose()
         except (httpx.HTTPError, httpx.InvalidURL) as exc:

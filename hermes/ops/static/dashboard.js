@@ -190,7 +190,8 @@ async function cronAction(job, action) {
 async function refreshCron() {
   const jobs = await api("/api/cron");
   const rows = jobs.map((job) => {
-    const name = el("a", job.name);
+    const skills = job.skills && job.skills.length ? " (skills: " + job.skills.join(", ") + ")" : "";
+    const name = el("a", job.name + skills);
     name.addEventListener("click", () => showHistory(job).catch((e) => showError(e.message)));
     const buttons = el("span");
     buttons.append(
@@ -227,6 +228,14 @@ async function refreshOutbox() {
     return tr;
   });
   fill(document.querySelector("#outbox tbody"), rows, "nothing waiting, nothing dead");
+}
+
+// What the scan found in the project files (AGENTS.md) the prompts loaded: those lines
+// were left out of the prompt; the owner mends the file.
+async function refreshContext() {
+  const rows = (await api("/api/context")).map((f) =>
+    row([f.path, f.where, f.kind, f.what]));
+  fill(document.querySelector("#context tbody"), rows, "the scan flagged nothing");
 }
 
 // Approving takes the code the user was sent (as `hermes pairing approve` does): a
@@ -333,6 +342,7 @@ async function start() {
   every(2, async () => { await refreshTree(); await refreshReady(); });
   every(5, refreshCron);
   every(5, refreshOutbox);
+  every(10, refreshContext);
   every(5, refreshPairing);
   every(2, refreshApprovals);
   refreshSessions().catch((e) => showError(e.message));

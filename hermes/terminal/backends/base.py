@@ -40,7 +40,7 @@ class Shell:
     workdir: Path  # the session's own directory on this machine
     network: Network = "none"
     stdin: bool = False  # kept open (a background process's `process write`)
-    readable: tuple[Path, ...] = ()  # files a confined command may read too (its media)
+    readable: tuple[Path, ...] = ()  # what a confined command may read too: media, skills
 
 
 @attrs.frozen

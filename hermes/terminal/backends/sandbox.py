@@ -141,7 +141,7 @@ class Sandbox:
             "--dev", "/dev",
             "--tmpfs", "/tmp",
             *self._mask_home(),
-            *(a for f in shell.readable if f.is_file() for a in ("--ro-bind", str(f), str(f))),
+            *(a for f in shell.readable if f.exists() for a in ("--ro-bind", str(f), str(f))),
             "--bind", str(shell.workdir), str(shell.workdir),
             "--chdir", str(shell.workdir),
             "--setenv", "HOME", str(shell.workdir),

@@ -1,0 +1,1 @@
+"""Skills: folders of instructions the agent opens when a task needs them."""
