@@ -73,7 +73,8 @@ class CronAgentRunner:
             ctx = ToolContext(session_id, db, terminal, memory_of(self.memory, caller), caller,
                               origin=origin, tz=self.tz, outbox=self.outbox(),
                               platforms=self.platforms)  # fmt: skip
-            result = await self.agent.run_turn(ctx, prompt, stream=False, source="cron")
+            result = await self.agent.run_turn(ctx, prompt, stream=False, source="cron",
+                                              skills=job.skills)  # fmt: skip
         return result.text
 
 

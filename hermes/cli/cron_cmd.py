@@ -94,6 +94,9 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deliver", help="origin, local, telegram, telegram:CHAT[:THREAD], all")
     parser.add_argument("--repeat", type=int, help="fire this many times, then complete")
     parser.add_argument("--workdir")
+    parser.add_argument("--skill", dest="skills", action="append", metavar="NAME",
+                        help="a skill loaded into each fire's prompt (again for more;"
+                        " edit: the new list)")  # fmt: skip
     parser.add_argument("--no-catch-up", action="store_true", help="skip runs missed while down")
     parser.add_argument(
         "--attach", dest="attach_to_session", action=argparse.BooleanOptionalAction,
@@ -141,6 +144,7 @@ def _job_fields(args: argparse.Namespace) -> dict[str, Any]:
         "workdir": args.workdir,
         "catch_up": False if args.no_catch_up else None,
         "attach": args.attach_to_session,
+        "skills": args.skills,
     }
 
 
@@ -267,7 +271,7 @@ def _run(args: argparse.Namespace, home: HermesHome, config: Config) -> int:
     # The MCP servers serve would run, run here for the fire: the same tools as in serve.
     mcp = McpServers(config.mcp, McpSetup(keys.secrets, keys.policy, home.workspace, keys.redact))
     backends = backends_for(config.terminal, home.root)
-    agent = build_agent(config, keys.secrets, keys.redact, mcp, backends.sandbox_problem)
+    agent = build_agent(config, keys.secrets, home, keys.redact, mcp, backends.sandbox_problem)
     become_subreaper()  # a script's double-forked children stay ours to kill
     mark_trees(home.root)
     return trio.run(_fire_now, args, home, config, agent, keys.policy, mcp, backends)

@@ -43,6 +43,7 @@ class Job:
     running_fence: int | None
     role: str  # its maker's role (owner or user): what its agent turns may do
     zone: str | None  # the time zone next_run_at was computed in (wall-clock schedules)
+    skills: tuple[str, ...] = ()  # loaded into each fire's prompt
 
     def made_by(self, platform: str, user_id: str) -> bool:
         """Whether this user made the job (from a chat: its origin names them)."""
@@ -74,6 +75,7 @@ def job_from_row(row: tuple) -> Job:
     values = dict(zip(JOB_COLUMNS, row, strict=True))
     values["no_agent"] = bool(values["no_agent"])
     values["origin"] = Origin.from_json(values["origin"])
+    values["skills"] = tuple((values["skills"] or "").split())
     for flag in ("attach_to_session", "catch_up"):
         if values[flag] is not None:
             values[flag] = bool(values[flag])

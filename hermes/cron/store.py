@@ -64,6 +64,7 @@ class NewJob:
     model: str | None = None
     provider: str | None = None
     role: Role = "owner"  # its maker's: a chat user's job runs with a user's tools
+    skills: tuple[str, ...] = ()  # loaded into each fire's prompt (names, checked by the caller)
 
 
 def new_job_id() -> str:
@@ -82,8 +83,8 @@ def create_job(conn: apsw.Connection, new: NewJob, now: float, tz: ZoneInfo) -> 
     conn.execute(
         "INSERT INTO cron_jobs (id, name, prompt, script, no_agent, schedule, schedule_display,"
         " repeat_times, deliver, origin, attach_to_session, catch_up, workdir, model, provider,"
-        " created_at, next_run_at, role, state, zone)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " created_at, next_run_at, role, state, zone, skills)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             job_id,
             new.name,
@@ -105,6 +106,7 @@ def create_job(conn: apsw.Connection, new: NewJob, now: float, tz: ZoneInfo) -> 
             new.role,
             JobState.SCHEDULED,
             zone_of(new.schedule, tz),
+            " ".join(new.skills) or None,
         ),
     )
     return get_job(conn, job_id)
@@ -150,7 +152,7 @@ def update_job(conn: apsw.Connection, job_id: str, now: float, tz: ZoneInfo, **f
     """Change a job's fields; a new schedule recomputes its next run (and gives a job
     that had ended a new life: lifecycle.reschedule)."""
     allowed = {"name", "prompt", "script", "no_agent", "deliver", "workdir", "repeat_times",
-               "attach_to_session", "catch_up"}  # fmt: skip
+               "attach_to_session", "catch_up", "skills"}  # fmt: skip
     unknown = set(fields) - allowed - {"schedule"}
     if unknown:
         raise JobError(f"cannot edit {', '.join(sorted(unknown))}")
@@ -158,6 +160,8 @@ def update_job(conn: apsw.Connection, job_id: str, now: float, tz: ZoneInfo, **f
     injection_check(fields.get("prompt"), "prompt")
     if "schedule" in fields:
         reschedule(conn, job, fields.pop("schedule"), now, tz)
+    if "skills" in fields:
+        fields["skills"] = " ".join(fields["skills"]) or None
     sets = [f"{name} = ?" for name in fields]
     args = [int(v) if isinstance(v, bool) else v for v in fields.values()]
     if sets:

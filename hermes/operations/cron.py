@@ -8,11 +8,13 @@ the next look. Running a job now happens in serve's scheduler; with no serve,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
 from hermes.actors.errors import Invalid
+from hermes.agent.skills.card import check_name
 from hermes.config import not_blank
 from hermes.cron.injection import check as injection_check
 from hermes.cron.jobs import Job, Run
@@ -53,6 +55,16 @@ class HistoryArgs:
     limit: int = attrs.field(default=20, validator=count(1, MAX_RUNS))
 
 
+def _skill_names(names: Iterable[str] | None) -> tuple[str, ...] | None:
+    """The skills a job loads, each a name a skill can have (whether the job's maker has
+    it is decided at each fire, where the skill is loaded); None: not named."""
+    if names is None:
+        return None
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise Invalid("skills: a list of skill names")
+    return tuple(check_name(n) for n in dict.fromkeys(names))
+
+
 @attrs.frozen
 class AddArgs:
     schedule: str = attrs.field(validator=not_blank)
@@ -66,6 +78,7 @@ class AddArgs:
     catch_up: bool | None = None
     attach: bool | None = None
     session: str | None = attrs.field(default=None, validator=not_blank)  # a local session
+    skills: tuple[str, ...] | None = attrs.field(default=None, converter=_skill_names)
 
 
 @attrs.frozen
@@ -81,6 +94,7 @@ class EditArgs:
     workdir: str | None = None
     catch_up: bool | None = None
     attach: bool | None = None
+    skills: tuple[str, ...] | None = attrs.field(default=None, converter=_skill_names)
 
 
 @attrs.frozen
@@ -195,6 +209,7 @@ def _fields(args: AddArgs | EditArgs) -> dict[str, Any]:
         "repeat_times": args.repeat,
         "catch_up": args.catch_up,
         "attach_to_session": args.attach,
+        "skills": args.skills,
     }
     return {k: v for k, v in named.items() if v is not None}
 

@@ -402,6 +402,12 @@ def _step_8_untrusted(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE compactions ADD COLUMN untrusted TEXT")
 
 
+def _step_9_job_skills(conn: apsw.Connection) -> None:
+    """The skills a cron job's fires load into their prompt: names separated by spaces
+    (a skill's name holds none); NULL: none."""
+    conn.execute("ALTER TABLE cron_jobs ADD COLUMN skills TEXT")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
@@ -412,6 +418,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_6_event_title,
     _step_7_outbox_file,
     _step_8_untrusted,
+    _step_9_job_skills,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -228,7 +228,7 @@ def test_step_8_marks_untrusted_text_and_carries_a_messages_files():
     conn.execute("INSERT INTO sessions (id, source, started_at) VALUES ('s', 'local', 1)")
     conn.execute("INSERT INTO messages (session_id, role, content, timestamp)"
                  " VALUES ('s', 'user', 'hi', 1)")  # fmt: skip
-    assert schema.migrate(conn) == [8]
+    assert schema.migrate(conn, target=8) == [8]
     after = shape(conn)
     messages = after["tables"]["messages"].pop("columns")
     assert messages[:-2] == before["tables"]["messages"].pop("columns")
@@ -242,3 +242,18 @@ def test_step_8_marks_untrusted_text_and_carries_a_messages_files():
     assert after["tables"] == before["tables"]
     # what was written before the step was an owner's, as before: trusted
     assert conn.execute("SELECT untrusted, attachments FROM messages").fetchall() == [(None, None)]
+
+
+def test_step_9_keeps_the_skills_a_job_loads():
+    conn = baseline()
+    schema.migrate(conn, target=8)
+    before = shape(conn)
+    conn.execute("INSERT INTO cron_jobs (id, name, schedule, schedule_display, created_at)"
+                 " VALUES ('j', 'job', 'every:60', 'every 1m', 1)")  # fmt: skip
+    assert schema.migrate(conn) == [9]
+    after = shape(conn)
+    columns = after["tables"]["cron_jobs"].pop("columns")
+    assert columns[:-1] == before["tables"]["cron_jobs"].pop("columns")
+    assert columns[-1][1:] == ("skills", "TEXT", 0, None, 0, 0)  # NULL: a job loads none
+    assert after["tables"] == before["tables"]
+    assert conn.execute("SELECT skills FROM cron_jobs").fetchall() == [(None,)]

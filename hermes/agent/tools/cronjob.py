@@ -13,6 +13,7 @@ import attrs
 
 from hermes.agent.tools.asking import lasting
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
+from hermes.agent.tools.skills import library_of
 from hermes.cron.injection import InjectionRefused
 from hermes.cron.jobs import Job
 from hermes.cron.schedule import ScheduleError, parse_schedule
@@ -56,6 +57,11 @@ class CronjobTool:
             "description": "write each brief into this chat's conversation, so a reply"
             " continues the job",
         },
+        skills={
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "skills loaded into each fire's prompt (update: the new list)",
+        },
     )
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
@@ -63,9 +69,10 @@ class CronjobTool:
         if pinned:
             raise ToolError(f"jobs cannot pin {', '.join(pinned)}; the configured model runs them")
         action = need(args, "action")
-        if action == "create" or (action == "update" and args.get("prompt")):
-            said = f"cronjob {action}: {args.get('schedule') or ''} {args.get('prompt') or ''}"
-            refused = await lasting(ctx, "a scheduled job", said.strip())
+        if action in ("create", "update", "resume"):  # what fires later, unasked
+            named = ("job", "schedule", "prompt", "deliver", "skills")
+            said = " · ".join(f"{k}: {args[k]}" for k in named if args.get(k))
+            refused = await lasting(ctx, "a scheduled job", f"cronjob {action} · {said}")
             if refused is not None:
                 return refused
         try:
@@ -92,6 +99,7 @@ class CronjobTool:
                 origin=ctx.origin,
                 attach_to_session=_flag(args, "attach_to_session"),
                 role=caller.role,
+                skills=_skills(args, ctx),
             )
             job = await ctx.db.write(create_job, new, now, ctx.tz)
             return {"created": job.id, "name": job.name, "next_run_at": job.next_run_at}
@@ -115,6 +123,8 @@ class CronjobTool:
                 fields["schedule"] = parse_schedule(args["schedule"], ctx.tz, now)
             if _flag(args, "attach_to_session") is not None:
                 fields["attach_to_session"] = args["attach_to_session"]
+            if args.get("skills") is not None:
+                fields["skills"] = _skills(args, ctx)
             updated = await ctx.db.write(update_job, job.id, now, ctx.tz, **fields)
             return {"updated": updated.id, "next_run_at": updated.next_run_at}
         if action in ("pause", "resume"):
@@ -129,6 +139,17 @@ class CronjobTool:
             job_id, fence = await ctx.scheduler.call(RunNow(job.id))
             return {"fired": job_id, "run": fence}
         raise ToolError(f"unknown action {action!r}")
+
+
+def _skills(args: dict[str, Any], ctx: ToolContext) -> tuple[str, ...]:
+    """The skills a job made here loads: names of skills the caller has now (each fire
+    checks again, as the job's maker)."""
+    names = args.get("skills") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ToolError("skills must be a list of skill names")
+    if not names:
+        return ()
+    return tuple(library_of(ctx).find(ctx.caller, n).name for n in dict.fromkeys(names))
 
 
 def _yours(job: Job, ctx: ToolContext) -> bool:
