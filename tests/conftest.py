@@ -71,17 +71,22 @@ def no_leftover_processes():
     become_subreaper()
     yield
     alive = [p for p in map(ProcessId.of, descendant_pids(os.getpid())) if p is not None]
+    names = [_described(proc.pid) for proc in alive]  # before the kill takes what says it
     for proc in alive:
         proc.signal(signal.SIGKILL)
     reap(descendant_pids(os.getpid()))
     if alive:
-        names = []
-        for proc in alive:
-            try:
-                names.append(f"{proc.pid}: {Path(f'/proc/{proc.pid}/cmdline').read_bytes()!r}")
-            except OSError:
-                names.append(str(proc.pid))
         pytest.fail(f"the test left {len(alive)} process(es) running: {names}")
+
+
+def _described(pid: int) -> str:
+    """A process's pid, state, parent and command line, as /proc says them now."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return str(pid)
+    return f"{pid} ({stat[0]}, parent {stat[1]}): {cmdline!r}"
 
 
 @pytest.fixture

@@ -56,6 +56,7 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 KILL_FUNCTIONS = r"""
 read -r hermes_s < /proc/$$/stat; hermes_s=${hermes_s##*) }; set -- $hermes_s; hermes_own=$3
 hermes_groups=
+hermes_seen=
 hermes_find() {
   local f p s
   hermes_found=
@@ -64,13 +65,14 @@ hermes_find() {
     read -r s 2>/dev/null < "/proc/$p/stat" || continue
     s=${s##*) }; set -- $s
     hermes_found="$hermes_found $p"
+    case " $hermes_seen " in *" $p "*) ;; *) hermes_seen="$hermes_seen $p";; esac
     if [ "$3" -gt 1 ] && [ "$3" != "$hermes_own" ]; then
       case " $hermes_groups " in *" -$3 "*) ;; *) hermes_groups="$hermes_groups -$3";; esac
     fi
   done
 }
 hermes_stop() {
-  local n=$1
+  local n=$1 p
   hermes_find
   [ -n "$hermes_found$2" ] || return 0
   kill -s TERM -- $hermes_found $hermes_groups $2 2>/dev/null
@@ -80,7 +82,18 @@ hermes_stop() {
   kill -s KILL -- $hermes_found $hermes_groups $2 2>/dev/null
   n=$hermes_kill_wait  # a signal is sent at once, not yet taken: gone when this returns
   while hermes_find; [ -n "$hermes_found" ] && [ "$n" -gt 0 ]; do sleep 0.05; n=$((n - 1)); done
+  # A dying process loses its environment before it is gone: wait for each one seen to
+  # be a zombie or nothing (the same pid soon after is its own, not another's).
+  for p in $hermes_seen; do
+    while [ "$n" -gt 0 ] && hermes_running "$p"; do sleep 0.05; n=$((n - 1)); done
+  done
   return 0
+}
+hermes_running() {
+  local s
+  read -r s 2>/dev/null < "/proc/$1/stat" || return 1
+  s=${s##*) }
+  case ${s%% *} in Z|X) return 1;; esac
 }
 """
 
