@@ -81,7 +81,7 @@ async def refused_in_shared(router: Router, event: InboundEvent, session_id: str
     why = f"this {place} is one conversation for everyone in it (gateway.{setting}: false)"
     if word != "/stop":
         return f"Only an owner can use {word} here: {why}."
-    others = [f for f in router.following.values()
+    others = [f for f in router.turns.following.values()
               if f.session_id == session_id and f.event.user_id != event.user_id]  # fmt: skip
     return f"Only an owner can stop someone else's turn here: {why}." if others else None
 
@@ -100,17 +100,17 @@ class CommandReply:
 
 
 async def _new(c: CommandContext) -> CommandReply:
-    await c.router.interrupt(c.session_id)
+    await c.router.host.interrupt(c.session_id)
     try:
         await c.router.db.write(end_session, c.session_id, "new session", c.router.clock.now())
     except SessionNotFound:
         pass  # it never had a turn
-    new = await c.router.start_new(c.event)
+    new = await c.router.host.start_new(c.event)
     return CommandReply(f"Started a new session ({new}).", new)
 
 
 async def _stop(c: CommandContext) -> CommandReply:
-    stopped = await c.router.interrupt(c.session_id)
+    stopped = await c.router.host.interrupt(c.session_id)
     return CommandReply("Stopped the running turn." if stopped else "Nothing is running.",
                         c.session_id)  # fmt: skip
 
@@ -123,7 +123,7 @@ def _model(c: CommandContext, chosen: str | None) -> str:
 
 async def _chosen(c: CommandContext) -> str | None:
     """The session's /model choice: its live actor's, else state.db's."""
-    actor = c.router.session_actor(c.session_id)
+    actor = c.router.host.session_actor(c.session_id)
     if actor is not None:
         return actor.ctx.model
     row = await c.router.db.read(get_session, c.session_id)
@@ -131,7 +131,7 @@ async def _chosen(c: CommandContext) -> str | None:
 
 
 async def _status(c: CommandContext) -> CommandReply:
-    actor = c.router.session_actor(c.session_id)
+    actor = c.router.host.session_actor(c.session_id)
     running = actor is not None and actor.current is not None
     waiting = len(actor.queue) if actor is not None else 0
     text = (
@@ -189,7 +189,7 @@ async def _model_cmd(c: CommandContext) -> CommandReply:
             return CommandReply(f"{name} {why} of the configured models: {', '.join(keys)}",
                                 c.session_id)  # fmt: skip
         chosen = found[0]
-    await c.router.choose_model(c.event, c.session_id, chosen)
+    await c.router.host.choose_model(c.event, c.session_id, chosen)
     return CommandReply(f"model: {_model(c, chosen)}", c.session_id)
 
 

@@ -47,8 +47,9 @@ from hermes.gateway.live import ServeLive
 from hermes.gateway.local_methods import Methods
 from hermes.gateway.redaction import serve_policy, serve_redactor
 from hermes.gateway.retention import Files, Retention
-from hermes.gateway.router import Mirrored, Router, SessionServices
+from hermes.gateway.router import Mirrored, Router
 from hermes.gateway.services import Services
+from hermes.gateway.session_host import SessionServices
 from hermes.home import HermesHome, write_secret_file
 from hermes.operations.context import Live
 from hermes.state.db import Db

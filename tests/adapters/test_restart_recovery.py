@@ -11,7 +11,7 @@ import os
 import pytest
 
 from hermes.agent.loop import NOT_RUN_AGAIN
-from hermes.gateway.router import RESUMED_PREFIX
+from hermes.gateway.turn_follower import RESUMED_PREFIX
 from tests.adapters.serving import in_thread
 from tests.fakes.openai import text_answer, tool_answer
 from tests.fakes.telegram import parse_markdown_v2

@@ -37,8 +37,9 @@ from hermes.gateway.admission import Admission, Admitted, Intake
 from hermes.gateway.approvals import ApprovalWaits
 from hermes.gateway.journal import new_owner
 from hermes.gateway.live import ServeLive
-from hermes.gateway.router import Router, SessionServices
+from hermes.gateway.router import Router
 from hermes.gateway.services import Services
+from hermes.gateway.session_host import SessionServices
 from hermes.home import HermesHome
 from hermes.state.registry import Registry
 from hermes.terminal.placement import backends_for

@@ -33,8 +33,9 @@ from hermes.gateway import router as router_module
 from hermes.gateway.admission import Admitted
 from hermes.gateway.commands import HELP
 from hermes.gateway.journal import new_owner
-from hermes.gateway.router import CUT_NOTICE, DRAIN_NOTICE, RESUMED_PREFIX
+from hermes.gateway.router import DRAIN_NOTICE
 from hermes.gateway.session_actor import IDLE_TIMEOUT, QUEUE_MAX, Turn
+from hermes.gateway.turn_follower import CUT_NOTICE, RESUMED_PREFIX
 from hermes.state.db import Db
 from hermes.state.pairing import (
     ALPHABET,
@@ -537,9 +538,9 @@ async def test_a_session_actor_stops_after_an_idle_timeout_since_its_last_messag
         await trio.sleep(IDLE_TIMEOUT * 0.75)
         assert (await h.ask("alice", "two")).text == "b"
         await trio.sleep(IDLE_TIMEOUT * 0.75)  # 1.5 timeouts after the first message
-        assert session in h.router.sessions
+        assert session in h.router.host.sessions
         await trio.sleep(IDLE_TIMEOUT * 0.5)  # 1.25 timeouts after the last
-        assert session not in h.router.sessions
+        assert session not in h.router.host.sessions
         third = await h.send("alice", "three")
         assert (await h.answer_to(third)).text == "c"  # a new actor, the same session
         assert (await h.final(third)).session_id == session
@@ -554,7 +555,7 @@ async def test_a_turn_left_in_a_crashed_session_actors_mailbox_ends_with_an_erro
     async with running_router(registry, home, fake, CMD) as h:
         session = (await h.final(await h.send("alice", "one"))).session_id
         await h.settle()
-        address = h.router.sessions[session][1]
+        address = h.router.host.sessions[session][1]
         send, events = trio.open_memory_channel(10)
         # Both wait in the mailbox, the Turn behind a message the session actor cannot
         # handle, which crashes it.
@@ -566,7 +567,7 @@ async def test_a_turn_left_in_a_crashed_session_actors_mailbox_ends_with_an_erro
         assert [e.kind for e in got] == [StepKind.ERROR]
         assert "stopped before the turn began" in got[0].text
         await trio.testing.wait_all_tasks_blocked()  # the router has seen the crash
-        assert session not in h.router.sessions
+        assert session not in h.router.host.sessions
         assert any("crashed" in r.getMessage() for r in caplog.records)
         third = await h.send("alice", "three")  # a new actor takes the session on
         assert (await h.answer_to(third)).text == "c"
