@@ -28,7 +28,7 @@ import trio
 from hermes.actors.actor import Actor
 from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
-from hermes.adapters.contract import InboundEvent, StepKind, Target, TurnStep
+from hermes.adapters.contract import InboundEvent, StepKind, TurnStep
 from hermes.adapters.registry import PLATFORMS
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
@@ -40,6 +40,7 @@ from hermes.gateway.admission import Admitted, Intake
 from hermes.gateway.approvals import Approvals, ApprovalWaits, expire_left
 from hermes.gateway.authorization import decide
 from hermes.gateway.commands import COMMANDS, CommandContext, answer_command, refused_in_shared
+from hermes.gateway.housekeeping import Housekeeping, OwnersCache
 from hermes.gateway.inbound_media import MediaIntake
 from hermes.gateway.journal import (
     ANSWERED,
@@ -61,15 +62,12 @@ from hermes.state.pairing import (
     approved_users,
     owners,
     request_code,
-    to_welcome,
-    welcomed,
 )
 from hermes.state.registry import Registry
 
 log = logging.getLogger(__name__)
 
 DRAIN_NOTICE = "hermes is shutting down; send your message again in a moment"
-HOUSEKEEPING = 5.0  # seconds between looks for approvals to announce
 TURN_STEPS = 16  # steps of a turn not yet passed on; the turn waits while it is full
 
 LOCAL_POLICY = PlatformConfig(allow_all_users=True, group_policy="open", require_mention=False)
@@ -142,11 +140,9 @@ class Router(Actor):
         self._drain_asked = trio.Event()
         # Events to route, as admission told them (an event taken from the journal: unclaimed).
         self._arrived, self._arrivals = trio.open_memory_channel[Admitted](256)
-        self._look = trio.Event()  # set: housekeeping looks now, not at its next round
         self._arrivals_idle = trio.Event()
-        # Each platform's owners by pairing, as read since the last housekeeping round
-        # (or PairingChanged): a turn asks its sender's role, and they rarely change.
-        self._owners: dict[str, frozenset[str]] = {}
+        self.owners = OwnersCache(lambda platform: self.db.read(owners, platform))
+        self.housekeeping: Housekeeping | None = None  # from on_start
 
     # -- life -----------------------------------------------------------------
 
@@ -174,7 +170,11 @@ class Router(Actor):
             claim_interrupted, self.owner, now, self.gateway.resume_window
         )
         self.nursery.start_soon(self._take, waiting, resumed)
-        self.nursery.start_soon(self._housekeeping)
+        self.housekeeping = Housekeeping(
+            self.db, self.clock, self.replies, self.owners, frozenset(self.policies),
+            self.owner_ids, self.limit, self._arrived.send,
+        )  # fmt: skip
+        self.nursery.start_soon(self.housekeeping.run)
         self.nursery.start_soon(self._close_when_drained)
         self.nursery.start_soon(self._route_arrivals)
 
@@ -239,8 +239,8 @@ class Router(Actor):
                     actor.reload()
             return None
         if isinstance(msg, PairingChanged):
-            self._owners.clear()
-            self._look.set()
+            if self.housekeeping is not None:
+                self.housekeeping.look_now()
             return None
         raise TypeError(f"the router cannot handle {type(msg).__name__}")
 
@@ -359,22 +359,17 @@ class Router(Actor):
 
     async def role(self, event: InboundEvent) -> Role:
         """The sender's role (hermes/gateway/roles.py), the pairing owners as last read."""
-        return await role_of(event, self.config, self._owners_of)
+        return await role_of(event, self.config, self.owners.of)
 
     async def owner_ids(self, platform: str) -> frozenset[str]:
         """Who may approve a command asked on `platform`, as user ids."""
-        return await owner_ids(platform, self.config, self._owners_of)
+        return await owner_ids(platform, self.config, self.owners.of)
 
     def ops(self, event: InboundEvent) -> Ops:
         """An operator action done from the chat by `event`'s sender."""
         name = f" ({event.user_name})" if event.user_name else ""
         by = f"{event.platform} {event.user_id}{name}"
         return Ops(self.db, self.clock, self.config, self.live, by)
-
-    async def _owners_of(self, platform: str) -> frozenset[str]:
-        if platform not in self._owners:
-            self._owners[platform] = await self.db.read(owners, platform)
-        return self._owners[platform]
 
     def detail(self) -> dict[str, Any]:
         return {"sessions": len(self.host.sessions) if self.host else 0}
@@ -420,28 +415,3 @@ class Router(Actor):
         actor = self.host.sessions[session_id][0]
         ctx = self.host.turn_context(actor, event, role)
         await address.cast(attrs.evolve(turn, ctx=ctx, media=self.media.for_event(event)))
-
-    # -- housekeeping -------------------------------------------------------------
-
-    async def _housekeeping(self) -> None:
-        """Tell users an operator approved that they are in: at once when the approval
-        came through serve (PairingChanged), else at the next round (an approval made
-        in state.db with no serve running, or by another serve on the home)."""
-        while True:
-            self._look = trio.Event()
-            self._owners.clear()  # an approval or revocation made outside serve shows now
-            # An event admitted while this router was starting (or restarting) had no
-            # one to tell: take it from the journal (a claim is atomic: never twice).
-            for event in await self.db.read(admitted, self.clock.now() - HOUSEKEEPING):
-                await self._arrived.send(Admitted(event))
-            for welcome in await self.db.read(to_welcome):
-                if welcome.platform not in self.policies:
-                    continue
-                owner = welcome.user_id in await self.owner_ids(welcome.platform)  # as it is now
-                welcome = attrs.evolve(welcome, owner=owner)
-                target = Target(welcome.platform, welcome.chat_id)
-                await self.replies.answer(None, target, welcome.message(), welcome.key)
-                await self.db.write(welcomed, welcome.platform, welcome.user_id, self.clock.now())
-            self.limit.forget_idle()
-            with trio.move_on_after(HOUSEKEEPING):
-                await self._look.wait()

@@ -29,7 +29,7 @@ from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config, GatewayConfig, PlatformConfig
-from hermes.gateway import router as router_module
+from hermes.gateway import housekeeping
 from hermes.gateway.admission import Admitted
 from hermes.gateway.commands import HELP
 from hermes.gateway.journal import new_owner
@@ -197,7 +197,7 @@ async def test_an_approved_user_is_answered_at_once_welcomed_and_revocable(
         assert welcome.text.startswith("You are approved") and "owner" in welcome.text
         assert "role: owner" in (await h.ask("sam", "/whoami")).text
 
-        await trio.sleep(router_module.HOUSEKEEPING * 3)  # more polls: told once only
+        await trio.sleep(housekeeping.HOUSEKEEPING * 3)  # more polls: told once only
         keys = [a.key for a in h.replies.answers]
         assert len([k for k in keys if k.startswith("welcome:telegram:sam:")]) == 1
         (notified,) = await h.rows("SELECT notified_at FROM pairing_approved")
@@ -531,7 +531,7 @@ async def test_waiting_turns_are_bounded_and_never_left_hanging(registry, home, 
 async def test_a_session_actor_stops_after_an_idle_timeout_since_its_last_message(
     registry, home, fake, io_clock, monkeypatch
 ):
-    monkeypatch.setattr(router_module, "HOUSEKEEPING", 10 * IDLE_TIMEOUT)  # keep the jumps few
+    monkeypatch.setattr(housekeeping, "HOUSEKEEPING", 10 * IDLE_TIMEOUT)  # keep the jumps few
     fake.script(text_answer("a"), text_answer("b"), text_answer("c"))
     async with running_router(registry, home, fake, CMD, timeout=1e6) as h:
         session = (await h.final(await h.send("alice", "one"))).session_id
