@@ -1,7 +1,6 @@
-"""Commands the router answers itself, without the agent, on every platform.
-
-`/compress`, `/usage`, `/undo` and `/retry` are not here: they need the session's conversation,
-so the session actor answers them as turns (queued, never interrupting).
+"""The commands the router answers itself, without the agent, on every platform (the
+table of every command, and where each runs: hermes.gateway.command_table). Each reaches
+the router only through `CommandSurface`.
 Unknown `/words` go to the agent as text (one that names a skill loads it there). In a
 conversation many users share, the commands that change it are an owner's
 (`refused_in_shared`, asked first).
@@ -9,16 +8,21 @@ conversation many users share, the commands that change it are an owner's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 
+from hermes.actors.clock import Clock
 from hermes.adapters.contract import InboundEvent
 from hermes.agent.context import provider_key
-from hermes.config import ConfigError
+from hermes.agent.loop import Agent
+from hermes.config import ConfigError, GatewayConfig, Role
 from hermes.delivery.channels import set_home
 from hermes.delivery.session_keys import shared
 from hermes.delivery.targets import LOCAL
+from hermes.gateway.command_table import BY_WORD, HELP, ROUTER_COMMANDS, word_of
+from hermes.gateway.session_host import SessionHost, SessionServices
+from hermes.gateway.turn_follower import TurnFollower
 from hermes.operations.approvals import (
     ApproveArgs,
     DenyArgs,
@@ -26,6 +30,7 @@ from hermes.operations.approvals import (
     approve_request,
     deny_request,
 )
+from hermes.operations.context import Ops
 from hermes.state.approvals import (
     APPROVED,
     ApprovalEnded,
@@ -33,45 +38,40 @@ from hermes.state.approvals import (
     approvals,
     get_approval,
 )
+from hermes.state.db import Db
 from hermes.state.errors import SessionNotFound
 from hermes.state.sessions import end_session, get_session
 
-if TYPE_CHECKING:
-    from hermes.gateway.router import Router
 
-HELP = """\
-/new      start a new session here
-/stop     stop the running turn
-/status   this session: id, model, running or idle
-/whoami   who you are to me: your role and tools
-/sethome  make this chat the home channel (owners)
-/model    the model that answers; /model NAME switches this session (owners), /model default
-/compress summarize older turns now
-/undo     take your last message and its answer out of the conversation
-/retry    undo your last message and send it again
-/usage    how full the context is
-/approve  let a command that waits for approval run (owners): /approve [ID [always]]
-/deny     refuse it (owners): /deny [ID]
-/mcp      the MCP servers: their state and tools
-/reload-mcp  read config.yaml's mcp section again and restart what changed (owners)
-/SKILL    run a turn with that skill loaded: /deploy to staging (skills_list names them)
-/help     this list"""
+class CommandSurface(Protocol):
+    """What a command reaches of the router, and nothing else."""
+
+    db: Db
+    clock: Clock
+    agent: Agent
+    gateway: GatewayConfig
+    services: SessionServices
+    host: SessionHost
+    turns: TurnFollower
+
+    async def role(self, event: InboundEvent) -> Role: ...
+
+    def ops(self, event: InboundEvent) -> Ops: ...
 
 
-# What changes a conversation: /new and /stop here, the rest as the session actor's turns.
-CHANGES_CONVERSATION = ("/new", "/stop")
-CHANGES_MESSAGES = ("/undo", "/retry", "/compress")  # the session actor's, matched as it does
-
-
-async def refused_in_shared(router: Router, event: InboundEvent, session_id: str) -> str | None:
+async def refused_in_shared(
+    router: CommandSurface, event: InboundEvent, session_id: str
+) -> str | None:
     """Why a user's command is refused where the conversation is shared (a thread with
     `thread_sessions_per_user: false`, a group with `group_sessions_per_user: false`):
     /new, /undo, /retry and /compress would take an owner's messages away, and /stop
     acts only when every turn in flight there is the user's own. None: it may run."""
-    text = event.text.strip()
-    word = text.split(maxsplit=1)[0].split("@", 1)[0].lower() if text else ""
-    if word not in CHANGES_CONVERSATION and text not in CHANGES_MESSAGES:
+    word = word_of(event.text)
+    command = BY_WORD.get(word)
+    if command is None or not command.changes:
         return None
+    if command.runs == "session" and event.text.strip() != word:
+        return None  # the session actor takes only the bare word as its command: text
     if not shared(event.target(), event.chat_type, router.gateway):
         return None
     if await router.role(event) == "owner":
@@ -88,7 +88,7 @@ async def refused_in_shared(router: Router, event: InboundEvent, session_id: str
 
 @attrs.frozen
 class CommandContext:
-    router: Router
+    router: CommandSurface
     event: InboundEvent
     session_id: str
 
@@ -253,6 +253,7 @@ async def _reload_mcp(c: CommandContext) -> CommandReply:
 
 
 async def _help(c: CommandContext) -> CommandReply:
+    """/help: the command table's lines."""
     return CommandReply(HELP, c.session_id)
 
 
@@ -269,7 +270,7 @@ _ANSWERS = {
     "/mcp": _mcp,
     "/reload-mcp": _reload_mcp,
 }
-COMMANDS = frozenset(_ANSWERS)
+assert frozenset(_ANSWERS) == ROUTER_COMMANDS, "the table and the answers name the same"
 
 
 async def answer_command(word: str, context: CommandContext) -> CommandReply:

@@ -39,7 +39,8 @@ from hermes.delivery.replies import Replies
 from hermes.gateway.admission import Admitted, Intake
 from hermes.gateway.approvals import Approvals, ApprovalWaits, expire_left
 from hermes.gateway.authorization import decide
-from hermes.gateway.commands import COMMANDS, CommandContext, answer_command, refused_in_shared
+from hermes.gateway.command_table import ROUTER_COMMANDS, word_of
+from hermes.gateway.commands import CommandContext, answer_command, refused_in_shared
 from hermes.gateway.housekeeping import Housekeeping, OwnersCache
 from hermes.gateway.inbound_media import MediaIntake
 from hermes.gateway.journal import (
@@ -291,14 +292,14 @@ class Router(Actor):
                 )
                 return
         text = event.text.strip()
-        word = text.split(maxsplit=1)[0].split("@", 1)[0].lower() if text else ""
+        word = word_of(text)
         if text.startswith("/"):  # an owner's shared conversation is not a user's to change
             session_id = await self.host.session_id(event)
             refusal = await refused_in_shared(self, event, session_id)
             if refusal is not None:
                 await self._end(event, session_id, StepKind.DONE, refusal, ANSWERED)
                 return
-        if word in COMMANDS:
+        if word in ROUTER_COMMANDS:
             session_id = await self.host.session_id(event)
             reply = await answer_command(word, CommandContext(self, event, session_id))
             await self._end(event, reply.session_id, StepKind.DONE, reply.text, ANSWERED)

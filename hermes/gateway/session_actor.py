@@ -21,6 +21,7 @@ from hermes.agent.provider import ProviderError
 from hermes.agent.tools.base import ToolContext
 from hermes.agent.turn_times import TurnTimes
 from hermes.delivery.replies import Answer, Then
+from hermes.gateway.command_table import SESSION_COMMANDS
 from hermes.gateway.voice_replies import VoiceReplies
 from hermes.state.messages import undo_last
 
@@ -60,10 +61,6 @@ class Interrupt:
     """/stop: cancel the running turn, if any."""
 
 
-# Answered by the session, as turns (they wait for the running one): /compress and /usage
-# without the agent; /undo takes the last exchange out of what the model sees, and /retry
-# does that and runs its message again.
-COMMANDS = ("/compress", "/usage", "/undo", "/retry")
 QUEUE_MAX = 16  # turns waiting behind the running one; more are refused, not buffered
 
 
@@ -133,7 +130,7 @@ class SessionActor(Actor):
                 self._begin(msg)
             elif len(self.queue) >= QUEUE_MAX:
                 _end(msg, f"{QUEUE_MAX} messages are already waiting; send it again later")
-            elif self.busy_mode == "queue" or msg.text.strip() in COMMANDS:
+            elif self.busy_mode == "queue" or msg.text.strip() in SESSION_COMMANDS:
                 self.queue.append(msg)  # a command waits for the turn; it never interrupts it
             else:
                 self.current.cancel()
@@ -198,7 +195,7 @@ class SessionActor(Actor):
                             files = Attachments.loads(undone.attachments)
                         else:
                             answer = _undone(word, undone.text if undone else None)
-                    elif word in COMMANDS:
+                    elif word in SESSION_COMMANDS:
                         conversation = conversation or await self.agent.load(ctx)
                         answer = await self._command(ctx, word, conversation)
                         self.conversation = conversation

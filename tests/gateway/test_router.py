@@ -31,7 +31,7 @@ from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config, GatewayConfig, PlatformConfig
 from hermes.gateway import housekeeping
 from hermes.gateway.admission import Admitted
-from hermes.gateway.commands import HELP
+from hermes.gateway.command_table import HELP
 from hermes.gateway.journal import new_owner
 from hermes.gateway.router import DRAIN_NOTICE
 from hermes.gateway.session_actor import IDLE_TIMEOUT, QUEUE_MAX, Turn

@@ -1,0 +1,80 @@
+"""Every chat command in one table: its word, where it is answered (`router`: at once,
+without the agent; `session`: by the session actor as a turn of its own, queued behind the
+running one, never interrupting it), who may use it, whether it changes the conversation
+(in one many users share, that is an owner's), and its line of /help."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+
+@attrs.frozen
+class Command:
+    word: str
+    runs: Literal["router", "session"]
+    help: str
+    who: Literal["anyone", "owners"] = "anyone"  # "owners": what it changes is an owner's
+    changes: bool = False  # it changes the conversation (a shared one: an owner's)
+
+
+TABLE = (
+    Command("/new", "router", "start a new session here", changes=True),
+    Command("/stop", "router", "stop the running turn", changes=True),
+    Command("/status", "router", "this session: id, model, running or idle"),
+    Command("/whoami", "router", "who you are to me: your role and tools"),
+    Command("/sethome", "router", "make this chat the home channel (owners)", who="owners"),
+    Command(
+        "/model",
+        "router",
+        "the model that answers; /model NAME switches this session (owners), /model default",
+    ),  # fmt: skip
+    Command("/compress", "session", "summarize older turns now", changes=True),
+    Command(
+        "/undo",
+        "session",
+        "take your last message and its answer out of the conversation",
+        changes=True,
+    ),  # fmt: skip
+    Command("/retry", "session", "undo your last message and send it again", changes=True),
+    Command("/usage", "session", "how full the context is"),
+    Command(
+        "/approve",
+        "router",
+        "let a command that waits for approval run (owners): /approve [ID [always]]",
+        who="owners",
+    ),  # fmt: skip
+    Command("/deny", "router", "refuse it (owners): /deny [ID]", who="owners"),
+    Command("/mcp", "router", "the MCP servers: their state and tools"),
+    Command(
+        "/reload-mcp",
+        "router",
+        "read config.yaml's mcp section again and restart what changed (owners)",
+        who="owners",
+    ),  # fmt: skip
+    Command("/help", "router", "this list"),
+)
+BY_WORD = {command.word: command for command in TABLE}
+ROUTER_COMMANDS = frozenset(c.word for c in TABLE if c.runs == "router")
+SESSION_COMMANDS = frozenset(c.word for c in TABLE if c.runs == "session")
+SKILL_LINE = (
+    "/SKILL    run a turn with that skill loaded: /deploy to staging (skills_list names them)"
+)
+
+
+def _line(command: Command) -> str:
+    return (
+        f"{command.word:<9} {command.help}"
+        if len(command.word) < 9
+        else (f"{command.word}  {command.help}")
+    )
+
+
+HELP = "\n".join([*(_line(c) for c in TABLE[:-1]), SKILL_LINE, _line(TABLE[-1])])
+
+
+def word_of(text: str) -> str:
+    """The command word a message starts with (`/Stop@bot now` -> `/stop`), else ""."""
+    text = text.strip()
+    return text.split(maxsplit=1)[0].split("@", 1)[0].lower() if text else ""
