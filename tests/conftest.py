@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -71,12 +73,35 @@ def no_leftover_processes():
     become_subreaper()
     yield
     alive = [p for p in map(ProcessId.of, descendant_pids(os.getpid())) if p is not None]
+    alive = _past_exits(alive)
     names = [_described(proc.pid) for proc in alive]  # before the kill takes what says it
     for proc in alive:
         proc.signal(signal.SIGKILL)
     reap(descendant_pids(os.getpid()))
     if alive:
         pytest.fail(f"the test left {len(alive)} process(es) running: {names}")
+
+
+EXIT_WAIT = 5.0  # seconds a process already on its way out gets to finish exiting
+
+
+def _past_exits(alive: list[ProcessId]) -> list[ProcessId]:
+    """`alive` less the processes that were only exiting: killed, their memory already
+    gone (an empty command line, which no running process has), not yet zombies. Each is
+    waited for on its pidfd, which is readable once it has exited (bounded)."""
+    deadline = time.monotonic() + EXIT_WAIT
+    for proc in alive:
+        try:
+            if Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+                continue  # running
+            fd = os.pidfd_open(proc.pid)
+        except OSError:
+            continue  # gone already
+        try:
+            select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        finally:
+            os.close(fd)
+    return [proc for proc in alive if proc.alive()]
 
 
 def _described(pid: int) -> str:
