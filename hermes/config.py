@@ -617,10 +617,10 @@ class OpsConfig:
 
 
 def _skill_roles(_inst: Any, attr: attrs.Attribute, value: dict[str, tuple[str, ...]]) -> None:
+    """Each named skill's roles (each an owner or user, as Role's type checks): not none."""
     for name, roles in value.items():
-        bad = sorted(set(roles) - {"owner", "user"})
-        if bad or not roles:
-            raise _BadValue(f"{attr.name}.{name}: roles are owner and user, not {bad or 'none'}")
+        if not roles:
+            raise _BadValue(f"{attr.name}.{name}: name owner, user or both")
 
 
 @attrs.frozen

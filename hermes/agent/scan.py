@@ -700,15 +700,14 @@ def _odd(mode: int) -> str:
     return next((what for test, what in _ODD_FILES if test(mode)), "not a regular file")
 
 
-def _binary(head: bytes) -> bool:
-    """A NUL byte, or bytes that are not UTF-8 (a character cut at the end is fine)."""
-    if b"\0" in head:
-        return True
+def binary(head: bytes) -> str | None:
+    """Why a file whose first bytes are `head` is binary, not text: bytes that are not
+    UTF-8 (a character cut at the end is fine), or a NUL byte; None: text."""
     try:
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
     except UnicodeDecodeError:
-        return True
-    return False
+        return "not UTF-8 text"
+    return "it holds NUL bytes" if b"\0" in head else None
 
 
 @attrs.define
@@ -790,7 +789,7 @@ class _Walk:
                 self.note("unreadable", rel, f"{_odd(mode)}, not a regular file")
                 return
             head = f.read(HEAD)
-            if _binary(head):
+            if binary(head):
                 if PurePosixPath(rel).parts[0] != "assets":
                     self.note("unreadable", rel, "a binary file (outside assets/)")
                 return

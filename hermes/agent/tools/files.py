@@ -34,6 +34,7 @@ import attrs
 import regex
 import trio
 
+from hermes.agent.scan import binary
 from hermes.agent.tools.base import ToolContext, ToolError, need, obj
 from hermes.agent.tools.file_view import FileRefused, FileView, opened_path, view_for
 
@@ -192,14 +193,10 @@ def write_atomic(view: FileView, real: Path, data: bytes, shown: str) -> bool:
 
 def _sniff(head: bytes, size: int, shown: str) -> None:
     """Binary when `head` (a file's first bytes) holds a NUL or is not UTF-8."""
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-    except UnicodeDecodeError:
-        raise Binary(f"{shown} is a binary file ({_size(size)}, not UTF-8 text): the file"
-                     " tools take text only") from None  # fmt: skip
-    if b"\0" in head:
-        raise Binary(f"{shown} is a binary file ({_size(size)}, it holds NUL bytes): the"
-                     " file tools take text only")  # fmt: skip
+    why = binary(head)
+    if why is not None:
+        raise Binary(f"{shown} is a binary file ({_size(size)}, {why}): the file tools take"
+                     " text only")  # fmt: skip
 
 
 def _read_text(view: FileView, real: Path, shown: str, cap: int) -> str:

@@ -16,7 +16,7 @@ import attrs
 import trio
 
 from hermes.agent.skills.card import CARD, Card, SkillFormatError, parse_card, render_card
-from hermes.agent.skills.library import FILE_BYTES, SkillLibrary, SkillRefused, skill_path
+from hermes.agent.skills.library import SkillLibrary, SkillRefused, skill_path
 from hermes.agent.tools.asking import lasting
 from hermes.agent.tools.base import ToolContext, ToolError, capped, need, obj
 
@@ -166,9 +166,7 @@ class SkillManageTool:
         if path.split("/", 1)[0] not in ("scripts", "references", "assets") or "/" not in path:
             raise SkillRefused(f"{path}: a skill's files go under scripts/, references/ or assets/")
         data = str(args.get("content") or "").encode()
-        if len(data) > FILE_BYTES:
-            raise SkillRefused(f"a skill file may be {FILE_BYTES} bytes at most")
-        library.write(skill.directory, path, data)
+        library.write(skill.directory, path, data)  # within FILE_BYTES, or refused
         return f"wrote {path} of {name} ({len(data)} bytes)"
 
     def _delete(
