@@ -14,13 +14,14 @@ import mimetypes
 import os
 import re
 import secrets
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import attrs
 import httpx
 import trio
+
+from hermes.actors.clock import Clock
 
 MAX_FILE = 20 * 1024 * 1024  # Telegram's Bot API's own download limit
 CACHE_CAP = 500 * 1024 * 1024
@@ -167,9 +168,9 @@ async def download(
 def evict(directory: Path, limits: MediaLimits, keep: Path | None = None,
           now: float | None = None) -> list[Path]:  # fmt: skip
     """Remove files older than `max_age`, then the least recently written until the
-    directory fits in `cache_cap`. A message whose file went shows it as no longer
-    cached."""
-    now = time.time() if now is None else now
+    directory fits in `cache_cap`; ages counted to `now` (serve's clock's time; None: the
+    real one). A message whose file went shows it as no longer cached."""
+    now = Clock().now() if now is None else now
     found = []
     for p in directory.iterdir():
         try:

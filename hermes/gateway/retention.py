@@ -61,14 +61,15 @@ class Files:
     outgoing: Path
     media: MediaLimits
 
-    def evict(self, rules: RetentionConfig) -> dict[str, int]:
-        """Files removed, by where (blocking: run in a thread)."""
+    def evict(self, rules: RetentionConfig, now: float) -> dict[str, int]:
+        """Files removed, by where, their ages counted to `now` (blocking: run in a
+        thread)."""
         cached = 0
         for directory in self.cache.iterdir() if self.cache.is_dir() else ():
             if directory.is_dir():
-                cached += len(evict(directory, self.media))
+                cached += len(evict(directory, self.media, now=now))
         sent = MediaLimits(cache_cap=1 << 62, max_age=rules.journal_days * DAY)
-        outgoing = len(evict(self.outgoing, sent)) if self.outgoing.is_dir() else 0
+        outgoing = len(evict(self.outgoing, sent, now=now)) if self.outgoing.is_dir() else 0
         return {"media cache": cached, "outgoing files": outgoing}
 
 
@@ -116,7 +117,10 @@ class Retention(Actor):
                         self.rules.prune_every, exc)  # fmt: skip
             pruned = {}
         if self.files is not None:
-            pruned = {**pruned, **await trio.to_thread.run_sync(self.files.evict, self.rules)}
+            pruned = {
+                **pruned,
+                **await trio.to_thread.run_sync(self.files.evict, self.rules, self.clock.now()),
+            }
         counts = [f"{n} from {table}" for table, n in pruned.items() if n]
         if counts:
             log.info("retention: pruned %s", ", ".join(counts))

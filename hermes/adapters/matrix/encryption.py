@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -149,7 +148,10 @@ class Encryption:
         unused = batch.get("device_unused_fallback_key_types")
         fallback = isinstance(unused, list) and OTK not in unused
         low = held < self.olm.me.max_number_of_one_time_keys // 4
-        if not (low or fallback or self.olm.me.one_time_keys) or time.time() < self.top_up_after:
+        if (
+            not (low or fallback or self.olm.me.one_time_keys)
+            or self.olm.clock.now() < self.top_up_after
+        ):
             return
         async with self.lock:
             body = await self.olm.new_one_time_keys(held, fallback)
@@ -158,7 +160,7 @@ class Encryption:
             except MatrixError as exc:
                 log.warning("publishing one-time keys failed (%s); again in %.0f s", exc,
                             TOP_UP_PAUSE)  # fmt: skip
-                self.top_up_after = time.time() + TOP_UP_PAUSE
+                self.top_up_after = self.olm.clock.now() + TOP_UP_PAUSE
                 return
             await self.olm.published()
 
@@ -241,7 +243,7 @@ class Encryption:
             event_id = event.get("event_id")
             if isinstance(event_id, str) and event_id not in self.waiting:
                 self.waiting[event_id] = Waiting(room_id, event, exc.session_id,
-                                                 exc.sender_key, time.time())  # fmt: skip
+                                                 exc.sender_key, self.olm.clock.now())  # fmt: skip
                 self.waiting_changed = True
             return None
         except CryptoError as exc:
@@ -291,7 +293,7 @@ class Encryption:
         """Tell the senders of events that waited `key_wait` (and ask for their keys),
         once; forget those that waited a day. A notice that fails is logged, not tried
         again: it is a courtesy, and the event still waits."""
-        now = time.time()
+        now = self.olm.clock.now()
         for event_id, waiting in list(self.waiting.items()):
             if now - waiting.since >= KEEP_WAITING:
                 self.forget(event_id)

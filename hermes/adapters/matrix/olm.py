@@ -30,12 +30,12 @@ import hashlib
 import json
 import logging
 import secrets
-import time
 from typing import Any, Protocol
 
 import attrs
 import vodozemac
 
+from hermes.actors.clock import Clock
 from hermes.actors.errors import HermesError
 from hermes.adapters.matrix.api import as_dict
 
@@ -152,7 +152,18 @@ class Olm:
     """One device's crypto state, kept under `prefix` in the store (the prefix names the
     device: another device starts with nothing of this one's)."""
 
-    def __init__(self, store: Store, prefix: str, secret: str, user_id: str, device_id: str):
+    def __init__(
+        self,
+        store: Store,
+        prefix: str,
+        secret: str,
+        user_id: str,
+        device_id: str,
+        clock: Clock | None = None,
+    ) -> None:
+        """`clock`: what a room key's age is read from (serve's one clock; real time
+        unless given)."""
+        self.clock = clock or Clock()
         self.store = store
         self.prefix = prefix
         self.secret = secret
@@ -547,9 +558,9 @@ class Olm:
         one when none is, or it is older than the room's rotation period or has sent its
         number of messages."""
         found = await self._outbound(room_id)
-        age_ms = (time.time() - found.created) * 1000 if found is not None else 0
+        age_ms = (self.clock.now() - found.created) * 1000 if found is not None else 0
         if found is None or age_ms >= period_ms or found.session.message_index >= period_msgs:
-            found = OutboundRoomKey(vodozemac.GroupSession(), time.time())
+            found = OutboundRoomKey(vodozemac.GroupSession(), self.clock.now())
             own = vodozemac.InboundGroupSession(found.session.session_key)  # reads its own
             mine = Device(self.user_id, self.device_id, self.curve25519, self.ed25519)
             await self._keep_inbound(room_id, own, mine)
