@@ -31,8 +31,8 @@ class InboundEvent:
     `event_id` is the platform's own id for this delivery (Telegram's
     update_id, Slack's event_id, Discord's message id): admission is keyed by
     (platform, event_id), so a retried or replayed event is recognised.
-    `mentioned` says whether the bot was mentioned or replied to (the router
-    applies require_mention in groups); `attachments` are the adapter's own references
+    `mentioned` says whether the bot was mentioned or replied to, `replied` whether the
+    message answers one of the bot's own (the intake applies a group's activation); `attachments` are the adapter's own references
     to the files the message carries, fetched (`Fetch`) only once the event is
     authorized: a stranger's media costs nothing.
     `session_hint` is set only by an adapter that picks the session at its edge
@@ -52,6 +52,7 @@ class InboundEvent:
     message_id: str | None = None
     reply_to: str | None = None
     mentioned: bool = False
+    replied: bool = False  # it answers one of the bot's own messages (a group's `reply`)
     attachments: tuple[str, ...] = ()
     session_hint: str | None = None
     title: str | None = None  # the conversation's own title (an email's subject)

@@ -66,6 +66,7 @@ def admit(
     values["attachments"] = json.dumps(list(event.attachments))
     values["is_bot"] = int(event.is_bot)
     values["mentioned"] = int(event.mentioned)
+    values["replied"] = int(event.replied)
     values["state"] = ADMITTED if owner is None else STARTED
     values["owner"] = owner
     values["now"] = now
@@ -93,6 +94,7 @@ def _event(row: tuple) -> InboundEvent:
     values["attachments"] = tuple(json.loads(values["attachments"]))
     values["is_bot"] = bool(values["is_bot"])
     values["mentioned"] = bool(values["mentioned"])
+    values["replied"] = bool(values["replied"])
     return InboundEvent(**values)
 
 

@@ -408,6 +408,29 @@ def _step_9_job_skills(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE cron_jobs ADD COLUMN skills TEXT")
 
 
+def _step_10_conversation_flow(conn: apsw.Connection) -> None:
+    """How people write (issue 48): whether an event replies to the bot's own message
+    (a group's `reply` activation); a session's own busy mode (`/busy`); one person's
+    accounts on several platforms (`identities`), the one-time codes that link them,
+    and a chat attached to a session of another chat (`/continue`)."""
+    conn.execute("ALTER TABLE inbound_journal ADD COLUMN replied INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE sessions ADD COLUMN busy TEXT")
+    conn.execute(
+        "CREATE TABLE identities (platform TEXT NOT NULL, user_id TEXT NOT NULL,"
+        " person TEXT NOT NULL, linked_at REAL NOT NULL, PRIMARY KEY (platform, user_id))"
+    )
+    conn.execute("CREATE INDEX identities_by_person ON identities(person)")
+    conn.execute(
+        "CREATE TABLE link_codes (code TEXT PRIMARY KEY, platform TEXT NOT NULL,"
+        " user_id TEXT NOT NULL, role TEXT NOT NULL, created_at REAL NOT NULL,"
+        " expires_at REAL NOT NULL)"
+    )
+    conn.execute(
+        "CREATE TABLE attached_sessions (session_key TEXT PRIMARY KEY,"
+        " session_id TEXT NOT NULL, attached_at REAL NOT NULL)"
+    )
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
@@ -419,6 +442,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_7_outbox_file,
     _step_8_untrusted,
     _step_9_job_skills,
+    _step_10_conversation_flow,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

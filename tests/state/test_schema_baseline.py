@@ -250,10 +250,29 @@ def test_step_9_keeps_the_skills_a_job_loads():
     before = shape(conn)
     conn.execute("INSERT INTO cron_jobs (id, name, schedule, schedule_display, created_at)"
                  " VALUES ('j', 'job', 'every:60', 'every 1m', 1)")  # fmt: skip
-    assert schema.migrate(conn) == [9]
+    assert schema.migrate(conn, target=9) == [9]
     after = shape(conn)
     columns = after["tables"]["cron_jobs"].pop("columns")
     assert columns[:-1] == before["tables"]["cron_jobs"].pop("columns")
     assert columns[-1][1:] == ("skills", "TEXT", 0, None, 0, 0)  # NULL: a job loads none
     assert after["tables"] == before["tables"]
     assert conn.execute("SELECT skills FROM cron_jobs").fetchall() == [(None,)]
+
+
+def test_step_10_adds_what_conversation_flow_keeps():
+    conn = baseline()
+    schema.migrate(conn, target=9)
+    before = shape(conn)
+    conn.execute("INSERT INTO sessions (id) VALUES ('s')")
+    assert schema.migrate(conn) == [10]
+    after = shape(conn)
+    journal = after["tables"]["inbound_journal"].pop("columns")
+    assert journal[:-1] == before["tables"]["inbound_journal"].pop("columns")
+    assert journal[-1][1:] == ("replied", "INTEGER", 1, "0", 0, 0)
+    sessions = after["tables"]["sessions"].pop("columns")
+    assert sessions[:-1] == before["tables"]["sessions"].pop("columns")
+    assert sessions[-1][1:] == ("busy", "TEXT", 0, None, 0, 0)  # NULL: the platform's mode
+    added = {"identities", "link_codes", "attached_sessions"}
+    assert set(after["tables"]) - set(before["tables"]) == added
+    assert {k: v for k, v in after["tables"].items() if k not in added} == before["tables"]
+    assert conn.execute("SELECT busy FROM sessions").fetchall() == [(None,)]
