@@ -66,6 +66,16 @@ def _timezone(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
         raise _BadValue(f"{attr.name}: unknown timezone {value!r}") from None
 
 
+def _seconds(_inst: Any, attr: attrs.Attribute, value: float) -> None:
+    if not 0 <= value <= 60:
+        raise _BadValue(f"{attr.name}: must be between 0 and 60 seconds, got {value!r}")
+
+
+def _optional_seconds(inst: Any, attr: attrs.Attribute, value: float | None) -> None:
+    if value is not None:
+        _seconds(inst, attr, value)
+
+
 def _share(_inst: Any, attr: attrs.Attribute, value: float) -> None:
     if not 0.1 <= value <= 0.95:
         raise _BadValue(f"{attr.name}: must be between 0.1 and 0.95, got {value!r}")
@@ -79,6 +89,17 @@ def _optional_at_least(minimum: int):
             check(inst, attr, value)
 
     return optional
+
+
+Busy = Literal["interrupt", "queue", "steer"]
+"""What a message sent while a turn runs does (`gateway.busy`)."""
+
+RENAMED = {
+    "busy_mode": "gateway.busy",
+    "require_mention": "groups.activation: mention or always",
+    "group_sessions_per_user": "platforms.<name>.groups.sessions: per_user or shared",
+}
+"""Keys an earlier release read, and what took their place: named in the error."""
 
 
 @attrs.frozen
@@ -269,6 +290,9 @@ class LocalEndpointConfig:
     """The address it listens on."""
     port: int = attrs.field(default=9119, validator=_port)
     """Its port; 0 picks a free one (written to HERMES_HOME/serve.port)."""
+    merge_window: float = attrs.field(default=0.0, validator=_seconds)
+    """Seconds its client's messages wait for more of a burst (0: a program's client
+    sends whole messages)."""
 
 
 @attrs.frozen
@@ -308,11 +332,17 @@ class GatewayConfig:
 
     drain_timeout: float = attrs.field(default=30.0, validator=positive)
     """Seconds in-flight turns and fires get to finish when serve stops."""
-    busy_mode: Literal["interrupt", "queue"] = "interrupt"
-    """A message that arrives mid-turn: `interrupt` stops the running turn, `queue` waits
-    for it (at most 16 wait)."""
-    group_sessions_per_user: bool = True
-    """In a group or channel (outside threads), each user has a conversation of their own."""
+    busy: Busy = "interrupt"
+    """A message that arrives mid-turn: `interrupt` stops the running turn and starts one
+    with it, `queue` runs it after (at most 16 wait), `steer` adds it to the running turn
+    before its next model call. A platform's `busy` and a session's `/busy` override it."""
+    merge_window: float = attrs.field(default=1.5, validator=_seconds)
+    """Seconds: messages from one user in one chat that arrive within this of each other
+    are one turn (a long paste split in parts, a photo then its question); 0: off. A
+    platform's `merge_window` overrides it."""
+    follow: Literal["off", "last"] = "off"
+    """`last`: a person with linked accounts (`/link`) continues their most recent
+    conversation from whichever platform they write on, as `/continue` does once."""
     thread_sessions_per_user: bool = True
     """In a thread (a Slack thread, a Telegram topic, a Matrix thread), each user has a
     conversation of their own; `false` shares the thread's, where only an owner may /new,
@@ -344,6 +374,26 @@ class GatewayConfig:
 
 
 @attrs.frozen
+class GroupsConfig:
+    """A platform's groups and channels: when the bot speaks, whose conversation it is,
+    and other bots."""
+
+    activation: Literal["mention", "always", "reply"] = "mention"
+    """When a message there is answered: `mention` (the bot is mentioned or replied to,
+    or a command is addressed to it), `reply` (only a reply to the bot's own message, or
+    a command), `always` (every message from an allowed user)."""
+    sessions: Literal["shared", "per_user"] = "per_user"
+    """Outside threads: `per_user` gives each user a conversation of their own, `shared`
+    one for everyone in the chat (where only an owner may /new, /stop, /undo, /retry or
+    /compress it)."""
+    bots: Literal["ignore", "answer"] = "ignore"
+    """Messages from other bots: `ignore`, or `answer` those the allow list names."""
+    bot_turns: int = attrs.field(default=3, validator=_at_least(1))
+    """With `bots: answer`, at most this many bot-started turns in a row in one chat (a
+    person's message starts the count again): two bots never talk for ever."""
+
+
+@attrs.frozen
 class PlatformConfig:
     """What every chat platform under `platforms:` has. A platform with settings of its
     own subclasses it in its package (its `Platform.settings`)."""
@@ -363,8 +413,12 @@ class PlatformConfig:
     group_policy: Literal["allowlist", "open", "disabled"] = "allowlist"
     """Groups and channels: `allowlist` (only `allowed_chats`), `open` (any), `disabled`
     (none)."""
-    require_mention: bool = True
-    """In groups and channels, answer only when mentioned or replied to."""
+    groups: GroupsConfig = GroupsConfig()
+    """How the bot behaves in groups and channels."""
+    busy: Busy | None = None
+    """`gateway.busy` for this platform's chats (unset: the gateway's)."""
+    merge_window: float | None = attrs.field(default=None, validator=_optional_seconds)
+    """`gateway.merge_window` for this platform (unset: the gateway's)."""
     home_channel: str | None = None
     """Where cron briefs and notices without a chat go, as `chat[:thread]`; `/sethome`
     overrides it."""
@@ -746,8 +800,10 @@ def _describe(exc: BaseException, _type: Any) -> str:
     if isinstance(exc, cattrs.ForbiddenExtraKeysError):
         extra = sorted(map(str, exc.extra_fields))  # YAML keys may be 1, null, ...
         known = [f.name for f in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+        moved = [f"{key} is now {RENAMED[key]}" for key in extra if key in RENAMED]
         meant = [m for key in extra for m in difflib.get_close_matches(key, known, 1, 0.7)]
         hint = f" (did you mean {', '.join(meant)}?)" if meant else ""
+        hint = f" ({'; '.join(moved)})" if moved else hint
         return f"unknown key{'s' if len(extra) > 1 else ''} {', '.join(extra)}{hint}"
     if isinstance(exc, _BadValue):
         return str(exc)
@@ -772,7 +828,7 @@ def _errors(exc: cattrs.BaseValidationError) -> list[str]:
                 where = f"{where}.{field}" if where else field
                 message = problem
         if message.startswith("unknown key"):
-            keys, paren, hint = message.partition(" (did you mean")
+            keys, paren, hint = message.partition(" (")
             place = f"in {where}" if where else "at the top level"
             lines.append(f"{keys} {place}{paren}{hint}")
         else:

@@ -27,14 +27,14 @@ def test_missing_file_is_the_embedded_default(tmp_path):
 def test_values_override_defaults(tmp_path):
     path = write(
         tmp_path / "config.yaml",
-        "gateway:\n  drain_timeout: 5\n  busy_mode: queue\n"
+        "gateway:\n  drain_timeout: 5\n  busy: queue\n"
         "fallback_providers:\n  - {provider: openai, model: gpt, api_key_env: OPENAI_KEY}\n"
         "timezone: Europe/Berlin\n",
     )
     config = load_config(path)
     assert config.gateway.drain_timeout == 5.0
-    assert config.gateway.busy_mode == "queue"
-    assert config.gateway.group_sessions_per_user is True
+    assert config.gateway.busy == "queue"
+    assert config.gateway.thread_sessions_per_user is True
     assert config.fallback_providers[0].model == "gpt"
     assert config.secret_names() == ["OPENAI_KEY"]
 
@@ -53,7 +53,8 @@ def test_values_override_defaults(tmp_path):
         ("nonsense: 1\n", "unknown key nonsense at the top level"),
         ("gateway:\n  drain_timeout: soon\n", "gateway.drain_timeout: expected a number"),
         ("gateway:\n  drain_timeout: -1\n", "gateway.drain_timeout: must be greater than 0"),
-        ("gateway:\n  busy_mode: panic\n", "gateway.busy_mode: must be one of"),
+        ("gateway:\n  busy: panic\n", "gateway.busy: must be one of"),
+        ("gateway:\n  busy_mode: queue\n", "busy_mode is now gateway.busy"),
         ("gateway:\n  local:\n    port: 70000\n", "gateway.local.port: must be a port number"),
         ("agent:\n  max_turns: '5'\n", "agent.max_turns: expected a whole number, got '5'"),
         ("cron:\n  mirror_delivery: yes please\n", "cron.mirror_delivery: expected true or false"),
@@ -103,8 +104,8 @@ def test_yaml_1_1_words_are_not_booleans(tmp_path, word):
 
 @pytest.mark.parametrize("word", ["true", "True", "TRUE", "false", "False", "FALSE"])
 def test_only_true_and_false_are_booleans(tmp_path, word):
-    path = write(tmp_path / "config.yaml", f"gateway:\n  group_sessions_per_user: {word}\n")
-    assert load_config(path).gateway.group_sessions_per_user is (word.lower() == "true")
+    path = write(tmp_path / "config.yaml", f"gateway:\n  thread_sessions_per_user: {word}\n")
+    assert load_config(path).gateway.thread_sessions_per_user is (word.lower() == "true")
 
 
 def test_yaml_1_1_words_stay_text_where_text_belongs(tmp_path):

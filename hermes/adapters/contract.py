@@ -32,9 +32,9 @@ class InboundEvent:
     update_id, Slack's event_id, Discord's message id): admission is keyed by
     (platform, event_id), so a retried or replayed event is recognised.
     `mentioned` says whether the bot was mentioned or replied to, `replied` whether the
-    message answers one of the bot's own (the intake applies a group's activation); `attachments` are the adapter's own references
-    to the files the message carries, fetched (`Fetch`) only once the event is
-    authorized: a stranger's media costs nothing.
+    message answers one of the bot's own (the intake applies a group's activation);
+    `attachments` are the adapter's own references to the files the message carries,
+    fetched (`Fetch`) only once the event is authorized: a stranger's media costs nothing.
     `session_hint` is set only by an adapter that picks the session at its edge
     (the local endpoint: the session its client names, or a new id).
     """

@@ -16,6 +16,7 @@ from hermes.agent.tools.base import ToolContext
 from hermes.config import Config
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job
+from hermes.delivery.session_keys import Keying
 from hermes.home import HermesHome
 from hermes.state.db import Db
 from hermes.state.registry import Registry
@@ -108,7 +109,7 @@ def cron_fire_context(
         config=config.cron,
         clock=clock or Clock(),
         platforms=platforms,
-        sessions=config.gateway,
+        keying=Keying.of(config),
         outbox=outbox,
         policy=policy,
     )

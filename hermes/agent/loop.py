@@ -83,6 +83,15 @@ def _not_run_again(waited: list[Approval]) -> str:
 
 
 @attrs.frozen
+class Steered:
+    """A message that joined a running turn (`gateway.busy: steer`, `/steer TEXT`): the
+    model reads it after the tools' results, before its next call."""
+
+    text: str
+    untrusted: str | None = None
+
+
+@attrs.frozen
 class TurnResult:
     text: str
     model_calls: int
@@ -276,6 +285,7 @@ class Agent:
         untrusted: str | None = None,
         attachments: Attachments | None = None,
         skills: tuple[str, ...] = (),
+        steered: Callable[[], list[Steered]] | None = None,
     ) -> TurnResult:
         """`conversation`: what the last turn's result kept, if the caller kept it;
         otherwise what the prompt needs is read from state.db (the latest compaction
@@ -291,7 +301,8 @@ class Agent:
         (hermes.agent.untrusted). `attachments`: the message's files, recorded with it as
         data (hermes.agent.attachments), rendered only for the model. `skills`: skills
         loaded into this turn's prompt (a cron job's); a message `/<skill> ...` loads that
-        one too."""
+        one too. `steered`: asked after each round of tools for messages that joined the
+        turn; each is recorded as the user's, in the conversation the next call sees."""
         times = times or TurnTimes(0.0)
 
         async def emit(step: TurnStep) -> None:
@@ -384,6 +395,14 @@ class Agent:
                 times.wait_begins()
                 results = await self._run_tools(reply.tool_calls, ctx)
                 times.wait_ends()
+                for extra in steered() if steered is not None else ():
+                    now = ctx.clock.now()
+                    said = NewMessage(
+                        ctx.session_id, "user", extra.text, timestamp=now, untrusted=extra.untrusted
+                    )
+                    row_id = await db.write(append_message, said)
+                    message = {"role": "user", "content": extra.text}
+                    conversation.add(message, row_id, extra.untrusted)
                 remind -= len(reply.tool_calls)
                 if remind <= 0 < remind + len(reply.tool_calls):  # once, as it crosses
                     system = f"{system}\n\n{SKILL_REMINDER}"

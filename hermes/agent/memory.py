@@ -14,6 +14,7 @@ which only owners write (`Memory`).
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -126,13 +127,34 @@ def user_directory(root: Path, platform: str, user_id: str) -> Path:
     return root / path_part(platform) / path_part(user_id)
 
 
+def person_directory(root: Path, person: str) -> Path:
+    """Where a user with linked accounts keeps the memory they share."""
+    return root / "linked" / path_part(person)
+
+
 def memory_of(shared: MemoryStore, caller: Caller) -> Memory:
     """A caller's memory: an owner's is the owner-wide files; a user's is their own
-    directory beside them."""
+    directory beside them (one for all of a person's linked accounts)."""
     if caller.is_owner:
         return Memory(shared)
+    if caller.person is not None:
+        return Memory(shared, MemoryStore(person_directory(shared.directory, caller.person)))
     own = user_directory(shared.directory, caller.platform, caller.user_id)
     return Memory(shared, MemoryStore(own))
+
+
+def adopt(root: Path, person: str, accounts: list[tuple[str, str]]) -> None:
+    """A person's linked memory starts from what each account kept alone: a file the
+    person's directory lacks is copied in (the first account's wins). Blocking."""
+    into = person_directory(root, person)
+    for platform, user_id in accounts:
+        own = user_directory(root, platform, user_id)
+        if not own.is_dir():
+            continue
+        for path in own.iterdir():
+            if path.is_file() and not (into / path.name).exists():
+                into.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, into / path.name)
 
 
 class Memory:

@@ -21,11 +21,13 @@ EVERY_TOOL = "*"
 
 @attrs.frozen
 class Caller:
-    """Who a turn runs for: a user on a platform, with their role there."""
+    """Who a turn runs for: a user on a platform, with their role there; `person`: the
+    accounts it is linked with (`/link`), whose memory it shares."""
 
     platform: str
     user_id: str
     role: Role
+    person: str | None = None
 
     @property
     def is_owner(self) -> bool:

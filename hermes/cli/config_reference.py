@@ -188,6 +188,7 @@ def _platforms() -> list[str]:
         "Every platform has these keys:",
         "",
         *_table(shared),
+        *_sections(shared, 3),
     ]
     own_keys = {f.name for f in attrs.fields(PlatformConfig)}
     for name in names:

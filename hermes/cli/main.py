@@ -16,6 +16,7 @@ from hermes.cli import (
     db_cmd,
     doctor_cmd,
     exit_codes,
+    identities_cmd,
     outbox_cmd,
     pairing_cmd,
     serve_cmd,
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     db_cmd.register(sub)
     cron_cmd.register(sub)
     pairing_cmd.register(sub)
+    identities_cmd.register(sub)
     approvals_cmd.register(sub)
     channels_cmd.register(sub)
     outbox_cmd.register(sub)

@@ -14,13 +14,14 @@ from collections.abc import Mapping
 
 import apsw
 
-from hermes.config import GatewayConfig, PlatformConfig
+from hermes.config import PlatformConfig
 from hermes.cron.jobs import Job
 from hermes.cron.lifecycle import record_delivery
 from hermes.cron.store import record_target
 from hermes.delivery.channels import home_channels
 from hermes.delivery.mirror import LOCAL, Mirror, plan_seeds
 from hermes.delivery.outbox_store import enqueue
+from hermes.delivery.session_keys import Keying
 from hermes.delivery.split import chunks_for
 from hermes.delivery.targets import plan_delivery
 from hermes.state.messages import untrusted_in
@@ -35,7 +36,7 @@ def queue_brief(
     fence: int,
     text: str,
     platforms: Mapping[str, PlatformConfig],
-    sessions: GatewayConfig,
+    keying: Keying,
     mirror_default: bool,
     now: float,
     session_id: str | None = None,
@@ -62,7 +63,7 @@ def queue_brief(
         kind = (
             origin.chat_type if same_chat else chat_type_of(conn, target.platform, target.chat_id)
         )
-        seeds, note = plan_seeds(planned, origin, kind, sessions)
+        seeds, note = plan_seeds(planned, origin, kind, keying)
         if note:
             log.warning("cron %s run %d: %s", job.id, fence, note)
         key = f"cron:{job.id}:{fence}:{target}"

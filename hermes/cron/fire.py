@@ -29,13 +29,14 @@ from prometheus_client import Counter, Histogram
 
 from hermes.actors.address import Address
 from hermes.actors.clock import Clock
-from hermes.config import CronConfig, GatewayConfig, PlatformConfig
+from hermes.config import CronConfig, PlatformConfig
 from hermes.cron.briefs import queue_brief
 from hermes.cron.jobs import Job
 from hermes.cron.lifecycle import LOST, Cause, Claim, finish_fire, heartbeat, interrupt
 from hermes.cron.output import is_silent, write_output
 from hermes.cron.store import holds_lease
 from hermes.delivery.outbox import nudge
+from hermes.delivery.session_keys import Keying
 from hermes.state.db import Db
 from hermes.state.errors import StateError
 from hermes.terminal.backends.base import Launch
@@ -97,7 +98,7 @@ class FireContext:
     config: CronConfig = CronConfig()
     clock: Clock = attrs.field(factory=Clock)
     platforms: Mapping[str, PlatformConfig] = attrs.field(factory=dict)
-    sessions: GatewayConfig = GatewayConfig()
+    keying: Keying = Keying()
     outbox: Callable[[], Address | None] = lambda: None
     environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
     policy: EnvPolicy = EnvPolicy()
@@ -271,7 +272,7 @@ async def _finish(claim: Claim, result: FireResult, ctx: FireContext, db: Db) ->
     if not result.silent:
         text = brief_text(job, result, streak, ctx.config)
         try:
-            await db.write(queue_brief, job, claim.fence, text, ctx.platforms, ctx.sessions,
+            await db.write(queue_brief, job, claim.fence, text, ctx.platforms, ctx.keying,
                            ctx.config.mirror_delivery, ctx.clock.now(),
                            result.session_id)  # fmt: skip
         except StateError as exc:  # the run is recorded; the brief is not queued

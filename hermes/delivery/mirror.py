@@ -22,8 +22,7 @@ import attrs
 import cattrs
 
 from hermes.adapters.contract import ChatType, Target
-from hermes.config import GatewayConfig
-from hermes.delivery.session_keys import new_session_id, session_key
+from hermes.delivery.session_keys import Keying, new_session_id, session_key
 from hermes.delivery.targets import LOCAL, Origin, PlannedTarget
 from hermes.state.messages import NewMessage, append_message
 from hermes.state.sessions import NewSession, current_session, ensure_session
@@ -60,7 +59,7 @@ def plan_seeds(
     planned: PlannedTarget,
     origin: Origin | None,
     chat_type: str | None,
-    config: GatewayConfig,
+    keying: Keying,
 ) -> tuple[tuple[Seed, ...], str | None]:
     """The sessions a mirrored brief seeds, and why one it should seed is not (a note
     for the run's record). `chat_type` is the target chat's kind, where known."""
@@ -76,7 +75,7 @@ def plan_seeds(
     if target.thread_id is None:
         wanted.append(Seed(chat_type, user, thread=True))
     kind = ChatType(chat_type)
-    seeds = tuple(s for s in wanted if session_key(_where(target, s, "?"), kind, user, config))
+    seeds = tuple(s for s in wanted if session_key(_where(target, s, "?"), kind, user, keying))
     if len(seeds) < len(wanted):
         return seeds, (
             f"{target}: the chat's sessions are per user and the job has no user id:"
@@ -90,7 +89,7 @@ def write_mirror(
     mirror: Mirror,
     target: Target,
     message_id: str | None,
-    config: GatewayConfig,
+    keying: Keying,
     now: float,
 ) -> list[str]:
     """Write the brief into each seeded session (the key's live session, else a new
@@ -101,7 +100,7 @@ def write_mirror(
         if target.platform == LOCAL:
             key, session_id = None, target.chat_id
         else:
-            key = session_key(where, ChatType(seed.chat_type), seed.user_id, config)
+            key = session_key(where, ChatType(seed.chat_type), seed.user_id, keying)
             session_id = current_session(conn, key) or new_session_id(target.platform)
         ensure_session(conn, NewSession(
             session_id, source=target.platform, session_key=key, chat_id=where.chat_id,

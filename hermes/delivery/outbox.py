@@ -52,7 +52,6 @@ from hermes.adapters.platform import Pace
 from hermes.adapters.registry import PLATFORMS
 from hermes.config import GatewayConfig
 from hermes.delivery.outbox_store import (
-    DEFAULT_SESSIONS,
     SENDING,
     OutboxRow,
     due,
@@ -67,6 +66,7 @@ from hermes.delivery.outbox_store import (
     next_not_before,
     recover,
 )
+from hermes.delivery.session_keys import PER_USER, Keying
 from hermes.state.db import Db
 from hermes.state.registry import Registry
 
@@ -142,7 +142,8 @@ class Outbox(Actor):
         name: str = "outbox",
         rng: random.Random | None = None,
         clock: Clock | None = None,
-        sessions: GatewayConfig = DEFAULT_SESSIONS,
+        keying: Keying = PER_USER,
+        progress_interval: float = GatewayConfig().progress_interval,
         mirrored: Callable[[list[str]], Awaitable[None]] | None = None,
         watch_other_writers: float | None = None,
     ) -> None:
@@ -158,7 +159,8 @@ class Outbox(Actor):
         self.freshness = freshness
         self.rng = rng or random.Random()
         self.clock = clock or Clock()
-        self.sessions = sessions  # how a mirrored brief's sessions are keyed
+        self.keying = keying  # how a mirrored brief's sessions are keyed
+        self.progress_interval = progress_interval
         self.mirrored = mirrored  # told which sessions a mirror wrote to
         self.watch = math.inf if watch_other_writers is None else watch_other_writers
         self.db: Db | None = None
@@ -230,7 +232,7 @@ class Outbox(Actor):
                 if row.live and row.edit_of is not None and not self._free(row, chat=False):
                     # A state on the way gives way to others' first messages: it waits
                     # an interval (the latest wins then), it never takes their slot.
-                    again = self.clock.now() + self.sessions.progress_interval
+                    again = self.clock.now() + self.progress_interval
                     await self.db.write(mark_retry, row.id, again, "giving way", self.clock.now())
                     break
                 await self._pace(row)
@@ -304,8 +306,8 @@ class Outbox(Actor):
             result = RetryAfter(None, result.reason)  # a repeat is dropped, or the same edit
         if isinstance(result, Sent):
             kept = row.live or row.edit_of is not None  # a message that may be edited
-            mark = (mark_sent, row.id, result.message_id, now, self.sessions,
-                    row.text if kept else None, self.sessions.progress_interval,
+            mark = (mark_sent, row.id, result.message_id, now, self.keying,
+                    row.text if kept else None, self.progress_interval,
                     row.plain)  # fmt: skip
         elif isinstance(result, Permanent) and result.missing:
             log.info("outbox row %d: its message is gone (%s)", row.id, result.reason)

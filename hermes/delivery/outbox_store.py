@@ -26,11 +26,10 @@ import attrs
 
 from hermes.actors.errors import Unavailable
 from hermes.adapters.contract import Button, OutFile, Target
-from hermes.config import GatewayConfig
 from hermes.delivery.mirror import Mirror, write_mirror
+from hermes.delivery.session_keys import PER_USER, Keying
 
 log = logging.getLogger(__name__)
-DEFAULT_SESSIONS = GatewayConfig()
 
 PENDING, SENDING, SENT, RETRY, DEAD, UNKNOWN = (
     "pending", "sending", "sent", "retry", "dead", "unknown"
@@ -296,7 +295,7 @@ def mark_sent(
     row_id: int,
     message_id: str | None,
     now: float,
-    sessions: GatewayConfig = DEFAULT_SESSIONS,
+    keying: Keying = PER_USER,
     sent: str | None = None,
     after: float = 0.0,
     sent_plain: bool = False,
@@ -326,9 +325,7 @@ def mark_sent(
     seeded: list[str] = []
     try:
         with conn:  # a savepoint: a failed seed leaves the sent mark standing
-            seeded = write_mirror(
-                conn, Mirror.from_json(found[4]), target, message_id, sessions, now
-            )
+            seeded = write_mirror(conn, Mirror.from_json(found[4]), target, message_id, keying, now)
         outcome = "seeded " + ", ".join(seeded)
     except Exception as exc:  # a bad mirror record (cattrs raises a group) or the write
         log.warning("outbox row %d to %s: the brief was sent but not mirrored: %s",

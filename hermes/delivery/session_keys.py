@@ -4,8 +4,8 @@
 
 A DM is keyed by its chat (the sender stands in only when there is no chat
 id), then its thread. In a group or channel: the chat, then the thread; the
-sender is added when `group_sessions_per_user` (default true) and the
-message is not in a thread, and inside a thread when `thread_sessions_per_user`
+sender is added when the platform's `groups.sessions` is `per_user` (the
+default) and the message is not in a thread, and inside a thread when `thread_sessions_per_user`
 (default true: a thread shared by an owner and a user would put the user's
 words in the owner's conversation). A workspace or
 guild (scope) goes before the chat id: Slack's channel ids are unique only
@@ -21,17 +21,37 @@ from __future__ import annotations
 import secrets
 import time
 
+import attrs
+
 from hermes.adapters.contract import ChatType, Target
-from hermes.config import GatewayConfig
+from hermes.config import Config
 
 PROFILE = "main"
+
+
+@attrs.frozen
+class Keying:
+    """What config says about keys: the platforms whose groups are one conversation for
+    everyone (`groups.sessions: shared`), and whether a thread is each user's."""
+
+    shared_groups: frozenset[str] = frozenset()
+    thread_per_user: bool = True
+
+    @classmethod
+    def of(cls, config: Config) -> Keying:
+        shared = frozenset(n for n, p in config.platforms.items() if p.groups.sessions == "shared")
+        return cls(shared, config.gateway.thread_sessions_per_user)
+
+
+PER_USER = Keying()
+"""The default keying: every group's conversations per user, and every thread's."""
 
 
 def session_key(
     where: Target,
     chat_type: ChatType,
     user_id: str | None,
-    config: GatewayConfig,
+    keying: Keying,
     profile: str = PROFILE,
 ) -> str | None:
     """The key of `user_id`'s conversation at `where`; None where the key needs a user
@@ -52,21 +72,21 @@ def session_key(
     parts.append(where.chat_id)
     if where.thread_id:
         parts += ["thread", where.thread_id]
-    if not shared(where, chat_type, config):
+    if not shared(where, chat_type, keying):
         if not user_id:
             return None
         parts += ["user", user_id]
     return ":".join(parts)
 
 
-def shared(where: Target, chat_type: ChatType, config: GatewayConfig) -> bool:
+def shared(where: Target, chat_type: ChatType, keying: Keying) -> bool:
     """Whether the conversation at `where` is one for every user of its chat (its key
     names no user): a group's or a thread's, where config turns per-user sessions off."""
     if chat_type is ChatType.DM:
         return False
-    return not (
-        config.thread_sessions_per_user if where.thread_id else config.group_sessions_per_user
-    )
+    if where.thread_id:
+        return not keying.thread_per_user
+    return where.platform in keying.shared_groups
 
 
 def new_session_id(platform: str) -> str:

@@ -1,9 +1,11 @@
 """Who may talk to the agent: one pure decision per inbound event.
 
 Default deny. The router asks `decide` for every event before anything else
-happens, logs each refusal once with its reason, and never answers a refusal
-in a group or channel. Kept pure (no I/O, no clock) so the whole policy can be
-tested as a table: the caller passes the users approved by pairing
+happens (whether a group message is addressed to the bot, and what becomes of another
+bot's, is the intake's: hermes/gateway/intake.py), logs each refusal once with its
+reason, and never answers a refusal in a group or channel. Kept pure (no I/O, no
+clock) so the whole policy can be tested as a table: the caller passes the users
+approved by pairing
 (state.db) and `gateway.allowed_users` as configured (`platform:id` entries: a
 Telegram id can equal a WhatsApp number).
 """
@@ -64,8 +66,6 @@ def decide(
 ) -> Decision:
     """Whether `event` reaches the agent, and how a refusal is handled. `approved`: user
     ids on the event's platform; `global_allowed`: `platform:id` entries."""
-    if event.is_bot:
-        return _refuse("a bot")
     why = _sender(event, policy, approved, global_allowed)
     if event.chat_type == ChatType.DM:
         if why is not None:
@@ -78,8 +78,6 @@ def decide(
         return _refuse(f"{kind} chats disabled")
     if policy.group_policy == "allowlist" and event.chat_id not in policy.allowed_chats:
         return _refuse(f"{kind} not in allowed_chats")
-    if policy.require_mention and not event.mentioned:
-        return _refuse("not mentioned")
     if why is None:
         return _refuse(f"unknown user in {kind}")
     return _allow(f"{why}, {kind} {policy.group_policy}")

@@ -17,6 +17,7 @@ class Command:
     help: str
     who: Literal["anyone", "owners"] = "anyone"  # "owners": what it changes is an owner's
     changes: bool = False  # it changes the conversation (a shared one: an owner's)
+    takes_text: bool = False  # `/queue TEXT`: the text runs as a turn, in that way once
 
 
 TABLE = (
@@ -53,11 +54,20 @@ TABLE = (
         "read config.yaml's mcp section again and restart what changed (owners)",
         who="owners",
     ),  # fmt: skip
+    Command(
+        "/busy", "router", "what a message sent mid-turn does here: /busy interrupt|queue|steer"
+    ),
+    Command("/queue", "session", "run TEXT after the running turn: /queue TEXT", takes_text=True),
+    Command("/steer", "session", "add TEXT to the running turn: /steer TEXT", takes_text=True),
+    Command("/link", "router", "link your accounts on two platforms: /link, then /link CODE"),
+    Command("/unlink", "router", "undo this account's link"),
+    Command("/continue", "router", "carry on your latest conversation from any linked account"),
     Command("/help", "router", "this list"),
 )
 BY_WORD = {command.word: command for command in TABLE}
 ROUTER_COMMANDS = frozenset(c.word for c in TABLE if c.runs == "router")
-SESSION_COMMANDS = frozenset(c.word for c in TABLE if c.runs == "session")
+SESSION_COMMANDS = frozenset(c.word for c in TABLE if c.runs == "session" and not c.takes_text)
+"""The bare words the session actor answers itself, queued behind the running turn."""
 SKILL_LINE = (
     "/SKILL    run a turn with that skill loaded: /deploy to staging (skills_list names them)"
 )

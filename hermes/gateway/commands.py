@@ -1,6 +1,7 @@
 """The commands the router answers itself, without the agent, on every platform (the
-table of every command, and where each runs: hermes.gateway.command_table). Each reaches
-the router only through `CommandSurface`.
+table of every command, and where each runs: hermes.gateway.command_table; those about a
+conversation's flow: hermes.gateway.flow_commands). Each reaches the router only through
+`CommandSurface` (hermes.gateway.command_context).
 Unknown `/words` go to the agent as text (one that names a skill loads it there). In a
 conversation many users share, the commands that change it are an owner's
 (`refused_in_shared`, asked first).
@@ -8,21 +9,13 @@ conversation many users share, the commands that change it are an owner's
 
 from __future__ import annotations
 
-from typing import Protocol
-
-import attrs
-
-from hermes.actors.clock import Clock
-from hermes.adapters.contract import InboundEvent
 from hermes.agent.context import provider_key
-from hermes.agent.loop import Agent
-from hermes.config import ConfigError, GatewayConfig, Role
+from hermes.config import ConfigError
 from hermes.delivery.channels import set_home
-from hermes.delivery.session_keys import shared
 from hermes.delivery.targets import LOCAL
-from hermes.gateway.command_table import BY_WORD, HELP, ROUTER_COMMANDS, word_of
-from hermes.gateway.session_host import SessionHost, SessionServices
-from hermes.gateway.turn_follower import TurnFollower
+from hermes.gateway import flow_commands
+from hermes.gateway.command_context import CommandContext, CommandReply
+from hermes.gateway.command_table import HELP, ROUTER_COMMANDS
 from hermes.operations.approvals import (
     ApproveArgs,
     DenyArgs,
@@ -30,7 +23,6 @@ from hermes.operations.approvals import (
     approve_request,
     deny_request,
 )
-from hermes.operations.context import Ops
 from hermes.state.approvals import (
     APPROVED,
     ApprovalEnded,
@@ -38,65 +30,8 @@ from hermes.state.approvals import (
     approvals,
     get_approval,
 )
-from hermes.state.db import Db
 from hermes.state.errors import SessionNotFound
 from hermes.state.sessions import end_session, get_session
-
-
-class CommandSurface(Protocol):
-    """What a command reaches of the router, and nothing else."""
-
-    db: Db
-    clock: Clock
-    agent: Agent
-    gateway: GatewayConfig
-    services: SessionServices
-    host: SessionHost
-    turns: TurnFollower
-
-    async def role(self, event: InboundEvent) -> Role: ...
-
-    def ops(self, event: InboundEvent) -> Ops: ...
-
-
-async def refused_in_shared(
-    router: CommandSurface, event: InboundEvent, session_id: str
-) -> str | None:
-    """Why a user's command is refused where the conversation is shared (a thread with
-    `thread_sessions_per_user: false`, a group with `group_sessions_per_user: false`):
-    /new, /undo, /retry and /compress would take an owner's messages away, and /stop
-    acts only when every turn in flight there is the user's own. None: it may run."""
-    word = word_of(event.text)
-    command = BY_WORD.get(word)
-    if command is None or not command.changes:
-        return None
-    if command.runs == "session" and event.text.strip() != word:
-        return None  # the session actor takes only the bare word as its command: text
-    if not shared(event.target(), event.chat_type, router.gateway):
-        return None
-    if await router.role(event) == "owner":
-        return None
-    place, setting = (("thread", "thread_sessions_per_user") if event.thread_id
-                      else ("chat", "group_sessions_per_user"))  # fmt: skip
-    why = f"this {place} is one conversation for everyone in it (gateway.{setting}: false)"
-    if word != "/stop":
-        return f"Only an owner can use {word} here: {why}."
-    others = [f for f in router.turns.following.values()
-              if f.session_id == session_id and f.event.user_id != event.user_id]  # fmt: skip
-    return f"Only an owner can stop someone else's turn here: {why}." if others else None
-
-
-@attrs.frozen
-class CommandContext:
-    router: CommandSurface
-    event: InboundEvent
-    session_id: str
-
-
-@attrs.frozen
-class CommandReply:
-    text: str
-    session_id: str | None  # the session the user is in afterwards
 
 
 async def _new(c: CommandContext) -> CommandReply:
@@ -258,6 +193,7 @@ async def _help(c: CommandContext) -> CommandReply:
 
 
 _ANSWERS = {
+    **flow_commands.ANSWERS,
     "/new": _new,
     "/stop": _stop,
     "/status": _status,

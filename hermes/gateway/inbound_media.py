@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
@@ -34,14 +34,19 @@ class MediaIntake:
         self.per_hour = int(speech.media.per_chat_hour_mb * 1024 * 1024)
         self.fetched: dict[tuple[str, str], collections.deque[tuple[float, int]]] = {}
 
-    def for_event(self, event: InboundEvent) -> Callable[[], Awaitable[Attachments]] | None:
-        """How the turn fetches the event's attachments (None: it has none). In the turn,
-        so /stop cancels a slow download."""
-        if not event.attachments:
+    def for_events(
+        self, events: Sequence[InboundEvent]
+    ) -> Callable[[], Awaitable[Attachments]] | None:
+        """How the turn fetches its events' attachments (a burst's, in order; None: they
+        have none). In the turn, so /stop cancels a slow download."""
+        carrying = [e for e in events if e.attachments]
+        if not carrying:
             return None
 
         async def fetch() -> Attachments:
-            return await self.attachments(event)
+            parts = [await self.attachments(event) for event in carrying]
+            return Attachments(tuple(f for p in parts for f in p.files),
+                               tuple(n for p in parts for n in p.notes))  # fmt: skip
 
         return fetch
 

@@ -31,7 +31,6 @@ import attrs
 
 from hermes.adapters.contract import ChatType, Cursor, InboundEvent
 from hermes.adapters.cursors import put_cursor
-from hermes.delivery.replies import Then
 
 ADMITTED, STARTED, ANSWERED, REFUSED, RESUMED = (
     "admitted",
@@ -123,9 +122,27 @@ def finish(
     )
 
 
-def closing(platform: str, event_id: str, state: str, session_id: str | None) -> Then:
-    """`finish` for this event as a write of (conn, now): run with its answer's rows."""
-    return lambda conn, now: finish(conn, platform, event_id, state, session_id, now)
+@attrs.define
+class Closings:
+    """The journal rows one turn answers, closed together as a write of (conn, now): a
+    burst's parts, and the messages that steered it. A steered message is added while the
+    turn runs; the write reads the list when it commits (with the final message)."""
+
+    state: str
+    session_id: str | None
+    events: list[tuple[str, str]] = attrs.Factory(list)  # (platform, event id)
+
+    def add(self, event: InboundEvent) -> None:
+        self.events.append((event.platform, event.event_id))
+
+    def absorb(self, other: Closings) -> None:
+        """`other`'s rows are this turn's to close now (it joined this turn)."""
+        self.events.extend(other.events)
+        other.events.clear()
+
+    def __call__(self, conn: apsw.Connection, now: float) -> None:
+        for platform, event_id in self.events:
+            finish(conn, platform, event_id, self.state, self.session_id, now)
 
 
 def admitted(conn: apsw.Connection, before: float = math.inf) -> list[InboundEvent]:

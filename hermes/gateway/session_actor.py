@@ -1,4 +1,5 @@
-"""One live conversation: one turn at a time; a message mid-turn interrupts or queues."""
+"""One live conversation: one turn at a time; a message mid-turn interrupts, queues or
+steers the running turn (hermes/gateway/intake.py decides which)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from hermes.actors.errors import is_cancel
 from hermes.adapters.contract import StepKind, TurnStep
 from hermes.agent.attachments import Attachments
 from hermes.agent.context import Conversation
-from hermes.agent.loop import Agent
+from hermes.agent.loop import Agent, Steered
 from hermes.agent.provider import ProviderError
 from hermes.agent.tools.base import ToolContext
 from hermes.agent.turn_times import TurnTimes
-from hermes.delivery.replies import Answer, Then
+from hermes.config import Busy
+from hermes.delivery.replies import Answer
 from hermes.gateway.command_table import SESSION_COMMANDS
+from hermes.gateway.journal import Closings
 from hermes.gateway.voice_replies import VoiceReplies
 from hermes.state.messages import undo_last
 
@@ -43,17 +46,21 @@ class Turn:
     bounded channel: the turn waits while its reader is behind.
     `resume`: answer it again after a restart cut it (it is recorded already).
     `answer`: queued with the turn's final message (None: its final step carries it).
-    In a chat many users share, each turn is its sender's: `ctx` says whose."""
+    In a chat many users share, each turn is its sender's: `ctx` says whose.
+    `how`: what it does if a turn runs when it comes (`interrupt`: stops it; `queue`:
+    runs after it; `steer`: joins it before its next model call, else runs next)."""
 
     text: str
     events: trio.MemorySendChannel[TurnStep]
     resume: bool = False
     answer: Answer | None = None
-    settle: Then | None = None  # the router's write, committed with the final message
+    settle: Closings | None = None  # the journal rows it answers, closed with its answer
     ctx: ToolContext | None = None  # whose turn it is (caller, memory, origin); else the session's
     media: Callable[[], Awaitable[Attachments]] | None = None  # fetches its attachments
     times: TurnTimes | None = None  # where its time goes, when it arrived just now
     untrusted: str | None = None  # why its text is not an owner's own (hermes.agent.untrusted)
+    how: Busy = "interrupt"
+    source: str | None = None  # the platform it came from (None: the session's own)
 
 
 @attrs.frozen
@@ -64,16 +71,17 @@ class Interrupt:
 QUEUE_MAX = 16  # turns waiting behind the running one; more are refused, not buffered
 
 
+STEERED = "added to the turn that was running; its answer answers this too"
 FINAL_WAIT = 5.0  # seconds a turn's last step waits for its reader when the turn is cut
 
 
-def _end(turn: Turn, why: str, kind: StepKind = StepKind.ERROR) -> None:
+def _end(turn: Turn, why: str, kind: StepKind = StepKind.ERROR, settled: bool = False) -> None:
     """A turn that will never run: its caller waits on the events, so end them and say why
     (`interrupted` when the user meant it: /stop, or a newer message took its place).
     Nothing else was sent on them, so the one step has room."""
     with turn.events:
         try:
-            turn.events.send_nowait(TurnStep(kind, why))
+            turn.events.send_nowait(TurnStep(kind, why, settled=settled))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the caller has gone too
 
@@ -93,7 +101,6 @@ class SessionActor(Actor):
         self,
         ctx: ToolContext,
         agent: Agent,
-        busy_mode: str = "interrupt",
         source: str = "local",
         idle_timeout: float = IDLE_TIMEOUT,
         voice: VoiceReplies | None = None,
@@ -102,11 +109,13 @@ class SessionActor(Actor):
         self.voice = voice  # reads answers aloud where the platform has voice replies
         self.ctx = ctx
         self.agent = agent
-        self.busy_mode = busy_mode
+        self.busy: Busy | None = None  # `/busy` here (kept in state.db); None: config's
         self.source = source
         self.idle_timeout = idle_timeout
         self.queue: collections.deque[Turn] = collections.deque()
         self.current: trio.CancelScope | None = None
+        self.running: Turn | None = None
+        self.steering: list[Turn] = []  # to join the running turn at its next model call
         self.idle = trio.Event()
         self.idle.set()
         self._last_activity = 0.0  # trio.current_time() of the last message; set on start
@@ -128,9 +137,11 @@ class SessionActor(Actor):
         if isinstance(msg, Turn):
             if self.current is None:
                 self._begin(msg)
-            elif len(self.queue) >= QUEUE_MAX:
+            elif len(self.queue) + len(self.steering) >= QUEUE_MAX:
                 _end(msg, f"{QUEUE_MAX} messages are already waiting; send it again later")
-            elif self.busy_mode == "queue" or msg.text.strip() in SESSION_COMMANDS:
+            elif msg.how == "steer" and msg.media is None:  # a file waits for a turn of its own
+                self.steering.append(msg)
+            elif msg.how == "queue" or msg.text.strip() in SESSION_COMMANDS:
                 self.queue.append(msg)  # a command waits for the turn; it never interrupts it
             else:
                 self.current.cancel()
@@ -152,12 +163,33 @@ class SessionActor(Actor):
     def _clear_queue(self, why: str) -> None:
         while self.queue:
             _end(self.queue.popleft(), why, StepKind.INTERRUPTED)
+        steering, self.steering = self.steering, []
+        for turn in steering:
+            _end(turn, why, StepKind.INTERRUPTED)
+
+    def busy_now(self) -> bool:
+        """Whether a turn runs or waits here (a new message would be busy's to place)."""
+        return self.current is not None or bool(self.queue)
+
+    def _steered(self) -> list[Steered]:
+        """The messages that joined the running turn since its last model call: their
+        journal rows close with its answer, and each is told it joined."""
+        turn = self.running
+        if turn is None or turn.settle is None or not self.steering:
+            return []
+        taken, self.steering = self.steering, []
+        for joined in taken:
+            if joined.settle is not None:
+                turn.settle.absorb(joined.settle)
+            _end(joined, STEERED, StepKind.DONE, settled=True)
+        return [Steered(t.text, t.untrusted) for t in taken]
 
     async def finish_in_flight(self) -> None:
         await self.idle.wait()
 
     def _begin(self, turn: Turn) -> None:
         self.current = trio.CancelScope()
+        self.running = turn
         if self.idle.is_set():  # from idle to busy; a queued turn keeps the one waited on
             self.idle = trio.Event()
         self.nursery.start_soon(self._run, turn, self.current)
@@ -207,10 +239,10 @@ class SessionActor(Actor):
                             files = await turn.media()
                         untrusted = untrusted or (files.untrusted() if files else None)
                         result = await self.agent.run_turn(
-                            ctx, text, send, source=self.source,
+                            ctx, text, send, source=turn.source or self.source,
                             conversation=conversation, resume=turn.resume, answer=turn.answer,
                             settle=turn.settle, times=turn.times, untrusted=untrusted,
-                            attachments=files,
+                            attachments=files, steered=self._steered,
                         )  # fmt: skip
                         self.conversation = result.conversation
                         if self.voice is not None and turn.answer is not None:
@@ -234,7 +266,9 @@ class SessionActor(Actor):
         finally:
             TURNS.labels(self.source, outcome).observe(trio.current_time() - started)
             turn.events.close()
-            self.current = None
+            self.current = self.running = None
+            self.queue.extendleft(reversed(self.steering))  # came too late: they run next
+            self.steering = []
             if self.queue:
                 self._begin(self.queue.popleft())
             else:
@@ -251,7 +285,7 @@ class SessionActor(Actor):
             if trio.current_time() < self._last_activity + self.idle_timeout:
                 continue  # a message came while it slept
             waiting = self._recv.statistics().current_buffer_used if self._recv else 0
-            if self.current is None and not self.queue and not waiting:
+            if not self.busy_now() and not waiting:
                 self.stop()  # nothing runs, waits, or sits unread in the mailbox
                 return
             self._last_activity = trio.current_time()  # mid-turn: look again a timeout later

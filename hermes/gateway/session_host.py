@@ -1,6 +1,8 @@
-"""The conversations' session actors: which session an event belongs to (its key's live
-session, kept in state.db), starting an actor on demand in the router's nursery with the
-session's tools, finding it, interrupting it, and forgetting it when it stops."""
+"""The conversations' session actors: which session an event belongs to (the session its
+chat is attached to by /continue, or with `gateway.follow: last` its person's latest,
+else its key's live session, kept in state.db), starting an actor on demand in the
+router's nursery with the session's tools, finding it, interrupting it, and forgetting it
+when it stops."""
 
 from __future__ import annotations
 
@@ -21,18 +23,20 @@ from hermes.agent.memory import MemoryStore, memory_of
 from hermes.agent.permissions import Caller
 from hermes.agent.speech import Speech
 from hermes.agent.tools.base import Approver, SessionFiles, ToolContext
-from hermes.config import GatewayConfig, Role
-from hermes.delivery.session_keys import new_session_id, session_key
+from hermes.config import Busy, GatewayConfig, Role
+from hermes.delivery.session_keys import Keying, new_session_id, session_key
 from hermes.delivery.targets import Origin
 from hermes.gateway.session_actor import Interrupt, SessionActor
 from hermes.gateway.voice_replies import VoiceReplies
 from hermes.home import HermesHome
 from hermes.state.db import Db
+from hermes.state.identities import accounts_of, attached, detach, latest_session
 from hermes.state.sessions import (
     NewSession,
     current_session,
     ensure_session,
     get_session,
+    set_busy,
     set_model,
 )
 from hermes.terminal.env import EnvPolicy
@@ -78,6 +82,7 @@ class SessionHost:
         services: SessionServices,
         approvals: Approver | None,
         platforms: frozenset[str],
+        keying: Keying,
     ) -> None:
         """`workdir`: agent.workdir (None: each session's own directory); `platforms`:
         where a session's send_message may send."""
@@ -92,24 +97,31 @@ class SessionHost:
         self.services = services
         self.approvals = approvals
         self.platforms = platforms
+        self.keying = keying
         self.sessions: dict[str, tuple[SessionActor, Address]] = {}
         self.current: dict[str, str] = {}  # session key -> its session id
         self.hosting: dict[SessionActor, trio.Event] = {}  # set when an actor's run ends
 
     def key_of(self, event: InboundEvent) -> str:
-        key = session_key(event.target(), event.chat_type, event.user_id, self.gateway)
+        key = session_key(event.target(), event.chat_type, event.user_id, self.keying)
         return key or f"agent:event:{event.platform}:{event.event_id}"  # nobody to key by
 
-    async def session_id(self, event: InboundEvent) -> str:
-        """The session an event belongs to: the one its edge picked, else its key's live
-        session, else a new one."""
+    async def session_id(self, event: InboundEvent, person: str | None = None) -> str:
+        """The session an event belongs to: the one its edge picked; with `gateway.follow:
+        last`, its `person`'s latest; else the one its chat is attached to, else its key's
+        live session, else a new one."""
         if event.session_hint and event.platform == "local":  # the token-gated edge only
             return event.session_hint
         key = self.key_of(event)
+        if person is not None and self.gateway.follow == "last":
+            latest = await self.db.read(lambda c: latest_session(c, accounts_of(c, person)))
+            if latest is not None:
+                self.current[key] = latest
+                return latest
         session_id = self.current.get(key)
         if session_id is None:
-            session_id = await self.db.read(current_session, key) or new_session_id(event.platform)
-            self.current[key] = session_id
+            found = await self.db.read(lambda c: attached(c, key) or current_session(c, key))
+            session_id = self.current[key] = found or new_session_id(event.platform)
         return session_id
 
     async def start_new(self, event: InboundEvent) -> str:
@@ -120,6 +132,7 @@ class SessionHost:
         if not (event.session_hint and event.platform == "local"):
             key = self.key_of(event)
             self.current[key] = session_id
+            await self.db.write(detach, key)  # a chat /continue attached goes back to its own
             await self.db.write(ensure_session, NewSession(
                 session_id, source=event.platform, session_key=key, chat_id=event.chat_id,
                 chat_type=str(event.chat_type), thread_id=event.thread_id,
@@ -128,9 +141,12 @@ class SessionHost:
             ))  # fmt: skip
         return session_id
 
-    def turn_context(self, actor: SessionActor, event: InboundEvent, role: Role) -> ToolContext:
-        """The session's context as the sender's: their role, their memory, their chat."""
-        caller = Caller(event.platform, event.user_id, role)
+    def turn_context(
+        self, actor: SessionActor, event: InboundEvent, role: Role, person: str | None = None
+    ) -> ToolContext:
+        """The session's context as the sender's: their role, their memory (their person's,
+        where linked), their chat."""
+        caller = Caller(event.platform, event.user_id, role, person)
         return attrs.evolve(
             actor.ctx, caller=caller, memory=memory_of(self.memory, caller), origin=origin_of(event)
         )
@@ -147,6 +163,15 @@ class SessionHost:
         actor = self.session_actor(session_id)
         if actor is not None:
             actor.ctx = attrs.evolve(actor.ctx, model=model)
+
+    async def choose_busy(self, event: InboundEvent, session_id: str, busy: Busy | None) -> None:
+        """/busy: what a message mid-turn does in this session (None: config's), kept in
+        state.db; its session actor (started if need be) is told."""
+        await self.address(session_id, event)  # the session's row exists from here
+        await self.db.write(set_busy, session_id, busy)
+        actor = self.session_actor(session_id)
+        if actor is not None:
+            actor.busy = busy
 
     async def interrupt(self, session_id: str) -> bool:
         entry = self.sessions.get(session_id)
@@ -202,8 +227,9 @@ class SessionHost:
                 home.outgoing,
             ),  # fmt: skip
         )
-        actor = SessionActor(ctx, self.agent, self.gateway.busy_mode, source=event.platform,
+        actor = SessionActor(ctx, self.agent, source=event.platform,
                              voice=VoiceReplies(services.speech, home.outgoing))  # fmt: skip
+        actor.busy = row.busy if row is not None else None
         address = await self.nursery.start(self._host, actor)
         self.sessions[session_id] = (actor, address)
         return address

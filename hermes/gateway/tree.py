@@ -40,14 +40,15 @@ from hermes.delivery.live import progress_modes, voice_holds
 from hermes.delivery.outbox import Outbox
 from hermes.delivery.outbox_store import mark_undelivered
 from hermes.delivery.replies import OutboxReplies
-from hermes.gateway.admission import Admission
+from hermes.delivery.session_keys import Keying
+from hermes.gateway.admission import Admission, Mirrored
 from hermes.gateway.collector import Collector
 from hermes.gateway.journal import new_owner
 from hermes.gateway.live import ServeLive
 from hermes.gateway.local_methods import Methods
 from hermes.gateway.redaction import serve_policy, serve_redactor
 from hermes.gateway.retention import Files, Retention
-from hermes.gateway.router import Mirrored, Router
+from hermes.gateway.router import Router
 from hermes.gateway.services import Services
 from hermes.gateway.session_host import SessionServices
 from hermes.home import HermesHome, write_secret_file
@@ -282,7 +283,8 @@ def build_root(
                     home.state_db,
                     services.adapter_of,
                     dedup,
-                    sessions=config.gateway,
+                    keying=Keying.of(config),
+                    progress_interval=config.gateway.progress_interval,
                     mirrored=mirrored,
                     watch_other_writers=watch_other_writers,
                 ),  # fmt: skip

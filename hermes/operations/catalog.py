@@ -16,6 +16,7 @@ from hermes.operations import (
     approvals,
     channels,
     cron,
+    identities,
     outbox,
     pairing,
     sessions,
@@ -24,6 +25,7 @@ from hermes.operations import (
 )
 from hermes.operations.context import NoArgs, Ops
 from hermes.state.approvals import Approval
+from hermes.state.identities import Identity
 from hermes.state.rows import SessionRow
 
 
@@ -47,6 +49,9 @@ OPERATIONS: dict[str, Operation] = _ops(
     Operation("pairing.deny", pairing.UserArgs, pairing.Done, pairing.deny_pairing, changes=True),
     Operation("pairing.revoke", pairing.UserArgs, pairing.Done, pairing.revoke_pairing,
               changes=True),
+    Operation("identities.list", NoArgs, list[Identity], identities.list_linked),
+    Operation("identities.unlink", identities.AccountArgs, identities.Unlinked,
+              identities.unlink_account, changes=True),
     Operation("approvals.list", approvals.ListArgs, list[Approval], approvals.list_approvals),
     Operation("approvals.approve", approvals.ApproveArgs, Approval, approvals.approve_request,
               changes=True),

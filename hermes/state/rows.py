@@ -30,6 +30,7 @@ class SessionRow:
     output_tokens: int
     model: str | None
     last_activity_at: float | None
+    busy: str | None = None  # `/busy` here: interrupt, queue or steer (None: config's)
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

@@ -69,6 +69,13 @@ def set_model(conn: apsw.Connection, session_id: str, model: str | None) -> None
         raise SessionNotFound(session_id)
 
 
+def set_busy(conn: apsw.Connection, session_id: str, busy: str | None) -> None:
+    """The session's /busy choice (interrupt, queue, steer); None: config's again."""
+    conn.execute("UPDATE sessions SET busy = ? WHERE id = ?", (busy, session_id))
+    if not conn.changes():
+        raise SessionNotFound(session_id)
+
+
 def current_session(conn: apsw.Connection, session_key: str) -> str | None:
     """The live session of a key (the newest not ended), if it has one."""
     row = conn.execute(

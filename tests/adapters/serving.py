@@ -68,13 +68,15 @@ class Serve:
         rate_limit: int = 0,
         model: str | None = None,
         gateway: str = "",
+        merge_window: float = 0,
     ) -> None:
         """config.yaml: `platform` adds YAML lines under the platform (indented four
         spaces), `top` adds top-level sections, `access` replaces who may talk ("" for
         pairing), `rate_limit` is gateway.rate_limit (off unless a test is about it: bursts
         from one user are how many tests load serve), `model` the model section ("" for the
         built-in offline model; default the fake), `gateway` more lines of the gateway
-        section (indented two spaces)."""
+        section (indented two spaces), `merge_window` gateway.merge_window (off unless a
+        test is about bursts, as the rate limit)."""
         if model is None:
             model = f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
         platforms = ""
@@ -87,7 +89,7 @@ class Serve:
             )
         self.home.config_path.write_text(
             model + f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
-            f"  rate_limit: {rate_limit}\n"
+            f"  rate_limit: {rate_limit}\n  merge_window: {merge_window}\n"
             + gateway
             + "  local:\n    port: 0\nops:\n  port: 0\n"
             + platforms

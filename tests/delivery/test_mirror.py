@@ -10,19 +10,20 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from hermes.adapters.contract import Target
-from hermes.config import GatewayConfig, PlatformConfig
+from hermes.config import PlatformConfig
 from hermes.cron.briefs import queue_brief
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.store import NewJob, create_job
 from hermes.delivery.channels import set_home
 from hermes.delivery.mirror import Mirror, Seed, plan_seeds
 from hermes.delivery.outbox_store import enqueue, mark_sending, mark_sent
+from hermes.delivery.session_keys import Keying
 from hermes.delivery.targets import Origin, PlannedTarget
 from hermes.state.db import Db
 from hermes.state.messages import NewMessage, append_message
 from hermes.state.sessions import NewSession, ensure_session
 
-PER_USER = GatewayConfig(thread_sessions_per_user=False)  # group sessions per user, threads shared
+PER_USER = Keying(thread_per_user=False)  # group sessions per user, threads shared
 ORIGIN = Origin("tp", "g1", None, "u1", None, "group")
 GROUP = Target("tp", "g1")
 
@@ -51,13 +52,13 @@ def test_no_user_in_a_per_user_group_seeds_no_flat_session():
     seeds, note = plan_seeds(planned(), no_user, "group", PER_USER)
     assert seeds == (Seed("group", None, thread=True),)  # the shared thread needs no user
     assert "per user" in note
-    shared = GatewayConfig(group_sessions_per_user=False, thread_sessions_per_user=False)
+    shared = Keying(frozenset({"tp"}), thread_per_user=False)
     assert plan_seeds(planned(), no_user, "group", shared) == (
         (Seed("group", None), Seed("group", None, thread=True)),
         None,
     )
     # Threads per user too (the default): no session to seed without a user.
-    assert plan_seeds(planned(), no_user, "group", GatewayConfig()) == ((), note)
+    assert plan_seeds(planned(), no_user, "group", Keying()) == ((), note)
 
 
 def test_a_dm_always_seeds():

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hermes.adapters.contract import ChatType, InboundEvent, Target
-from hermes.config import GatewayConfig
-from hermes.delivery.session_keys import session_key
+from hermes.delivery.session_keys import Keying, session_key
 
 
 def event(chat_type=ChatType.DM, chat="c1", user="u1", thread=None, scope=None, platform="tg"):
@@ -14,9 +13,9 @@ def event(chat_type=ChatType.DM, chat="c1", user="u1", thread=None, scope=None, 
                         thread_id=thread)  # fmt: skip
 
 
-PER_USER = GatewayConfig()  # group_sessions_per_user and thread_sessions_per_user true
-SHARED = GatewayConfig(group_sessions_per_user=False)
-SHARED_THREADS = GatewayConfig(thread_sessions_per_user=False)
+PER_USER = Keying()  # groups' and threads' sessions per user
+SHARED = Keying(frozenset({"tg"}))  # tg's groups: groups.sessions: shared
+SHARED_THREADS = Keying(thread_per_user=False)
 
 
 @pytest.mark.parametrize(

@@ -234,6 +234,7 @@ async def running_router(
     timeout: float = 10.0,
     agent: Agent | None = None,
     approval_waits: ApprovalWaits | None = None,
+    merge_window: float = 0.0,
 ) -> AsyncIterator[RouterHarness]:
     """A router in a nursery and an admission into it; drained on the way out.
 
@@ -241,8 +242,11 @@ async def running_router(
     kept across routers, as serve keeps it across a router's restart. `timeout` bounds every
     wait of the harness (virtual seconds under a mock clock,
     where a large one only fires when everything is stuck). Commands run where serve's
-    would (config's `terminal`: the sandbox for a user's, where bubblewrap works here)."""
+    would (config's `terminal`: the sandbox for a user's, where bubblewrap works here).
+    `merge_window`: `gateway.merge_window` (off unless a test is about bursts: most send
+    one user's messages one after another on purpose)."""
     config = config or Config()
+    config = attrs.evolve(config, gateway=attrs.evolve(config.gateway, merge_window=merge_window))
     services = SessionServices(backends=backends_for(config.terminal, home.root))
     replies = RecordingReplies(timeout, home.state_db)
     clock = Clock(time.time() - trio.current_time())  # wall time, on the test's trio clock

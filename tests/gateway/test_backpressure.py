@@ -18,8 +18,8 @@ from hermes.agent.offline import OfflineProvider, tool_line
 from hermes.agent.permissions import Caller
 from hermes.agent.tools.base import ToolContext
 from hermes.agent.tools.catalog import default_tools
-from hermes.gateway.router import TURN_STEPS
 from hermes.gateway.session_actor import SessionActor, Turn
+from hermes.gateway.turn_starter import TURN_STEPS
 from hermes.state.db import Db
 from hermes.state.messages import messages_of
 from hermes.terminal.session import TerminalSession

@@ -12,7 +12,7 @@ import trio
 from trio_websocket import open_websocket_url
 
 from hermes.adapters.local.endpoint import ChatSend
-from hermes.gateway.router import DRAIN_NOTICE
+from hermes.gateway.intake import DRAIN_NOTICE
 from hermes.operations.catalog import OPERATIONS
 from tests.fakes.openai import stream_answer
 from tests.processes import wait_ready

@@ -59,7 +59,7 @@ async def test_past_the_hourly_allowance_nothing_is_fetched_until_the_hour_is_ov
         assert intake.per_hour == MB
 
         async def turn(chat: str, n: int) -> None:
-            fetch = intake.for_event(message(chat, n))  # as the turn fetches them
+            fetch = intake.for_events([message(chat, n)])  # as the turn fetches them
             assert fetch is not None
             given[f"{chat}-{n}"] = str(await fetch())
 

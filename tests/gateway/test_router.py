@@ -28,12 +28,12 @@ from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
-from hermes.config import Config, GatewayConfig, PlatformConfig
+from hermes.config import Config, GatewayConfig, GroupsConfig, PlatformConfig
 from hermes.gateway import housekeeping
 from hermes.gateway.admission import Admitted
 from hermes.gateway.command_table import HELP
+from hermes.gateway.intake import DRAIN_NOTICE
 from hermes.gateway.journal import new_owner
-from hermes.gateway.router import DRAIN_NOTICE
 from hermes.gateway.session_actor import IDLE_TIMEOUT, QUEUE_MAX, Turn
 from hermes.gateway.turn_follower import CUT_NOTICE, RESUMED_PREFIX
 from hermes.state.db import Db
@@ -78,7 +78,9 @@ AUTH = Config(
         "telegram": PlatformConfig(allowed_users=("alice",), allowed_chats=("g-ok",)),
         "discord": PlatformConfig(allow_all_users=True),
         "slack": PlatformConfig(
-            allowed_users=("alice",), allowed_chats=("g-loose",), require_mention=False
+            allowed_users=("alice",),
+            allowed_chats=("g-loose",),
+            groups=GroupsConfig(activation="always"),
         ),
         "matrix": PlatformConfig(enabled=False, allow_all_users=True),
     },
@@ -139,7 +141,7 @@ async def test_refused_messages_get_nothing_at_all(registry, home, fake):
 
 
 async def test_each_refusal_is_logged_once_with_its_reason(registry, home, fake, caplog):
-    caplog.set_level(logging.INFO, logger="hermes.gateway.router")
+    caplog.set_level(logging.INFO, logger="hermes.gateway.gate")
     async with running_router(registry, home, fake, AUTH) as h:
         for _ in range(2):
             await h.final(await h.send("mallory", "hi"))
@@ -150,7 +152,8 @@ async def test_each_refusal_is_logged_once_with_its_reason(registry, home, fake,
     assert refusals == [
         "refused telegram user mallory in dm dm-mallory: unknown user (allowlist configured)",
         "refused telegram user mallory in group g-other: group not in allowed_chats",
-        "refused telegram user alice in group g-ok: not mentioned",
+        "refused telegram user alice in group g-ok: not addressed to the bot"
+        " (groups.activation: mention)",
     ]
 
 
@@ -255,7 +258,9 @@ async def test_an_expired_code_is_replaced_and_a_locked_platform_approves_nobody
 TEAM = Config(
     platforms={
         "telegram": PlatformConfig(
-            allowed_users=("alice", "bob"), allowed_chats=("g1",), require_mention=False
+            allowed_users=("alice", "bob"),
+            allowed_chats=("g1",),
+            groups=GroupsConfig(activation="always"),
         )
     }
 )
@@ -298,7 +303,8 @@ async def test_sessions_by_key_through_the_router(registry, home, fake):
 
 
 async def test_a_shared_group_session_and_a_session_kept_across_routers(registry, home, fake):
-    config = Config(gateway=GatewayConfig(group_sessions_per_user=False), platforms=TEAM.platforms)
+    shared = attrs.evolve(TEAM.platforms["telegram"], groups=GroupsConfig("always", "shared"))
+    config = Config(platforms={"telegram": shared})
     async with running_router(registry, home, fake, config) as h:
         a = await h.final(await h.send("alice", "one", group="g1"))
         b = await h.final(await h.send("bob", "two", group="g1"))
@@ -468,7 +474,7 @@ async def test_a_failed_turn_is_answered_with_what_failed(registry, home, fake):
 @pytest.mark.parametrize("mode", ["interrupt", "queue"])
 async def test_a_message_mid_turn_interrupts_or_queues(registry, home, fake, mode):
     fake.script(long_stream(30, 0.03), text_answer("second"))
-    config = Config(gateway=GatewayConfig(busy_mode=mode), platforms=CMD.platforms)
+    config = Config(gateway=GatewayConfig(busy=mode), platforms=CMD.platforms)
     async with running_router(registry, home, fake, config) as h:
         first = await h.send("alice", "long one")
         await h.first_step(first)
@@ -504,7 +510,7 @@ async def test_waiting_turns_are_bounded_and_never_left_hanging(registry, home, 
     the waiting ones as interrupted: no turn is left without a final step, and the user
     is not sent one "failed" message per queued message."""
     fake.script(long_stream(200, 0.05))
-    config = Config(gateway=GatewayConfig(busy_mode="queue"), platforms=CMD.platforms)
+    config = Config(gateway=GatewayConfig(busy="queue"), platforms=CMD.platforms)
     async with running_router(registry, home, fake, config) as h:
         running = await h.send("alice", "long one")
         await h.first_step(running)
@@ -695,7 +701,7 @@ async def _journal_row(registry, home, event):
 
 
 async def test_a_queued_turn_cut_by_a_drain_is_resumed_with_its_question(registry, home, fake):
-    queue = Config(gateway=GatewayConfig(busy_mode="queue"), platforms=CMD.platforms)
+    queue = Config(gateway=GatewayConfig(busy="queue"), platforms=CMD.platforms)
     fake.script(long_stream(200, 0.05), text_answer("A1"), text_answer("A2"))
     async with running_router(registry, home, fake, queue) as h:
         first = await h.send("alice", "first question")
@@ -711,7 +717,7 @@ async def test_a_queued_turn_cut_by_a_drain_is_resumed_with_its_question(registr
 
 
 async def test_a_drain_ends_when_the_queued_turns_are_done(registry, home, fake):
-    queue = Config(gateway=GatewayConfig(busy_mode="queue"), platforms=CMD.platforms)
+    queue = Config(gateway=GatewayConfig(busy="queue"), platforms=CMD.platforms)
     fake.script(long_stream(10, 0.03), text_answer("A2"))
     async with running_router(registry, home, fake, queue) as h:
         first = await h.send("alice", "first question")

@@ -8,28 +8,33 @@ stops only a turn of their own: the owner's turn and messages stay as they were.
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
-from hermes.config import Config, GatewayConfig, PlatformConfig
+from hermes.config import Config, GatewayConfig, GroupsConfig, PlatformConfig
 from tests.fakes.openai import stream_answer, text_answer
 from tests.gateway.router_harness import running_router
 
 TEAM = {
     "telegram": PlatformConfig(
-        allowed_users=("alice", "bob"), owner="alice", allowed_chats=("g1",), require_mention=False
+        allowed_users=("alice", "bob"),
+        owner="alice",
+        allowed_chats=("g1",),
+        groups=GroupsConfig(activation="always"),
     )
 }
 THREAD = {"group": "g1", "thread_id": "t1"}
 IN_THREAD = "this thread is one conversation for everyone in it"
+SHARED_GROUP = {"telegram": attrs.evolve(TEAM["telegram"], groups=GroupsConfig("always", "shared"))}
 SHARED = [
     pytest.param(
-        GatewayConfig(thread_sessions_per_user=False), THREAD,
+        Config(gateway=GatewayConfig(thread_sessions_per_user=False), platforms=TEAM), THREAD,
         f"{IN_THREAD} (gateway.thread_sessions_per_user: false)", id="thread",
     ),
     pytest.param(
-        GatewayConfig(group_sessions_per_user=False), {"group": "g1"},
-        "this chat is one conversation for everyone in it (gateway.group_sessions_per_user:"
-        " false)", id="group",
+        Config(platforms=SHARED_GROUP), {"group": "g1"},
+        "this chat is one conversation for everyone in it (platforms.telegram.groups.sessions:"
+        " shared)", id="group",
     ),
 ]  # fmt: skip
 
@@ -55,12 +60,11 @@ async def test_a_thread_is_each_users_own_conversation_by_default(registry, home
     ]
 
 
-@pytest.mark.parametrize(("gateway", "where", "why"), SHARED)
+@pytest.mark.parametrize(("config", "where", "why"), SHARED)
 async def test_a_users_new_undo_retry_compress_leave_a_shared_conversation_alone(
-    registry, home, fake, gateway, where, why
+    registry, home, fake, config, where, why
 ):
     fake.script(text_answer("one"))
-    config = Config(gateway=gateway, platforms=TEAM)
     async with running_router(registry, home, fake, config) as h:
         assert (await h.ask("alice", "the owner's words", **where)).text == "one"
         for word in ("/new", "/undo", "/retry", "/compress"):
@@ -79,13 +83,12 @@ async def test_a_users_new_undo_retry_compress_leave_a_shared_conversation_alone
         assert (await h.ask("bob", "/new")).text.startswith("Started a new session")
 
 
-@pytest.mark.parametrize(("gateway", "where", "why"), SHARED)
+@pytest.mark.parametrize(("config", "where", "why"), SHARED)
 async def test_a_users_stop_stops_only_their_own_turn_in_a_shared_conversation(
-    registry, home, fake, gateway, where, why
+    registry, home, fake, config, where, why
 ):
     long = stream_answer([f"w{i} " for i in range(100)], pause=0.05)
     fake.script(long, long)
-    config = Config(gateway=gateway, platforms=TEAM)
     async with running_router(registry, home, fake, config) as h:
         owners = await h.send("alice", "talk for a while", **where)
         await h.first_step(owners)

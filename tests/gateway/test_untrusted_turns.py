@@ -22,6 +22,7 @@ from hermes.agent.tools.catalog import default_tools, web_tools
 from hermes.config import (
     Config,
     GatewayConfig,
+    GroupsConfig,
     ModelConfig,
     PlatformConfig,
     Secrets,
@@ -197,7 +198,7 @@ async def test_an_owners_retry_of_a_users_message_keeps_its_mark(
     the owner's command in that turn runs sandboxed."""
     require_system("/usr/bin/bwrap", packages=("bubblewrap",))
     team = {"telegram": attrs.evolve(CONFIG.platforms["telegram"], allowed_chats=("g1",),
-                                     require_mention=False)}  # fmt: skip
+                                     groups=GroupsConfig(activation="always"))}  # fmt: skip
     config = attrs.evolve(CONFIG, platforms=team,
                           gateway=GatewayConfig(thread_sessions_per_user=False))  # fmt: skip
     thread = {"group": "g1", "thread_id": "t1"}

@@ -18,7 +18,7 @@
   are offered pairing (no allowlist), a stranger's DM invite (a few an hour), so the
   pairing code can be answered; others are left pending and logged. A DM is a room in
   `m.direct` or one of two members; in other rooms the bot answers when mentioned or
-  replied to (the router's require_mention).
+  replied to (the intake's `groups.activation`).
 - Sends: `PUT /rooms/{room}/send/{type}/{txnId}` with a transaction id from the outbox
   row's idempotency key, which the homeserver deduplicates (the platform says so);
   encrypted in an encrypted room, the answer's HTML as `formatted_body`, an edit as

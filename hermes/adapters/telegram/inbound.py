@@ -1,7 +1,7 @@
 """A Telegram update as the gateway's InboundEvent, and the media it carries.
 
-Private chats are DMs; groups and supergroups are groups (the router applies
-require_mention); a forum topic is a thread (`message_thread_id`, in a forum
+Private chats are DMs; groups and supergroups are groups (the intake applies the
+group's `groups.activation`); a forum topic is a thread (`message_thread_id`, in a forum
 only: elsewhere Telegram uses it for reply chains, which are not threads). A
 caption is the text of a photo or document. (A topic message says so:
 `is_topic_message`.) The bot is mentioned by
@@ -113,14 +113,15 @@ def topic_of(message: dict[str, Any]) -> str | None:
 
 
 def incoming(update: dict[str, Any], bot: Bot, platform: str = "telegram") -> Incoming | None:
-    """None for what the gateway does not take (a bot's message, a channel post, an
-    edit, a service message): acknowledged and skipped."""
+    """None for what the gateway does not take (a channel post, an edit, a service
+    message, the bot's own): acknowledged and skipped. Another bot's message goes in
+    marked `is_bot` (the group's `groups.bots` decides)."""
     message = update.get("message")
     if not isinstance(message, dict):
         return None
     sender, chat = message.get("from") or {}, message.get("chat") or {}
     chat_type = CHAT_TYPES.get(chat.get("type"))
-    if chat_type is None or sender.get("is_bot") or "id" not in sender:
+    if chat_type is None or "id" not in sender or sender.get("id") == bot.id:
         return None
     text = message.get("text") or message.get("caption") or ""
     media = _media(message)
@@ -139,6 +140,8 @@ def incoming(update: dict[str, Any], bot: Bot, platform: str = "telegram") -> In
         message_id=str(message["message_id"]) if "message_id" in message else None,
         reply_to=str(reply["message_id"]) if "message_id" in reply else None,
         mentioned=chat_type is ChatType.DM or mentions(message, bot),
+        replied=(reply.get("from") or {}).get("id") == bot.id,
+        is_bot=bool(sender.get("is_bot")),
     )
     return Incoming(event, media)
 

@@ -1,5 +1,5 @@
 """Telegram updates as InboundEvents: chat kinds, forum topics, captions, mentions by
-@username (UTF-16 offsets), /command@bot and reply-to-bot; bots and edits skipped; a
+@username (UTF-16 offsets), /command@bot and reply-to-bot; edits skipped, other bots marked; a
 button press (callback_query) as its command, or None where it has no command or chat."""
 
 from __future__ import annotations
@@ -69,8 +69,20 @@ def test_a_caption_is_the_text_and_media_are_listed():
     assert [(m.file_id, m.unique_id, m.suffix) for m in found.media] == [("big", "u1", ".jpg")]
 
 
-def test_bots_edits_channels_and_empty_messages_are_skipped():
-    assert incoming(update(sender={"is_bot": True}), BOT) is None
+def test_another_bots_message_goes_in_marked_and_the_bots_own_is_skipped():
+    other = incoming(update(sender={"id": 55, "is_bot": True}), BOT).event
+    assert other.is_bot and other.user_id == "55"
+    assert incoming(update(sender={"id": BOT.id, "is_bot": True}), BOT) is None
+
+
+def test_a_reply_to_the_bots_own_message_is_replied():
+    replying = update("yes", "supergroup", reply_to_message={"message_id": 3, "from": {"id": 99}})
+    assert incoming(replying, BOT).event.replied
+    elsewhere = update("yes", "supergroup", reply_to_message={"message_id": 3, "from": {"id": 8}})
+    assert not incoming(elsewhere, BOT).event.replied
+
+
+def test_edits_channels_and_empty_messages_are_skipped():
     assert incoming({"update_id": 1, "edited_message": {}}, BOT) is None
     assert incoming(update(chat_type="channel"), BOT) is None
     assert incoming(update(None), BOT) is None
