@@ -395,14 +395,6 @@ class Agent:
                 times.wait_begins()
                 results = await self._run_tools(reply.tool_calls, ctx)
                 times.wait_ends()
-                for extra in steered() if steered is not None else ():
-                    now = ctx.clock.now()
-                    said = NewMessage(
-                        ctx.session_id, "user", extra.text, timestamp=now, untrusted=extra.untrusted
-                    )
-                    row_id = await db.write(append_message, said)
-                    message = {"role": "user", "content": extra.text}
-                    conversation.add(message, row_id, extra.untrusted)
                 remind -= len(reply.tool_calls)
                 if remind <= 0 < remind + len(reply.tool_calls):  # once, as it crosses
                     system = f"{system}\n\n{SKILL_REMINDER}"
@@ -415,6 +407,14 @@ class Agent:
                                      row_id, marks.untrusted)  # fmt: skip
                     await emit(TurnStep(StepKind.TOOL_RESULT, output, call.name, call.id,
                                         note=marks.note))  # fmt: skip
+                for extra in steered() if steered is not None else ():
+                    now = ctx.clock.now()
+                    said = NewMessage(
+                        ctx.session_id, "user", extra.text, timestamp=now, untrusted=extra.untrusted
+                    )
+                    row_id = await db.write(append_message, said)
+                    message = {"role": "user", "content": extra.text}
+                    conversation.add(message, row_id, extra.untrusted)
             else:
                 text = f"[stopped after {self.max_turns} model calls without a final answer]"
                 said = NewMessage(ctx.session_id, "assistant", text, timestamp=ctx.clock.now())

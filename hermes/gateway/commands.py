@@ -68,7 +68,7 @@ async def _chosen(c: CommandContext) -> str | None:
 async def _status(c: CommandContext) -> CommandReply:
     actor = c.router.host.session_actor(c.session_id)
     running = actor is not None and actor.current is not None
-    waiting = len(actor.queue) if actor is not None else 0
+    waiting = actor.waiting() if actor is not None else 0
     text = (
         f"session {c.session_id} · model {_model(c, await _chosen(c))} ·"
         f" {'running' if running else 'idle'}"

@@ -167,6 +167,11 @@ class SessionActor(Actor):
         for turn in steering:
             _end(turn, why, StepKind.INTERRUPTED)
 
+    def waiting(self) -> int:
+        """Turns waiting here: queued, to steer the running one, or not yet read."""
+        unread = self._recv.statistics().current_buffer_used if self._recv else 0
+        return len(self.queue) + len(self.steering) + unread
+
     def busy_now(self) -> bool:
         """Whether a turn runs or waits here (a new message would be busy's to place)."""
         return self.current is not None or bool(self.queue)

@@ -189,12 +189,19 @@ class RouterHarness:
         """Send a message and wait for its answer."""
         return await self.answer_to(await self.send(user, text, **kw))
 
+    async def routed(self) -> None:
+        """Every event cast so far routed (a part of a burst may still wait for more)."""
+        await self.address.call(Admitted(_BARRIER))
+        with trio.fail_after(self.replies.timeout):
+            await self.router.arrivals.settled()
+
     async def settle(self) -> None:
-        """Every event cast so far handled, and every turn's journal row closed.
+        """Every event cast so far handled, and every turn's journal row closed (a burst
+        waiting for more goes now, as in a drain).
 
         Not while a turn waits in a session's queue: Router.finish_in_flight then waits
         on an idle Event the session actor replaces (see a test in test_router.py)."""
-        await self.address.call(Admitted(_BARRIER))
+        await self.routed()
         with trio.fail_after(self.replies.timeout):
             await self.router.finish_in_flight()
 
