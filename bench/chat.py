@@ -20,9 +20,11 @@ adding such a file.
   injector, and its CPU is its own.
 - hermes: `hermes serve` as a real process on a fresh HERMES_HOME, no `model:`
   section (the built-in offline model answers "You said: <text>" at once), no
-  per-user rate limit (`gateway.rate_limit: 0`: the offered load is the measure),
-  its adapter on the fake (`allow_all_users`). Everything it does per message
-  counts: the journal commit, the session's turn, the reply's outbox row, the
+  per-user rate limit (`gateway.rate_limit: 0`: the offered load is the measure), no
+  merge window (`gateway.merge_window: 0`: the bare bot merges nothing; with the
+  default 1.5 s a lone message waits exactly that long before its turn), its adapter
+  on the fake (`allow_all_users`). Everything it does per message counts: the
+  journal commit, the session's turn, the reply's outbox row, the
   pacing and the send.
 - The same load on both sides, after the same warm-up: one message from each of 50
   users (not measured: the connections, hermes's sessions created), answered before
@@ -218,7 +220,8 @@ class Serve:
         self.home.mkdir()
         (self.home / "config.yaml").write_text(
             # No per-user limit: the offered load is the measure (users write 1 a second).
-            f"gateway:\n  rate_limit: 0\n  local:\n    port: 0\n{gateway}"
+            # No merge window: the bare bot has none (a lone message would wait it out).
+            f"gateway:\n  rate_limit: 0\n  merge_window: 0\n  local:\n    port: 0\n{gateway}"
             f"ops:\n  port: 0\nplatforms:\n{platform}"
         )
         env = {**os.environ, "HERMES_HOME": str(self.home), **tokens}

@@ -28,7 +28,7 @@ async def test_200_attachments_of_5_mb_leave_rss_and_the_cache_within_bounds(
 ):
     serve.configure(
         top=f"media:\n  cache_mb: {CAP_MB}\n  per_chat_hour_mb: 2000\n",
-        gateway="  busy_mode: queue\n",
+        gateway="  busy: queue\n",
     )  # each message a turn of its own, in turn
     model.default = text_answer("filed")
     proc = serve.start()
