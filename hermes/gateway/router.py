@@ -56,6 +56,7 @@ from hermes.state.pairing import owners
 from hermes.state.registry import Registry
 
 log = logging.getLogger(__name__)
+STOPPED_BURST = "stopped with /stop before it began"
 
 
 class Router(Actor):
@@ -234,8 +235,8 @@ class Router(Actor):
         elif isinstance(way, Command):
             held = self.bursts.take(event) if way.word == "/stop" else None
             for part in held.events if held is not None else ():  # it stops what waits too
-                await self.starter.end(part, session_id, StepKind.INTERRUPTED,
-                                       "stopped with /stop before it began", ANSWERED)  # fmt: skip
+                await self.starter.end(part, session_id, StepKind.INTERRUPTED, STOPPED_BURST,
+                                       ANSWERED, answer=part is held.lead)  # fmt: skip
             reply = await answer_command(way.word, CommandContext(self, event, session_id))
             await self.starter.end(event, reply.session_id, StepKind.DONE, reply.text, ANSWERED)
         elif isinstance(way, Merge):

@@ -139,9 +139,9 @@ class SessionActor(Actor):
                 self._begin(msg)
             elif len(self.queue) + len(self.steering) >= QUEUE_MAX:
                 _end(msg, f"{QUEUE_MAX} messages are already waiting; send it again later")
-            elif msg.how == "steer" and msg.media is None:  # a file waits for a turn of its own
-                self.steering.append(msg)
-            elif msg.how == "queue" or msg.text.strip() in SESSION_COMMANDS:
+            elif msg.how == "steer" and msg.media is None and self._sender_of_running(msg):
+                self.steering.append(msg)  # a file, or another's words, waits for its own turn
+            elif msg.how != "interrupt" or msg.text.strip() in SESSION_COMMANDS:
                 self.queue.append(msg)  # a command waits for the turn; it never interrupts it
             else:
                 self.current.cancel()
@@ -171,6 +171,17 @@ class SessionActor(Actor):
         """Turns waiting here: queued, to steer the running one, or not yet read."""
         unread = self._recv.statistics().current_buffer_used if self._recv else 0
         return len(self.queue) + len(self.steering) + unread
+
+    def _sender_of_running(self, turn: Turn) -> bool:
+        """Whether `turn` is from whoever the running turn is for (the same account, or
+        one linked with it): only they steer it. In a conversation many share, another's
+        words never join a turn that runs with someone else's role."""
+        running = self.running.ctx if self.running is not None else None
+        if running is None or turn.ctx is None:
+            return running is turn.ctx
+        mine, theirs = running.caller, turn.ctx.caller
+        same = (mine.platform, mine.user_id) == (theirs.platform, theirs.user_id)
+        return same or (mine.person is not None and mine.person == theirs.person)
 
     def busy_now(self) -> bool:
         """Whether a turn runs or waits here (a new message would be busy's to place)."""

@@ -243,3 +243,34 @@ async def test_linked_accounts_share_a_conversation_and_an_unlinked_one_cannot(
         people = await db.read(list_identities)
     assert sorted((i.platform, i.user_id) for i in people) == [("slack", "bob-s"),
                                                                 ("telegram", "bob")]  # fmt: skip
+
+
+async def test_in_a_shared_chat_only_the_turns_own_sender_steers_it(registry, home, fake, tmp_path):
+    gate = trio.Path(tmp_path / "go")
+    fake.script(tool_answer(blocking_tool(gate)), text_answer("owner's"), text_answer("bob's"))
+    shared = attrs.evolve(
+        PEOPLE.platforms["telegram"], groups=GroupsConfig("always", "shared"), busy="steer"
+    )
+    async with running_router(registry, home, fake, Config(platforms={"telegram": shared})) as h:
+        first = await h.send("alice", "check the servers", group="g1")
+        await h.first_step(first, "tool_call")
+        bobs = await h.send("bob", "and delete the logs", group="g1")
+        await h.routed()
+        await trio.testing.wait_all_tasks_blocked(0.05)
+        await gate.touch()
+        assert (await h.final(first)).text == "owner's"
+        assert (await h.answer_to(bobs)).text == "bob's"  # a turn of his own, after
+    assert "and delete the logs" not in str(prompts(fake)[1])
+    assert prompts(fake)[2][-1]["content"] == "and delete the logs"
+
+
+async def test_stop_drops_a_burst_that_waits_and_says_so_once(registry, home, fake):
+    async with running_router(registry, home, fake, PEOPLE, merge_window=60) as h:
+        parts = [await h.send("alice", "one"), await h.send("alice", "two")]
+        await h.routed()
+        assert (await h.ask("alice", "/stop")).text == "Nothing is running."
+        await h.settle()
+    assert [a.text for a in h.replies.answers if a.source in parts] == [
+        "stopped with /stop before it began"
+    ]
+    assert not fake.requests and set((await rows(registry, home)).values()) == {"answered"}

@@ -22,6 +22,7 @@ VALID = {  # each method's required parameters
     "pairing.approve": {"platform": "telegram", "code": "ABCDEFGH"},
     "pairing.deny": {"platform": "telegram", "user": "1"},
     "pairing.revoke": {"platform": "telegram", "user": "1"},
+    "identities.unlink": {"platform": "telegram", "user": "1"},
     "sessions.show": {"id": "x"},
     "sessions.search": {"query": "x"},
     "sessions.export": {"id": "x"},
