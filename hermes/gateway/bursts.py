@@ -33,12 +33,14 @@ def burst_key(event: InboundEvent) -> tuple[str, ...]:
 
 @attrs.define
 class Burst:
-    """Parts of one message, in arrival order. `arrived`: the first part's arrival (its
-    turn's overhead is measured from it); `resume`: parts a restart cut."""
+    """Parts of one message, in arrival order. `arrived`: the last part's arrival (its
+    turn's overhead is measured from it, less the window it then waited: `held`, a wait
+    config asked for, as the model's is not hermes's); `resume`: parts a restart cut."""
 
     events: list[InboundEvent]
     arrived: float | None = None
     resume: bool = False
+    held: bool = False  # it waited in Bursts for more parts
     due: float = math.inf
 
     @property
@@ -65,8 +67,9 @@ class Bursts:
         key = burst_key(event)
         burst = self.waiting.get(key)
         if burst is None:
-            burst = self.waiting[key] = Burst([], arrived)
+            burst = self.waiting[key] = Burst([], held=True)
         burst.events.append(event)
+        burst.arrived = arrived
         burst.due = trio.current_time() + window
         self._changed.set()
         if len(burst.events) >= MAX_PARTS:

@@ -78,7 +78,10 @@ class TurnStarter:
         untrusted = of_sender(role, lead.platform, lead.user_id) or (
             known.foreign_text if known is not None else None
         )
-        times = TurnTimes(burst.arrived) if burst.arrived is not None else None
+        times = None
+        if burst.arrived is not None:  # the merge window is not hermes's overhead
+            waited = trio.current_time() - burst.arrived if burst.held else 0.0
+            times = TurnTimes(burst.arrived, waited)
         follow = Following(lead, session_id, burst.resume, times, settle, answer is not None)
         self.turns.begin(follow)
         self.nursery.start_soon(self.turns.follow, follow, events)

@@ -44,6 +44,7 @@ async def test_a_lone_message_goes_when_its_window_passes_and_no_later(autojump_
     (when, burst), = gone.bursts  # fmt: skip
     assert when - start == WINDOW
     assert [e.event_id for e in burst.events] == ["1"] and burst.arrived == start
+    assert burst.held  # its window is a wait, not the turn's overhead
 
 
 async def test_parts_within_the_window_of_each_other_are_one_burst(autojump_clock):
@@ -62,7 +63,7 @@ async def test_parts_within_the_window_of_each_other_are_one_burst(autojump_cloc
     (first_at, first), (_, other) = gone.bursts
     assert first_at - start == 2.0 + WINDOW
     assert first.text == "part 0\npart 1\npart 2" and first.lead.event_id == "2"
-    assert first.arrived == start
+    assert first.arrived == start + 2.0  # the last part's: the window runs from it
     assert [e.user_id for e in other.events] == ["other"]
     assert len(gone.bursts) == 2
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import attrs
 import trio
 import trio.testing
+from prometheus_client import REGISTRY
 
 from hermes.adapters.contract import StepKind
 from hermes.config import Config, GatewayConfig, GroupsConfig, PlatformConfig
@@ -274,3 +275,19 @@ async def test_stop_drops_a_burst_that_waits_and_says_so_once(registry, home, fa
         "stopped with /stop before it began"
     ]
     assert not fake.requests and set((await rows(registry, home)).values()) == {"answered"}
+
+
+async def test_the_merge_window_is_not_counted_as_hermess_overhead(registry, home, fake):
+    def sample(part: str) -> float:
+        return REGISTRY.get_sample_value(f"hermes_turn_overhead_seconds_{part}") or 0.0
+
+    count, total = sample("count"), sample("sum")
+    fake.script(text_answer("after the window"))
+    async with running_router(registry, home, fake, PEOPLE, merge_window=1.0) as h:
+        start = trio.current_time()
+        assert (await h.ask("alice", "a lone message")).text == "after the window"
+        took = trio.current_time() - start
+        await h.settle()
+    assert took >= 1.0  # it waited the window, and no longer than a turn takes ...
+    assert sample("count") == count + 1
+    assert sample("sum") - total < took - 0.95  # ... and the wait is not hermes's
