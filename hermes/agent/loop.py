@@ -89,6 +89,7 @@ class Steered:
 
     text: str
     untrusted: str | None = None
+    then: Then | None = None  # the caller's write, committed with the message it joins as
 
 
 @attrs.frozen
@@ -412,9 +413,11 @@ class Agent:
                     said = NewMessage(
                         ctx.session_id, "user", extra.text, timestamp=now, untrusted=extra.untrusted
                     )
-                    row_id = await db.write(append_message, said)
+                    row_id = await db.write(append_answered, said, None, extra.then)
                     message = {"role": "user", "content": extra.text}
                     conversation.add(message, row_id, extra.untrusted)
+                    if extra.untrusted is not None:  # its later commands run as marked
+                        ctx.marks.took_in(extra.untrusted)
             else:
                 text = f"[stopped after {self.max_turns} model calls without a final answer]"
                 said = NewMessage(ctx.session_id, "assistant", text, timestamp=ctx.clock.now())

@@ -14,7 +14,6 @@ which only owners write (`Memory`).
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -144,17 +143,18 @@ def memory_of(shared: MemoryStore, caller: Caller) -> Memory:
 
 
 def adopt(root: Path, person: str, accounts: list[tuple[str, str]]) -> None:
-    """A person's linked memory starts from what each account kept alone: a file the
-    person's directory lacks is copied in (the first account's wins). Blocking."""
-    into = person_directory(root, person)
+    """A person's linked memory starts from what each account kept alone: every entry
+    it lacks is added, in the accounts' order, as far as each file's cap allows (what
+    does not fit stays in the account's own files). Blocking."""
+    into = MemoryStore(person_directory(root, person))
     for platform, user_id in accounts:
-        own = user_directory(root, platform, user_id)
-        if not own.is_dir():
-            continue
-        for path in own.iterdir():
-            if path.is_file() and not (into / path.name).exists():
-                into.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, into / path.name)
+        own = MemoryStore(user_directory(root, platform, user_id))
+        for target in FILES:
+            for entry in own.entries(target):
+                try:
+                    into.add(target, entry)
+                except MemoryRefused:
+                    break  # full: the rest stays in the account's own files
 
 
 class Memory:

@@ -31,19 +31,6 @@ INBOUND = Counter(
 
 
 @attrs.frozen
-class Mirrored:
-    """The outbox wrote a brief into these sessions: a live one reads its transcript
-    again before its next turn, so a reply to the brief sees it."""
-
-    session_ids: tuple[str, ...]
-
-
-@attrs.frozen
-class PairingChanged:
-    """An operator approved someone: tell them they are in, now."""
-
-
-@attrs.frozen
 class Admitted:
     """To the router: this event is in the journal and waits for its turn, claimed for
     it by admission when `owner` is its name (else the router claims it). `arrived`:

@@ -4,11 +4,12 @@ A paste longer than a platform's limit arrives as two or three messages within a
 second; people send "wait", "also...", a photo and then its question. Each part waits
 `merge_window` seconds for the next; when none comes, the parts go to the router as one
 burst (texts joined in order, every event kept: each is journaled, and the one turn
-answers them all). A burst holds at most MAX_PARTS; a drain lets every burst go at once.
+answers them all). A burst holds at most MAX_PARTS and MAX_CHARS; a drain lets every
+burst go at once.
 
 The parts are claimed in the journal as they arrive, so a crash inside the window loses
-none: the next serve resumes them (hermes/gateway/router.py takes a key's resumed events
-as one burst). Kept on the Trio clock: tests run it on the mock clock.
+none: the next serve resumes each (a burst that went to its turn is marked in the journal
+and resumed as that one turn). Kept on the Trio clock: tests run it on the mock clock.
 """
 
 from __future__ import annotations
@@ -20,9 +21,31 @@ import attrs
 import trio
 
 from hermes.adapters.contract import InboundEvent
+from hermes.gateway.intake import said_by
 
 MAX_PARTS = 16  # a burst that grows to this goes at once
+MAX_CHARS = 64_000  # so does one whose text grows to this
 JOIN = "\n"  # between parts: a client splits a long paste at a line or a space
+
+
+def resumed_turns(events: list[InboundEvent], joined: dict[str, tuple[str, bool]]) -> list[Burst]:
+    """Events a restart cut, as the turns they were (`joined`: hermes.gateway.journal's
+    `joined_to`): one turn's parts and steering messages together, its lead last, its
+    text the one it last recorded as the user's (a steering message's, else the parts');
+    every other event a turn of its own. In the order they came."""
+    turns: dict[str, list[InboundEvent]] = {}
+    for event in events:
+        key = f"{event.platform}:{event.event_id}"
+        turns.setdefault(joined.get(key, (key, False))[0], []).append(event)
+    out = []
+    for lead, parts in turns.items():
+        parts.sort(key=lambda e: f"{e.platform}:{e.event_id}" == lead)  # stable: in order
+        steered = [e for e in parts if joined.get(f"{e.platform}:{e.event_id}", ("", False))[1]]
+        burst = Burst(parts, resume=True)
+        if len(parts) > 1:
+            burst.said = said_by(steered[-1]) if steered else burst.text
+        out.append(burst)
+    return out
 
 
 def burst_key(event: InboundEvent) -> tuple[str, ...]:
@@ -42,6 +65,7 @@ class Burst:
     resume: bool = False
     held: bool = False  # it waited in Bursts for more parts
     due: float = math.inf
+    said: str | None = None  # a resumed turn's text: what it last recorded as the user's
 
     @property
     def lead(self) -> InboundEvent:
@@ -50,6 +74,8 @@ class Burst:
 
     @property
     def text(self) -> str:
+        if self.said is not None:
+            return self.said
         return JOIN.join(e.text.strip() for e in self.events if e.text.strip())
 
 
@@ -72,7 +98,8 @@ class Bursts:
         burst.arrived = arrived
         burst.due = trio.current_time() + window
         self._changed.set()
-        if len(burst.events) >= MAX_PARTS:
+        if len(burst.events) >= MAX_PARTS or len(burst.text) >= MAX_CHARS:
+            burst.due = trio.current_time()  # goes now: it waited no longer
             return self.waiting.pop(key)
         return None
 

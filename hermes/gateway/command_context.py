@@ -14,6 +14,7 @@ from hermes.agent.loop import Agent
 from hermes.config import Busy, GatewayConfig, Role
 from hermes.delivery.session_keys import shared
 from hermes.gateway.command_table import BY_WORD, word_of
+from hermes.gateway.people import People
 from hermes.gateway.session_host import SessionHost, SessionServices
 from hermes.gateway.turn_follower import TurnFollower
 from hermes.operations.context import Ops
@@ -32,6 +33,7 @@ class CommandSurface(Protocol):
     host: SessionHost
     turns: TurnFollower
     memories: Path
+    people: People
 
     async def role(self, event: InboundEvent) -> Role: ...
 

@@ -55,13 +55,21 @@ TABLE = (
         who="owners",
     ),  # fmt: skip
     Command(
-        "/busy", "router", "what a message sent mid-turn does here: /busy interrupt|queue|steer"
-    ),
+        "/busy",
+        "router",
+        "what a message sent mid-turn does here: /busy interrupt|queue|steer",
+        changes=True,
+    ),  # fmt: skip
     Command("/queue", "session", "run TEXT after the running turn: /queue TEXT", takes_text=True),
     Command("/steer", "session", "add TEXT to the running turn: /steer TEXT", takes_text=True),
     Command("/link", "router", "link your accounts on two platforms: /link, then /link CODE"),
     Command("/unlink", "router", "undo this account's link"),
-    Command("/continue", "router", "carry on your latest conversation from any linked account"),
+    Command(
+        "/continue",
+        "router",
+        "carry on your latest conversation from any linked account",
+        changes=True,
+    ),  # fmt: skip
     Command("/help", "router", "this list"),
 )
 BY_WORD = {command.word: command for command in TABLE}

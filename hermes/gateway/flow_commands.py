@@ -18,7 +18,6 @@ from hermes.state.identities import (
     attach,
     issue_code,
     latest_session,
-    person_of,
     redeem,
     unlink,
 )
@@ -37,7 +36,8 @@ async def busy(c: CommandContext) -> CommandReply:
     session); /busy default goes back to config's."""
     words = c.event.text.split()
     if len(words) < 2:
-        mode = c.router.busy_for(c.event, c.session_id)
+        row = await c.router.db.read(get_session, c.session_id)  # kept while none runs
+        mode = (row.busy if row is not None else None) or c.router.busy_for(c.event, c.session_id)
         return CommandReply(f"busy: {mode} ({MODES[mode]}).", c.session_id)
     chosen = words[1].lower()
     if chosen not in (*MODES, "default"):
@@ -68,6 +68,8 @@ async def link(c: CommandContext) -> CommandReply:
             " your account on another platform (it must be allowed to talk to me there too).",
             c.session_id,
         )
+    if event.chat_type is not ChatType.DM:  # a code is seen by whoever reads the chat
+        return CommandReply("Send /link CODE in a direct message with me.", c.session_id)
     done = await db.write(redeem, words[1], event.platform, event.user_id, role, now)
     if not isinstance(done, Linked):
         return CommandReply(done.reason, c.session_id)
@@ -88,24 +90,25 @@ async def unlink_cmd(c: CommandContext) -> CommandReply:
 
 async def continue_cmd(c: CommandContext) -> CommandReply:
     """/continue: this chat carries on the person's most recent conversation, wherever
-    it was; the answers come here."""
+    it was; the answers come here. Not where the chat is one conversation for everyone
+    in it: the others' words would go into yours."""
     event, db = c.event, c.router.db
-
-    def latest(conn) -> str | None:
-        person = person_of(conn, event.platform, event.user_id)
-        return None if person is None else latest_session(conn, accounts_of(conn, person))
-
-    if await db.read(person_of, event.platform, event.user_id) is None:
+    if c.router.host.shared(event):
+        return CommandReply(
+            "This chat is one conversation for everyone in it: /continue works in a direct"
+            " message, or where the conversation here is yours alone.",
+            c.session_id,
+        )
+    person = await c.router.people.person(event)
+    if person is None:
         return CommandReply(
             "This account is not linked: /link links it with your account on another platform.",
             c.session_id,
         )
-    found = await db.read(latest)
+    found = await db.read(lambda conn: latest_session(conn, accounts_of(conn, person)))
     if found is None or found == c.session_id:
         return CommandReply("This chat already holds your latest conversation.", c.session_id)
-    key = c.router.host.key_of(event)
-    await db.write(attach, key, found, c.router.clock.now())
-    c.router.host.current[key] = found
+    await db.write(attach, c.router.host.key_of(event), found, c.router.clock.now())
     row = await db.read(get_session, found)
     where = f" from {row.source}" if row is not None else ""
     return CommandReply(f"Continuing your conversation{where} ({found}) here.", found)

@@ -18,10 +18,10 @@ import attrs
 from hermes.adapters.contract import ChatType, InboundEvent
 from hermes.config import Busy, GroupsConfig
 from hermes.gateway.authorization import Decision
-from hermes.gateway.command_table import ROUTER_COMMANDS, SESSION_COMMANDS, word_of
+from hermes.gateway.command_table import BY_WORD, ROUTER_COMMANDS, SESSION_COMMANDS, TABLE, word_of
 
 DRAIN_NOTICE = "hermes is shutting down; send your message again in a moment"
-ONCE = ("/queue", "/steer")  # `/queue TEXT`, `/steer TEXT`: that mode once, whatever is set
+ONCE = frozenset(c.word for c in TABLE if c.takes_text)  # `/queue TEXT`: that way, once
 
 
 @attrs.frozen
@@ -97,11 +97,13 @@ class Screening:
 
 def addressed(event: InboundEvent, groups: GroupsConfig) -> bool:
     """Whether a message is for the bot under the chat's activation: a DM always is; in a
-    group, by `groups.activation` (a command is always addressed to it)."""
+    group, by `groups.activation`, and a command of ours is (`/status`; `/status@name`
+    only where the adapter says the name is the bot's, as a mention)."""
     if event.chat_type is ChatType.DM or groups.activation == "always":
         return True
-    if event.text.strip().startswith("/"):
-        return True
+    first = event.text.strip().split(maxsplit=1)[0] if event.text.strip() else ""
+    if word_of(first) in BY_WORD and ("@" not in first or event.mentioned):
+        return True  # `/status@name`: ours where the adapter says the name is the bot's
     if groups.activation == "reply":
         return event.replied
     return event.mentioned or event.replied
@@ -151,7 +153,7 @@ def route(event: InboundEvent, facts: Routing) -> Way:
     if word in ROUTER_COMMANDS:
         return Command(word)
     if word in ONCE:
-        rest = text.partition(" ")[2].strip()
+        rest = said_by(event)
         if not rest:
             return Refuse(f"{word} without text", f"Usage: {word} TEXT", answered=True)
         return dispatch(rest, facts.running, "queue" if word == "/queue" else "steer")
@@ -160,6 +162,13 @@ def route(event: InboundEvent, facts: Routing) -> Way:
     if facts.merge_window > 0 and not text.startswith("/"):
         return Merge()
     return dispatch(event.text, facts.running, facts.busy)
+
+
+def said_by(event: InboundEvent) -> str:
+    """The text a turn records for `event`: `/steer TEXT` and `/queue TEXT` say TEXT."""
+    if word_of(event.text) in ONCE:
+        return event.text.strip().partition(" ")[2].strip()
+    return event.text
 
 
 def dispatch(text: str, running: bool, busy: Busy) -> Start | Queue | Steer:

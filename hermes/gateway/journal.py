@@ -31,6 +31,7 @@ import attrs
 
 from hermes.adapters.contract import ChatType, Cursor, InboundEvent
 from hermes.adapters.cursors import put_cursor
+from hermes.delivery.replies import Then
 
 ADMITTED, STARTED, ANSWERED, REFUSED, RESUMED = (
     "admitted",
@@ -125,24 +126,57 @@ def finish(
 @attrs.define
 class Closings:
     """The journal rows one turn answers, closed together as a write of (conn, now): a
-    burst's parts, and the messages that steered it. A steered message is added while the
-    turn runs; the write reads the list when it commits (with the final message)."""
+    burst's parts (the last, its lead, is the one its answer replies to), and the
+    messages that steered it. A steered message is added while the turn runs; the write
+    reads the list when it commits (with the final message)."""
 
     state: str
     session_id: str | None
-    events: list[tuple[str, str]] = attrs.Factory(list)  # (platform, event id)
+    events: list[tuple[str, str]] = attrs.Factory(list)  # (platform, event id); lead last
 
-    def add(self, event: InboundEvent) -> None:
-        self.events.append((event.platform, event.event_id))
+    @property
+    def lead(self) -> str:
+        return ":".join(self.events[-1])
 
-    def absorb(self, other: Closings) -> None:
-        """`other`'s rows are this turn's to close now (it joined this turn)."""
-        self.events.extend(other.events)
+    def join_parts(self, conn: apsw.Connection, _now: float = 0.0) -> None:
+        """A burst's earlier parts are its lead's turn's, so a restart resumes them as one."""
+        join(conn, self.lead, self.events[:-1], steered=False)
+
+    def absorb(self, other: Closings) -> Then:
+        """`other`'s rows are this turn's to close now (it joined this turn as it ran);
+        returns the write that records so, with the message it joined as."""
+        joined, lead = list(other.events), self.lead
+        self.events[-1:-1] = joined  # the lead stays last
         other.events.clear()
+        return lambda conn, _now: join(conn, lead, joined, steered=True)
 
     def __call__(self, conn: apsw.Connection, now: float) -> None:
         for platform, event_id in self.events:
             finish(conn, platform, event_id, self.state, self.session_id, now)
+
+
+def join(conn: apsw.Connection, lead: str, events: list[tuple[str, str]], steered: bool) -> None:
+    """`events` are answered by the turn of `lead` (`platform:event id`)."""
+    conn.executemany(
+        "UPDATE inbound_journal SET answered_by = ?, steered = ? WHERE platform = ?"
+        " AND event_id = ?",
+        [(lead, int(steered), platform, event_id) for platform, event_id in events],
+    )
+
+
+def joined_to(conn: apsw.Connection, events: list[InboundEvent]) -> dict[str, tuple[str, bool]]:
+    """Of `events` (resumed after a restart), those another's turn answers: by
+    `platform:event id`, that turn's lead and whether the event steered it."""
+    found = {}
+    for event in events:
+        row = conn.execute(
+            "SELECT answered_by, steered FROM inbound_journal WHERE platform = ? AND event_id = ?"
+            " AND answered_by IS NOT NULL",
+            (event.platform, event.event_id),
+        ).fetchone()
+        if row is not None:
+            found[f"{event.platform}:{event.event_id}"] = (row[0], bool(row[1]))
+    return found
 
 
 def admitted(conn: apsw.Connection, before: float = math.inf) -> list[InboundEvent]:

@@ -9,8 +9,8 @@ from hermes.actors.snapshot import RunState, Snapshot
 from hermes.agent.context_files import ContextFiles, Loaded
 from hermes.cron.scheduler import CancelFire, JobsChanged, RunNow
 from hermes.delivery.outbox import nudge
-from hermes.gateway.admission import PairingChanged
 from hermes.gateway.intake import DRAIN_NOTICE
+from hermes.gateway.router_messages import PairingChanged
 from hermes.gateway.services import Services
 
 

@@ -8,12 +8,11 @@ ends with one final step on the reply interface and, where the user should hear
 something, one answer.
 
 At start it takes what the journal holds: events admitted and never taken, and turns a
-gone router started and never answered, resumed once (a person's parts in one chat as
-one turn) when they are younger than `gateway.resume_window`. While draining, new events
-get the drain notice and bursts waiting for their next part go at once; turns in flight
-get until the drain deadline, then are cancelled and left resumable, except one that was
-running a terminal command when the drain began (it may be what asked for the restart).
-"""
+gone router started and never answered, resumed once (as the turns they were) when
+younger than `gateway.resume_window`. While draining, new events get the drain notice and
+waiting bursts go at once; turns in flight get until the drain deadline, then are
+cancelled and left resumable, except one running a terminal command when the drain
+began (it may be what asked for the restart)."""
 
 from __future__ import annotations
 
@@ -33,25 +32,33 @@ from hermes.agent.memory import MemoryStore
 from hermes.config import Busy, Config, Role
 from hermes.delivery.replies import Replies
 from hermes.delivery.session_keys import Keying
-from hermes.gateway.admission import Admitted, Intake, Mirrored, PairingChanged
+from hermes.gateway.admission import Admitted, Intake
 from hermes.gateway.approvals import Approvals, ApprovalWaits, expire_left
 from hermes.gateway.arrivals import Arrivals
-from hermes.gateway.bursts import Burst, Bursts
+from hermes.gateway.bursts import Burst, Bursts, resumed_turns
 from hermes.gateway.command_context import CommandContext, refused_in_shared
 from hermes.gateway.commands import answer_command
 from hermes.gateway.gate import Gate
 from hermes.gateway.housekeeping import Housekeeping, OwnersCache
 from hermes.gateway.inbound_media import MediaIntake
 from hermes.gateway.intake import Command, Limited, Merge, Refuse, Routing, dispatch, route, screen
-from hermes.gateway.journal import ANSWERED, REFUSED, admitted, claim_interrupted, owner_gone
+from hermes.gateway.journal import (
+    ANSWERED,
+    REFUSED,
+    admitted,
+    claim_interrupted,
+    joined_to,
+    owner_gone,
+)
+from hermes.gateway.people import People
 from hermes.gateway.rate_limit import InboundLimit
 from hermes.gateway.roles import owner_ids, role_of
+from hermes.gateway.router_messages import Mirrored, PairingChanged
 from hermes.gateway.session_host import SessionHost, SessionServices
 from hermes.gateway.turn_follower import TurnFollower
 from hermes.gateway.turn_starter import TurnStarter
 from hermes.operations.context import Live, Offline, Ops
 from hermes.state.db import Db
-from hermes.state.identities import person_of
 from hermes.state.pairing import owners
 from hermes.state.registry import Registry
 
@@ -107,6 +114,7 @@ class Router(Actor):
             await self.exits.enter_async_context(self.replies)  # what it holds open
         now = self.clock.now()
         self.gate = Gate(db, self.clock, self.config)
+        self.people = People(db, self.role, self.owner_ids)
         platforms = frozenset(self.gate.policies)
         approvals = Approvals(
             db, self.clock, self.approval_waits, self.owner, self.config.agent.approval_timeout,
@@ -121,7 +129,7 @@ class Router(Actor):
                                    self.role)  # fmt: skip
         # What waited for approval when serve stopped never runs: expired before resumes.
         self.approval_waits.reopen()
-        for request in await db.write(expire_left, self._gone, now):
+        for request in await db.write(expire_left, lambda o: owner_gone(o, self.owner), now):
             log.info("approval %s expired: nobody waits for it any more", request.id)
         waiting = await db.read(admitted)
         resumed = await db.write(claim_interrupted, self.owner, now, self.gateway.resume_window)
@@ -134,14 +142,12 @@ class Router(Actor):
             self.nursery.start_soon(run)
         self.nursery.start_soon(self.arrivals.run, db, self._arrival)
 
-    def _gone(self, owner: str) -> bool:
-        return owner_gone(owner, self.owner)
-
     async def _take(self, waiting: list[InboundEvent], resumed: list[InboundEvent]) -> None:
-        """Turns a restart cut are answered first, each once, in the order they came."""
-        for event in resumed:
-            log.info("resuming %s:%s after a restart", event.platform, event.event_id)
-            await self._route(event, resume=True)
+        """Turns a restart cut first, each once, in order: one turn's events (a burst's
+        parts, what steered it) as that turn (hermes.gateway.bursts.resumed_turns)."""
+        for burst in resumed_turns(resumed, await self.db.read(joined_to, resumed)):
+            log.info("resuming %s:%s after a restart", burst.lead.platform, burst.lead.event_id)
+            await self._route(burst.lead, resume=True, burst=burst)
         for event in waiting:
             await self.arrivals.send(Admitted(event))  # claimed and routed as any arrival
 
@@ -204,19 +210,23 @@ class Router(Actor):
         await self._route(event, arrived=arrived)
 
     async def _route(
-        self, event: InboundEvent, resume: bool = False, arrived: float | None = None
+        self,
+        event: InboundEvent,
+        resume: bool = False,
+        arrived: float | None = None,
+        burst: Burst | None = None,
     ) -> None:
         """A claimed event, as intake decides. A resumed one (its turn, or the burst it
         waited in, was cut by a restart) is authorized again, never a turn unasked, and
         queued behind those resumed before it: as several turns, never none, never twice.
-        `arrived`: when it came in, if just now."""
+        `arrived`: when it came in, if just now; `burst`: the parts it leads (resumed)."""
         refused = screen(event, await self.gate.screening(event, self.draining))
         if refused is not None:
             self.gate.log_refusal(event, refused.reason)
             await self.starter.end(event, None, StepKind.REFUSED, refused.notice, REFUSED,
                                    answer=bool(refused.notice))  # fmt: skip
             return
-        person = await self.db.read(person_of, event.platform, event.user_id)
+        person = await self.people.person(event)
         who = person or (event.platform, event.user_id)  # linked accounts share one limit
         limited = None if event.platform == "local" else self.limit.take(who)
         session_id = await self.host.session_id(event, person)
@@ -245,17 +255,18 @@ class Router(Actor):
                 await self._go(full)
         else:
             self.gate.turn_started(event)
-            await self.starter.start(Burst([event], arrived, resume), way, busy, person)
+            burst = burst or Burst([event], arrived, resume)
+            await self.starter.start(burst, way, busy, session_id, person)
 
     async def _go(self, burst: Burst) -> None:
-        """A burst whose window passed (or a restart's): one turn, placed as the
-        session's state and busy mode have it now."""
+        """A burst whose window passed: one turn, placed as its session is now."""
         lead = burst.lead
-        person = await self.db.read(person_of, lead.platform, lead.user_id)
+        person = await self.people.person(lead)
         session_id = await self.host.session_id(lead, person)
         self.gate.turn_started(lead)
         running, busy = self._state(lead, session_id)
-        await self.starter.start(burst, dispatch(burst.text, running, busy), busy, person)
+        way = dispatch(burst.text, running, busy)
+        await self.starter.start(burst, way, busy, session_id, person)
 
     def _state(self, event: InboundEvent, session_id: str) -> tuple[bool, Busy]:
         """Whether a turn runs (or waits) in the session, and the busy mode in force."""

@@ -139,13 +139,15 @@ class SessionActor(Actor):
                 self._begin(msg)
             elif len(self.queue) + len(self.steering) >= QUEUE_MAX:
                 _end(msg, f"{QUEUE_MAX} messages are already waiting; send it again later")
-            elif msg.how == "steer" and msg.media is None and self._sender_of_running(msg):
-                self.steering.append(msg)  # a file, or another's words, waits for its own turn
-            elif msg.how != "interrupt" or msg.text.strip() in SESSION_COMMANDS:
-                self.queue.append(msg)  # a command waits for the turn; it never interrupts it
-            else:
+            elif not self._sender_of_running(msg) or msg.text.strip() in SESSION_COMMANDS:
+                self.queue.append(msg)  # another's words, or a command: waits for the turn
+            elif msg.how == "steer" and msg.media is None:
+                self.steering.append(msg)  # a file waits for a turn of its own
+            elif msg.how == "interrupt":
                 self.current.cancel()
                 self._clear_queue("a newer message took its place")
+                self.queue.append(msg)
+            else:
                 self.queue.append(msg)
             return None
         if isinstance(msg, Interrupt):
@@ -174,8 +176,9 @@ class SessionActor(Actor):
 
     def _sender_of_running(self, turn: Turn) -> bool:
         """Whether `turn` is from whoever the running turn is for (the same account, or
-        one linked with it): only they steer it. In a conversation many share, another's
-        words never join a turn that runs with someone else's role."""
+        one linked with it): only they steer or interrupt it. In a conversation many
+        share, another's words never join or stop a turn that runs with someone else's
+        role: they wait for a turn of their own."""
         running = self.running.ctx if self.running is not None else None
         if running is None or turn.ctx is None:
             return running is turn.ctx
@@ -194,11 +197,12 @@ class SessionActor(Actor):
         if turn is None or turn.settle is None or not self.steering:
             return []
         taken, self.steering = self.steering, []
+        steered = []
         for joined in taken:
-            if joined.settle is not None:
-                turn.settle.absorb(joined.settle)
+            then = turn.settle.absorb(joined.settle) if joined.settle is not None else None
+            steered.append(Steered(joined.text, joined.untrusted, then))
             _end(joined, STEERED, StepKind.DONE, settled=True)
-        return [Steered(t.text, t.untrusted) for t in taken]
+        return steered
 
     async def finish_in_flight(self) -> None:
         await self.idle.wait()

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import apsw
 import attrs
 import trio
 
@@ -24,13 +25,13 @@ from hermes.agent.permissions import Caller
 from hermes.agent.speech import Speech
 from hermes.agent.tools.base import Approver, SessionFiles, ToolContext
 from hermes.config import Busy, GatewayConfig, Role
-from hermes.delivery.session_keys import Keying, new_session_id, session_key
+from hermes.delivery.session_keys import Keying, new_session_id, session_key, shared
 from hermes.delivery.targets import Origin
 from hermes.gateway.session_actor import Interrupt, SessionActor
 from hermes.gateway.voice_replies import VoiceReplies
 from hermes.home import HermesHome
 from hermes.state.db import Db
-from hermes.state.identities import accounts_of, attached, detach, latest_session
+from hermes.state.identities import accounts_of, attached_for, detach, latest_session
 from hermes.state.sessions import (
     NewSession,
     current_session,
@@ -113,16 +114,26 @@ class SessionHost:
         if event.session_hint and event.platform == "local":  # the token-gated edge only
             return event.session_hint
         key = self.key_of(event)
-        if person is not None and self.gateway.follow == "last":
-            latest = await self.db.read(lambda c: latest_session(c, accounts_of(c, person)))
-            if latest is not None:
-                self.current[key] = latest
-                return latest
+        if person is not None and not self.shared(event):  # read each time: links change
+            linked = await self.db.read(self._linked, key, person)
+            if linked is not None:
+                return linked
         session_id = self.current.get(key)
         if session_id is None:
-            found = await self.db.read(lambda c: attached(c, key) or current_session(c, key))
+            found = await self.db.read(current_session, key)
             session_id = self.current[key] = found or new_session_id(event.platform)
         return session_id
+
+    def _linked(self, conn: apsw.Connection, key: str, person: str) -> str | None:
+        """A linked person's session for `key`: their latest (`gateway.follow: last`),
+        else the one the chat is attached to while it is one of theirs (/continue)."""
+        if self.gateway.follow == "last":
+            return latest_session(conn, accounts_of(conn, person))
+        return attached_for(conn, key, person)
+
+    def shared(self, event: InboundEvent) -> bool:
+        """Whether `event`'s conversation is its chat's, everyone's in it."""
+        return shared(event.target(), event.chat_type, self.keying)
 
     async def start_new(self, event: InboundEvent) -> str:
         """/new: the key's next message starts a new session; returns its id. It is

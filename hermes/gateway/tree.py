@@ -41,7 +41,7 @@ from hermes.delivery.outbox import Outbox
 from hermes.delivery.outbox_store import mark_undelivered
 from hermes.delivery.replies import OutboxReplies
 from hermes.delivery.session_keys import Keying
-from hermes.gateway.admission import Admission, Mirrored
+from hermes.gateway.admission import Admission
 from hermes.gateway.collector import Collector
 from hermes.gateway.journal import new_owner
 from hermes.gateway.live import ServeLive
@@ -49,6 +49,7 @@ from hermes.gateway.local_methods import Methods
 from hermes.gateway.redaction import serve_policy, serve_redactor
 from hermes.gateway.retention import Files, Retention
 from hermes.gateway.router import Router
+from hermes.gateway.router_messages import Mirrored
 from hermes.gateway.services import Services
 from hermes.gateway.session_host import SessionServices
 from hermes.home import HermesHome, write_secret_file

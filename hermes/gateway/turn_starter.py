@@ -61,18 +61,24 @@ class TurnStarter:
         await self.replies.answer(event, target, text if answer else "", key, then=closed)
 
     async def start(
-        self, burst: Burst, way: Start | Queue | Steer, busy: Busy, person: str | None
+        self,
+        burst: Burst,
+        way: Start | Queue | Steer,
+        busy: Busy,
+        session_id: str,
+        person: str | None,
     ) -> None:
         """A turn for `burst` in its session, as `way` says, answering every part: the
         answer replies to the last part, and every part's journal row closes with it.
         `busy`: the session's mode, which a turn that starts keeps (its actor places it
         as it is when the turn arrives: a turn may have begun meanwhile)."""
         lead = burst.lead
-        session_id = await self.host.session_id(lead, person)
+        settle = Closings(ANSWERED, session_id, [(e.platform, e.event_id) for e in burst.events])
+        if len(burst.events) > 1 and not burst.resume:  # a restart resumes them as one
+            await self.host.db.write(settle.join_parts)
         send, events = trio.open_memory_channel[TurnStep](TURN_STEPS)
         key = f"{lead.platform}:{lead.event_id}"
         answer = self.replies.planned(lead, key, RESUMED_PREFIX if burst.resume else "")
-        settle = Closings(ANSWERED, session_id, [(e.platform, e.event_id) for e in burst.events])
         role = await self.role(lead)
         known = PLATFORMS.get(lead.platform)  # a mail's body quotes others: never trusted
         untrusted = of_sender(role, lead.platform, lead.user_id) or (
@@ -80,15 +86,17 @@ class TurnStarter:
         )
         times = None
         if burst.arrived is not None:  # the merge window is not hermes's overhead
-            waited = trio.current_time() - burst.arrived if burst.held else 0.0
+            went = min(trio.current_time(), burst.due)
+            waited = max(0.0, went - burst.arrived) if burst.held else 0.0
             times = TurnTimes(burst.arrived, waited)
         follow = Following(lead, session_id, burst.resume, times, settle, answer is not None)
         self.turns.begin(follow)
         self.nursery.start_soon(self.turns.follow, follow, events)
         how = busy if isinstance(way, Start) else way.how
+        text = burst.said if burst.said is not None else way.text
         try:
             turn = Turn(
-                way.text, send, resume=burst.resume, answer=answer, settle=settle, times=times,
+                text, send, resume=burst.resume, answer=answer, settle=settle, times=times,
                 untrusted=untrusted, how=how, source=lead.platform,
             )  # fmt: skip
             try:

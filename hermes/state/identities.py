@@ -33,6 +33,10 @@ WRONG_CODE = (
     "That link code is wrong or has expired; send /link on your other account for a new one."
 )
 SAME_ACCOUNT = "That code links this account to another one: send it from your other account."
+SAME_PLATFORM = (
+    "That code is for your account on another platform; it is used up now: send /link"
+    " again for a new one."
+)
 OWNER_MISMATCH = (
     "An owner link needs an owner on both accounts: an owner's account links only with"
     " another owner's."
@@ -94,8 +98,9 @@ def redeem(
 
     Both accounts end up one person: a new one, the person either already is,
     or, when each already is a different one, the issuer's, which takes in every
-    account of the other. The code is used up only by a link; a refusal leaves
-    it for the right account to send.
+    account of the other. The code is used up by any account but its issuer that
+    sends it (a link, or a refusal: another account on the issuer's platform, an owner
+    with a user): whoever else saw it cannot try it again.
     """
     conn.execute("DELETE FROM link_codes WHERE expires_at <= ?", (now,))
     key = _hash(code)
@@ -107,10 +112,12 @@ def redeem(
         return LinkRefused(WRONG_CODE)
     issuer = (row[0], row[1])
     if issuer == (platform, user_id):
-        return LinkRefused(SAME_ACCOUNT)
+        return LinkRefused(SAME_ACCOUNT)  # the code stays good for the other account
+    conn.execute("DELETE FROM link_codes WHERE code = ?", (key,))  # seen by another: spent
+    if issuer[0] == platform:
+        return LinkRefused(SAME_PLATFORM)
     if (row[2] == "owner") != (role == "owner"):
         return LinkRefused(OWNER_MISMATCH)
-    conn.execute("DELETE FROM link_codes WHERE code = ?", (key,))
     first, second = person_of(conn, *issuer), person_of(conn, platform, user_id)
     person = first or second or _new_person()
     if first is not None and second is not None and first != second:
@@ -164,27 +171,31 @@ def list_identities(conn: apsw.Connection) -> list[Identity]:
     return [Identity(person, p, u, at) for person, p, u, at in rows]
 
 
-def latest_session(
-    conn: apsw.Connection, accounts: list[tuple[str, str]], exclude_key: str | None = None
-) -> str | None:
+def latest_session(conn: apsw.Connection, accounts: list[tuple[str, str]]) -> str | None:
     """The session last active among those not ended that any of `accounts` started (a
-    session's `source` is its platform); not one of the chat `exclude_key` (the chat
-    asking). What `/continue` takes up."""
+    session's `source` is its platform). What `/continue` takes up."""
     if not accounts:
         return None
     pairs = ", ".join("(?, ?)" for _ in accounts)
     args: list[str] = [value for account in accounts for value in account]
-    skip = ""
-    if exclude_key is not None:
-        skip = " AND session_key IS NOT ?"
-        args.append(exclude_key)
     row = conn.execute(
         f"SELECT id FROM sessions WHERE ended_at IS NULL AND (source, user_id) IN"
-        f" (VALUES {pairs}){skip}"
+        f" (VALUES {pairs})"
         " ORDER BY COALESCE(last_activity_at, started_at) DESC, started_at DESC, id LIMIT 1",
         args,
     ).fetchone()
     return row[0] if row else None
+
+
+def attached_for(conn: apsw.Connection, session_key: str, person: str) -> str | None:
+    """The session the chat is attached to, while it is one of `person`'s accounts'
+    (an unlink, or a link undone, leaves the chat to its own sessions at once)."""
+    session_id = attached(conn, session_key)
+    if session_id is None:
+        return None
+    row = conn.execute("SELECT source, user_id FROM sessions WHERE id = ?", (session_id,))
+    found = row.fetchone()
+    return session_id if found is not None and tuple(found) in accounts_of(conn, person) else None
 
 
 def attach(conn: apsw.Connection, session_key: str, session_id: str, now: float) -> None:

@@ -410,10 +410,15 @@ def _step_9_job_skills(conn: apsw.Connection) -> None:
 
 def _step_10_conversation_flow(conn: apsw.Connection) -> None:
     """How people write (issue 48): whether an event replies to the bot's own message
-    (a group's `reply` activation); a session's own busy mode (`/busy`); one person's
-    accounts on several platforms (`identities`), the one-time codes that link them,
-    and a chat attached to a session of another chat (`/continue`)."""
+    (a group's `reply` activation); the event whose turn answers it, where that is
+    another's (`answered_by`: a burst's last part; `steered`: it joined that turn while
+    it ran), so a restart resumes them as the one turn they were; a session's own busy
+    mode (`/busy`); one person's accounts on several platforms (`identities`), the
+    one-time codes that link them, and a chat attached to a session of another chat
+    (`/continue`)."""
     conn.execute("ALTER TABLE inbound_journal ADD COLUMN replied INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE inbound_journal ADD COLUMN answered_by TEXT")
+    conn.execute("ALTER TABLE inbound_journal ADD COLUMN steered INTEGER NOT NULL DEFAULT 0")
     conn.execute("ALTER TABLE sessions ADD COLUMN busy TEXT")
     conn.execute(
         "CREATE TABLE identities (platform TEXT NOT NULL, user_id TEXT NOT NULL,"

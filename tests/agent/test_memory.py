@@ -9,6 +9,8 @@ from hermes.agent.memory import (
     Memory,
     MemoryRefused,
     MemoryStore,
+    adopt,
+    person_directory,
     user_directory,
 )
 
@@ -64,3 +66,18 @@ def test_a_user_writes_only_their_own_memory_and_reads_the_owners_notes(tmp_path
     assert "tea" not in block  # the owner's USER.md is not shown to others
     assert "bob" not in owner.prompt_block()
     assert user_directory(tmp_path, "tg", "../bob").parent == tmp_path / "tg"  # no way out
+
+
+def test_a_linked_persons_memory_starts_from_each_accounts_entries(tmp_path):
+    """Both accounts' entries, each once, in order; a full file keeps what fits."""
+    tg = MemoryStore(user_directory(tmp_path, "telegram", "1"))
+    sl = MemoryStore(user_directory(tmp_path, "slack", "U2"))
+    tg.add("user", "their boat is blue")
+    tg.add("memory", "prefers metric")
+    sl.add("user", "their boat is blue")
+    sl.add("user", "lives by the sea")
+    adopt(tmp_path, "p_1", [("telegram", "1"), ("slack", "U2")])
+    linked = MemoryStore(person_directory(tmp_path, "p_1"))
+    assert linked.entries("user") == ["their boat is blue", "lives by the sea"]
+    assert linked.entries("memory") == ["prefers metric"]
+    assert tg.entries("user") == ["their boat is blue"]  # the accounts' own stay

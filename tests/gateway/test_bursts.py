@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 
 from hermes.adapters.contract import ChatType, InboundEvent
-from hermes.gateway.bursts import MAX_PARTS, Burst, Bursts
+from hermes.gateway.bursts import MAX_PARTS, Burst, Bursts, resumed_turns
 
 WINDOW = 1.5
 
@@ -100,3 +100,18 @@ async def test_stop_takes_the_senders_waiting_burst(autojump_clock):
     taken = bursts.take(part(3))
     assert [e.event_id for e in taken.events] == ["1"]
     assert bursts.take(part(4)) is None and len(bursts.waiting) == 1
+
+
+def test_a_restart_resumes_one_turns_events_as_that_turn():
+    """Its parts and what steered it together, its lead last, with the text the turn last
+    recorded as the user's; every other event a turn of its own, in order."""
+    a, b, lead, steer, other = (part(n) for n in range(5))
+    steer = InboundEvent("telegram", "3", ChatType.DM, "c", "u", "/steer in km")
+    joined = {"telegram:0": ("telegram:2", False), "telegram:1": ("telegram:2", False)}
+    turns = resumed_turns([a, b, lead, other], joined)
+    assert [[e.event_id for e in t.events] for t in turns] == [["0", "1", "2"], ["4"]]
+    assert turns[0].text == "part 0\npart 1\npart 2" and turns[0].resume
+    assert turns[1].text == "part 4" and turns[1].said is None
+    joined["telegram:3"] = ("telegram:2", True)
+    (turn,) = resumed_turns([a, b, lead, steer], joined)
+    assert turn.lead is lead and turn.text == "in km"  # the last user message it recorded

@@ -38,6 +38,15 @@ async def rows(registry, home) -> dict[str, str]:
     return dict(found)
 
 
+async def joined(registry, home) -> dict[str, tuple[str, int]]:
+    """The events another's turn answers: its lead, and whether they steered it."""
+    async with Db(registry, home.state_db) as db:
+        found = await db.read(lambda c: c.execute(
+            "SELECT event_id, answered_by, steered FROM inbound_journal"
+            " WHERE answered_by IS NOT NULL").fetchall())  # fmt: skip
+    return {event_id: (lead, steered) for event_id, lead, steered in found}
+
+
 def prompts(fake) -> list[list[dict]]:
     return [r["body"]["messages"] for r in fake.requests]
 
@@ -58,7 +67,9 @@ async def test_a_paste_in_three_parts_is_one_turn_answered_once(registry, home, 
     assert len(fake.requests) == 1
     assert prompts(fake)[0][-1]["content"] == paste
     assert [a.text for a in h.replies.answers] == ["read it all"]  # once, to the last part
-    assert all(rows == "answered" for rows in (await rows(registry, home)).values())
+    assert set((await rows(registry, home)).values()) == {"answered"}
+    lead = f"telegram:{sent[-1].event_id}"  # a restart would resume the parts as one turn
+    assert await joined(registry, home) == {e.event_id: (lead, 0) for e in sent[:-1]}
 
 
 async def test_a_command_inside_a_burst_runs_on_its_own(registry, home, fake):
@@ -129,6 +140,7 @@ async def test_steer_adds_the_message_before_the_next_model_call(registry, home,
     assert [a.text for a in h.replies.answers_to(first)] == ["metric it is"]
     assert [a.text for a in h.replies.answers_to(steer)] == [STEERED]
     assert set((await rows(registry, home)).values()) == {"answered"}
+    assert await joined(registry, home) == {steer.event_id: (f"telegram:{first.event_id}", 1)}
 
 
 async def test_queue_runs_after_and_interrupt_stops_the_running_turn(registry, home, fake):
@@ -291,3 +303,32 @@ async def test_the_merge_window_is_not_counted_as_hermess_overhead(registry, hom
     assert took >= 1.0  # it waited the window, and no longer than a turn takes ...
     assert sample("count") == count + 1
     assert sample("sum") - total < took - 0.95  # ... and the wait is not hermes's
+
+
+async def test_shared_chats_keep_continue_and_busy_for_their_owners(registry, home, fake):
+    shared = attrs.evolve(PEOPLE.platforms["telegram"], groups=GroupsConfig("always", "shared"))
+    config = attrs.evolve(PEOPLE, platforms={**PEOPLE.platforms, "telegram": shared})
+    async with running_router(registry, home, fake, config) as h:
+        busy = await h.ask("bob", "/busy steer", group="g1")
+        assert busy.text.startswith("Only an owner can use /busy here")
+        cont = await h.ask("alice", "/continue", group="g1")
+        assert cont.text.startswith("This chat is one conversation for everyone in it")
+        code = (await h.ask("bob", "/link")).text.split("Your link code: ", 1)[1][:8]
+        in_group = await h.ask("bob", f"/link {code}", group="g1")
+        assert in_group.text == "Send /link CODE in a direct message with me."
+    async with Db(registry, home.state_db) as db:
+        assert await db.read(list_identities) == []
+
+
+async def test_an_unlinked_chat_goes_back_to_its_own_conversation(registry, home, fake):
+    fake.default = text_answer("ok")
+    async with running_router(registry, home, fake, PEOPLE) as h:
+        await h.ask("bob", "on telegram")
+        code = (await h.ask("bob", "/link")).text.split("Your link code: ", 1)[1][:8]
+        await h.ask("bob-s", f"/link {code}", platform="slack")
+        await h.ask("bob-s", "/continue", platform="slack")
+        attached = await h.final(await h.send("bob-s", "still here?", platform="slack"))
+        assert (await h.ask("bob-s", "/unlink", platform="slack")).text.startswith("This acc")
+        own = await h.final(await h.send("bob-s", "and now?", platform="slack"))
+        tg = await h.final(await h.send("bob", "telegram again"))
+    assert attached.session_id == tg.session_id != own.session_id

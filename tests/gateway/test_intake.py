@@ -4,6 +4,8 @@ that answers it)."""
 
 from __future__ import annotations
 
+import typing
+
 import attrs
 import pytest
 
@@ -21,6 +23,7 @@ from hermes.gateway.intake import (
     Screening,
     Start,
     Steer,
+    Way,
     addressed,
     dispatch,
     route,
@@ -125,7 +128,7 @@ def test_route(text, facts, way):
 def test_every_way_is_in_the_tables():
     """A new way intake can decide is added to these tables, with what its sender hears."""
     ways = {type(w) for *_, w in ROUTED} | {Refuse}
-    assert ways == {Refuse, Limited, Command, Merge, Start, Queue, Steer}
+    assert ways == set(typing.get_args(Way))
 
 
 @pytest.mark.parametrize(
@@ -137,7 +140,10 @@ def test_a_burst_is_placed_by_the_session_state_when_its_window_passes(running, 
     assert dispatch("a\nb", running, busy) == way("a\nb")
 
 
-def test_a_dm_is_always_addressed_and_a_command_in_a_group_too():
+def test_a_dm_is_always_addressed_and_a_command_of_ours_in_a_group_too():
     assert addressed(dm(), REPLY)
-    assert addressed(group("/help@hermes_bot"), REPLY)
+    assert addressed(group("/help"), REPLY)
+    assert addressed(group("/help@hermes_bot", mentioned=True), REPLY)  # the adapter: ours
+    assert not addressed(group("/help@other_bot"), MENTION)  # another bot's command
+    assert not addressed(group("/giphy cats"), MENTION)  # not a command of ours
     assert not addressed(attrs.evolve(group(), mentioned=True), REPLY)

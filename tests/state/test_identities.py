@@ -10,6 +10,7 @@ from hermes.state.identities import (
     LINK_TTL,
     OWNER_MISMATCH,
     SAME_ACCOUNT,
+    SAME_PLATFORM,
     WRONG_CODE,
     Identity,
     Linked,
@@ -17,6 +18,7 @@ from hermes.state.identities import (
     accounts_of,
     attach,
     attached,
+    attached_for,
     detach,
     issue_code,
     latest_session,
@@ -99,6 +101,27 @@ async def test_an_owner_links_only_with_an_owner(db, roles):
     assert isinstance(await link(db, TG, DC, roles=("owner", "owner")), Linked)
 
 
+async def test_a_code_another_account_sent_is_spent_whatever_came_of_it(db):
+    """Whoever else saw a code (pasted in a group, say) cannot try it again."""
+    code = await db.write(issue_code, *TG, "user", T0)
+    same_platform = await db.write(redeem, code, "telegram", "9", "user", T0 + 1)
+    assert same_platform == LinkRefused(SAME_PLATFORM)
+    assert await db.write(redeem, code, *DC, "user", T0 + 2) == LinkRefused(WRONG_CODE)
+    code = await db.write(issue_code, *TG, "user", T0 + 3)
+    assert await db.write(redeem, code, *DC, "owner", T0 + 4) == LinkRefused(OWNER_MISMATCH)
+    assert await db.write(redeem, code, *SL, "user", T0 + 5) == LinkRefused(WRONG_CODE)
+    assert await db.read(list_identities) == []
+
+
+async def test_an_attachment_holds_only_while_its_session_is_the_persons(db):
+    person = (await link(db, TG, DC)).person
+    await session(db, "tg-1", TG, T0)
+    await db.write(attach, "discord:dm:2", "tg-1", T0 + 2)
+    assert await db.read(attached_for, "discord:dm:2", person) == "tg-1"
+    await db.write(unlink, *DC)  # TG is alone now: the person is gone
+    assert await db.read(attached_for, "discord:dm:2", person) is None
+
+
 async def test_a_code_links_once(db):
     code = await db.write(issue_code, *TG, "user", T0)
     assert isinstance(await db.write(redeem, code, *DC, "user", T0 + 1), Linked)
@@ -151,7 +174,6 @@ async def test_latest_session_is_the_persons_newest_across_platforms(db):
     await session(db, "tg-same-user-other-platform", ("discord", "1"), T0 + 80)
     mine = [TG, DC]
     assert await db.read(latest_session, mine) == "dc-new"
-    assert await db.read(latest_session, mine, "discord:dc-new") == "tg-old"
     # Activity counts, not only the start.
     await db.write(lambda conn: conn.execute(
         "UPDATE sessions SET last_activity_at = ? WHERE id = 'tg-old'", (T0 + 90,)))  # fmt: skip

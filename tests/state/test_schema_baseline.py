@@ -267,8 +267,12 @@ def test_step_10_adds_what_conversation_flow_keeps():
     assert schema.migrate(conn) == [10]
     after = shape(conn)
     journal = after["tables"]["inbound_journal"].pop("columns")
-    assert journal[:-1] == before["tables"]["inbound_journal"].pop("columns")
-    assert journal[-1][1:] == ("replied", "INTEGER", 1, "0", 0, 0)
+    assert journal[:-3] == before["tables"]["inbound_journal"].pop("columns")
+    assert [c[1:] for c in journal[-3:]] == [
+        ("replied", "INTEGER", 1, "0", 0, 0),
+        ("answered_by", "TEXT", 0, None, 0, 0),  # NULL: its own turn answers it
+        ("steered", "INTEGER", 1, "0", 0, 0),
+    ]
     sessions = after["tables"]["sessions"].pop("columns")
     assert sessions[:-1] == before["tables"]["sessions"].pop("columns")
     assert sessions[-1][1:] == ("busy", "TEXT", 0, None, 0, 0)  # NULL: the platform's mode

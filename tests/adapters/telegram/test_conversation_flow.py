@@ -6,6 +6,7 @@ one person linked across Telegram and Slack."""
 from __future__ import annotations
 
 import collections
+import os
 import re
 import sqlite3
 
@@ -211,3 +212,24 @@ async def test_one_person_on_telegram_and_slack(serve, model, tg):
     assert users == ["remember: my boat is blue", "what colour is my boat?"]
     assert "Their boat is blue" in asked[0]["content"]
     assert escape("noted") == tg.sent[0]["text"]
+
+
+@pytest.mark.timeout(120)
+async def test_a_burst_killed_in_its_command_is_one_turn_and_never_run_again(
+    serve, model, tg, tmp_path
+):
+    started, never = tmp_path / "started", tmp_path / "never"
+    os.mkfifo(started)  # the command says it runs through it: the event this waits on
+    command = f"echo running > {started}; while [ ! -e {never} ]; do sleep 0.05; done"
+    serve.configure(platform=OFF, merge_window=1)
+    model.script(tool_answer(("terminal", {"command": command})))
+    serve.start()
+    ids = [tg.update(tg.message(text))["message"]["message_id"] for text in ("drop the", "table")]
+    assert await in_thread(started.read_text) == "running\n"
+    serve.kill()
+    serve.start()
+    [told] = await in_thread(tg.wait_sent, 1, 30.0)
+    serve.stop()
+    assert "it was not run again" in plain(told) and len(model.requests) == 1
+    assert last_user(model.requests[0]) == "drop the\ntable"
+    assert answered(tg) == {ids[-1]: 1}  # one answer, to the last part
