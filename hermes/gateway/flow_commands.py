@@ -29,6 +29,10 @@ MODES: dict[str, str] = {
     "steer": "a message sent while a turn runs joins it before its next model call",
 }
 assert set(MODES) == set(typing.get_args(Busy)), "every busy mode is described"
+ONLY_IN_A_DM = (
+    "Send /link in a direct message with me: anyone who reads a link code here could"
+    " link their account to yours."
+)
 
 
 async def busy(c: CommandContext) -> CommandReply:
@@ -48,19 +52,14 @@ async def busy(c: CommandContext) -> CommandReply:
 
 
 async def link(c: CommandContext) -> CommandReply:
-    """/link gives a one-time code (in a direct message only: anyone who reads a code
-    could link their account to yours); /link CODE, from your account on another
-    platform, links the two."""
+    """/link gives a one-time code; /link CODE, from your account on another platform,
+    links the two. Both in a direct message only: whoever reads a code could use it."""
     event, db, now = c.event, c.router.db, c.router.clock.now()
+    if event.chat_type is not ChatType.DM:
+        return CommandReply(ONLY_IN_A_DM, c.session_id)
     role = await c.router.role(event)
     words = event.text.split(maxsplit=1)
     if len(words) < 2:
-        if event.chat_type is not ChatType.DM:
-            return CommandReply(
-                "Send /link in a direct message with me: anyone who reads a code here could"
-                " link their account to yours.",
-                c.session_id,
-            )
         code = await db.write(issue_code, event.platform, event.user_id, role, now)
         minutes = round(LINK_TTL / 60)
         return CommandReply(
@@ -68,8 +67,6 @@ async def link(c: CommandContext) -> CommandReply:
             " your account on another platform (it must be allowed to talk to me there too).",
             c.session_id,
         )
-    if event.chat_type is not ChatType.DM:  # a code is seen by whoever reads the chat
-        return CommandReply("Send /link CODE in a direct message with me.", c.session_id)
     done = await db.write(redeem, words[1], event.platform, event.user_id, role, now)
     if not isinstance(done, Linked):
         return CommandReply(done.reason, c.session_id)

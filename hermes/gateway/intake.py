@@ -156,7 +156,7 @@ def route(event: InboundEvent, facts: Routing) -> Way:
         rest = said_by(event)
         if not rest:
             return Refuse(f"{word} without text", f"Usage: {word} TEXT", answered=True)
-        return dispatch(rest, facts.running, "queue" if word == "/queue" else "steer")
+        return Queue(rest) if word == "/queue" else Steer(rest)  # as it says, even if idle
     if text in SESSION_COMMANDS:
         return Queue(text)  # waits for the running turn; never interrupts it
     if facts.merge_window > 0 and not text.startswith("/"):
@@ -167,7 +167,8 @@ def route(event: InboundEvent, facts: Routing) -> Way:
 def said_by(event: InboundEvent) -> str:
     """The text a turn records for `event`: `/steer TEXT` and `/queue TEXT` say TEXT."""
     if word_of(event.text) in ONCE:
-        return event.text.strip().partition(" ")[2].strip()
+        parts = event.text.strip().split(maxsplit=1)
+        return parts[1].strip() if len(parts) > 1 else ""
     return event.text
 
 

@@ -86,6 +86,20 @@ def _end(turn: Turn, why: str, kind: StepKind = StepKind.ERROR, settled: bool = 
             pass  # the caller has gone too
 
 
+def _same_sender(one: Turn | None, other: Turn) -> bool:
+    """Whether two turns are from one person (the same account, or one linked with it).
+    Only the person a running turn is for steers or interrupts it: in a conversation many
+    share, another's words never join or stop a turn that runs with someone else's role,
+    and wait for a turn of their own."""
+    mine = one.ctx if one is not None else None
+    if mine is None or other.ctx is None:
+        return mine is other.ctx
+    a, b = mine.caller, other.ctx.caller
+    return (a.platform, a.user_id) == (b.platform, b.user_id) or (
+        a.person is not None and a.person == b.person
+    )
+
+
 def _undone(word: str, text: str | None) -> str:
     """What /undo (or a /retry with nothing to run) answers."""
     if text is None:
@@ -139,13 +153,13 @@ class SessionActor(Actor):
                 self._begin(msg)
             elif len(self.queue) + len(self.steering) >= QUEUE_MAX:
                 _end(msg, f"{QUEUE_MAX} messages are already waiting; send it again later")
-            elif not self._sender_of_running(msg) or msg.text.strip() in SESSION_COMMANDS:
+            elif not _same_sender(self.running, msg) or msg.text.strip() in SESSION_COMMANDS:
                 self.queue.append(msg)  # another's words, or a command: waits for the turn
             elif msg.how == "steer" and msg.media is None:
                 self.steering.append(msg)  # a file waits for a turn of its own
             elif msg.how == "interrupt":
-                self.current.cancel()
-                self._clear_queue("a newer message took its place")
+                self.current.cancel()  # and what the sender had waiting: this takes its place
+                self._clear_queue("a newer message took its place", sent_as=msg)
                 self.queue.append(msg)
             else:
                 self.queue.append(msg)
@@ -162,29 +176,21 @@ class SessionActor(Actor):
         if isinstance(msg, Turn):
             _end(msg, f"{self.name} stopped before the turn began")
 
-    def _clear_queue(self, why: str) -> None:
-        while self.queue:
-            _end(self.queue.popleft(), why, StepKind.INTERRUPTED)
-        steering, self.steering = self.steering, []
-        for turn in steering:
-            _end(turn, why, StepKind.INTERRUPTED)
+    def _clear_queue(self, why: str, sent_as: Turn | None = None) -> None:
+        """End the turns waiting here (`sent_as`: only those of that turn's sender;
+        another's still wait their turn)."""
+        waiting = [*self.queue, *self.steering]
+        self.queue, self.steering = collections.deque(), []
+        for turn in waiting:
+            if sent_as is None or _same_sender(sent_as, turn):
+                _end(turn, why, StepKind.INTERRUPTED)
+            else:
+                self.queue.append(turn)
 
     def waiting(self) -> int:
         """Turns waiting here: queued, to steer the running one, or not yet read."""
         unread = self._recv.statistics().current_buffer_used if self._recv else 0
         return len(self.queue) + len(self.steering) + unread
-
-    def _sender_of_running(self, turn: Turn) -> bool:
-        """Whether `turn` is from whoever the running turn is for (the same account, or
-        one linked with it): only they steer or interrupt it. In a conversation many
-        share, another's words never join or stop a turn that runs with someone else's
-        role: they wait for a turn of their own."""
-        running = self.running.ctx if self.running is not None else None
-        if running is None or turn.ctx is None:
-            return running is turn.ctx
-        mine, theirs = running.caller, turn.ctx.caller
-        same = (mine.platform, mine.user_id) == (theirs.platform, theirs.user_id)
-        return same or (mine.person is not None and mine.person == theirs.person)
 
     def busy_now(self) -> bool:
         """Whether a turn runs or waits here (a new message would be busy's to place)."""

@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 
 from hermes.adapters.contract import StepKind
 from hermes.config import Config, GatewayConfig, GroupsConfig, PlatformConfig
+from hermes.gateway.flow_commands import ONLY_IN_A_DM
 from hermes.gateway.session_actor import STEERED
 from hermes.state.db import Db
 from hermes.state.identities import list_identities
@@ -315,7 +316,7 @@ async def test_shared_chats_keep_continue_and_busy_for_their_owners(registry, ho
         assert cont.text.startswith("This chat is one conversation for everyone in it")
         code = (await h.ask("bob", "/link")).text.split("Your link code: ", 1)[1][:8]
         in_group = await h.ask("bob", f"/link {code}", group="g1")
-        assert in_group.text == "Send /link CODE in a direct message with me."
+        assert in_group.text == ONLY_IN_A_DM
     async with Db(registry, home.state_db) as db:
         assert await db.read(list_identities) == []
 
@@ -332,3 +333,25 @@ async def test_an_unlinked_chat_goes_back_to_its_own_conversation(registry, home
         own = await h.final(await h.send("bob-s", "and now?", platform="slack"))
         tg = await h.final(await h.send("bob", "telegram again"))
     assert attached.session_id == tg.session_id != own.session_id
+
+
+async def test_in_a_shared_chat_another_never_interrupts_nor_loses_a_place(registry, home, fake):
+    long = stream_answer([f"w{i} " for i in range(40)], pause=0.03)
+    fake.script(long, text_answer("ok"), long)
+    fake.default = text_answer("ok")
+    shared = attrs.evolve(PEOPLE.platforms["telegram"], groups=GroupsConfig("always", "shared"))
+    async with running_router(registry, home, fake, Config(platforms={"telegram": shared})) as h:
+        first = await h.send("alice", "a long story", group="g1")
+        await h.first_step(first)
+        bob = await h.send("bob", "bob one", group="g1")  # waits: alice's turn goes on
+        assert (await h.final(first)).kind == StepKind.DONE
+        assert (await h.answer_to(bob)).text == "ok"
+        second = await h.send("alice", "a long story again", group="g1")
+        await h.first_step(second)
+        bob = await h.send("bob", "bob two", group="g1")
+        instead = await h.send("alice", "no, this", group="g1")  # cuts only her own turn
+        assert (await h.final(second)).kind == StepKind.INTERRUPTED
+        assert (await h.answer_to(bob)).text == "ok"  # his place kept
+        assert (await h.answer_to(instead)).text == "ok"
+    asked = [p[-1]["content"] for p in prompts(fake)]
+    assert asked == ["a long story", "bob one", "a long story again", "bob two", "no, this"]

@@ -106,6 +106,8 @@ ROUTED = [
      Queue("and then this")),
     ("/steer TEXT steers once", "/steer use metric", Routing(running=True, busy="queue"),
      Steer("use metric")),
+    ("/queue TEXT when idle: a turn that never interrupts", "/queue\nlater", Routing(),
+     Queue("later")),
     ("/queue alone: its usage", "/queue", Routing(),
      Refuse("/queue without text", "Usage: /queue TEXT", True)),
     ("a message in a merge window: held for its burst", "part one", Routing(merge_window=1.5),
