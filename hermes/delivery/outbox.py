@@ -224,7 +224,8 @@ class Outbox(Actor):
         """Send a chat's rows in order while they are due; one such task per busy chat.
         A failure here (state.db gone) ends this chat's turn, not the outbox: the row
         stays as it was, for the next look or the next start. A chat that ends with
-        nothing more due needs no look, unless the dispatcher passed it over."""
+        nothing more due needs no look, unless the dispatcher passed it over or the row it
+        sent last is a live message's (a newer text may wait an interval to follow it)."""
         chat = row.chat
         settled = False
         try:
@@ -297,7 +298,8 @@ class Outbox(Actor):
         """Write what the platform said. A row that is done (sent, dead, unknown, or to go
         again as plain text) is marked in one write with a look at the chat's next row,
         which that write also takes for its send when its pace lets it go now: (the next
-        row or None, True). A row that waits for a retry: (None, False)."""
+        row or None, True; False where the dispatcher must look again: a live message's
+        row may wait to go again). A row that waits for a retry: (None, False)."""
         now = self.clock.now()
         _sends(row.target.platform, _outcome(result)).inc()
         if isinstance(result, Unconfirmed) and (
@@ -336,7 +338,12 @@ class Outbox(Actor):
         seeded, after = await self.db.write(_then_next, mark, row.chat, now, self._free(row))
         if seeded and self.mirrored is not None:
             await self.mirrored(seeded)
-        return after, True
+        # A live message's row may be pending again, its newer text to go an interval on
+        # (written while it was being sent): the dispatcher must look, or nobody wakes for it.
+        relook = (
+            after is None and isinstance(result, Sent) and (row.live or row.edit_of is not None)
+        )
+        return after, not relook
 
 
 @functools.cache

@@ -7,6 +7,7 @@ tests/delivery/test_outbox.py."""
 from __future__ import annotations
 
 import trio
+import trio.testing
 
 from hermes.adapters.contract import Permanent, SendRequest, SendResult, Sent, Target
 from hermes.adapters.platform import Pace
@@ -233,3 +234,36 @@ async def test_edits_keep_the_platforms_pace_for_edits(registry, home, io_clock)
     edits = sorted(t for t, r in platform.taken if r.edit_of is not None)
     assert max(sends) - min(sends) < 0.1  # first messages at their own pace
     assert all(b - a >= 0.5 - 1e-6 for a, b in zip(edits, edits[1:], strict=False))
+
+
+class HeldPlatform(ScriptedPlatform):
+    """Sends are answered only when the test lets them (`release`)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda r: Sent(r.edit_of or f"m-{r.idempotency_key}"))
+        self.release = trio.Event()
+
+    async def handle(self, msg) -> None:
+        self.taken.append((trio.current_time(), msg.request))
+        self.changed.set()
+        self.changed = trio.Event()
+        await self.release.wait()
+        msg.reply.set(self.answer(msg.request))
+
+
+async def test_a_state_written_while_its_message_is_being_sent_still_goes(registry, home, io_clock):
+    """The answer comes while the progress message's send is still out: the send's mark
+    leaves it pending an interval on, and the outbox wakes for it (it once slept for ever,
+    the answer stuck behind the row)."""
+    platform = HeldPlatform()
+    async with trio.open_nursery() as nursery:
+        adapter = await nursery.start(platform.run)
+        async with running(registry, home, adapter) as (box, outbox, db):
+            await live(db, outbox, "a", "✓ terminal")
+            await platform.until(lambda: len(platform.taken) == 1)  # its send is out
+            await live(db, outbox, "a", "both checked", final=True)
+            await trio.testing.wait_all_tasks_blocked()  # the outbox looked, and waits
+            platform.release.set()
+            await platform.until(lambda: len(platform.taken) == 2)
+        platform.request_drain(trio.current_time())
+    assert [text for text, _, _ in seen(platform, "a")] == ["✓ terminal", "both checked"]
