@@ -143,6 +143,7 @@ USER_TOOLS = (
     "write_file",
     "patch",
     "search_files",
+    "todo",
 )
 
 

@@ -41,6 +41,7 @@ from hermes.agent.provider import ModelReply, Provider, ToolCall
 from hermes.agent.skills.library import SkillLibrary
 from hermes.agent.tools.base import Tool, ToolContext, schema
 from hermes.agent.tools.file_view import FileRefused, view_for
+from hermes.agent.tools.todo import checklist
 from hermes.agent.turn_times import TurnTimes
 from hermes.agent.untrusted import CallMarks, TurnMarks
 from hermes.config import Role, ToolsConfig
@@ -55,6 +56,7 @@ from hermes.state.messages import (
     prompt_history,
 )
 from hermes.state.sessions import get_session
+from hermes.state.todos import todo_of
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +170,11 @@ class Agent:
         """The system prompt of `ctx`'s next model call, from its named parts (read in a
         thread: files are read and scanned)."""
         parts = await trio.to_thread.run_sync(self._parts, ctx)
+        todo = await ctx.db.read(todo_of, ctx.session_id)
+        if todo:  # a long task's checklist, as the model left it (a resumed turn too)
+            parts = attrs.evolve(
+                parts, todo=f"## Your todo list for this session\n{checklist(todo)}"
+            )
         return system_prompt(parts, ctx.session_id, source, ctx.tz, ctx.clock.now())
 
     def _parts(self, ctx: ToolContext) -> PromptParts:

@@ -1,7 +1,7 @@
 """The system prompt, assembled from named parts, each capped where it is made: the
 persona (SOUL.md or the built-in identity), memory, the skills index (names and
 descriptions only; a skill's body is opened by skill_view when a task needs it), the
-project context (AGENTS.md), and where the conversation is."""
+project context (AGENTS.md), the session's todo list, and where the conversation is."""
 
 from __future__ import annotations
 
@@ -33,13 +33,14 @@ class PromptParts:
     memory: str = ""
     skills: str = ""
     project: str = ""
+    todo: str = ""  # the session's todo list, where it has one
 
 
 def system_prompt(
     parts: PromptParts, session_id: str, source: str, tz: ZoneInfo, now: float
 ) -> str:
     when = _minute(int(now // 60), tz)
-    named = [parts.persona, parts.memory, parts.skills, parts.project]
+    named = [parts.persona, parts.memory, parts.skills, parts.project, parts.todo]
     named.append(f"## This conversation\nsession {session_id} on {source}; it is {when}.")
     return "\n\n".join(p for p in named if p)
 

@@ -23,6 +23,7 @@ from hermes.adapters.registry import PLATFORMS
 from hermes.config import Config
 
 RUNNING, DONE = "⏳", "✓"
+TODO_TOOL = "todo"  # a tool whose result, the session's checklist, the message shows
 STOPPED_NOTE = "\n\n(stopped)"
 
 
@@ -66,6 +67,7 @@ class LiveReply:
     earlier: list[str] = attrs.Factory(list)  # the text of the model's earlier calls
     current: str = ""  # what the model writes now
     tools: dict[str, str] = attrs.Factory(dict)  # call id -> its line, in call order
+    todo: str = ""  # the session's todo list as the todo tool last left it
 
     def take(self, step: TurnStep) -> None:
         if step.kind is StepKind.TEXT and self.mode == "stream":
@@ -78,6 +80,8 @@ class LiveReply:
         elif step.kind is StepKind.TOOL_RESULT and step.call_id in self.tools:
             note = f" ({step.note})" if step.note else ""
             self.tools[step.call_id] = f"{DONE} {step.tool}{note}"
+            if step.tool == TODO_TOOL:  # its result is the list: shown under the lines
+                self.todo = step.text
 
     def said(self) -> str:
         """What the model has written so far (no tool lines)."""
@@ -86,8 +90,8 @@ class LiveReply:
     def text(self) -> str:
         lines = "\n".join(self.tools.values())
         if self.mode == "tools":
-            return lines
-        return "\n\n".join(p for p in (self.said(), lines) if p)
+            return "\n\n".join(p for p in (lines, self.todo) if p)
+        return "\n\n".join(p for p in (self.said(), lines, self.todo) if p)
 
     def due(self, now: float, interval: float, step: TurnStep) -> bool:
         """Whether to write now: there is something new to show, the last write is an

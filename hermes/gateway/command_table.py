@@ -40,6 +40,7 @@ TABLE = (
     ),  # fmt: skip
     Command("/retry", "session", "undo your last message and send it again", changes=True),
     Command("/usage", "session", "how full the context is"),
+    Command("/todo", "router", "this session's todo list, as the agent keeps it"),
     Command(
         "/approve",
         "router",

@@ -10,6 +10,7 @@ conversation many users share, the commands that change it are an owner's
 from __future__ import annotations
 
 from hermes.agent.context import provider_key
+from hermes.agent.tools.todo import checklist
 from hermes.config import ConfigError
 from hermes.delivery.channels import set_home
 from hermes.delivery.targets import LOCAL
@@ -32,6 +33,7 @@ from hermes.state.approvals import (
 )
 from hermes.state.errors import SessionNotFound
 from hermes.state.sessions import end_session, get_session
+from hermes.state.todos import todo_of
 
 
 async def _new(c: CommandContext) -> CommandReply:
@@ -187,6 +189,11 @@ async def _reload_mcp(c: CommandContext) -> CommandReply:
         return CommandReply(f"Nothing changed: {exc}", c.session_id)
 
 
+async def _todo(c: CommandContext) -> CommandReply:
+    """/todo: the checklist the agent keeps for this session (the todo tool)."""
+    return CommandReply(checklist(await c.router.db.read(todo_of, c.session_id)), c.session_id)
+
+
 async def _help(c: CommandContext) -> CommandReply:
     """/help: the command table's lines."""
     return CommandReply(HELP, c.session_id)
@@ -198,6 +205,7 @@ _ANSWERS = {
     "/stop": _stop,
     "/status": _status,
     "/help": _help,
+    "/todo": _todo,
     "/whoami": _whoami,
     "/sethome": _sethome,
     "/model": _model_cmd,

@@ -31,6 +31,7 @@ class SessionRow:
     model: str | None
     last_activity_at: float | None
     busy: str | None = None  # `/busy` here: interrupt, queue or steer (None: config's)
+    todo: str | None = None  # its todo list, as JSON (hermes.state.todos)
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

@@ -436,6 +436,11 @@ def _step_10_conversation_flow(conn: apsw.Connection) -> None:
     )
 
 
+def _step_11_todo(conn: apsw.Connection) -> None:
+    """A session's todo list (the todo tool's), as JSON: [{"text", "status"}]; NULL: none."""
+    conn.execute("ALTER TABLE sessions ADD COLUMN todo TEXT")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
@@ -448,6 +453,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_8_untrusted,
     _step_9_job_skills,
     _step_10_conversation_flow,
+    _step_11_todo,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

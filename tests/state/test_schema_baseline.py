@@ -264,7 +264,7 @@ def test_step_10_adds_what_conversation_flow_keeps():
     schema.migrate(conn, target=9)
     before = shape(conn)
     conn.execute("INSERT INTO sessions (id) VALUES ('s')")
-    assert schema.migrate(conn) == [10]
+    assert schema.migrate(conn, target=10) == [10]
     after = shape(conn)
     journal = after["tables"]["inbound_journal"].pop("columns")
     assert journal[:-3] == before["tables"]["inbound_journal"].pop("columns")
@@ -280,3 +280,16 @@ def test_step_10_adds_what_conversation_flow_keeps():
     assert set(after["tables"]) - set(before["tables"]) == added
     assert {k: v for k, v in after["tables"].items() if k not in added} == before["tables"]
     assert conn.execute("SELECT busy FROM sessions").fetchall() == [(None,)]
+
+
+def test_step_11_keeps_a_sessions_todo_list():
+    conn = baseline()
+    schema.migrate(conn, target=10)
+    before = shape(conn)
+    conn.execute("INSERT INTO sessions (id) VALUES ('s')")
+    assert schema.migrate(conn) == [11]
+    after = shape(conn)
+    columns = after["tables"]["sessions"].pop("columns")
+    assert columns[:-1] == before["tables"]["sessions"].pop("columns")
+    assert columns[-1][1:] == ("todo", "TEXT", 0, None, 0, 0)  # NULL: no list
+    assert after["tables"] == before["tables"]

@@ -12,6 +12,7 @@ from hermes.agent.tools.send_message import SendMessageTool
 from hermes.agent.tools.session_search import SessionSearchTool
 from hermes.agent.tools.skills import SkillManageTool, SkillsListTool, SkillViewTool
 from hermes.agent.tools.terminal import TerminalTool
+from hermes.agent.tools.todo import TodoTool
 from hermes.agent.tools.web_fetch import WebFetchTool
 from hermes.agent.tools.web_search import web_search_tool
 from hermes.config import Secrets, WebConfig
@@ -33,6 +34,7 @@ def default_tools() -> dict[str, Tool]:
         WriteFileTool(),
         PatchTool(),
         SearchFilesTool(),
+        TodoTool(),
     ]
     return {tool.name: tool for tool in tools}
 

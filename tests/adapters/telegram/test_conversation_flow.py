@@ -233,3 +233,32 @@ async def test_a_burst_killed_in_its_command_is_one_turn_and_never_run_again(
     assert "it was not run again" in plain(told) and len(model.requests) == 1
     assert last_user(model.requests[0]) == "drop the\ntable"
     assert answered(tg) == {ids[-1]: 1}  # one answer, to the last part
+
+
+def showed(tg, found) -> None:
+    """Block until a message the bot sent or edited reads as `found` says."""
+    tg.wait_until(lambda f: any(found(plain(m)) for m in [*f.sent, *f.edits]), 30.0, "it")
+
+
+@pytest.mark.timeout(90)
+async def test_a_todo_list_shows_while_a_turn_runs_and_outlives_a_restart(serve, model, tg):
+    serve.configure(gateway="  progress_interval: 0.2\n")  # Telegram's default: stream
+    model.script(
+        tool_answer(("todo", {"action": "add", "items": ["check server one", "check two"]})),
+        tool_answer(("terminal", {"command": "sleep 1"})),  # long enough to be shown
+        text_answer("both checked"),
+    )
+    serve.start()
+    tg.message("check my servers")
+    await in_thread(showed, tg, lambda text: "☐ 1. check server one" in text)  # while it runs
+    await in_thread(showed, tg, lambda text: text == "both checked")
+    serve.stop()
+    model.script(text_answer("resumed with the list"))
+    serve.start()
+    tg.message("/todo")
+    await in_thread(showed, tg, lambda text: text.startswith("☐ 1. check server one"))
+    tg.message("where was I?")
+    await in_thread(showed, tg, lambda text: text == "resumed with the list")
+    serve.stop()
+    system = model.requests[-1]["body"]["messages"][0]["content"]
+    assert "## Your todo list for this session\n☐ 1. check server one\n☐ 2. check two" in system
