@@ -164,6 +164,23 @@ class ToolsConfig:
 
 
 @attrs.frozen
+class DelegateConfig:
+    """Subagents: the turns `delegate_task` runs for one turn, each with its own
+    conversation and a subset of the parent's tools."""
+
+    max_depth: int = attrs.field(default=1, validator=_at_least(1))
+    """How deep delegation goes: 1, a turn's subagents may not delegate again."""
+    max_parallel: int = attrs.field(default=3, validator=_at_least(1))
+    """Subagents of one turn running at once; the others wait for a place."""
+    max_total: int = attrs.field(default=10, validator=_at_least(1))
+    """Subagents one turn may start in all; more are refused with the reason."""
+    timeout: float = attrs.field(default=600.0, validator=positive)
+    """Seconds a subagent may run before it is stopped and reported timed out."""
+    answer_chars: int = attrs.field(default=4000, validator=_at_least(100))
+    """Characters of each subagent's answer the parent gets (the rest is cut, and said)."""
+
+
+@attrs.frozen
 class AgentConfig:
     """The agent's turns: how many model calls, which tools, and when a long conversation
     is compacted."""
@@ -183,6 +200,8 @@ class AgentConfig:
     approval_timeout: float = attrs.field(default=300.0, validator=positive)
     """Seconds a guarded command (sudo, a download piped into a shell...) waits for an
     owner's approval in the chat before the request expires and the model is told."""
+    delegate: DelegateConfig = DelegateConfig()
+    """Subagents (`delegate_task`): how many, how deep, how long."""
 
     def workdir_path(self) -> Path | None:
         return Path(self.workdir).expanduser() if self.workdir else None

@@ -34,6 +34,7 @@ from hermes.agent.context import (
     provider_key,
 )
 from hermes.agent.context_files import ContextFiles, Loaded, project_block
+from hermes.agent.delegation import Delegation
 from hermes.agent.mcp.servers import McpServers
 from hermes.agent.permissions import COMMAND_TOOLS, Permissions
 from hermes.agent.prompt import IDENTITY, SKILL_REMINDER, PromptParts, skills_index, system_prompt
@@ -44,7 +45,7 @@ from hermes.agent.tools.file_view import FileRefused, view_for
 from hermes.agent.tools.todo import checklist
 from hermes.agent.turn_times import TurnTimes
 from hermes.agent.untrusted import CallMarks, TurnMarks
-from hermes.config import Role, ToolsConfig
+from hermes.config import DelegateConfig, Role, ToolsConfig
 from hermes.delivery.outbox import nudge
 from hermes.delivery.replies import Answer, Then
 from hermes.state.approvals import Approval, restarted_while_waiting
@@ -55,7 +56,7 @@ from hermes.state.messages import (
     continue_turn,
     prompt_history,
 )
-from hermes.state.sessions import get_session
+from hermes.state.sessions import child_sessions, get_session
 from hermes.state.todos import todo_of
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ class Agent:
         mcp: McpServers | None = None,
         skills: SkillLibrary | None = None,
         context_files: ContextFiles | None = None,
+        delegate: DelegateConfig | None = None,
     ) -> None:
         """`permissions`: which tools each role is offered (default: agent.tools's
         defaults); `redact`: applied to every tool result before the model, the
@@ -134,6 +136,7 @@ class Agent:
         self.mcp = mcp
         self.skills = skills
         self.context_files = context_files or ContextFiles()
+        self.delegate = delegate or DelegateConfig()  # subagents' limits
         self._offered: dict[str, tuple[list[dict[str, Any]], int]] = {}
         for role in ("owner", "user"):
             names = self.permissions.tools_for(role)
@@ -148,14 +151,19 @@ class Agent:
         """How much of every prompt the role's tool list takes."""
         return self._schemas(role)[1]
 
-    def _schemas(self, role: Role) -> tuple[list[dict[str, Any]], int]:
+    def _schemas(
+        self, role: Role, allowed: frozenset[str] | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
         """The role's tools as the model sees them (the MCP servers' as they are now),
-        and their size."""
+        and their size; `allowed`: a subagent's subset."""
         schemas, chars = self._offered[role]
-        if self.mcp is None:
+        if self.mcp is not None:
+            outside, more = self.mcp.offered(role)
+            schemas, chars = (schemas + outside, chars + more) if outside else (schemas, chars)
+        if allowed is None:
             return schemas, chars
-        outside, more = self.mcp.offered(role)
-        return (schemas + outside, chars + more) if outside else (schemas, chars)
+        kept = [s for s in schemas if s["function"]["name"] in allowed]
+        return kept, sum(len(str(s)) for s in kept)
 
     def compactor(self, ctx: ToolContext) -> Compactor:
         health = self._summaries.get(ctx.session_id)
@@ -272,11 +280,18 @@ class Agent:
         window = provider.context_tokens
         session = await ctx.db.read(get_session, ctx.session_id)
         used_in, used_out = (session.input_tokens, session.output_tokens) if session else (0, 0)
-        return (
+        subagents = await ctx.db.read(child_sessions, ctx.session_id)
+        text = (
             f"next prompt about {size} tokens of {window} ({100 * size / window:.0f}%) for "
             f"{provider.name}/{provider.model}; compacts past {self.budgets.threshold(provider)}"
             f"; this session used {used_in} input and {used_out} output tokens"
         )
+        if subagents:
+            sub_in = sum(s.input_tokens for s in subagents)
+            sub_out = sum(s.output_tokens for s in subagents)
+            text += (f", and its {len(subagents)} subagents {sub_in} input and {sub_out}"
+                     " output tokens")  # fmt: skip
+        return text
 
     async def run_turn(
         self,
@@ -366,7 +381,10 @@ class Agent:
         compactor = self.compactor(ctx)
         chain = self.chain.starting_with(ctx.model)  # a smaller window: fit compacts for it
         sent: dict[str, int] = {}
-        schemas, schema_chars = self._schemas(ctx.caller.role)
+        schemas, schema_chars = self._schemas(ctx.caller.role, ctx.allowed)
+        offered = frozenset(s["function"]["name"] for s in schemas)
+        delegation = Delegation(self.run_turn, self.delegate, offered)
+        ctx = attrs.evolve(ctx, progress=emit, delegation=delegation)
 
         async def prepare(provider: Provider) -> list[dict[str, Any]]:
             chars = await compactor.fit(conversation, system, schema_chars, provider)
@@ -510,6 +528,8 @@ class Agent:
         if tool is None:
             return f"error: there is no tool {call.name!r}"
         refusal = self.permissions.refusal(ctx.caller.role, call.name, grants)
+        if refusal is None and ctx.allowed is not None and call.name not in ctx.allowed:
+            refusal = f"the {call.name} tool is not one this subagent was given"
         if refusal is not None:
             return f"error: {refusal}"
         try:

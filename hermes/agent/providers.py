@@ -59,4 +59,4 @@ def build_agent(
     permissions = Permissions.build(agent.tools, tools, withheld)
     skills = SkillLibrary(home.skills, config.skills)
     return Agent(build_chain(config, secrets), tools, agent.max_turns, budgets, permissions,
-                 redact, mcp, skills, ContextFiles(home.soul))  # fmt: skip
+                 redact, mcp, skills, ContextFiles(home.soul), agent.delegate)  # fmt: skip

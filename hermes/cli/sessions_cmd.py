@@ -99,6 +99,11 @@ def _show(found: Transcript) -> int:
         who = m.role if m.role != "tool" else f"tool:{m.tool_name}"
         undone = " (undone)" if m.undone_at is not None else ""
         print(f"[{_when(m.timestamp)}] {who}{undone}: {m.content or m.tool_calls or ''}")
+    if found.children:
+        print("\nsubagents:")
+    for child in found.children:  # each one's own transcript: hermes sessions show ID
+        tokens = f"{child.input_tokens} in, {child.output_tokens} out"
+        print(f"  {child.id}  {child.end_reason or 'running'}  {tokens}  {child.title or ''}")
     return exit_codes.OK
 
 

@@ -13,7 +13,7 @@ from hermes.state.export import to_json, to_markdown
 from hermes.state.messages import messages_of
 from hermes.state.rows import MessageRow, SessionRow
 from hermes.state.search import search_messages
-from hermes.state.sessions import get_session, list_sessions
+from hermes.state.sessions import child_sessions, get_session, list_sessions
 
 MAX_LIMIT = 1000
 TRANSCRIPT_LIMIT = 1000  # messages `show` returns; an export has them all
@@ -47,6 +47,7 @@ class ExportArgs:
 class Transcript:
     session: SessionRow
     messages: list[MessageRow]
+    children: list[SessionRow] = attrs.Factory(list)  # its subagents' sessions
 
 
 @attrs.frozen
@@ -73,7 +74,8 @@ async def _transcript(ops: Ops, session_id: str, limit: int | None) -> Transcrip
         session = get_session(conn, session_id)
         if session is None:
             raise NotFound(f"no session {session_id!r}")
-        return Transcript(session, messages_of(conn, session_id, limit))
+        return Transcript(session, messages_of(conn, session_id, limit),
+                          child_sessions(conn, session_id))  # fmt: skip
 
     return await ops.db.read(read)
 

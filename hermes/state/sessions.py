@@ -69,6 +69,14 @@ def set_model(conn: apsw.Connection, session_id: str, model: str | None) -> None
         raise SessionNotFound(session_id)
 
 
+def child_sessions(conn: apsw.Connection, session_id: str) -> list[SessionRow]:
+    """The sessions of a session's subagents (delegate_task), oldest first."""
+    rows = conn.execute(
+        f"{SESSION_SELECT} WHERE parent_session_id = ? ORDER BY started_at, id", (session_id,)
+    )
+    return [SessionRow(*r) for r in rows]
+
+
 def set_busy(conn: apsw.Connection, session_id: str, busy: str | None) -> None:
     """The session's /busy choice (interrupt, queue, steer); None: config's again."""
     conn.execute("UPDATE sessions SET busy = ? WHERE id = ?", (busy, session_id))

@@ -56,6 +56,7 @@ class Answer:
     chunks: list[dict[str, Any]] | None = None  # streamed as SSE
     pause: float = 0.0  # between chunks
     headers: dict[str, str] = attrs.Factory(dict)
+    delay: float = 0.0  # seconds before this answer starts (beside the fake's `delay`)
 
 
 def text_answer(text: str, prompt_tokens: int | None = None) -> Answer:
@@ -156,6 +157,8 @@ class FakeOpenAI:
         self.default = text_answer("(no script)")  # when nothing is scripted
         self.delay = delay  # seconds before every answer starts; may be changed any time
         self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0  # chat requests being answered now
+        self.most_in_flight = 0  # the most there were at once
         self.prompt_sizes: list[int] = []  # per request: characters of all message contents
         self.prompt_tokens: list[int] = []  # per request: what the fake counted, in tokens
         self.triggers: Faults[Answer] = Faults()  # by marker
@@ -175,6 +178,16 @@ class FakeOpenAI:
                     return self._answer(fake._speak(raw, self.headers))
                 body = json.loads(raw or b"{}")
                 with fake.lock:
+                    fake.in_flight += 1
+                    fake.most_in_flight = max(fake.most_in_flight, fake.in_flight)
+                try:
+                    self._complete(raw, body)
+                finally:
+                    with fake.lock:
+                        fake.in_flight -= 1
+
+            def _complete(self, raw: bytes, body: dict[str, Any]) -> None:
+                with fake.lock:
                     fake.requests.append({"path": self.path, "body": body,
                                           "auth": self.headers.get("authorization")})  # fmt: skip
                     fake.arrived.notify_all()
@@ -186,7 +199,7 @@ class FakeOpenAI:
                         answer = fake.answers.pop(0) if fake.answers else fake.default
                     if callable(answer):
                         answer = answer(body)
-                    delay = fake.delay
+                    delay = max(fake.delay, answer.delay)
                 if delay > 0:
                     fake.pacing.wait(delay)  # the model thinking
                 answer = _with_usage(answer, tokens)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
@@ -11,6 +12,7 @@ import attrs
 from hermes.actors.address import Address
 from hermes.actors.clock import Clock
 from hermes.actors.errors import Invalid
+from hermes.adapters.contract import TurnStep
 from hermes.agent.memory import Memory
 from hermes.agent.permissions import Caller
 from hermes.agent.untrusted import CallMarks, TurnMarks
@@ -27,6 +29,12 @@ if TYPE_CHECKING:  # the library writes through this layer's file tools
 
 class ToolError(Invalid):
     """A tool call that cannot be done; its message goes back to the model."""
+
+
+class Delegates(Protocol):
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        """Run `delegate_task`'s tasks (its arguments) as subagents of the turn of `ctx`;
+        what each came to, for the model."""
 
 
 class Approver(Protocol):
@@ -75,6 +83,10 @@ class ToolContext:
     marks: TurnMarks = attrs.Factory(TurnMarks)  # the turn's: what its context holds
     call: CallMarks | None = None  # the tool call being run: what it brought in, its note
     skills: SkillLibrary | None = None  # the agent's skills (set by each turn; None: none)
+    depth: int = 0  # how many delegations deep this turn is (0: the user's own)
+    allowed: frozenset[str] | None = None  # a subagent's tools: a subset of its parent's
+    delegation: Delegates | None = None  # runs subagents (set by each turn; None: none)
+    progress: Callable[[TurnStep], Awaitable[None]] | None = None  # the turn's step lines
 
     @property
     def untrusted(self) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hermes.agent.tools.base import Tool
 from hermes.agent.tools.cronjob import CronjobTool
+from hermes.agent.tools.delegate import DelegateTool
 from hermes.agent.tools.files import PatchTool, ReadFileTool, SearchFilesTool, WriteFileTool
 from hermes.agent.tools.memory import MemoryTool
 from hermes.agent.tools.process import ProcessTool
@@ -35,6 +36,7 @@ def default_tools() -> dict[str, Tool]:
         PatchTool(),
         SearchFilesTool(),
         TodoTool(),
+        DelegateTool(),
     ]
     return {tool.name: tool for tool in tools}
 
