@@ -56,7 +56,7 @@ from hermes.state.messages import (
     continue_turn,
     prompt_history,
 )
-from hermes.state.sessions import child_sessions, get_session
+from hermes.state.sessions import child_sessions, cut_children, get_session
 from hermes.state.todos import todo_of
 
 log = logging.getLogger(__name__)
@@ -67,10 +67,20 @@ LOADED_SKILLS_CHARS = 40_000  # every SKILL.md one prompt loads, together
 SANDBOX_SKILLS = 64  # the skill directories bound into a sandboxed command, at most
 READABLE_FILES = 64  # the conversation's latest files a sandboxed command may read
 SUMMARIES_KEPT = 10_000  # sessions whose summary health the agent keeps (then: the failing)
+NEVER_AGAIN = (*COMMAND_TOOLS, "delegate_task")  # a call cut by a restart is not run again
 NOT_RUN_AGAIN = (
     "hermes restarted while a command of this turn was running; it was not run again."
     " Send your message again if you want it run."
 )
+
+
+def _subagents_cut(goals: list[str]) -> str:
+    """What a resumed turn cut while its subagents worked says: which did not finish."""
+    named = "; ".join(goals)
+    return (
+        f"hermes restarted while subagents worked on: {named}. They did not finish and were"
+        " not run again. Send your message again if you want them run."
+    )
 
 
 def _not_run_again(waited: list[Approval]) -> str:
@@ -347,6 +357,9 @@ class Agent:
             cut = _cut_in_a_command(conversation, user_text)
             if cut:  # never run it again unasked
                 told = _not_run_again(await db.read(restarted_while_waiting, ctx.session_id, cut))
+                unfinished = await db.write(cut_children, ctx.session_id, ctx.clock.now())
+                if unfinished:  # subagents were at work: named, and not run again
+                    told = _subagents_cut(unfinished)
                 said = NewMessage(ctx.session_id, "assistant", told, timestamp=ctx.clock.now())
                 row_id = await db.write(append_answered, said, answer, settle)
                 nudge(ctx.outbox)
@@ -585,8 +598,9 @@ def _answered(conversation: Conversation, text: str) -> str | None:
 
 
 def _cut_in_a_command(conversation: Conversation, text: str) -> list[str]:
-    """The command calls of the turn asking `text` that were cut while they ran (a
-    terminal or process call after it has no recorded result): their call ids. The
+    """The calls of the turn asking `text` that were cut while they ran and are never run
+    again unasked (a terminal, process or delegate_task call after it has no recorded
+    result): their call ids. The
     transcript records the call before it runs, so this holds across a crash, where
     nothing else could be written."""
     messages = conversation.messages
@@ -597,7 +611,7 @@ def _cut_in_a_command(conversation: Conversation, text: str) -> list[str]:
         call["id"]
         for m in messages[users[-1] :]
         for call in m.get("tool_calls") or ()
-        if call["function"]["name"] in COMMAND_TOOLS
+        if call["function"]["name"] in NEVER_AGAIN
     }
     return [
         m["tool_call_id"]

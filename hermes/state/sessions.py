@@ -77,6 +77,15 @@ def child_sessions(conn: apsw.Connection, session_id: str) -> list[SessionRow]:
     return [SessionRow(*r) for r in rows]
 
 
+def cut_children(conn: apsw.Connection, session_id: str, now: float) -> list[str]:
+    """A restart cut a session's turn while its subagents worked: those not finished end
+    (`cut by a restart`); returns their titles (their goals), oldest first."""
+    open_ = [c for c in child_sessions(conn, session_id) if c.ended_at is None]
+    for child in open_:
+        end_session(conn, child.id, "cut by a restart", now)
+    return [c.title or c.id for c in open_]
+
+
 def set_busy(conn: apsw.Connection, session_id: str, busy: str | None) -> None:
     """The session's /busy choice (interrupt, queue, steer); None: config's again."""
     conn.execute("UPDATE sessions SET busy = ? WHERE id = ?", (busy, session_id))

@@ -10,6 +10,7 @@ import os
 import re
 import sqlite3
 
+import attrs
 import pytest
 import trio
 
@@ -262,3 +263,25 @@ async def test_a_todo_list_shows_while_a_turn_runs_and_outlives_a_restart(serve,
     serve.stop()
     system = model.requests[-1]["body"]["messages"][0]["content"]
     assert "## Your todo list for this session\n☐ 1. check server one\n☐ 2. check two" in system
+
+
+@pytest.mark.timeout(120)
+async def test_a_restart_during_delegation_names_the_unfinished_tasks_and_runs_none_again(
+    serve, model, tg
+):
+    serve.configure(platform=OFF)
+    tasks = [{"goal": "check alpha"}, {"goal": "check beta"}]
+    for goal in ("alpha", "beta"):  # the subagents are still thinking when the kill comes
+        model.answer_when(f"Your task: check {goal}",
+                          attrs.evolve(text_answer("late"), delay=60.0))  # fmt: skip
+    model.script(tool_answer(("delegate_task", {"tasks": tasks})))
+    serve.start()
+    tg.message("check both servers")
+    await in_thread(model.wait_requests, 3)  # the parent's, and each subagent's
+    serve.kill()
+    serve.start()
+    [told] = await in_thread(tg.wait_sent, 1, 30.0)
+    serve.stop()
+    named = plain(told).split("subagents worked on: ", 1)[1].split(". They did not finish")[0]
+    assert sorted(named.split("; ")) == ["check alpha", "check beta"]
+    assert len(model.requests) == 3  # no subagent ran twice, nor the parent's request
