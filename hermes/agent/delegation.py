@@ -109,9 +109,13 @@ class Delegation:
         async def one(n: int, task: Task) -> None:
             outcomes[n] = await self._one(ctx, n + 1, task)
 
-        async with trio.open_nursery() as nursery:
-            for n, task in enumerate(tasks):
-                nursery.start_soon(one, n, task)
+        kept = ctx.terminal.readable  # each subagent's turn sets its own on the shared shell
+        try:
+            async with trio.open_nursery() as nursery:
+                for n, task in enumerate(tasks):
+                    nursery.start_soon(one, n, task)
+        finally:
+            ctx.terminal.readable = kept
         return "\n\n".join(
             f"Task {n} ({o.status}): {t.goal}\n{o.text}"
             for n, (t, o) in enumerate(zip(tasks, outcomes, strict=True), 1)
