@@ -104,6 +104,9 @@ class Delegation:
                 f" {self.config.max_depth})"
             )
         tasks = tasks_of(args)
+        if len(tasks) > self.config.max_total:
+            raise ToolError(f"at most {self.config.max_total} tasks a turn"
+                            " (agent.delegate.max_total)")  # fmt: skip
         outcomes: list[Outcome] = [Outcome("failed", "not started")] * len(tasks)
 
         async def one(n: int, task: Task) -> None:
