@@ -144,6 +144,7 @@ USER_TOOLS = (
     "patch",
     "search_files",
     "todo",
+    "clarify",
 )
 
 
@@ -202,6 +203,8 @@ class AgentConfig:
     owner's approval in the chat before the request expires and the model is told."""
     delegate: DelegateConfig = DelegateConfig()
     """Subagents (`delegate_task`): how many, how deep, how long."""
+    clarify_timeout: float = attrs.field(default=600.0, validator=positive)
+    """Seconds a question the agent asks (`clarify`) waits for the user's answer."""
 
     def workdir_path(self) -> Path | None:
         return Path(self.workdir).expanduser() if self.workdir else None

@@ -394,7 +394,10 @@ class Agent:
         compactor = self.compactor(ctx)
         chain = self.chain.starting_with(ctx.model)  # a smaller window: fit compacts for it
         sent: dict[str, int] = {}
-        schemas, schema_chars = self._schemas(ctx.caller.role, ctx.allowed)
+        allowed = ctx.allowed
+        if ctx.asker is None:  # nobody to ask (a cron fire, a subagent): no clarify
+            allowed = (allowed or frozenset(self.offered(ctx.caller.role))) - {"clarify"}
+        schemas, schema_chars = self._schemas(ctx.caller.role, allowed)
         offered = frozenset(s["function"]["name"] for s in schemas)
         delegation = Delegation(self.run_turn, self.delegate, offered)
         ctx = attrs.evolve(ctx, progress=emit, delegation=delegation)

@@ -15,6 +15,7 @@ from hermes.config import Busy, GatewayConfig, Role
 from hermes.delivery.session_keys import shared
 from hermes.gateway.command_table import BY_WORD, word_of
 from hermes.gateway.people import People
+from hermes.gateway.questions import Questions
 from hermes.gateway.session_host import SessionHost, SessionServices
 from hermes.gateway.turn_follower import TurnFollower
 from hermes.operations.context import Ops
@@ -34,6 +35,7 @@ class CommandSurface(Protocol):
     turns: TurnFollower
     memories: Path
     people: People
+    questions: Questions
 
     async def role(self, event: InboundEvent) -> Role: ...
 

@@ -41,6 +41,7 @@ TABLE = (
     Command("/retry", "session", "undo your last message and send it again", changes=True),
     Command("/usage", "session", "how full the context is"),
     Command("/todo", "router", "this session's todo list, as the agent keeps it"),
+    Command("/answer", "router", "answer the agent's question: /answer ID CHOICE|TEXT"),
     Command(
         "/approve",
         "router",

@@ -7,6 +7,7 @@ import typing
 
 import trio
 
+from hermes.actors.errors import NotFound
 from hermes.adapters.contract import ChatType
 from hermes.agent.memory import adopt
 from hermes.config import Busy
@@ -21,6 +22,7 @@ from hermes.state.identities import (
     redeem,
     unlink,
 )
+from hermes.state.questions import get_question
 from hermes.state.sessions import get_session
 
 MODES: dict[str, str] = {
@@ -111,4 +113,26 @@ async def continue_cmd(c: CommandContext) -> CommandReply:
     return CommandReply(f"Continuing your conversation{where} ({found}) here.", found)
 
 
-ANSWERS = {"/busy": busy, "/link": link, "/unlink": unlink_cmd, "/continue": continue_cmd}
+async def answer(c: CommandContext) -> CommandReply:
+    """/answer ID CHOICE|TEXT (what a question's button sends): the one asked, or an owner."""
+    words = c.event.text.split(maxsplit=2)
+    if len(words) < 3:
+        return CommandReply("Usage: /answer ID CHOICE|TEXT", c.session_id)
+    questions, event = c.router.questions, c.event
+    try:
+        question = await c.router.db.read(get_question, words[1])
+    except NotFound as exc:
+        return CommandReply(f"{exc}.", c.session_id)
+    asked = (question.platform, question.user_id) == (event.platform, event.user_id)
+    may = asked or await c.router.role(event) == "owner"
+    by = f"{event.platform} {event.user_id}"
+    return CommandReply(await questions.answer(question.id, words[2], by, may), c.session_id)
+
+
+ANSWERS = {
+    "/answer": answer,
+    "/busy": busy,
+    "/link": link,
+    "/unlink": unlink_cmd,
+    "/continue": continue_cmd,
+}

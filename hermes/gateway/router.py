@@ -17,6 +17,7 @@ began (it may be what asked for the restart)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 from pathlib import Path
@@ -51,6 +52,7 @@ from hermes.gateway.journal import (
     owner_gone,
 )
 from hermes.gateway.people import People
+from hermes.gateway.questions import Questions
 from hermes.gateway.rate_limit import InboundLimit
 from hermes.gateway.roles import owner_ids, role_of
 from hermes.gateway.router_messages import Mirrored, PairingChanged
@@ -100,9 +102,7 @@ class Router(Actor):
         self.turns = TurnFollower(replies)  # the turns in flight
         self.bursts = Bursts(self._go)  # parts waiting for the rest of their burst
         self.db: Db | None = None
-        self.draining = False
-        self._drain_by = math.inf
-        self._drain_asked = trio.Event()
+        self.draining, self._drain_by, self._drain_asked = False, math.inf, trio.Event()
         self.arrivals = Arrivals(owner, clock)  # events to route, in arrival order
         self.owners = OwnersCache(lambda platform: self.db.read(owners, platform))
 
@@ -116,28 +116,28 @@ class Router(Actor):
         self.gate = Gate(db, self.clock, self.config)
         self.people = People(db, self.role, self.owner_ids)
         platforms = frozenset(self.gate.policies)
-        approvals = Approvals(
-            db, self.clock, self.approval_waits, self.owner, self.config.agent.approval_timeout,
-            self.owner_ids, self.config.platforms, self.agent.redact,
-        )  # fmt: skip
+        agent, waits = self.config.agent, self.approval_waits
+        approvals = Approvals(db, self.clock, waits, self.owner, agent.approval_timeout,
+                              self.owner_ids, self.config.platforms, self.agent.redact)  # fmt: skip
+        self.questions = Questions(db, self.clock, waits, self.owner, agent.clarify_timeout)
         self.host = SessionHost(
             self.nursery, db, self.home_root, MemoryStore(self.memories), self.agent,
-            self.gateway, self.config.agent.workdir_path(), self.clock, self.services, approvals,
-            platforms, Keying.of(self.config),
+            self.gateway, agent.workdir_path(), self.clock, self.services, approvals,
+            platforms, Keying.of(self.config), self.questions,
         )  # fmt: skip
         self.starter = TurnStarter(self.nursery, self.host, self.replies, self.turns, self.media,
-                                   self.role)  # fmt: skip
+                                   self.role, self.questions)  # fmt: skip
         # What waited for approval when serve stopped never runs: expired before resumes.
         self.approval_waits.reopen()
-        for request in await db.write(expire_left, lambda o: owner_gone(o, self.owner), now):
+        gone = functools.partial(owner_gone, me=self.owner)
+        for request in await db.write(expire_left, gone, now):
             log.info("approval %s expired: nobody waits for it any more", request.id)
+        await self.questions.expire_left(gone)
         waiting = await db.read(admitted)
         resumed = await db.write(claim_interrupted, self.owner, now, self.gateway.resume_window)
         self.nursery.start_soon(self._take, waiting, resumed)
-        self.housekeeping = Housekeeping(
-            db, self.clock, self.replies, self.owners, platforms, self.owner_ids, self.limit,
-            self.arrivals.send,
-        )  # fmt: skip
+        keep = (self.owners, platforms, self.owner_ids, self.limit, self.arrivals.send)
+        self.housekeeping = Housekeeping(db, self.clock, self.replies, *keep)
         for run in (self.housekeeping.run, self._close_when_drained, self.bursts.run):
             self.nursery.start_soon(run)
         self.nursery.start_soon(self.arrivals.run, db, self._arrival)

@@ -23,7 +23,7 @@ from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore, memory_of
 from hermes.agent.permissions import Caller
 from hermes.agent.speech import Speech
-from hermes.agent.tools.base import Approver, SessionFiles, ToolContext
+from hermes.agent.tools.base import Approver, Asker, SessionFiles, ToolContext
 from hermes.config import Busy, GatewayConfig, Role
 from hermes.delivery.session_keys import Keying, new_session_id, session_key, shared
 from hermes.delivery.targets import Origin
@@ -84,6 +84,7 @@ class SessionHost:
         approvals: Approver | None,
         platforms: frozenset[str],
         keying: Keying,
+        asker: Asker | None = None,
     ) -> None:
         """`workdir`: agent.workdir (None: each session's own directory); `platforms`:
         where a session's send_message may send."""
@@ -99,6 +100,7 @@ class SessionHost:
         self.approvals = approvals
         self.platforms = platforms
         self.keying = keying
+        self.asker = asker  # asks a turn's user (clarify)
         self.sessions: dict[str, tuple[SessionActor, Address]] = {}
         self.current: dict[str, str] = {}  # session key -> its session id
         self.hosting: dict[SessionActor, trio.Event] = {}  # set when an actor's run ends
@@ -229,6 +231,7 @@ class SessionHost:
             clock=self.clock,
             model=row.model if row is not None else None,
             approver=self.approvals,
+            asker=self.asker,
             files=SessionFiles(
                 home.root,
                 workdir,

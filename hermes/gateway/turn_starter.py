@@ -19,6 +19,7 @@ from hermes.gateway.bursts import Burst
 from hermes.gateway.inbound_media import MediaIntake
 from hermes.gateway.intake import Queue, Start, Steer
 from hermes.gateway.journal import ANSWERED, Closings
+from hermes.gateway.questions import Questions
 from hermes.gateway.session_actor import Turn
 from hermes.gateway.session_host import SessionHost
 from hermes.gateway.turn_follower import RESUMED_PREFIX, Following, TurnFollower
@@ -35,6 +36,7 @@ class TurnStarter:
         turns: TurnFollower,
         media: MediaIntake,
         role: Callable[[InboundEvent], Awaitable[Role]],
+        questions: Questions,
     ) -> None:
         self.nursery = nursery
         self.host = host
@@ -42,6 +44,7 @@ class TurnStarter:
         self.turns = turns
         self.media = media
         self.role = role
+        self.questions = questions
 
     async def end(
         self,
@@ -73,6 +76,13 @@ class TurnStarter:
         `busy`: the session's mode, which a turn that starts keeps (its actor places it
         as it is when the turn arrives: a turn may have begun meanwhile)."""
         lead = burst.lead
+        asked = self.questions.waits_for(session_id, lead.platform, lead.user_id)
+        if asked is not None and not burst.resume:  # the turn waits on this person's answer
+            by = f"{lead.platform} {lead.user_id}"
+            await self.questions.answer(asked, burst.text, by, may=True)
+            for event in burst.events:  # answered by the turn that asked
+                await self.end(event, session_id, StepKind.DONE, "", ANSWERED, answer=False)
+            return
         settle = Closings(ANSWERED, session_id, [(e.platform, e.event_id) for e in burst.events])
         if len(burst.events) > 1 and not burst.resume:  # a restart resumes them as one
             await self.host.db.write(settle.join_parts)

@@ -441,6 +441,19 @@ def _step_11_todo(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE sessions ADD COLUMN todo TEXT")
 
 
+def _step_12_questions(conn: apsw.Connection) -> None:
+    """Questions a turn asks its user (the clarify tool), as rows: a turn waits on one
+    as on an approval, and a restart expires what was left pending."""
+    conn.execute(
+        "CREATE TABLE questions (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,"
+        " platform TEXT NOT NULL, user_id TEXT NOT NULL, question TEXT NOT NULL,"
+        " choices TEXT NOT NULL, owner TEXT NOT NULL, state TEXT NOT NULL,"
+        " answer TEXT, answered_by TEXT, created_at REAL NOT NULL, expires_at REAL NOT NULL,"
+        " ended_at REAL)"
+    )
+    conn.execute("CREATE INDEX questions_by_state ON questions(state)")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
@@ -454,6 +467,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_9_job_skills,
     _step_10_conversation_flow,
     _step_11_todo,
+    _step_12_questions,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

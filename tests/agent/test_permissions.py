@@ -19,6 +19,7 @@ def test_the_defaults_give_owners_everything_and_users_the_conversation_tools():
     assert permissions.tools_for("user") == {
         "memory", "session_search", "send_message", "send_file", "skills_list", "skill_view",
         "skill_manage", "read_file", "write_file", "patch", "search_files", "todo",
+        "clarify",
     }  # fmt: skip
     assert permissions.refusal("user", "memory") is None
     assert "not available to a user" in permissions.refusal("user", "terminal")

@@ -386,11 +386,12 @@ async def test_help_model_whoami_and_unknown_words(registry, home, fake):
         assert step.kind == "done" and step.session_id.startswith("telegram_")
         assert (await h.ask("alice", "/model")).text == "model: f/m"
         skills_and_files = ("skills_list, skill_view, skill_manage, read_file, write_file,"
-                            " patch, search_files, todo")  # fmt: skip
+                            " patch, search_files, todo, clarify")  # fmt: skip
         assert (await h.ask("alice", "/whoami")).text == (
             "telegram user alice (Alice) · authorized · role: owner · tools: terminal, process,"
-            f" memory, cronjob, session_search, send_message, send_file, {skills_and_files},"
-            " delegate_task · commands run on: host"
+            " memory, cronjob, session_search, send_message, send_file, skills_list, skill_view,"
+            " skill_manage, read_file, write_file, patch, search_files, todo, delegate_task,"
+            " clarify · commands run on: host"
         )
         assert (await h.ask("bob", "/WhoAmI")).text.endswith(
             f"role: user · tools: memory, session_search, send_message, send_file,"

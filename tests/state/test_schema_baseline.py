@@ -287,9 +287,19 @@ def test_step_11_keeps_a_sessions_todo_list():
     schema.migrate(conn, target=10)
     before = shape(conn)
     conn.execute("INSERT INTO sessions (id) VALUES ('s')")
-    assert schema.migrate(conn) == [11]
+    assert schema.migrate(conn, target=11) == [11]
     after = shape(conn)
     columns = after["tables"]["sessions"].pop("columns")
     assert columns[:-1] == before["tables"]["sessions"].pop("columns")
     assert columns[-1][1:] == ("todo", "TEXT", 0, None, 0, 0)  # NULL: no list
     assert after["tables"] == before["tables"]
+
+
+def test_step_12_adds_the_questions_turns_ask():
+    conn = baseline()
+    schema.migrate(conn, target=11)
+    before = shape(conn)
+    assert schema.migrate(conn) == [12]
+    after = shape(conn)
+    assert set(after["tables"]) - set(before["tables"]) == {"questions"}
+    assert {k: v for k, v in after["tables"].items() if k != "questions"} == before["tables"]

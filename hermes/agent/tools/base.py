@@ -37,6 +37,12 @@ class Delegates(Protocol):
         what each came to, for the model."""
 
 
+class Asker(Protocol):
+    async def ask(self, ctx: ToolContext, question: str, choices: tuple[str, ...]) -> str:
+        """Ask the user whose message started the turn of `ctx`, in its chat, and wait (in
+        the turn's cancel scope) for their answer; what the model is told."""
+
+
 class Approver(Protocol):
     async def ask(self, ctx: ToolContext, command: str, reason: str, cwd: str) -> Approval:
         """Ask an owner whether the turn of `ctx` may run `command` in `cwd`, which was
@@ -78,6 +84,7 @@ class ToolContext:
     clock: Clock = attrs.Factory(Clock)  # serve's one clock; the real one unless given
     model: str | None = None  # the session's /model choice ("name/model"); None: config's order
     approver: Approver | None = None  # asks an owner about a guarded command; None: nobody to ask
+    asker: Asker | None = None  # asks the turn's user a question (clarify); None: nobody to ask
     call_id: str | None = None  # the tool call being run (set for each call)
     files: SessionFiles | None = None  # where its files are (None: it sends none)
     marks: TurnMarks = attrs.Factory(TurnMarks)  # the turn's: what its context holds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hermes.agent.tools.base import Tool
+from hermes.agent.tools.clarify import ClarifyTool
 from hermes.agent.tools.cronjob import CronjobTool
 from hermes.agent.tools.delegate import DelegateTool
 from hermes.agent.tools.files import PatchTool, ReadFileTool, SearchFilesTool, WriteFileTool
@@ -37,6 +38,7 @@ def default_tools() -> dict[str, Tool]:
         SearchFilesTool(),
         TodoTool(),
         DelegateTool(),
+        ClarifyTool(),
     ]
     return {tool.name: tool for tool in tools}
 

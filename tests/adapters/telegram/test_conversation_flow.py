@@ -285,3 +285,19 @@ async def test_a_restart_during_delegation_names_the_unfinished_tasks_and_runs_n
     named = plain(told).split("subagents worked on: ", 1)[1].split(". They did not finish")[0]
     assert sorted(named.split("; ")) == ["check alpha", "check beta"]
     assert len(model.requests) == 3  # no subagent ran twice, nor the parent's request
+
+
+@pytest.mark.timeout(90)
+async def test_a_question_is_answered_by_its_button_on_telegram(serve, model, tg):
+    serve.configure(platform=OFF)
+    question = {"question": "Which colour?", "choices": ["red", "blue"]}
+    model.script(tool_answer(("clarify", question)), text_answer("blue it is"))
+    serve.start()
+    tg.message("paint the fence")
+    [prompt] = await in_thread(tg.wait_sent, 1, 30.0)
+    assert plain(prompt).startswith("Question (") and "1. red\n2. blue" in plain(prompt)
+    tg.press(prompt, label="blue")
+    sent = await in_thread(tg.wait_sent, 3, 30.0)
+    serve.stop()
+    assert sorted(plain(s) for s in sent[1:]) == ["Answered: blue", "blue it is"]
+    assert model.requests[-1]["body"]["messages"][-1]["content"] == "The user answered: blue"
