@@ -40,7 +40,7 @@ from hermes.agent.permissions import COMMAND_TOOLS, Permissions
 from hermes.agent.prompt import IDENTITY, SKILL_REMINDER, PromptParts, skills_index, system_prompt
 from hermes.agent.provider import ModelReply, Provider, ToolCall
 from hermes.agent.skills.library import SkillLibrary
-from hermes.agent.tools.base import Tool, ToolContext, schema
+from hermes.agent.tools.base import ModelCalls, Tool, ToolContext, schema
 from hermes.agent.tools.file_view import FileRefused, view_for
 from hermes.agent.tools.todo import checklist
 from hermes.agent.turn_times import TurnTimes
@@ -400,7 +400,8 @@ class Agent:
         schemas, schema_chars = self._schemas(ctx.caller.role, allowed)
         offered = frozenset(s["function"]["name"] for s in schemas)
         delegation = Delegation(self.run_turn, self.delegate, offered)
-        ctx = attrs.evolve(ctx, progress=emit, delegation=delegation)
+        calls = ctx.calls if ctx.calls is not None else ModelCalls(self.max_turns)
+        ctx = attrs.evolve(ctx, progress=emit, delegation=delegation, calls=calls)
 
         async def prepare(provider: Provider) -> list[dict[str, Any]]:
             chars = await compactor.fit(conversation, system, schema_chars, provider)
@@ -414,8 +415,11 @@ class Agent:
             await emit(TurnStep(StepKind.TEXT, piece))
 
         reply: ModelReply | None = None
+        result: TurnResult | None = None
         try:
             for calls_made in range(1, self.max_turns + 1):
+                if not calls.take():
+                    break  # the turn's budget is spent (its subagents' calls count in it)
                 reply = await chain.complete(prepare, schemas, on_text if stream else None)
                 times.wait_ends()  # its last byte came
                 key = provider_key(reply.provider, reply.model)
@@ -459,13 +463,14 @@ class Agent:
                     conversation.add(message, row_id, extra.untrusted)
                     if extra.untrusted is not None:  # its later commands run as marked
                         ctx.marks.took_in(extra.untrusted)
-            else:
+            if result is None:
                 text = f"[stopped after {self.max_turns} model calls without a final answer]"
                 said = NewMessage(ctx.session_id, "assistant", text, timestamp=ctx.clock.now())
                 row_id = await db.write(append_answered, said, answer, settle)
                 nudge(ctx.outbox)
                 conversation.add({"role": "assistant", "content": text}, row_id)
-                result = TurnResult(text, self.max_turns, reply.provider, reply.model, conversation)
+                provider, model = (reply.provider, reply.model) if reply else ("", "")
+                result = TurnResult(text, self.max_turns, provider, model, conversation)
         except BaseException as exc:
             note = INTERRUPTED if is_cancel(exc) else self.redact(f"[the turn failed: {exc}]")
             with trio.CancelScope(shield=True):

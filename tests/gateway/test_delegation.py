@@ -5,6 +5,8 @@ reported while the others finish; /stop ends them all; each a child session."""
 
 from __future__ import annotations
 
+import os
+
 import attrs
 import trio
 
@@ -84,6 +86,7 @@ async def test_a_subagent_never_gets_a_tool_beyond_its_parents_nor_delegates_aga
     tasks = [
         {"goal": "send it", "tools": ["send_message"]},
         {"goal": "dig deeper"},
+        {"goal": "fetch it", "tools": ["web_fetch"]},  # not a tool this parent has
     ]
     fake.answer_when("Your task: dig deeper", tool_answer(("delegate_task", {"goal": "more"})))
     fake.answer_when("not one this subagent was given", text_answer("could not delegate"))
@@ -93,6 +96,7 @@ async def test_a_subagent_never_gets_a_tool_beyond_its_parents_nor_delegates_aga
     result = fake.requests[-1]["body"]["messages"][-1]["content"]
     assert "Task 1 (failed): send it\nrefused: not tools a subagent" in result
     assert "Task 2 (done): dig deeper\ncould not delegate" in result
+    assert "Task 3 (failed): fetch it\nrefused: not tools a subagent" in result
     (child,) = children(fake)[:1]
     offered = {t["function"]["name"] for t in child["body"]["tools"]}
     assert "delegate_task" not in offered and "send_message" not in offered
@@ -119,16 +123,41 @@ async def test_a_failing_and_a_timed_out_subagent_are_reported_while_others_fini
     assert reasons == {"fail": "failed", "linger": "timed out", "finish": "done"}
 
 
-async def test_stop_ends_every_subagent_and_nothing_starts_after_it(registry, home, fake):
-    fake.delay = 2.0  # every subagent is waiting on the model when /stop comes
+async def test_stop_ends_every_subagent_and_nothing_starts_after_it(registry, home, fake, tmp_path):
+    """Three wait on the model, one runs a command: /stop ends them all, the command's
+    process with them (the suite's teardown fails a test that leaves one)."""
+    for i in (1, 2, 3):  # these wait on the model when /stop comes
+        fake.answer_when(f"Your task: look into library-{i}",
+                         attrs.evolve(text_answer("late"), delay=30.0))  # fmt: skip
+    started = tmp_path / "started"
+    os.mkfifo(started)  # the command says it runs through it
+    command = f"echo running > {started}; sleep 30"
+    running = tool_answer(("terminal", {"command": command}))
+    fake.answer_when("Your task: look into library-0", running)
     fake.script(tool_answer(("delegate_task", {"tasks": goals(4)})))
     async with running_router(registry, home, fake, CONFIG, agent=agent_for(fake)) as h:
         asked = await h.send("alice", "compare")
         await trio.to_thread.run_sync(fake.wait_requests, 4)  # the parent's, and three
+        assert await trio.to_thread.run_sync(started.read_text) == "running\n"
         await h.ask("alice", "/stop")
-        assert (await h.final(asked)).kind == StepKind.INTERRUPTED
         at_stop = len(fake.requests)
+        assert (await h.final(asked)).kind == StepKind.INTERRUPTED
         await h.settle()
-    assert len(fake.requests) == at_stop == 4  # the parent's and three: the fourth never
+    assert len(fake.requests) == at_stop  # nothing asked after the stop
     reasons = [why for _, _, why in await sessions(registry, home)]
     assert reasons == ["cancelled"] * 3
+
+
+async def test_subagents_spend_the_parents_budget_of_model_calls(registry, home, fake):
+    """agent.max_turns bounds a turn and its subagents together: three calls in all."""
+    fake.answer_when("Your task: keep busy", tool_answer(("todo", {"action": "show"})),
+                     times=None)  # fmt: skip
+    fake.script(tool_answer(("delegate_task", {"goal": "keep busy"})))
+    agent = agent_for(fake)
+    agent.max_turns = 3
+    async with running_router(registry, home, fake, CONFIG, agent=agent) as h:
+        done = await h.final(await h.send("alice", "go"))
+    assert len(fake.requests) == 3  # the parent's one, the subagent's two: then none
+    assert done.text == "[stopped after 3 model calls without a final answer]"
+    (_, _, why), = await sessions(registry, home)  # fmt: skip
+    assert why == "done"  # it answered with its own stop

@@ -31,6 +31,20 @@ class ToolError(Invalid):
     """A tool call that cannot be done; its message goes back to the model."""
 
 
+@attrs.define
+class ModelCalls:
+    """What is left of a turn's budget of model calls (`agent.max_turns`): its subagents'
+    calls are taken from it too."""
+
+    left: int
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
 class Delegates(Protocol):
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         """Run `delegate_task`'s tasks (its arguments) as subagents of the turn of `ctx`;
@@ -93,6 +107,7 @@ class ToolContext:
     depth: int = 0  # how many delegations deep this turn is (0: the user's own)
     allowed: frozenset[str] | None = None  # a subagent's tools: a subset of its parent's
     delegation: Delegates | None = None  # runs subagents (set by each turn; None: none)
+    calls: ModelCalls | None = None  # the turn's model calls left (a subagent: its parent's)
     progress: Callable[[TurnStep], Awaitable[None]] | None = None  # the turn's step lines
 
     @property
