@@ -126,9 +126,9 @@ async def test_a_failing_and_a_timed_out_subagent_are_reported_while_others_fini
 async def test_stop_ends_every_subagent_and_nothing_starts_after_it(registry, home, fake, tmp_path):
     """Three wait on the model, one runs a command: /stop ends them all, the command's
     process with them (the suite's teardown fails a test that leaves one)."""
-    for i in (1, 2, 3):  # these wait on the model when /stop comes
+    for i in (1, 2, 3):  # these wait on the model when /stop comes (a retry too)
         fake.answer_when(f"Your task: look into library-{i}",
-                         attrs.evolve(text_answer("late"), delay=30.0))  # fmt: skip
+                         attrs.evolve(text_answer("late"), delay=30.0), times=None)  # fmt: skip
     started = tmp_path / "started"
     os.mkfifo(started)  # the command says it runs through it
     command = f"echo running > {started}; sleep 30"

@@ -273,7 +273,7 @@ async def test_a_restart_during_delegation_names_the_unfinished_tasks_and_runs_n
     tasks = [{"goal": "check alpha"}, {"goal": "check beta"}]
     for goal in ("alpha", "beta"):  # the subagents are still thinking when the kill comes
         model.answer_when(f"Your task: check {goal}",
-                          attrs.evolve(text_answer("late"), delay=60.0))  # fmt: skip
+                          attrs.evolve(text_answer("late"), delay=60.0), times=None)  # fmt: skip
     model.script(tool_answer(("delegate_task", {"tasks": tasks})))
     serve.start()
     tg.message("check both servers")
