@@ -246,7 +246,9 @@ async def test_a_todo_list_shows_while_a_turn_runs_and_outlives_a_restart(serve,
     serve.configure(gateway="  progress_interval: 0.2\n")  # Telegram's default: stream
     model.script(
         tool_answer(("todo", {"action": "add", "items": ["check server one", "check two"]})),
-        tool_answer(("terminal", {"command": "sleep 1"})),  # long enough to be shown
+        # The model thinks a second, then the command runs one: the list, written as the
+        # command starts, is shown while it runs (not replaced at once by the answer).
+        attrs.evolve(tool_answer(("terminal", {"command": "sleep 1"})), delay=1.0),
         text_answer("both checked"),
     )
     serve.start()
