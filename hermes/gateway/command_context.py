@@ -12,7 +12,6 @@ from hermes.actors.clock import Clock
 from hermes.adapters.contract import InboundEvent
 from hermes.agent.loop import Agent
 from hermes.config import Busy, GatewayConfig, Role
-from hermes.delivery.session_keys import shared
 from hermes.gateway.command_table import BY_WORD, word_of
 from hermes.gateway.people import People
 from hermes.gateway.questions import Questions
@@ -70,7 +69,7 @@ async def refused_in_shared(
         return None
     if command.runs == "session" and event.text.strip() != word:
         return None  # the session actor takes only the bare word as its command: text
-    if not shared(event.target(), event.chat_type, router.host.keying):
+    if not router.host.shared(event):
         return None
     if await router.role(event) == "owner":
         return None

@@ -25,7 +25,7 @@ import apsw
 import attrs
 
 from hermes.config import Role
-from hermes.state.pairing import new_code
+from hermes.state.pairing import new_code, normalise
 
 LINK_TTL = 600.0  # seconds a link code lives
 
@@ -69,8 +69,7 @@ class Identity:
 def _hash(code: str) -> str:
     """What is stored of a code, as its user types it: spaces and dashes dropped, upper case.
     Not bound to a platform: the code is redeemed on another one."""
-    typed = code.strip().replace(" ", "").replace("-", "").upper()
-    return hashlib.sha256(typed.encode()).hexdigest()
+    return hashlib.sha256(normalise(code).encode()).hexdigest()
 
 
 def _new_person() -> str:

@@ -120,8 +120,9 @@ def code_hash(platform: str, code: str) -> str:
     return hashlib.sha256(f"{platform}\0{code}".encode()).hexdigest()
 
 
-def _normalise(code: str) -> str:
-    """What the owner typed, as the code was sent: spaces and dashes dropped, upper case."""
+def normalise(code: str) -> str:
+    """A code as typed (a pairing code, a link code), as it was sent: no spaces or dashes,
+    upper case."""
     return code.strip().replace(" ", "").replace("-", "").upper()
 
 
@@ -224,7 +225,7 @@ def attempt_approval(
     row = conn.execute(
         "SELECT user_id, user_name, chat_id FROM pairing_requests"
         " WHERE platform = ? AND code_hash = ? AND expires_at > ?",
-        (platform, code_hash(platform, _normalise(code)), now),
+        (platform, code_hash(platform, normalise(code)), now),
     ).fetchone()
     if row is None:
         conn.execute("INSERT INTO pairing_failures (platform, at) VALUES (?, ?)", (platform, now))
