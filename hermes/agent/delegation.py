@@ -109,14 +109,25 @@ class Delegation:
                             " (agent.delegate.max_total)")  # fmt: skip
         outcomes: list[Outcome] = [Outcome("failed", "not started")] * len(tasks)
 
-        async def one(n: int, task: Task) -> None:
-            outcomes[n] = await self._one(ctx, n + 1, task)
+        async def one(n: int, task: Task, tools: frozenset[str], place: object) -> None:
+            try:
+                outcomes[n] = await self._child(ctx, n + 1, task, tools)
+            finally:
+                self.places.release_on_behalf_of(place)
 
         kept = ctx.terminal.readable  # each subagent's turn sets its own on the shared shell
         try:
             async with trio.open_nursery() as nursery:
                 for n, task in enumerate(tasks):
-                    nursery.start_soon(one, n, task)
+                    tools = self._admitted(ctx, task)
+                    if isinstance(tools, Outcome):
+                        outcomes[n] = tools
+                        continue
+                    # Places are taken here, in the tasks' order: the first tasks start
+                    # first, and a cancel here starts nothing more.
+                    place = object()
+                    await self.places.acquire_on_behalf_of(place)
+                    nursery.start_soon(one, n, task, tools, place)
         finally:
             ctx.terminal.readable = kept
         return "\n\n".join(
@@ -137,7 +148,8 @@ class Delegation:
             return f"refused: not tools a subagent of this turn may have: {names}"
         return wanted
 
-    async def _one(self, ctx: ToolContext, n: int, task: Task) -> Outcome:
+    def _admitted(self, ctx: ToolContext, task: Task) -> frozenset[str] | Outcome:
+        """The subagent's tools, counted as started; or the outcome of a task refused."""
         tools = self.tools_for(ctx, task)
         if isinstance(tools, str):
             return Outcome("failed", tools)
@@ -146,8 +158,7 @@ class Delegation:
             return Outcome("failed", f"refused: this turn started {limit} subagents already"
                                      " (agent.delegate.max_total)")  # fmt: skip
         self.started += 1
-        async with self.places:
-            return await self._child(ctx, n, task, tools)
+        return tools
 
     async def _child(self, ctx: ToolContext, n: int, task: Task, tools: frozenset[str]) -> Outcome:
         line = f"{DELEGATE}: {task.goal[:40]}{'…' if len(task.goal) > 40 else ''}"

@@ -124,9 +124,10 @@ async def test_a_failing_and_a_timed_out_subagent_are_reported_while_others_fini
 
 
 async def test_stop_ends_every_subagent_and_nothing_starts_after_it(registry, home, fake, tmp_path):
-    """Three wait on the model, one runs a command: /stop ends them all, the command's
-    process with them (the suite's teardown fails a test that leaves one)."""
-    for i in (1, 2, 3):  # these wait on the model when /stop comes (a retry too)
+    """The first three of four start (in order): two wait on the model, one runs a command.
+    /stop ends them all, the command's process with them (the suite's teardown fails a test
+    that leaves one), and the fourth never starts."""
+    for i in (1, 2, 3):  # these would wait on the model when /stop comes (a retry too)
         fake.answer_when(f"Your task: look into library-{i}",
                          attrs.evolve(text_answer("late"), delay=30.0), times=None)  # fmt: skip
     started = tmp_path / "started"
@@ -144,8 +145,8 @@ async def test_stop_ends_every_subagent_and_nothing_starts_after_it(registry, ho
         assert (await h.final(asked)).kind == StepKind.INTERRUPTED
         await h.settle()
     assert len(fake.requests) == at_stop  # nothing asked after the stop
-    reasons = [why for _, _, why in await sessions(registry, home)]
-    assert reasons == ["cancelled"] * 3
+    ended = [(title, why) for _, title, why in await sessions(registry, home)]
+    assert ended == [(f"look into library-{i}", "cancelled") for i in range(3)]
 
 
 async def test_subagents_spend_the_parents_budget_of_model_calls(registry, home, fake):
