@@ -341,8 +341,9 @@ def _platform_ids(_inst: Any, attr: attrs.Attribute, value: tuple[str, ...]) -> 
             problem = "has no id" if not user.strip() else "has spaces around its id"
         else:
             continue
-        raise _BadValue(f"{attr.name}: {entry!r} {problem}: write it as PLATFORM:ID, e.g."
-                        " telegram:123")  # fmt: skip
+        raise _BadValue(
+            f"{attr.name}: {entry!r} {problem}: write it as PLATFORM:ID, e.g. telegram:123"
+        )
 
 
 def _ids_on(entries: tuple[str, ...], platform: str) -> frozenset[str]:
@@ -650,8 +651,10 @@ class MediaConfig:
 
     def __attrs_post_init__(self) -> None:
         if self.cache_mb < self.max_file_mb:
-            raise _BadValue(f"cache_mb: {self.cache_mb:g} cannot hold one file of max_file_mb "
-                            f"({self.max_file_mb:g})")  # fmt: skip
+            raise _BadValue(
+                f"cache_mb: {self.cache_mb:g} cannot hold one file of max_file_mb "
+                f"({self.max_file_mb:g})"
+            )
 
 
 @attrs.frozen
@@ -900,8 +903,9 @@ def parse_config(data: Any, source: str, sections: Sections | None = None) -> Co
         raise ConfigError(f"{source}: {exc}") from None
     unknown = [p for p in config.media.speak.platforms if p not in (platforms or {})]
     if unknown:
-        raise ConfigError(f"{source}: media.speak.platforms: {', '.join(unknown)} not under"
-                          " platforms")  # fmt: skip
+        raise ConfigError(
+            f"{source}: media.speak.platforms: {', '.join(unknown)} not under platforms"
+        )
     if platforms is None:
         return config
     if not isinstance(platforms, Mapping):

@@ -40,6 +40,7 @@ class Ref(Generic[H]):
     def point(self, handle: object | None) -> None:
         """Its supervisor's: the child (re)started with `handle`, or ended (None)."""
         if handle is not None and not isinstance(handle, self.kind):
-            raise TypeError(f"child {self.name!r} handed out {type(handle).__name__}, "
-                            f"not {self.kind.__name__}")  # fmt: skip
+            raise TypeError(
+                f"child {self.name!r} handed out {type(handle).__name__}, not {self.kind.__name__}"
+            )
         self._handle = handle

@@ -357,8 +357,9 @@ class Supervisor:
         self.stop_intake()
         for slot in reversed(self._slots):
             now = trio.current_time()
-            await self._stop(slot, max(min(deadline, now + slot.spec.shutdown),
-                                       now + slot.spec.grace))  # fmt: skip
+            await self._stop(
+                slot, max(min(deadline, now + slot.spec.shutdown), now + slot.spec.grace)
+            )
 
     # -- helpers --------------------------------------------------------------
 

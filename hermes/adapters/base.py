@@ -383,8 +383,12 @@ class PlatformAdapter(Actor):
         wait = self.reconnect_backoff.delay(self.status.early_failures, self._rng)
         self.status.state = BACKING_OFF
         self.status.reason = f"{why}; connecting again in {wait:.1f} s"
-        log.warning("%s: %s (early failure %d in a row)", self.name, self.status.reason,
-                    self.status.early_failures)  # fmt: skip
+        log.warning(
+            "%s: %s (early failure %d in a row)",
+            self.name,
+            self.status.reason,
+            self.status.early_failures,
+        )
         await trio.sleep(wait)
         self.status.state, self.status.reason = CONNECTING, None
 

@@ -83,8 +83,9 @@ class JsonRequests:
         PATCH); `timeout` (seconds) replaces the client's for every phase (the client's
         own are set by `client.send`)."""
         limits = None if timeout is None else {"timeout": httpx.Timeout(timeout).as_dict()}
-        return httpx.Request(method, _url(url), headers=self.headers, content=_json(body),
-                             extensions=limits)  # fmt: skip
+        return httpx.Request(
+            method, _url(url), headers=self.headers, content=_json(body), extensions=limits
+        )
 
 
 class HttpAdapter(PlatformAdapter):

@@ -86,8 +86,13 @@ def _safe(name: str) -> str:
     return cleaned[:200] or "attachment"
 
 
-def save(directory: Path, name: str, data: bytes, mime: str | None = None,
-         limits: MediaLimits = DEFAULT_LIMITS) -> Saved:  # fmt: skip
+def save(
+    directory: Path,
+    name: str,
+    data: bytes,
+    mime: str | None = None,
+    limits: MediaLimits = DEFAULT_LIMITS,
+) -> Saved:
     """Write bytes already read (a base64 answer, a mail's part) as `directory/name`
     (0600), then evict past the limits. MediaError past `limits.max_file`."""
     if len(data) > limits.max_file:
@@ -113,8 +118,7 @@ async def save_stream(
     """Write `pieces` as `directory/name` as they arrive, hashing them: a file past
     `limits.max_file` is removed and refused (MediaError), a half-written one never left
     under its name. `progress` is called per piece (a long download is live)."""
-    await trio.to_thread.run_sync(lambda: directory.mkdir(mode=0o700, parents=True,
-                                                          exist_ok=True))  # fmt: skip
+    await trio.to_thread.run_sync(lambda: directory.mkdir(mode=0o700, parents=True, exist_ok=True))
     path = directory / _safe(name)
     part = path.with_name(f"{path.name}.{secrets.token_hex(4)}.part")  # its own: no race
     digest, size = hashlib.sha256(), 0
@@ -165,8 +169,9 @@ async def download(
         return await save_stream(directory, name, got.aiter_bytes(PIECE), kind, limits, progress)
 
 
-def evict(directory: Path, limits: MediaLimits, keep: Path | None = None,
-          now: float | None = None) -> list[Path]:  # fmt: skip
+def evict(
+    directory: Path, limits: MediaLimits, keep: Path | None = None, now: float | None = None
+) -> list[Path]:
     """Remove files older than `max_age`, then the least recently written until the
     directory fits in `cache_cap`; ages counted to `now` (serve's clock's time; None: the
     real one). A message whose file went shows it as no longer cached."""

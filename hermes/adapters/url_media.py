@@ -40,8 +40,12 @@ class UrlRef:
     def from_text(cls, text: str) -> UrlRef:
         values = json.loads(text)
         size = values.get("size")
-        return cls(str(values["url"]), str(values.get("name") or "attachment"),
-                   size if isinstance(size, int) else None, values.get("mime"))  # fmt: skip
+        return cls(
+            str(values["url"]),
+            str(values.get("name") or "attachment"),
+            size if isinstance(size, int) else None,
+            values.get("mime"),
+        )
 
 
 def trusted(url: str, hosts: tuple[str, ...]) -> bool:
@@ -77,13 +81,23 @@ async def fetch_urls(
                 if not trusted(ref.url, hosts):
                     raise MediaError(f"{ref.name} is not on the platform's file host")
                 if ref.size is not None and ref.size > limits.max_file:
-                    raise MediaError(f"{ref.name} is {ref.size} bytes, over the "
-                                     f"{limits.max_file} limit")  # fmt: skip
+                    raise MediaError(
+                        f"{ref.name} is {ref.size} bytes, over the {limits.max_file} limit"
+                    )
                 tag = hashlib.sha256(ref.url.split("?")[0].encode()).hexdigest()[:12]
                 with trio.fail_after(FILE_SECONDS):
-                    files.append(await download(http, ref.url, directory, f"{tag}-{ref.name}",
-                                                ref.mime, limits, headers))  # fmt: skip
-            except (MediaError, httpx.HTTPError, OSError, KeyError, ValueError,
-                    trio.TooSlowError) as exc:  # fmt: skip
+                    files.append(
+                        await download(
+                            http, ref.url, directory, f"{tag}-{ref.name}", ref.mime, limits, headers
+                        )
+                    )
+            except (
+                MediaError,
+                httpx.HTTPError,
+                OSError,
+                KeyError,
+                ValueError,
+                trio.TooSlowError,
+            ) as exc:
                 problems.append(f"[an attachment could not be fetched: {exc}]")
     return Fetched(tuple(files), tuple(problems))

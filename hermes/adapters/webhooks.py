@@ -68,11 +68,22 @@ class WebhookListener(Actor):
         self.on_bound = on_bound
 
     async def on_start(self) -> None:
-        port = await listen(self.nursery, self._app, self.host, self.port,
-                            "gateway.webhooks.port", "hermes.webhooks.http")  # fmt: skip
+        port = await listen(
+            self.nursery,
+            self._app,
+            self.host,
+            self.port,
+            "gateway.webhooks.port",
+            "hermes.webhooks.http",
+        )
         self.on_bound(port)
-        log.info("webhooks on http://%s:%d%s{%s}", self.host, port, PREFIX,
-                 ",".join(sorted(self.platforms)))  # fmt: skip
+        log.info(
+            "webhooks on http://%s:%d%s{%s}",
+            self.host,
+            port,
+            PREFIX,
+            ",".join(sorted(self.platforms)),
+        )
 
     async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -83,9 +94,16 @@ class WebhookListener(Actor):
         if scope["type"] != "http":
             return
         answer = await self._answer(scope, receive)
-        await send({"type": "http.response.start", "status": answer.status,
-                    "headers": [(b"content-type", answer.content_type.encode()),
-                                (b"content-length", str(len(answer.body)).encode())]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": answer.status,
+                "headers": [
+                    (b"content-type", answer.content_type.encode()),
+                    (b"content-length", str(len(answer.body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": answer.body})
 
     async def _answer(self, scope: dict[str, Any], receive: Any) -> WebhookAnswer:

@@ -57,7 +57,7 @@ class Attachments:
             {
                 "files": [{**attrs.asdict(a.saved), "heard": a.heard} for a in self.files],
                 "notes": list(self.notes),
-            }  # fmt: skip
+            }
         )
 
     @classmethod
@@ -84,8 +84,10 @@ class Attachments:
 def attachment_line(saved: Saved) -> str:
     """How the transcript and the model name a file of a message (its name has no
     brackets, parentheses or control characters: hermes.adapters.media)."""
-    return (f"[attached {saved.kind}: {saved.name} ({saved.mime}, {saved.size} bytes, "
-            f"sha256 {saved.sha256[:12]}) at {saved.path}]")  # fmt: skip
+    return (
+        f"[attached {saved.kind}: {saved.name} ({saved.mime}, {saved.size} bytes, "
+        f"sha256 {saved.sha256[:12]}) at {saved.path}]"
+    )
 
 
 def described(attachments: Attachments) -> str:
@@ -115,13 +117,19 @@ async def for_model(
         if not attachments:
             out.append(plain)
             continue
-        out.append(await _rendered(plain, attachments, image_px if i == last else None,
-                                   i == last, cache))  # fmt: skip
+        out.append(
+            await _rendered(plain, attachments, image_px if i == last else None, i == last, cache)
+        )
     return out
 
 
-async def _rendered(message: dict[str, Any], attachments: Attachments, image_px: int | None,
-                    latest: bool, cache: Path | None) -> dict[str, Any]:  # fmt: skip
+async def _rendered(
+    message: dict[str, Any],
+    attachments: Attachments,
+    image_px: int | None,
+    latest: bool,
+    cache: Path | None,
+) -> dict[str, Any]:
     lines, images = await trio.to_thread.run_sync(_lines, attachments, image_px, latest, cache)
     text = "\n\n".join(p for p in (message.get("content") or "", "\n".join(lines)) if p)
     if not images:
@@ -136,8 +144,9 @@ async def _rendered(message: dict[str, Any], attachments: Attachments, image_px:
     return {**message, "content": parts}
 
 
-def _lines(attachments: Attachments, image_px: int | None, latest: bool,
-           cache: Path | None) -> tuple[list[str], list[Path]]:  # fmt: skip
+def _lines(
+    attachments: Attachments, image_px: int | None, latest: bool, cache: Path | None
+) -> tuple[list[str], list[Path]]:
     """The files as this model reads them, and the images to show (blocking: it looks at
     the files)."""
     images: list[Path] = []
@@ -155,8 +164,10 @@ def _lines(attachments: Attachments, image_px: int | None, latest: bool,
                 images.append(path)
                 lines.append(f"{attachment_line(saved)} (shown below)")
             else:
-                lines.append(f"{attachment_line(saved)} (not shown: {IMAGES_PER_MESSAGE} images"
-                             " of one message at most)")  # fmt: skip
+                lines.append(
+                    f"{attachment_line(saved)} (not shown: {IMAGES_PER_MESSAGE} images"
+                    " of one message at most)"
+                )
         elif kind == "image" and latest:
             lines.append(f"{attachment_line(saved)} (an image: this model cannot see images)")
         else:

@@ -78,8 +78,9 @@ class ProviderChain:
                 messages = await prepare(provider)
                 return await self._with_retries(provider, messages, tools, on_text)
             except (FallbackError, Retryable) as exc:
-                log.warning("provider %s/%s failed, trying the next: %s",
-                            provider.name, provider.model, exc)  # fmt: skip
+                log.warning(
+                    "provider %s/%s failed, trying the next: %s", provider.name, provider.model, exc
+                )
                 failures.append(str(exc))
         raise AllProvidersFailed("every provider failed: " + " | ".join(failures))
 

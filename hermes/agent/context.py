@@ -133,8 +133,11 @@ def history_messages(
         if row.role == "tool":
             if row.tool_call_id in pending:
                 pending.remove(row.tool_call_id)
-                message = {"role": "tool", "tool_call_id": row.tool_call_id,
-                           "content": row.content or ""}  # fmt: skip
+                message = {
+                    "role": "tool",
+                    "tool_call_id": row.tool_call_id,
+                    "content": row.content or "",
+                }
                 out.append((message, row.id, row.untrusted))
             continue
         close_pending()
@@ -214,8 +217,9 @@ class Compacted:
             return "nothing to compact: the conversation is short"
         parts = []
         if self.summarized:
-            parts.append(f"summarized {self.summarized} messages into "
-                         f"{self.summary_chars} characters")  # fmt: skip
+            parts.append(
+                f"summarized {self.summarized} messages into {self.summary_chars} characters"
+            )
         if self.dropped:
             parts.append(f"left out {self.dropped} messages (the summary failed)")
         if self.trimmed:
@@ -300,8 +304,12 @@ class Compactor:
             summarized, dropped = await self._summarize(conversation, keep, provider)
             asked = True
         if over(threshold):
-            trimmed += await self._trim_tools(conversation, end=len(conversation.messages),
-                                              head=TOOL_HEAD_HARD, tail=TOOL_TAIL_HARD)  # fmt: skip
+            trimmed += await self._trim_tools(
+                conversation,
+                end=len(conversation.messages),
+                head=TOOL_HEAD_HARD,
+                tail=TOOL_TAIL_HARD,
+            )
         current = conversation.turn_starts()[-1:] or [0]
         if over(threshold) and current[0] > 0:  # the recent turns alone do not fit
             if asked:
@@ -313,8 +321,13 @@ class Compactor:
         if over(threshold):
             _cut_long_messages(conversation, share=target * self.budgets.chars_per_token(provider))
         done = Compacted(trimmed, summarized, dropped, summary_chars)
-        log.info("session %s: compacted for %s/%s: %s", self.session_id, provider.name,
-                 provider.model, done.describe())  # fmt: skip
+        log.info(
+            "session %s: compacted for %s/%s: %s",
+            self.session_id,
+            provider.name,
+            provider.model,
+            done.describe(),
+        )
         return done
 
     def _size(self, conversation: Conversation, system: str, extra: int, p: Provider) -> int:
@@ -340,8 +353,10 @@ class Compactor:
                 continue
             path = await self._spill(message, content, conversation.ids[i])
             where = f"the whole output is in {path}" if path else "the transcript keeps it whole"
-            note = (f"[… {len(content) - head - tail} characters cut to fit the context window;"
-                    f" {where} …]")  # fmt: skip
+            note = (
+                f"[… {len(content) - head - tail} characters cut to fit the context window;"
+                f" {where} …]"
+            )
             kept = f"{content[:head]}\n{note}\n{content[-tail:]}"
             conversation.messages[i] = {**message, "content": kept}
             cut += 1
@@ -377,9 +392,11 @@ class Compactor:
             return 0, await self._leave_out(conversation, keep, provider, why)
         request = [
             {"role": "system", "content": COMPACTION_PROMPT},
-            {"role": "user", "content": render(conversation.summary, old,
-                                               self._summary_chars(provider))},
-        ]  # fmt: skip
+            {
+                "role": "user",
+                "content": render(conversation.summary, old, self._summary_chars(provider)),
+            },
+        ]
         try:
             with trio.fail_after(SUMMARY_TIMEOUT):
                 reply = await provider.complete(request, [], None)
@@ -390,8 +407,9 @@ class Compactor:
             self.health.failed(now)
             return 0, await self._leave_out(conversation, keep, provider, str(exc))
         self.health.failures = 0
-        await self._replace(conversation, keep, provider, "summary",
-                            summary[: self._summary_chars(provider) // 2])  # fmt: skip
+        await self._replace(
+            conversation, keep, provider, "summary", summary[: self._summary_chars(provider) // 2]
+        )
         return len(old), 0
 
     async def _leave_out(
@@ -402,10 +420,16 @@ class Compactor:
         if not any(i is not None for i in conversation.ids[:keep]):
             return 0
         if why:
-            log.warning("session %s: %s; leaving %d old messages out of the prompt instead",
-                        self.session_id, why, keep)  # fmt: skip
-        marker = (f"[{keep} earlier messages were left out to fit the context window; "
-                  "the transcript keeps them]")  # fmt: skip
+            log.warning(
+                "session %s: %s; leaving %d old messages out of the prompt instead",
+                self.session_id,
+                why,
+                keep,
+            )
+        marker = (
+            f"[{keep} earlier messages were left out to fit the context window; "
+            "the transcript keeps them]"
+        )
         summary = f"{conversation.summary}\n\n{marker}" if conversation.summary else marker
         summary = summary[-(self._summary_chars(provider) // 2) :]  # failures do not grow it
         await self._replace(conversation, keep, provider, "dropped", summary)
@@ -421,8 +445,9 @@ class Compactor:
         ids = [i for i in conversation.ids[:keep] if i is not None]
         marks = (conversation.summary_untrusted, *conversation.marks[:keep])
         untrusted = next((m for m in marks if m), None)
-        record = Compaction(self.session_id, min(ids), max(ids), kind, summary, provider.model,
-                            untrusted)  # fmt: skip
+        record = Compaction(
+            self.session_id, min(ids), max(ids), kind, summary, provider.model, untrusted
+        )
         await self.db.write(add_compaction, record, self.clock.now())
         conversation.summary = summary
         conversation.summary_untrusted = untrusted

@@ -64,18 +64,32 @@ class CronAgentRunner:
     async def run(self, job: Job, prompt: str, session_id: str) -> str:
         chosen = Path(job.workdir) if job.workdir else self.workdir
         own = await own_directory(self.workspace, session_id)
-        terminal = TerminalSession(chosen or own, own=own, state_dir=self.state_dir,
-                                   policy=self.policy, backends=self.backends)  # fmt: skip
+        terminal = TerminalSession(
+            chosen or own,
+            own=own,
+            state_dir=self.state_dir,
+            policy=self.policy,
+            backends=self.backends,
+        )
         origin = job.origin
         role = "owner" if job.role == "owner" else "user"
         maker = (origin.platform, origin.user_id or "") if origin else ("cli", "")
         caller = Caller(*maker, role)
         async with Db(self.registry, self.state_db) as db:
-            ctx = ToolContext(session_id, db, terminal, memory_of(self.memory, caller), caller,
-                              origin=origin, tz=self.tz, outbox=self.outbox(),
-                              platforms=self.platforms)  # fmt: skip
-            result = await self.agent.run_turn(ctx, prompt, stream=False, source="cron",
-                                              skills=job.skills)  # fmt: skip
+            ctx = ToolContext(
+                session_id,
+                db,
+                terminal,
+                memory_of(self.memory, caller),
+                caller,
+                origin=origin,
+                tz=self.tz,
+                outbox=self.outbox(),
+                platforms=self.platforms,
+            )
+            result = await self.agent.run_turn(
+                ctx, prompt, stream=False, source="cron", skills=job.skills
+            )
         return result.text
 
 
@@ -97,10 +111,19 @@ def cron_fire_context(
     platforms = config.enabled_platforms()
     policy = policy or EnvPolicy()
     runner = CronAgentRunner(
-        agent, registry, home.state_db, home.memories, config.agent.workdir_path(),
-        home.root / ".terminal", tz, frozenset({"local", *platforms}), outbox, policy,
-        workspace=home.workspace, backends=backends,
-    )  # fmt: skip
+        agent,
+        registry,
+        home.state_db,
+        home.memories,
+        config.agent.workdir_path(),
+        home.root / ".terminal",
+        tz,
+        frozenset({"local", *platforms}),
+        outbox,
+        policy,
+        workspace=home.workspace,
+        backends=backends,
+    )
     return FireContext(
         scripts=home.scripts,
         output_dir=home.cron_output,

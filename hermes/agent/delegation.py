@@ -69,8 +69,10 @@ def tasks_of(args: dict[str, Any]) -> list[Task]:
         if not isinstance(goal, str) or not goal.strip():
             raise ToolError(f"task {n}: its goal is missing")
         if len(goal) > MAX_GOAL or not isinstance(context, str) or len(context) > MAX_CONTEXT:
-            raise ToolError(f"task {n}: a goal is at most {MAX_GOAL} characters and its"
-                            f" context at most {MAX_CONTEXT}")  # fmt: skip
+            raise ToolError(
+                f"task {n}: a goal is at most {MAX_GOAL} characters and its"
+                f" context at most {MAX_CONTEXT}"
+            )
         tools = item.get("tools")
         if tools is not None and not (
             isinstance(tools, list) and all(isinstance(t, str) for t in tools)
@@ -105,8 +107,9 @@ class Delegation:
             )
         tasks = tasks_of(args)
         if len(tasks) > self.config.max_total:
-            raise ToolError(f"at most {self.config.max_total} tasks a turn"
-                            " (agent.delegate.max_total)")  # fmt: skip
+            raise ToolError(
+                f"at most {self.config.max_total} tasks a turn (agent.delegate.max_total)"
+            )
         outcomes: list[Outcome] = [Outcome("failed", "not started")] * len(tasks)
 
         async def one(n: int, task: Task, tools: frozenset[str], place: object) -> None:
@@ -155,8 +158,10 @@ class Delegation:
             return Outcome("failed", tools)
         if self.started >= self.config.max_total:
             limit = self.config.max_total
-            return Outcome("failed", f"refused: this turn started {limit} subagents already"
-                                     " (agent.delegate.max_total)")  # fmt: skip
+            return Outcome(
+                "failed",
+                f"refused: this turn started {limit} subagents already (agent.delegate.max_total)",
+            )
         self.started += 1
         return tools
 
@@ -165,24 +170,39 @@ class Delegation:
         call_id = f"{ctx.call_id or 'delegate'}/{n}"
         child = f"{ctx.session_id}.sub{n}.{secrets.token_hex(2)}"
         now = ctx.clock.now()
-        await ctx.db.write(ensure_session, NewSession(
-            child, source="delegate", parent_session_id=ctx.session_id,
-            user_id=ctx.caller.user_id, title=task.goal[:80], title_source="derived",
-            started_at=now,
-        ))  # fmt: skip
+        await ctx.db.write(
+            ensure_session,
+            NewSession(
+                child,
+                source="delegate",
+                parent_session_id=ctx.session_id,
+                user_id=ctx.caller.user_id,
+                title=task.goal[:80],
+                title_source="derived",
+                started_at=now,
+            ),
+        )
         await self._show(ctx, TurnStep(StepKind.TOOL_CALL, task.goal, line, call_id))
         outcome = Outcome("cancelled", "its parent was stopped")
         sub = attrs.evolve(
-            ctx, session_id=child, depth=ctx.depth + 1, allowed=tools, call=None, call_id=None,
-            marks=TurnMarks(ctx.marks.untrusted), delegation=None, progress=None,
-        )  # fmt: skip
+            ctx,
+            session_id=child,
+            depth=ctx.depth + 1,
+            allowed=tools,
+            call=None,
+            call_id=None,
+            marks=TurnMarks(ctx.marks.untrusted),
+            delegation=None,
+            progress=None,
+        )
         text = f"{BRIEF}\n\nYour task: {task.goal}"
         if task.context:
             text += f"\n\nWhat you are given to work with:\n{task.context}"
         try:
             with trio.move_on_after(self.config.timeout) as limit:
-                result = await self.run_turn(sub, text, stream=False, source="delegate",
-                                             untrusted=ctx.untrusted)  # fmt: skip
+                result = await self.run_turn(
+                    sub, text, stream=False, source="delegate", untrusted=ctx.untrusted
+                )
                 outcome = Outcome("done", self._capped(result.text))
             if limit.cancelled_caught:
                 outcome = Outcome("timed out", f"stopped after {self.config.timeout:g} s")
@@ -192,8 +212,7 @@ class Delegation:
         finally:
             with trio.CancelScope(shield=True):
                 await ctx.db.write(end_session, child, outcome.status, ctx.clock.now())
-                await self._show(ctx, TurnStep(StepKind.TOOL_RESULT, outcome.text, line,
-                                               call_id))  # fmt: skip
+                await self._show(ctx, TurnStep(StepKind.TOOL_RESULT, outcome.text, line, call_id))
         return outcome
 
     def _capped(self, text: str) -> str:

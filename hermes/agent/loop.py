@@ -181,8 +181,9 @@ class Agent:
             if len(self._summaries) >= SUMMARIES_KEPT:  # months of sessions: keep the failing
                 self._summaries = {k: v for k, v in self._summaries.items() if v.failures}
             health = self._summaries[ctx.session_id] = SummaryHealth()
-        return Compactor(self.budgets, ctx.db, ctx.session_id, ctx.terminal.options.spill_dir,
-                         ctx.clock, health)  # fmt: skip
+        return Compactor(
+            self.budgets, ctx.db, ctx.session_id, ctx.terminal.options.spill_dir, ctx.clock, health
+        )
 
     async def system(self, ctx: ToolContext, source: str) -> str:
         """The system prompt of `ctx`'s next model call, from its named parts (read in a
@@ -234,8 +235,10 @@ class Agent:
         if not self._has_skills(ctx.caller.role):
             if not named:
                 return ""
-            return (f"## The skills {', '.join(named)} cannot be loaded\nskills are not among"
-                    f" the tools of a {ctx.caller.role} here (agent.tools)")  # fmt: skip
+            return (
+                f"## The skills {', '.join(named)} cannot be loaded\nskills are not among"
+                f" the tools of a {ctx.caller.role} here (agent.tools)"
+            )
         parts: list[str] = []
         room = LOADED_SKILLS_CHARS
         for name in dict.fromkeys((*named, *invoked)):
@@ -250,8 +253,10 @@ class Agent:
             if len(body) > keep:
                 body = f"{body[:keep]}\n[cut; skill_view {name} has the rest]"
             room -= len(body)
-            parts.append(f"## The skill {name} (at {skill.directory}), loaded for this"
-                         f" request: follow it\n{body}")  # fmt: skip
+            parts.append(
+                f"## The skill {name} (at {skill.directory}), loaded for this"
+                f" request: follow it\n{body}"
+            )
         return "\n\n".join(parts)
 
     def skill_directories(self, ctx: ToolContext) -> tuple[Path, ...]:
@@ -299,8 +304,9 @@ class Agent:
         if subagents:
             sub_in = sum(s.input_tokens for s in subagents)
             sub_out = sum(s.output_tokens for s in subagents)
-            text += (f", and its {len(subagents)} subagents {sub_in} input and {sub_out}"
-                     " output tokens")  # fmt: skip
+            text += (
+                f", and its {len(subagents)} subagents {sub_in} input and {sub_out} output tokens"
+            )
         return text
 
     async def run_turn(
@@ -367,8 +373,15 @@ class Agent:
                 await emit(TurnStep(StepKind.DONE, told, settled=settle is not None))
                 return TurnResult(told, 0, "", "", conversation)
             if not _asked(conversation, user_text):  # cut before it began: ask it now
-                user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
-                                             ctx.clock.now(), untrusted, files)  # fmt: skip
+                user_write = await db.submit(
+                    continue_turn,
+                    ctx.session_id,
+                    source,
+                    user_text,
+                    ctx.clock.now(),
+                    untrusted,
+                    files,
+                )
                 conversation.add(user_message, None, untrusted)
         else:
             if conversation is None:  # read before the message is queued: it is not in it
@@ -376,8 +389,9 @@ class Agent:
             # Queued now and awaited with the reply's record: its commit overlaps the
             # model call (the journal's row, committed at admission, is the turn's only
             # commit before it).
-            user_write = await db.submit(continue_turn, ctx.session_id, source, user_text,
-                                         ctx.clock.now(), untrusted, files)  # fmt: skip
+            user_write = await db.submit(
+                continue_turn, ctx.session_id, source, user_text, ctx.clock.now(), untrusted, files
+            )
             conversation.add(user_message, None, untrusted)
         ctx = attrs.evolve(ctx, marks=TurnMarks(conversation.untrusted), skills=self.skills)
         cache = ctx.files.cache.resolve() if ctx.files is not None else None
@@ -433,8 +447,9 @@ class Agent:
                     conversation.ids[_index_of(conversation, user_message)] = user_id
                 conversation.add(_assistant_message(reply), reply_id)
                 if not reply.tool_calls:
-                    result = TurnResult(reply.content or "", calls_made, reply.provider,
-                                        reply.model, conversation)  # fmt: skip
+                    result = TurnResult(
+                        reply.content or "", calls_made, reply.provider, reply.model, conversation
+                    )
                     break
                 for call in reply.tool_calls:
                     await emit(TurnStep(StepKind.TOOL_CALL, call.arguments, call.name, call.id))
@@ -445,14 +460,24 @@ class Agent:
                 if remind <= 0 < remind + len(reply.tool_calls):  # once, as it crosses
                     system = f"{system}\n\n{SKILL_REMINDER}"
                 for call, (output, marks) in zip(reply.tool_calls, results, strict=True):
-                    row = NewMessage(ctx.session_id, "tool", output, tool_call_id=call.id,
-                                     tool_name=call.name, timestamp=ctx.clock.now(),
-                                     untrusted=marks.untrusted)  # fmt: skip
+                    row = NewMessage(
+                        ctx.session_id,
+                        "tool",
+                        output,
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        timestamp=ctx.clock.now(),
+                        untrusted=marks.untrusted,
+                    )
                     row_id = await db.write(append_message, row)
-                    conversation.add({"role": "tool", "tool_call_id": call.id, "content": output},
-                                     row_id, marks.untrusted)  # fmt: skip
-                    await emit(TurnStep(StepKind.TOOL_RESULT, output, call.name, call.id,
-                                        note=marks.note))  # fmt: skip
+                    conversation.add(
+                        {"role": "tool", "tool_call_id": call.id, "content": output},
+                        row_id,
+                        marks.untrusted,
+                    )
+                    await emit(
+                        TurnStep(StepKind.TOOL_RESULT, output, call.name, call.id, note=marks.note)
+                    )
                 for extra in steered() if steered is not None else ():
                     now = ctx.clock.now()
                     said = NewMessage(
@@ -501,10 +526,14 @@ class Agent:
         reply's, and the user message's if it was queued)."""
         calls = [c.to_message() for c in reply.tool_calls] or None
         message = NewMessage(
-            ctx.session_id, "assistant", reply.content, tool_calls=calls,
-            input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+            ctx.session_id,
+            "assistant",
+            reply.content,
+            tool_calls=calls,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
             timestamp=ctx.clock.now(),
-        )  # fmt: skip
+        )
         record = await ctx.db.submit(append_answered, message, answer, settle)
         user_id = None
         try:

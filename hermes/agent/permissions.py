@@ -70,8 +70,12 @@ class Permissions:
                     f" (the tools: {', '.join(sorted(known))}, or {EVERY_TOOL!r} for all)"
                 )
             by_role[role] = known if EVERY_TOOL in names else names
-        kept = {role: {t: why for t, why in (withheld or {}).get(role, {}).items()
-                       if t in by_role[role]} for role in by_role}  # fmt: skip
+        kept = {
+            role: {
+                t: why for t, why in (withheld or {}).get(role, {}).items() if t in by_role[role]
+            }
+            for role in by_role
+        }
         by_role = {role: names - kept[role].keys() for role, names in by_role.items()}
         return cls(by_role, {role: tools for role, tools in kept.items() if tools})
 

@@ -27,9 +27,14 @@ def build_provider(entry: ModelConfig, secrets: Secrets) -> Provider:
     key = secrets.get(entry.api_key_env)
     if entry.api_key_env and key is None:
         raise ConfigError(f"{entry.api_key_env} (the API key of {entry.provider}) is not set")
-    return OpenAICompatible(entry.provider, entry.model, entry.base_url, key,
-                            context_tokens=entry.context_tokens or DEFAULT_CONTEXT,
-                            image_px=entry.image_max_px if entry.multimodal else None)  # fmt: skip
+    return OpenAICompatible(
+        entry.provider,
+        entry.model,
+        entry.base_url,
+        key,
+        context_tokens=entry.context_tokens or DEFAULT_CONTEXT,
+        image_px=entry.image_max_px if entry.multimodal else None,
+    )
 
 
 def build_chain(config: Config, secrets: Secrets) -> ProviderChain:
@@ -58,5 +63,15 @@ def build_agent(
         withheld["user"] = {t: f"no sandbox ({no_sandbox})" for t in COMMAND_TOOLS + FILE_TOOLS}
     permissions = Permissions.build(agent.tools, tools, withheld)
     skills = SkillLibrary(home.skills, config.skills)
-    return Agent(build_chain(config, secrets), tools, agent.max_turns, budgets, permissions,
-                 redact, mcp, skills, ContextFiles(home.soul), agent.delegate)  # fmt: skip
+    return Agent(
+        build_chain(config, secrets),
+        tools,
+        agent.max_turns,
+        budgets,
+        permissions,
+        redact,
+        mcp,
+        skills,
+        ContextFiles(home.soul),
+        agent.delegate,
+    )

@@ -35,8 +35,10 @@ class Speech:
     def of(cls, media: MediaConfig, secrets: Secrets) -> Speech:
         """The settings with their keys; ConfigError for a key variable named and unset."""
         keys = []
-        for what, name in (("transcribe", media.transcribe.key_env),
-                           ("speak", media.speak.key_env)):  # fmt: skip
+        for what, name in (
+            ("transcribe", media.transcribe.key_env),
+            ("speak", media.speak.key_env),
+        ):
             key = secrets.get(name)
             if name and key is None:
                 raise ConfigError(f"{name} (the key of media.{what}) is not set")
@@ -65,17 +67,35 @@ async def transcribe(config: TranscribeConfig, key: str | None, audio: Saved) ->
         return await _one(config, key, path, audio.mime)
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
-        raise SpeechError(f"the audio is {audio.size // 1024 // 1024} MB, over the "
-                          f"{config.max_mb:g} MB one request may carry, and ffmpeg is not "
-                          "installed to cut it")  # fmt: skip
+        raise SpeechError(
+            f"the audio is {audio.size // 1024 // 1024} MB, over the "
+            f"{config.max_mb:g} MB one request may carry, and ffmpeg is not "
+            "installed to cut it"
+        )
     with tempfile.TemporaryDirectory(prefix="hermes-audio-") as tmp:
         pattern = str(Path(tmp) / f"piece%04d{path.suffix or '.ogg'}")
         done = await trio.run_process(
-            [ffmpeg, "-nostdin", "-loglevel", "error", "-protocol_whitelist", "file",
-             "-i", str(path), "-f", "segment",
-             "-segment_time", str(config.chunk_seconds), "-c", "copy", pattern],
-            capture_stdout=True, capture_stderr=True, check=False,
-        )  # fmt: skip
+            [
+                ffmpeg,
+                "-nostdin",
+                "-loglevel",
+                "error",
+                "-protocol_whitelist",
+                "file",
+                "-i",
+                str(path),
+                "-f",
+                "segment",
+                "-segment_time",
+                str(config.chunk_seconds),
+                "-c",
+                "copy",
+                pattern,
+            ],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
         if done.returncode != 0:
             raise SpeechError(f"ffmpeg could not cut the audio: {done.stderr[-300:]!r}")
         pieces = sorted(await trio.Path(tmp).iterdir())
@@ -88,9 +108,12 @@ async def _one(config: TranscribeConfig, key: str | None, path: Path, mime: str)
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
         with path.open("rb") as f:  # streamed by httpx from the file, never read whole
             try:
-                got = await http.post(url, headers=_headers(key),
-                                      data={"model": config.model, "response_format": "json"},
-                                      files={"file": (path.name, f, mime)})  # fmt: skip
+                got = await http.post(
+                    url,
+                    headers=_headers(key),
+                    data={"model": config.model, "response_format": "json"},
+                    files={"file": (path.name, f, mime)},
+                )
             except httpx.HTTPError as exc:
                 raise SpeechError(f"the speech-to-text request failed: {exc!r}") from None
     if got.status_code != 200:
@@ -104,23 +127,23 @@ async def _one(config: TranscribeConfig, key: str | None, path: Path, mime: str)
     return text.strip()[:MAX_TRANSCRIPT]
 
 
-async def speak(config: SpeakConfig, key: str | None, text: str, directory: Path,
-                name: str) -> Saved:  # fmt: skip
+async def speak(
+    config: SpeakConfig, key: str | None, text: str, directory: Path, name: str
+) -> Saved:
     """`text` read aloud as an Opus voice note, streamed to `directory/name`."""
     if config.base_url is None:
         raise SpeechError("no speech endpoint is configured")
     url = f"{config.base_url.rstrip('/')}/audio/speech"
-    body = {"model": config.model, "input": text, "voice": config.voice,
-            "response_format": "opus"}  # fmt: skip
+    body = {"model": config.model, "input": text, "voice": config.voice, "response_format": "opus"}
     limits = MediaLimits(MAX_SPEECH, cache_cap=1 << 62, max_age=float("inf"))  # retention's
     async with httpx.AsyncClient(timeout=TIMEOUT) as http:
         try:
             async with http.stream("POST", url, json=body, headers=_headers(key)) as got:
                 if got.status_code != 200:
                     await got.aread()
-                    raise SpeechError(f"speech answered HTTP {got.status_code}: "
-                                      f"{got.text[:200]}")  # fmt: skip
-                return await save_stream(directory, name, got.aiter_bytes(PIECE),
-                                         "audio/ogg", limits)  # fmt: skip
+                    raise SpeechError(f"speech answered HTTP {got.status_code}: {got.text[:200]}")
+                return await save_stream(
+                    directory, name, got.aiter_bytes(PIECE), "audio/ogg", limits
+                )
         except httpx.HTTPError as exc:
             raise SpeechError(f"the speech request failed: {exc!r}") from None

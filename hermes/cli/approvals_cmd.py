@@ -27,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     shown.add_argument("--all", action="store_true", help="the latest 50, however they ended")
     approve = actions.add_parser("approve", help="let the command of request ID run")
     approve.add_argument("id")
-    approve.add_argument("--always", action="store_true",
-                         help="and that exact command, for the rest of its session")  # fmt: skip
+    approve.add_argument(
+        "--always", action="store_true", help="and that exact command, for the rest of its session"
+    )
     deny = actions.add_parser("deny", help="refuse the command of request ID")
     deny.add_argument("id")
     parser.set_defaults(func=approvals, action="list", all=False)
@@ -43,8 +44,9 @@ def approvals(args: argparse.Namespace) -> int:
             return exit_codes.OK
         return _list(perform(home, config, "approvals.list", ListArgs(args.all)), args.all)
     if args.action == "approve":
-        done: Approval = perform(home, config, "approvals.approve",
-                                 ApproveArgs(args.id, args.always))  # fmt: skip
+        done: Approval = perform(
+            home, config, "approvals.approve", ApproveArgs(args.id, args.always)
+        )
     else:
         done = perform(home, config, "approvals.deny", DenyArgs(args.id))
     verb = "approved" if done.state == APPROVED else "denied"

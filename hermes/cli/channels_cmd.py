@@ -34,6 +34,8 @@ def channels(args: argparse.Namespace) -> int:
     print(f"{'PLATFORM':<12} {'CHAT':<24} {'THREAD':<12} {'SET BY':<16} WHEN")
     for platform, h in homes.items():
         when = datetime.fromtimestamp(h.set_at).strftime("%Y-%m-%d %H:%M") if h.set_at else "-"
-        print(f"{platform:<12} {h.target.chat_id:<24} {h.target.thread_id or '-':<12} "
-              f"{h.set_by:<16} {when}")  # fmt: skip
+        print(
+            f"{platform:<12} {h.target.chat_id:<24} {h.target.thread_id or '-':<12} "
+            f"{h.set_by:<16} {when}"
+        )
     return exit_codes.OK

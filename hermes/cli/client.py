@@ -120,8 +120,10 @@ async def connect(
         # trio-websocket wraps a refused or failed connect in an empty HandshakeError
         if isinstance(exc.__cause__, OSError):
             raise EndpointError(_unreachable(url, exc.__cause__)) from None
-        raise EndpointError(f"{url} refused the connection: {exc or 'the handshake failed'}"
-                            " (is serve.token this serve's?)") from None  # fmt: skip
+        raise EndpointError(
+            f"{url} refused the connection: {exc or 'the handshake failed'}"
+            " (is serve.token this serve's?)"
+        ) from None
     except OSError as exc:
         raise EndpointError(_unreachable(url, exc)) from None
 

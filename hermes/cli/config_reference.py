@@ -135,8 +135,9 @@ def keys_of(cls: type, prefix: str = "") -> list[Key]:
         mapped = typing.get_args(kind)[1] if typing.get_origin(kind) is dict else None
         section = kind if _is_section(kind) else mapped if _is_section(mapped) else None
         shown = "" if section is not None else default_text(value)  # a section's: below
-        rows.append(Key(path, type_name(kind), shown, help_[field.name], section,
-                        section is mapped))  # fmt: skip
+        rows.append(
+            Key(path, type_name(kind), shown, help_[field.name], section, section is mapped)
+        )
     return rows
 
 
@@ -193,8 +194,11 @@ def _platforms() -> list[str]:
     own_keys = {f.name for f in attrs.fields(PlatformConfig)}
     for name in names:
         settings = chat_platforms()[name].settings
-        own = [k for k in keys_of(settings, f"platforms.{name}.") if k.path.rsplit(".", 1)[1]
-               not in own_keys]  # fmt: skip
+        own = [
+            k
+            for k in keys_of(settings, f"platforms.{name}.")
+            if k.path.rsplit(".", 1)[1] not in own_keys
+        ]
         out += ["", f"### `platforms.{name}`", ""]
         out += ["The keys above, and:", "", *_table(own)] if own else ["The keys above only."]
     return out

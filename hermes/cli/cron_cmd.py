@@ -94,15 +94,21 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deliver", help="origin, local, telegram, telegram:CHAT[:THREAD], all")
     parser.add_argument("--repeat", type=int, help="fire this many times, then complete")
     parser.add_argument("--workdir")
-    parser.add_argument("--skill", dest="skills", action="append", metavar="NAME",
-                        help="a skill loaded into each fire's prompt (again for more;"
-                        " edit: the new list)")  # fmt: skip
+    parser.add_argument(
+        "--skill",
+        dest="skills",
+        action="append",
+        metavar="NAME",
+        help="a skill loaded into each fire's prompt (again for more; edit: the new list)",
+    )
     parser.add_argument("--no-catch-up", action="store_true", help="skip runs missed while down")
     parser.add_argument(
-        "--attach", dest="attach_to_session", action=argparse.BooleanOptionalAction,
+        "--attach",
+        dest="attach_to_session",
+        action=argparse.BooleanOptionalAction,
         help="write each brief into the chat's session, so a reply continues the job"
         " (default: cron.mirror_delivery, for origin targets only)",
-    )  # fmt: skip
+    )
 
 
 def _when(ts: float | None, config: Config) -> str:
@@ -214,8 +220,10 @@ def _removed(job: Job, args: argparse.Namespace, config: Config) -> int:
 
 
 def _fired(fired: Fired, args: argparse.Namespace, config: Config) -> int:
-    print(f"firing {fired.job} (run {fired.run}) in the running serve;"
-          f" `hermes cron history {fired.job}` shows how it went")  # fmt: skip
+    print(
+        f"firing {fired.job} (run {fired.run}) in the running serve;"
+        f" `hermes cron history {fired.job}` shows how it went"
+    )
     return exit_codes.OK
 
 
@@ -242,8 +250,13 @@ def _history(history: History, args: argparse.Namespace, config: Config) -> int:
 
 def _status(status: CronStatus, args: argparse.Namespace, config: Config) -> int:
     nxt = f"{status.next_job} at {_when(status.next_at, config)}" if status.next_job else None
-    shown = {"jobs": status.jobs, "scheduled": status.scheduled, "paused": status.paused,
-             "running": status.running, "next": nxt}  # fmt: skip
+    shown = {
+        "jobs": status.jobs,
+        "scheduled": status.scheduled,
+        "paused": status.paused,
+        "running": status.running,
+        "next": nxt,
+    }
     print(json.dumps(shown, indent=2))
     return exit_codes.OK
 
@@ -289,17 +302,16 @@ async def _fire_now(
     async with open_state(home) as db:
         await kill_leftovers(home.root)
         async with mcp.running():
-            return await _fire_with(db, db.registry, args, home, config, agent, policy,
-                                    backends)  # fmt: skip
+            return await _fire_with(db, db.registry, args, home, config, agent, policy, backends)
 
 
-async def _fire_with(db: Db, registry: Registry, args, home, config, agent, policy,
-                     backends: Backends) -> int:  # fmt: skip
+async def _fire_with(
+    db: Db, registry: Registry, args, home, config, agent, policy, backends: Backends
+) -> int:
     owner = f"cli:{os.getpid()}"
     lease = config.cron.lease_seconds
     claim = await db.write(claim_now, args.job, owner, Clock().now(), lease, args.prompt)
-    ctx = cron_fire_context(agent, registry, home, config.zone(), config, policy,
-                            backends=backends)  # fmt: skip
+    ctx = cron_fire_context(agent, registry, home, config.zone(), config, policy, backends=backends)
     fire = Fire(claim)
     print(f"firing {claim.job.id} (run {claim.fence}) ...", flush=True)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -317,6 +329,8 @@ async def _fire_with(db: Db, registry: Registry, args, home, config, agent, poli
     run = next(r for r in await db.read(run_history, claim.job.id) if r.fence == claim.fence)
     if status in ("ok", "error") and run.output_path:
         print(await trio.Path(run.output_path).read_text(encoding="utf-8"))
-    print(f"[{run.status}; run {claim.fence} of {job.id if job else claim.job.id}]"
-          + (f" {run.error}" if run.error and status != "error" else ""))  # fmt: skip
+    print(
+        f"[{run.status}; run {claim.fence} of {job.id if job else claim.job.id}]"
+        + (f" {run.error}" if run.error and status != "error" else "")
+    )
     return exit_codes.OK if status == "ok" else exit_codes.FAILED

@@ -57,8 +57,11 @@ def pairing(args: argparse.Namespace) -> int:
             home, config, "pairing.approve", ApproveArgs(args.platform, args.code, args.owner)
         )
         who = approved.user_id + (f" ({approved.user_name})" if approved.user_name else "")
-        then = (f"they are an owner of {approved.platform}" if approved.owner
-                else "they can talk to the agent now")  # fmt: skip
+        then = (
+            f"they are an owner of {approved.platform}"
+            if approved.owner
+            else "they can talk to the agent now"
+        )
         print(f"approved {approved.platform} user {who}; {then}")
         return exit_codes.OK
     done: Done = perform(home, config, f"pairing.{args.action}", UserArgs(args.platform, args.user))

@@ -26,14 +26,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("skills", help="skills: install, list, show, enable, disable, remove")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     install = actions.add_parser(
-        "install", help="bring a skill in, quarantined until enabled: a directory, a .tar.gz or"
+        "install",
+        help="bring a skill in, quarantined until enabled: a directory, a .tar.gz or"
         " .zip, a git repository, or an archive's URL",
-    )  # fmt: skip
+    )
     install.add_argument("source", help="PATH, URL or GIT_URL")
     actions.add_parser("list", help="every shared skill and its state")
-    for action, what in (("show", "what a skill holds and what the scan found"),
-                         ("enable", "let every role its config allows use it (out of quarantine)"),
-                         ("disable", "keep it, unused"), ("remove", "delete it")):  # fmt: skip
+    for action, what in (
+        ("show", "what a skill holds and what the scan found"),
+        ("enable", "let every role its config allows use it (out of quarantine)"),
+        ("disable", "keep it, unused"),
+        ("remove", "delete it"),
+    ):
         one = actions.add_parser(action, help=what)
         one.add_argument("name")
     parser.set_defaults(func=skills)
@@ -50,8 +54,12 @@ def skills(args: argparse.Namespace) -> int:
         _show(done)
         print(f"quarantined: no one can use it until you run `hermes skills enable {done.name}`")
         return exit_codes.OK
-    act = {"show": show_skill, "enable": enable_skill, "disable": disable_skill,
-           "remove": remove_skill}[args.action]  # fmt: skip
+    act = {
+        "show": show_skill,
+        "enable": enable_skill,
+        "disable": disable_skill,
+        "remove": remove_skill,
+    }[args.action]
     done = act(library, args.name)
     if args.action == "remove":
         print(f"removed {done.name} ({done.directory})")

@@ -58,8 +58,9 @@ def queue_brief(
             record_target(conn, job.id, fence, planned, None, "failed", problem, now)
             continue
         same_chat = origin is not None and (origin.platform, origin.chat_id) == (
-            target.platform, target.chat_id
-        )  # fmt: skip
+            target.platform,
+            target.chat_id,
+        )
         kind = (
             origin.chat_type if same_chat else chat_type_of(conn, target.platform, target.chat_id)
         )
@@ -67,9 +68,16 @@ def queue_brief(
         if note:
             log.warning("cron %s run %d: %s", job.id, fence, note)
         key = f"cron:{job.id}:{fence}:{target}"
-        enqueue(conn, target, chunks_for(text, target.platform), "cron", key, now,
-                origin=f"cron:{job.id}:{fence}",
-                mirror=Mirror(text, seeds, untrusted) if seeds else None)  # fmt: skip
+        enqueue(
+            conn,
+            target,
+            chunks_for(text, target.platform),
+            "cron",
+            key,
+            now,
+            origin=f"cron:{job.id}:{fence}",
+            mirror=Mirror(text, seeds, untrusted) if seeds else None,
+        )
         record_target(conn, job.id, fence, planned, key, "queued", note, now)
     if problems:
         record_delivery(conn, job.id, fence, "; ".join(problems))

@@ -248,8 +248,11 @@ async def _interrupted(fire: Fire, ctx: FireContext, db: Db) -> None:
             log.error("cron %s: cannot record the interruption: %s", job_id, exc)
             return
     if not ours:  # a cancel or an expiry was recorded first, or a newer fire owns the job
-        log.warning("cron %s run %d: stale interruption refused; the run keeps what was"
-                    " recorded", job_id, fence)  # fmt: skip
+        log.warning(
+            "cron %s run %d: stale interruption refused; the run keeps what was recorded",
+            job_id,
+            fence,
+        )
 
 
 async def _finish(claim: Claim, result: FireResult, ctx: FireContext, db: Db) -> str:
@@ -272,9 +275,17 @@ async def _finish(claim: Claim, result: FireResult, ctx: FireContext, db: Db) ->
     if not result.silent:
         text = brief_text(job, result, streak, ctx.config)
         try:
-            await db.write(queue_brief, job, claim.fence, text, ctx.platforms, ctx.keying,
-                           ctx.config.mirror_delivery, ctx.clock.now(),
-                           result.session_id)  # fmt: skip
+            await db.write(
+                queue_brief,
+                job,
+                claim.fence,
+                text,
+                ctx.platforms,
+                ctx.keying,
+                ctx.config.mirror_delivery,
+                ctx.clock.now(),
+                result.session_id,
+            )
         except StateError as exc:  # the run is recorded; the brief is not queued
             log.error("cron %s run %d: cannot queue the brief: %s", job.id, claim.fence, exc)
         nudge(ctx.outbox())

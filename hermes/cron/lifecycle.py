@@ -105,9 +105,18 @@ def _insert_run(conn, job_id, fence, owner, due_at, now, status, error=None, con
     conn.execute(
         "INSERT INTO cron_runs (job_id, fence, owner, due_at, started_at, finished_at, status,"
         " error, run_context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (job_id, fence, owner, due_at, now, None if status == RunStatus.RUNNING else now, status,
-         error, context),
-    )  # fmt: skip
+        (
+            job_id,
+            fence,
+            owner,
+            due_at,
+            now,
+            None if status == RunStatus.RUNNING else now,
+            status,
+            error,
+            context,
+        ),
+    )
 
 
 # -- a fire -----------------------------------------------------------------------------
@@ -261,8 +270,12 @@ def interrupt(
     if _interruptions(conn, job_id, due) + by_hand > 1:
         _end(conn, job_id, JobState.INTERRUPTED, f"interrupted twice; the last time: {reason}")
     elif now - due > ONE_SHOT_GRACE:
-        _end(conn, job_id, JobState.INTERRUPTED,
-             f"interrupted ({reason}) past its grace window; not fired again")  # fmt: skip
+        _end(
+            conn,
+            job_id,
+            JobState.INTERRUPTED,
+            f"interrupted ({reason}) past its grace window; not fired again",
+        )
     else:
         conn.execute("UPDATE cron_jobs SET next_run_at = ? WHERE id = ?", (due, job_id))
     return True
@@ -428,8 +441,17 @@ def claim_due(
             nxt = upcoming[job.schedule]
         zone = zone_of(schedule, tz)
         if job.fire_running(now):
-            skip(conn, job, owner, due, now, nxt, zone, RunStatus.SKIPPED,
-                 "the previous run was still running")  # fmt: skip
+            skip(
+                conn,
+                job,
+                owner,
+                due,
+                now,
+                nxt,
+                zone,
+                RunStatus.SKIPPED,
+                "the previous run was still running",
+            )
             skipped.append(job.id)
             continue
         if schedule.kind == "once" and late > ONE_SHOT_GRACE:
@@ -441,8 +463,17 @@ def claim_due(
         if schedule.kind != "once" and late > GRACE_MIN and late > grace(schedule, due, tz):
             wanted = job.catch_up if job.catch_up is not None else catch_up_default
             if not wanted:
-                skip(conn, job, owner, due, now, nxt, zone, RunStatus.MISSED,
-                     "beyond its grace window")  # fmt: skip
+                skip(
+                    conn,
+                    job,
+                    owner,
+                    due,
+                    now,
+                    nxt,
+                    zone,
+                    RunStatus.MISSED,
+                    "beyond its grace window",
+                )
                 skipped.append(job.id)
                 continue
             catch_up = True

@@ -27,10 +27,23 @@ GRACE_MAX = 7200.0
 ONE_SHOT_GRACE = GRACE_MAX  # a one-shot later than this is retired, not fired
 
 DAYS = {
-    "monday": 1, "mon": 1, "tuesday": 2, "tue": 2, "tues": 2, "wednesday": 3, "wed": 3,
-    "thursday": 4, "thu": 4, "thurs": 4, "friday": 5, "fri": 5, "saturday": 6, "sat": 6,
-    "sunday": 0, "sun": 0,
-}  # fmt: skip
+    "monday": 1,
+    "mon": 1,
+    "tuesday": 2,
+    "tue": 2,
+    "tues": 2,
+    "wednesday": 3,
+    "wed": 3,
+    "thursday": 4,
+    "thu": 4,
+    "thurs": 4,
+    "friday": 5,
+    "fri": 5,
+    "saturday": 6,
+    "sat": 6,
+    "sunday": 0,
+    "sun": 0,
+}
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 

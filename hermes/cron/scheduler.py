@@ -158,8 +158,12 @@ class Scheduler(Actor):
                 log.error("scheduler: cannot move jobs to %s: %s", self.tz.key, exc)
             else:
                 if moved:
-                    log.warning("cron: the next run of %d job(s) moved to the time zone %s:"
-                                " %s", len(moved), self.tz.key, ", ".join(moved))  # fmt: skip
+                    log.warning(
+                        "cron: the next run of %d job(s) moved to the time zone %s: %s",
+                        len(moved),
+                        self.tz.key,
+                        ", ".join(moved),
+                    )
             await self._plan_until_drained()
 
     async def _plan_until_drained(self) -> None:
@@ -171,8 +175,12 @@ class Scheduler(Actor):
                     claim_due, self.owner, now, config.lease_seconds, self.tz, config.catch_up
                 )
                 for job_id, fence in report.expired:
-                    log.warning("cron %s run %d: lease expired (its worker stopped); "
-                                "recorded as interrupted", job_id, fence)  # fmt: skip
+                    log.warning(
+                        "cron %s run %d: lease expired (its worker stopped); "
+                        "recorded as interrupted",
+                        job_id,
+                        fence,
+                    )
                 for claim in report.claims:
                     self._spawn(Fire(claim))
                 nxt = await self.db.read(earliest_due)

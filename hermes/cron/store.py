@@ -151,8 +151,18 @@ def resolve_job(conn: apsw.Connection, ref: str) -> Job:
 def update_job(conn: apsw.Connection, job_id: str, now: float, tz: ZoneInfo, **fields) -> Job:
     """Change a job's fields; a new schedule recomputes its next run (and gives a job
     that had ended a new life: lifecycle.reschedule)."""
-    allowed = {"name", "prompt", "script", "no_agent", "deliver", "workdir", "repeat_times",
-               "attach_to_session", "catch_up", "skills"}  # fmt: skip
+    allowed = {
+        "name",
+        "prompt",
+        "script",
+        "no_agent",
+        "deliver",
+        "workdir",
+        "repeat_times",
+        "attach_to_session",
+        "catch_up",
+        "skills",
+    }
     unknown = set(fields) - allowed - {"schedule"}
     if unknown:
         raise JobError(f"cannot edit {', '.join(sorted(unknown))}")
@@ -244,9 +254,20 @@ def record_target(
         "INSERT INTO cron_deliveries (job_id, fence, platform, chat_id, thread_id, provenance,"
         " mirror, metadata, text, status, error, created_at, outbox_key)"
         " VALUES (?,?,?,?,?,?,?,'{}','',?,?,?,?)",
-        (job_id, fence, t.platform, t.chat_id, t.thread_id, planned.provenance,
-         int(planned.mirror), status, note, now, outbox_key),
-    )  # fmt: skip
+        (
+            job_id,
+            fence,
+            t.platform,
+            t.chat_id,
+            t.thread_id,
+            planned.provenance,
+            int(planned.mirror),
+            status,
+            note,
+            now,
+            outbox_key,
+        ),
+    )
 
 
 @attrs.frozen
@@ -267,10 +288,17 @@ def run_targets(conn: apsw.Connection, job_id: str) -> list[TargetRecord]:
         (job_id,),
     )
     return [
-        TargetRecord(fence, ":".join(p for p in (platform, chat, thread) if p), provenance,
-                     bool(mirror), status, note, key)
+        TargetRecord(
+            fence,
+            ":".join(p for p in (platform, chat, thread) if p),
+            provenance,
+            bool(mirror),
+            status,
+            note,
+            key,
+        )
         for fence, platform, chat, thread, provenance, mirror, status, note, key in rows
-    ]  # fmt: skip
+    ]
 
 
 def cancel_job(conn: apsw.Connection, ref: str, now: float) -> Job:

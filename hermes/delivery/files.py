@@ -41,8 +41,9 @@ def stage(
         with source.open("rb") as f, os.fdopen(fd, "wb") as out:
             opened = Path(os.readlink(f"/proc/self/fd/{f.fileno()}"))
             if allowed is not None and not allowed(opened):
-                raise PermissionError(f"{source} is not a file you may send (it leads to"
-                                      f" {opened.name})")  # fmt: skip
+                raise PermissionError(
+                    f"{source} is not a file you may send (it leads to {opened.name})"
+                )
             while piece := f.read(PIECE * 16):
                 digest.update(piece)
                 out.write(piece)
@@ -66,8 +67,10 @@ def too_large(platform: str, name: str, size: int) -> str | None:
     if limit == 0:
         return f"(The file {name} was not sent: hermes cannot send files on {platform}.)"
     if size > limit:
-        return (f"(The file {name} was not sent: it is {_mb(size)}, over the "
-                f"{_mb(limit)} {platform} takes from a bot.)")  # fmt: skip
+        return (
+            f"(The file {name} was not sent: it is {_mb(size)}, over the "
+            f"{_mb(limit)} {platform} takes from a bot.)"
+        )
     return None
 
 
@@ -87,8 +90,17 @@ def queue_file(
     reply_to: str | None = None,
 ) -> list[int]:
     """Queue `file` (checked with too_large) with its caption, as one row."""
-    return enqueue(conn, target, [caption[:MAX_CAPTION]], kind, key, now, reply_to=reply_to,
-                   origin=origin, file=file)  # fmt: skip
+    return enqueue(
+        conn,
+        target,
+        [caption[:MAX_CAPTION]],
+        kind,
+        key,
+        now,
+        reply_to=reply_to,
+        origin=origin,
+        file=file,
+    )
 
 
 def voice_instead(
@@ -103,5 +115,4 @@ def voice_instead(
     """A voice note in place of its answer's text, which waits (`hold`) for it: the text
     taken back where it has not gone, the voice note queued, in one transaction."""
     drop_unsent(conn, answer_key)
-    return queue_file(conn, target, file, "", "reply", f"{answer_key}:voice", now, origin,
-                      reply_to)  # fmt: skip
+    return queue_file(conn, target, file, "", "reply", f"{answer_key}:voice", now, origin, reply_to)

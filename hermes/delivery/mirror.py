@@ -102,13 +102,30 @@ def write_mirror(
         else:
             key = session_key(where, ChatType(seed.chat_type), seed.user_id, keying)
             session_id = current_session(conn, key) or new_session_id(target.platform)
-        ensure_session(conn, NewSession(
-            session_id, source=target.platform, session_key=key, chat_id=where.chat_id,
-            chat_type=seed.chat_type, thread_id=where.thread_id, user_id=seed.user_id,
-            scope_id=where.scope_id, started_at=now,
-        ))  # fmt: skip
-        append_message(conn, NewMessage(session_id, "assistant", mirror.text,
-                                        platform_message_id=message_id, timestamp=now,
-                                        untrusted=mirror.untrusted))  # fmt: skip
+        ensure_session(
+            conn,
+            NewSession(
+                session_id,
+                source=target.platform,
+                session_key=key,
+                chat_id=where.chat_id,
+                chat_type=seed.chat_type,
+                thread_id=where.thread_id,
+                user_id=seed.user_id,
+                scope_id=where.scope_id,
+                started_at=now,
+            ),
+        )
+        append_message(
+            conn,
+            NewMessage(
+                session_id,
+                "assistant",
+                mirror.text,
+                platform_message_id=message_id,
+                timestamp=now,
+                untrusted=mirror.untrusted,
+            ),
+        )
         written.append(session_id)
     return written

@@ -255,8 +255,10 @@ class Outbox(Actor):
         """The platform's, the chat's and, for an edit, the platform's edits' rates (the
         chat's second: `_free` may leave it out)."""
         pace = self.paces.get(row.target.platform, NO_PACE)
-        limits = [(row.target.platform, pace.per_second, pace.burst),
-                  (row.chat, pace.per_chat_per_second, pace.chat_burst)]  # fmt: skip
+        limits = [
+            (row.target.platform, pace.per_second, pace.burst),
+            (row.chat, pace.per_chat_per_second, pace.chat_burst),
+        ]
         if row.edit_of is not None:
             limits.append(((row.target.platform, "edits"), pace.edits_per_second, pace.edit_burst))
         return limits
@@ -276,9 +278,17 @@ class Outbox(Actor):
         adapter = self.adapter_of(row.target.platform)
         if adapter is None:
             return RetryAfter(None, f"no {row.target.platform} adapter is running")
-        request = SendRequest(row.target, row.text, row.idempotency_key, reply_to=row.reply_to,
-                              plain=row.plain, kind=row.kind, buttons=row.buttons,
-                              edit_of=row.edit_of, file=row.file)  # fmt: skip
+        request = SendRequest(
+            row.target,
+            row.text,
+            row.idempotency_key,
+            reply_to=row.reply_to,
+            plain=row.plain,
+            kind=row.kind,
+            buttons=row.buttons,
+            edit_of=row.edit_of,
+            file=row.file,
+        )
         reply = Reply()
         try:
             with trio.move_on_after(SEND_DEADLINE) as handing:
@@ -308,17 +318,25 @@ class Outbox(Actor):
             result = RetryAfter(None, result.reason)  # a repeat is dropped, or the same edit
         if isinstance(result, Sent):
             kept = row.live or row.edit_of is not None  # a message that may be edited
-            mark = (mark_sent, row.id, result.message_id, now, self.keying,
-                    row.text if kept else None, self.progress_interval,
-                    row.plain)  # fmt: skip
+            mark = (
+                mark_sent,
+                row.id,
+                result.message_id,
+                now,
+                self.keying,
+                row.text if kept else None,
+                self.progress_interval,
+                row.plain,
+            )
         elif isinstance(result, Permanent) and result.missing:
             log.info("outbox row %d: its message is gone (%s)", row.id, result.reason)
             mark = (mark_missing, row.id, result.reason, now)
         elif isinstance(result, Unconfirmed):
             mark = (mark_unknown, row.id, result.reason, now)
         elif isinstance(result, Permanent) and result.formatting and not row.plain:
-            log.info("outbox row %d: formatting rejected (%s); as plain text", row.id,
-                     result.reason)  # fmt: skip
+            log.info(
+                "outbox row %d: formatting rejected (%s); as plain text", row.id, result.reason
+            )
             mark = (mark_plain, row.id, result.reason, now)
         elif isinstance(result, Permanent):
             log.warning("outbox row %d to %s is dead: %s", row.id, row.target, result.reason)

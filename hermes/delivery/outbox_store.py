@@ -32,8 +32,13 @@ from hermes.delivery.session_keys import PER_USER, Keying
 log = logging.getLogger(__name__)
 
 PENDING, SENDING, SENT, RETRY, DEAD, UNKNOWN = (
-    "pending", "sending", "sent", "retry", "dead", "unknown"
-)  # fmt: skip
+    "pending",
+    "sending",
+    "sent",
+    "retry",
+    "dead",
+    "unknown",
+)
 OPEN = (PENDING, RETRY, SENDING)  # not finished: later chunks of the chat wait
 _OPEN_SQL = "state IN ('pending', 'retry', 'sending')"  # literal: the partial index's own
 KINDS = ("reply", "cron", "send", "notice")
@@ -78,14 +83,50 @@ _COLUMNS = (
 
 
 def _row(values: tuple) -> OutboxRow:
-    (id_, platform, chat, thread, scope, text, reply_to, kind, origin, key, state, attempts,
-     not_before, created, error, message_id, plain, buttons, live, shown,
-     file) = values  # fmt: skip
+    (
+        id_,
+        platform,
+        chat,
+        thread,
+        scope,
+        text,
+        reply_to,
+        kind,
+        origin,
+        key,
+        state,
+        attempts,
+        not_before,
+        created,
+        error,
+        message_id,
+        plain,
+        buttons,
+        live,
+        shown,
+        file,
+    ) = values
     pressed = tuple(Button(*b) for b in json.loads(buttons)) if buttons else ()
-    return OutboxRow(id_, Target(platform, chat, thread, scope), text, reply_to, kind, origin,
-                     key, state, attempts, not_before, created, error, message_id,
-                     bool(plain), pressed, bool(live), shown,
-                     OutFile.from_json(file) if file else None)  # fmt: skip
+    return OutboxRow(
+        id_,
+        Target(platform, chat, thread, scope),
+        text,
+        reply_to,
+        kind,
+        origin,
+        key,
+        state,
+        attempts,
+        not_before,
+        created,
+        error,
+        message_id,
+        bool(plain),
+        pressed,
+        bool(live),
+        shown,
+        OutFile.from_json(file) if file else None,
+    )
 
 
 def enqueue(
@@ -126,13 +167,23 @@ def enqueue(
             "INSERT INTO outbox (platform, chat_id, thread_id, scope_id, text, reply_to, kind,"
             " origin, idempotency_key, created_at, mirror, buttons, file, not_before)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (idempotency_key) DO NOTHING",
-            (target.platform, target.chat_id, target.thread_id, target.scope_id, chunk,
-             reply_to if i == 0 else None, kind, origin, f"{key}:{i}", now,
-             mirror.to_json() if mirror is not None and i == 0 else None,
-             shown if i == len(chunks) - 1 else None,
-             file.to_json() if file is not None and i == len(chunks) - 1 else None,
-             now + hold if hold > 0 else None),
-        )  # fmt: skip
+            (
+                target.platform,
+                target.chat_id,
+                target.thread_id,
+                target.scope_id,
+                chunk,
+                reply_to if i == 0 else None,
+                kind,
+                origin,
+                f"{key}:{i}",
+                now,
+                mirror.to_json() if mirror is not None and i == 0 else None,
+                shown if i == len(chunks) - 1 else None,
+                file.to_json() if file is not None and i == len(chunks) - 1 else None,
+                now + hold if hold > 0 else None,
+            ),
+        )
         if conn.changes():
             ids.append(conn.last_insert_rowid())
     return ids
@@ -170,10 +221,20 @@ def write_live(
             conn.execute(
                 "INSERT INTO outbox (platform, chat_id, thread_id, scope_id, text, reply_to,"
                 " kind, idempotency_key, created_at, live, plain) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (target.platform, target.chat_id, target.thread_id, target.scope_id, chunk,
-                 reply_to if i == 0 else None, "reply", f"{key}:{i}", now, int(not final),
-                 int(not final)),
-            )  # fmt: skip
+                (
+                    target.platform,
+                    target.chat_id,
+                    target.thread_id,
+                    target.scope_id,
+                    chunk,
+                    reply_to if i == 0 else None,
+                    "reply",
+                    f"{key}:{i}",
+                    now,
+                    int(not final),
+                    int(not final),
+                ),
+            )
             waiting.append(conn.last_insert_rowid())
             continue
         row_id, state, shown, live, plain, updated = found
@@ -192,8 +253,10 @@ def write_live(
         elif state in (UNKNOWN, DEAD) and final:
             # A state refused, or a first send lost in a crash (its id unknown): the answer
             # still goes, an edit where the platform shows something, else its own message.
-            conn.execute("UPDATE outbox SET state = ?, attempts = 0, not_before = NULL"
-                         " WHERE id = ?", (PENDING, row_id))  # fmt: skip
+            conn.execute(
+                "UPDATE outbox SET state = ?, attempts = 0, not_before = NULL WHERE id = ?",
+                (PENDING, row_id),
+            )
             waiting.append(row_id)
         elif state in OPEN:
             waiting.append(row_id)
@@ -328,8 +391,9 @@ def mark_sent(
             seeded = write_mirror(conn, Mirror.from_json(found[4]), target, message_id, keying, now)
         outcome = "seeded " + ", ".join(seeded)
     except Exception as exc:  # a bad mirror record (cattrs raises a group) or the write
-        log.warning("outbox row %d to %s: the brief was sent but not mirrored: %s",
-                    row_id, target, exc)  # fmt: skip
+        log.warning(
+            "outbox row %d to %s: the brief was sent but not mirrored: %s", row_id, target, exc
+        )
         outcome = f"not mirrored: {exc}"
     conn.execute("UPDATE outbox SET mirror_outcome = ? WHERE id = ?", (outcome, row_id))
     return seeded
@@ -400,10 +464,12 @@ def mark_undelivered(
     changed = conn.changes()
     if changed:
         return changed
-    known = conn.execute("SELECT 1 FROM outbox WHERE platform = ? AND message_id = ?",
-                         (platform, message_id)).fetchone()  # fmt: skip
-    in_flight = conn.execute("SELECT 1 FROM outbox WHERE platform = ? AND state = ?",
-                             (platform, SENDING)).fetchone()  # fmt: skip
+    known = conn.execute(
+        "SELECT 1 FROM outbox WHERE platform = ? AND message_id = ?", (platform, message_id)
+    ).fetchone()
+    in_flight = conn.execute(
+        "SELECT 1 FROM outbox WHERE platform = ? AND state = ?", (platform, SENDING)
+    ).fetchone()
     if known is None and in_flight is not None:
         raise SendNotRecorded(f"{platform} reported {message_id} while a send is in flight")
     return 0

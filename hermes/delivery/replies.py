@@ -62,8 +62,17 @@ class Answer:
         message finished with it); the ids of rows that wait to go (none when it was
         queued before)."""
         chunks = chunks_for(self.prefix + text, self.target.platform)
-        return enqueue(conn, self.target, chunks, kind, self.key, now, self.reply_to,
-                       after=self.after, hold=self.hold)  # fmt: skip
+        return enqueue(
+            conn,
+            self.target,
+            chunks,
+            kind,
+            self.key,
+            now,
+            self.reply_to,
+            after=self.after,
+            hold=self.hold,
+        )
 
 
 class Replies(Protocol):
@@ -163,9 +172,16 @@ class OutboxReplies(UsesDb):
         """Best effort, as progress is: a turn goes on when its progress cannot be shown."""
         chunks = chunks_for(text, live.target.platform)
         try:
-            waiting = await self.db.write(write_live, live.target, chunks, live.key,
-                                          self.clock.now(), live.reply_to, final,
-                                          self.interval)  # fmt: skip
+            waiting = await self.db.write(
+                write_live,
+                live.target,
+                chunks,
+                live.key,
+                self.clock.now(),
+                live.reply_to,
+                final,
+                self.interval,
+            )
         except (ActorStopped, StateError) as exc:
             log.warning("the progress of %s is not shown: %s", live.key, exc)
             return
@@ -184,8 +200,14 @@ class OutboxReplies(UsesDb):
             self.live[source.platform, source.event_id] = LiveReply(
                 source.target(), live_key, source.message_id, mode, trio.current_time()
             )
-        return Answer(source.target(), key, source.message_id, prefix, self.interval,
-                      self.holds.get(source.platform, 0.0))  # fmt: skip
+        return Answer(
+            source.target(),
+            key,
+            source.message_id,
+            prefix,
+            self.interval,
+            self.holds.get(source.platform, 0.0),
+        )
 
     async def answer(
         self,

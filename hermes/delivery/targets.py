@@ -123,8 +123,10 @@ def plan_delivery(
             problems.append(problem)
         for target, provenance in resolved:
             if origin is not None and (target.platform, target.chat_id, target.thread_id) == (
-                origin.platform, origin.chat_id, origin.thread_id
-            ):  # fmt: skip
+                origin.platform,
+                origin.chat_id,
+                origin.thread_id,
+            ):
                 provenance = "origin"  # the job's own chat, however it was named
             eligible = mirror_eligible(provenance, attach_to_session, mirror_default)
             key = (target.platform, target.chat_id, target.thread_id)

@@ -192,20 +192,37 @@ class Approvals:
         owners = await self.owners(platform)
         user_name = await self.db.read(_user_name, ctx.session_id, ctx.caller.user_id)
         new = NewApproval(
-            ctx.session_id, command, self.redact(command), cwd, reason,
-            platform, origin.chat_id if origin is not None else None, ctx.caller.user_id,
-            user_name, self.owner, self.timeout, ctx.call_id,
-        )  # fmt: skip
+            ctx.session_id,
+            command,
+            self.redact(command),
+            cwd,
+            reason,
+            platform,
+            origin.chat_id if origin is not None else None,
+            ctx.caller.user_id,
+            user_name,
+            self.owner,
+            self.timeout,
+            ctx.call_id,
+        )
 
         def open_and_prompt(conn: apsw.Connection, now: float) -> Approval:
-            target = None if self.waits.draining else prompt_target(conn, ctx, owners,
-                                                                     self.platforms)  # fmt: skip
+            target = (
+                None if self.waits.draining else prompt_target(conn, ctx, owners, self.platforms)
+            )
             asked = attrs.evolve(new, asked_in=str(target) if target is not None else None)
             request = open_approval(conn, asked, now)
             if request.state == PENDING and target is not None:
                 chunks = chunks_for(prompt_text(request), target.platform)
-                enqueue(conn, target, chunks, "notice", f"approval:{request.id}",
-                        request.created_at, buttons=buttons(request.id))  # fmt: skip
+                enqueue(
+                    conn,
+                    target,
+                    chunks,
+                    "notice",
+                    f"approval:{request.id}",
+                    request.created_at,
+                    buttons=buttons(request.id),
+                )
             return request
 
         with trio.CancelScope(shield=True):  # a request opened is a request ended below

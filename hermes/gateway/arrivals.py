@@ -49,11 +49,13 @@ class Arrivals:
                     break
             now = self.clock.now()
             claims = [
-                None if told.owner == self.owner else await db.submit(
+                None
+                if told.owner == self.owner
+                else await db.submit(
                     claim, told.event.platform, told.event.event_id, self.owner, now
                 )
                 for told in batch
-            ]  # fmt: skip
+            ]
             for told, pending in zip(batch, claims, strict=True):
                 if pending is None or await pending.result():
                     await route(told.event, told.arrived)

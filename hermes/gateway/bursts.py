@@ -50,8 +50,13 @@ def resumed_turns(events: list[InboundEvent], joined: dict[str, tuple[str, bool]
 
 def burst_key(event: InboundEvent) -> tuple[str, ...]:
     """One person in one chat (and thread)."""
-    return (event.platform, event.scope_id or "", event.chat_id, event.thread_id or "",
-            event.user_id)  # fmt: skip
+    return (
+        event.platform,
+        event.scope_id or "",
+        event.chat_id,
+        event.thread_id or "",
+        event.user_id,
+    )
 
 
 @attrs.define

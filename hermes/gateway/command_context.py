@@ -81,6 +81,9 @@ async def refused_in_shared(
     why = f"this {place} is one conversation for everyone in it ({setting})"
     if word != "/stop":
         return f"Only an owner can use {word} here: {why}."
-    others = [f for f in router.turns.following.values()
-              if f.session_id == session_id and f.event.user_id != event.user_id]  # fmt: skip
+    others = [
+        f
+        for f in router.turns.following.values()
+        if f.session_id == session_id and f.event.user_id != event.user_id
+    ]
     return f"Only an owner can stop someone else's turn here: {why}." if others else None

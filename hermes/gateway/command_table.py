@@ -30,14 +30,14 @@ TABLE = (
         "/model",
         "router",
         "the model that answers; /model NAME switches this session (owners), /model default",
-    ),  # fmt: skip
+    ),
     Command("/compress", "session", "summarize older turns now", changes=True),
     Command(
         "/undo",
         "session",
         "take your last message and its answer out of the conversation",
         changes=True,
-    ),  # fmt: skip
+    ),
     Command("/retry", "session", "undo your last message and send it again", changes=True),
     Command("/usage", "session", "how full the context is"),
     Command("/todo", "router", "this session's todo list, as the agent keeps it"),
@@ -47,7 +47,7 @@ TABLE = (
         "router",
         "let a command that waits for approval run (owners): /approve [ID [always]]",
         who="owners",
-    ),  # fmt: skip
+    ),
     Command("/deny", "router", "refuse it (owners): /deny [ID]", who="owners"),
     Command("/mcp", "router", "the MCP servers: their state and tools"),
     Command(
@@ -55,13 +55,13 @@ TABLE = (
         "router",
         "read config.yaml's mcp section again and restart what changed (owners)",
         who="owners",
-    ),  # fmt: skip
+    ),
     Command(
         "/busy",
         "router",
         "what a message sent mid-turn does here: /busy interrupt|queue|steer",
         changes=True,
-    ),  # fmt: skip
+    ),
     Command("/queue", "session", "run TEXT after the running turn: /queue TEXT", takes_text=True),
     Command("/steer", "session", "add TEXT to the running turn: /steer TEXT", takes_text=True),
     Command("/link", "router", "link your accounts on two platforms: /link, then /link CODE"),
@@ -71,7 +71,7 @@ TABLE = (
         "router",
         "carry on your latest conversation from any linked account",
         changes=True,
-    ),  # fmt: skip
+    ),
     Command("/help", "router", "this list"),
 )
 BY_WORD = {command.word: command for command in TABLE}

@@ -48,13 +48,15 @@ async def _new(c: CommandContext) -> CommandReply:
 
 async def _stop(c: CommandContext) -> CommandReply:
     stopped = await c.router.host.interrupt(c.session_id)
-    return CommandReply("Stopped the running turn." if stopped else "Nothing is running.",
-                        c.session_id)  # fmt: skip
+    return CommandReply(
+        "Stopped the running turn." if stopped else "Nothing is running.", c.session_id
+    )
 
 
 def _model(c: CommandContext, chosen: str | None) -> str:
-    first, *rest = (provider_key(p.name, p.model)
-                    for p in c.router.agent.chain.starting_with(chosen).providers)  # fmt: skip
+    first, *rest = (
+        provider_key(p.name, p.model) for p in c.router.agent.chain.starting_with(chosen).providers
+    )
     return f"{first} (then {', '.join(rest)})" if rest else first
 
 
@@ -123,8 +125,9 @@ async def _model_cmd(c: CommandContext) -> CommandReply:
         found = [k for k, p in zip(keys, providers, strict=True) if name in (k, p.name, p.model)]
         if len(found) != 1:
             why = "matches more than one" if found else "is not one"
-            return CommandReply(f"{name} {why} of the configured models: {', '.join(keys)}",
-                                c.session_id)  # fmt: skip
+            return CommandReply(
+                f"{name} {why} of the configured models: {', '.join(keys)}", c.session_id
+            )
         chosen = found[0]
     await c.router.host.choose_model(c.event, c.session_id, chosen)
     return CommandReply(f"model: {_model(c, chosen)}", c.session_id)

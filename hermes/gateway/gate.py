@@ -66,8 +66,9 @@ class Gate:
         offer = ""
         if decision.offer_pairing and not event.is_bot:  # one code an hour per user
             now = self.clock.now()
-            made = await self.db.write(request_code, event.platform, event.user_id,
-                                       event.user_name, now, event.chat_id)  # fmt: skip
+            made = await self.db.write(
+                request_code, event.platform, event.user_id, event.user_name, now, event.chat_id
+            )
             offer = made.message(now)
         chat = (event.platform, event.chat_id)
         return Screening(decision, policy.groups, offer, draining, self.bot_turns.get(chat, 0))
@@ -91,5 +92,9 @@ class Gate:
         self._logged.add(key)
         log.info(
             "refused %s user %s in %s %s: %s",
-            event.platform, event.user_id, event.chat_type, event.chat_id, reason,
-        )  # fmt: skip
+            event.platform,
+            event.user_id,
+            event.chat_type,
+            event.chat_id,
+            reason,
+        )

@@ -45,8 +45,9 @@ class MediaIntake:
 
         async def fetch() -> Attachments:
             parts = [await self.attachments(event) for event in carrying]
-            return Attachments(tuple(f for p in parts for f in p.files),
-                               tuple(n for p in parts for n in p.notes))  # fmt: skip
+            return Attachments(
+                tuple(f for p in parts for f in p.files), tuple(n for p in parts for n in p.notes)
+            )
 
         return fetch
 
@@ -55,8 +56,10 @@ class MediaIntake:
         spent = self._spent(chat)
         if spent >= self.per_hour:
             mb = self.per_hour // (1024 * 1024)
-            note = (f"[{len(event.attachments)} attachment(s) not fetched: this chat sent "
-                    f"over {mb} MB of files in the last hour]")  # fmt: skip
+            note = (
+                f"[{len(event.attachments)} attachment(s) not fetched: this chat sent "
+                f"over {mb} MB of files in the last hour]"
+            )
             return Attachments(notes=(note,))
         fetched = await self._fetch(event)
         if fetched.files:
@@ -94,8 +97,10 @@ class MediaIntake:
         """The transcript line of a voice note: what the model reads instead of the sound."""
         config = self.speech.media.transcribe
         if config.base_url is None:
-            return ("[a voice note arrived, but no speech-to-text is configured: its words "
-                    "cannot be heard; say so if it matters]")  # fmt: skip
+            return (
+                "[a voice note arrived, but no speech-to-text is configured: its words "
+                "cannot be heard; say so if it matters]"
+            )
         try:
             words = await transcribe(config, self.speech.transcribe_key, audio)
         except SpeechError as exc:

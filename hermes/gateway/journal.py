@@ -112,9 +112,13 @@ def claim(conn: apsw.Connection, platform: str, event_id: str, owner: str, now: 
 
 
 def finish(
-    conn: apsw.Connection, platform: str, event_id: str, state: str, session_id: str | None,
+    conn: apsw.Connection,
+    platform: str,
+    event_id: str,
+    state: str,
+    session_id: str | None,
     now: float,
-) -> None:  # fmt: skip
+) -> None:
     """The event's turn ended (answered) or it was refused: it is never taken again."""
     conn.execute(
         "UPDATE inbound_journal SET state = ?, session_id = COALESCE(?, session_id),"

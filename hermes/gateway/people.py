@@ -36,7 +36,6 @@ class People:
         owner = await self.role(event) == "owner"
         for platform, user_id in await self.db.read(accounts_of, person):
             if (user_id in await self.owner_ids(platform)) != owner and platform != "local":
-                log.warning("%s's linked accounts no longer have one role: not followed",
-                            person)  # fmt: skip
+                log.warning("%s's linked accounts no longer have one role: not followed", person)
                 return None
         return person

@@ -64,13 +64,30 @@ class Questions:
         target = origin.target() if origin is not None and origin.platform != "local" else None
 
         def open_and_prompt(conn, now: float) -> Question:
-            asked = open_question(conn, ctx.session_id, caller.platform, caller.user_id,
-                                  question, choices, self.owner, now, self.timeout)  # fmt: skip
+            asked = open_question(
+                conn,
+                ctx.session_id,
+                caller.platform,
+                caller.user_id,
+                question,
+                choices,
+                self.owner,
+                now,
+                self.timeout,
+            )
             if target is not None:
-                buttons = tuple(Button(c, f"/answer {asked.id} {n}")
-                                for n, c in enumerate(choices, 1))  # fmt: skip
-                enqueue(conn, target, chunks_for(prompt_text(asked), target.platform),
-                        "notice", f"question:{asked.id}", now, buttons=buttons)  # fmt: skip
+                buttons = tuple(
+                    Button(c, f"/answer {asked.id} {n}") for n, c in enumerate(choices, 1)
+                )
+                enqueue(
+                    conn,
+                    target,
+                    chunks_for(prompt_text(asked), target.platform),
+                    "notice",
+                    f"question:{asked.id}",
+                    now,
+                    buttons=buttons,
+                )
             return asked
 
         with trio.CancelScope(shield=True):  # a question opened is a question ended below

@@ -113,8 +113,11 @@ class Retention(Actor):
         try:
             pruned = await self.db.write(prune_all, self.rules, self.clock.now())
         except (StateError, apsw.Error) as exc:
-            log.warning("retention: pruning state.db failed (tried again in %g s): %s",
-                        self.rules.prune_every, exc)  # fmt: skip
+            log.warning(
+                "retention: pruning state.db failed (tried again in %g s): %s",
+                self.rules.prune_every,
+                exc,
+            )
             pruned = {}
         if self.files is not None:
             pruned = {

@@ -117,16 +117,35 @@ class Router(Actor):
         self.people = People(db, self.role, self.owner_ids)
         platforms = frozenset(self.gate.policies)
         agent, waits = self.config.agent, self.approval_waits
-        approvals = Approvals(db, self.clock, waits, self.owner, agent.approval_timeout,
-                              self.owner_ids, self.config.platforms, self.agent.redact)  # fmt: skip
+        approvals = Approvals(
+            db,
+            self.clock,
+            waits,
+            self.owner,
+            agent.approval_timeout,
+            self.owner_ids,
+            self.config.platforms,
+            self.agent.redact,
+        )
         self.questions = Questions(db, self.clock, waits, self.owner, agent.clarify_timeout)
         self.host = SessionHost(
-            self.nursery, db, self.home_root, MemoryStore(self.memories), self.agent,
-            self.gateway, agent.workdir_path(), self.clock, self.services, approvals,
-            platforms, Keying.of(self.config), self.questions,
-        )  # fmt: skip
-        self.starter = TurnStarter(self.nursery, self.host, self.replies, self.turns, self.media,
-                                   self.role, self.questions)  # fmt: skip
+            self.nursery,
+            db,
+            self.home_root,
+            MemoryStore(self.memories),
+            self.agent,
+            self.gateway,
+            agent.workdir_path(),
+            self.clock,
+            self.services,
+            approvals,
+            platforms,
+            Keying.of(self.config),
+            self.questions,
+        )
+        self.starter = TurnStarter(
+            self.nursery, self.host, self.replies, self.turns, self.media, self.role, self.questions
+        )
         # What waited for approval when serve stopped never runs: expired before resumes.
         self.approval_waits.reopen()
         gone = functools.partial(owner_gone, me=self.owner)
@@ -223,8 +242,9 @@ class Router(Actor):
         refused = screen(event, await self.gate.screening(event, self.draining))
         if refused is not None:
             self.gate.log_refusal(event, refused.reason)
-            await self.starter.end(event, None, StepKind.REFUSED, refused.notice, REFUSED,
-                                   answer=bool(refused.notice))  # fmt: skip
+            await self.starter.end(
+                event, None, StepKind.REFUSED, refused.notice, REFUSED, answer=bool(refused.notice)
+            )
             return
         person = await self.people.person(event)
         who = person or (event.platform, event.user_id)  # linked accounts share one limit
@@ -238,15 +258,22 @@ class Router(Actor):
         busy = "queue" if resume else busy
         way = route(event, Routing(limited, in_shared, window, running, busy))
         if isinstance(way, Limited):
-            await self.starter.end(event, None, StepKind.REFUSED, way.notice, REFUSED,
-                                   answer=bool(way.notice))  # fmt: skip
+            await self.starter.end(
+                event, None, StepKind.REFUSED, way.notice, REFUSED, answer=bool(way.notice)
+            )
         elif isinstance(way, Refuse):
             await self.starter.end(event, session_id, StepKind.DONE, way.notice, ANSWERED)
         elif isinstance(way, Command):
             held = self.bursts.take(event) if way.word == "/stop" else None
             for part in held.events if held is not None else ():  # it stops what waits too
-                await self.starter.end(part, session_id, StepKind.INTERRUPTED, STOPPED_BURST,
-                                       ANSWERED, answer=part is held.lead)  # fmt: skip
+                await self.starter.end(
+                    part,
+                    session_id,
+                    StepKind.INTERRUPTED,
+                    STOPPED_BURST,
+                    ANSWERED,
+                    answer=part is held.lead,
+                )
             reply = await answer_command(way.word, CommandContext(self, event, session_id))
             await self.starter.end(event, reply.session_id, StepKind.DONE, reply.text, ANSWERED)
         elif isinstance(way, Merge):

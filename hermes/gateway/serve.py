@@ -52,13 +52,19 @@ def beside_another(config: Config) -> Config:
     clients look, as for any serve."""
     local, ops = config.gateway.local, config.ops
     if local.port and not _port_free(local.host, local.port):
-        log.warning("gateway.local.port %d is taken (by the other serve?): this one takes a"
-                    " free port (HERMES_HOME/serve.port)", local.port)  # fmt: skip
+        log.warning(
+            "gateway.local.port %d is taken (by the other serve?): this one takes a"
+            " free port (HERMES_HOME/serve.port)",
+            local.port,
+        )
         gateway = attrs.evolve(config.gateway, local=attrs.evolve(local, port=0))
         config = attrs.evolve(config, gateway=gateway)
     if ops.enabled and ops.port and not _port_free(ops.bind_host(), ops.port):
-        log.warning("ops.port %d is taken (by the other serve?): this one's operator surfaces"
-                    " take a free port (HERMES_HOME/ops.port)", ops.port)  # fmt: skip
+        log.warning(
+            "ops.port %d is taken (by the other serve?): this one's operator surfaces"
+            " take a free port (HERMES_HOME/ops.port)",
+            ops.port,
+        )
         config = attrs.evolve(config, ops=attrs.evolve(ops, port=0))
     return config
 

@@ -265,11 +265,19 @@ class SessionActor(Actor):
                             files = await turn.media()
                         untrusted = untrusted or (files.untrusted() if files else None)
                         result = await self.agent.run_turn(
-                            ctx, text, send, source=turn.source or self.source,
-                            conversation=conversation, resume=turn.resume, answer=turn.answer,
-                            settle=turn.settle, times=turn.times, untrusted=untrusted,
-                            attachments=files, steered=self._steered,
-                        )  # fmt: skip
+                            ctx,
+                            text,
+                            send,
+                            source=turn.source or self.source,
+                            conversation=conversation,
+                            resume=turn.resume,
+                            answer=turn.answer,
+                            settle=turn.settle,
+                            times=turn.times,
+                            untrusted=untrusted,
+                            attachments=files,
+                            steered=self._steered,
+                        )
                         self.conversation = result.conversation
                         if self.voice is not None and turn.answer is not None:
                             await self.voice.follow(ctx, turn.answer, result.text)

@@ -63,8 +63,14 @@ class SessionServices:
 
 
 def origin_of(event: InboundEvent) -> Origin:
-    return Origin(event.platform, event.chat_id, event.thread_id, event.user_id, event.scope_id,
-                  str(event.chat_type))  # fmt: skip
+    return Origin(
+        event.platform,
+        event.chat_id,
+        event.thread_id,
+        event.user_id,
+        event.scope_id,
+        str(event.chat_type),
+    )
 
 
 class SessionHost:
@@ -146,12 +152,21 @@ class SessionHost:
             key = self.key_of(event)
             self.current[key] = session_id
             await self.db.write(detach, key)  # a chat /continue attached goes back to its own
-            await self.db.write(ensure_session, NewSession(
-                session_id, source=event.platform, session_key=key, chat_id=event.chat_id,
-                chat_type=str(event.chat_type), thread_id=event.thread_id,
-                user_id=event.user_id, user_name=event.user_name, scope_id=event.scope_id,
-                started_at=self.clock.now(),
-            ))  # fmt: skip
+            await self.db.write(
+                ensure_session,
+                NewSession(
+                    session_id,
+                    source=event.platform,
+                    session_key=key,
+                    chat_id=event.chat_id,
+                    chat_type=str(event.chat_type),
+                    thread_id=event.thread_id,
+                    user_id=event.user_id,
+                    user_name=event.user_name,
+                    scope_id=event.scope_id,
+                    started_at=self.clock.now(),
+                ),
+            )
         return session_id
 
     def turn_context(
@@ -202,19 +217,34 @@ class SessionHost:
             return entry[1]
         row = await self.db.read(get_session, session_id)  # a read: no commit
         if row is None:
-            await self.db.write(ensure_session, NewSession(
-                session_id, source=event.platform, session_key=self.key_of(event),
-                chat_id=event.chat_id, chat_type=str(event.chat_type), thread_id=event.thread_id,
-                user_id=event.user_id, user_name=event.user_name, scope_id=event.scope_id,
-                title=event.title, title_source="derived" if event.title else None,
-                started_at=self.clock.now(),
-            ))  # fmt: skip
+            await self.db.write(
+                ensure_session,
+                NewSession(
+                    session_id,
+                    source=event.platform,
+                    session_key=self.key_of(event),
+                    chat_id=event.chat_id,
+                    chat_type=str(event.chat_type),
+                    thread_id=event.thread_id,
+                    user_id=event.user_id,
+                    user_name=event.user_name,
+                    scope_id=event.scope_id,
+                    title=event.title,
+                    title_source="derived" if event.title else None,
+                    started_at=self.clock.now(),
+                ),
+            )
         services = self.services
         home = HermesHome(self.home_root)
         own = await own_directory(home.workspace, session_id)
         workdir = self.workdir or own
-        terminal = TerminalSession(workdir, own=own, state_dir=self.home_root / ".terminal",
-                                   policy=services.policy, backends=services.backends)  # fmt: skip
+        terminal = TerminalSession(
+            workdir,
+            own=own,
+            state_dir=self.home_root / ".terminal",
+            policy=services.policy,
+            backends=services.backends,
+        )
         caller = Caller(event.platform, event.user_id, "user")  # each turn says whose it is
         ctx = ToolContext(
             session_id,
@@ -239,10 +269,14 @@ class SessionHost:
                 home.cache,
                 terminal.state_dir / "output",
                 home.outgoing,
-            ),  # fmt: skip
+            ),
         )
-        actor = SessionActor(ctx, self.agent, source=event.platform,
-                             voice=VoiceReplies(services.speech, home.outgoing))  # fmt: skip
+        actor = SessionActor(
+            ctx,
+            self.agent,
+            source=event.platform,
+            voice=VoiceReplies(services.speech, home.outgoing),
+        )
         actor.busy = row.busy if row is not None else None
         address = await self.nursery.start(self._host, actor)
         self.sessions[session_id] = (actor, address)

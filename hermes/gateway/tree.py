@@ -140,8 +140,11 @@ def build_root(
     workdir = config.agent.workdir_path()
     if workdir is not None and workdir.resolve() == home.root.resolve():
         raise ConfigError("agent.workdir: not HERMES_HOME itself, where serve keeps its secrets")
-    mcp = McpServers(config.mcp, McpSetup(secrets_, policy, home.workspace, keys.redact),
-                     lambda: load_config(home.config_path, SECTIONS).mcp)  # fmt: skip
+    mcp = McpServers(
+        config.mcp,
+        McpSetup(secrets_, policy, home.workspace, keys.redact),
+        lambda: load_config(home.config_path, SECTIONS).mcp,
+    )
     backends = backends_for(config.terminal, home.root)
     agent = build_agent(config, secrets_, home, keys.redact, mcp, backends.sandbox_problem)
     speech = Speech.of(config.media, secrets_)  # a key named and unset: refused here
@@ -173,19 +176,26 @@ def build_root(
             write_secret_file(home.serve_port, f"{port}\n")  # where clients look
             on_bound(port)
 
-        return LocalEndpoint(local.host, local.port, token, methods, statuses["local"],
-                             admission(), bound)  # fmt: skip
+        return LocalEndpoint(
+            local.host, local.port, token, methods, statuses["local"], admission(), bound
+        )
 
     async def undelivered(failed: DeliveryFailed) -> None:
         """A send the platform took and later failed: its row dead, committed before the
         adapter acknowledges the report."""
         async with Db(registry(), home.state_db) as db:
-            await db.write(mark_undelivered, failed.platform, failed.message_id, failed.reason,
-                           services.clock.now())  # fmt: skip
+            await db.write(
+                mark_undelivered,
+                failed.platform,
+                failed.message_id,
+                failed.reason,
+                services.clock.now(),
+            )
 
     media = config.media
-    media_limits = MediaLimits(int(media.max_file_mb * 2**20), int(media.cache_mb * 2**20),
-                               media.cache_days * 86400.0)  # fmt: skip
+    media_limits = MediaLimits(
+        int(media.max_file_mb * 2**20), int(media.cache_mb * 2**20), media.cache_days * 86400.0
+    )
 
     def platform_spec(name: str, factory: Callable[[AdapterSetup], PlatformAdapter]) -> ChildSpec:
         settings = config.platforms[name]
@@ -221,8 +231,9 @@ def build_root(
         def bound(port: int) -> None:
             write_secret_file(home.webhooks_port, f"{port}\n")  # where tests look
 
-        return WebhookListener(settings.host, settings.port, hooked, services.adapter_of,
-                               settings.max_body, bound)  # fmt: skip
+        return WebhookListener(
+            settings.host, settings.port, hooked, services.adapter_of, settings.max_body, bound
+        )
 
     def adapters() -> Supervisor:
         children = [ChildSpec("local", endpoint, shutdown=5.0, ref=services.adapters["local"])]
@@ -230,15 +241,23 @@ def build_root(
         if hooked:  # after the adapters it hands deliveries to (it stops before them)
             children.append(ChildSpec("webhooks", webhooks, shutdown=3.0))
         # One platform's outage never stops the others, nor the serve: no give-up.
-        return Supervisor("adapters", children, strategy=Strategy.ONE_FOR_ONE,
-                          max_restarts=math.inf, period=600.0, backoff=ADAPTER_BACKOFF)  # fmt: skip
+        return Supervisor(
+            "adapters",
+            children,
+            strategy=Strategy.ONE_FOR_ONE,
+            max_restarts=math.inf,
+            period=600.0,
+            backoff=ADAPTER_BACKOFF,
+        )
 
     def scheduler() -> Scheduler:
         outbox = services.outbox.current
-        ctx = cron_fire_context(agent, registry(), home, tz, config, policy, outbox,
-                                services.clock, backends)  # fmt: skip
-        return Scheduler(registry(), home.state_db, ctx, tz,
-                         watch_other_writers=watch_other_writers)  # fmt: skip
+        ctx = cron_fire_context(
+            agent, registry(), home, tz, config, policy, outbox, services.clock, backends
+        )
+        return Scheduler(
+            registry(), home.state_db, ctx, tz, watch_other_writers=watch_other_writers
+        )
 
     def gateway() -> Router:
         session_services = SessionServices(
@@ -251,14 +270,30 @@ def build_root(
             adapter_of=services.adapter_of,
             speech=speech,
         )
-        replies = OutboxReplies(registry(), home.state_db, services.adapter_of,
-                                services.outbox.current, services.clock,
-                                progress=progress_modes(config),
-                                interval=config.gateway.progress_interval,
-                                holds=voice_holds(config))  # fmt: skip
-        return Router(registry(), home.state_db, home.root, home.memories, agent, config,
-                      replies, new_owner(), services.clock, session_services,
-                      approval_waits=services.approval_waits, live=live)  # fmt: skip
+        replies = OutboxReplies(
+            registry(),
+            home.state_db,
+            services.adapter_of,
+            services.outbox.current,
+            services.clock,
+            progress=progress_modes(config),
+            interval=config.gateway.progress_interval,
+            holds=voice_holds(config),
+        )
+        return Router(
+            registry(),
+            home.state_db,
+            home.root,
+            home.memories,
+            agent,
+            config,
+            replies,
+            new_owner(),
+            services.clock,
+            session_services,
+            approval_waits=services.approval_waits,
+            live=live,
+        )
 
     dedup = frozenset(n for n in config.enabled_platforms() if platforms[n].deduplicates)
     drain = config.gateway.drain_timeout
@@ -270,7 +305,7 @@ def build_root(
                 lambda: Registry(keep_open=[home.state_db]),
                 shutdown=30.0,
                 ref=services.state,
-            ),  # fmt: skip
+            ),
             ChildSpec("terminal", BackgroundProcesses, shutdown=10.0, ref=services.terminal),
             # Before everything that runs turns (it stops after them): each server under
             # its own supervisor, restarted for ever; it reports ready before they connect.
@@ -288,11 +323,11 @@ def build_root(
                     progress_interval=config.gateway.progress_interval,
                     mirrored=mirrored,
                     watch_other_writers=watch_other_writers,
-                ),  # fmt: skip
+                ),
                 shutdown=drain,
                 grace=3.0,
                 ref=services.outbox,
-            ),  # fmt: skip
+            ),
             ChildSpec("scheduler", scheduler, shutdown=drain, ref=services.scheduler),
             ChildSpec("gateway", gateway, shutdown=drain, ref=services.gateway),
             *(surfaces(services, live) if surfaces else ()),
@@ -307,7 +342,7 @@ def build_root(
                     services.clock,
                     files=Files(home.cache, home.outgoing, media_limits),
                 ),
-            ),  # fmt: skip
+            ),
             # After all the rest: it freezes what starting the tree made.
             ChildSpec("collector", Collector),
         ],

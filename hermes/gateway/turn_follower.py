@@ -30,9 +30,23 @@ TURN_OVERHEAD = Histogram(
     "hermes_turn_overhead_seconds",
     "What hermes adds to an answered turn: its arrival to its final step handed to the"
     " adapter, less the model's calls (request to last byte) and the tools' runs",
-    buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1,
-             0.25, 0.5, 1.0),
-)  # fmt: skip
+    buckets=(
+        0.0005,
+        0.001,
+        0.002,
+        0.003,
+        0.005,
+        0.0075,
+        0.01,
+        0.015,
+        0.025,
+        0.05,
+        0.1,
+        0.25,
+        0.5,
+        1.0,
+    ),
+)
 
 
 @attrs.define
@@ -111,8 +125,9 @@ class TurnFollower:
                 try:
                     await self._close(follow, final)
                 except (ActorStopped, StateError) as exc:  # a hurried stop: state.db is gone
-                    log.warning("the end of %s:%s is not recorded: %s", event.platform,
-                                event.event_id, exc)  # fmt: skip
+                    log.warning(
+                        "the end of %s:%s is not recorded: %s", event.platform, event.event_id, exc
+                    )
         finally:
             del self.following[event.platform, event.event_id]
             if not self.following:

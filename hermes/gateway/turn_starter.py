@@ -106,9 +106,16 @@ class TurnStarter:
         text = burst.said if burst.said is not None else way.text
         try:
             turn = Turn(
-                text, send, resume=burst.resume, answer=answer, settle=settle, times=times,
-                untrusted=untrusted, how=how, source=lead.platform,
-            )  # fmt: skip
+                text,
+                send,
+                resume=burst.resume,
+                answer=answer,
+                settle=settle,
+                times=times,
+                untrusted=untrusted,
+                how=how,
+                source=lead.platform,
+            )
             try:
                 await self._hand(session_id, burst, role, person, turn)
             except ActorStopped:  # it stopped for idleness a moment ago: start it again

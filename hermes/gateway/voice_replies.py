@@ -48,10 +48,25 @@ class VoiceReplies:
             return
         file = OutFile(saved.path, "reply.ogg", "audio/ogg", saved.size, voice=True)
         if config.mode == "instead":
-            await ctx.db.write(voice_instead, answer.target, file, answer.key, ctx.clock.now(),
-                               ctx.session_id, answer.reply_to)  # fmt: skip
+            await ctx.db.write(
+                voice_instead,
+                answer.target,
+                file,
+                answer.key,
+                ctx.clock.now(),
+                ctx.session_id,
+                answer.reply_to,
+            )
         else:
-            await ctx.db.write(queue_file, answer.target, file, "", "reply",
-                               f"{answer.key}:voice", ctx.clock.now(), ctx.session_id,
-                               answer.reply_to)  # fmt: skip
+            await ctx.db.write(
+                queue_file,
+                answer.target,
+                file,
+                "",
+                "reply",
+                f"{answer.key}:voice",
+                ctx.clock.now(),
+                ctx.session_id,
+                answer.reply_to,
+            )
         nudge(ctx.outbox)

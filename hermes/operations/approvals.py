@@ -54,8 +54,10 @@ async def _decide(ops: Ops, request_id: str, approve: bool, always: bool) -> App
     if not ops.live.waiting_on(request_id):
         found = await ops.db.read(get_approval, request_id)
         if found.state == PENDING:
-            raise NobodyWaits(f"no turn waits for request {request_id} now (is serve running?);"
-                              " it expires and never runs")  # fmt: skip
+            raise NobodyWaits(
+                f"no turn waits for request {request_id} now (is serve running?);"
+                " it expires and never runs"
+            )
         raise ApprovalEnded(found)
     now = ops.clock.now()
     decided, done = await ops.db.write(decide, request_id, approve, ops.by, now, always)

@@ -191,11 +191,14 @@ async def cron_status(ops: Ops, args: NoArgs) -> CronStatus:
         jobs=len(jobs),
         scheduled=len(scheduled),
         paused=sum(j.state == "paused" for j in jobs),
-        running=[f"{j.id}#{j.running_fence} ({j.lease_owner})" for j in jobs
-                 if j.running_fence is not None],
+        running=[
+            f"{j.id}#{j.running_fence} ({j.lease_owner})"
+            for j in jobs
+            if j.running_fence is not None
+        ],
         next_job=nxt.id if nxt else None,
         next_at=nxt.next_run_at if nxt else None,
-    )  # fmt: skip
+    )
 
 
 def _fields(args: AddArgs | EditArgs) -> dict[str, Any]:

@@ -53,8 +53,17 @@ class Purged:
 
 def _view(row: OutboxRow) -> RowView:
     text = row.text if len(row.text) <= TEXT_SHOWN else row.text[: TEXT_SHOWN - 3] + "..."
-    return RowView(row.id, str(row.target), row.kind, row.state, row.attempts, row.created_at,
-                   row.not_before, row.last_error, text)  # fmt: skip
+    return RowView(
+        row.id,
+        str(row.target),
+        row.kind,
+        row.state,
+        row.attempts,
+        row.created_at,
+        row.not_before,
+        row.last_error,
+        text,
+    )
 
 
 async def list_outbox(ops: Ops, args: ListArgs) -> list[RowView]:

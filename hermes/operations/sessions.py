@@ -74,8 +74,9 @@ async def _transcript(ops: Ops, session_id: str, limit: int | None) -> Transcrip
         session = get_session(conn, session_id)
         if session is None:
             raise NotFound(f"no session {session_id!r}")
-        return Transcript(session, messages_of(conn, session_id, limit),
-                          child_sessions(conn, session_id))  # fmt: skip
+        return Transcript(
+            session, messages_of(conn, session_id, limit), child_sessions(conn, session_id)
+        )
 
     return await ops.db.read(read)
 

@@ -45,8 +45,14 @@ class SkillReport:
 
 def report(library: SkillLibrary, skill: Skill, *, scan: bool = True) -> SkillReport:
     findings = tuple(scan_tree(skill.directory)) if scan else ()
-    return SkillReport(skill.name, skill.state, skill.card.description, str(skill.directory),
-                       tuple(library.files(skill.directory)), findings)  # fmt: skip
+    return SkillReport(
+        skill.name,
+        skill.state,
+        skill.card.description,
+        str(skill.directory),
+        tuple(library.files(skill.directory)),
+        findings,
+    )
 
 
 def install_skill(library: SkillLibrary, source: str, allow_private: AllowList) -> SkillReport:
@@ -63,8 +69,10 @@ def install_skill(library: SkillLibrary, source: str, allow_private: AllowList) 
         target = library.root / QUARANTINE / card.name
         if taken is not None or os.path.lexists(target):
             state = taken.state if taken is not None else "a broken one in quarantine"
-            raise Invalid(f"a skill named {card.name} exists already ({state}): hermes skills"
-                          f" remove {card.name}, or delete {target}, first")  # fmt: skip
+            raise Invalid(
+                f"a skill named {card.name} exists already ({state}): hermes skills"
+                f" remove {card.name}, or delete {target}, first"
+            )
         make_private_dir(target.parent)
         os.rename(fetched, target)
     finally:
@@ -152,5 +160,8 @@ class ContextFinding:
 async def context_findings(ops: Ops, args: NoArgs) -> list[ContextFinding]:
     """What the scan found in the project files (AGENTS.md) serve's prompts loaded (the
     dashboard's; `hermes doctor` scans them itself)."""
-    return [ContextFinding(str(loaded.path), f.where, f.kind, f.what)
-            for loaded in ops.live.context_findings() for f in loaded.findings]  # fmt: skip
+    return [
+        ContextFinding(str(loaded.path), f.where, f.kind, f.what)
+        for loaded in ops.live.context_findings()
+        for f in loaded.findings
+    ]

@@ -195,8 +195,9 @@ def build_app(s: OpsView) -> Starlette:
         if not s.gate.token_ok(form.get("token", [""])[0].strip()):
             return login_page(401, '<p class="error">That is not the serve token.</p>')
         response = RedirectResponse("/", 303)
-        response.set_cookie(COOKIE, s.gate.new_cookie(), max_age=COOKIE_SECONDS, httponly=True,
-                            samesite="strict")  # fmt: skip
+        response.set_cookie(
+            COOKIE, s.gate.new_cookie(), max_age=COOKIE_SECONDS, httponly=True, samesite="strict"
+        )
         return response
 
     async def logout(request: Request) -> Response:

@@ -237,16 +237,25 @@ def _check_mcp_server(
     label = f"mcp {name}"
     missing = [v for v in server.secret_names() if not secrets.get(v)]
     if missing:
-        return failed(label, f"{', '.join(missing)} not set",
-                      f"set {missing[0]} in {env_path} (or the environment)")  # fmt: skip
+        return failed(
+            label,
+            f"{', '.join(missing)} not set",
+            f"set {missing[0]} in {env_path} (or the environment)",
+        )
     if server.command is None:
         return passed(label, f"HTTP {server.url}")
     if shutil.which(server.command) is None:
-        return failed(label, f"{server.command!r} is not a program on PATH",
-                      f"install it, or give mcp.servers.{name}.command as a full path")  # fmt: skip
+        return failed(
+            label,
+            f"{server.command!r} is not a program on PATH",
+            f"install it, or give mcp.servers.{name}.command as a full path",
+        )
     if server.cwd is not None and not Path(server.cwd).is_dir():
-        return failed(label, f"{server.cwd} is not a directory",
-                      f"create it, or correct mcp.servers.{name}.cwd")  # fmt: skip
+        return failed(
+            label,
+            f"{server.cwd} is not a directory",
+            f"create it, or correct mcp.servers.{name}.cwd",
+        )
     return passed(label, f"stdio {server.command}")
 
 
@@ -379,8 +388,11 @@ def check_ports(home: HermesHome, config: Config) -> list[CheckResult]:
     platforms = chat_platforms()
     if any(platforms[n].webhook for n in config.enabled_platforms() if n in platforms):
         hooks = config.gateway.webhooks
-        results.append(check_port("webhooks port", "gateway.webhooks", hooks.host, hooks.port,
-                                  home.webhooks_port, pid))  # fmt: skip
+        results.append(
+            check_port(
+                "webhooks port", "gateway.webhooks", hooks.host, hooks.port, home.webhooks_port, pid
+            )
+        )
     return results
 
 
@@ -490,13 +502,22 @@ def check_context(home: HermesHome, config: Config) -> list[CheckResult]:
     said = ", ".join(f"{n} {state}" for state, n in counts.items())
     broken = library.broken()
     if broken:
-        results.append(failed("skills", f"{said}; no valid SKILL.md in"
-                              f" {', '.join(map(str, broken[:5]))}",
-                              "mend or remove them (docs/skills.md says the format)"))  # fmt: skip
+        results.append(
+            failed(
+                "skills",
+                f"{said}; no valid SKILL.md in {', '.join(map(str, broken[:5]))}",
+                "mend or remove them (docs/skills.md says the format)",
+            )
+        )
     elif counts["quarantined"]:
         waiting = ", ".join(s.name for s in library.shared("quarantined"))
-        results.append(failed("skills", f"{said}: {waiting} wait(s) in quarantine",
-                              "hermes skills show NAME, then enable or remove it"))  # fmt: skip
+        results.append(
+            failed(
+                "skills",
+                f"{said}: {waiting} wait(s) in quarantine",
+                "hermes skills show NAME, then enable or remove it",
+            )
+        )
     else:
         results.append(passed("skills", said))
     directories = [home.workspace / d for d in _session_dirs(home.workspace)]
@@ -507,12 +528,21 @@ def check_context(home: HermesHome, config: Config) -> list[CheckResult]:
     for loaded in flagged:
         first = loaded.findings[0]
         more = f" and {len(loaded.findings) - 1} more" if len(loaded.findings) > 1 else ""
-        results.append(failed("context", f"{loaded.path}: the prompt leaves out what the scan"
-                              f" flagged: {first.where}: {first.kind}: {first.what}{more}",
-                              "read those lines and mend the file"))  # fmt: skip
+        results.append(
+            failed(
+                "context",
+                f"{loaded.path}: the prompt leaves out what the scan"
+                f" flagged: {first.where}: {first.kind}: {first.what}{more}",
+                "read those lines and mend the file",
+            )
+        )
     if not flagged:
-        results.append(passed("context", f"project files in {len(directories)} directories;"
-                              " the scan flagged nothing"))  # fmt: skip
+        results.append(
+            passed(
+                "context",
+                f"project files in {len(directories)} directories; the scan flagged nothing",
+            )
+        )
     return results
 
 

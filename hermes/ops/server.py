@@ -40,12 +40,16 @@ class OpsServer(Actor):
 
     async def on_start(self) -> None:
         await self.exits.enter_async_context(self.view.db)
-        port = await listen(self.nursery, build_app(self.view), self.host, self.port,
-                            "ops.port", "hermes.ops.http")  # fmt: skip
+        port = await listen(
+            self.nursery, build_app(self.view), self.host, self.port, "ops.port", "hermes.ops.http"
+        )
         self.on_bound(port)
         if self.host not in ("127.0.0.1", "localhost", "::1"):
-            log.warning("operator surfaces bound to %s: beyond loopback, plain HTTP carries the"
-                        " token; put TLS in front of it", self.host)  # fmt: skip
+            log.warning(
+                "operator surfaces bound to %s: beyond loopback, plain HTTP carries the"
+                " token; put TLS in front of it",
+                self.host,
+            )
         log.info("operator surfaces on http://%s:%d/ (/health, /ready, /metrics)", self.host, port)
 
 
@@ -71,7 +75,9 @@ def ops_children(home: HermesHome, config: Config) -> Surfaces:
         def bound(port: int) -> None:
             write_secret_file(home.ops_port, f"{port}\n")
 
-        return [ChildSpec("watchdog", watch, shutdown=2.0, ref=watchdog),
-                ChildSpec("ops", server, shutdown=3.0)]  # fmt: skip
+        return [
+            ChildSpec("watchdog", watch, shutdown=2.0, ref=watchdog),
+            ChildSpec("ops", server, shutdown=3.0),
+        ]
 
     return children

@@ -136,8 +136,11 @@ class LoopWatch(Actor):
             log.critical(
                 "event loop frozen for %.1f s (ops.freeze_seconds %g); exiting %d so the"
                 " service restarts. Stacks:\n%s",
-                frozen, self.freeze_seconds, FROZEN, "\n".join(stacks),
-            )  # fmt: skip
+                frozen,
+                self.freeze_seconds,
+                FROZEN,
+                "\n".join(stacks),
+            )
             for handler in logging.getLogger().handlers:
                 handler.flush()
         finally:

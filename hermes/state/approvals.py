@@ -21,8 +21,12 @@ from hermes.actors.errors import Invalid, NotFound
 from hermes.state.errors import StateError
 
 PENDING, APPROVED, DENIED, EXPIRED, CANCELLED = (
-    "pending", "approved", "denied", "expired", "cancelled"
-)  # fmt: skip
+    "pending",
+    "approved",
+    "denied",
+    "expired",
+    "cancelled",
+)
 ALWAYS = "always for this session"  # decided_by of a request an owner's "always" approved
 RESTARTED = "hermes restarted"  # decided_by of a request pending when serve stopped
 
@@ -132,11 +136,28 @@ def open_approval(conn: apsw.Connection, new: NewApproval, now: float) -> Approv
     state, by = (APPROVED, f"{ALWAYS} ({always[0]})") if always else (PENDING, None)
     conn.execute(
         f"INSERT INTO approvals ({_COLUMNS}, matches) VALUES ({','.join('?' * 19)})",
-        (request_id, new.session_id, new.call_id, new.shown, new.cwd, new.reason,
-         new.platform, new.chat_id, new.user_id, new.user_name, new.owner,
-         None if always else new.asked_in, now, now + new.timeout, state, 0, by,
-         now if always else None, new.matches),
-    )  # fmt: skip
+        (
+            request_id,
+            new.session_id,
+            new.call_id,
+            new.shown,
+            new.cwd,
+            new.reason,
+            new.platform,
+            new.chat_id,
+            new.user_id,
+            new.user_name,
+            new.owner,
+            None if always else new.asked_in,
+            now,
+            now + new.timeout,
+            state,
+            0,
+            by,
+            now if always else None,
+            new.matches,
+        ),
+    )
     return get_approval(conn, request_id)
 
 

@@ -57,9 +57,19 @@ _INSERT_ROWS = (
 def _row(msg: NewMessage) -> tuple[Any, ...]:
     at = msg.timestamp
     calls = json.dumps(msg.tool_calls) if msg.tool_calls else None
-    return (msg.session_id, msg.role, msg.content, calls, msg.tool_call_id, msg.tool_name,
-            at, msg.token_count, msg.platform_message_id, msg.untrusted,
-            msg.attachments)  # fmt: skip
+    return (
+        msg.session_id,
+        msg.role,
+        msg.content,
+        calls,
+        msg.tool_call_id,
+        msg.tool_name,
+        at,
+        msg.token_count,
+        msg.platform_message_id,
+        msg.untrusted,
+        msg.attachments,
+    )
 
 
 def append_message(conn: apsw.Connection, message: NewMessage) -> int:
@@ -230,8 +240,9 @@ def continue_turn(
     """The user's message of a turn (`untrusted`: why its text is not an owner's;
     `attachments`: its files, as JSON). The session is made if it is not there yet (its
     first turn) or gone (a restored backup erased it), so the turn carries on."""
-    message = NewMessage(session_id, "user", text, timestamp=now, untrusted=untrusted,
-                         attachments=attachments)  # fmt: skip
+    message = NewMessage(
+        session_id, "user", text, timestamp=now, untrusted=untrusted, attachments=attachments
+    )
     try:
         return append_message(conn, message)  # nothing written when its session is missing
     except SessionNotFound:

@@ -172,9 +172,17 @@ def request_code(
     conn.execute(
         "INSERT INTO pairing_requests (platform, user_id, user_name, code_hash, code_hint,"
         " created_at, expires_at, chat_id) VALUES (?,?,?,?,?,?,?,?)",
-        (platform, user_id, user_name, code_hash(platform, code), code[:HINT_LENGTH], now,
-         now + CODE_TTL, chat_id),
-    )  # fmt: skip
+        (
+            platform,
+            user_id,
+            user_name,
+            code_hash(platform, code),
+            code[:HINT_LENGTH],
+            now,
+            now + CODE_TTL,
+            chat_id,
+        ),
+    )
     conn.execute(
         "INSERT OR REPLACE INTO pairing_replies (platform, user_id, replied_at) VALUES (?,?,?)",
         (platform, user_id, now),

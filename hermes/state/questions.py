@@ -34,8 +34,10 @@ class Question:
     expires_at: float
 
 
-_COLUMNS = ("id, session_id, platform, user_id, question, choices, owner, state, answer,"
-            " answered_by, created_at, expires_at")  # fmt: skip
+_COLUMNS = (
+    "id, session_id, platform, user_id, question, choices, owner, state, answer,"
+    " answered_by, created_at, expires_at"
+)
 
 
 def _question(row: tuple) -> Question:
@@ -58,9 +60,19 @@ def open_question(
     qid = secrets.token_hex(3)
     conn.execute(
         f"INSERT INTO questions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,NULL,NULL,?,?)",
-        (qid, session_id, platform, user_id, question, json.dumps(list(choices)), owner,
-         PENDING, now, now + timeout),
-    )  # fmt: skip
+        (
+            qid,
+            session_id,
+            platform,
+            user_id,
+            question,
+            json.dumps(list(choices)),
+            owner,
+            PENDING,
+            now,
+            now + timeout,
+        ),
+    )
     return get_question(conn, qid)
 
 

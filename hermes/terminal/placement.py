@@ -121,7 +121,11 @@ def backends_for(config: TerminalConfig, home: Path) -> Backends:
         sandbox = Sandbox.find(config.sandbox, home)
         sandbox.probe()
     except BackendUnavailable as exc:
-        log.warning("no sandbox for commands: %s; users get no terminal, owners' commands"
-                    " run unconfined (%s)", exc, unconfined.name)  # fmt: skip
+        log.warning(
+            "no sandbox for commands: %s; users get no terminal, owners' commands"
+            " run unconfined (%s)",
+            exc,
+            unconfined.name,
+        )
         return Backends(config, unconfined, None, str(exc))
     return Backends(config, unconfined, sandbox)

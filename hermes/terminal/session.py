@@ -98,8 +98,9 @@ class TerminalSession:
         cwd = self.cwd_in(backend)
         script = shell_script(command, cwd, mark)
         env = self.env if placement.pass_env else EnvPolicy().child_env(self.env)
-        shell = Shell(script, cwd, env, self._dir_for(backend), placement.network, stdin,
-                      self.readable)  # fmt: skip
+        shell = Shell(
+            script, cwd, env, self._dir_for(backend), placement.network, stdin, self.readable
+        )
         return backend.launch(shell)
 
     async def run(

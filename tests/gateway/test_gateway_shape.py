@@ -47,5 +47,5 @@ def test_no_import_circle_in_the_gateway():
 
 def test_the_router_is_small_and_no_module_is_large():
     lines = {p.stem: len(p.read_text().splitlines()) for p in PACKAGE.glob("*.py")}
-    assert lines["router"] < 300
+    assert lines["router"] < 330  # as ruff formats it (300 when tables were hand-laid)
     assert {m: n for m, n in lines.items() if n > 400} == {}

@@ -78,20 +78,35 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BASE = "https://discord.com"
 INTENTS = (1 << 9) | (1 << 12) | (1 << 15)  # guild messages, direct messages, content
-FATAL_CLOSES = {4004: "authentication failed (4004)", 4010: "invalid shard (4010)",
-                4011: "sharding required (4011)", 4012: "invalid API version (4012)",
-                4013: "invalid intents (4013)", 4014: "disallowed intents (4014): enable"
-                " the message content intent for the bot"}  # fmt: skip
+FATAL_CLOSES = {
+    4004: "authentication failed (4004)",
+    4010: "invalid shard (4010)",
+    4011: "sharding required (4011)",
+    4012: "invalid API version (4012)",
+    4013: "invalid intents (4013)",
+    4014: "disallowed intents (4014): enable the message content intent for the bot",
+}
 NEW_SESSION_CLOSES = {4007, 4009}
 MAX_FRAME = 4 * 1024 * 1024
 HEARTBEAT, IDENTIFY, RESUME, RECONNECT, INVALID_SESSION, HELLO, HEARTBEAT_ACK = (
-    1, 2, 6, 7, 9, 10, 11,
-)  # fmt: skip
+    1,
+    2,
+    6,
+    7,
+    9,
+    10,
+    11,
+)
 APPLICATION_COMMAND, MESSAGE_COMPONENT = 2, 3  # interaction types
 DEFERRED_UPDATE_MESSAGE = {"type": 6}  # the press is taken; the message stays as it is
-TEXT_COMMANDS_ONLY = {"type": 4, "data": {"flags": 1 << 6,  # ephemeral: its sender's only
-                      "content": "hermes takes commands as messages: type /help.",
-                      "allowed_mentions": {"parse": []}}}  # fmt: skip
+TEXT_COMMANDS_ONLY = {
+    "type": 4,
+    "data": {
+        "flags": 1 << 6,  # ephemeral: its sender's only
+        "content": "hermes takes commands as messages: type /help.",
+        "allowed_mentions": {"parse": []},
+    },
+}
 CALLBACK_DEADLINE = 10.0  # seconds; Discord refuses one after 3 s anyway
 CALLBACKS_AT_ONCE = 64  # interactions being acknowledged; past that, one is left unanswered
 # An edit's refusals for a message it cannot have: 10008 Unknown Message (deleted, never
@@ -171,8 +186,9 @@ class DiscordAdapter(HttpAdapter):
         cancellation the TCP connection just ends, resumable too)."""
         sep = "&" if "?" in url else "?"
         try:
-            async with open_websocket_url(f"{url}{sep}v=10&encoding=json",
-                                          max_message_size=MAX_FRAME) as ws:  # fmt: skip
+            async with open_websocket_url(
+                f"{url}{sep}v=10&encoding=json", max_message_size=MAX_FRAME
+            ) as ws:
                 link = Link(ws)
                 try:
                     return await self._run(link)
@@ -308,16 +324,20 @@ class DiscordAdapter(HttpAdapter):
                 log.info("%s: a malformed button press: %r", self.name, exc)
                 event = None
             if event is None:
-                log.info("%s: acknowledging and skipping interaction %s: no command or chat",
-                         self.name, interaction.get("id"))  # fmt: skip
+                log.info(
+                    "%s: acknowledging and skipping interaction %s: no command or chat",
+                    self.name,
+                    interaction.get("id"),
+                )
             else:
                 await self.admit(event)
             self._answer(interaction, DEFERRED_UPDATE_MESSAGE)
         elif kind == APPLICATION_COMMAND:
             self._answer(interaction, TEXT_COMMANDS_ONLY)
         else:
-            log.debug("%s: skipping interaction %s of type %s",
-                      self.name, interaction.get("id"), kind)  # fmt: skip
+            log.debug(
+                "%s: skipping interaction %s of type %s", self.name, interaction.get("id"), kind
+            )
 
     def _answer(self, interaction: dict[str, Any], body: dict[str, Any]) -> None:
         """Answer the interaction from a task of its own in the actor's nursery: not
@@ -327,8 +347,12 @@ class DiscordAdapter(HttpAdapter):
             log.info("%s: interaction %s cannot be answered", self.name, interaction_id)
             return
         if self.answering >= CALLBACKS_AT_ONCE:  # a flood (a stranger's too) stays bounded
-            log.warning("%s: %d interactions are being acknowledged; %s is left unanswered",
-                        self.name, CALLBACKS_AT_ONCE, interaction_id)  # fmt: skip
+            log.warning(
+                "%s: %d interactions are being acknowledged; %s is left unanswered",
+                self.name,
+                CALLBACKS_AT_ONCE,
+                interaction_id,
+            )
             return
         self.answering += 1
         self.nursery.start_soon(self._callback, str(interaction_id), str(token), body)
@@ -353,19 +377,30 @@ class DiscordAdapter(HttpAdapter):
             try:
                 response = await self.http.send(request)
             except httpx.HTTPError as exc:
-                log.warning("%s: acknowledging interaction %s failed: %r",
-                            self.name, interaction_id, exc)  # fmt: skip
+                log.warning(
+                    "%s: acknowledging interaction %s failed: %r", self.name, interaction_id, exc
+                )
                 return
         if response is None:
-            log.warning("%s: no answer to acknowledging interaction %s within %g s",
-                        self.name, interaction_id, CALLBACK_DEADLINE)  # fmt: skip
+            log.warning(
+                "%s: no answer to acknowledging interaction %s within %g s",
+                self.name,
+                interaction_id,
+                CALLBACK_DEADLINE,
+            )
         elif response.status_code >= 400:
             answer = HttpAnswer.of(response).body
             code = answer.get("code") if isinstance(answer, dict) else None
             # 40060: acknowledged already (a replayed press); 10062: unknown or too late
             level = logging.INFO if code in (40060, 10062) else logging.WARNING
-            log.log(level, "%s: acknowledging interaction %s: %s %s", self.name,
-                    interaction_id, response.status_code, answer)  # fmt: skip
+            log.log(
+                level,
+                "%s: acknowledging interaction %s: %s %s",
+                self.name,
+                interaction_id,
+                response.status_code,
+                answer,
+            )
 
     # -- typing -------------------------------------------------------------------
 
@@ -388,18 +423,23 @@ class DiscordAdapter(HttpAdapter):
         messages = f"{self.base}channels/{request.target.chat_id}/messages"
         if request.file is not None:
             if request.reply_to:
-                body["message_reference"] = {"message_id": request.reply_to,
-                                             "fail_if_not_exists": False}  # fmt: skip
+                body["message_reference"] = {
+                    "message_id": request.reply_to,
+                    "fail_if_not_exists": False,
+                }
             body["attachments"] = [{"id": 0, "filename": request.file.name}]
-            answer = await self.upload(messages, {"payload_json": json.dumps(body)},
-                                       {"files[0]": request.file})  # fmt: skip
+            answer = await self.upload(
+                messages, {"payload_json": json.dumps(body)}, {"files[0]": request.file}
+            )
         elif request.edit_of is not None:
             body["components"] = components  # [] takes away an earlier state's buttons
             answer = await self.post(f"{messages}/{request.edit_of}", body, method="PATCH")
         else:
             if request.reply_to:
-                body["message_reference"] = {"message_id": request.reply_to,
-                                             "fail_if_not_exists": False}  # fmt: skip
+                body["message_reference"] = {
+                    "message_id": request.reply_to,
+                    "fail_if_not_exists": False,
+                }
             if components:
                 body["components"] = components
             answer = await self.post(messages, body)

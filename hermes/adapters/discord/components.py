@@ -35,8 +35,14 @@ def button_row(buttons: tuple[Button, ...]) -> tuple[list[dict[str, Any]], list[
         if problem is not None:
             left_off.append(f"button {button.label!r} ({button.command!r}) left off: {problem}")
             continue
-        row.append({"type": BUTTON, "style": _style(button, first=not row),
-                    "label": button.label, "custom_id": button.command})  # fmt: skip
+        row.append(
+            {
+                "type": BUTTON,
+                "style": _style(button, first=not row),
+                "label": button.label,
+                "custom_id": button.command,
+            }
+        )
     return ([{"type": ACTION_ROW, "components": row}] if row else []), left_off
 
 

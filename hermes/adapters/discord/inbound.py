@@ -58,9 +58,14 @@ def _attachments(found: Any) -> tuple[str, ...]:
     for item in (found if isinstance(found, list) else [])[:MAX_ATTACHMENTS]:
         if isinstance(item, dict) and isinstance(item.get("url"), str):
             size = item.get("size")
-            refs.append(UrlRef(item["url"], str(item.get("filename") or "attachment"),
-                               size if isinstance(size, int) else None,
-                               item.get("content_type")).to_text())  # fmt: skip
+            refs.append(
+                UrlRef(
+                    item["url"],
+                    str(item.get("filename") or "attachment"),
+                    size if isinstance(size, int) else None,
+                    item.get("content_type"),
+                ).to_text()
+            )
     return tuple(refs)
 
 

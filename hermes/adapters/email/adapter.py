@@ -85,8 +85,11 @@ class EmailAdapter(PlatformAdapter):
         self.salt_lock = trio.Lock()
         self.fetching = trio.Lock()  # one more IMAP connection at most, for attachments
         if not config.require_authentication:
-            log.warning("%s: require_authentication is off: any From header is believed (only"
-                        " for a server no stranger can send through)", setup.name)  # fmt: skip
+            log.warning(
+                "%s: require_authentication is off: any From header is believed (only"
+                " for a server no stranger can send through)",
+                setup.name,
+            )
 
     @classmethod
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
@@ -153,9 +156,14 @@ class EmailAdapter(PlatformAdapter):
             return
         kept = await self.cursors.get(self.validity_key)
         if kept is not None and kept != str(uidvalidity):
-            log.warning("%s: %s was made again (UIDVALIDITY %s, was %s): its mails are read"
-                        " as ever, and what was answered is known by its Message-ID",
-                        self.name, self.config.folder, uidvalidity, kept)  # fmt: skip
+            log.warning(
+                "%s: %s was made again (UIDVALIDITY %s, was %s): its mails are read"
+                " as ever, and what was answered is known by its Message-ID",
+                self.name,
+                self.config.folder,
+                uidvalidity,
+                kept,
+            )
         if kept != str(uidvalidity):
             await self.cursors.put(self.validity_key, str(uidvalidity))
 
@@ -169,14 +177,22 @@ class EmailAdapter(PlatformAdapter):
         before = self.clock.now() - self.journal_days * DAY
         gone = await self.cursors.forget(self.threads, before)
         if gone:
-            log.info("%s: forgot %d threads older than %g days (retention.journal_days)",
-                     self.name, gone, self.journal_days)  # fmt: skip
+            log.info(
+                "%s: forgot %d threads older than %g days (retention.journal_days)",
+                self.name,
+                gone,
+                self.journal_days,
+            )
 
     async def _take(self, mailbox: Mailbox, uid: int) -> None:
         raw = await self._read(mailbox, uid)
         if raw is None:
-            log.warning("%s: message %d is gone or larger than %d bytes; flagged, not"
-                        " answered", self.name, uid, MAX_MESSAGE)  # fmt: skip
+            log.warning(
+                "%s: message %d is gone or larger than %d bytes; flagged, not answered",
+                self.name,
+                uid,
+                MAX_MESSAGE,
+            )
         else:
             approved: frozenset[str] = frozenset()
             if self.cursors is not None and not self.config.allow_all_users:
@@ -190,8 +206,10 @@ class EmailAdapter(PlatformAdapter):
                 kept = None  # a stranger's thread is not kept: the gateway has not let them in
                 if read.let_in:
                     about = {"subject": read.subject, "references": list(read.references)}
-                    kept = Cursor(self._thread_key(read.event.chat_id, read.event.thread_id),
-                                  json.dumps(about))  # fmt: skip
+                    kept = Cursor(
+                        self._thread_key(read.event.chat_id, read.event.thread_id),
+                        json.dumps(about),
+                    )
                 await self.admit(read.event, kept)
         await mailbox.done(uid)  # only now: a crash before this reads it again
         self.progress()
@@ -215,8 +233,9 @@ class EmailAdapter(PlatformAdapter):
         """A mail read (on a worker thread: a large one takes a while); one that cannot
         be read is not an event, and says why."""
         try:
-            return read_mail(raw, self.config, self.platform, approved=approved,
-                             not_before=not_before)  # fmt: skip
+            return read_mail(
+                raw, self.config, self.platform, approved=approved, not_before=not_before
+            )
         except Exception as exc:  # a mail is anyone's bytes: never a crash that comes back
             return Read(None, "", f"it could not be read: {exc!r}")
 
@@ -230,8 +249,9 @@ class EmailAdapter(PlatformAdapter):
         mail's Message-ID (one more connection at most) and saved under the cache (at
         most `max_attachment` bytes)."""
         if self.cache is None or not self.password:
-            return Fetched((), tuple(f"[{self.name} cannot save attachments here]"
-                                     for _ in attachments))  # fmt: skip
+            return Fetched(
+                (), tuple(f"[{self.name} cannot save attachments here]" for _ in attachments)
+            )
         refs = [json.loads(a) for a in attachments]
         mails: dict[str, bytes | None] = {}
         mailbox = Mailbox(self.config, self.password)
@@ -283,9 +303,17 @@ class EmailAdapter(PlatformAdapter):
         # thread) still joins it: a reply to it continues the conversation.
         reply_to = request.reply_to or (references[-1] if references else None)
         now = self.clock.now()
-        mail = answer_mail(self.config, target.chat_id, request.text, request.idempotency_key,
-                           now, kept.get("subject", ""), reply_to, references,
-                           salt=await self._salt())  # fmt: skip
+        mail = answer_mail(
+            self.config,
+            target.chat_id,
+            request.text,
+            request.idempotency_key,
+            now,
+            kept.get("subject", ""),
+            reply_to,
+            references,
+            salt=await self._salt(),
+        )
         if request.file is not None:  # read and base64-encoded off the Trio thread
             try:
                 await trio.to_thread.run_sync(attach, mail, request.file)
@@ -307,5 +335,7 @@ class EmailAdapter(PlatformAdapter):
 
 
 def _refused(config: EmailConfig, exc: LoginError) -> str:
-    return (f"the IMAP server refused the token (the password in {config.token_env}) for"
-            f" {config.username or config.address}: {exc}")  # fmt: skip
+    return (
+        f"the IMAP server refused the token (the password in {config.token_env}) for"
+        f" {config.username or config.address}: {exc}"
+    )

@@ -62,8 +62,10 @@ class EmailConfig(PlatformConfig):
     def __attrs_post_init__(self) -> None:
         plain = "plain" in (self.imap_security, self.smtp_security)
         if plain and not self.allow_insecure:
-            raise ValueError("imap_security: `plain` sends the password in clear text; set"
-                            " allow_insecure: true to allow it")  # fmt: skip
+            raise ValueError(
+                "imap_security: `plain` sends the password in clear text; set"
+                " allow_insecure: true to allow it"
+            )
         named = [*self.allowed_users, *([self.owner] if self.owner else [])]
         upper = [a for a in named if a != a.lower()]
         if upper:  # a sender is compared as its lower-cased address

@@ -45,8 +45,11 @@ def body_text(message: EmailMessage, *, html: bool = True) -> Body:
     if part is None:
         return Body("")
     if part.get_content_type() == "text/html" and not html:
-        return Body("", "[the mail's text is in HTML, which is read only from senders this"
-                        " platform's allowed_users, owner or pairing names]")  # fmt: skip
+        return Body(
+            "",
+            "[the mail's text is in HTML, which is read only from senders this"
+            " platform's allowed_users, owner or pairing names]",
+        )
     content = part.get_content()
     if not isinstance(content, str):
         return Body("")

@@ -47,8 +47,9 @@ class Mailbox:
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on the connection's thread; a cancel does not wait for it."""
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._thread,
-                                             abandon_on_cancel=True)  # fmt: skip
+        return await trio.to_thread.run_sync(
+            fn, *args, limiter=self._thread, abandon_on_cancel=True
+        )
 
     async def open(self) -> None:
         await self.run(self._open)
@@ -56,9 +57,13 @@ class Mailbox:
     def _open(self) -> None:
         config = self.config
         context = ssl.create_default_context()
-        client = IMAPClient(config.imap_host or "", port=config.imap_port,
-                            ssl=config.imap_security == "tls", ssl_context=context,
-                            timeout=2 * DEADLINE_NOOPS * config.liveness_seconds)  # fmt: skip
+        client = IMAPClient(
+            config.imap_host or "",
+            port=config.imap_port,
+            ssl=config.imap_security == "tls",
+            ssl_context=context,
+            timeout=2 * DEADLINE_NOOPS * config.liveness_seconds,
+        )
         self.client = client
         try:
             if self._closed:  # closed while this thread connected: nobody will use it

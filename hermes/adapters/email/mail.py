@@ -91,13 +91,21 @@ def read_mail(
         headers = [str(h) for h in head.get_all("Authentication-Results") or ()]
         domain = sender.rsplit("@", 1)[1]
         if not vouched(headers, config.trusted_authserv_id or "", domain):
-            return Read(None, subject, f"{config.trusted_authserv_id} does not vouch for"
-                                       f" {sender} (no DMARC or aligned DKIM pass)")  # fmt: skip
+            return Read(
+                None,
+                subject,
+                f"{config.trusted_authserv_id} does not vouch for"
+                f" {sender} (no DMARC or aligned DKIM pass)",
+            )
     written = _written(head)
     if written is not None and written < not_before:
-        return Read(None, subject, f"{sender}'s mail dated {_day(written)} is older than the"
-                                   f" journal remembers (since {_day(not_before)}, retention."
-                                   "journal_days): a copy seen again, not admitted")  # fmt: skip
+        return Read(
+            None,
+            subject,
+            f"{sender}'s mail dated {_day(written)} is older than the"
+            f" journal remembers (since {_day(not_before)}, retention."
+            "journal_days): a copy seen again, not admitted",
+        )
     own = _ids(str(head.get("Message-ID", "")))
     event_id = own[0] if own else _header_hash(head)
     references = _ids(str(head.get("References", ""))) or _ids(str(head.get("In-Reply-To", "")))
@@ -113,16 +121,26 @@ def read_mail(
     if body.unread:
         text = f"{text}\n{body.unread}".strip()
     found = attachments(message)
-    files = tuple(json.dumps({"id": event_id, "part": n, "name": name})
-                  for n, name in found[:MAX_ATTACHMENTS])  # fmt: skip
+    files = tuple(
+        json.dumps({"id": event_id, "part": n, "name": name}) for n, name in found[:MAX_ATTACHMENTS]
+    )
     if len(found) > MAX_ATTACHMENTS:
         text += f"\n[{len(found) - MAX_ATTACHMENTS} more attachments, not saved]"
     event = InboundEvent(
-        platform, event_id, ChatType.DM, sender, sender, text, thread_id=thread,
-        user_name=capped(parseaddr(str(head.get("From", "")))[0]) or None, message_id=event_id,
-        reply_to=references[-1] if references else None, mentioned=True, attachments=files,
+        platform,
+        event_id,
+        ChatType.DM,
+        sender,
+        sender,
+        text,
+        thread_id=thread,
+        user_name=capped(parseaddr(str(head.get("From", "")))[0]) or None,
+        message_id=event_id,
+        reply_to=references[-1] if references else None,
+        mentioned=True,
+        attachments=files,
         title=_title(subject) or None,
-    )  # fmt: skip
+    )
     return Read(event, subject, references=chain, let_in=known)
 
 

@@ -135,10 +135,15 @@ class LocalEndpoint(PlatformAdapter):
             await self.exits.enter_async_context(self.methods)  # what the methods hold open
         server = await self.nursery.start(
             lambda task_status: serve_websocket(
-                self._client, self.host, self.port, None,
-                handler_nursery=self.nursery, max_message_size=MAX_FRAME, task_status=task_status,
+                self._client,
+                self.host,
+                self.port,
+                None,
+                handler_nursery=self.nursery,
+                max_message_size=MAX_FRAME,
+                task_status=task_status,
             )
-        )  # fmt: skip
+        )
         self.port = server.port
         await super().on_start()
         self.progress()
@@ -184,8 +189,12 @@ class LocalEndpoint(PlatformAdapter):
         except the client whose call streamed it already."""
         asker = self.asked.pop(request.reply_to, None) if request.reply_to else None
         session = request.target.chat_id
-        params = {"session": session, "text": request.text, "reply_to": request.reply_to,
-                  "kind": request.kind}  # fmt: skip
+        params = {
+            "session": session,
+            "text": request.text,
+            "reply_to": request.reply_to,
+            "kind": request.kind,
+        }
         reached = await self._publish(session, "chat.message", params, skip=asker)
         return Sent(f"{session}:{reached}")
 
@@ -195,9 +204,15 @@ class LocalEndpoint(PlatformAdapter):
         # same message_id: admission recognises it and it is not answered twice.
         event_id = f"{session}:{params.message_id}" if params.message_id else secrets.token_hex(8)
         event = InboundEvent(
-            "local", event_id, ChatType.DM, session, "local", params.text,
-            message_id=event_id, session_hint=session,
-        )  # fmt: skip
+            "local",
+            event_id,
+            ChatType.DM,
+            session,
+            "local",
+            params.text,
+            message_id=event_id,
+            session_hint=session,
+        )
         if event_id in self.waiting:  # the same message, still being answered
             return {"session": session, "text": "", "status": "duplicate"}
         send, steps = trio.open_memory_channel[TurnStep](CALL_STEPS)
@@ -257,8 +272,7 @@ class LocalEndpoint(PlatformAdapter):
     def _result(self, session: str, step: TurnStep) -> dict[str, Any]:
         if step.kind is StepKind.REFUSED:  # the router took no turn (draining)
             raise RpcError(SERVER_BUSY, step.text or "refused")
-        return {"session": step.session_id or session, "text": step.text,
-                "status": str(step.kind)}  # fmt: skip
+        return {"session": step.session_id or session, "text": step.text, "status": str(step.kind)}
 
     def _authorized(self, request: WebSocketRequest) -> bool:
         for key, value in request.headers:
@@ -323,6 +337,10 @@ class LocalEndpoint(PlatformAdapter):
 
 def _step(step: TurnStep) -> dict[str, Any]:
     """A step's fields on the wire (`turn.event`'s params beside the session)."""
-    wire = {"kind": str(step.kind), "text": step.text, "tool": step.tool or "",
-            "call_id": step.call_id or ""}  # fmt: skip
+    wire = {
+        "kind": str(step.kind),
+        "text": step.text,
+        "tool": step.tool or "",
+        "call_id": step.call_id or "",
+    }
     return {**wire, "note": step.note} if step.note else wire

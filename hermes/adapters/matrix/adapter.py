@@ -140,9 +140,12 @@ class MatrixAdapter(HttpAdapter):
         kept = json.loads(await self.cursors.get(self.login_key) or "{}")
         if isinstance(kept.get("access_token"), str):
             return kept["access_token"]
-        body = {"type": "m.login.password", "password": self.password,
-                "identifier": {"type": "m.id.user", "user": self.config.user_id},
-                "initial_device_display_name": self.config.device_name}  # fmt: skip
+        body = {
+            "type": "m.login.password",
+            "password": self.password,
+            "identifier": {"type": "m.id.user", "user": self.config.user_id},
+            "initial_device_display_name": self.config.device_name,
+        }
         async with httpx.AsyncClient(timeout=CONNECT_TIMEOUT) as http:
             response = await http.post(client_url(self.base, "login"), json=body)
         answer = HttpAnswer.of(response)
@@ -151,11 +154,18 @@ class MatrixAdapter(HttpAdapter):
             raise AdapterFatal(f"Matrix refused the password ({error_of('login', answer)})")
         if response.status_code != 200 or not isinstance(login.get("access_token"), str):
             raise error_of("login", answer)
-        await self.cursors.put(self.login_key, json.dumps(
-            {"access_token": login["access_token"], "device_id": login.get("device_id")}
-        ))  # fmt: skip
-        log.info("%s: logged in as %s (device %s)", self.name, login.get("user_id"),
-                 login.get("device_id"))  # fmt: skip
+        await self.cursors.put(
+            self.login_key,
+            json.dumps(
+                {"access_token": login["access_token"], "device_id": login.get("device_id")}
+            ),
+        )
+        log.info(
+            "%s: logged in as %s (device %s)",
+            self.name,
+            login.get("user_id"),
+            login.get("device_id"),
+        )
         return login["access_token"]
 
     # -- receiving ------------------------------------------------------------------------
@@ -170,8 +180,9 @@ class MatrixAdapter(HttpAdapter):
         async with httpx.AsyncClient(timeout=timeout, headers=self.headers()) as http:
             who = await call(http, self.base, "GET", "account/whoami")
             if who.get("user_id") != self.config.user_id:
-                raise AdapterFatal(f"the token is {who.get('user_id')}'s, not"
-                                   f" {self.config.user_id}'s")  # fmt: skip
+                raise AdapterFatal(
+                    f"the token is {who.get('user_id')}'s, not {self.config.user_id}'s"
+                )
             self.progress()
             if self.pickle_secret and self.cursors is not None:
                 self.encryption = await self._encryption(http, who.get("device_id"))
@@ -198,8 +209,13 @@ class MatrixAdapter(HttpAdapter):
         if not isinstance(device, str) or not device:
             raise AdapterFatal("whoami named no device: the token is not a device's")
         assert self.cursors is not None and self.pickle_secret
-        olm = Olm(self.cursors, f"{self.name}:e2ee:{device}:", self.pickle_secret,
-                  self.config.user_id or "", device)  # fmt: skip
+        olm = Olm(
+            self.cursors,
+            f"{self.name}:e2ee:{device}:",
+            self.pickle_secret,
+            self.config.user_id or "",
+            device,
+        )
         encryption = Encryption(olm, self.config, self.base, self.room_encryption, self._tell)
         await encryption.start(http)
         return encryption
@@ -237,8 +253,9 @@ class MatrixAdapter(HttpAdapter):
                 self.joined[room_id] = count
             timeline = as_dict(room.get("timeline"))
             events = as_list(timeline.get("events"))
-            await self._room_state(room_id, [*as_list(as_dict(room.get("state")).get("events")),
-                                             *events], since)  # fmt: skip
+            await self._room_state(
+                room_id, [*as_list(as_dict(room.get("state")).get("events")), *events], since
+            )
             if since is None:
                 continue  # the first sync: where hermes begins, not what it answers
             if timeline.get("limited") is True and isinstance(timeline.get("prev_batch"), str):
@@ -275,8 +292,9 @@ class MatrixAdapter(HttpAdapter):
         to_device = as_list(as_dict(batch.get("to_device")).get("events"))
         keyed = await self.encryption.to_device(http, to_device)
         lists = as_dict(batch.get("device_lists"))
-        self.encryption.devices_changed([*as_list(lists.get("changed")),
-                                         *as_list(lists.get("left"))])  # fmt: skip
+        self.encryption.devices_changed(
+            [*as_list(lists.get("changed")), *as_list(lists.get("left"))]
+        )
         await self.encryption.top_up(http, batch)
         return keyed
 
@@ -303,15 +321,19 @@ class MatrixAdapter(HttpAdapter):
         if event.get("type") == "m.room.encrypted":
             self.room_encryption.setdefault(room_id, {"algorithm": MEGOLM})
             if self.encryption is None:
-                log.warning("%s: %s is encrypted and no pickle_key_env is set: its messages"
-                            " cannot be read", self.name, room_id)  # fmt: skip
+                log.warning(
+                    "%s: %s is encrypted and no pickle_key_env is set: its messages cannot be read",
+                    self.name,
+                    room_id,
+                )
                 return None
             opened = await self.encryption.decrypt(room_id, event)
             if opened is None:
                 return None
             event = opened
-        view = RoomView(self.config.user_id or "", None, self._is_direct(room_id),
-                        frozenset(self.mine))  # fmt: skip
+        view = RoomView(
+            self.config.user_id or "", None, self._is_direct(room_id), frozenset(self.mine)
+        )
         return read_event(event, room_id, view, self.platform)
 
     def allowed(self, user: str) -> bool:
@@ -334,16 +356,21 @@ class MatrixAdapter(HttpAdapter):
             token = page.get("end") if chunk and isinstance(page.get("end"), str) else None
             self.progress()
         if len(found) >= MAX_GAP:
-            log.warning("%s: %s was cut by more than %d events; the older ones are not"
-                        " answered", self.name, room_id, MAX_GAP)  # fmt: skip
+            log.warning(
+                "%s: %s was cut by more than %d events; the older ones are not answered",
+                self.name,
+                room_id,
+                MAX_GAP,
+            )
         return list(reversed(found[:MAX_GAP]))
 
     def _read_direct(self, account_data: Any) -> None:
         for event in as_list(as_dict(account_data).get("events")):
             if isinstance(event, dict) and event.get("type") == "m.direct":
                 content = as_dict(event.get("content"))
-                self.direct = {r for rooms in content.values() for r in as_list(rooms)
-                               if isinstance(r, str)}  # fmt: skip
+                self.direct = {
+                    r for rooms in content.values() for r in as_list(rooms) if isinstance(r, str)
+                }
 
     def _is_direct(self, room_id: str) -> bool:
         return room_id in self.direct or self.joined.get(room_id) == 2
@@ -353,24 +380,34 @@ class MatrixAdapter(HttpAdapter):
         pairing (no allowlist), a stranger's DM (a few an hour): the pairing code is
         answered there. Other invites are left pending."""
         stripped = as_list(as_dict(as_dict(invite).get("invite_state")).get("events"))
-        mine = next((e for e in stripped if isinstance(e, dict)
-                     and e.get("type") == "m.room.member"
-                     and e.get("state_key") == self.config.user_id), {})  # fmt: skip
+        mine = next(
+            (
+                e
+                for e in stripped
+                if isinstance(e, dict)
+                and e.get("type") == "m.room.member"
+                and e.get("state_key") == self.config.user_id
+            ),
+            {},
+        )
         inviter = mine.get("sender")
         direct = as_dict(mine.get("content")).get("is_direct") is True
         if not isinstance(inviter, str):
             return
         if not self.allowed(inviter) and not (direct and self._pairing_join()):
-            log.info("%s: an invite to %s from %s is left pending (not an allowed user)",
-                     self.name, room_id, inviter)  # fmt: skip
+            log.info(
+                "%s: an invite to %s from %s is left pending (not an allowed user)",
+                self.name,
+                room_id,
+                inviter,
+            )
             return
         try:
             await call(http, self.base, "POST", f"rooms/{room_id}/join", {})
             if not self.allowed(inviter):  # `is_direct` is the stranger's word: checked
                 members = await call(http, self.base, "GET", f"rooms/{room_id}/joined_members")
                 if len(as_dict(members.get("joined"))) > 2:
-                    log.info("%s: %s, a stranger's DM, has more members: left", self.name,
-                             room_id)  # fmt: skip
+                    log.info("%s: %s, a stranger's DM, has more members: left", self.name, room_id)
                     await call(http, self.base, "POST", f"rooms/{room_id}/leave", {})
                     return
         except MatrixError as exc:
@@ -403,8 +440,12 @@ class MatrixAdapter(HttpAdapter):
         if request.edit_of is not None:
             replaced = {"rel_type": "m.replace", "event_id": request.edit_of}
             new = dict(content)
-            content = {**new, "body": "* " + request.text, "m.new_content": new,
-                       "m.relates_to": replaced}  # fmt: skip
+            content = {
+                **new,
+                "body": "* " + request.text,
+                "m.new_content": new,
+                "m.relates_to": replaced,
+            }
         return await self._send_event(request, self._related(request, content))
 
     async def _send_file(self, request: SendRequest, file: OutFile) -> SendResult:
@@ -427,10 +468,12 @@ class MatrixAdapter(HttpAdapter):
             return uploaded
         content = file_content(file, request.text, uploaded)
         if request.text and not request.plain:
-            content.update(format="org.matrix.custom.html",
-                           formatted_body=markdown_html(request.text))  # fmt: skip
-        return await self._send_event(request, self._related(request, content),
-                                      clear_file=uploaded.sealed is None)  # fmt: skip
+            content.update(
+                format="org.matrix.custom.html", formatted_body=markdown_html(request.text)
+            )
+        return await self._send_event(
+            request, self._related(request, content), clear_file=uploaded.sealed is None
+        )
 
     def _related(self, request: SendRequest, content: dict[str, Any]) -> dict[str, Any]:
         """`content` in the target's thread, or replying to the message it answers."""
@@ -439,10 +482,11 @@ class MatrixAdapter(HttpAdapter):
             return content
         if target.thread_id:
             content["m.relates_to"] = {
-                "rel_type": "m.thread", "event_id": target.thread_id,
+                "rel_type": "m.thread",
+                "event_id": target.thread_id,
                 "is_falling_back": request.reply_to is None,
                 "m.in_reply_to": {"event_id": request.reply_to or target.thread_id},
-            }  # fmt: skip
+            }
         elif request.reply_to:
             content["m.relates_to"] = {"m.in_reply_to": {"event_id": request.reply_to}}
         return content
@@ -465,8 +509,9 @@ class MatrixAdapter(HttpAdapter):
         kind, content = sealed
         if clear_file and kind == "m.room.encrypted":
             return RetryAfter(None, "the room turned encrypted: the file goes again, encrypted")
-        url = client_url(self.base, "rooms", target.chat_id, "send", kind,
-                         txn_id(request.idempotency_key))  # fmt: skip
+        url = client_url(
+            self.base, "rooms", target.chat_id, "send", kind, txn_id(request.idempotency_key)
+        )
         answer = await self.post(url, content, method="PUT")
         result = send_result(answer) if isinstance(answer, HttpAnswer) else answer
         if isinstance(result, Sent) and result.message_id is not None:

@@ -122,8 +122,11 @@ class Encryption:
             raise AdapterFatal(str(exc)) from exc  # no restart opens it with another key
         me, device = self.olm.user_id, self.olm.device_id
         query = {"device_keys": {me: [device]}}
-        held = as_dict(as_dict((await call(http, self.base, "POST", "keys/query", query))
-                               .get("device_keys")).get(me)).get(device)  # fmt: skip
+        held = as_dict(
+            as_dict(
+                (await call(http, self.base, "POST", "keys/query", query)).get("device_keys")
+            ).get(me)
+        ).get(device)
         keys = as_dict(as_dict(held).get("keys"))
         if held and keys.get(f"ed25519:{device}") != self.olm.ed25519:
             raise AdapterFatal(
@@ -158,8 +161,9 @@ class Encryption:
             try:
                 await call(http, self.base, "POST", "keys/upload", body)
             except MatrixError as exc:
-                log.warning("publishing one-time keys failed (%s); again in %.0f s", exc,
-                            TOP_UP_PAUSE)  # fmt: skip
+                log.warning(
+                    "publishing one-time keys failed (%s); again in %.0f s", exc, TOP_UP_PAUSE
+                )
                 self.top_up_after = self.olm.clock.now() + TOP_UP_PAUSE
                 return
             await self.olm.published()
@@ -208,8 +212,9 @@ class Encryption:
             return None
         room = as_dict(payload.get("content")).get("room_id")
         if room not in self.joined:
-            log.info("a room key from %s for %s, a room hermes is not in: not kept",
-                     device.user_id, room)  # fmt: skip
+            log.info(
+                "a room key from %s for %s, a room hermes is not in: not kept", device.user_id, room
+            )
             return None
         return await self.olm.take_room_key(payload, device)
 
@@ -226,8 +231,7 @@ class Encryption:
             found = [d for d in await self._devices_of(http, [sender]) if d.curve25519 == curve]
         device = found[0] if found else None
         if device is None or device.ed25519 != claimed:
-            log.warning("a room key from %s by a device their keys do not show: not taken",
-                        sender)  # fmt: skip
+            log.warning("a room key from %s by a device their keys do not show: not taken", sender)
             return None
         if not await self.olm.trust(device) or not self._verified(device):
             return None
@@ -242,8 +246,9 @@ class Encryption:
         except MissingKey as exc:
             event_id = event.get("event_id")
             if isinstance(event_id, str) and event_id not in self.waiting:
-                self.waiting[event_id] = Waiting(room_id, event, exc.session_id,
-                                                 exc.sender_key, self.olm.clock.now())  # fmt: skip
+                self.waiting[event_id] = Waiting(
+                    room_id, event, exc.session_id, exc.sender_key, self.olm.clock.now()
+                )
                 self.waiting_changed = True
             return None
         except CryptoError as exc:
@@ -260,8 +265,9 @@ class Encryption:
         if len(self.waiting) > MAX_WAITING:
             oldest = sorted(self.waiting.values(), key=lambda w: w.since)
             for gone in oldest[: len(self.waiting) - MAX_WAITING]:
-                log.warning("%s waited too long behind newer ones: not answered",
-                            gone.event.get("event_id"))  # fmt: skip
+                log.warning(
+                    "%s waited too long behind newer ones: not answered", gone.event.get("event_id")
+                )
                 del self.waiting[gone.event["event_id"]]
         if self.waiting_changed:
             value = json.dumps([attrs.asdict(w) for w in self.waiting.values()])
@@ -310,14 +316,23 @@ class Encryption:
 
     async def _tell(self, http: httpx.AsyncClient, waiting: Waiting, sender: str) -> None:
         event_id = waiting.event["event_id"]
-        log.warning("%s from %s in %s: its key has not come; asking for it", event_id,
-                    sender, waiting.room_id)  # fmt: skip
+        log.warning(
+            "%s from %s in %s: its key has not come; asking for it",
+            event_id,
+            sender,
+            waiting.room_id,
+        )
         request = {
-            "action": "request", "requesting_device_id": self.olm.device_id,
+            "action": "request",
+            "requesting_device_id": self.olm.device_id,
             "request_id": txn_id(f"key-request:{event_id}"),
-            "body": {"algorithm": MEGOLM, "room_id": waiting.room_id,
-                     "sender_key": waiting.sender_key, "session_id": waiting.session_id},
-        }  # fmt: skip
+            "body": {
+                "algorithm": MEGOLM,
+                "room_id": waiting.room_id,
+                "sender_key": waiting.sender_key,
+                "session_id": waiting.session_id,
+            },
+        }
         path = f"sendToDevice/m.room_key_request/{request['request_id']}"
         await call(http, self.base, "PUT", path, {"messages": {sender: {"*": request}}})
         quoted = {"m.in_reply_to": {"event_id": event_id}}
@@ -344,8 +359,11 @@ class Encryption:
             return "m.room.encrypted", await self.olm.encrypt_event(room_id, key, type_, content)
 
     async def _share(self, http: httpx.AsyncClient, room_id: str, key: OutboundRoomKey) -> None:
-        devices = [d for d in await self._devices_in(http, room_id)
-                   if (d.user_id, d.device_id) not in key.shared]  # fmt: skip
+        devices = [
+            d
+            for d in await self._devices_in(http, room_id)
+            if (d.user_id, d.device_id) not in key.shared
+        ]
         if not devices:
             return
         await self._olm_with(http, devices)
@@ -371,8 +389,9 @@ class Encryption:
         unknown = [u for u in users if u not in self.devices]
         if unknown:
             body = {"device_keys": {u: [] for u in unknown}}
-            keys = as_dict((await call(http, self.base, "POST", "keys/query", body))
-                           .get("device_keys"))  # fmt: skip
+            keys = as_dict(
+                (await call(http, self.base, "POST", "keys/query", body)).get("device_keys")
+            )
             for user in unknown:
                 devices = [device_of(user, d, k) for d, k in as_dict(keys.get(user)).items()]
                 self.devices[user] = [d for d in devices if d is not None]
@@ -382,8 +401,7 @@ class Encryption:
         """Every trusted device of the room's joined members, but hermes's own."""
         if room_id not in self.members:
             joined = await call(http, self.base, "GET", f"rooms/{room_id}/joined_members")
-            self.members[room_id] = [u for u in as_dict(joined.get("joined"))
-                                     if isinstance(u, str)]  # fmt: skip
+            self.members[room_id] = [u for u in as_dict(joined.get("joined")) if isinstance(u, str)]
         trusted = []
         for device in await self._devices_of(http, self.members[room_id]):
             if (device.user_id, device.device_id) == (self.olm.user_id, self.olm.device_id):
@@ -406,22 +424,32 @@ class Encryption:
                 wanted.setdefault(device.user_id, {})[device.device_id] = OTK
         if not wanted:
             return
-        claimed = as_dict((await call(http, self.base, "POST", "keys/claim",
-                                      {"one_time_keys": wanted})).get("one_time_keys"))  # fmt: skip
+        claimed = as_dict(
+            (await call(http, self.base, "POST", "keys/claim", {"one_time_keys": wanted})).get(
+                "one_time_keys"
+            )
+        )
         for device in devices:
             if device.device_id not in wanted.get(device.user_id, {}):
                 continue
             keys = as_dict(as_dict(claimed.get(device.user_id)).get(device.device_id))
             key_id = f"ed25519:{device.device_id}"
-            one = next((k for k in keys.values() if isinstance(k, dict)
-                        and signed_by(k, device.user_id, key_id, device.ed25519)), {})  # fmt: skip
+            one = next(
+                (
+                    k
+                    for k in keys.values()
+                    if isinstance(k, dict) and signed_by(k, device.user_id, key_id, device.ed25519)
+                ),
+                {},
+            )
             try:
                 if not isinstance(one.get("key"), str):
                     raise CryptoError("no signed one-time key to claim")
                 await self.olm.start_olm(device, one["key"])
             except CryptoError as exc:
-                log.warning("%s's device %s gets no room key: %s", device.user_id,
-                            device.device_id, exc)  # fmt: skip
+                log.warning(
+                    "%s's device %s gets no room key: %s", device.user_id, device.device_id, exc
+                )
 
 
 def _int(value: Any, default: int) -> int:

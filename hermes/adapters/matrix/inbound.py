@@ -73,11 +73,19 @@ def read_event(
     if len(body) > MAX_TEXT:
         body = body[:MAX_TEXT] + f"\n[the message goes on: cut at {MAX_TEXT} characters]"
     return InboundEvent(
-        platform, event_id, ChatType.DM if room.direct else ChatType.GROUP, room_id, sender,
-        body, thread_id=thread, is_bot=kind == "m.notice", message_id=event_id,
-        reply_to=reply_to, mentioned=mentioned,
+        platform,
+        event_id,
+        ChatType.DM if room.direct else ChatType.GROUP,
+        room_id,
+        sender,
+        body,
+        thread_id=thread,
+        is_bot=kind == "m.notice",
+        message_id=event_id,
+        reply_to=reply_to,
+        mentioned=mentioned,
         attachments=() if media is None else (media.to_text(),),
-    )  # fmt: skip
+    )
 
 
 def _id(value: Any) -> str | None:

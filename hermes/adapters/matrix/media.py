@@ -81,9 +81,13 @@ class MediaRef:
     def from_text(cls, text: str) -> MediaRef:
         values = json.loads(text)
         size, sealed = values.get("size"), values.get("sealed")
-        return cls(str(values["url"]), str(values.get("name") or "attachment"),
-                   values.get("mime"), size if isinstance(size, int) else None,
-                   sealed if isinstance(sealed, dict) else None)  # fmt: skip
+        return cls(
+            str(values["url"]),
+            str(values.get("name") or "attachment"),
+            values.get("mime"),
+            size if isinstance(size, int) else None,
+            sealed if isinstance(sealed, dict) else None,
+        )
 
 
 def media_of(content: dict[str, Any]) -> MediaRef | None:
@@ -98,12 +102,22 @@ def media_of(content: dict[str, Any]) -> MediaRef | None:
     if not isinstance(url, str) or MXC.fullmatch(url) is None:
         return None
     info = as_dict(content.get("info"))
-    name = next((n for n in (content.get("filename"), content.get("body"))
-                 if isinstance(n, str) and n.strip()), "attachment")  # fmt: skip
+    name = next(
+        (
+            n
+            for n in (content.get("filename"), content.get("body"))
+            if isinstance(n, str) and n.strip()
+        ),
+        "attachment",
+    )
     mime, size = info.get("mimetype"), info.get("size")
-    return MediaRef(url, name, mime if isinstance(mime, str) else None,
-                    size if isinstance(size, int) and not isinstance(size, bool) else None,
-                    sealed)  # fmt: skip
+    return MediaRef(
+        url,
+        name,
+        mime if isinstance(mime, str) else None,
+        size if isinstance(size, int) and not isinstance(size, bool) else None,
+        sealed,
+    )
 
 
 def caption_of(content: dict[str, Any], body: str) -> str:
@@ -133,12 +147,20 @@ async def fetch_media(
         try:
             ref = MediaRef.from_text(text)
             if ref.size is not None and ref.size > limits.max_file:
-                raise MediaError(f"{ref.name} is {ref.size} bytes, over the "
-                                 f"{limits.max_file} limit")  # fmt: skip
+                raise MediaError(
+                    f"{ref.name} is {ref.size} bytes, over the {limits.max_file} limit"
+                )
             with trio.fail_after(FILE_SECONDS):
                 files.append(await _download(http, base, ref, directory, limits))
-        except (MediaError, httpx.HTTPError, OSError, KeyError, ValueError, TypeError,
-                trio.TooSlowError) as exc:  # fmt: skip
+        except (
+            MediaError,
+            httpx.HTTPError,
+            OSError,
+            KeyError,
+            ValueError,
+            TypeError,
+            trio.TooSlowError,
+        ) as exc:
             problems.append(f"[an attachment could not be fetched: {exc}]")
     return Fetched(tuple(files), tuple(problems))
 
@@ -150,8 +172,10 @@ def download_urls(base: str, mxc: str) -> tuple[str, str]:
         raise MediaError(f"{mxc!r} is not a Matrix media URI")
     where = "/".join(quote(p, safe="") for p in found.groups())
     root = base.rstrip("/")
-    return (f"{root}/_matrix/client/v1/media/download/{where}",
-            f"{root}/_matrix/media/v3/download/{where}")  # fmt: skip
+    return (
+        f"{root}/_matrix/client/v1/media/download/{where}",
+        f"{root}/_matrix/media/v3/download/{where}",
+    )
 
 
 async def _download(
@@ -170,8 +194,7 @@ async def _download(
                 mime = ref.mime or got.headers.get("content-type")
                 return await save_stream(directory, f"{tag}-{ref.name}", pieces, mime, limits)
             async with contextlib.aclosing(key.opened(pieces, ref.name)) as opened:
-                return await save_stream(directory, f"{tag}-{ref.name}", opened, ref.mime,
-                                         limits)  # fmt: skip
+                return await save_stream(directory, f"{tag}-{ref.name}", opened, ref.mime, limits)
     raise MediaError(f"{ref.name} could not be fetched: the homeserver serves no media")
 
 
@@ -224,8 +247,9 @@ def _unb64(text: Any) -> bytes:
     if not isinstance(text, str):
         raise MediaError("an encrypted attachment without its key, iv or hash")
     try:
-        return base64.urlsafe_b64decode(text.replace("+", "-").replace("/", "_")
-                                        + "=" * (-len(text) % 4))  # fmt: skip
+        return base64.urlsafe_b64decode(
+            text.replace("+", "-").replace("/", "_") + "=" * (-len(text) % 4)
+        )
     except (binascii.Error, ValueError) as exc:
         raise MediaError("an encrypted attachment whose key, iv or hash is not base64") from exc
 
@@ -266,13 +290,16 @@ async def upload(
             hashed.update(out)
             yield out
 
-    headers = {"Content-Type": "application/octet-stream" if encrypt else file.mime,
-               "Content-Length": str(size)}  # fmt: skip
+    headers = {
+        "Content-Type": "application/octet-stream" if encrypt else file.mime,
+        "Content-Length": str(size),
+    }
     url = base.rstrip("/") + "/_matrix/media/v3/upload"
     try:
         async with handle:
-            response = await http.post(url, params={"filename": file.name}, headers=headers,
-                                       content=body())  # fmt: skip
+            response = await http.post(
+                url, params={"filename": file.name}, headers=headers, content=body()
+            )
     except httpx.HTTPError as exc:
         result = failed_send(exc)
         return RetryAfter(None, result.reason) if isinstance(result, Unconfirmed) else result
@@ -282,10 +309,23 @@ async def upload(
         return result_of(error_of("upload", answer))  # M_TOO_LARGE: permanent
     if not encrypt:
         return Uploaded(mxc)
-    jwk = {"kty": "oct", "key_ops": ["encrypt", "decrypt"], "alg": "A256CTR",
-           "k": _b64(key, url=True), "ext": True}  # fmt: skip
-    return Uploaded(mxc, {"url": mxc, "key": jwk, "iv": _b64(iv),
-                          "hashes": {"sha256": _b64(hashed.digest())}, "v": "v2"})  # fmt: skip
+    jwk = {
+        "kty": "oct",
+        "key_ops": ["encrypt", "decrypt"],
+        "alg": "A256CTR",
+        "k": _b64(key, url=True),
+        "ext": True,
+    }
+    return Uploaded(
+        mxc,
+        {
+            "url": mxc,
+            "key": jwk,
+            "iv": _b64(iv),
+            "hashes": {"sha256": _b64(hashed.digest())},
+            "v": "v2",
+        },
+    )
 
 
 def file_content(file: OutFile, caption: str, uploaded: Uploaded) -> dict[str, Any]:
@@ -299,9 +339,12 @@ def file_content(file: OutFile, caption: str, uploaded: Uploaded) -> dict[str, A
         msgtype = "m.image"
     else:
         msgtype = "m.video" if top == "video" else "m.file"
-    content: dict[str, Any] = {"msgtype": msgtype, "body": caption or file.name,
-                               "filename": file.name,
-                               "info": {"mimetype": file.mime, "size": file.size}}  # fmt: skip
+    content: dict[str, Any] = {
+        "msgtype": msgtype,
+        "body": caption or file.name,
+        "filename": file.name,
+        "info": {"mimetype": file.mime, "size": file.size},
+    }
     if uploaded.sealed is not None:
         content["file"] = uploaded.sealed
     else:

@@ -193,8 +193,9 @@ class Olm:
         if salt is None:
             salt = secrets.token_hex(16)
             self.pending[self.prefix + "salt"] = salt
-        self.key = hashlib.scrypt(self.secret.encode(), salt=bytes.fromhex(salt),
-                                  n=2**14, r=8, p=1, dklen=32)  # fmt: skip
+        self.key = hashlib.scrypt(
+            self.secret.encode(), salt=bytes.fromhex(salt), n=2**14, r=8, p=1, dklen=32
+        )
         kept = await self.store.get(self.prefix + "account")
         if kept is not None:
             try:
@@ -235,12 +236,17 @@ class Olm:
         return {**value, "signatures": mine}
 
     def device_keys(self) -> dict[str, Any]:
-        return self.sign({
-            "user_id": self.user_id, "device_id": self.device_id,
-            "algorithms": [OLM, MEGOLM],
-            "keys": {f"curve25519:{self.device_id}": self.curve25519,
-                     f"ed25519:{self.device_id}": self.ed25519},
-        })  # fmt: skip
+        return self.sign(
+            {
+                "user_id": self.user_id,
+                "device_id": self.device_id,
+                "algorithms": [OLM, MEGOLM],
+                "keys": {
+                    f"curve25519:{self.device_id}": self.curve25519,
+                    f"ed25519:{self.device_id}": self.ed25519,
+                },
+            }
+        )
 
     async def new_one_time_keys(self, held: int, fallback: bool) -> dict[str, Any]:
         """The keys/upload body that brings the server to half the account's one-time
@@ -256,12 +262,16 @@ class Olm:
         self.keep_account()
         await self.flush()
         body: dict[str, Any] = {}
-        otks = {f"{OTK}:{i}": self.sign({"key": k.to_base64()})
-                for i, k in self.me.one_time_keys.items()}  # fmt: skip
+        otks = {
+            f"{OTK}:{i}": self.sign({"key": k.to_base64()})
+            for i, k in self.me.one_time_keys.items()
+        }
         if otks:
             body["one_time_keys"] = otks
-        fallbacks = {f"{OTK}:{i}": self.sign({"key": k.to_base64(), "fallback": True})
-                     for i, k in self.me.fallback_key.items()}  # fmt: skip
+        fallbacks = {
+            f"{OTK}:{i}": self.sign({"key": k.to_base64(), "fallback": True})
+            for i, k in self.me.fallback_key.items()
+        }
         if fallbacks:
             body["fallback_keys"] = fallbacks
         return body
@@ -283,8 +293,11 @@ class Olm:
                 self.pending[key] = kept = device.ed25519
             self.trusted.setdefault(where, kept)
         if self.trusted[where] != device.ed25519:
-            log.warning("%s's device %s shows other keys than when first seen: it is not"
-                        " trusted", device.user_id, device.device_id)  # fmt: skip
+            log.warning(
+                "%s's device %s shows other keys than when first seen: it is not trusted",
+                device.user_id,
+                device.device_id,
+            )
             return False
         return True
 
@@ -295,8 +308,7 @@ class Olm:
         if self.strangers is None:
             kept = json.loads(await self.store.get(f"{self.prefix}olm-strangers") or "[]")
             for curve, pickles in kept:
-                self.sessions[curve] = [vodozemac.Session.from_pickle(p, self.key)
-                                        for p in pickles]  # fmt: skip
+                self.sessions[curve] = [vodozemac.Session.from_pickle(p, self.key) for p in pickles]
             self.strangers = [curve for curve, _ in kept]
         return self.strangers
 
@@ -375,10 +387,14 @@ class Olm:
         await self.known(device)
         [session, *_] = await self._olm_sessions(device.curve25519)
         payload = {
-            "type": type_, "content": content, "sender": self.user_id,
-            "sender_device": self.device_id, "keys": {"ed25519": self.ed25519},
-            "recipient": device.user_id, "recipient_keys": {"ed25519": device.ed25519},
-        }  # fmt: skip
+            "type": type_,
+            "content": content,
+            "sender": self.user_id,
+            "sender_device": self.device_id,
+            "keys": {"ed25519": self.ed25519},
+            "recipient": device.user_id,
+            "recipient_keys": {"ed25519": device.ed25519},
+        }
         kind, body = session.encrypt(canonical(payload)).to_parts()
         await self._keep_olm(device.curve25519, session)
         ciphertext = {device.curve25519: {"type": kind, "body": _b64(body)}}
@@ -458,8 +474,11 @@ class Olm:
             content.get("sender_key") != device.curve25519
             or content.get("sender_claimed_ed25519_key") != device.ed25519
         ):
-            log.warning("a room key %s forwarded by %s, who did not make it: not taken",
-                        session_id, device.user_id)  # fmt: skip
+            log.warning(
+                "a room key %s forwarded by %s, who did not make it: not taken",
+                session_id,
+                device.user_id,
+            )
             return None
         try:
             if kind == "m.room_key":
@@ -480,15 +499,22 @@ class Olm:
         found = await self._inbound(room, session.session_id)
         if found is not None:
             if (found.sender, found.sender_key) != (device.user_id, device.curve25519):
-                log.warning("%s sent a copy of %s's room key %s: not taken", device.user_id,
-                            found.sender, session.session_id)  # fmt: skip
+                log.warning(
+                    "%s sent a copy of %s's room key %s: not taken",
+                    device.user_id,
+                    found.sender,
+                    session.session_id,
+                )
                 return False
             if found.session.first_known_index <= session.first_known_index:
                 return True  # had it already, from as early or earlier
         taken = InboundRoomKey(session, device.user_id, device.curve25519)
         self.inbound[(room, session.session_id)] = taken
-        value = {"sender": taken.sender, "sender_key": taken.sender_key,
-                 "pickle": session.pickle(self.key)}  # fmt: skip
+        value = {
+            "sender": taken.sender,
+            "sender_key": taken.sender_key,
+            "pickle": session.pickle(self.key),
+        }
         self.pending[f"{self.prefix}in:{room}|{session.session_id}"] = json.dumps(value)
         return True
 
@@ -588,14 +614,21 @@ class Olm:
             self.keep_room_key(room_id, found)
 
     def keep_room_key(self, room_id: str, found: OutboundRoomKey) -> None:
-        value = {"pickle": found.session.pickle(self.key), "created": found.created,
-                 "shared": sorted(found.shared)}  # fmt: skip
+        value = {
+            "pickle": found.session.pickle(self.key),
+            "created": found.created,
+            "shared": sorted(found.shared),
+        }
         self.pending[f"{self.prefix}out:{room_id}"] = json.dumps(value)
 
     def share_content(self, room_id: str, found: OutboundRoomKey) -> dict[str, Any]:
         """The m.room_key content that gives a device the session from its next message."""
-        return {"algorithm": MEGOLM, "room_id": room_id, "session_id": found.session.session_id,
-                "session_key": found.session.session_key.to_base64()}  # fmt: skip
+        return {
+            "algorithm": MEGOLM,
+            "room_id": room_id,
+            "session_id": found.session.session_id,
+            "session_key": found.session.session_key.to_base64(),
+        }
 
     async def encrypt_event(
         self, room_id: str, found: OutboundRoomKey, type_: str, content: dict[str, Any]
@@ -607,9 +640,13 @@ class Olm:
         ciphertext = found.session.encrypt(canonical(payload)).to_base64()
         self.keep_room_key(room_id, found)
         await self.flush()
-        encrypted = {"algorithm": MEGOLM, "sender_key": self.curve25519,
-                     "ciphertext": ciphertext, "session_id": found.session.session_id,
-                     "device_id": self.device_id}  # fmt: skip
+        encrypted = {
+            "algorithm": MEGOLM,
+            "sender_key": self.curve25519,
+            "ciphertext": ciphertext,
+            "session_id": found.session.session_id,
+            "device_id": self.device_id,
+        }
         if isinstance(content.get("m.relates_to"), dict):
             encrypted["m.relates_to"] = content["m.relates_to"]
         return encrypted

@@ -74,8 +74,15 @@ log = logging.getLogger(__name__)
 
 INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL = -32600, -32601, -32602, -32603
 UNTRUSTED, RATE_LIMITED, IO_ERROR, USER_ERROR = -4, -5, -3, -1
-FAILURES = frozenset({"IDENTITY_FAILURE", "RATE_LIMIT_FAILURE", "PROOF_REQUIRED_FAILURE",
-                      "UNREGISTERED_FAILURE", "NETWORK_FAILURE"})  # fmt: skip
+FAILURES = frozenset(
+    {
+        "IDENTITY_FAILURE",
+        "RATE_LIMIT_FAILURE",
+        "PROOF_REQUIRED_FAILURE",
+        "UNREGISTERED_FAILURE",
+        "NETWORK_FAILURE",
+    }
+)
 # How the daemon going away shows (a restart of it, a cut stream): a reconnect, not a crash.
 GONE = (RpcGone, httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, OSError)
 _RECIPIENT = re.compile(r"\+\d+|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
@@ -116,13 +123,17 @@ class SignalAdapter(HttpAdapter):
         if not isinstance(config, SignalConfig) or not config.rpc or not config.account:
             raise AdapterFatal("set platforms.signal.rpc and account")
         if not config.rpc.startswith(("http://", "https://")):  # a connection is a receiver
-            return (f"{config.account} over {config.rpc}: not asked (a connection would take"
-                    " the messages waiting on Signal; run the daemon with"
-                    " --receive-mode=on-connection)")  # fmt: skip
+            return (
+                f"{config.account} over {config.rpc}: not asked (a connection would take"
+                " the messages waiting on Signal; run the daemon with"
+                " --receive-mode=on-connection)"
+            )
         async with daemon(config.rpc, httpx.Timeout(CONNECT_TIMEOUT)) as rpc:
             version, _ = await _hello(rpc, config.account)
-        return (f"{config.account} on signal-cli {version} (run the daemon with"
-                " --receive-mode=on-connection)")  # fmt: skip
+        return (
+            f"{config.account} on signal-cli {version} (run the daemon with"
+            " --receive-mode=on-connection)"
+        )
 
     async def on_start(self) -> None:
         if self.cursors is not None:
@@ -210,9 +221,12 @@ class SignalAdapter(HttpAdapter):
                 cursor = Cursor(self.event_key, item.event_id)
             elif self.over_http and not self.warned_no_ids:
                 self.warned_no_ids = True
-                log.warning("%s: this signal-cli's events carry no ids: a message hermes had"
-                            " not admitted when it stopped is not sent again (run a newer"
-                            " signal-cli)", self.name)  # fmt: skip
+                log.warning(
+                    "%s: this signal-cli's events carry no ids: a message hermes had"
+                    " not admitted when it stopped is not sent again (run a newer"
+                    " signal-cli)",
+                    self.name,
+                )
             if found is not None:
                 await self.admit(found.event, cursor)
                 self.replaying = self.replaying or cursor is not None
@@ -231,8 +245,15 @@ class SignalAdapter(HttpAdapter):
         for text in attachments:
             try:
                 files.append(await self._attachment(json.loads(text)))
-            except (RpcError, RpcGone, httpx.HTTPError, MediaError, OSError, ValueError,
-                    KeyError) as exc:  # fmt: skip
+            except (
+                RpcError,
+                RpcGone,
+                httpx.HTTPError,
+                MediaError,
+                OSError,
+                ValueError,
+                KeyError,
+            ) as exc:
                 problems.append(f"[an attachment could not be read: {exc}]")
         return Fetched(tuple(files), tuple(problems))
 
@@ -244,8 +265,9 @@ class SignalAdapter(HttpAdapter):
             raise ValueError(f"it is {size} bytes, over {self.config.max_attachment}")
         where = {k: ref[k] for k in ("recipient", "groupId") if k in ref}
         cap = self.config.max_attachment * 4 // 3 + MAX_LINE
-        found = await self.calls.call("getAttachment", self.params(id=str(ref["id"]), **where),
-                                      limit=cap)  # fmt: skip
+        found = await self.calls.call(
+            "getAttachment", self.params(id=str(ref["id"]), **where), limit=cap
+        )
         encoded = found.get("data") if isinstance(found, dict) else None
         if not isinstance(encoded, str) or len(encoded) > self.config.max_attachment * 4 // 3 + 4:
             raise ValueError("the daemon gave no data, or more than the cap")
@@ -297,15 +319,17 @@ class SignalAdapter(HttpAdapter):
         results = [r for r in answer.get("results") or [] if isinstance(r, dict)]
         timestamp = answer.get("timestamp")
         if not results or any(r.get("type") == "SUCCESS" for r in results):
-            return Sent(message_id(timestamp, self.account) if isinstance(timestamp, int)
-                        else None)  # fmt: skip
+            return Sent(message_id(timestamp, self.account) if isinstance(timestamp, int) else None)
         return await self._failure(request, results[0], "send")
 
     async def _refused(self, request: SendRequest, exc: RpcError) -> SendResult:
         response = exc.data.get("response") if isinstance(exc.data, dict) else None
         results = response.get("results") if isinstance(response, dict) else None
-        failed = [r for r in results if isinstance(r, dict) and r.get("type") in FAILURES] if (
-            isinstance(results, list)) else []  # fmt: skip
+        failed = (
+            [r for r in results if isinstance(r, dict) and r.get("type") in FAILURES]
+            if (isinstance(results, list))
+            else []
+        )
         if failed:  # what Signal said of each recipient
             return await self._failure(request, failed[0], str(exc))
         if exc.code == UNTRUSTED or exc.code == RATE_LIMITED:
@@ -328,12 +352,14 @@ class SignalAdapter(HttpAdapter):
             who = (address or {}).get("number") if isinstance(address, dict) else None
             who = who if isinstance(who, str) else request.target.chat_id  # a group's member
             await self._tell_owner(who)
-            return Permanent(f"{who}'s safety number changed: not trusted (the owner was"
-                             " told)")  # fmt: skip
+            return Permanent(f"{who}'s safety number changed: not trusted (the owner was told)")
         if kind in ("RATE_LIMIT_FAILURE", "PROOF_REQUIRED_FAILURE"):
             if kind == "PROOF_REQUIRED_FAILURE":
-                log.error("%s: Signal asks for a captcha before more sends (signal-cli"
-                          " submitRateLimitChallenge)", self.name)  # fmt: skip
+                log.error(
+                    "%s: Signal asks for a captcha before more sends (signal-cli"
+                    " submitRateLimitChallenge)",
+                    self.name,
+                )
             return RetryAfter(wait, f"rate limited by Signal ({said})", scope_wide=True)
         if kind == "UNREGISTERED_FAILURE":
             return Permanent(f"{request.target.chat_id} is not on Signal")
@@ -343,14 +369,19 @@ class SignalAdapter(HttpAdapter):
         """The owner hears once per incarnation that a number's identity changed; hermes
         never trusts it by itself."""
         owner = self.config.owner
-        log.warning("%s: %s's safety number changed; nothing is sent to them until it is"
-                    " trusted", self.name, number)  # fmt: skip
+        log.warning(
+            "%s: %s's safety number changed; nothing is sent to them until it is trusted",
+            self.name,
+            number,
+        )
         if not owner or owner == number or number in self.told_owner or self.calls is None:
             return
         self.told_owner.add(number)
-        text = (f"Signal says {number}'s safety number changed, so I did not send them my"
-                " answer. Compare the safety number with them in the Signal app; if it is"
-                f" right, run: signal-cli -a {self.account} trust -a {number}")  # fmt: skip
+        text = (
+            f"Signal says {number}'s safety number changed, so I did not send them my"
+            " answer. Compare the safety number with them in the Signal app; if it is"
+            f" right, run: signal-cli -a {self.account} trust -a {number}"
+        )
         try:
             await self.calls.call("send", self.params(message=text, **self._to(owner)))
         except (RpcError, RpcGone, httpx.HTTPError) as exc:

@@ -53,21 +53,30 @@ def read_envelope(params: Any, account: str, platform: str) -> Taken | None:
     if any(k in data for k in ("reaction", "remoteDelete", "groupV2Change")):
         return None
     group = data.get("groupInfo")
-    if group is not None and (not isinstance(group, dict) or group.get("type", "DELIVER")
-                              != "DELIVER" or not _text(group.get("groupId"))):  # fmt: skip
+    if group is not None and (
+        not isinstance(group, dict)
+        or group.get("type", "DELIVER") != "DELIVER"
+        or not _text(group.get("groupId"))
+    ):
         return None
     text = data.get("message") if isinstance(data.get("message"), str) else ""
     found = data.get("mentions")
-    mentions = [m for m in (found if isinstance(found, list) else []) if isinstance(m, dict)
-                and _whole_or_zero(m.get("start")) and _whole(m.get("length", 1))]  # fmt: skip
+    mentions = [
+        m
+        for m in (found if isinstance(found, list) else [])
+        if isinstance(m, dict) and _whole_or_zero(m.get("start")) and _whole(m.get("length", 1))
+    ]
     text = _mentions_written(text, mentions, account)
     attachments = _attachments(data.get("attachments"), group, sender)
     if not text.strip() and not attachments:
         return None
     quote = data.get("quote") if isinstance(data.get("quote"), dict) else {}
     quoted_author = _text(quote.get("authorNumber")) or _text(quote.get("author"))
-    reply_to = (message_id(quote["id"], quoted_author)
-                if _whole(quote.get("id")) and quoted_author else None)  # fmt: skip
+    reply_to = (
+        message_id(quote["id"], quoted_author)
+        if _whole(quote.get("id")) and quoted_author
+        else None
+    )
     mentioned = (
         group is None
         or quoted_author == account
@@ -77,11 +86,18 @@ def read_envelope(params: Any, account: str, platform: str) -> Taken | None:
         text = text[:MAX_TEXT] + f"\n[the message goes on: cut at {MAX_TEXT} characters]"
     chat = group["groupId"] if group is not None else sender
     event = InboundEvent(
-        platform, f"{sender}:{timestamp}", ChatType.GROUP if group else ChatType.DM, chat,
-        sender, text, user_name=_text(envelope.get("sourceName")),
-        message_id=message_id(timestamp, sender), reply_to=reply_to, mentioned=mentioned,
+        platform,
+        f"{sender}:{timestamp}",
+        ChatType.GROUP if group else ChatType.DM,
+        chat,
+        sender,
+        text,
+        user_name=_text(envelope.get("sourceName")),
+        message_id=message_id(timestamp, sender),
+        reply_to=reply_to,
+        mentioned=mentioned,
         attachments=attachments,
-    )  # fmt: skip
+    )
     return Taken(event)
 
 
@@ -122,6 +138,7 @@ def _attachments(found: Any, group: Any, sender: str) -> tuple[str, ...]:
         size = item.get("size") if _whole(item.get("size")) else None
         name = _text(item.get("filename")) or item["id"]
         mime = _text(item.get("contentType"))
-        refs.append(json.dumps({"id": item["id"], **where, "name": name, "size": size,
-                                "contentType": mime}))  # fmt: skip
+        refs.append(
+            json.dumps({"id": item["id"], **where, "name": name, "size": size, "contentType": mime})
+        )
     return tuple(refs)

@@ -68,8 +68,12 @@ def _answer(method: str, body: Any) -> Any:
     error = body.get("error")
     if isinstance(error, dict):
         code = error.get("code")
-        raise RpcError(method, code if isinstance(code, int) else -32603,
-                       str(error.get("message") or ""), error.get("data"))  # fmt: skip
+        raise RpcError(
+            method,
+            code if isinstance(code, int) else -32603,
+            str(error.get("message") or ""),
+            error.get("data"),
+        )
     return body.get("result")
 
 
@@ -107,8 +111,9 @@ class HttpRpc:
             headers["Last-Event-ID"] = last_event_id
         url = f"{self.base}/api/v1/events"
         timeout = httpx.Timeout(10.0, read=None)  # the watchdog owns silence
-        async with self.http.stream("GET", url, params={"account": account}, headers=headers,
-                                    timeout=timeout) as response:  # fmt: skip
+        async with self.http.stream(
+            "GET", url, params={"account": account}, headers=headers, timeout=timeout
+        ) as response:
             if response.status_code != 200:
                 raise RpcError("events", -32603, f"HTTP {response.status_code}")
             event_id, kind, data = None, "message", []
@@ -161,8 +166,9 @@ class SocketRpc:
         if where.scheme == "unix":
             self.stream = await trio.open_unix_socket(self.address.removeprefix("unix:"))
         else:
-            self.stream = await trio.open_tcp_stream(where.hostname or "127.0.0.1",
-                                                     where.port or 7583)  # fmt: skip
+            self.stream = await trio.open_tcp_stream(
+                where.hostname or "127.0.0.1", where.port or 7583
+            )
 
     async def aclose(self) -> None:
         stream, self.stream = self.stream, None
@@ -227,8 +233,9 @@ class SocketRpc:
             return
         if message.get("method") == "receive":
             params = message.get("params")
-            await self.incoming_send.send(Incoming(None, params if isinstance(params, dict)
-                                                   else None))  # fmt: skip
+            await self.incoming_send.send(
+                Incoming(None, params if isinstance(params, dict) else None)
+            )
         elif isinstance(message.get("id"), int) and message["id"] in self.waiting:
             await self.waiting[message["id"]].send(message)
 

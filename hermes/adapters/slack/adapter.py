@@ -62,10 +62,23 @@ log = logging.getLogger(__name__)
 
 RETIRE_AFTER = 30.0  # an old socket is closed by us this long after its replacement
 MAX_FRAME = 4 * 1024 * 1024
-FATAL_AUTH = {"invalid_auth", "not_authed", "account_inactive", "token_revoked",
-              "token_expired", "missing_scope", "not_allowed_token_type"}  # fmt: skip
-PASSING = {"ratelimited", "internal_error", "fatal_error", "service_unavailable",
-           "request_timeout", "invalid_response"} | FATAL_AUTH  # fmt: skip
+FATAL_AUTH = {
+    "invalid_auth",
+    "not_authed",
+    "account_inactive",
+    "token_revoked",
+    "token_expired",
+    "missing_scope",
+    "not_allowed_token_type",
+}
+PASSING = {
+    "ratelimited",
+    "internal_error",
+    "fatal_error",
+    "service_unavailable",
+    "request_timeout",
+    "invalid_response",
+} | FATAL_AUTH
 # chat.update's: the message is gone, is not the bot's, or is past the edit window
 UNEDITABLE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
 FILE_HOSTS = ("files.slack.com",)  # where url_private_download and upload URLs point
@@ -206,8 +219,9 @@ class SlackAdapter(HttpAdapter):
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
         """Each file of an authorized message, from Slack's file host with the bot token
         (never followed to a sign-in page), streamed to the cache."""
-        return await fetch_urls(attachments, self.cache, self.media, self.file_hosts,
-                                self.headers())  # fmt: skip
+        return await fetch_urls(
+            attachments, self.cache, self.media, self.file_hosts, self.headers()
+        )
 
     async def send(self, request: SendRequest) -> SendResult:
         if request.file is not None:
@@ -241,8 +255,9 @@ class SlackAdapter(HttpAdapter):
         then completeUploadExternal shares it in the chat. Only the last step shows
         anything, so a failure before it is sent again from the start, and only an
         answer lost in it is unknown."""
-        asked = await self._form("files.getUploadURLExternal",
-                                 {"filename": file.name, "length": str(file.size)})  # fmt: skip
+        asked = await self._form(
+            "files.getUploadURLExternal", {"filename": file.name, "length": str(file.size)}
+        )
         if not isinstance(asked, dict):
             return _not_shown(asked)
         url, file_id = asked.get("upload_url"), asked.get("file_id")
@@ -254,8 +269,10 @@ class SlackAdapter(HttpAdapter):
         if sent.status != 200:
             return RetryAfter(None, f"the upload answered HTTP {sent.status}")
         target = request.target
-        params: dict[str, Any] = {"files": [{"id": file_id, "title": file.name}],
-                                  "channel_id": target.chat_id}  # fmt: skip
+        params: dict[str, Any] = {
+            "files": [{"id": file_id, "title": file.name}],
+            "channel_id": target.chat_id,
+        }
         if request.text:
             params["initial_comment"] = escape(request.text)
         if target.thread_id:

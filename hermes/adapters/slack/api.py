@@ -39,8 +39,9 @@ class WebApi:
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """The answer of an `ok` call; SlackError otherwise. httpx's errors pass through."""
-        response = await self.http.post(web_api_url(self.base, method), json=params or {},
-                                         headers=self.headers)  # fmt: skip
+        response = await self.http.post(
+            web_api_url(self.base, method), json=params or {}, headers=self.headers
+        )
         if response.status_code == 429:
             raise SlackError(method, "ratelimited", 429, retry_after(response.headers))
         try:
@@ -50,8 +51,9 @@ class WebApi:
         if not isinstance(body, dict):
             raise SlackError(method, "invalid_response", response.status_code)
         if response.status_code >= 500 or not body.get("ok"):
-            raise SlackError(method, str(body.get("error") or "unknown_error")[:100],
-                             response.status_code)  # fmt: skip
+            raise SlackError(
+                method, str(body.get("error") or "unknown_error")[:100], response.status_code
+            )
         return body
 
 

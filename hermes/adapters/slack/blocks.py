@@ -31,19 +31,27 @@ def with_buttons(text: str, buttons: tuple[Button, ...]) -> tuple[list[dict[str,
     for button in buttons:
         problem = _misfit(button, len(elements))
         if problem is not None:
-            left_off.append(f"button {button.label!r} ({button.command[:80]!r}) left off: "
-                            f"{problem}")  # fmt: skip
+            left_off.append(
+                f"button {button.label!r} ({button.command[:80]!r}) left off: {problem}"
+            )
             continue
         label = button.label
         if len(label) > MAX_LABEL:
             label = label[: MAX_LABEL - 1] + "…"
-        elements.append({"type": "button", "action_id": f"hermes_{len(elements)}",
-                         "text": {"type": "plain_text", "text": label},
-                         "value": button.command})  # fmt: skip
+        elements.append(
+            {
+                "type": "button",
+                "action_id": f"hermes_{len(elements)}",
+                "text": {"type": "plain_text", "text": label},
+                "value": button.command,
+            }
+        )
     if not elements:
         return [], left_off
-    sections = [{"type": "section", "text": {"type": "mrkdwn", "text": piece}}
-                for piece in sections_of(text)]  # fmt: skip
+    sections = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": piece}}
+        for piece in sections_of(text)
+    ]
     return [*sections, {"type": "actions", "elements": elements}], left_off
 
 

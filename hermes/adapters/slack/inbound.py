@@ -25,8 +25,12 @@ from hermes.adapters.contract import ChatType, InboundEvent
 from hermes.adapters.media import MAX_ATTACHMENTS
 from hermes.adapters.url_media import UrlRef
 
-CHAT_TYPES = {"im": ChatType.DM, "channel": ChatType.CHANNEL, "group": ChatType.GROUP,
-              "mpim": ChatType.GROUP}  # fmt: skip
+CHAT_TYPES = {
+    "im": ChatType.DM,
+    "channel": ChatType.CHANNEL,
+    "group": ChatType.GROUP,
+    "mpim": ChatType.GROUP,
+}
 APP_COMMAND = "/hermes"
 
 log = logging.getLogger(__name__)
@@ -82,9 +86,14 @@ def _files(found: Any) -> tuple[str, ...]:
         url = item.get("url_private_download") or item.get("url_private")
         if isinstance(url, str):
             size = item.get("size")
-            refs.append(UrlRef(url, str(item.get("name") or "attachment"),
-                               size if isinstance(size, int) else None,
-                               item.get("mimetype")).to_text())  # fmt: skip
+            refs.append(
+                UrlRef(
+                    url,
+                    str(item.get("name") or "attachment"),
+                    size if isinstance(size, int) else None,
+                    item.get("mimetype"),
+                ).to_text()
+            )
     return tuple(refs)
 
 
@@ -114,8 +123,11 @@ def _press(payload: dict[str, Any], platform: str) -> InboundEvent | None:
     channel = str((payload.get("channel") or {}).get("id") or container.get("channel_id") or "")
     command, action_ts, user_id = action.get("value"), action.get("action_ts"), user.get("id")
     if not command or not channel or not action_ts or not user_id:
-        log.info("%s: skipping a button press without a command, a channel, a time or a "
-                 "user (%s)", platform, payload.get("trigger_id"))  # fmt: skip
+        log.info(
+            "%s: skipping a button press without a command, a channel, a time or a user (%s)",
+            platform,
+            payload.get("trigger_id"),
+        )
         return None
     message_ts = container.get("message_ts") or message.get("ts")
     thread = message.get("thread_ts") or container.get("thread_ts")

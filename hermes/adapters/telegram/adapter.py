@@ -153,8 +153,11 @@ class TelegramAdapter(HttpAdapter):
             offset = await self._offset()
             conflicts = 0
             while True:
-                params = {"offset": offset, "timeout": math.ceil(self.poll_timeout),
-                          "allowed_updates": ["message", "callback_query"]}  # fmt: skip
+                params = {
+                    "offset": offset,
+                    "timeout": math.ceil(self.poll_timeout),
+                    "allowed_updates": ["message", "callback_query"],
+                }
                 try:
                     updates = await self._call(api, "getUpdates", params)
                 except ApiError as exc:
@@ -178,8 +181,9 @@ class TelegramAdapter(HttpAdapter):
         else:
             wait = CONFLICT_BACKOFF.delay(attempt, self.rng)
         why = "another poller has this token" if exc.status == 409 else "rate limited"
-        await self.wait_as_told(wait, f"getUpdates {exc.status}: {why}; polling again in"
-                                      f" {wait:.0f} s")  # fmt: skip
+        await self.wait_as_told(
+            wait, f"getUpdates {exc.status}: {why}; polling again in {wait:.0f} s"
+        )
 
     async def _offset(self) -> int:
         if self.cursors is None:
@@ -231,8 +235,11 @@ class TelegramAdapter(HttpAdapter):
                 log.info("%s: a malformed button press: %r", self.name, exc)
                 event = None
             if event is None:
-                log.info("%s: answering and skipping button press %s: no command or chat",
-                         self.name, query_id)  # fmt: skip
+                log.info(
+                    "%s: answering and skipping button press %s: no command or chat",
+                    self.name,
+                    query_id,
+                )
             return event, query_id
         found = incoming(update, self.bot, self.platform)
         if found is None:
@@ -245,8 +252,12 @@ class TelegramAdapter(HttpAdapter):
         try:
             self.answers.send_nowait(query_id)
         except trio.WouldBlock:
-            log.warning("%s: %d button presses wait for an answer; press %s is left"
-                        " unanswered", self.name, ANSWERS_WAITING, query_id)  # fmt: skip
+            log.warning(
+                "%s: %d button presses wait for an answer; press %s is left unanswered",
+                self.name,
+                ANSWERS_WAITING,
+                query_id,
+            )
 
     async def _answer_presses(self, waiting: trio.MemoryReceiveChannel[str]) -> None:
         """Answer each press (`answerCallbackQuery`, no text: the spinner stops), one at a
@@ -269,8 +280,15 @@ class TelegramAdapter(HttpAdapter):
             try:
                 ref = MediaRef.from_text(text)
                 files.append(await self._download(ref))
-            except (ApiError, MediaError, httpx.HTTPError, OSError, KeyError, TypeError,
-                    ValueError) as exc:  # fmt: skip
+            except (
+                ApiError,
+                MediaError,
+                httpx.HTTPError,
+                OSError,
+                KeyError,
+                TypeError,
+                ValueError,
+            ) as exc:
                 problems.append(f"[an attachment could not be fetched: {exc}]")
         return Fetched(tuple(files), tuple(problems))
 
@@ -283,8 +301,14 @@ class TelegramAdapter(HttpAdapter):
         info = await self.api.call("getFile", {"file_id": ref.file_id})
         url = self.api.file_url(str(info["file_path"]))
         limits = attrs.evolve(self.media, max_file=limit)
-        return await download(self.api.http, url, self.cache, ref.unique_id + ref.suffix,
-                              limits=limits, progress=self.progress)  # fmt: skip
+        return await download(
+            self.api.http,
+            url,
+            self.cache,
+            ref.unique_id + ref.suffix,
+            limits=limits,
+            progress=self.progress,
+        )
 
     # -- the typing indicator ----------------------------------------------------
 
@@ -312,8 +336,9 @@ class TelegramAdapter(HttpAdapter):
             if request.file is None:
                 answer = await self.post(self.api.url(method), params)
             else:
-                answer = await self.upload(self.api.url(method), _form(params),
-                                           {FILE_FIELDS[method]: request.file})  # fmt: skip
+                answer = await self.upload(
+                    self.api.url(method), _form(params), {FILE_FIELDS[method]: request.file}
+                )
             if not isinstance(answer, HttpAnswer):
                 return answer  # the request failed on the way
             try:
@@ -346,8 +371,10 @@ class TelegramAdapter(HttpAdapter):
             if request.target.thread_id:
                 params["message_thread_id"] = _chat_ref(request.target.thread_id)
             if request.reply_to:
-                params["reply_parameters"] = {"message_id": _chat_ref(request.reply_to),
-                                              "allow_sending_without_reply": True}  # fmt: skip
+                params["reply_parameters"] = {
+                    "message_id": _chat_ref(request.reply_to),
+                    "allow_sending_without_reply": True,
+                }
         if request.buttons:  # the plain resend too; an edit without them drops the keyboard
             markup, left_off = inline_keyboard(request.buttons)
             for line in left_off:
@@ -357,8 +384,9 @@ class TelegramAdapter(HttpAdapter):
         return params
 
     async def _migrated(self, old: str, new: str) -> None:
-        log.info("%s: chat %s became the supergroup %s; sending there from now on",
-                 self.name, old, new)  # fmt: skip
+        log.info(
+            "%s: chat %s became the supergroup %s; sending there from now on", self.name, old, new
+        )
         self.migrated[old] = new
         if self.cursors is not None:
             await self.cursors.put(self.migrated_key + old, new)
@@ -379,8 +407,10 @@ def _file_method(file: OutFile) -> str:
 def _form(params: dict[str, Any]) -> dict[str, str]:
     """A send's parameters as a multipart form: the text is the caption, and nested
     values go as JSON text."""
-    form = {"caption" if k == "text" else k: v if isinstance(v, str) else json.dumps(v)
-            for k, v in params.items()}  # fmt: skip
+    form = {
+        "caption" if k == "text" else k: v if isinstance(v, str) else json.dumps(v)
+        for k, v in params.items()
+    }
     if not form.get("caption"):
         form.pop("caption", None)
         form.pop("parse_mode", None)

@@ -49,8 +49,9 @@ class MediaRef:
     @classmethod
     def from_text(cls, text: str) -> MediaRef:
         file_id, unique_id, size, suffix = json.loads(text)
-        return cls(str(file_id), str(unique_id), size if isinstance(size, int) else None,
-                   str(suffix))  # fmt: skip
+        return cls(
+            str(file_id), str(unique_id), size if isinstance(size, int) else None, str(suffix)
+        )
 
 
 @attrs.frozen
@@ -84,8 +85,12 @@ def mentions(message: dict[str, Any], bot: Bot) -> bool:
 
 def _ref(item: dict[str, Any], suffix: str) -> MediaRef:
     size = item.get("file_size")
-    return MediaRef(item["file_id"], item.get("file_unique_id") or item["file_id"],
-                    size if isinstance(size, int) else None, suffix)  # fmt: skip
+    return MediaRef(
+        item["file_id"],
+        item.get("file_unique_id") or item["file_id"],
+        size if isinstance(size, int) else None,
+        suffix,
+    )
 
 
 def _media(message: dict[str, Any]) -> tuple[MediaRef, ...]:
@@ -94,8 +99,13 @@ def _media(message: dict[str, Any]) -> tuple[MediaRef, ...]:
     if photos:
         best = max(photos, key=lambda p: (p.get("file_size") or 0, p.get("width") or 0))
         found.append(_ref(best, ".jpg"))
-    for kind, suffix in (("document", ""), ("voice", ".ogg"), ("audio", ".mp3"),
-                         ("video", ".mp4"), ("video_note", ".mp4")):  # fmt: skip
+    for kind, suffix in (
+        ("document", ""),
+        ("voice", ".ogg"),
+        ("audio", ".mp3"),
+        ("video", ".mp4"),
+        ("video_note", ".mp4"),
+    ):
         item = message.get(kind)
         if isinstance(item, dict) and item.get("file_id"):
             name = str(item.get("file_name") or "")

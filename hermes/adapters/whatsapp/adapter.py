@@ -111,8 +111,7 @@ class WhatsAppAdapter(HttpAdapter):
             raise TypeError(f"WhatsApp's token check needs a WhatsAppConfig, not {config!r}")
         token = secrets.get(config.token_env) or None
         async with httpx.AsyncClient(timeout=TIMEOUT) as http:
-            return await _number(http, (config.base_url or DEFAULT_BASE).rstrip("/"), config,
-                                 token)  # fmt: skip
+            return await _number(http, (config.base_url or DEFAULT_BASE).rstrip("/"), config, token)
 
     # -- the actor ----------------------------------------------------------------
 
@@ -122,14 +121,20 @@ class WhatsAppAdapter(HttpAdapter):
         await super().on_start()
 
     async def connect(self) -> None:
-        missing = [key for key, value in (("token_env", self.token),
-                   ("app_secret_env", self.app_secret), ("verify_token_env", self.verify_token),
-                   ("phone_number_id", self.config.phone_number_id)) if not value]  # fmt: skip
+        missing = [
+            key
+            for key, value in (
+                ("token_env", self.token),
+                ("app_secret_env", self.app_secret),
+                ("verify_token_env", self.verify_token),
+                ("phone_number_id", self.config.phone_number_id),
+            )
+            if not value
+        ]
         if missing:
             raise AdapterFatal(f"set platforms.{self.name}.{missing[0]} (and its variable)")
         number = await _number(self.http, self.base, self.config, self.token)
-        log.info("%s: sending as %s; deliveries come to /webhooks/%s", self.name, number,
-                 self.name)  # fmt: skip
+        log.info("%s: sending as %s; deliveries come to /webhooks/%s", self.name, number, self.name)
         self.progress()
         await trio.sleep_forever()  # live until stopped: deliveries come to the listener
 
@@ -176,9 +181,14 @@ class WhatsAppAdapter(HttpAdapter):
     def _refuse_old(self, wamid: str, age: float) -> None:
         """A message too old for the journal to recognise again: acknowledged with the rest
         of its delivery (Meta stops retrying it), never admitted."""
-        log.warning("%s: message %s was written %.1f days ago, before the inbound journal"
-                    " reaches back (retention.journal_days: %g): acknowledged, not admitted",
-                    self.name, wamid, age / DAY, self.journal_days)  # fmt: skip
+        log.warning(
+            "%s: message %s was written %.1f days ago, before the inbound journal"
+            " reaches back (retention.journal_days: %g): acknowledged, not admitted",
+            self.name,
+            wamid,
+            age / DAY,
+            self.journal_days,
+        )
 
     def _now(self) -> float:
         return self.cursors.clock.now() if self.cursors is not None else 0.0
@@ -197,8 +207,12 @@ class WhatsAppAdapter(HttpAdapter):
     async def _mark_read(self, wamid: str) -> None:
         """Best effort: the blue ticks and "typing..." while the turn runs (it ends with the
         answer, or after 25 s)."""
-        body = {"messaging_product": "whatsapp", "status": "read", "message_id": wamid,
-                "typing_indicator": {"type": "text"}}  # fmt: skip
+        body = {
+            "messaging_product": "whatsapp",
+            "status": "read",
+            "message_id": wamid,
+            "typing_indicator": {"type": "text"},
+        }
         answer = await self.post(self._messages_url(), body)
         if not isinstance(answer, HttpAnswer) or answer.status != 200:
             log.debug("%s: marking %s read failed: %r", self.name, wamid, answer)
@@ -231,8 +245,14 @@ class WhatsAppAdapter(HttpAdapter):
         if int(info.get("file_size") or 0) > limit:
             raise ValueError(f"it is larger than {limit} bytes")
         # Named by its id first: two users' "invoice.pdf" never overwrite each other.
-        return await download(self.http, str(url), self.cache, f"{media_id}-{Path(name).name}",
-                              mime or None, self.media)  # fmt: skip
+        return await download(
+            self.http,
+            str(url),
+            self.cache,
+            f"{media_id}-{Path(name).name}",
+            mime or None,
+            self.media,
+        )
 
     # -- sending --------------------------------------------------------------------
 
@@ -247,8 +267,11 @@ class WhatsAppAdapter(HttpAdapter):
         if request.edit_of is not None:
             return Permanent("WhatsApp messages cannot be edited", missing=True)
         chat = request.target.chat_id
-        body: dict[str, Any] = {"messaging_product": "whatsapp", "recipient_type": "individual",
-                                "to": chat}  # fmt: skip
+        body: dict[str, Any] = {
+            "messaging_product": "whatsapp",
+            "recipient_type": "individual",
+            "to": chat,
+        }
         if await self._in_window(chat):
             if request.file is None:
                 body |= {"type": "text", "text": {"preview_url": False, "body": request.text}}
@@ -268,9 +291,11 @@ class WhatsAppAdapter(HttpAdapter):
         elif self.config.template:
             first = next((line for line in request.text.splitlines() if line.strip()), "")
             parameter = {"type": "text", "text": first[:1024]}
-            template = {"name": self.config.template,
-                        "language": {"code": self.config.template_language},
-                        "components": [{"type": "body", "parameters": [parameter]}]}  # fmt: skip
+            template = {
+                "name": self.config.template,
+                "language": {"code": self.config.template_language},
+                "components": [{"type": "body", "parameters": [parameter]}],
+            }
             body |= {"type": "template", "template": template}
         else:
             return Permanent(
@@ -342,9 +367,11 @@ async def _number(
     """The configured number as the token reads it; a refused token is AdapterFatal."""
     if http is None or not token:
         raise AdapterFatal(f"no token: set {config.token_env or 'platforms.whatsapp.token_env'}")
-    response = await http.get(f"{base}/{config.phone_number_id}",
-                              params={"fields": "display_phone_number,verified_name"},
-                              headers={"authorization": f"Bearer {token}"})  # fmt: skip
+    response = await http.get(
+        f"{base}/{config.phone_number_id}",
+        params={"fields": "display_phone_number,verified_name"},
+        headers={"authorization": f"Bearer {token}"},
+    )
     if response.status_code in (400, 401, 403):
         raise AdapterFatal(
             f"WhatsApp refused the token or the number ({response.status_code}): check"

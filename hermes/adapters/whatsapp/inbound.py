@@ -94,8 +94,9 @@ def failures(payload: Any, platform: str, phone_number_id: str) -> Iterator[Deli
                 "message"
             )
             reason = f"{first.get('title') or 'failed'} ({first.get('code', '?')})"
-            yield DeliveryFailed(platform, str(status.get("id")),
-                                 f"{reason}: {details}" if details else reason)  # fmt: skip
+            yield DeliveryFailed(
+                platform, str(status.get("id")), f"{reason}: {details}" if details else reason
+            )
 
 
 def _values(payload: Any, phone_number_id: str) -> Iterator[dict[str, Any]]:
@@ -123,10 +124,18 @@ def _message(raw: dict[str, Any], platform: str, names: dict[str, Any]) -> Messa
     text, attachments = _content(kind, raw)
     context = raw.get("context")
     event = InboundEvent(
-        platform, wamid, ChatType.DM, user, user, text, user_name=names.get(user),
-        message_id=wamid, reply_to=context.get("id") if isinstance(context, dict) else None,
-        mentioned=True, attachments=attachments,
-    )  # fmt: skip
+        platform,
+        wamid,
+        ChatType.DM,
+        user,
+        user,
+        text,
+        user_name=names.get(user),
+        message_id=wamid,
+        reply_to=context.get("id") if isinstance(context, dict) else None,
+        mentioned=True,
+        attachments=attachments,
+    )
     try:
         written_at = float(raw.get("timestamp") or 0)
     except (TypeError, ValueError):
@@ -150,8 +159,9 @@ def _content(kind: Any, raw: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
     if kind in MEDIA_KINDS and body.get("id"):
         voice = kind == "audio" and body.get("voice")
         name = str(body.get("filename") or f"{'voice' if voice else kind}-{body['id']}")
-        ref = media_ref("voice" if voice else kind, str(body["id"]),
-                        str(body.get("mime_type") or ""), name)  # fmt: skip
+        ref = media_ref(
+            "voice" if voice else kind, str(body["id"]), str(body.get("mime_type") or ""), name
+        )
         return str(body.get("caption") or ""), (ref,)
     if kind == "location":
         return f"[a location: {body.get('latitude')}, {body.get('longitude')}]", ()

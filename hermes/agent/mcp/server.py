@@ -92,9 +92,13 @@ class McpServer(Actor):
             failed = self.status.failures >= FAILED_AFTER
             self.status.state = FAILED if failed else BACKING_OFF
             self.status.reason = why
-            log.warning("MCP server %s: %s%s", self.name, why,
-                        f" ({self.status.failures} failed starts in a row)" * failed,
-                        exc_info=None if _expected(exc) else exc)  # fmt: skip
+            log.warning(
+                "MCP server %s: %s%s",
+                self.name,
+                why,
+                f" ({self.status.failures} failed starts in a row)" * failed,
+                exc_info=None if _expected(exc) else exc,
+            )
             self.publish(None, None)  # its state changed: whoever waits on that looks
             # Ended, not crashed: its supervisor starts a permanent child again all the
             # same, with backoff, and a server down for days logs one line a try.
@@ -104,8 +108,9 @@ class McpServer(Actor):
         """Initialize, list the tools, publish them, and keep the session until it is
         cancelled (the server went) or fails."""
         handler = self._on_message(transport)
-        async with ClientSession(transport.read, transport.write, message_handler=handler,
-                                 client_info=CLIENT) as session:  # fmt: skip
+        async with ClientSession(
+            transport.read, transport.write, message_handler=handler, client_info=CLIENT
+        ) as session:
             link = ServerLink(self.name, session)
             try:
                 with trio.fail_after(START_TIMEOUT):

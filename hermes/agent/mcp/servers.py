@@ -73,9 +73,12 @@ class McpServers:
     def tree(self) -> Supervisor:
         """The serve tree's `mcp` node (a fresh one each time the tree starts it)."""
         self._supervisor = Supervisor(
-            "mcp", [self._spec(s) for s in self._servers.values()],
-            strategy=Strategy.ONE_FOR_ONE, max_restarts=math.inf, period=600.0,
-        )  # fmt: skip
+            "mcp",
+            [self._spec(s) for s in self._servers.values()],
+            strategy=Strategy.ONE_FOR_ONE,
+            max_restarts=math.inf,
+            period=600.0,
+        )
         return self._supervisor
 
     @contextlib.asynccontextmanager
@@ -89,8 +92,9 @@ class McpServers:
             async with trio.open_nursery() as nursery:
                 tree: Supervisor = await nursery.start(self.tree().run)
                 with trio.move_on_after(wait):
-                    await self.until(lambda: all(s.status.state != CONNECTING
-                                                 for s in self._servers.values()))  # fmt: skip
+                    await self.until(
+                        lambda: all(s.status.state != CONNECTING for s in self._servers.values())
+                    )
                 try:
                     yield
                 finally:
@@ -104,13 +108,19 @@ class McpServers:
         def actor() -> McpServer:
             from hermes.agent.mcp.server import McpServer  # the SDK, when a server starts
 
-            return McpServer(server.name, server.config, self.setup, server.status,
-                             lambda link, tools: self._publish(server, link, tools))  # fmt: skip
+            return McpServer(
+                server.name,
+                server.config,
+                self.setup,
+                server.status,
+                lambda link, tools: self._publish(server, link, tools),
+            )
 
         def own_supervisor() -> Supervisor:
             only = ChildSpec(server.name, actor, shutdown=SHUTDOWN)
-            return Supervisor(server.name, [only], max_restarts=math.inf, period=600.0,
-                              backoff=SERVER_BACKOFF)  # fmt: skip
+            return Supervisor(
+                server.name, [only], max_restarts=math.inf, period=600.0, backoff=SERVER_BACKOFF
+            )
 
         return ChildSpec(server.name, own_supervisor, shutdown=SHUTDOWN)
 
@@ -131,17 +141,27 @@ class McpServers:
         for tool in tools:
             if not _allowed(tool.name, config.tools) or not fits(tool):
                 continue
-            made = McpTool.of(server.name, tool, config.roles, config.timeout,
-                              lambda s=server: s.link)  # fmt: skip
+            made = McpTool.of(
+                server.name, tool, config.roles, config.timeout, lambda s=server: s.link
+            )
             if made.name in taken or made.name in offered:  # a model refuses a name twice
-                log.warning("MCP server %s: its tool %r is offered as %s, a name already"
-                            " taken; left out", server.name, tool.name, made.name)  # fmt: skip
+                log.warning(
+                    "MCP server %s: its tool %r is offered as %s, a name already taken; left out",
+                    server.name,
+                    tool.name,
+                    made.name,
+                )
                 continue
             size += len(str(schema(made)))
             if size > SERVER_SCHEMAS:  # every prompt of its roles carries them all
-                log.warning("MCP server %s: its tools from %s on would take more than %d characters"
-                            " of every prompt; left out (narrow them with mcp.servers.%s.tools)",
-                            server.name, made.name, SERVER_SCHEMAS, server.name)  # fmt: skip
+                log.warning(
+                    "MCP server %s: its tools from %s on would take more than %d characters"
+                    " of every prompt; left out (narrow them with mcp.servers.%s.tools)",
+                    server.name,
+                    made.name,
+                    SERVER_SCHEMAS,
+                    server.name,
+                )
                 break
             offered[made.name] = made
         server.tools = offered
@@ -221,8 +241,7 @@ class McpServers:
                 server = self._servers[name] = _Server(name, wanted[name])
                 await supervisor.start_child(self._spec(server))
         kept = len(self._servers) - len(start)
-        return (f"MCP servers reloaded: {len(start)} started, {len(stop)} stopped,"
-                f" {kept} unchanged.")  # fmt: skip
+        return f"MCP servers reloaded: {len(start)} started, {len(stop)} stopped, {kept} unchanged."
 
 
 def _allowed(tool: str, patterns: tuple[str, ...]) -> bool:

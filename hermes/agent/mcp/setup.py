@@ -16,7 +16,12 @@ from hermes.config import McpServerConfig, Secrets
 from hermes.terminal.env import EnvPolicy
 
 CONNECTING, READY, BACKING_OFF, FAILED, STOPPED = (
-    "connecting", "ready", "backing_off", "failed", "stopped")  # fmt: skip
+    "connecting",
+    "ready",
+    "backing_off",
+    "failed",
+    "stopped",
+)
 FAILED_AFTER = 3  # starts in a row that never came up: the server shows as failed
 START_TIMEOUT = 60.0  # seconds to initialize and list tools (npx may download first)
 

@@ -59,14 +59,31 @@ class McpTool:
     current_link: Callable[[], ServerLink | None] = attrs.field(eq=False, repr=False)
 
     @classmethod
-    def of(cls, server: str, tool: types.Tool, roles: tuple[Role, ...], timeout: float,
-           link: Callable[[], ServerLink | None]) -> McpTool:  # fmt: skip
+    def of(
+        cls,
+        server: str,
+        tool: types.Tool,
+        roles: tuple[Role, ...],
+        timeout: float,
+        link: Callable[[], ServerLink | None],
+    ) -> McpTool:
         description = (tool.description or tool.title or tool.name)[:DESCRIPTION_LIMIT]
-        schema = tool.inputSchema if tool.inputSchema.get("type") == "object" else {
-            "type": "object", "properties": {}}  # fmt: skip
+        schema = (
+            tool.inputSchema
+            if tool.inputSchema.get("type") == "object"
+            else {"type": "object", "properties": {}}
+        )
         described = f"[MCP server {server}] {description}"
-        return cls(offered_name(server, tool.name), server, tool.name, described, schema,
-                   roles, timeout, link)  # fmt: skip
+        return cls(
+            offered_name(server, tool.name),
+            server,
+            tool.name,
+            described,
+            schema,
+            roles,
+            timeout,
+            link,
+        )
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
         link = self.current_link()
@@ -90,8 +107,9 @@ class McpTool:
         return text
 
 
-def render(result: types.CallToolResult, spill_dir: Path | None,
-           images: list[Path] | None = None) -> str:  # fmt: skip
+def render(
+    result: types.CallToolResult, spill_dir: Path | None, images: list[Path] | None = None
+) -> str:
     """The result's content blocks as text: text as it is, embedded text resources with
     their URI, images, audio and blobs saved to a file and named (the images' files also
     added to `images`)."""
@@ -119,8 +137,9 @@ def _block(block: Any, spill_dir: Path | None, images: list[Path] | None) -> str
     return f"[{getattr(block, 'type', 'content')} not shown]"
 
 
-def _saved(kind: str, data: str, mime: str | None,
-           spill_dir: Path | None) -> tuple[str, Path | None]:  # fmt: skip
+def _saved(
+    kind: str, data: str, mime: str | None, spill_dir: Path | None
+) -> tuple[str, Path | None]:
     """A base64 payload written to a private file in `spill_dir`: the line naming it, and
     the file (None: not kept)."""
     mime = mime or "application/octet-stream"

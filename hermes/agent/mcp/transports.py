@@ -127,8 +127,11 @@ async def _deliver(
     except ValueError:
         skipped[0] += 1
         if skipped[0] in (1, 10, 100) or skipped[0] % 1000 == 0:  # a chatty server: a few
-            log.warning("an MCP server wrote a line that is not JSON-RPC (%d so far): %.200r",
-                        skipped[0], line)  # fmt: skip
+            log.warning(
+                "an MCP server wrote a line that is not JSON-RPC (%d so far): %.200r",
+                skipped[0],
+                line,
+            )
         return
     await to_session.send(SessionMessage(message))
 
@@ -156,8 +159,9 @@ async def http_transport(
     assert config.url is not None
     ended = trio.Event()
     watched = _Watched(httpx.AsyncHTTPTransport(), ended)
-    client = httpx.AsyncClient(headers=dict(headers), timeout=HTTP_TIMEOUT, trust_env=False,
-                               transport=watched)  # fmt: skip
+    client = httpx.AsyncClient(
+        headers=dict(headers), timeout=HTTP_TIMEOUT, trust_env=False, transport=watched
+    )
     async with client, streamable_http_client(config.url, http_client=client) as streams:
         read, write, _session_id = streams
         transport = Transport(read, write, ended, watched.why)  # it may have failed already
@@ -194,9 +198,12 @@ class _Watched(httpx.AsyncBaseTransport):
             self.failed(exc)
             raise
         assert isinstance(response.stream, httpx.AsyncByteStream)
-        return httpx.Response(response.status_code, headers=response.headers,
-                              stream=_WatchedStream(response.stream, self),
-                              extensions=response.extensions)  # fmt: skip
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_WatchedStream(response.stream, self),
+            extensions=response.extensions,
+        )
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -20,8 +20,7 @@ NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 NAME_CHARS = 64
 DESCRIPTION_CHARS = 1_024
 RESERVED = frozenset({"users"})  # skills/users/ holds users' own skills
-FIELDS = frozenset({"name", "description", "license", "allowed-tools", "compatibility",
-                    "metadata"})  # fmt: skip
+FIELDS = frozenset({"name", "description", "license", "allowed-tools", "compatibility", "metadata"})
 FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
 
 
@@ -89,8 +88,14 @@ def parse_card(text: str, directory_name: str | None = None) -> tuple[Card, str]
     if len(description) > DESCRIPTION_CHARS:
         raise SkillFormatError(f"{CARD}'s description is over {DESCRIPTION_CHARS} characters")
     metadata = front.get("metadata")
-    card = Card(name, description, _text(front, "license"), _tools(front.get("allowed-tools")),
-                _metadata(metadata), _roles(metadata))  # fmt: skip
+    card = Card(
+        name,
+        description,
+        _text(front, "license"),
+        _tools(front.get("allowed-tools")),
+        _metadata(metadata),
+        _roles(metadata),
+    )
     return card, text[found.end() :]
 
 

@@ -75,8 +75,11 @@ class SkillLibrary:
         return self.root / USERS / path_part(caller.platform) / path_part(caller.user_id)
 
     def _place(self, state: State) -> Path:
-        return {"enabled": self.root, "quarantined": self.root / QUARANTINE,
-                "disabled": self.root / DISABLED}[state]  # fmt: skip
+        return {
+            "enabled": self.root,
+            "quarantined": self.root / QUARANTINE,
+            "disabled": self.root / DISABLED,
+        }[state]
 
     # finding ---------------------------------------------------------------------------
 
@@ -146,8 +149,11 @@ class SkillLibrary:
         skills = [s for s in self.shared() if self.may_use(caller, s)]
         if not caller.is_owner:
             names = {s.name for s in skills}
-            skills += [s for s in self._found(self.own_root(caller), "enabled", own=True)
-                       if s.name not in names]  # fmt: skip
+            skills += [
+                s
+                for s in self._found(self.own_root(caller), "enabled", own=True)
+                if s.name not in names
+            ]
         return skills
 
     def find(self, caller: Caller, name: str) -> Skill:
@@ -164,8 +170,10 @@ class SkillLibrary:
         if not caller.is_owner:  # what owners keep is not named to a user
             raise SkillRefused(missing)
         if self.card_of(self._place("quarantined") / name) is not None:
-            raise SkillRefused(f"the skill {name} cannot be used: it is quarantined until an"
-                               f" owner enables it (hermes skills enable {name})")  # fmt: skip
+            raise SkillRefused(
+                f"the skill {name} cannot be used: it is quarantined until an"
+                f" owner enables it (hermes skills enable {name})"
+            )
         if self.card_of(self._place("disabled") / name) is not None:
             raise SkillRefused(f"the skill {name} cannot be used: an owner disabled it")
         raise SkillRefused(missing)
@@ -212,8 +220,10 @@ class SkillLibrary:
             if not stat.S_ISREG(st.st_mode):
                 raise SkillRefused(f"{path} of the skill {skill.name} is not a file")
             if st.st_size > FILE_BYTES:
-                raise SkillRefused(f"{path} of the skill {skill.name} is {st.st_size} bytes,"
-                                   f" over the {FILE_BYTES} a skill file may be")  # fmt: skip
+                raise SkillRefused(
+                    f"{path} of the skill {skill.name} is {st.st_size} bytes,"
+                    f" over the {FILE_BYTES} a skill file may be"
+                )
             return f.read(FILE_BYTES)
 
     # writing (skill_manage; install) ---------------------------------------------------

@@ -30,8 +30,9 @@ async def approval(ctx: ToolContext, text: str, reasons: list[str], cwd: str) ->
     if not reasons:
         return None
     if ctx.approver is None:
-        return json.dumps({"status": "pending_approval",
-                           "error": f"needs approval: {'; '.join(reasons)}"})  # fmt: skip
+        return json.dumps(
+            {"status": "pending_approval", "error": f"needs approval: {'; '.join(reasons)}"}
+        )
     request = await ctx.approver.ask(ctx, text, "; ".join(reasons), cwd)
     if request.state != APPROVED:
         return json.dumps({"status": request.state, "error": not_run(request)})

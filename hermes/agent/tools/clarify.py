@@ -35,8 +35,9 @@ class ClarifyTool:
             raise ToolError(f"choices: a list of at most {MAX_CHOICES}")
         choices = tuple(" ".join(str(c).split()) for c in choices)
         if len(question) > MAX_QUESTION or any(not c or len(c) > MAX_CHOICE for c in choices):
-            raise ToolError(f"a question is at most {MAX_QUESTION} characters and a choice"
-                            f" 1 to {MAX_CHOICE}")  # fmt: skip
+            raise ToolError(
+                f"a question is at most {MAX_QUESTION} characters and a choice 1 to {MAX_CHOICE}"
+            )
         if ctx.asker is None:
             raise ToolError("there is nobody to ask in this turn")
         return await ctx.asker.ask(ctx, question, choices)

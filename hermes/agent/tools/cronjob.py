@@ -105,8 +105,16 @@ class CronjobTool:
             return {"created": job.id, "name": job.name, "next_run_at": job.next_run_at}
         if action == "list":
             jobs = [j for j in await ctx.db.read(list_jobs) if _yours(j, ctx)]
-            return [{"id": j.id, "name": j.name, "schedule": j.schedule_display,
-                     "state": j.state, "next_run_at": j.next_run_at} for j in jobs]  # fmt: skip
+            return [
+                {
+                    "id": j.id,
+                    "name": j.name,
+                    "schedule": j.schedule_display,
+                    "state": j.state,
+                    "next_run_at": j.next_run_at,
+                }
+                for j in jobs
+            ]
         ref = need(args, "job")
         job = await ctx.db.read(resolve_job, ref)
         if not _yours(job, ctx):

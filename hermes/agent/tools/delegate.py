@@ -13,9 +13,12 @@ TASK = obj(
     ["goal"],
     goal={"type": "string", "description": "what the subagent is to do, in full"},
     context={"type": "string", "description": "what it needs to know: it sees nothing else"},
-    tools={"type": "array", "items": {"type": "string"},
-           "description": "the tools it may use (default: all it may have)"},
-)  # fmt: skip
+    tools={
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "the tools it may use (default: all it may have)",
+    },
+)
 
 
 @attrs.frozen

@@ -140,8 +140,9 @@ def view_for(ctx: ToolContext) -> FileView:
             " one over ssh: use the terminal tool for files there"
         )
     else:
-        raise FileRefused(f"the file tools know no files of the {backend.name} backend:"
-                          " use the terminal tool")  # fmt: skip
+        raise FileRefused(
+            f"the file tools know no files of the {backend.name} backend: use the terminal tool"
+        )
     cwd = terminal.cwd_in(backend)
     base = fallback
     if cwd.startswith("/"):

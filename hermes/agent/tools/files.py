@@ -140,8 +140,9 @@ def _open_dir(view: FileView, directory: Path, shown: str, create: bool) -> int:
                 os.mkdir(name, 0o777, dir_fd=fd)
             except FileExistsError:
                 pass
-            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                            dir_fd=fd)  # fmt: skip
+            inner = os.open(
+                name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+            )
             os.close(fd)
             fd = inner
         if not view.holds(opened_path(fd)):
@@ -195,8 +196,9 @@ def _sniff(head: bytes, size: int, shown: str) -> None:
     """Binary when `head` (a file's first bytes) holds a NUL or is not UTF-8."""
     why = binary(head)
     if why is not None:
-        raise Binary(f"{shown} is a binary file ({_size(size)}, {why}): the file tools take"
-                     " text only")  # fmt: skip
+        raise Binary(
+            f"{shown} is a binary file ({_size(size)}, {why}): the file tools take text only"
+        )
 
 
 def _read_text(view: FileView, real: Path, shown: str, cap: int) -> str:
@@ -205,8 +207,10 @@ def _read_text(view: FileView, real: Path, shown: str, cap: int) -> str:
     with os.fdopen(fd, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size > cap:
-            raise ToolError(f"{shown} is {_size(size)}, more than the {_size(cap)} this tool"
-                            " edits: change it with a command (sed, a script)")  # fmt: skip
+            raise ToolError(
+                f"{shown} is {_size(size)}, more than the {_size(cap)} this tool"
+                " edits: change it with a command (sed, a script)"
+            )
         data = f.read(cap + 1)
     if len(data) > cap:
         raise ToolError(f"{shown} grew past {_size(cap)} while it was read")
@@ -214,8 +218,9 @@ def _read_text(view: FileView, real: Path, shown: str, cap: int) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise Binary(f"{shown} is a binary file ({_size(len(data))}, not UTF-8 text at byte"
-                     f" {exc.start})") from None  # fmt: skip
+        raise Binary(
+            f"{shown} is a binary file ({_size(len(data))}, not UTF-8 text at byte {exc.start})"
+        ) from None
     if "\0" in text:
         raise Binary(f"{shown} is a binary file ({_size(len(data))}, it holds NUL bytes)")
     return text
@@ -276,8 +281,10 @@ def read_lines(view: FileView, real: Path, shown: str, offset: int, limit: int) 
             try:
                 text = codecs.getincrementaldecoder("utf-8")().decode(raw, final=not longer)
             except UnicodeDecodeError:
-                raise Binary(f"{shown} is a binary file ({_size(size)}, line {number} is not"
-                             " UTF-8 text): read_file shows text only") from None  # fmt: skip
+                raise Binary(
+                    f"{shown} is a binary file ({_size(size)}, line {number} is not"
+                    " UTF-8 text): read_file shows text only"
+                ) from None
             text = text.removesuffix("\r")
             if longer or len(text) > LINE_CHARS:
                 text = text[:LINE_CHARS]
@@ -350,16 +357,19 @@ def parse_diff(diff: str) -> list[Hunk]:
         if not within and header_pair:
             files += 1
             if files > 1 or header:
-                raise ToolError("the diff changes more than one file: patch takes one file's"
-                                " hunks at a time")  # fmt: skip
+                raise ToolError(
+                    "the diff changes more than one file: patch takes one file's hunks at a time"
+                )
             i += 1
             continue
         if not header or line.startswith("\\"):
             continue  # diff --git, index before the first hunk; "\ No newline at end of file"
         kind, text = (" ", "") if line == "" else (line[0], line[1:])
         if kind not in " -+":
-            raise ToolError(f"hunk {len(hunks) + 1} ({header}): the line {line[:80]!r} starts"
-                            " with neither ' ', '-' nor '+'")  # fmt: skip
+            raise ToolError(
+                f"hunk {len(hunks) + 1} ({header}): the line {line[:80]!r} starts"
+                " with neither ' ', '-' nor '+'"
+            )
         body.append((kind, text))
         old_left -= kind != "+"
         new_left -= kind != "-"
@@ -425,16 +435,20 @@ def apply_diff(lines: list[str], hunks: list[Hunk]) -> tuple[list[str], list[str
         result[found : found + len(old)] = replaced
         drift = found - growth - (hunk.start - 1)
         if drift:
-            notes.append(f"hunk {number} applied at line {found - growth + 1} of the old file,"
-                         f" not {hunk.start}")  # fmt: skip
+            notes.append(
+                f"hunk {number} applied at line {found - growth + 1} of the old file,"
+                f" not {hunk.start}"
+            )
         floor = found + len(replaced)
         growth += len(replaced) - len(old)
     return result, notes
 
 
 def _no_hunk(number: int, hunk: Hunk, lines: list[str], expected: int) -> str:
-    said = (f"hunk {number} ({hunk.header}) does not apply: its context and removed lines"
-            f" are not in the file within {FUZZ} lines of line {hunk.start}")  # fmt: skip
+    said = (
+        f"hunk {number} ({hunk.header}) does not apply: its context and removed lines"
+        f" are not in the file within {FUZZ} lines of line {hunk.start}"
+    )
     first = next((t for t in hunk.old if t.strip()), None)
     if first is not None:
         exact = [i + 1 for i, t in enumerate(lines) if t == first]
@@ -442,8 +456,10 @@ def _no_hunk(number: int, hunk: Hunk, lines: list[str], expected: int) -> str:
         if exact:
             said += f"; its first line {first[:80]!r} is at line(s) {_numbers(exact)}"
         elif near:
-            said += (f"; its first line {first[:80]!r} is at line(s) {_numbers(near)} with"
-                     " different whitespace")  # fmt: skip
+            said += (
+                f"; its first line {first[:80]!r} is at line(s) {_numbers(near)} with"
+                " different whitespace"
+            )
     if 0 <= expected < len(lines):
         said += f"; line {expected + 1} of the file is {lines[expected][:80]!r}"
     return said + ". No hunk was applied: read the file and send a diff of its text as it is"
@@ -475,9 +491,11 @@ def replace_once(text: str, old: str, new: str, shown: str) -> tuple[str, int]:
         while at >= 0:
             found.append(text.count("\n", 0, at) + 1)
             at = text.find(old, at + len(old))
-        raise ToolError(f"old appears {count} times in {shown} (at lines {_numbers(found)}):"
-                        " give more of the lines around it, so it matches once; the file is"
-                        " unchanged")  # fmt: skip
+        raise ToolError(
+            f"old appears {count} times in {shown} (at lines {_numbers(found)}):"
+            " give more of the lines around it, so it matches once; the file is"
+            " unchanged"
+        )
     said = f"old is not in {shown}; the file is unchanged"
     file_lines = text.split("\n")
     for line in old.split("\n"):
@@ -491,8 +509,9 @@ def replace_once(text: str, old: str, new: str, shown: str) -> tuple[str, int]:
                 " as read_file shows it"
             )
         break
-    raise ToolError(f"{said}: read_file shows its exact text (old must match it exactly,"
-                    " whitespace included)")  # fmt: skip
+    raise ToolError(
+        f"{said}: read_file shows its exact text (old must match it exactly, whitespace included)"
+    )
 
 
 def _changes(before: str, after: str) -> tuple[int, int, str]:
@@ -631,8 +650,10 @@ class Search:
         what = "names" if self.names else "matches"
         lines = list(self.found) or [f"[no {what} in {self.files:,} file(s) searched]"]
         if self.stopped is not None:
-            lines.append(f"[{self.stopped} cut the search short after {self.files:,} file(s):"
-                         " narrow the pattern, path or glob]")  # fmt: skip
+            lines.append(
+                f"[{self.stopped} cut the search short after {self.files:,} file(s):"
+                " narrow the pattern, path or glob]"
+            )
         if self.skipped:
             skipped = ", ".join(f"{n:,} {why}" for why, n in sorted(self.skipped.items()))
             lines.append(f"[files skipped: {skipped}]")
@@ -694,17 +715,20 @@ class WriteFileTool:
         except UnicodeEncodeError as exc:
             raise ToolError(f"content is not valid text: {exc.reason} at {exc.start}") from None
         if len(data) > WRITE_CAP:
-            raise ToolError(f"content is {_size(len(data))}, more than the {_size(WRITE_CAP)}"
-                            " write_file writes: write a smaller file, or make a large one"
-                            " with a command")  # fmt: skip
+            raise ToolError(
+                f"content is {_size(len(data))}, more than the {_size(WRITE_CAP)}"
+                " write_file writes: write a smaller file, or make a large one"
+                " with a command"
+            )
 
         def write() -> str:
             view = view_for(ctx)
             real = view.resolve(path)
             created = write_atomic(view, real, data, path)
             lines = content.count("\n") + (bool(content) and not content.endswith("\n"))
-            return json.dumps({"path": str(real), "created": created, "bytes": len(data),
-                               "lines": lines})  # fmt: skip
+            return json.dumps(
+                {"path": str(real), "created": created, "bytes": len(data), "lines": lines}
+            )
 
         return await _in_thread(write)
 
@@ -804,8 +828,9 @@ class SearchFilesTool:
             top = view.resolve(path)
             if not top.exists():
                 raise ToolError(f"{path}: no such file or directory")
-            walk = Search(view, pattern, top, glob, bool(args.get("names")),
-                          time.monotonic() + SEARCH_SECONDS)  # fmt: skip
+            walk = Search(
+                view, pattern, top, glob, bool(args.get("names")), time.monotonic() + SEARCH_SECONDS
+            )
             walk.run()
             return walk.said()
 

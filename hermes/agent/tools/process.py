@@ -85,8 +85,10 @@ async def _judged(data: str, ctx: ToolContext, proc: dict[str, Any]) -> str | No
     reasons = [verdict.reason] if verdict.action == "approve" else []
     unconfined = proc["ran_in"] != "sandbox"
     if unconfined and placement.confined:
-        raise ToolError(f"not written: {proc['id']} runs unconfined ({proc['ran_in']}) and"
-                        f" this turn's commands run confined ({placement.why})")  # fmt: skip
+        raise ToolError(
+            f"not written: {proc['id']} runs unconfined ({proc['ran_in']}) and"
+            f" this turn's commands run confined ({placement.why})"
+        )
     if unconfined and placement.ask:
         reasons.append(f"{proc['id']} runs unconfined ({proc['ran_in']}): {placement.why}")
     return await approval(ctx, data, reasons, proc["cwd"])

@@ -39,13 +39,15 @@ async def deliver(
     size = (await trio.Path(source).stat()).st_size
     refused = too_large(where.platform, source.name, size)
     if refused is not None:  # the chat is told, and nothing is copied or uploaded
-        await ctx.db.write(enqueue, where, [refused], "send", key, ctx.clock.now(),
-                           origin=ctx.session_id)  # fmt: skip
+        await ctx.db.write(
+            enqueue, where, [refused], "send", key, ctx.clock.now(), origin=ctx.session_id
+        )
         nudge(ctx.outbox)
         return {"sent": False, "why": refused, "told_the_chat": True}
     file = await trio.to_thread.run_sync(lambda: stage(ctx.files.outgoing, source, allowed=allowed))
-    rows = await ctx.db.write(queue_file, where, file, caption, "send", key, ctx.clock.now(),
-                              ctx.session_id)  # fmt: skip
+    rows = await ctx.db.write(
+        queue_file, where, file, caption, "send", key, ctx.clock.now(), ctx.session_id
+    )
     nudge(ctx.outbox)
     return {"queued": True, "file": file.name, "bytes": file.size, "outbox_rows": rows}
 
@@ -58,8 +60,9 @@ class SendFileTool:
         " the session's directory); caption is optional; target (platform:chat_id) only to"
         " send elsewhere."
     )
-    parameters = obj(["path"], path={"type": "string"}, caption={"type": "string"},
-                     target={"type": "string"})  # fmt: skip
+    parameters = obj(
+        ["path"], path={"type": "string"}, caption={"type": "string"}, target={"type": "string"}
+    )
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
         if ctx.files is None:

@@ -31,8 +31,10 @@ def sendable(ctx: ToolContext, target: str, what: str) -> Target:
         known = ", ".join(sorted(ctx.platforms))
         raise ToolError(f"no platform {where.platform!r} is configured (configured: {known})")
     origin = ctx.origin
-    here = origin is not None and (origin.platform, origin.chat_id) == (where.platform,
-                                                                        where.chat_id)  # fmt: skip
+    here = origin is not None and (origin.platform, origin.chat_id) == (
+        where.platform,
+        where.chat_id,
+    )
     if not ctx.caller.is_owner and not here:
         raise ToolError(f"you may send {what} only to the chat you are in")
     return where
@@ -50,7 +52,8 @@ class SendMessageTool:
         text = need(args, "text")
         key = f"send:{ctx.session_id}:{secrets.token_hex(6)}"
         chunks = chunks_for(text, platform)
-        rows = await ctx.db.write(enqueue, where, chunks, "send",
-                                  key, ctx.clock.now(), origin=ctx.session_id)  # fmt: skip
+        rows = await ctx.db.write(
+            enqueue, where, chunks, "send", key, ctx.clock.now(), origin=ctx.session_id
+        )
         nudge(ctx.outbox)
         return json.dumps({"queued": True, "outbox_rows": rows})

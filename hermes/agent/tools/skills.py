@@ -80,8 +80,10 @@ class SkillViewTool:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            return (f"{path} of the skill {name} is a binary file ({len(data)} bytes) at"
-                    f" {skill_path(skill.directory, path)}; use it from a command")  # fmt: skip
+            return (
+                f"{path} of the skill {name} is a binary file ({len(data)} bytes) at"
+                f" {skill_path(skill.directory, path)}; use it from a command"
+            )
         if path in (None, CARD):
             files = [f for f in library.files(skill.directory) if f != CARD]
             head = f"# skill {name} (at {skill.directory})"
@@ -115,8 +117,9 @@ class SkillManageTool:
         if action not in ACTIONS:
             raise ToolError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
         library = library_of(ctx)
-        said = " · ".join(f"{k}: {args[k]}" for k in ("path", "section", "description", "content")
-                          if args.get(k))  # fmt: skip
+        said = " · ".join(
+            f"{k}: {args[k]}" for k in ("path", "section", "description", "content") if args.get(k)
+        )
         refused = await lasting(ctx, "a skill", f"skill_manage {action} {name} · {said}")
         if refused is not None:
             return refused

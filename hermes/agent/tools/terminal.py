@@ -81,7 +81,7 @@ class TerminalTool:
                     by=ctx.caller.key,
                     approved=approved,
                     secrets=tuple(ctx.terminal.redactor_secrets),
-                )  # fmt: skip
+                )
             )
             return json.dumps({"started": started["id"], "pid": started["pid"], **where})
         result = await ctx.terminal.run(

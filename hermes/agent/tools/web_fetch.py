@@ -219,8 +219,9 @@ async def answer(response: httpx.Response) -> Fetched:
             "does not read (it reads HTML, text, JSON, XML and PDF)"
         )
     body = await read_body(response)
-    return Fetched(str(response.url), response.status_code, media_type, kind,
-                   response.charset_encoding, body)  # fmt: skip
+    return Fetched(
+        str(response.url), response.status_code, media_type, kind, response.charset_encoding, body
+    )
 
 
 @attrs.frozen
@@ -254,8 +255,13 @@ class WebFetchTool:
         ctx.took_in(f"web_fetch of {httpx.URL(fetched.url).host}")  # a page: anyone's words
 
         def read() -> tuple[Page, str]:
-            page = readable(fetched.kind, fetched.body, fetched.charset, fetched.url,
-                            markdown=form == "markdown")  # fmt: skip
+            page = readable(
+                fetched.kind,
+                fetched.body,
+                fetched.charset,
+                fetched.url,
+                markdown=form == "markdown",
+            )
             return page, capped(page.text, ctx)
 
         # Extraction is CPU-bound and `capped` may spill megabytes to a file: off the
@@ -263,8 +269,9 @@ class WebFetchTool:
         # cannot be stopped: one past EXTRACT_SECONDS is left to finish on its own,
         # holding one of the tool's few places, never the threads the rest of serve uses.
         with trio.move_on_after(EXTRACT_SECONDS):
-            page, text = await trio.to_thread.run_sync(read, abandon_on_cancel=True,
-                                                       limiter=self.extracting)  # fmt: skip
+            page, text = await trio.to_thread.run_sync(
+                read, abandon_on_cancel=True, limiter=self.extracting
+            )
             return json.dumps(
                 {
                     "url": fetched.url,

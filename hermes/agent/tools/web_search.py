@@ -52,16 +52,40 @@ class Provider:
 
 
 PROVIDERS: dict[str, Provider] = {
-    "searxng": Provider(None, "GET", "/search", lambda q, n, key: {
-        "params": {"q": q, "format": "json"}}, ("results",), "content"),
-    "brave": Provider("https://api.search.brave.com", "GET", "/res/v1/web/search",
-                      lambda q, n, key: {"params": {"q": q, "count": n},
-                                         "headers": {"X-Subscription-Token": key or ""}},
-                      ("web", "results"), "description", keyed=True, marked_up=True),
-    "tavily": Provider("https://api.tavily.com", "POST", "/search", lambda q, n, key: {
-        "json": {"query": q, "max_results": n},
-        "headers": {"Authorization": f"Bearer {key}"}}, ("results",), "content", keyed=True),
-}  # fmt: skip
+    "searxng": Provider(
+        None,
+        "GET",
+        "/search",
+        lambda q, n, key: {"params": {"q": q, "format": "json"}},
+        ("results",),
+        "content",
+    ),
+    "brave": Provider(
+        "https://api.search.brave.com",
+        "GET",
+        "/res/v1/web/search",
+        lambda q, n, key: {
+            "params": {"q": q, "count": n},
+            "headers": {"X-Subscription-Token": key or ""},
+        },
+        ("web", "results"),
+        "description",
+        keyed=True,
+        marked_up=True,
+    ),
+    "tavily": Provider(
+        "https://api.tavily.com",
+        "POST",
+        "/search",
+        lambda q, n, key: {
+            "json": {"query": q, "max_results": n},
+            "headers": {"Authorization": f"Bearer {key}"},
+        },
+        ("results",),
+        "content",
+        keyed=True,
+    ),
+}
 
 
 @attrs.frozen
@@ -78,9 +102,13 @@ class WebSearchTool:
         return obj(
             ["query"],
             query={"type": "string", "description": "what to search for"},
-            count={"type": "integer", "minimum": 1, "maximum": self.results,
-                   "description": f"how many results (default and most: {self.results})"},
-        )  # fmt: skip
+            count={
+                "type": "integer",
+                "minimum": 1,
+                "maximum": self.results,
+                "description": f"how many results (default and most: {self.results})",
+            },
+        )
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
         query = need(args, "query")
@@ -122,8 +150,10 @@ class WebSearchTool:
             raise self._error(f"answered HTTP {status}, a redirect to {where} (not followed)")
         if status != 200:
             said = " ".join(raw[:ERROR_EXCERPT].decode("utf-8", "replace").split())
-            raise self._error(f"answered HTTP {status} {response.reason_phrase}".rstrip()
-                              + (f": {said}" if said else ""))  # fmt: skip
+            raise self._error(
+                f"answered HTTP {status} {response.reason_phrase}".rstrip()
+                + (f": {said}" if said else "")
+            )
 
     def _items(self, body: Any) -> list[Any]:
         """The list of results in the answer; a missing key is no results (Brave leaves

@@ -93,9 +93,11 @@ class Sandbox:
         for path in config.read_only:
             real = os.path.realpath(path)  # through links: where the bind really leads
             if _within(real, root) or _within(root, real):
-                raise ConfigError(f"terminal.sandbox.read_only: {path} holds or is inside"
-                                  f" HERMES_HOME ({root}), which a sandboxed command never"
-                                  " sees")  # fmt: skip
+                raise ConfigError(
+                    f"terminal.sandbox.read_only: {path} holds or is inside"
+                    f" HERMES_HOME ({root}), which a sandboxed command never"
+                    " sees"
+                )
         found = shutil.which("bwrap")
         if found is None:
             raise BackendUnavailable(f"bubblewrap is not installed ({INSTALL})")
@@ -111,9 +113,14 @@ class Sandbox:
             launch = self.launch(Shell("true", workdir, {"PATH": PATH}, Path(workdir)))
             assert launch.handed is not None
             try:
-                done = subprocess.run(launch.argv, capture_output=True, text=True,
-                                      timeout=PROBE_SECONDS, check=False,
-                                      pass_fds=launch.pass_fds)  # fmt: skip
+                done = subprocess.run(
+                    launch.argv,
+                    capture_output=True,
+                    text=True,
+                    timeout=PROBE_SECONDS,
+                    check=False,
+                    pass_fds=launch.pass_fds,
+                )
             except (OSError, subprocess.TimeoutExpired) as exc:
                 launch.discard()
                 raise BackendUnavailable(f"bubblewrap could not run: {exc}") from None
@@ -134,46 +141,79 @@ class Sandbox:
             self.bwrap,
             "--unshare-all",  # user (where it can), mount, pid, network, ipc, uts, cgroup
             "--new-session",
-            "--cap-drop", "ALL",
-            "--hostname", "hermes-sandbox",
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "hermes-sandbox",
             *self._system(),
-            "--proc", "/proc",
-            "--dev", "/dev",
-            "--tmpfs", "/tmp",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
             *self._mask_home(),
             *(a for f in shell.readable if f.exists() for a in ("--ro-bind", str(f), str(f))),
-            "--bind", str(shell.workdir), str(shell.workdir),
-            "--chdir", str(shell.workdir),
-            "--setenv", "HOME", str(shell.workdir),
-            "--setenv", "PATH", PATH,
-        ]  # fmt: skip
+            "--bind",
+            str(shell.workdir),
+            str(shell.workdir),
+            "--chdir",
+            str(shell.workdir),
+            "--setenv",
+            "HOME",
+            str(shell.workdir),
+            "--setenv",
+            "PATH",
+            PATH,
+        ]
         beside = None
         command = ["bash", "-c", shell.script]
         if shell.network == "public":
             python, prefix = _python()
             real = os.path.realpath(prefix) if prefix is not None else None
             if real is not None and _within(str(self.home), real):
-                raise BackendUnavailable(f"the Python at {prefix} holds HERMES_HOME: the"
-                                         " sandbox's network cannot use it")  # fmt: skip
+                raise BackendUnavailable(
+                    f"the Python at {prefix} holds HERMES_HOME: the sandbox's network cannot use it"
+                )
             if prefix is not None and not any(_within(prefix, d) for d in SYSTEM_DIRS):
                 argv += ["--ro-bind", prefix, prefix]
             socket_dir = Path(tempfile.gettempdir()) / f"hermes-proxy-{secrets.token_hex(6)}"
             inside_socket = str(INSIDE / "proxy.sock")
-            argv += ["--ro-bind", str(BRIDGE), str(INSIDE / "bridge.py"),
-                     "--bind", str(socket_dir / "proxy.sock"), inside_socket]  # fmt: skip
+            argv += [
+                "--ro-bind",
+                str(BRIDGE),
+                str(INSIDE / "bridge.py"),
+                "--bind",
+                str(socket_dir / "proxy.sock"),
+                inside_socket,
+            ]
             proxy = f"http://127.0.0.1:{PROXY_PORT}"
             for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
                 argv += ["--setenv", name, proxy]
-            command = [python, "-I", "-S", str(INSIDE / "bridge.py"), str(PROXY_PORT),
-                       inside_socket, "--", *command]  # fmt: skip
+            command = [
+                python,
+                "-I",
+                "-S",
+                str(INSIDE / "bridge.py"),
+                str(PROXY_PORT),
+                inside_socket,
+                "--",
+                *command,
+            ]
 
             def beside() -> contextlib.AbstractAsyncContextManager[object]:
                 return _proxy_at(socket_dir)
 
         info, info_child = os.pipe()  # bubblewrap says there its namespace init's pid
         argv += ["--info-fd", str(info_child), "--", *command]
-        return Launch(tuple(argv), shell.workdir, shell.env, beside=beside,
-                      pass_fds=(info_child,), handed=Handed(info, _child_pid))  # fmt: skip
+        return Launch(
+            tuple(argv),
+            shell.workdir,
+            shell.env,
+            beside=beside,
+            pass_fds=(info_child,),
+            handed=Handed(info, _child_pid),
+        )
 
     def _system(self) -> list[str]:
         """The system read-only, less what `hide` names, plus `read_only`."""

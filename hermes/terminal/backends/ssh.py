@@ -111,20 +111,22 @@ def command_program(tag: str, env: Mapping[str, str], script: str) -> str:
     """The remote program for one command: `script` in a session of its own, with `env`
     and the tag; what it leaves running is killed when it ends; its status is ssh's."""
     exports = [f"  export {name}={shlex.quote(value)}" for name, value in env.items()]
-    return "\n".join([
-        KILL_FUNCTIONS,
-        _tagged(tag),
-        "exec 2>&1",  # one stream, in the order it was written, as a local command's
-        "(",  # the variables are the command's only, not this program's
-        *exports,
-        f"  export {TAG_VARIABLE}={tag}",
-        f"  exec setsid bash -c {shlex.quote(script)}",
-        ") <&0 &",
-        "hermes_leader=$!",
-        'wait "$hermes_leader"; hermes_status=$?',
-        f'hermes_stop {_ticks(LEFTOVER_GRACE)} "-$hermes_leader"',
-        'exit "$hermes_status"',
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            KILL_FUNCTIONS,
+            _tagged(tag),
+            "exec 2>&1",  # one stream, in the order it was written, as a local command's
+            "(",  # the variables are the command's only, not this program's
+            *exports,
+            f"  export {TAG_VARIABLE}={tag}",
+            f"  exec setsid bash -c {shlex.quote(script)}",
+            ") <&0 &",
+            "hermes_leader=$!",
+            'wait "$hermes_leader"; hermes_status=$?',
+            f'hermes_stop {_ticks(LEFTOVER_GRACE)} "-$hermes_leader"',
+            'exit "$hermes_status"',
+        ]
+    )
 
 
 def stop_program(tag: str, grace: float) -> str:
@@ -203,8 +205,9 @@ class Ssh:
         async def stop_remote(grace: float) -> None:
             await self._stop(tag, grace, shell.env, cwd)
 
-        return self._connection(program, shell.env, cwd, forward=shell.stdin,
-                                stop_remote=stop_remote)  # fmt: skip
+        return self._connection(
+            program, shell.env, cwd, forward=shell.stdin, stop_remote=stop_remote
+        )
 
     def _connection(
         self,
@@ -241,31 +244,42 @@ class Ssh:
         bound = self.config.connect_timeout + grace + KILL_WAIT + STOP_MARGIN
         options = RunOptions(timeout=bound, grace=TICK)
         try:
-            launch = self._connection(stop_program(tag, grace), env, _local_dir(cwd),
-                                      forward=False)  # fmt: skip
+            launch = self._connection(stop_program(tag, grace), env, _local_dir(cwd), forward=False)
             result = await run_command(launch, options=options)
         except OSError as exc:  # called while killing a tree: it says, it does not raise
             log.warning("could not stop a command's processes on %s: %s", self.config.host, exc)
             return
         if result.exit_code != 0:
             said = (result.output.strip().splitlines() or ["no message"])[-1]
-            log.warning("could not stop a command's processes on %s (exit %s): %s",
-                        self.config.host, result.exit_code, said)  # fmt: skip
+            log.warning(
+                "could not stop a command's processes on %s (exit %s): %s",
+                self.config.host,
+                result.exit_code,
+                said,
+            )
 
     def probe(self) -> None:
         """Run `true` there, blocking (`hermes doctor`); BackendUnavailable with ssh's own
         last line and what to fix when it cannot."""
         if self.config.key is not None and not os.path.isfile(os.path.expanduser(self.config.key)):
-            raise BackendUnavailable(f"ssh: the key {self.config.key} does not exist here"
-                                     " (terminal.ssh.key)")  # fmt: skip
+            raise BackendUnavailable(
+                f"ssh: the key {self.config.key} does not exist here (terminal.ssh.key)"
+            )
         env = EnvPolicy().child_env(os.environ)
         cwd = Path.home() if Path.home().is_dir() else Path("/")
         launch = self.launch(Shell("true", ".", env, cwd))
         try:
-            done = subprocess.run(launch.argv, cwd=launch.cwd, env=dict(launch.env),
-                                  stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  timeout=self.config.connect_timeout + PROBE_MARGIN,
-                                  check=False, pass_fds=launch.pass_fds)  # fmt: skip
+            done = subprocess.run(
+                launch.argv,
+                cwd=launch.cwd,
+                env=dict(launch.env),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=self.config.connect_timeout + PROBE_MARGIN,
+                check=False,
+                pass_fds=launch.pass_fds,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise BackendUnavailable(f"ssh could not run: {exc}") from None
         finally:
@@ -281,16 +295,22 @@ class Ssh:
         config = self.config
         known = config.known_hosts or "~/.ssh/known_hosts"
         if "Host key verification failed" in said or "host key" in said.lower():
-            return (f"; the host key of {config.host} is not the one in {known}"
-                    f" (check its fingerprint, then: ssh-keyscan -p {config.port} {config.host}"
-                    f" >> {known}; terminal.ssh.known_hosts)")  # fmt: skip
+            return (
+                f"; the host key of {config.host} is not the one in {known}"
+                f" (check its fingerprint, then: ssh-keyscan -p {config.port} {config.host}"
+                f" >> {known}; terminal.ssh.known_hosts)"
+            )
         if "Permission denied" in said:
-            return (f"; {config.user} there does not accept the key {config.key}"
-                    f" (add {config.key}.pub to ~{config.user}/.ssh/authorized_keys there;"
-                    " a key with a passphrase cannot be used)")  # fmt: skip
+            return (
+                f"; {config.user} there does not accept the key {config.key}"
+                f" (add {config.key}.pub to ~{config.user}/.ssh/authorized_keys there;"
+                " a key with a passphrase cannot be used)"
+            )
         if any(w in said for w in ("Connection refused", "timed out", "resolve", "No route")):
-            return (f"; nothing answers on {config.host} port {config.port}"
-                    " (terminal.ssh.host, terminal.ssh.port; is sshd running there?)")  # fmt: skip
+            return (
+                f"; nothing answers on {config.host} port {config.port}"
+                " (terminal.ssh.host, terminal.ssh.port; is sshd running there?)"
+            )
         if "command not found" in said or "No such file" in said:
             return "; the machine needs bash, setsid and grep"
         return ""
