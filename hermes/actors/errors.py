@@ -11,8 +11,6 @@ statuses and error codes in one place each.
 
 from __future__ import annotations
 
-import trio
-
 
 class HermesError(Exception):
     """Root of every error hermes raises on purpose."""
@@ -87,13 +85,3 @@ class ChildStartError(ActorError):
         super().__init__(f"child {child!r} of supervisor {supervisor!r} failed to start")
         self.supervisor = supervisor
         self.child = child
-
-
-def is_cancel(exc: BaseException) -> bool:
-    """Whether `exc` is a cancellation: trio.Cancelled, or a group of nothing else (what
-    a nursery raises when the scope around it was cancelled while its tasks ran)."""
-    if isinstance(exc, trio.Cancelled):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return all(is_cancel(e) for e in exc.exceptions)
-    return False

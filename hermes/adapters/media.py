@@ -16,12 +16,15 @@ import re
 import secrets
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
-import httpx
 import trio
 
 from hermes.actors.clock import Clock
+
+if TYPE_CHECKING:  # types only: a record of a saved file needs no HTTP client loaded
+    import httpx
 
 MAX_FILE = 20 * 1024 * 1024  # Telegram's Bot API's own download limit
 CACHE_CAP = 500 * 1024 * 1024

@@ -8,6 +8,7 @@ record from the registry (hermes.adapters.registry) and never name it.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
@@ -56,8 +57,10 @@ class Platform:
     `deduplicates`: the platform drops a repeat of a send's idempotency key (a send
     that may have arrived is sent again after a restart); `secret_variables`: name
     patterns of environment variables that hold its secrets (kept out of commands);
-    `token_hint`: where its token comes from, for doctor; `factory`: its adapter
-    (None for the local endpoint, which the serve tree builds itself); `settings`:
+    `token_hint`: where its token comes from, for doctor; `adapter`: its adapter
+    class as "module:Name", imported only when `factory` is read (None for the local
+    endpoint, which the serve tree builds itself), so naming a platform costs nothing
+    until serve runs it; `settings`:
     its section of config.yaml (PlatformConfig, or its own subclass of it); `edits`: its
     adapter edits a sent message (SendRequest.edit_of), so a turn's progress can show
     in one message; `webhook`: its deliveries come to the webhook listener
@@ -69,7 +72,7 @@ class Platform:
 
     name: str
     limit: Limit
-    factory: AdapterFactory | None
+    adapter: str | None
     escape: Callable[[str], str] = as_is
     pace: Pace | None = None
     deduplicates: bool = False
@@ -81,3 +84,11 @@ class Platform:
     tokens: bool = True
     max_upload: int = 0
     foreign_text: str | None = None
+
+    @property
+    def factory(self) -> AdapterFactory | None:
+        """The adapter class, imported now."""
+        if self.adapter is None:
+            return None
+        module, name = self.adapter.split(":")
+        return getattr(importlib.import_module(module), name)

@@ -21,7 +21,8 @@ import apsw
 import attrs
 import trio
 
-from hermes.actors.errors import Invalid, is_cancel
+from hermes.actors.cancels import is_cancel
+from hermes.actors.errors import Invalid
 from hermes.adapters.contract import StepKind, TurnStep
 from hermes.agent.attachments import FILES, Attachments, files_of, for_model
 from hermes.agent.chain import ProviderChain

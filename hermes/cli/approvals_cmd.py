@@ -20,8 +20,8 @@ from hermes.state.approvals import APPROVED, PENDING, Approval
 NOTHING_PENDING = "no command waits for approval"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("approvals", help="commands that wait for an owner's approval")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     actions = parser.add_subparsers(dest="action")
     shown = actions.add_parser("list", help="the requests that wait (the default)")
     shown.add_argument("--all", action="store_true", help="the latest 50, however they ended")

@@ -14,8 +14,8 @@ from hermes.home import HermesHome
 from hermes.operations.context import NoArgs
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("channels", help="home channels (set with /sethome or in config)")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     parser.set_defaults(func=channels)
 
 

@@ -17,13 +17,16 @@ from hermes.home import HermesHome
 from hermes.operations.context import NoArgs
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    chat = sub.add_parser("chat", help="talk to the agent through a running serve")
+def register(chat: argparse.ArgumentParser) -> None:
+    """`hermes chat`'s arguments, on the parser hermes.cli.main made for it."""
     chat.add_argument("-m", "--message", help="send one message, print the reply, exit")
     chat.add_argument("--session", help="continue this session")
     chat.add_argument("--port", type=int, help="the endpoint's port (default: serve's)")
     chat.set_defaults(func=chat_main)
-    status = sub.add_parser("status", help="the running serve's actor tree")
+
+
+def register_status(status: argparse.ArgumentParser) -> None:
+    """`hermes status`'s arguments."""
     status.add_argument("--port", type=int)
     status.set_defaults(func=status_main)
 

@@ -14,8 +14,8 @@ from hermes.config import Secrets, dump_config, load_config
 from hermes.home import HermesHome
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("config", help="show the effective configuration")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     actions = parser.add_subparsers(dest="action", required=True)
     actions.add_parser("show", help="the effective config; secrets shown only as set or missing")
     actions.add_parser("path", help="where config.yaml is read from")

@@ -11,8 +11,8 @@ from hermes.home import HermesHome
 from hermes.state import maintenance
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("db", help="maintain state.db (safe while serve runs)")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     actions = parser.add_subparsers(dest="action", required=True)
     actions.add_parser("check", help="integrity_check, quick_check, schema version, WAL size")
     backup = actions.add_parser(

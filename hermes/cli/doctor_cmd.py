@@ -12,10 +12,8 @@ from hermes.home import HermesHome
 from hermes.ops.doctor import CheckResult, diagnose
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "doctor", help="check config, platform tokens, state.db, ports, dead letters, cron"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     parser.set_defaults(func=doctor)
 
 

@@ -23,8 +23,8 @@ from hermes.state.identities import Identity
 NOTHING_LINKED = "no linked accounts (/link in a chat links an account with another)"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("identities", help="accounts linked as one person (/link)")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     actions = parser.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="every linked account, by person")
     remove = actions.add_parser("unlink", help="take an account out of its person")

@@ -18,8 +18,8 @@ from hermes.operations.outbox import ListArgs, Purged, RowArgs, RowState, RowVie
 TEXT_WIDTH = 40
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("outbox", help="messages waiting to be sent, and dead letters")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     parser.add_argument("--dead", action="store_true", help="only dead and unknown rows")
     actions = parser.add_subparsers(dest="action")
     again = actions.add_parser("retry", help="send a dead or unknown row again")

@@ -23,8 +23,8 @@ from hermes.state.pairing import CODE_LENGTH
 NOTHING_PENDING = "no pending pairing requests"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("pairing", help="approve users who asked to talk to the agent")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     actions = parser.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="pending pairing requests")
     approve = actions.add_parser("approve", help="let the user who was sent CODE in")

@@ -21,8 +21,8 @@ from hermes.home import HermesHome
 from hermes.ops.server import ops_children
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("serve", help="run the gateway until SIGTERM/SIGINT")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument(
         "--no-lock",

@@ -35,8 +35,8 @@ from hermes.ops.systemd import (
 )
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("service", help="install or remove the systemd unit for hermes serve")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     actions = parser.add_subparsers(dest="action", required=True)
     install = actions.add_parser("install", help="write a systemd unit that runs hermes serve")
     install.add_argument(

@@ -28,8 +28,8 @@ from hermes.state.rows import SessionRow
 NO_DB_YET = "no state.db yet: hermes serve creates it"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("sessions", help="list, show, search and export conversations")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     actions = parser.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="sessions, most recently active first")
     listing.add_argument("--limit", type=int, default=20)

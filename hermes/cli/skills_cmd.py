@@ -22,8 +22,8 @@ from hermes.operations.skills import (
 from hermes.terminal.addresses import AllowList
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("skills", help="skills: install, list, show, enable, disable, remove")
+def register(parser: argparse.ArgumentParser) -> None:
+    """Its arguments, on the parser hermes.cli.main made for it."""
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     install = actions.add_parser(
         "install",

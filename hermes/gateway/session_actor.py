@@ -13,7 +13,7 @@ import trio
 from prometheus_client import Histogram
 
 from hermes.actors.actor import Actor
-from hermes.actors.errors import is_cancel
+from hermes.actors.cancels import is_cancel
 from hermes.adapters.contract import StepKind, TurnStep
 from hermes.agent.attachments import Attachments
 from hermes.agent.context import Conversation

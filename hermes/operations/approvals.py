@@ -13,7 +13,7 @@ import attrs
 
 from hermes.actors.errors import Invalid
 from hermes.config import not_blank
-from hermes.operations.context import Ops
+from hermes.operations.context import Operation, Ops
 from hermes.state.approvals import (
     PENDING,
     Approval,
@@ -73,3 +73,10 @@ async def approve_request(ops: Ops, args: ApproveArgs) -> Approval:
 
 async def deny_request(ops: Ops, args: DenyArgs) -> Approval:
     return await _decide(ops, args.id, False, False)
+
+
+OPERATIONS = (
+    Operation("approvals.list", ListArgs, list[Approval], list_approvals),
+    Operation("approvals.approve", ApproveArgs, Approval, approve_request, changes=True),
+    Operation("approvals.deny", DenyArgs, Approval, deny_request, changes=True),
+)

@@ -8,7 +8,8 @@ runs on the database alone and says plainly what needs a running serve.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
 import attrs
@@ -16,9 +17,11 @@ import attrs
 from hermes.actors.clock import Clock
 from hermes.actors.errors import Unavailable
 from hermes.actors.snapshot import Snapshot
-from hermes.agent.context_files import Loaded
 from hermes.config import Config
 from hermes.state.db import Db
+
+if TYPE_CHECKING:  # a type only: importing the agent here would load it for every action
+    from hermes.agent.context_files import Loaded
 
 
 def count(low: int, high: int | None = None) -> Any:
@@ -118,3 +121,17 @@ class Ops:
     @property
     def tz(self) -> ZoneInfo:
         return self.config.zone()
+
+
+@attrs.frozen
+class Operation:
+    """One operator action: its name, its arguments' type, its result's type (to read it
+    back from JSON), its function, and whether it changes state (a change made from the
+    CLI is sent to a running serve, so the actor that owns the state acts at once; a
+    read runs on state.db wherever it is asked). Each action's module lists its own."""
+
+    name: str
+    args: type
+    result: Any
+    run: Callable[[Ops, Any], Awaitable[Any]]
+    changes: bool = False

@@ -34,7 +34,7 @@ from hermes.cron.store import (
 )
 from hermes.delivery.outbox_store import message_state
 from hermes.delivery.targets import Origin
-from hermes.operations.context import NoArgs, Ops, count
+from hermes.operations.context import NoArgs, Operation, Ops, count
 
 MAX_RUNS = 1000
 
@@ -291,3 +291,17 @@ async def cancel_cron(ops: Ops, args: CancelArgs) -> Cancelled:
         return Cancelled(runs[0].split("#")[0], runs)
     job = await ops.db.write(cancel_job, args.job, ops.clock.now())
     return Cancelled(job.id, [])
+
+
+OPERATIONS = (
+    Operation("cron.list", ListArgs, list[Job], list_cron),
+    Operation("cron.history", HistoryArgs, History, cron_history),
+    Operation("cron.status", NoArgs, CronStatus, cron_status),
+    Operation("cron.add", AddArgs, Job, add_cron, changes=True),
+    Operation("cron.edit", EditArgs, Job, edit_cron, changes=True),
+    Operation("cron.pause", JobArgs, Job, pause_cron, changes=True),
+    Operation("cron.resume", JobArgs, Job, resume_cron, changes=True),
+    Operation("cron.remove", JobArgs, Job, remove_cron, changes=True),
+    Operation("cron.run", RunArgs, Fired, run_cron, changes=True),
+    Operation("cron.cancel", CancelArgs, Cancelled, cancel_cron, changes=True),
+)

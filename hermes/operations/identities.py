@@ -12,7 +12,7 @@ import attrs
 
 from hermes.actors.errors import NotFound
 from hermes.config import not_blank
-from hermes.operations.context import NoArgs, Ops
+from hermes.operations.context import NoArgs, Operation, Ops
 from hermes.state.identities import Identity, list_identities, unlink
 
 
@@ -42,3 +42,9 @@ async def unlink_account(ops: Ops, args: AccountArgs) -> Unlinked:
     if not await ops.db.write(unlink, args.platform, args.user):
         raise NotLinked(f"{args.platform} user {args.user} is not linked to another account")
     return Unlinked(args.platform, args.user)
+
+
+OPERATIONS = (
+    Operation("identities.list", NoArgs, list[Identity], list_linked),
+    Operation("identities.unlink", AccountArgs, Unlinked, unlink_account, changes=True),
+)

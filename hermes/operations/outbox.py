@@ -10,7 +10,7 @@ import attrs
 
 from hermes.actors.errors import NotFound
 from hermes.delivery.outbox_store import DEAD, UNKNOWN, OutboxRow, listing, purge_dead, retry_row
-from hermes.operations.context import NoArgs, Ops, count
+from hermes.operations.context import NoArgs, Operation, Ops, count
 
 MAX_ROWS = 1000
 TEXT_SHOWN = 300  # of a row's text; the row itself keeps all of it
@@ -91,3 +91,11 @@ async def drop_outbox(ops: Ops, args: RowArgs) -> RowState:
 
 async def purge_outbox(ops: Ops, args: NoArgs) -> Purged:
     return Purged(await ops.db.write(purge_dead))
+
+
+OPERATIONS = (
+    Operation("outbox.list", ListArgs, list[RowView], list_outbox),
+    Operation("outbox.retry", RowArgs, RowState, retry_outbox, changes=True),
+    Operation("outbox.drop", RowArgs, RowState, drop_outbox, changes=True),
+    Operation("outbox.purge", NoArgs, Purged, purge_outbox, changes=True),
+)

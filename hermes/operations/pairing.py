@@ -14,7 +14,7 @@ import attrs
 
 from hermes.actors.errors import Invalid, NotFound, Throttled
 from hermes.config import not_blank
-from hermes.operations.context import NoArgs, Ops
+from hermes.operations.context import NoArgs, Operation, Ops
 from hermes.state.db import Db
 from hermes.state.pairing import (
     Approved,
@@ -129,3 +129,11 @@ async def revoke_pairing(ops: Ops, args: UserArgs) -> Done:
             " (allowlists in config.yaml are edited there)"
         )
     return Done(args.platform, args.user)
+
+
+OPERATIONS = (
+    Operation("pairing.list", NoArgs, PairingList, list_pairing),
+    Operation("pairing.approve", ApproveArgs, ApprovedUser, approve_pairing, changes=True),
+    Operation("pairing.deny", UserArgs, Done, deny_pairing, changes=True),
+    Operation("pairing.revoke", UserArgs, Done, revoke_pairing, changes=True),
+)

@@ -8,7 +8,7 @@ import attrs
 
 from hermes.actors.errors import NotFound
 from hermes.config import not_blank
-from hermes.operations.context import Ops, count
+from hermes.operations.context import Operation, Ops, count
 from hermes.state.export import to_json, to_markdown
 from hermes.state.messages import messages_of
 from hermes.state.rows import MessageRow, SessionRow
@@ -94,3 +94,11 @@ async def export_session(ops: Ops, args: ExportArgs) -> Exported:
     found = await _transcript(ops, args.id, None)
     render = to_json if args.format == "json" else to_markdown
     return Exported(args.format, render(found.session, found.messages))
+
+
+OPERATIONS = (
+    Operation("sessions.list", ListArgs, list[SessionRow], list_session_rows),
+    Operation("sessions.show", ShowArgs, Transcript, show_session),
+    Operation("sessions.search", SearchArgs, list[Hit], search_sessions),
+    Operation("sessions.export", ExportArgs, Exported, export_session),
+)

@@ -21,7 +21,7 @@ from hermes.agent.skills.card import CARD, Card, parse_card
 from hermes.agent.skills.fetch import fetch_skill
 from hermes.agent.skills.library import FILE_BYTES, QUARANTINE, Skill, SkillLibrary
 from hermes.home import make_private_dir
-from hermes.operations.context import NoArgs, Ops
+from hermes.operations.context import NoArgs, Operation, Ops
 from hermes.terminal.addresses import AllowList
 
 INCOMING = ".incoming"  # under skills/: where a skill is fetched before its quarantine
@@ -165,3 +165,6 @@ async def context_findings(ops: Ops, args: NoArgs) -> list[ContextFinding]:
         for loaded in ops.live.context_findings()
         for f in loaded.findings
     ]
+
+
+OPERATIONS = (Operation("context.findings", NoArgs, list[ContextFinding], context_findings),)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from hermes.actors.snapshot import Snapshot
-from hermes.operations.context import NoArgs, Ops
+from hermes.operations.context import NoArgs, Operation, Ops
 
 
 async def tree_status(ops: Ops, args: NoArgs) -> Snapshot:
     return ops.live.snapshot()
+
+
+OPERATIONS = (Operation("status", NoArgs, Snapshot, tree_status),)

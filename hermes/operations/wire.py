@@ -14,7 +14,8 @@ import cattrs
 
 from hermes.actors.errors import HermesError, Invalid, NotFound, Throttled, Unavailable
 from hermes.config import InputError, structure
-from hermes.operations.catalog import OPERATIONS, Operation
+from hermes.operations.catalog import every, find
+from hermes.operations.context import Operation
 
 _results = cattrs.Converter()
 
@@ -36,9 +37,9 @@ class BadArguments(Invalid):
 
 
 def operation(name: str) -> Operation:
-    found = OPERATIONS.get(name)
+    found = find(name)
     if found is None:
-        raise UnknownAction(f"no action {name!r} ({', '.join(sorted(OPERATIONS))})")
+        raise UnknownAction(f"no action {name!r} ({', '.join(sorted(every()))})")
     return found
 
 

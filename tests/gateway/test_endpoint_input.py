@@ -13,7 +13,7 @@ from trio_websocket import open_websocket_url
 
 from hermes.adapters.local.endpoint import ChatSend
 from hermes.gateway.intake import DRAIN_NOTICE
-from hermes.operations.catalog import OPERATIONS
+from hermes.operations.catalog import every
 from tests.fakes.openai import stream_answer
 from tests.processes import wait_ready
 
@@ -77,7 +77,7 @@ async def test_wrong_params_deep_nesting_and_leaving_clients(serve, fake):
     proc, port, token = serve
     async with connect(port, token) as ws:
         n = 0
-        params_of = {name: op.args for name, op in OPERATIONS.items()}
+        params_of = {name: op.args for name, op in every().items()}
         for method, kind in {"chat.send": ChatSend, **params_of}.items():
             for field in attrs.fields(kind):
                 for value in WRONG.get(type_name(field.type), []):

@@ -7,14 +7,13 @@ mail may be at Gmail and by default at Microsoft 365, both counting the encoded 
 with room left for headers and caption. A server whose own limit is lower refuses it at
 MAIL (it is told the size): a dead letter with its words."""
 
-from hermes.adapters.email.adapter import EmailAdapter
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.platform import Limit, Pace, Platform
 
 EMAIL = Platform(
     "email",
     Limit(1_000_000, "chars"),
-    EmailAdapter,
+    "hermes.adapters.email.adapter:EmailAdapter",
     pace=Pace(2.0, 1.0, burst=5, chat_burst=3),
     secret_variables=("EMAIL_*",),
     token_hint="the mailbox's password (an app password where the provider has them)",

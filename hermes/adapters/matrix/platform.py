@@ -5,14 +5,13 @@ goes again safely); a pace under Synapse's for a bot that is exempt from the def
 (0.2 messages a second), whose 429s say how long to wait; files up to Synapse's default
 upload limit."""
 
-from hermes.adapters.matrix.adapter import MatrixAdapter
 from hermes.adapters.matrix.config import MatrixConfig
 from hermes.adapters.platform import Limit, Pace, Platform
 
 MATRIX = Platform(
     "matrix",
     Limit(6000, "chars"),
-    MatrixAdapter,
+    "hermes.adapters.matrix.adapter:MatrixAdapter",
     pace=Pace(10.0, 2.0, burst=10, chat_burst=5, edits_per_second=2.0),
     deduplicates=True,
     secret_variables=("MATRIX_*",),

@@ -57,6 +57,7 @@ from hermes.adapters.http import CONNECT_TIMEOUT, HttpAdapter, failed_send
 from hermes.adapters.media import MediaError, Saved, save
 from hermes.adapters.signal.config import SignalConfig
 from hermes.adapters.signal.inbound import message_id, read_envelope
+from hermes.adapters.signal.platform import MAX_UPLOAD
 from hermes.adapters.signal.rpc import (
     MAX_LINE,
     TOO_LARGE,
@@ -89,10 +90,6 @@ _RECIPIENT = re.compile(r"\+\d+|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 # signal-cli's words for an attachment refused before the message went: one it could not
 # read, or Signal's CDN refusing the upload (413: too large; it has no limit of its own).
 _FILE_REFUSED = re.compile(r"\(AttachmentInvalidException\)|\[413\]")
-MAX_UPLOAD = 14 * 1024 * 1024
-"""The largest file sent (Signal takes 100 MiB): signal-cli reads a request with Jackson,
-whose default caps one JSON string at 20,000,000 characters (AsamK/signal-cli#2127; over
-a socket such a line is never answered). 14 MiB is 19.6 million characters of base64."""
 
 
 class SignalAdapter(HttpAdapter):

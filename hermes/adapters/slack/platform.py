@@ -3,14 +3,13 @@ about one message a second per channel, bursts tolerated; chat.update is a Tier 
 method, about 50 calls a minute."""
 
 from hermes.adapters.platform import Limit, Pace, Platform
-from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.slack.config import SlackConfig
 from hermes.adapters.slack.mrkdwn import escape
 
 SLACK = Platform(
     "slack",
     Limit(39000, "chars"),
-    SlackAdapter,
+    "hermes.adapters.slack.adapter:SlackAdapter",
     escape=escape,
     pace=Pace(50.0, 1.0, burst=50, edits_per_second=50 / 60, edit_burst=5),
     secret_variables=("SLACK_*",),

@@ -4,14 +4,13 @@ sends a little under the overall figure: they are paced as they leave the outbox
 counted by Telegram as they arrive, and a busy machine bunches them on the way."""
 
 from hermes.adapters.platform import Limit, Pace, Platform
-from hermes.adapters.telegram.adapter import TelegramAdapter
 from hermes.adapters.telegram.config import TelegramConfig
 from hermes.adapters.telegram.markdown import to_markdown_v2
 
 TELEGRAM = Platform(
     "telegram",
     Limit(4096, "utf16"),
-    TelegramAdapter,
+    "hermes.adapters.telegram.adapter:TelegramAdapter",
     escape=to_markdown_v2,
     pace=Pace(27.0, 1.0, burst=25),
     secret_variables=("TELEGRAM_*",),

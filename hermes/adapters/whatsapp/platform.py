@@ -4,14 +4,13 @@ about one every 6 seconds to one user (the pair rate, in bursts of a few); deliv
 come by webhook; files up to 100 MB (a document's limit)."""
 
 from hermes.adapters.platform import Limit, Pace, Platform
-from hermes.adapters.whatsapp.adapter import WhatsAppAdapter
 from hermes.adapters.whatsapp.config import WhatsAppConfig
 from hermes.adapters.whatsapp.files import DOCUMENT_MAX
 
 WHATSAPP = Platform(
     "whatsapp",
     Limit(4096, "chars"),
-    WhatsAppAdapter,
+    "hermes.adapters.whatsapp.adapter:WhatsAppAdapter",
     pace=Pace(80.0, 1 / 6, burst=80, chat_burst=5),
     secret_variables=("WHATSAPP_*",),
     token_hint="a system user's access token from the Meta app (WhatsApp > API Setup)",
