@@ -1,7 +1,8 @@
 """The docs name what the code has: every platform of the registry in the README's first
 paragraph and in docs/architecture.md's layer table, every tool of the catalog in the
-tool tables of docs/agent.md and docs/access.md. A platform or a tool added without its
-line fails here."""
+tool tables of docs/agent.md and docs/access.md, every chat command of the command table
+in the docs' command tables, every `hermes` command in the README's list. A platform, a
+tool or a command added without its line fails here."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 
 from hermes.adapters.registry import PLATFORMS
 from hermes.agent.tools.catalog import default_tools, web_tools
+from hermes.cli.main import COMMANDS
 from hermes.config import SearchConfig, Secrets, WebConfig
+from hermes.gateway.command_table import BY_WORD
 
 ROOT = Path(__file__).parents[1]
 SPOKEN = {"local": "local endpoint"}  # how prose names a platform, where not by its name
@@ -50,3 +53,20 @@ def every_tool() -> list[str]:
 def test_the_tool_tables_name_every_tool(tool):
     assert f"`{tool}`" in table_rows(ROOT / "docs/agent.md", "## Tools")
     assert f"`{tool}`" in table_rows(ROOT / "docs/access.md", "## Which tools each role may call")
+
+
+def test_the_chat_command_tables_name_every_command_and_no_other():
+    """docs/agent.md's table of chat commands (with conversation.md's for the flow ones)
+    against the one command table."""
+    rows = table_rows(ROOT / "docs/agent.md", "## Conversations")
+    rows += table_rows(ROOT / "docs/conversation.md", "/busy")
+    named = set(re.findall(r"`(/[a-z-]+)", rows))
+    assert named == set(BY_WORD)
+
+
+def test_the_readme_lists_every_cli_command_and_no_other():
+    section = (ROOT / "README.md").read_text().split("## Commands\n", 1)[1]
+    block = re.search(r"(?m)(?:^    hermes .*\n)+", section)
+    assert block is not None
+    listed = {line.split()[1] for line in block.group(0).splitlines()}
+    assert listed == {name for name, _, _ in COMMANDS}
