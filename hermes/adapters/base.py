@@ -56,6 +56,7 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.media import DEFAULT_LIMITS, MediaLimits
+from hermes.adapters.refusals import Codes, Refusal, is_auth, result_of
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
@@ -233,6 +234,23 @@ class PlatformAdapter(Actor):
                 return
             await trio.sleep(min(until - trio.current_time(), self.progress_deadline / 2))
 
+    def refused(self, refusal: Refusal, codes: Codes, edit_of: str | None = None) -> SendResult:
+        """A send (or the edit of `edit_of`) the platform refused, as the contract's
+        result (hermes.adapters.refusals); a refused token also ends the adapter: fatal,
+        with the reason in its status, its rows kept for when the token is fixed."""
+        if is_auth(refusal, codes):
+            self.fatal(f"the token was refused: {refusal.reason}")
+        return result_of(refusal, codes, edit_of)
+
+    def fatal(self, reason: str) -> None:
+        """End the adapter for good (a refused token, a disabled app), `reason` in its
+        status, as an AdapterFatal from `connect()` does: not restarted."""
+        if self.status.state == FATAL:
+            return
+        log.error("%s: %s; not restarting", self.name, reason)
+        self.status.state, self.status.reason = FATAL, reason
+        self.stop()
+
     def settled(self) -> None:
         """The connection showed real progress beyond its handshake (a hello, which any
         flapping endpoint sends, is not enough; Discord: a heartbeat acknowledged on a
@@ -362,9 +380,7 @@ class PlatformAdapter(Actor):
                     if _from_outside(exc):
                         raise ConnectionFailed(f"{self.platform}: {_describe(exc)}") from exc
                     raise
-                log.error("%s: %s; not restarting", self.name, fatal.reason)
-                self.status.state, self.status.reason = FATAL, fatal.reason
-                self.stop()
+                self.fatal(fatal.reason)
                 return None
             finally:
                 watch.cancel()

@@ -60,8 +60,6 @@ from hermes.adapters.base import AdapterFatal, AdapterSetup
 from hermes.adapters.contract import (
     Fetched,
     InboundEvent,
-    Permanent,
-    RetryAfter,
     SendRequest,
     SendResult,
     Sent,
@@ -71,6 +69,7 @@ from hermes.adapters.discord.inbound import incoming, pressed
 from hermes.adapters.discord.link import RESUMABLE_CLOSE, Link
 from hermes.adapters.discord.session import KeptSession, Session
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.refusals import Codes, Refusal, retry_after
 from hermes.adapters.url_media import fetch_urls
 from hermes.config import PlatformConfig, Secrets
 
@@ -111,7 +110,7 @@ CALLBACK_DEADLINE = 10.0  # seconds; Discord refuses one after 3 s anyway
 CALLBACKS_AT_ONCE = 64  # interactions being acknowledged; past that, one is left unanswered
 # An edit's refusals for a message it cannot have: 10008 Unknown Message (deleted, never
 # there), 50005 Cannot edit a message authored by another user.
-UNEDITABLE = frozenset({10008, 50005})
+CODES = Codes(gone=frozenset({"10008", "50005"}))
 CDN_HOSTS = ("cdn.discordapp.com", "media.discordapp.net")
 
 
@@ -443,7 +442,15 @@ class DiscordAdapter(HttpAdapter):
             if components:
                 body["components"] = components
             answer = await self.post(messages, body)
-        return read_send(answer, request.edit_of) if isinstance(answer, HttpAnswer) else answer
+        if not isinstance(answer, HttpAnswer):
+            return answer  # the request failed on the way
+        refusal = refusal_of(answer)
+        if refusal is not None:
+            return self.refused(refusal, CODES, request.edit_of)
+        if request.edit_of is not None:
+            return Sent(request.edit_of)
+        message_id = answer.body.get("id") if isinstance(answer.body, dict) else None
+        return Sent(str(message_id) if message_id else None)
 
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
         """Each attachment of an authorized message, from its signed CDN link (no token
@@ -458,27 +465,19 @@ def allowed_mentions(reply_to: str | None) -> dict[str, Any]:
     return {"parse": [], "replied_user": True} if reply_to else {"parse": []}
 
 
-def read_send(answer: HttpAnswer, edit_of: str | None = None) -> SendResult:
-    """Discord's answer to a message send, or to the edit of `edit_of`, as a send result."""
+def refusal_of(answer: HttpAnswer) -> Refusal | None:
+    """None when Discord took the send (200, 201), else what it said: its JSON error
+    `code`, and a 429's wait (the body's `retry_after`, else the header) and whether it
+    is the global limit."""
+    if answer.status in (200, 201):
+        return None
     body = answer.body if isinstance(answer.body, dict) else {}
-    status = answer.status
-    reason = f"{status} {body.get('message') or 'no message'}"
-    if status in (200, 201):
-        if edit_of is not None:
-            return Sent(edit_of)
-        message_id = body.get("id")
-        return Sent(str(message_id) if message_id else None)
-    if status == 429:
-        wait = float(body.get("retry_after") or answer.headers.get("retry-after") or 1)
-        scope_wide = (
-            bool(body.get("global"))
-            or answer.headers.get("x-ratelimit-global", "").lower() == "true"
-        )
-        return RetryAfter(wait, reason, scope_wide=scope_wide)
-    if status >= 500:
-        return RetryAfter(None, reason)
-    # every other 4xx: never retried; for an edit, a message gone or not ours is `missing`
-    return Permanent(reason, missing=edit_of is not None and body.get("code") in UNEDITABLE)
+    reason = f"{answer.status} {body.get('message') or 'no message'}"
+    if answer.status != 429:
+        return Refusal(answer.status, str(body.get("code") or ""), reason)
+    is_global = answer.headers.get("x-ratelimit-global", "").lower() == "true"
+    wait = retry_after(answer.headers, body.get("retry_after"))
+    return Refusal(429, "", reason, wait, scope_wide=bool(body.get("global")) or is_global)
 
 
 def _auth(token: str) -> dict[str, str]:

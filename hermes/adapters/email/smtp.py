@@ -17,6 +17,7 @@ import trio
 
 from hermes.adapters.contract import Permanent, RetryAfter, SendResult, Sent, Unconfirmed
 from hermes.adapters.email.config import EmailConfig
+from hermes.adapters.refusals import Codes, Refusal, result_of
 
 TIMEOUT = 30.0  # seconds one SMTP read may take
 
@@ -52,7 +53,7 @@ def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResul
         except smtplib.SMTPAuthenticationError as exc:
             return RetryAfter(None, f"not sent: the login was refused: {_said(exc)}")
         except smtplib.SMTPResponseException as exc:
-            return _refusal((exc.smtp_code, exc.smtp_error))
+            return _refused((exc.smtp_code, exc.smtp_error))
         except (OSError, smtplib.SMTPException) as exc:  # nothing was handed over
             return RetryAfter(None, f"not sent: {exc}")
         except UnicodeEncodeError as exc:
@@ -60,11 +61,11 @@ def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResul
         try:
             code, said = server.data(data)
         except smtplib.SMTPResponseException as exc:
-            return _refusal((exc.smtp_code, exc.smtp_error))
+            return _refused((exc.smtp_code, exc.smtp_error))
         except (OSError, smtplib.SMTPException) as exc:
             return Unconfirmed(f"no answer after the mail was handed over: {exc}")
     if not 200 <= code < 300:
-        return _refusal((code, said))
+        return _refused((code, said))
     return Sent(str(mail["Message-ID"]))
 
 
@@ -76,20 +77,23 @@ def _envelope(
     server.ehlo_or_helo_if_needed()
     code, said = server.mail(sender, [f"SIZE={size}"] if server.has_extn("size") else [])
     if code != 250:
-        return _refusal((code, said))
+        return _refused((code, said))
     for recipient in recipients:
         code, said = server.rcpt(recipient)
         if code not in (250, 251):
-            return _refusal((code, said))
+            return _refused((code, said))
     return None if recipients else Permanent("the mail names no recipient")
 
 
-def _refusal(reply: tuple[int, bytes | str]) -> SendResult:
+CODES = Codes(passing=frozenset(str(code) for code in range(400, 500)))
+
+
+def _refused(reply: tuple[int, bytes | str]) -> SendResult:
+    """An SMTP reply that refused the mail: 4xx is passing (try later), 5xx never."""
     code, said = reply
     text = said.decode("utf-8", "replace") if isinstance(said, bytes) else str(said)
-    reason = f"{code} {' '.join(text.split())}"
-    return RetryAfter(None, reason) if 400 <= code < 500 else Permanent(reason)
+    return result_of(Refusal(0, str(code), f"{code} {' '.join(text.split())}"), CODES)
 
 
 def _said(exc: smtplib.SMTPResponseException) -> str:
-    return _refusal((exc.smtp_code, exc.smtp_error)).reason
+    return _refused((exc.smtp_code, exc.smtp_error)).reason

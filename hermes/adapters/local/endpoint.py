@@ -266,10 +266,10 @@ class LocalEndpoint(PlatformAdapter):
                 continue
             await flush()
             if step.final:
-                return self._result(session, step)
+                return self._reply_json(session, step)
             await client.notify("turn.event", {"session": step.session_id, **_step(step)})
 
-    def _result(self, session: str, step: TurnStep) -> dict[str, Any]:
+    def _reply_json(self, session: str, step: TurnStep) -> dict[str, Any]:
         if step.kind is StepKind.REFUSED:  # the router took no turn (draining)
             raise RpcError(SERVER_BUSY, step.text or "refused")
         return {"session": step.session_id or session, "text": step.text, "status": str(step.kind)}

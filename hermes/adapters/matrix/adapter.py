@@ -52,14 +52,15 @@ from hermes.adapters.contract import (
 from hermes.adapters.http import CONNECT_TIMEOUT, HttpAdapter, HttpAnswer, failed_send
 from hermes.adapters.markdown_html import markdown_html
 from hermes.adapters.matrix.api import (
+    CODES,
     MatrixError,
     as_dict,
     as_list,
     call,
     client_url,
     error_of,
-    result_of,
-    send_result,
+    refusal_of,
+    sent_or_refusal,
     txn_id,
 )
 from hermes.adapters.matrix.config import MatrixConfig
@@ -67,6 +68,7 @@ from hermes.adapters.matrix.encryption import Encryption, RoomSettings, encrypti
 from hermes.adapters.matrix.inbound import RoomView, read_event
 from hermes.adapters.matrix.media import Uploaded, fetch_media, file_content, upload
 from hermes.adapters.matrix.olm import MEGOLM, Olm
+from hermes.adapters.refusals import Refusal
 from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
@@ -458,7 +460,7 @@ class MatrixAdapter(HttpAdapter):
         try:
             encrypted = await encryption_of(self.http, self.base, room, self.room_encryption)
         except MatrixError as exc:
-            return result_of(exc)
+            return self.refused(refusal_of(exc), CODES)
         except httpx.HTTPError as exc:
             return RetryAfter(None, f"not sent: {type(exc).__name__}")  # nothing shows yet
         if encrypted is not None and self.encryption is None:
@@ -501,7 +503,7 @@ class MatrixAdapter(HttpAdapter):
         try:
             sealed = await self._sealed(target.chat_id, content)
         except MatrixError as exc:
-            return result_of(exc)
+            return self.refused(refusal_of(exc), CODES)
         except httpx.HTTPError as exc:
             return failed_send(exc)  # the key share's; the message itself never left
         if not isinstance(sealed, tuple):
@@ -513,7 +515,9 @@ class MatrixAdapter(HttpAdapter):
             self.base, "rooms", target.chat_id, "send", kind, txn_id(request.idempotency_key)
         )
         answer = await self.post(url, content, method="PUT")
-        result = send_result(answer) if isinstance(answer, HttpAnswer) else answer
+        result = sent_or_refusal(answer) if isinstance(answer, HttpAnswer) else answer
+        if isinstance(result, Refusal):
+            result = self.refused(result, CODES)
         if isinstance(result, Sent) and result.message_id is not None:
             self.mine.append(result.message_id)
             if request.edit_of is not None:

@@ -16,11 +16,13 @@ import httpx
 
 from hermes.actors.errors import HermesError
 from hermes.adapters.base import AdapterFatal
-from hermes.adapters.contract import Permanent, RetryAfter, SendResult, Sent
+from hermes.adapters.contract import RetryAfter, Sent
 from hermes.adapters.http import HttpAnswer
+from hermes.adapters.refusals import Codes, Refusal, retry_after
 
 PREFIX = "/_matrix/client/v3/"
 FATAL_AUTH = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_USER_DEACTIVATED"})
+CODES = Codes(rate_limited=frozenset({"M_LIMIT_EXCEEDED"}), auth=FATAL_AUTH)
 
 
 class MatrixError(HermesError):
@@ -48,38 +50,26 @@ def txn_id(idempotency_key: str) -> str:
 def error_of(what: str, answer: HttpAnswer) -> MatrixError:
     body = answer.body if isinstance(answer.body, dict) else {}
     errcode = str(body.get("errcode") or "M_UNKNOWN")[:60]
-    wait = retry_after(answer) if answer.status == 429 else None
+    wait = retry_after(answer.headers, body.get("retry_after_ms"), ms=True)
+    wait = wait if answer.status == 429 else None
     return MatrixError(what, answer.status, errcode, str(body.get("error") or ""), wait)
 
 
-def retry_after(answer: HttpAnswer) -> float | None:
-    """How long a 429 asks to wait: the body's `retry_after_ms`, else Retry-After."""
-    body = answer.body if isinstance(answer.body, dict) else {}
-    waited = body.get("retry_after_ms")
-    if isinstance(waited, int | float) and not isinstance(waited, bool) and waited >= 0:
-        return waited / 1000
-    try:
-        return max(0.0, float(answer.headers.get("retry-after", "")))
-    except ValueError:
-        return None
-
-
-def send_result(answer: HttpAnswer) -> SendResult:
-    """What a send's answer means for its outbox row."""
+def sent_or_refusal(answer: HttpAnswer) -> Sent | RetryAfter | Refusal:
+    """A send's answer: its event, or why not. Below 400 without an event id is a passing
+    fault (the transaction id makes sending it again safe)."""
     body: dict[str, Any] = answer.body if isinstance(answer.body, dict) else {}
     if 200 <= answer.status < 300 and isinstance(body.get("event_id"), str):
         return Sent(body["event_id"])
-    return result_of(error_of("send", answer))
+    error = error_of("send", answer)
+    if answer.status < 400:
+        return RetryAfter(None, str(error))
+    return refusal_of(error)
 
 
-def result_of(error: MatrixError) -> SendResult:
-    """What a refusal on a send's way (the send's own, or its key share's) means for its
-    outbox row."""
-    if error.status == 429 or error.errcode == "M_LIMIT_EXCEEDED":
-        return RetryAfter(error.retry_after, str(error))
-    if error.status >= 500 or error.errcode in FATAL_AUTH or error.status < 400:
-        return RetryAfter(None, str(error))  # a refused token is the connection's to judge
-    return Permanent(str(error))  # M_FORBIDDEN (not in the room), M_NOT_FOUND, bad input
+def refusal_of(error: MatrixError) -> Refusal:
+    """A refusal on a send's way (the send's own, its upload's or its key share's)."""
+    return Refusal(error.status, error.errcode, str(error), error.retry_after)
 
 
 async def call(

@@ -44,7 +44,7 @@ from hermes.adapters.contract import (
     file_gone,
 )
 from hermes.adapters.http import HttpAnswer, failed_send, read_capped
-from hermes.adapters.matrix.api import as_dict, error_of, result_of
+from hermes.adapters.matrix.api import CODES, as_dict, error_of, refusal_of
 from hermes.adapters.media import (
     FILE_SECONDS,
     MAX_ATTACHMENTS,
@@ -55,6 +55,7 @@ from hermes.adapters.media import (
     refuse_unless_ok,
     save_stream,
 )
+from hermes.adapters.refusals import result_of
 
 MEDIA_TYPES = frozenset({"m.image", "m.file", "m.audio", "m.video"})
 # A server name (a host, maybe an IPv6 literal, maybe a port), then a media id.
@@ -306,7 +307,8 @@ async def upload(
     answer = HttpAnswer.of(response)
     mxc = as_dict(answer.body).get("content_uri")
     if answer.status != 200 or not isinstance(mxc, str) or MXC.fullmatch(mxc) is None:
-        return result_of(error_of("upload", answer))  # M_TOO_LARGE: permanent
+        # M_TOO_LARGE: permanent. A refused token is the sync's to find (it goes fatal).
+        return result_of(refusal_of(error_of("upload", answer)), CODES)
     if not encrypt:
         return Uploaded(mxc)
     jwk = {

@@ -55,6 +55,7 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.http import CONNECT_TIMEOUT, HttpAdapter, failed_send
 from hermes.adapters.media import MediaError, Saved, save
+from hermes.adapters.refusals import Codes, Refusal, retry_after
 from hermes.adapters.signal.config import SignalConfig
 from hermes.adapters.signal.inbound import message_id, read_envelope
 from hermes.adapters.signal.platform import MAX_UPLOAD
@@ -83,6 +84,10 @@ FAILURES = frozenset(
         "UNREGISTERED_FAILURE",
         "NETWORK_FAILURE",
     }
+)
+CODES = Codes(  # a recipient's failure as signal-cli names it
+    rate_limited=frozenset({"RATE_LIMIT_FAILURE", "PROOF_REQUIRED_FAILURE"}),
+    passing=frozenset({"NETWORK_FAILURE", ""}),  # "": a failure it did not name
 )
 # How the daemon going away shows (a restart of it, a cut stream): a reconnect, not a crash.
 GONE = (RpcGone, httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, OSError)
@@ -308,9 +313,9 @@ class SignalAdapter(HttpAdapter):
             return Unconfirmed(str(exc)) if exc.sent else RetryAfter(None, f"not sent: {exc}")
         except httpx.HTTPError as exc:
             return failed_send(exc)
-        return await self._result(request, answer)
+        return await self._answered(request, answer)
 
-    async def _result(self, request: SendRequest, answer: Any) -> SendResult:
+    async def _answered(self, request: SendRequest, answer: Any) -> SendResult:
         """A send's answer: sent if Signal took it for anyone, else why not."""
         answer = answer if isinstance(answer, dict) else {}
         results = [r for r in answer.get("results") or [] if isinstance(r, dict)]
@@ -343,24 +348,27 @@ class SignalAdapter(HttpAdapter):
     async def _failure(self, request: SendRequest, result: Any, said: str) -> SendResult:
         kind = result.get("type") if isinstance(result, dict) else None
         wait = result.get("retryAfterSeconds") if isinstance(result, dict) else None
-        wait = float(wait) if isinstance(wait, int | float) and not isinstance(wait, bool) else None
         if kind == "IDENTITY_FAILURE":
             address = result.get("recipientAddress") if isinstance(result, dict) else None
             who = (address or {}).get("number") if isinstance(address, dict) else None
             who = who if isinstance(who, str) else request.target.chat_id  # a group's member
             await self._tell_owner(who)
             return Permanent(f"{who}'s safety number changed: not trusted (the owner was told)")
-        if kind in ("RATE_LIMIT_FAILURE", "PROOF_REQUIRED_FAILURE"):
-            if kind == "PROOF_REQUIRED_FAILURE":
-                log.error(
-                    "%s: Signal asks for a captcha before more sends (signal-cli"
-                    " submitRateLimitChallenge)",
-                    self.name,
-                )
-            return RetryAfter(wait, f"rate limited by Signal ({said})", scope_wide=True)
-        if kind == "UNREGISTERED_FAILURE":
-            return Permanent(f"{request.target.chat_id} is not on Signal")
-        return RetryAfter(None, f"{kind or 'failed'} ({said})")
+        if kind == "PROOF_REQUIRED_FAILURE":
+            log.error(
+                "%s: Signal asks for a captcha before more sends (signal-cli"
+                " submitRateLimitChallenge)",
+                self.name,
+            )
+        code = kind if isinstance(kind, str) else ""
+        if code in CODES.rate_limited:  # for the account: every chat waits
+            text = f"rate limited by Signal ({said})"
+            return self.refused(Refusal(0, code, text, retry_after({}, wait), True), CODES)
+        if code == "UNREGISTERED_FAILURE":
+            return self.refused(
+                Refusal(0, code, f"{request.target.chat_id} is not on Signal"), CODES
+            )
+        return self.refused(Refusal(0, code, f"{kind or 'failed'} ({said})"), CODES)
 
     async def _tell_owner(self, number: str) -> None:
         """The owner hears once per incarnation that a number's identity changed; hermes

@@ -42,7 +42,6 @@ from hermes.adapters.base import AdapterFatal, AdapterSetup, ConnectionEnded
 from hermes.adapters.contract import (
     Fetched,
     OutFile,
-    Permanent,
     RetryAfter,
     SendRequest,
     SendResult,
@@ -50,7 +49,8 @@ from hermes.adapters.contract import (
     Unconfirmed,
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer, failed_send
-from hermes.adapters.slack.api import DEFAULT_BASE, SlackError, WebApi, retry_after, web_api_url
+from hermes.adapters.refusals import Codes
+from hermes.adapters.slack.api import DEFAULT_BASE, SlackError, WebApi, refusal_of, web_api_url
 from hermes.adapters.slack.blocks import with_buttons
 from hermes.adapters.slack.config import SlackConfig
 from hermes.adapters.slack.inbound import incoming
@@ -71,16 +71,21 @@ FATAL_AUTH = {
     "missing_scope",
     "not_allowed_token_type",
 }
-PASSING = {
-    "ratelimited",
-    "internal_error",
-    "fatal_error",
-    "service_unavailable",
-    "request_timeout",
-    "invalid_response",
-} | FATAL_AUTH
-# chat.update's: the message is gone, is not the bot's, or is past the edit window
-UNEDITABLE = frozenset({"message_not_found", "cant_update_message", "edit_window_closed"})
+CODES = Codes(
+    rate_limited=frozenset({"ratelimited"}),
+    auth=frozenset(FATAL_AUTH),
+    passing=frozenset(
+        {
+            "internal_error",
+            "fatal_error",
+            "service_unavailable",
+            "request_timeout",
+            "invalid_response",
+        }
+    ),
+    # chat.update's: the message is gone, is not the bot's, or is past the edit window
+    gone=frozenset({"message_not_found", "cant_update_message", "edit_window_closed"}),
+)
 FILE_HOSTS = ("files.slack.com",)  # where url_private_download and upload URLs point
 
 
@@ -248,7 +253,7 @@ class SlackAdapter(HttpAdapter):
         answer = await self.post(web_api_url(self.base, method), params)
         if not isinstance(answer, HttpAnswer):
             return answer
-        return read_send(answer, method, request.edit_of)
+        return self._taken(answer, method, request.edit_of)
 
     async def _send_file(self, request: SendRequest, file: OutFile) -> SendResult:
         """Slack's external upload: an upload URL for the file's length, the bytes to it,
@@ -282,8 +287,18 @@ class SlackAdapter(HttpAdapter):
         answer = await self.post(web_api_url(self.base, "files.completeUploadExternal"), params)
         if not isinstance(answer, HttpAnswer):
             return answer
-        result = read_send(answer, "files.completeUploadExternal", None)
+        result = self._taken(answer, "files.completeUploadExternal", None)
         return Sent(None) if isinstance(result, Sent) else result
+
+    def _taken(self, answer: HttpAnswer, method: str, edit_of: str | None) -> SendResult:
+        """Slack's answer to a send (or to chat.update of `edit_of`) as a send result."""
+        refusal = refusal_of(answer, method)
+        if refusal is not None:
+            return self.refused(refusal, CODES, edit_of)
+        if edit_of is not None:
+            return Sent(edit_of)
+        ts = answer.body.get("ts")
+        return Sent(str(ts) if ts else None)
 
     async def _form(self, method: str, fields: dict[str, str]) -> dict[str, Any] | SendResult:
         """A Web API call with a form body (the upload methods take one): its answer's
@@ -297,7 +312,7 @@ class SlackAdapter(HttpAdapter):
         answer = HttpAnswer.of(response)
         if answer.status == 200 and isinstance(answer.body, dict) and answer.body.get("ok"):
             return answer.body
-        return read_send(answer, method, None)
+        return self._taken(answer, method, None)
 
 
 def _not_shown(result: SendResult) -> SendResult:
@@ -305,22 +320,3 @@ def _not_shown(result: SendResult) -> SendResult:
     if isinstance(result, Unconfirmed):
         return RetryAfter(None, result.reason)
     return result
-
-
-def read_send(answer: HttpAnswer, method: str, edit_of: str | None) -> SendResult:
-    """Slack's answer to chat.postMessage, or to chat.update of `edit_of` (HTTP 200 with
-    `ok` either way; 429 with a Retry-After header), as a send result."""
-    if answer.status == 429:
-        return RetryAfter(retry_after(answer.headers), f"{method}: ratelimited (HTTP 429)")
-    body = answer.body if isinstance(answer.body, dict) else {"error": "invalid_response"}
-    if answer.status < 500 and body.get("ok"):
-        if edit_of is not None:
-            return Sent(edit_of)
-        ts = body.get("ts")
-        return Sent(str(ts) if ts else None)
-    error = str(body.get("error") or "unknown_error")[:100]
-    reason = f"{method}: {error}" + (f" (HTTP {answer.status})" if answer.status != 200 else "")
-    if error in PASSING or answer.status >= 500:
-        return RetryAfter(None, reason)
-    # channel_not_found, not_in_channel, is_archived, msg_too_long...
-    return Permanent(reason, missing=edit_of is not None and error in UNEDITABLE)

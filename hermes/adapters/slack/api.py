@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 
 from hermes.actors.errors import HermesError
+from hermes.adapters.http import HttpAnswer
+from hermes.adapters.refusals import Refusal, retry_after
 
 DEFAULT_BASE = "https://slack.com"
 
@@ -57,9 +59,15 @@ class WebApi:
         return body
 
 
-def retry_after(headers: httpx.Headers) -> float:
-    """Slack's Retry-After header in seconds (1 when it is missing or unreadable)."""
-    try:
-        return max(0.0, float(headers.get("retry-after", "1")))
-    except ValueError:
-        return 1.0
+def refusal_of(answer: HttpAnswer, method: str) -> Refusal | None:
+    """None when Slack took the call (HTTP 200 and `ok`), else what it said: its `error`
+    (a 429 is `ratelimited`, with its Retry-After)."""
+    if answer.status == 429:
+        wait = retry_after(answer.headers)
+        return Refusal(429, "ratelimited", f"{method}: ratelimited (HTTP 429)", wait)
+    body = answer.body if isinstance(answer.body, dict) else {"error": "invalid_response"}
+    if answer.status < 500 and body.get("ok"):
+        return None
+    error = str(body.get("error") or "unknown_error")[:100]
+    reason = f"{method}: {error}" + (f" (HTTP {answer.status})" if answer.status != 200 else "")
+    return Refusal(answer.status, error, reason)

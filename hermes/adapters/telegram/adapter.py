@@ -56,7 +56,8 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.media import MAX_FILE, MediaError, Saved, download
-from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi, result_of
+from hermes.adapters.refusals import Codes
+from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi, answered, refusal_of
 from hermes.adapters.telegram.config import TelegramConfig
 from hermes.adapters.telegram.inbound import Bot, MediaRef, incoming, pressed
 from hermes.adapters.telegram.keyboard import inline_keyboard
@@ -70,10 +71,12 @@ MARGIN = 10.0  # a poll not back within its timeout plus this: the connection is
 HTTP_SLACK = 15.0  # the poll's HTTP read timeout is later still: the watchdog decides
 CALL_TIMEOUT = 30.0  # a poll's connect and write (its read: the poll's hold and a slack)
 CONFLICT_BACKOFF = Backoff(minimum=1.0, maximum=15.0)
-FORMATTING = "can't parse entities"
-NOT_MODIFIED = "message is not modified"  # an edit to what the message shows already
-# An edit of a message that is gone (deleted, never the bot's) or can no longer be edited.
-EDIT_GONE = ("message to edit not found", "message can't be edited", "message_id_invalid")
+CODES = Codes(  # Telegram's words in a refusal's description
+    bad_format=frozenset({"can't parse entities"}),
+    not_modified=frozenset({"message is not modified"}),  # it shows this already
+    # An edit of a message that is gone (deleted, never the bot's) or no longer editable.
+    gone=frozenset({"message to edit not found", "message can't be edited", "message_id_invalid"}),
+)
 ANSWER_TIMEOUT = 10.0  # an answerCallbackQuery not back by then is given up (logged)
 ANSWERS_WAITING = 64  # presses admitted and not yet answered; past that, left unanswered
 QUERY_GONE = "query is too old"  # Telegram: answered already, or past its time
@@ -342,7 +345,7 @@ class TelegramAdapter(HttpAdapter):
             if not isinstance(answer, HttpAnswer):
                 return answer  # the request failed on the way
             try:
-                message = result_of(method, answer)
+                message = answered(method, answer)
             except ApiError as exc:
                 if exc.status == 200:  # taken, and an answer hermes cannot read
                     return Unconfirmed(f"{method}: {exc.description}")
@@ -352,7 +355,7 @@ class TelegramAdapter(HttpAdapter):
                         return Permanent(f"{exc.status} {exc.description}", missing=True)
                     params["chat_id"] = _chat_ref(exc.migrate_to)
                     continue
-                return _refusal(exc, request.edit_of)
+                return self.refused(refusal_of(exc), CODES, request.edit_of)
             if request.edit_of is not None:
                 return Sent(request.edit_of)
             found = message.get("message_id") if isinstance(message, dict) else None
@@ -415,24 +418,6 @@ def _form(params: dict[str, Any]) -> dict[str, str]:
         form.pop("caption", None)
         form.pop("parse_mode", None)
     return form
-
-
-def _refusal(exc: ApiError, edit_of: str | None = None) -> SendResult:
-    """A refused send (or edit of `edit_of`) as the outbox takes it."""
-    reason = f"{exc.status} {exc.description}"
-    said = exc.description.lower()
-    if exc.status == 429:
-        return RetryAfter(exc.retry_after or 1.0, reason)
-    if exc.status >= 500 or exc.status == 401:  # a revoked token: the poll goes fatal
-        return RetryAfter(None, reason)
-    if exc.status == 400 and FORMATTING in said:
-        return Permanent(reason, formatting=True)
-    if edit_of is not None and exc.status == 400:
-        if NOT_MODIFIED in said:  # the message shows this already
-            return Sent(edit_of)
-        if any(gone in said for gone in EDIT_GONE):
-            return Permanent(reason, missing=True)
-    return Permanent(reason)  # blocked, chat or thread not found, too long, forbidden
 
 
 async def _call(

@@ -14,6 +14,7 @@ import httpx
 
 from hermes.actors.errors import HermesError
 from hermes.adapters.http import HttpAnswer, JsonRequests
+from hermes.adapters.refusals import Refusal, retry_after
 
 DEFAULT_BASE = "https://api.telegram.org"
 
@@ -54,14 +55,14 @@ class BotApi:
     ) -> Any:
         """The call's `result`; ApiError for a refusal. httpx's errors pass through."""
         request = self.requests.post(self.url(method), params or {}, timeout)
-        return result_of(method, HttpAnswer.of(await self.http.send(request)))
+        return answered(method, HttpAnswer.of(await self.http.send(request)))
 
     def file_url(self, file_path: str) -> str:
         """Where a file (`getFile`'s file_path) is downloaded."""
         return f"{self.base}/file/bot{self.token}/{file_path}"
 
 
-def result_of(method: str, answer: HttpAnswer) -> Any:
+def answered(method: str, answer: HttpAnswer) -> Any:
     """The `result` of an answer that says `ok`; ApiError for anything else (a 200 whose
     body cannot be read too: its status is then 200)."""
     body = answer.body if isinstance(answer.body, dict) else {}
@@ -73,13 +74,12 @@ def result_of(method: str, answer: HttpAnswer) -> Any:
         method,
         int(body.get("error_code") or answer.status),
         str(body.get("description") or "no description")[:300],
-        _seconds(parameters.get("retry_after")),
+        retry_after(answer.headers, parameters.get("retry_after")),
         str(migrate) if migrate is not None else None,
     )
 
 
-def _seconds(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
+def refusal_of(exc: ApiError) -> Refusal:
+    """A refused call as refusals.py reads every platform's (Telegram's words are in the
+    description)."""
+    return Refusal(exc.status, "", f"{exc.status} {exc.description}", exc.retry_after)

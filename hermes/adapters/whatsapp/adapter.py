@@ -53,6 +53,7 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.media import FILE_SECONDS, MediaError, Saved, download
+from hermes.adapters.refusals import Codes, Refusal, retry_after
 from hermes.adapters.url_media import trusted
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.adapters.whatsapp.config import WhatsAppConfig
@@ -72,9 +73,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BASE = "https://graph.facebook.com/v21.0"
 WINDOW = 24 * 3600.0  # the customer-service window: seconds after the user's last message
-RATE_CODES = frozenset({4, 80007, 130429, 131056})  # app, account, throughput, pair rates
-AUTH_CODES = frozenset({190})  # the access token expired or was revoked
-WINDOW_CODES = frozenset({131047})  # "re-engagement message": outside the window
+CODES = Codes(  # the Graph API's error codes
+    rate_limited=frozenset({"4", "80007", "130429", "131056"}),  # app, account, throughput, pair
+    auth=frozenset({"190"}),  # the access token expired or was revoked
+)
+OUTSIDE_WINDOW = "131047"  # "re-engagement message": outside the 24-hour window
 MEDIA_HOSTS = ("fbsbx.com", "facebook.com", "whatsapp.net")  # where Meta serves media
 FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
 OK = WebhookAnswer(200, b"ok\n")
@@ -307,7 +310,7 @@ class WhatsAppAdapter(HttpAdapter):
         answer = await self.post(self._messages_url(), body)
         if not isinstance(answer, HttpAnswer):
             return answer
-        return self._result(answer)
+        return self._taken(answer)
 
     async def _upload(self, file: OutFile) -> str | SendResult:
         """The file uploaded for a message to refer to: its media id. Nothing shows in the
@@ -319,7 +322,7 @@ class WhatsAppAdapter(HttpAdapter):
             body = answer.body if isinstance(answer.body, dict) else {}
             if answer.status == 200 and body.get("id"):
                 return str(body["id"])
-            result = self._result(answer) if answer.status != 200 else RetryAfter(None, "no id")
+            result = self._taken(answer) if answer.status != 200 else RetryAfter(None, "no id")
         else:
             result = answer
         if isinstance(result, Unconfirmed):  # an upload alone shows nothing: send it again
@@ -337,28 +340,14 @@ class WhatsAppAdapter(HttpAdapter):
         except ValueError:
             return False
 
-    def _result(self, answer: HttpAnswer) -> SendResult:
+    def _taken(self, answer: HttpAnswer) -> SendResult:
+        """The Graph API's answer to a send as a send result."""
+        if answer.status != 200:
+            return self.refused(refusal_of(answer), CODES)
         body = answer.body if isinstance(answer.body, dict) else {}
-        if answer.status == 200:
-            sent = body.get("messages") or [{}]
-            found = sent[0].get("id") if isinstance(sent[0], dict) else None
-            return Sent(str(found)) if found else Unconfirmed("200 without a message id")
-        error = body.get("error") if isinstance(body.get("error"), dict) else {}
-        code = error.get("code")
-        details = (error.get("error_data") or {}).get("details") if error else None
-        reason = f"{answer.status} {error.get('message') or 'error'} ({code})"
-        reason += f": {details}" if details else ""
-        if answer.status == 429 or code in RATE_CODES:
-            return RetryAfter(None, reason)
-        if answer.status == 401 or code in AUTH_CODES:
-            self.status.state, self.status.reason = FATAL, f"the token was refused: {reason}"
-            log.error("%s: %s; not sending until restarted", self.name, self.status.reason)
-            return RetryAfter(None, reason)  # the rows wait for a fixed token
-        if code in WINDOW_CODES:
-            return Permanent(f"outside WhatsApp's 24-hour window: {reason}")
-        if answer.status >= 500:
-            return RetryAfter(None, reason)
-        return Permanent(reason)
+        sent = body.get("messages") or [{}]
+        found = sent[0].get("id") if isinstance(sent[0], dict) else None
+        return Sent(str(found)) if found else Unconfirmed("200 without a message id")
 
 
 async def _number(
@@ -380,3 +369,17 @@ async def _number(
     response.raise_for_status()
     info = response.json()
     return f"{info.get('display_phone_number', '?')} ({info.get('verified_name', '?')})"
+
+
+def refusal_of(answer: HttpAnswer) -> Refusal:
+    """A refused send: the Graph API's `error.code`, its message and details (and a
+    Retry-After, where Meta sends one)."""
+    body = answer.body if isinstance(answer.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else {}
+    code = str(error.get("code") or "")
+    details = (error.get("error_data") or {}).get("details") if error else None
+    reason = f"{answer.status} {error.get('message') or 'error'} ({code or None})"
+    reason += f": {details}" if details else ""
+    if code == OUTSIDE_WINDOW:
+        reason = f"outside WhatsApp's 24-hour window: {reason}"
+    return Refusal(answer.status, code, reason, retry_after(answer.headers))
