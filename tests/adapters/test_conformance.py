@@ -34,8 +34,9 @@ this process (tests/adapters/inprocess.py) with an `admit` the kit holds open wh
 watches the fake: nothing is acknowledged to the platform (Telegram's offset, Slack's
 envelope, Discord's sequence) before its admission commits, however long that takes, and
 the progress deadline waits for it; an admission that failed leaves the event to come
-again; a refused token is fatal at once; a rate limit on receiving (Telegram's
-getUpdates 429) waits as long as the platform said.
+again; a refused token is fatal at once, and one refused while sends wait keeps them
+(the rows wait, nothing is dead-lettered) and ends the adapter with the reason; a rate
+limit on receiving (Telegram's getUpdates 429) waits as long as the platform said.
 """
 
 from __future__ import annotations
@@ -764,6 +765,10 @@ class Seam:
         """The next send is refused for good (forbidden, no such chat)."""
         raise NotImplementedError
 
+    def sends_unauthorized(self) -> None:
+        """The next send is refused for its token (revoked while the send waited)."""
+        raise NotImplementedError
+
     def sent(self) -> list[str]:
         """The texts the platform took, as its users read them."""
         raise NotImplementedError
@@ -821,6 +826,9 @@ class TelegramSeam(Seam):
     def sends_refused(self) -> None:
         self.tg.fail("sendMessage", 403)  # the user blocked the bot
 
+    def sends_unauthorized(self) -> None:
+        self.tg.fail("sendMessage", 401)
+
     def sent(self) -> list[str]:
         return [parse_markdown_v2(s["text"]) for s in self.tg.sent]
 
@@ -877,6 +885,9 @@ class SlackSeam(Seam):
     def sends_refused(self) -> None:
         self.slack.fail("chat.postMessage", "channel_not_found")
 
+    def sends_unauthorized(self) -> None:
+        self.slack.fail("chat.postMessage", "token_revoked")
+
     def sent(self) -> list[str]:
         return [s["text"] for s in self.slack.sent]
 
@@ -924,6 +935,9 @@ class DiscordSeam(Seam):
 
     def sends_refused(self) -> None:
         self.discord.fail(403, 50013, "Missing Permissions")
+
+    def sends_unauthorized(self) -> None:
+        self.discord.fail(401, 0, "401: Unauthorized")
 
     def sent(self) -> list[str]:
         return [s["content"] for s in self.discord.sent]
@@ -996,6 +1010,9 @@ class WhatsAppSeam(Seam):
     def sends_refused(self) -> None:
         self.wa.fail(100, status=400)  # an invalid parameter
 
+    def sends_unauthorized(self) -> None:
+        self.wa.fail(190, status=401)  # the access token expired or was revoked
+
     def sent(self) -> list[str]:
         return [s["text"] for s in self.wa.sent]
 
@@ -1061,6 +1078,9 @@ class EmailSeam(Seam):
     def sends_refused(self) -> None:
         self.smtp.fail(550, "5.1.1 no such user", at="RCPT", recipient=EMAIL_USER)
 
+    def sends_unauthorized(self) -> None:
+        self.smtp.login = (EMAIL_BOT, "a new password")  # the login is refused (535)
+
     def sent(self) -> list[str]:
         return [m.text for m in self.smtp.received]
 
@@ -1113,6 +1133,9 @@ class MatrixSeam(Seam):
 
     def sends_refused(self) -> None:
         self.hs.fail(403, endpoint="send")  # not in the room
+
+    def sends_unauthorized(self) -> None:
+        self.hs.fail(401, endpoint="send", errcode="M_UNKNOWN_TOKEN")
 
     def sent(self) -> list[str]:
         return [s["content"]["body"] for s in self.hs.sent if s["sender"] == MATRIX_BOT]
@@ -1321,3 +1344,18 @@ async def test_a_send_is_answered_with_a_typed_result(seam, monkeypatch):
             assert isinstance(never, RetryAfter) and never.seconds is None
             assert "not sent" in never.reason
     assert seam.sent() == ["taken", "unanswered"]
+
+
+@pytest.mark.timeout(60)
+async def test_a_token_revoked_while_sends_wait_keeps_them_and_ends_the_adapter(seam):
+    """A send refused for its token is not a dead letter (the row waits for a fixed
+    token): the adapter goes fatal with the reason in its status, and is not restarted."""
+    async with adapter_on(seam, Admissions()) as run:
+        await seam.connected()
+        seam.sends_unauthorized()
+        kept = await run.send(SendRequest(Target(seam.name, seam.chat), "kept", "kept"))
+        assert kept == RetryAfter(None, ANY)
+        await run.status.reach(FATAL)
+        assert run.status.reason.startswith("the token was refused: ")
+        assert (run.restarts, len(run.incarnations)) == (0, 1)
+    assert seam.sent() == []

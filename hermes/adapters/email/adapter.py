@@ -48,8 +48,9 @@ from hermes.adapters.contract import (
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.email.imap import DEADLINE_NOOPS, MAX_MESSAGE, Mailbox, refused
 from hermes.adapters.email.mail import Read, answer_mail, attach, attachment, parse, read_mail
-from hermes.adapters.email.smtp import submit
+from hermes.adapters.email.smtp import CODES, submit
 from hermes.adapters.media import MediaError, save
+from hermes.adapters.refusals import Refusal
 from hermes.config import PlatformConfig, Secrets
 from hermes.state.pairing import approved_users
 
@@ -319,7 +320,8 @@ class EmailAdapter(PlatformAdapter):
                 await trio.to_thread.run_sync(attach, mail, request.file)
             except OSError as exc:  # its copy is gone: it can never be sent
                 return file_gone(exc)
-        return await submit(self.config, self.password, mail)
+        result = await submit(self.config, self.password, mail)
+        return self.refused(result, CODES) if isinstance(result, Refusal) else result
 
     async def _salt(self) -> str:
         """This install's Message-ID salt, made once and kept in state.db: two installs

@@ -22,13 +22,14 @@ from hermes.adapters.refusals import Codes, Refusal, result_of
 TIMEOUT = 30.0  # seconds one SMTP read may take
 
 
-async def submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResult:
+async def submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResult | Refusal:
     """Abandoned when the send's deadline passes (its thread ends at the socket's
-    timeout): the outbox records the outcome as unknown, never as unsent."""
+    timeout): the outbox records the outcome as unknown, never as unsent. A refused
+    login is a Refusal, for the adapter to judge (PlatformAdapter.refused)."""
     return await trio.to_thread.run_sync(_submit, config, password, mail, abandon_on_cancel=True)
 
 
-def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResult:
+def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResult | Refusal:
     data = mail.as_bytes(policy=mail.policy.clone(linesep="\r\n"))
     context = ssl.create_default_context()
     host, port = config.smtp_host or "", config.smtp_port
@@ -51,7 +52,8 @@ def _submit(config: EmailConfig, password: str, mail: EmailMessage) -> SendResul
             if refused is not None:
                 return refused
         except smtplib.SMTPAuthenticationError as exc:
-            return RetryAfter(None, f"not sent: the login was refused: {_said(exc)}")
+            said = f"not sent: the login was refused: {_said(exc)}"
+            return Refusal(0, str(exc.smtp_code), said)
         except smtplib.SMTPResponseException as exc:
             return _refused((exc.smtp_code, exc.smtp_error))
         except (OSError, smtplib.SMTPException) as exc:  # nothing was handed over
@@ -85,7 +87,10 @@ def _envelope(
     return None if recipients else Permanent("the mail names no recipient")
 
 
-CODES = Codes(passing=frozenset(str(code) for code in range(400, 500)))
+CODES = Codes(
+    passing=frozenset(str(code) for code in range(400, 500)),
+    auth=frozenset({"534", "535"}),  # a login refused: the password is wrong or not allowed
+)
 
 
 def _refused(reply: tuple[int, bytes | str]) -> SendResult:
