@@ -1,6 +1,6 @@
-"""A `hermes` command loads what it uses: `--help` nothing but the command table and its exit statuses, and `cron list`
-on an empty home no platform's package and not the agent (a script that calls the CLI
-in a loop pays each import every time)."""
+"""A `hermes` command loads what it uses: `--help` nothing but the command table and its
+exit statuses, and `cron list` on an empty home no platform's package and not the agent
+(a script that calls the CLI in a loop pays each import every time)."""
 
 from __future__ import annotations
 

@@ -8,9 +8,10 @@ actor crashes, so its supervisor restarts it with jittered backoff. Raising
 `AdapterFatal` (a bad token, a disabled app) ends the actor normally instead:
 under a TRANSIENT child spec it is not restarted, and its status says why.
 
-`connect()` may also return: the platform ended the connection the way it ends
-healthy ones (Discord's reconnect request, a resumable close), and the base
-connects again in the same incarnation. It paces that once for every adapter:
+`connect()` may also return (or raise `ConnectionEnded` from a task of its own): the
+platform ended the connection the way it ends healthy ones (Discord's reconnect
+request, a resumable close, Slack's socket closed), and the base connects again in the
+same incarnation. It paces that once for every adapter:
 at once after a connection that `settled()` (showed real progress beyond its
 handshake), after a jittered backoff that grows with each early failure in a
 row otherwise, so a platform that drops us right after the handshake is not
@@ -29,7 +30,7 @@ import math
 import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, cast, get_args
 
 import attrs
 import httpx
@@ -88,7 +89,9 @@ class ProgressLost(Outside):
 
 
 class ConnectionEnded(Outside):
-    """The platform closed the connection; the supervisor connects again."""
+    """The platform ended the connection the way it ends healthy ones, said from inside
+    a task of the connection's: the same as `connect()` returning the reason (the base
+    connects again, paced)."""
 
 
 class ConnectionFailed(Outside):
@@ -132,10 +135,16 @@ class AdapterStatus:
         return {"adapter": self.state, "reason": self.reason, "progress_age": age}
 
 
-class PlatformAdapter(Actor):
-    """Subclass per platform; set `platform` and `progress_deadline`."""
+C = TypeVar("C", bound=PlatformConfig)
 
-    platform: str = "?"
+
+class PlatformAdapter(Actor, Generic[C]):
+    """Subclass per platform as `PlatformAdapter[ItsConfig]` (or `HttpAdapter[...]`): the
+    config class is declared there once, checked when the adapter is built from its
+    setup and held as `self.config`; set `progress_deadline`."""
+
+    platform: str = "?"  # the class's own; an adapter's is its setup's name
+    settings: type[PlatformConfig] = PlatformConfig  # from the subscript: its section
     progress_deadline: float = 90.0
     concurrent_sends: int = 16  # in flight at once, across chats
     typing_every: float = math.inf  # while a turn runs, `type_once` this often (inf: never)
@@ -143,21 +152,27 @@ class PlatformAdapter(Actor):
     typing_at_most: float = 600.0
     reconnect_backoff: Backoff = EARLY_FAILURES  # after connections that ended unsettled
 
-    def __init__(
-        self,
-        name: str,
-        status: AdapterStatus,
-        admit: Admit,
-        cache: Path | None = None,
-        media: MediaLimits = DEFAULT_LIMITS,
-    ) -> None:
-        """`cache`: the directory its media is saved in (None: it saves none), within
-        `media`'s limits."""
-        super().__init__(name)
-        self.status = status
-        self.cache = cache
-        self.media = media
-        self._admit = admit
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            for arg in get_args(base):
+                if isinstance(arg, type) and issubclass(arg, PlatformConfig):
+                    cls.settings = arg
+        if "type_once" in cls.__dict__ and math.isinf(cls.typing_every):
+            raise TypeError(f"{cls.__name__} shows typing (type_once): set its typing_every")
+
+    def __init__(self, setup: AdapterSetup) -> None:
+        """Built from its setup: `setup.cache` is the directory its media is saved in
+        (None: it saves none), within `setup.media`'s limits."""
+        super().__init__(setup.name)
+        self.platform = setup.name
+        self.config: C = self.configured(setup.config)
+        self.secrets = setup.secrets
+        self.status = setup.status
+        self.cursors = setup.cursors
+        self.cache = setup.cache
+        self.media = setup.media
+        self._admit = setup.admit
         self._admitting = 0
         self._last = 0.0
         self._settled = False  # this connection showed progress beyond its handshake
@@ -167,6 +182,14 @@ class PlatformAdapter(Actor):
         # few at once: each may hold a file's worth of buffers.
         self._files = trio.Semaphore(FILES_AT_ONCE)
         self._typing: dict[str, trio.CancelScope] = {}  # event id -> its indicator
+
+    @classmethod
+    def configured(cls, config: PlatformConfig) -> C:
+        """`config` as this adapter's own section (the tree reads it as its Platform's
+        `settings`); TypeError for another."""
+        if not isinstance(config, cls.settings):
+            raise TypeError(f"{cls.__name__} needs a {cls.settings.__name__}, not {config!r}")
+        return cast(C, config)
 
     # -- for subclasses -------------------------------------------------------
 
@@ -374,7 +397,10 @@ class PlatformAdapter(Actor):
             try:
                 return await self.connect() or f"{self.platform}: the connection ended"
             except Exception as exc:
-                fatal = _fatal_in(exc)
+                ended = _found_in(exc, ConnectionEnded)
+                if ended is not None:
+                    return str(ended)
+                fatal = _found_in(exc, AdapterFatal)
                 if fatal is None:
                     self.status.state, self.status.reason = BACKING_OFF, _describe(exc)
                     if _from_outside(exc):
@@ -449,14 +475,28 @@ class AdapterSetup:
 AdapterFactory = Callable[[AdapterSetup], "PlatformAdapter"]
 
 
-def _fatal_in(exc: BaseException) -> AdapterFatal | None:
-    """The AdapterFatal that ended a connection, also from inside an exception group
-    (a connection that runs tasks of its own)."""
-    if isinstance(exc, AdapterFatal):
+def required(
+    secrets: Secrets, variable: str | None, platform: str, setting: str = "token_env"
+) -> str:
+    """The secret `variable` holds (a token, a password); AdapterFatal naming what to set
+    when it is unset: the one "no token" error of every platform."""
+    value = secrets.get(variable)
+    if not value:
+        raise AdapterFatal(f"no token: set {variable or f'platforms.{platform}.{setting}'}")
+    return value
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def _found_in(exc: BaseException, kind: type[E]) -> E | None:
+    """The `kind` that ended a connection, also from inside an exception group (a
+    connection that runs tasks of its own)."""
+    if isinstance(exc, kind):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
-            if (found := _fatal_in(inner)) is not None:
+            if (found := _found_in(inner, kind)) is not None:
                 return found
     return None
 

@@ -27,7 +27,7 @@ import attrs
 import httpx
 import trio
 
-from hermes.adapters.base import PlatformAdapter
+from hermes.adapters.base import C, PlatformAdapter
 from hermes.adapters.contract import (
     OutFile,
     RetryAfter,
@@ -88,7 +88,7 @@ class JsonRequests:
         )
 
 
-class HttpAdapter(PlatformAdapter):
+class HttpAdapter(PlatformAdapter[C]):
     """A platform adapter with one HTTP client for its calls and sends."""
 
     http: httpx.AsyncClient | None = None

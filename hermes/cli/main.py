@@ -57,7 +57,8 @@ class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
         import importlib.metadata
 
-        parser.exit(message=f"hermes {importlib.metadata.version('hermes')}\n")
+        print(f"hermes {importlib.metadata.version('hermes')}")
+        parser.exit()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,22 +11,31 @@ from __future__ import annotations
 import pytest
 import trio
 
-from hermes.adapters.base import BACKING_OFF, EARLY_FAILURES, AdapterStatus, PlatformAdapter
+from hermes.adapters.base import (
+    BACKING_OFF,
+    EARLY_FAILURES,
+    AdapterSetup,
+    AdapterStatus,
+    PlatformAdapter,
+)
 from hermes.adapters.contract import Cursor, InboundEvent
+from hermes.config import PlatformConfig, Secrets
 
 
 async def admit(event: InboundEvent, cursor: Cursor | None = None) -> bool:
     return True
 
 
-class Flapping(PlatformAdapter):
+class Flapping(PlatformAdapter[PlatformConfig]):
     """Every connection ends as soon as it opens (as after a Hello), except the ones
     numbered in `healthy`, which settle first."""
 
     platform = "flapping"
 
     def __init__(self, status: AdapterStatus, healthy: frozenset[int] = frozenset()) -> None:
-        super().__init__("flapping", status, admit)
+        super().__init__(
+            AdapterSetup("flapping", PlatformConfig(), Secrets({}, frozenset()), status, admit)
+        )
         self.healthy = healthy
         self.connects: list[float] = []
 

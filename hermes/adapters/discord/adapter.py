@@ -56,7 +56,7 @@ import httpx
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
-from hermes.adapters.base import AdapterFatal, AdapterSetup
+from hermes.adapters.base import AdapterFatal, AdapterSetup, required
 from hermes.adapters.contract import (
     Fetched,
     InboundEvent,
@@ -114,19 +114,17 @@ CODES = Codes(gone=frozenset({"10008", "50005"}))
 CDN_HOSTS = ("cdn.discordapp.com", "media.discordapp.net")
 
 
-class DiscordAdapter(HttpAdapter):
+class DiscordAdapter(HttpAdapter[PlatformConfig]):
     platform = "discord"
     typing_every = 8.0  # Discord shows typing for 10 s
     progress_deadline = 60.0  # until Hello says the interval
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
-        config = setup.config
-        self.platform = setup.name
+        super().__init__(setup)
+        config = self.config
         self.token_env = config.token_env
         self.token = setup.secrets.get(config.token_env)
         self.base = (config.base_url or DEFAULT_BASE).rstrip("/") + "/api/v10/"
-        self.cursors = setup.cursors
         self.file_hosts = CDN_HOSTS + ((config.base_url,) if config.base_url else ())
         self.kept = KeptSession(setup.cursors, f"{setup.name}:session")
         self.gateway: str | None = None
@@ -139,9 +137,7 @@ class DiscordAdapter(HttpAdapter):
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
         """`GET users/@me` on a client built as `on_start()` builds it (the same base and
         `Bot` header); a 401 is a refusal, as at connect."""
-        token = secrets.get(config.token_env)
-        if not token:
-            raise AdapterFatal(f"no token: set {config.token_env or 'platforms.discord.token_env'}")
+        token = required(secrets, config.token_env, "discord")
         base = (config.base_url or DEFAULT_BASE).rstrip("/") + "/api/v10/"
         async with httpx.AsyncClient(timeout=TIMEOUT, headers=_auth(token)) as http:
             response = await http.get(base + "users/@me")
@@ -168,8 +164,7 @@ class DiscordAdapter(HttpAdapter):
 
     async def connect(self) -> str:
         """One socket: resume the session we have, else identify; why the socket ended."""
-        if not self.token:
-            raise AdapterFatal(f"no token: set {self.token_env or 'platforms.discord.token_env'}")
+        required(self.secrets, self.token_env, self.platform)
         if self.gateway is None:
             response = await self.http.get(self.base + "gateway/bot")
             _refused(response)

@@ -61,20 +61,15 @@ FORGET_EVERY = 3600.0  # seconds between two prunings of the threads kept
 DAY = 86400.0
 
 
-class EmailAdapter(PlatformAdapter):
+class EmailAdapter(PlatformAdapter[EmailConfig]):
     platform = "email"
     concurrent_sends = 4
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
-        config = setup.config
-        if not isinstance(config, EmailConfig):  # the tree reads it as EMAIL.settings
-            raise TypeError(f"the email adapter needs an EmailConfig, not {config!r}")
-        self.platform = setup.name
-        self.config = config
+        super().__init__(setup)
+        config = self.config
         self.progress_deadline = DEADLINE_NOOPS * config.liveness_seconds
         self.password = setup.secrets.get(config.token_env)
-        self.cursors = setup.cursors
         self.clock = setup.cursors.clock if setup.cursors is not None else Clock()
         self.journal_days = setup.journal_days
         self.named_users = setup.named_users  # gateway.owners and gateway.allowed_users here
@@ -94,8 +89,7 @@ class EmailAdapter(PlatformAdapter):
 
     @classmethod
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
-        if not isinstance(config, EmailConfig):
-            raise TypeError(f"the email token check needs an EmailConfig, not {config!r}")
+        config = cls.configured(config)
         mailbox = Mailbox(config, secrets.get(config.token_env) or "")
         try:
             await mailbox.open()

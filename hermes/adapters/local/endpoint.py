@@ -41,7 +41,7 @@ from trio_websocket import (
     serve_websocket,
 )
 
-from hermes.adapters.base import AdapterStatus, PlatformAdapter
+from hermes.adapters.base import AdapterSetup, AdapterStatus, PlatformAdapter
 from hermes.adapters.contract import (
     Admit,
     ChatType,
@@ -54,7 +54,7 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.local import jsonrpc
 from hermes.adapters.local.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, RpcError
-from hermes.config import InputError, not_blank, structure
+from hermes.config import InputError, PlatformConfig, Secrets, not_blank, structure
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class ChatSend:
 ASKED_KEPT = 1024  # recent chat.send calls whose asker already saw the answer streamed
 
 
-class LocalEndpoint(PlatformAdapter):
+class LocalEndpoint(PlatformAdapter[PlatformConfig]):
     mailbox_size = 64  # a turn's steps arrive in bursts; the router waits when it is full
     platform = "local"
     progress_deadline = math.inf  # a server: it is alive while it runs
@@ -119,7 +119,9 @@ class LocalEndpoint(PlatformAdapter):
         on_bound: Callable[[int], None] = lambda port: None,
         name: str = "local",
     ) -> None:
-        super().__init__(name, status, admit)
+        super().__init__(
+            AdapterSetup(name, PlatformConfig(), Secrets({}, frozenset()), status, admit)
+        )
         self.host = host
         self.port = port
         self.token = token

@@ -80,16 +80,13 @@ STRANGER_JOINS = 5  # strangers' DM invites joined an hour, where pairing is off
 MY_EVENTS = 500  # event ids of hermes's own messages kept, so a reply to one is addressed
 
 
-class MatrixAdapter(HttpAdapter):
+class MatrixAdapter(HttpAdapter[MatrixConfig]):
     platform = "matrix"
+    typing_every = 8.0  # each notice asks for 10 s (its `timeout`)
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
-        config = setup.config
-        if not isinstance(config, MatrixConfig):  # the tree reads it as MATRIX.settings
-            raise TypeError(f"the Matrix adapter needs a MatrixConfig, not {config!r}")
-        self.platform = setup.name
-        self.config = config
+        super().__init__(setup)
+        config = self.config
         self.token = setup.secrets.get(config.token_env)
         self.password = setup.secrets.get(config.password_env)
         self.pickle_secret = setup.secrets.get(config.pickle_key_env)
@@ -98,7 +95,6 @@ class MatrixAdapter(HttpAdapter):
         self.first_batch = True  # of this connection: every waiting message is looked at
         self.login_key = f"{setup.name}:login"  # {access_token, device_id} of a login
         self.base = config.base_url or ""
-        self.cursors = setup.cursors
         self.since_key = f"{setup.name}:since"
         self.progress_deadline = config.sync_timeout + max(MIN_SLACK, config.sync_timeout / 2)
         self.direct: set[str] = set()  # rooms some m.direct names
@@ -113,8 +109,7 @@ class MatrixAdapter(HttpAdapter):
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
         """`whoami` with the token; with a password instead, only that the homeserver
         answers (a login here would make a device each time doctor runs)."""
-        if not isinstance(config, MatrixConfig):
-            raise TypeError(f"the Matrix token check needs a MatrixConfig, not {config!r}")
+        config = cls.configured(config)
         token = secrets.get(config.token_env)
         if not config.base_url or not (token or secrets.get(config.password_env)):
             raise AdapterFatal("set base_url, and token_env or password_env")

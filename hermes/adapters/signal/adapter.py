@@ -97,19 +97,14 @@ _RECIPIENT = re.compile(r"\+\d+|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 _FILE_REFUSED = re.compile(r"\(AttachmentInvalidException\)|\[413\]")
 
 
-class SignalAdapter(HttpAdapter):
+class SignalAdapter(HttpAdapter[SignalConfig]):
     platform = "signal"
     typing_every = 10.0  # Signal shows "typing" for 15 s after each indicator
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
-        config = setup.config
-        if not isinstance(config, SignalConfig):  # the tree reads it as SIGNAL.settings
-            raise TypeError(f"the Signal adapter needs a SignalConfig, not {config!r}")
-        self.platform = setup.name
-        self.config = config
+        super().__init__(setup)
+        config = self.config
         self.account = config.account or ""
-        self.cursors = setup.cursors
         self.event_key = f"{setup.name}:event"  # the last admitted event's id (HTTP)
         self.progress_deadline = 3 * config.keepalive
         self.over_http = (config.rpc or "").startswith(("http://", "https://"))
@@ -122,7 +117,8 @@ class SignalAdapter(HttpAdapter):
     @classmethod
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
         """The daemon answers and has the account (doctor: Signal has no token)."""
-        if not isinstance(config, SignalConfig) or not config.rpc or not config.account:
+        config = cls.configured(config)
+        if not config.rpc or not config.account:
             raise AdapterFatal("set platforms.signal.rpc and account")
         if not config.rpc.startswith(("http://", "https://")):  # a connection is a receiver
             return (

@@ -38,7 +38,7 @@ import httpx
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
-from hermes.adapters.base import AdapterFatal, AdapterSetup, ConnectionEnded
+from hermes.adapters.base import AdapterFatal, AdapterSetup, ConnectionEnded, required
 from hermes.adapters.contract import (
     Fetched,
     OutFile,
@@ -89,15 +89,12 @@ CODES = Codes(
 FILE_HOSTS = ("files.slack.com",)  # where url_private_download and upload URLs point
 
 
-class SlackAdapter(HttpAdapter):
+class SlackAdapter(HttpAdapter[SlackConfig]):
     platform = "slack"
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
-        config = setup.config
-        if not isinstance(config, SlackConfig):  # the tree reads it as SLACK.settings
-            raise TypeError(f"Slack's adapter needs a SlackConfig, not {config!r}")
-        self.platform = setup.name
+        super().__init__(setup)
+        config = self.config
         self.bot_env, self.app_env = config.token_env, config.app_token_env
         self.bot_token = setup.secrets.get(config.token_env)
         self.app_token = setup.secrets.get(config.app_token_env)
@@ -111,11 +108,8 @@ class SlackAdapter(HttpAdapter):
     async def check_token(cls, config: SlackConfig, secrets: Secrets) -> str:
         """`auth.test` with the bot token on the Web API client `connect()` uses; both
         tokens must be set, as at connect."""
-        bot = secrets.get(config.token_env)
-        app = secrets.get(config.app_token_env)
-        if not bot or not app:
-            missing = config.token_env if not bot else config.app_token_env
-            raise AdapterFatal(f"no token: set {missing or 'platforms.slack token variables'}")
+        bot = required(secrets, config.token_env, "slack")
+        required(secrets, config.app_token_env, "slack", "app_token_env")
         async with httpx.AsyncClient(timeout=TIMEOUT) as http:
             try:
                 auth = await WebApi(http, config.base_url or DEFAULT_BASE, bot).call("auth.test")
@@ -131,9 +125,8 @@ class SlackAdapter(HttpAdapter):
     # -- receiving --------------------------------------------------------------
 
     async def connect(self) -> None:
-        if not self.bot_token or not self.app_token:
-            missing = self.bot_env if not self.bot_token else self.app_env
-            raise AdapterFatal(f"no token: set {missing or 'platforms.slack token variables'}")
+        required(self.secrets, self.bot_env, self.platform)
+        required(self.secrets, self.app_env, self.platform, "app_token_env")
         async with httpx.AsyncClient(timeout=TIMEOUT) as http:
             auth = await self._fatal_on_auth(WebApi(http, self.base, self.bot_token), "auth.test")
             self.bot_user = str(auth.get("user_id") or "")
@@ -178,6 +171,7 @@ class SlackAdapter(HttpAdapter):
                         except ValueError:
                             continue  # not JSON: nothing Slack sends
                         self.progress()
+                        self.settled()  # a frame past the hello: its end is no flap
                         await self._frame(ws, frame, replace)
                         if replace.is_set() and retire.deadline == math.inf:
                             retire.deadline = trio.current_time() + RETIRE_AFTER
@@ -216,6 +210,7 @@ class SlackAdapter(HttpAdapter):
                 with trio.move_on_after(every):
                     await ws.ping()
                     self.progress()
+                    self.settled()
             except ConnectionClosed:
                 return
 

@@ -41,7 +41,7 @@ import httpx
 import trio
 
 from hermes.actors.backoff import Backoff
-from hermes.adapters.base import AdapterFatal, AdapterSetup
+from hermes.adapters.base import AdapterFatal, AdapterSetup, required
 from hermes.adapters.contract import (
     Cursor,
     Fetched,
@@ -90,17 +90,14 @@ def _chat_ref(chat_id: str) -> int | str:
         return chat_id
 
 
-class TelegramAdapter(HttpAdapter):
+class TelegramAdapter(HttpAdapter[TelegramConfig]):
     platform = "telegram"
     concurrent_sends = 16
     typing_every = 4.0  # Telegram shows "typing" for about 5 s
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
-        config = setup.config
-        if not isinstance(config, TelegramConfig):  # the tree reads it as TELEGRAM.settings
-            raise TypeError(f"Telegram's adapter needs a TelegramConfig, not {config!r}")
-        self.platform = setup.name
+        super().__init__(setup)
+        config = self.config
         self.token_env = config.token_env
         self.token = setup.secrets.get(config.token_env)
         self.base = config.base_url or DEFAULT_BASE
@@ -108,7 +105,6 @@ class TelegramAdapter(HttpAdapter):
         self.progress_deadline = config.poll_timeout + min(
             MARGIN, max(1.0, config.poll_timeout / 3)
         )
-        self.cursors = setup.cursors
         self.offset_key = f"{setup.name}:offset"
         self.migrated_key = f"{setup.name}:migrated:"
         self.migrated: dict[str, str] = {}  # old chat id -> the supergroup it became
@@ -121,10 +117,7 @@ class TelegramAdapter(HttpAdapter):
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
         """`getMe` on the Bot API client `connect()` uses; 401 (and 404, Telegram's
         answer to a malformed token) is a refusal, as at connect."""
-        token = secrets.get(config.token_env)
-        if not token:
-            variable = config.token_env or "platforms.telegram.token_env"
-            raise AdapterFatal(f"no token: set {variable}")
+        token = required(secrets, config.token_env, "telegram")
         async with httpx.AsyncClient(timeout=TIMEOUT) as http:
             api = BotApi(http, config.base_url or DEFAULT_BASE, token)
             me = await _call(api, "getMe", None, config.token_env)
@@ -144,8 +137,7 @@ class TelegramAdapter(HttpAdapter):
     # -- receiving --------------------------------------------------------------
 
     async def connect(self) -> None:
-        if not self.token:
-            raise AdapterFatal(f"no token: set {self.token_env or 'platforms.telegram.token_env'}")
+        required(self.secrets, self.token_env, self.platform)
         timeout = httpx.Timeout(CALL_TIMEOUT, read=self.poll_timeout + HTTP_SLACK)
         async with httpx.AsyncClient(timeout=timeout) as http:
             api = BotApi(http, self.base, self.token)

@@ -83,23 +83,18 @@ FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
 OK = WebhookAnswer(200, b"ok\n")
 
 
-class WhatsAppAdapter(HttpAdapter):
+class WhatsAppAdapter(HttpAdapter[WhatsAppConfig]):
     platform = "whatsapp"
     progress_deadline = math.inf  # it is pushed to: nothing it waits on can go deaf
     concurrent_sends = 16
 
     def __init__(self, setup: AdapterSetup) -> None:
-        super().__init__(setup.name, setup.status, setup.admit, setup.cache, setup.media)
-        config = setup.config
-        if not isinstance(config, WhatsAppConfig):  # the tree reads it as WHATSAPP.settings
-            raise TypeError(f"WhatsApp's adapter needs a WhatsAppConfig, not {config!r}")
-        self.platform = setup.name
-        self.config = config
+        super().__init__(setup)
+        config = self.config
         self.token = setup.secrets.get(config.token_env) or None
         self.app_secret = setup.secrets.get(config.app_secret_env) or None
         self.verify_token = setup.secrets.get(config.verify_token_env) or None
         self.base = (config.base_url or DEFAULT_BASE).rstrip("/")
-        self.cursors = setup.cursors
         self.undelivered = setup.undelivered
         self.window_key = f"{setup.name}:window:"
         self.journal_days = setup.journal_days
@@ -110,8 +105,7 @@ class WhatsAppAdapter(HttpAdapter):
     @classmethod
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
         """The token reads the configured number (`GET /{phone-number-id}`)."""
-        if not isinstance(config, WhatsAppConfig):
-            raise TypeError(f"WhatsApp's token check needs a WhatsAppConfig, not {config!r}")
+        config = cls.configured(config)
         token = secrets.get(config.token_env) or None
         async with httpx.AsyncClient(timeout=TIMEOUT) as http:
             return await _number(http, (config.base_url or DEFAULT_BASE).rstrip("/"), config, token)

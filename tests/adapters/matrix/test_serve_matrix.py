@@ -49,6 +49,20 @@ async def test_a_dm_in_an_encrypted_room_is_answered_and_alice_reads_it(serve, m
 
 
 @pytest.mark.timeout(90)
+async def test_typing_shows_while_a_turn_runs(serve, model, hs, alice):
+    room = hs.create_room([ALICE, HERMES], direct=True)
+    model.delay = 1.0  # the model thinks: the indicator goes up meanwhile
+    model.script(text_answer("thought it over"))
+    await started(serve, hs)
+    await in_thread(alice.send_text, room, "think about it")
+    await in_thread(lambda: alice.wait_messages(room, 1, sender=HERMES))
+    serve.stop()
+    [typed, *_] = [t for t in hs.typing if t["room"] == room and t["user"] == HERMES]
+    assert typed["typing"] is True and typed["timeout"] == 10_000
+    assert typed["at"] < from_hermes(hs)[0]["at"]
+
+
+@pytest.mark.timeout(90)
 async def test_in_a_group_a_mention_is_answered_and_chatter_is_not(serve, model, hs, alice):
     room = hs.create_room([ALICE, HERMES, BOB], name="Team")
     model.script(text_answer("It is noon."))
