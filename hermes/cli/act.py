@@ -17,12 +17,11 @@ import trio
 
 from hermes.actors.clock import Clock
 from hermes.actors.errors import HermesError
-from hermes.cli.client import connect, serve_address
 from hermes.config import Config
 from hermes.gateway.pidfile import serve_holds
 from hermes.home import HermesHome
 from hermes.operations.context import Offline, Ops
-from hermes.operations.wire import operation, result_from_json, result_to_json
+from hermes.operations.wire import operation
 from hermes.state.db import Db
 from hermes.state.registry import Registry
 
@@ -53,21 +52,12 @@ async def run_here(home: HermesHome, config: Config, name: str, args: Any) -> An
         return await op.run(Ops(db, Clock(), config, Offline(), "cli"), args)
 
 
-async def ask_serve(
-    home: HermesHome, config: Config, name: str, args: Any, port: int | None = None
-) -> Any:
-    """The action run by the serve of this home, its answer read back into its type."""
-    op = operation(name)
-    url, token = serve_address(home, config, port)
-    async with connect(url, token) as rpc:
-        answer = await rpc.call(name, result_to_json(args))
-    return result_from_json(op, answer)
-
-
 def perform(home: HermesHome, config: Config, name: str, args: Any) -> Any:
     """Run the action where it belongs: a change in the running serve, if one holds this
     home; everything else here."""
     if operation(name).changes and serve_holds(home.serve_pid):
+        from hermes.cli.client import ask_serve  # the WebSocket client: only for serve
+
         return trio.run(ask_serve, home, config, name, args)
     home.ensure()
     return trio.run(run_here, home, config, name, args)

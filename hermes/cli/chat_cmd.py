@@ -10,8 +10,7 @@ import trio
 from hermes.actors.snapshot import Snapshot
 from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
-from hermes.cli.act import ask_serve
-from hermes.cli.client import connect, serve_address
+from hermes.cli.client import ask_serve, connect, serve_address
 from hermes.config import load_config
 from hermes.home import HermesHome
 from hermes.operations.context import NoArgs

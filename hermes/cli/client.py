@@ -19,7 +19,7 @@ from trio_websocket import (
 from hermes.actors.errors import HermesError
 from hermes.config import Config
 from hermes.home import HermesHome
-from hermes.operations.wire import error_from_json
+from hermes.operations.wire import error_from_json, operation, result_from_json, result_to_json
 
 
 class EndpointError(HermesError):
@@ -140,3 +140,14 @@ def _only(group: BaseExceptionGroup) -> BaseException | None:
 
 def _unreachable(url: str, exc: OSError) -> str:
     return f"cannot reach {url}: {exc}; is `hermes serve` running? (start it: hermes serve)"
+
+
+async def ask_serve(
+    home: HermesHome, config: Config, name: str, args: Any, port: int | None = None
+) -> Any:
+    """The action run by the serve of this home, its answer read back into its type."""
+    op = operation(name)
+    url, token = serve_address(home, config, port)
+    async with connect(url, token) as rpc:
+        answer = await rpc.call(name, result_to_json(args))
+    return result_from_json(op, answer)
