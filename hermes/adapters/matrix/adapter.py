@@ -506,9 +506,9 @@ class MatrixAdapter(HttpAdapter[MatrixConfig]):
         kind, content = sealed
         if clear_file and kind == "m.room.encrypted":
             return RetryAfter(None, "the room turned encrypted: the file goes again, encrypted")
-        url = client_url(
-            self.base, "rooms", target.chat_id, "send", kind, txn_id(request.idempotency_key)
-        )
+        edit = request.text if request.edit_of is not None else None
+        txn = txn_id(request.idempotency_key, edit)
+        url = client_url(self.base, "rooms", target.chat_id, "send", kind, txn)
         answer = await self.post(url, content, method="PUT")
         result = sent_or_refusal(answer) if isinstance(answer, HttpAnswer) else answer
         if isinstance(result, Refusal):

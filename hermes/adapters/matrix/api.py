@@ -42,9 +42,12 @@ def client_url(homeserver: str, *parts: str) -> str:
     return homeserver.rstrip("/") + PREFIX + "/".join(quote(p, safe="") for p in parts)
 
 
-def txn_id(idempotency_key: str) -> str:
-    """The transaction id of an outbox row's send: the same for every try of it."""
-    return "hermes-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]
+def txn_id(idempotency_key: str, edit: str | None = None) -> str:
+    """The transaction id of an outbox row's send: the same for every try of it. An edit
+    (`edit`: the text it shows) has its own per state: under the row's own id the
+    homeserver would answer with the first send's event and show nothing."""
+    key = idempotency_key if edit is None else f"{idempotency_key}\0edit\0{edit}"
+    return "hermes-" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 def error_of(what: str, answer: HttpAnswer) -> MatrixError:
