@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 from common import CpuWatch, kill, percentile, start_child  # noqa: E402
 
-from hermes.agent.prompt import system_prompt  # noqa: E402
+from hermes.agent.prompt import PromptParts, system_prompt  # noqa: E402
 
 FAKE_DELAY = 0.1  # seconds before the fake model answers
 FAKE_TEXT = "pong from the fake model"  # streamed one word per chunk
@@ -315,7 +315,7 @@ async def hermes_phases(serve: Serve, pids: list[int]) -> tuple[float, float, fl
 def baseline_body(i: int) -> dict[str, Any]:
     """What hermes sends for a session's second message, without the tool schemas."""
     session = f"local_{i:012x}"
-    system = system_prompt("", session, "local", ZoneInfo("UTC"), time.time())
+    system = system_prompt(PromptParts(), session, "local", ZoneInfo("UTC"), time.time())
     messages = [
         {"role": "system", "content": system},
         {"role": "user", "content": f"hello {i}"},
