@@ -186,16 +186,28 @@ class Agent:
             self.budgets, ctx.db, ctx.session_id, ctx.terminal.options.spill_dir, ctx.clock, health
         )
 
-    async def system(self, ctx: ToolContext, source: str) -> str:
-        """The system prompt of `ctx`'s next model call, from its named parts (read in a
-        thread: files are read and scanned)."""
-        parts = await trio.to_thread.run_sync(self._parts, ctx)
+    async def system(self, ctx: ToolContext, source: str, parts: PromptParts | None = None) -> str:
+        """The system prompt of `ctx`'s next model call, from its named parts (`parts`, or
+        read now in a thread: files are read and scanned)."""
+        if parts is None:
+            parts = await trio.to_thread.run_sync(self._parts, ctx)
         todo = await ctx.db.read(todo_of, ctx.session_id)
         if todo:  # a long task's checklist, as the model left it (a resumed turn too)
             parts = attrs.evolve(
                 parts, todo=f"## Your todo list for this session\n{checklist(todo)}"
             )
         return system_prompt(parts, ctx.session_id, source, ctx.tz, ctx.clock.now())
+
+    def _read_files(
+        self, ctx: ToolContext, named: tuple[str, ...], invoked: tuple[str, ...]
+    ) -> tuple[tuple[Path, ...], PromptParts, str]:
+        """A turn's first reads (a thread's): its skill directories, the prompt's parts,
+        the skills it loads."""
+        return (
+            tuple(self.skill_directories(ctx)),
+            self._parts(ctx),
+            self.loaded_skills(ctx, named, invoked),
+        )
 
     def _parts(self, ctx: ToolContext) -> PromptParts:
         return PromptParts(
@@ -397,12 +409,12 @@ class Agent:
         ctx = attrs.evolve(ctx, marks=TurnMarks(conversation.untrusted), skills=self.skills)
         cache = ctx.files.cache.resolve() if ctx.files is not None else None
         media = [p for p in files_of(conversation.messages) if cache and p.is_relative_to(cache)]
-        skills_here = await trio.to_thread.run_sync(self.skill_directories, ctx)
-        ctx.terminal.readable = (*media[-READABLE_FILES:], *skills_here)
-        system = await self.system(ctx, source)
-        loaded = await trio.to_thread.run_sync(
-            self.loaded_skills, ctx, skills, invoked_skill(user_text)
+        # The files a turn starts from (its skills, the prompt's parts), read in one hop.
+        skills_here, parts, loaded = await trio.to_thread.run_sync(
+            self._read_files, ctx, skills, invoked_skill(user_text)
         )
+        ctx.terminal.readable = (*media[-READABLE_FILES:], *skills_here)
+        system = await self.system(ctx, source, parts)
         if loaded:
             system = f"{system}\n\n{loaded}"
         remind = self._remind_after(ctx.caller.role)

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from hermes.adapters.refusals import retry_after
 from hermes.agent.provider import (
     AuthFailed,
     ModelReply,
@@ -44,6 +45,7 @@ class OpenAICompatible:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._client = client or httpx.AsyncClient(timeout=TIMEOUT)
+        self._tools: tuple[list[dict[str, Any]], bytes] | None = None  # see _encoded
 
     def __repr__(self) -> str:
         return f"<OpenAICompatible {self.name}:{self.model}>"
@@ -55,13 +57,13 @@ class OpenAICompatible:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_text: OnText | None
     ) -> ModelReply:
         body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if tools:
-            body["tools"] = tools
         if on_text is not None:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         try:
-            content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+            content = _json(body)
+            if tools:  # the role's schemas, encoded once: most of a short turn's body
+                content = content[:-1] + b',"tools":' + self._encoded(tools) + b"}"
             async with self._client.stream(
                 "POST", self.url, content=content, headers=self._headers
             ) as response:
@@ -78,6 +80,13 @@ class OpenAICompatible:
         except httpx.ReadTimeout as exc:
             raise Retryable(f"{self.name}: no answer within {TIMEOUT.read:g}s") from exc
 
+    def _encoded(self, tools: list[dict[str, Any]]) -> bytes:
+        """`tools` as JSON, kept for the next request that offers the same list (a role's
+        schemas are one list for the agent's life; MCP servers' changes make a new one)."""
+        if self._tools is None or self._tools[0] is not tools:
+            self._tools = (tools, _json(tools))
+        return self._tools[1]
+
     def _status_error(self, response: httpx.Response) -> ProviderError:
         status = response.status_code
         detail = response.text[:300]
@@ -85,12 +94,7 @@ class OpenAICompatible:
         if status in (401, 403):
             return AuthFailed(message)
         if status == 429 or status >= 500:
-            after = response.headers.get("retry-after")
-            try:
-                retry_after = float(after) if after else None
-            except ValueError:
-                retry_after = None
-            return Retryable(message, retry_after)
+            return Retryable(message, retry_after(response.headers))
         return ProviderError(message)
 
     def _parse(self, data: dict[str, Any]) -> ModelReply:
@@ -160,3 +164,7 @@ async def _lines(response: httpx.Response) -> AsyncIterator[bytes]:
             yield line
     if rest:
         yield rest
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
