@@ -151,6 +151,9 @@ class PlatformAdapter(Actor, Generic[C]):
     typing_after: float = 0.3  # a turn answered sooner shows no indicator: no request
     typing_at_most: float = 600.0
     reconnect_backoff: Backoff = EARLY_FAILURES  # after connections that ended unsettled
+    # A platform that pushes to hermes (webhooks) keeps admitting what comes while its
+    # token is refused (the platform holds nothing for us); only its sends wait.
+    receives_when_refused: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -262,17 +265,20 @@ class PlatformAdapter(Actor, Generic[C]):
         result (hermes.adapters.refusals); a refused token also ends the adapter: fatal,
         with the reason in its status, its rows kept for when the token is fixed."""
         if is_auth(refusal, codes):
-            self.fatal(f"the token was refused: {refusal.reason}")
+            reason = f"the token was refused: {refusal.reason}"
+            self.fatal(reason, stop=not self.receives_when_refused)
         return result_of(refusal, codes, edit_of)
 
-    def fatal(self, reason: str) -> None:
+    def fatal(self, reason: str, stop: bool = True) -> None:
         """End the adapter for good (a refused token, a disabled app), `reason` in its
-        status, as an AdapterFatal from `connect()` does: not restarted."""
+        status, as an AdapterFatal from `connect()` does: not restarted. `stop=False`: it
+        keeps admitting what the platform pushes to it, and holds its sends."""
         if self.status.state == FATAL:
             return
-        log.error("%s: %s; not restarting", self.name, reason)
+        log.error("%s: %s; %s", self.name, reason, "not restarting" if stop else "not sending")
         self.status.state, self.status.reason = FATAL, reason
-        self.stop()
+        if stop:
+            self.stop()
 
     def settled(self) -> None:
         """The connection showed real progress beyond its handshake (a hello, which any

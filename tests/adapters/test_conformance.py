@@ -1349,13 +1349,19 @@ async def test_a_send_is_answered_with_a_typed_result(seam, monkeypatch):
 @pytest.mark.timeout(60)
 async def test_a_token_revoked_while_sends_wait_keeps_them_and_ends_the_adapter(seam):
     """A send refused for its token is not a dead letter (the row waits for a fixed
-    token): the adapter goes fatal with the reason in its status, and is not restarted."""
-    async with adapter_on(seam, Admissions()) as run:
+    token): the adapter goes fatal with the reason in its status, and is not restarted.
+    A platform that pushes to hermes (WhatsApp) still has what it delivers admitted."""
+    admissions = Admissions()
+    async with adapter_on(seam, admissions) as run:
         await seam.connected()
         seam.sends_unauthorized()
         kept = await run.send(SendRequest(Target(seam.name, seam.chat), "kept", "kept"))
         assert kept == RetryAfter(None, ANY)
         await run.status.reach(FATAL)
         assert run.status.reason.startswith("the token was refused: ")
+        if seam.pushed:
+            await admissions.wait_for(seam.say("still heard"))
+            held = await run.send(SendRequest(Target(seam.name, seam.chat), "held", "held"))
+            assert held == RetryAfter(None, ANY)
         assert (run.restarts, len(run.incarnations)) == (0, 1)
     assert seam.sent() == []

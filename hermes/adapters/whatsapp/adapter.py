@@ -84,6 +84,7 @@ OK = WebhookAnswer(200, b"ok\n")
 
 
 class WhatsAppAdapter(HttpAdapter[WhatsAppConfig]):
+    receives_when_refused = True  # Meta delivers whatever the token; sends wait for it
     platform = "whatsapp"
     progress_deadline = math.inf  # it is pushed to: nothing it waits on can go deaf
     concurrent_sends = 16
