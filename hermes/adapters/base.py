@@ -40,6 +40,15 @@ from trio_websocket import ConnectionClosed, HandshakeError
 from hermes.actors.actor import Actor
 from hermes.actors.backoff import Backoff
 from hermes.actors.errors import ActorStopped, HermesError, Outside
+from hermes.actors.link import (
+    BACKING_OFF,
+    CONNECTING,
+    FATAL,
+    LINK_BACKOFF,
+    LIVE,
+    STOPPED,
+    LinkStatus,
+)
 from hermes.adapters.contract import (
     Admit,
     ChatType,
@@ -62,17 +71,6 @@ from hermes.config import PlatformConfig, Secrets
 
 log = logging.getLogger(__name__)
 
-CONNECTING, LIVE, BACKING_OFF, FATAL, STOPPED = (
-    "connecting",
-    "live",
-    "backing off",
-    "fatal",
-    "stopped",
-)
-# Between connections that failed before they settled: 8 s, then up to twice as long
-# each time (jittered), at most 5 min: at most 4 connections in the first minute of a
-# flapping platform and 288 a day, under Discord's 1000 IDENTIFYs a day.
-EARLY_FAILURES = Backoff(minimum=8.0, maximum=300.0)
 FILES_AT_ONCE = 2  # downloads and file sends of one adapter at a time
 
 
@@ -119,22 +117,6 @@ def _from_outside(exc: BaseException) -> bool:
     return isinstance(exc, NETWORK_ERRORS)
 
 
-@attrs.define
-class AdapterStatus:
-    """One platform's connection state, kept across the adapter's restarts."""
-
-    state: str = CONNECTING
-    reason: str | None = None
-    last_progress: float | None = None  # trio time
-    early_failures: int = 0  # connections in a row that ended before they settled
-
-    def detail(self) -> dict[str, Any]:
-        age = None
-        if self.last_progress is not None:
-            age = round(trio.current_time() - self.last_progress, 1)
-        return {"adapter": self.state, "reason": self.reason, "progress_age": age}
-
-
 C = TypeVar("C", bound=PlatformConfig)
 
 
@@ -150,7 +132,7 @@ class PlatformAdapter(Actor, Generic[C]):
     typing_every: float = math.inf  # while a turn runs, `type_once` this often (inf: never)
     typing_after: float = 0.3  # a turn answered sooner shows no indicator: no request
     typing_at_most: float = 600.0
-    reconnect_backoff: Backoff = EARLY_FAILURES  # after connections that ended unsettled
+    reconnect_backoff: Backoff = LINK_BACKOFF  # after connections that ended unsettled
     # A platform that pushes to hermes (webhooks) keeps admitting what comes while its
     # token is refused (the platform holds nothing for us); only its sends wait.
     receives_when_refused: bool = False
@@ -316,7 +298,7 @@ class PlatformAdapter(Actor, Generic[C]):
 
     def detail(self) -> dict[str, Any]:
         deadline = self.progress_deadline if math.isfinite(self.progress_deadline) else None
-        return {**self.status.detail(), "deadline": deadline}  # None: it waits on nobody
+        return {**self.status.detail("adapter"), "deadline": deadline}  # None: it waits on nobody
 
     async def _send(self, msg: Send) -> None:
         """One send, shielded for up to its deadline: a connection replaced under it (a
@@ -461,7 +443,7 @@ class AdapterSetup:
     name: str
     config: PlatformConfig
     secrets: Secrets
-    status: AdapterStatus
+    status: LinkStatus
     admit: Admit
     cursors: Cursors | None = None
     cache: Path | None = None

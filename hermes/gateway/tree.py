@@ -21,8 +21,9 @@ import attrs
 from hermes.actors.backoff import Backoff
 from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
+from hermes.actors.link import LinkStatus
 from hermes.actors.supervisor import ChildSpec, Restart, Strategy, Supervisor
-from hermes.adapters.base import AdapterSetup, AdapterStatus, PlatformAdapter
+from hermes.adapters.base import AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import DeliveryFailed
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.local.endpoint import LocalEndpoint
@@ -150,7 +151,7 @@ def build_root(
     speech = Speech.of(config.media, secrets_)  # a key named and unset: refused here
     tz = config.zone()
     names = ["local", *config.enabled_platforms()]
-    statuses = {name: AdapterStatus() for name in names}
+    statuses = {name: LinkStatus() for name in names}
     services = Services.for_platforms(clock or Clock(), names)
     live = ServeLive(services, agent.context_files)
 

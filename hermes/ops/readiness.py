@@ -13,14 +13,12 @@ from typing import Any
 import apsw
 import attrs
 
+from hermes.actors.link import DOWN, LIVE
 from hermes.actors.snapshot import RunState, Snapshot
-from hermes.agent.mcp.setup import FAILED
 from hermes.cron.store import list_jobs
 from hermes.delivery.outbox_store import DEAD, UNKNOWN, depth, state_counts
 from hermes.state.db import Db
 from hermes.state.errors import StateError
-
-LIVE = "live"
 
 
 @attrs.frozen
@@ -130,9 +128,9 @@ async def readiness(tree: Snapshot, db: Db, now: float) -> Readiness:
     body["mcp"] = mcp_servers(tree)
     # A failing MCP server costs its tools, not the gateway: listed, never unready.
     body["degraded"] = [
-        f"MCP server {name} is failed: {m['reason']}"
+        f"MCP server {name} is down: {m['reason']}"
         for name, m in body["mcp"].items()
-        if m["state"] == FAILED
+        if m["state"] == DOWN
     ]
     body["problems"] = problems
     body["ready"] = not problems

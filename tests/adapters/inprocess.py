@@ -20,10 +20,11 @@ import trio
 
 from hermes.actors.address import Address
 from hermes.actors.backoff import Backoff
+from hermes.actors.link import LinkStatus
 from hermes.actors.ref import Ref
 from hermes.actors.reply import Reply
 from hermes.actors.supervisor import ChildSpec, Restart, Supervisor
-from hermes.adapters.base import AdapterFactory, AdapterSetup, AdapterStatus, PlatformAdapter
+from hermes.adapters.base import AdapterFactory, AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import Cursor, InboundEvent, Send, SendRequest, SendResult
 from hermes.adapters.cursors import Cursors
 from hermes.config import PlatformConfig, Secrets
@@ -83,8 +84,8 @@ class Admissions:
         return self.times[self.ids.index(event_id)]
 
 
-class WatchedStatus(AdapterStatus):
-    """An AdapterStatus that remembers every state it went through and wakes waiters."""
+class WatchedStatus(LinkStatus):
+    """An LinkStatus that remembers every state it went through and wakes waiters."""
 
     def __init__(self) -> None:
         object.__setattr__(self, "history", [])

@@ -56,8 +56,9 @@ import trio
 import trio.testing
 
 from hermes.actors.clock import Clock
+from hermes.actors.link import BACKING_OFF, FATAL, LIVE
 from hermes.adapters import contract
-from hermes.adapters.base import BACKING_OFF, FATAL, LIVE, AdapterFactory
+from hermes.adapters.base import AdapterFactory
 from hermes.adapters.contract import (
     Permanent,
     RetryAfter,

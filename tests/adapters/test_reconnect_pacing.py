@@ -11,13 +11,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from hermes.adapters.base import (
-    BACKING_OFF,
-    EARLY_FAILURES,
-    AdapterSetup,
-    AdapterStatus,
-    PlatformAdapter,
-)
+from hermes.actors.link import BACKING_OFF, LINK_BACKOFF, LinkStatus
+from hermes.adapters.base import AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import Cursor, InboundEvent
 from hermes.config import PlatformConfig, Secrets
 
@@ -32,7 +27,7 @@ class Flapping(PlatformAdapter[PlatformConfig]):
 
     platform = "flapping"
 
-    def __init__(self, status: AdapterStatus, healthy: frozenset[int] = frozenset()) -> None:
+    def __init__(self, status: LinkStatus, healthy: frozenset[int] = frozenset()) -> None:
         super().__init__(
             AdapterSetup("flapping", PlatformConfig(), Secrets({}, frozenset()), status, admit)
         )
@@ -65,13 +60,13 @@ async def flap_for(adapter: Flapping, seconds: float) -> list[float]:
 async def test_early_failures_get_a_growing_jittered_pace_that_stays_under_discords_cap(
     autojump_clock,
 ):
-    status = AdapterStatus()
+    status = LinkStatus()
     starts = await flap_for(Flapping(status), 24 * 3600.0)
     gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
     assert sum(t < 60 for t in starts) <= 4  # the first minute of a flapping gateway
-    assert gaps[0] >= EARLY_FAILURES.minimum and all(g >= gaps[0] / 2 for g in gaps)
-    assert all(g <= EARLY_FAILURES.maximum for g in gaps)
-    assert sum(g >= EARLY_FAILURES.maximum / 2 for g in gaps) > len(gaps) - 8  # capped soon
+    assert gaps[0] >= LINK_BACKOFF.minimum and all(g >= gaps[0] / 2 for g in gaps)
+    assert all(g <= LINK_BACKOFF.maximum for g in gaps)
+    assert sum(g >= LINK_BACKOFF.maximum / 2 for g in gaps) > len(gaps) - 8  # capped soon
     assert len(starts) < 1000  # IDENTIFYs a day, Discord's cap
     assert len(set(gaps[8:])) > 1  # jittered: two hermes do not retry in step
     assert status.early_failures == len(starts)
@@ -79,10 +74,10 @@ async def test_early_failures_get_a_growing_jittered_pace_that_stays_under_disco
 
 @pytest.mark.timeout(30)
 async def test_a_settled_connection_is_followed_at_once_and_ends_the_run(autojump_clock):
-    status = AdapterStatus()
+    status = LinkStatus()
     adapter = Flapping(status, healthy=frozenset({5}))
     starts = await flap_for(adapter, 600.0)
     gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
     assert gaps[4] == 0  # after the settled 5th, the 6th at once
-    assert EARLY_FAILURES.minimum <= gaps[5] <= 2 * EARLY_FAILURES.minimum  # a new run
-    assert gaps[3] > 2 * EARLY_FAILURES.minimum  # the run before it had grown
+    assert LINK_BACKOFF.minimum <= gaps[5] <= 2 * LINK_BACKOFF.minimum  # a new run
+    assert gaps[3] > 2 * LINK_BACKOFF.minimum  # the run before it had grown

@@ -10,9 +10,10 @@ import trio
 import trio.testing
 from mcp import types
 
+from hermes.actors.link import DOWN
 from hermes.actors.snapshot import RunState, Snapshot
 from hermes.agent.mcp.servers import McpServers
-from hermes.agent.mcp.setup import FAILED, McpSetup
+from hermes.agent.mcp.setup import McpSetup
 from hermes.agent.mcp.tool import offered_name, render
 from hermes.agent.tools.base import capped
 from hermes.config import McpConfig, McpServerConfig, Secrets
@@ -25,7 +26,7 @@ from hermes.terminal.session import TerminalSession
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 
 
-async def test_a_server_that_never_comes_up_is_failed_but_serve_stays_ready(
+async def test_a_server_that_never_comes_up_is_down_but_serve_stays_ready(
     autojump_clock, registry, home
 ):
     servers = {
@@ -36,19 +37,19 @@ async def test_a_server_that_never_comes_up_is_failed_but_serve_stays_ready(
     mcp = McpServers(McpConfig(servers), setup)
     async with trio.open_nursery() as nursery:
         tree = await nursery.start(mcp.tree().run)
-        await mcp.until(lambda: all(mcp.status(n).state == FAILED for n in servers))
+        await mcp.until(lambda: all(mcp.status(n).state == DOWN for n in servers))
         assert "No such file" in mcp.status("gone").reason
         assert mcp.status("keyless").reason == "env: the variable MCP_KEY_NOT_SET is not set"
-        assert mcp.status("gone").failures >= 3
+        assert mcp.status("gone").early_failures >= 3
         await trio.testing.wait_all_tasks_blocked()  # its actor's end ran (a flush keeps it)
         snapshot = Snapshot("serve", "Supervisor", RunState.RUNNING, children=(tree.snapshot(),))
         async with Db(registry, home.state_db) as db:
             ready = await readiness(snapshot, db, 0.0)
         tree.drain(trio.current_time() + 5)
-    assert mcp.status("gone").state == FAILED  # a stop after a failure keeps what it said
-    assert ready.body["mcp"]["gone"]["state"] == FAILED
+    assert mcp.status("gone").state == DOWN  # a stop after a failure keeps what it said
+    assert ready.body["mcp"]["gone"]["state"] == DOWN
     assert ready.body["mcp"]["gone"]["restarts"] >= 2
-    assert "MCP server gone is failed: " in ready.body["degraded"][0]
+    assert "MCP server gone is down: " in ready.body["degraded"][0]
     assert ready.ready and ready.body["problems"] == []
 
 

@@ -17,8 +17,9 @@ import trio
 
 from hermes.actors.actor import Actor
 from hermes.actors.clock import Clock
+from hermes.actors.link import LinkStatus
 from hermes.adapters import contract
-from hermes.adapters.base import AdapterSetup, AdapterStatus
+from hermes.adapters.base import AdapterSetup
 from hermes.adapters.contract import (
     Permanent,
     RetryAfter,
@@ -394,7 +395,7 @@ async def telegram(url: str, admitted: list | None = None):
             admitted.append(event)
         return True
 
-    actor = TelegramAdapter(AdapterSetup(TELEGRAM, config, secrets, AdapterStatus(), admit))
+    actor = TelegramAdapter(AdapterSetup(TELEGRAM, config, secrets, LinkStatus(), admit))
     async with trio.open_nursery() as nursery:
         yield await nursery.start(actor.run)
         actor.request_drain(trio.current_time())

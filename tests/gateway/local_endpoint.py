@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from hermes.adapters.base import AdapterStatus
+from hermes.actors.link import LinkStatus
 from hermes.adapters.contract import Cursor, InboundEvent
 from hermes.adapters.local.endpoint import LocalEndpoint
 from hermes.adapters.local.jsonrpc import METHOD_NOT_FOUND, RpcError
@@ -36,4 +36,4 @@ class Admissions:
 
 
 def local_endpoint(admissions: Admissions) -> LocalEndpoint:
-    return LocalEndpoint("127.0.0.1", 0, TOKEN, no_methods, AdapterStatus(), admissions)
+    return LocalEndpoint("127.0.0.1", 0, TOKEN, no_methods, LinkStatus(), admissions)

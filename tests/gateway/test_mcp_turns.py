@@ -12,11 +12,12 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import trio
 
+from hermes.actors.link import LIVE
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.mcp import servers
 from hermes.agent.mcp.servers import McpServers
-from hermes.agent.mcp.setup import READY, McpSetup
+from hermes.agent.mcp.setup import McpSetup
 from hermes.agent.offline import OfflineProvider, tool_line
 from hermes.agent.tools.catalog import default_tools
 from hermes.config import Config, McpConfig, McpServerConfig, PlatformConfig, Secrets
@@ -55,7 +56,7 @@ async def running_servers(home, **servers: McpServerConfig) -> AsyncIterator[Mcp
     setup = McpSetup(Secrets({}, frozenset()), EnvPolicy(), home.workspace)
     mcp = McpServers(McpConfig(servers), setup)
     async with mcp.running():
-        assert all(mcp.status(n).state == READY for n in servers)
+        assert all(mcp.status(n).state == LIVE for n in servers)
         yield mcp
 
 
@@ -91,7 +92,7 @@ async def test_a_server_killed_mid_call_is_restarted_and_the_call_says_so(regist
             await reports.until("dying")
             assert "the MCP server echo stopped during the call" in answer.text
             await reports.until("started", nth=2)  # its supervisor started it again
-            await mcp.until(lambda: mcp.status("echo").state == READY)
+            await mcp.until(lambda: mcp.status("echo").state == LIVE)
             again = await h.ask("alice", tool_line("mcp_echo_echo", text="back"))
             assert "back" in again.text
 
@@ -106,7 +107,7 @@ async def test_an_http_server_gone_mid_call_ends_the_call_at_once(registry, home
                     with trio.fail_after(30):  # below the call's 60 s timeout
                         answer = await h.ask("alice", tool_line("mcp_echo_die"))
                     assert "the MCP server echo stopped during the call" in answer.text
-                    await mcp.until(lambda: mcp.status("echo").state != READY)
+                    await mcp.until(lambda: mcp.status("echo").state != LIVE)
                     again = await h.ask("alice", tool_line("mcp_echo_echo", text="x"))
                     assert "the MCP server echo is not running now" in again.text
 
@@ -172,8 +173,8 @@ async def test_a_user_is_not_offered_an_owners_server(registry, home, fake):
             allowed = await h.ask("bob", tool_line("mcp_shared_echo", text="shared"))
             assert "shared" in allowed.text
             listed = (await h.ask("bob", "/mcp")).text
-            assert listed.startswith("shared [stdio] ready") and "echo [stdio]" not in listed
-            assert "echo [stdio] ready" in (await h.ask("alice", "/mcp")).text
+            assert listed.startswith("shared [stdio] live") and "echo [stdio]" not in listed
+            assert "echo [stdio] live" in (await h.ask("alice", "/mcp")).text
     refusal = "error: the mcp_echo_echo tool is not available to a user here"
     assert tool_rows(home, "mcp_echo_echo") == [f"{refusal} (its MCP server's roles)"]
 

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
+from hermes.actors.link import LIVE
 from hermes.actors.snapshot import Snapshot
-from hermes.agent.mcp.setup import READY
 from hermes.agent.offline import tool_line
 from hermes.terminal.tree import ProcessId
 from tests.adapters.serving import Serve, in_thread, serving
@@ -26,7 +26,7 @@ async def until_ready(serve: Serve, name: str, timeout: float = 30.0) -> None:
         tree = Snapshot.from_dict((await serve.rpc("status", {}))["result"])
         node = next(c for c in tree.children if c.name == "mcp")
         states = [a.detail.get("mcp") for s in node.children if s.name == name for a in s.children]
-        if states == [READY]:
+        if states == [LIVE]:
             return
         assert trio.current_time() < deadline, f"MCP server {name} never became ready: {states}"
         await trio.sleep(0.05)
@@ -61,7 +61,7 @@ async def test_stop_cancels_an_mcp_call_and_no_process_outlives_serve(home, fake
         assert child is not None and server is not None
 
         listed = await serve.rpc("chat.send", {"text": "/mcp", "session": session})
-        assert "echo [stdio] ready" in listed["result"]["text"]
+        assert "echo [stdio] live" in listed["result"]["text"]
         assert "mcp_echo_slow" in listed["result"]["text"]
 
         answers = []

@@ -41,7 +41,8 @@ from trio_websocket import (
     serve_websocket,
 )
 
-from hermes.adapters.base import AdapterSetup, AdapterStatus, PlatformAdapter
+from hermes.actors.link import LinkStatus
+from hermes.adapters.base import AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import (
     Admit,
     ChatType,
@@ -114,7 +115,7 @@ class LocalEndpoint(PlatformAdapter[PlatformConfig]):
         port: int,
         token: str,
         methods: Handler,
-        status: AdapterStatus,
+        status: LinkStatus,
         admit: Admit,
         on_bound: Callable[[int], None] = lambda port: None,
         name: str = "local",

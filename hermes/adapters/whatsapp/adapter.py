@@ -39,7 +39,8 @@ import attrs
 import httpx
 import trio
 
-from hermes.adapters.base import FATAL, AdapterFatal, AdapterSetup
+from hermes.actors.link import FATAL
+from hermes.adapters.base import AdapterFatal, AdapterSetup
 from hermes.adapters.contract import (
     Cursor,
     Fetched,

@@ -21,19 +21,9 @@ from mcp import ClientSession, types
 from mcp.shared.exceptions import McpError
 
 from hermes.actors.actor import Actor
+from hermes.actors.link import BACKING_OFF, CONNECTING, DOWN, LIVE, STOPPED, LinkStatus
 from hermes.agent.mcp.link import ServerLink
-from hermes.agent.mcp.setup import (
-    BACKING_OFF,
-    CONNECTING,
-    FAILED,
-    FAILED_AFTER,
-    READY,
-    START_TIMEOUT,
-    STOPPED,
-    McpSetup,
-    McpStatus,
-    ServerEnded,
-)
+from hermes.agent.mcp.setup import START_TIMEOUT, McpSetup, ServerEnded
 from hermes.agent.mcp.transports import Transport, http_transport, stdio_transport
 from hermes.config import McpServerConfig
 
@@ -55,7 +45,7 @@ class McpServer(Actor):
         name: str,
         config: McpServerConfig,
         setup: McpSetup,
-        status: McpStatus,
+        status: LinkStatus,
         publish: Callable[[ServerLink | None, list[types.Tool] | None], None],
     ) -> None:
         super().__init__(name)
@@ -67,15 +57,15 @@ class McpServer(Actor):
         self._ready = False  # this incarnation's session came up
 
     def detail(self) -> dict[str, Any]:
-        return self.status.detail()
+        return self.status.detail("mcp")
 
     async def on_start(self) -> None:
-        if self.status.state != FAILED:
+        if self.status.state != DOWN:
             self.status.state = CONNECTING
         self.nursery.start_soon(self._connection)
 
     async def flush(self) -> None:
-        if self.status.state in (CONNECTING, READY):  # not after a failure: keep what it said
+        if self.status.state in (CONNECTING, LIVE):  # not after a failure: keep what it said
             self.status.state, self.status.reason = STOPPED, None
 
     async def _connection(self) -> None:
@@ -87,16 +77,16 @@ class McpServer(Actor):
                 raise ServerEnded(transport.why or "the server's session ended")
         except Exception as exc:
             why = self.setup.redact(_describe(exc))  # shown in /mcp and /ready
-            if not self._ready:
-                self.status.failures += 1
-            failed = self.status.failures >= FAILED_AFTER
-            self.status.state = FAILED if failed else BACKING_OFF
-            self.status.reason = why
+            if self._ready:  # it was up: a fault, tried again at once
+                self.status.state, self.status.reason = BACKING_OFF, why
+            else:
+                self.status.failed_early(why)  # down after a few in a row
+            failed = self.status.state == DOWN
             log.warning(
                 "MCP server %s: %s%s",
                 self.name,
                 why,
-                f" ({self.status.failures} failed starts in a row)" * failed,
+                f" ({self.status.early_failures} failed starts in a row)" * failed,
                 exc_info=None if _expected(exc) else exc,
             )
             self.publish(None, None)  # its state changed: whoever waits on that looks
@@ -117,7 +107,8 @@ class McpServer(Actor):
                     await session.initialize()
                     self.publish(link, await _list_tools(session))
                 self._ready = True
-                self.status.state, self.status.reason, self.status.failures = READY, None, 0
+                self.status.live()
+                self.status.settled()
                 log.info("MCP server %s is ready", self.name)
                 await self._keep(session, link)
             finally:

@@ -23,8 +23,9 @@ import attrs
 import trio
 
 from hermes.actors.backoff import Backoff
+from hermes.actors.link import CONNECTING, LinkStatus
 from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
-from hermes.agent.mcp.setup import CONNECTING, START_TIMEOUT, McpSetup, McpStatus
+from hermes.agent.mcp.setup import START_TIMEOUT, McpSetup
 from hermes.agent.permissions import granted
 from hermes.agent.tools.base import schema
 from hermes.config import McpConfig, McpServerConfig, Role
@@ -47,7 +48,7 @@ SERVER_SCHEMAS = 60_000  # characters of one server's tool schemas offered in ea
 class _Server:
     name: str
     config: McpServerConfig
-    status: McpStatus = attrs.Factory(McpStatus)
+    status: LinkStatus = attrs.Factory(LinkStatus)
     link: ServerLink | None = None
     tools: dict[str, McpTool] = attrs.Factory(dict)  # by offered name: the last listing
 
@@ -177,7 +178,7 @@ class McpServers:
                 return found
         return None
 
-    def status(self, name: str) -> McpStatus:
+    def status(self, name: str) -> LinkStatus:
         return self._servers[name].status
 
     async def until(self, check: Callable[[], object]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 import attrs
 
@@ -15,31 +14,11 @@ from hermes.actors.errors import Unavailable
 from hermes.config import McpServerConfig, Secrets
 from hermes.terminal.env import EnvPolicy
 
-CONNECTING, READY, BACKING_OFF, FAILED, STOPPED = (
-    "connecting",
-    "ready",
-    "backing_off",
-    "failed",
-    "stopped",
-)
-FAILED_AFTER = 3  # starts in a row that never came up: the server shows as failed
 START_TIMEOUT = 60.0  # seconds to initialize and list tools (npx may download first)
 
 
 class ServerEnded(Unavailable):
     """The server went away (its process exited, its endpoint failed)."""
-
-
-@attrs.define
-class McpStatus:
-    """One server's state, kept across its actor's restarts."""
-
-    state: str = CONNECTING
-    reason: str | None = None
-    failures: int = 0  # starts in a row that ended before the server was ready
-
-    def detail(self) -> dict[str, Any]:
-        return {"mcp": self.state, "reason": self.reason}
 
 
 @attrs.frozen

@@ -18,7 +18,7 @@ import pytest
 
 from hermes.actors.backoff import Backoff
 from hermes.actors.clock import Clock
-from hermes.adapters.base import EARLY_FAILURES
+from hermes.actors.link import LINK_BACKOFF
 from hermes.adapters.cursors import Cursors
 from tests.adapters.discord.inprocess import NAME, QuickDiscord, running_discord
 from tests.adapters.inprocess import Admissions
@@ -57,7 +57,7 @@ async def test_a_flapping_gateway_gets_identifies_at_a_growing_pace(discord):
         gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
         for attempt, gap in enumerate(gaps, start=1):  # each waited its backoff at least
             assert gap >= pace.delay(attempt, Lowest()), (attempt, gaps)
-        minute = 60 * pace.minimum / EARLY_FAILURES.minimum  # hermes's first minute, here
+        minute = 60 * pace.minimum / LINK_BACKOFF.minimum  # hermes's first minute, here
         assert sum(t < times[0] + minute for t in times) <= 4, gaps
         assert run.status.early_failures >= 5
         assert run.restarts == 0 and len(run.incarnations) == 1  # answers, not crashes

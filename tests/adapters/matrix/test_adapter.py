@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from hermes.actors.clock import Clock
-from hermes.adapters.base import FATAL, AdapterFatal
+from hermes.actors.link import FATAL
+from hermes.adapters.base import AdapterFatal
 from hermes.adapters.contract import SendRequest, Sent, Target
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.matrix.adapter import MatrixAdapter

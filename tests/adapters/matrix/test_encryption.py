@@ -11,7 +11,7 @@ import pytest
 import vodozemac
 
 from hermes.actors.clock import Clock
-from hermes.adapters.base import FATAL
+from hermes.actors.link import FATAL
 from hermes.adapters.contract import RetryAfter, SendRequest, Sent, Target
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.matrix.adapter import MatrixAdapter

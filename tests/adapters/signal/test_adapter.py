@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from hermes.actors.clock import Clock
-from hermes.adapters.base import FATAL
+from hermes.actors.link import FATAL
 from hermes.adapters.contract import (
     OutFile,
     Permanent,
