@@ -61,8 +61,8 @@ class Codes:
 def _says(refusal: Refusal, words: frozenset[str]) -> bool:
     if refusal.code in words:
         return True
-    text = refusal.text.lower()
-    return any(w.lower() in text for w in words if not w.isdigit() and not w.isupper())
+    text = refusal.text.lower()  # a phrase; a code (digits, CAPITALS, none) only as a code
+    return any(w.lower() in text for w in words if w and not w.isdigit() and not w.isupper())
 
 
 def is_auth(refusal: Refusal, codes: Codes) -> bool:

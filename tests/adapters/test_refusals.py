@@ -6,6 +6,7 @@ message that is gone is read by its adapter into a Refusal, and the one table
 from __future__ import annotations
 
 from collections.abc import Callable
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ from hermes.adapters.http import HttpAnswer
 from hermes.adapters.matrix.api import CODES as MATRIX
 from hermes.adapters.matrix.api import sent_or_refusal
 from hermes.adapters.refusals import Codes, Refusal, is_auth, result_of, retry_after
+from hermes.adapters.signal.adapter import CODES as SIGNAL
 from hermes.adapters.slack.adapter import CODES as SLACK
 from hermes.adapters.slack.api import refusal_of as slack_refusal
 from hermes.adapters.telegram.adapter import CODES as TELEGRAM
@@ -134,6 +136,16 @@ def test_each_platforms_refusal_means_the_same(platform, case):
 def test_an_smtp_refusal_is_passing_at_4xx_and_final_at_5xx():
     assert isinstance(result_of(Refusal(0, "451", "451 try later"), EMAIL), RetryAfter)
     assert isinstance(result_of(Refusal(0, "550", "550 no such user"), EMAIL), Permanent)
+
+
+def test_a_signal_recipients_failure_is_read_by_its_type():
+    """A code is matched as a code, never as a phrase of the text ("" names the
+    failures signal-cli did not name: passing; it is in every text)."""
+    unregistered = Refusal(0, "UNREGISTERED_FAILURE", "+4915 is not on Signal")
+    assert isinstance(result_of(unregistered, SIGNAL), Permanent)
+    assert result_of(Refusal(0, "", "failed (send)"), SIGNAL) == RetryAfter(None, ANY)
+    limited = Refusal(0, "RATE_LIMIT_FAILURE", "rate limited", 30.0, True)
+    assert result_of(limited, SIGNAL) == RetryAfter(30.0, ANY, scope_wide=True)
 
 
 def test_a_wait_is_read_one_way():
