@@ -8,23 +8,28 @@ config that names one loads only that one's settings.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
 from hermes.adapters.platform import Limit, Platform
 from hermes.config import PlatformConfig
 
+V = TypeVar("V")
 NAMES = ("local", "telegram", "slack", "discord", "whatsapp", "email", "matrix", "signal")
 DEFAULT_LIMIT = Limit(4000, "chars")  # a platform hermes does not know (a mirror of one)
 
 
-class _Platforms(Mapping[str, Platform]):
-    """Each record is `hermes.adapters.<name>.platform`'s `<NAME>`, imported on first read."""
+class _ByName(Mapping[str, V]):
+    """What `read(name)` gives for each name of NAMES, computed when it is first asked for
+    (reading a record imports its platform's package)."""
 
-    def __getitem__(self, name: str) -> Platform:
+    def __init__(self, read: Callable[[str], V]) -> None:
+        self._read = read
+
+    def __getitem__(self, name: str) -> V:
         if name not in NAMES:
             raise KeyError(name)
-        module = importlib.import_module(f"hermes.adapters.{name}.platform")
-        return getattr(module, name.upper())
+        return self._read(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(NAMES)
@@ -33,21 +38,13 @@ class _Platforms(Mapping[str, Platform]):
         return len(NAMES)
 
 
-class _Sections(Mapping[str, type[PlatformConfig]]):
-    """Each platform's section of config.yaml, read from its record when asked for."""
-
-    def __getitem__(self, name: str) -> type[PlatformConfig]:
-        return PLATFORMS[name].settings
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(NAMES)
-
-    def __len__(self) -> int:
-        return len(NAMES)
+def _record(name: str) -> Platform:
+    """`hermes.adapters.<name>.platform`'s `<NAME>`."""
+    return getattr(importlib.import_module(f"hermes.adapters.{name}.platform"), name.upper())
 
 
-PLATFORMS: Mapping[str, Platform] = _Platforms()
-SECTIONS: Mapping[str, type[PlatformConfig]] = _Sections()
+PLATFORMS: Mapping[str, Platform] = _ByName(_record)
+SECTIONS: Mapping[str, type[PlatformConfig]] = _ByName(lambda name: PLATFORMS[name].settings)
 
 
 def chat_platforms() -> dict[str, Platform]:

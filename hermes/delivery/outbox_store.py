@@ -83,44 +83,13 @@ _COLUMNS = (
 
 
 def _row(values: tuple) -> OutboxRow:
-    (
-        id_,
-        platform,
-        chat,
-        thread,
-        scope,
-        text,
-        reply_to,
-        kind,
-        origin,
-        key,
-        state,
-        attempts,
-        not_before,
-        created,
-        error,
-        message_id,
-        plain,
-        buttons,
-        live,
-        shown,
-        file,
-    ) = values
+    # The columns from text to message_id are the record's fields in the same order.
+    id_, platform, chat, thread, scope, *same, plain, buttons, live, shown, file = values
     pressed = tuple(Button(*b) for b in json.loads(buttons)) if buttons else ()
     return OutboxRow(
         id_,
         Target(platform, chat, thread, scope),
-        text,
-        reply_to,
-        kind,
-        origin,
-        key,
-        state,
-        attempts,
-        not_before,
-        created,
-        error,
-        message_id,
+        *same,
         bool(plain),
         pressed,
         bool(live),

@@ -143,6 +143,27 @@ class SessionHost:
         """Whether `event`'s conversation is its chat's, everyone's in it."""
         return shared(event.target(), event.chat_type, self.keying)
 
+    def _new_row(
+        self, session_id: str, event: InboundEvent, key: str, *, titled: bool = False
+    ) -> NewSession:
+        """The row of a session `event` starts under `key` (`titled`: named by the event's
+        title, where it has one; a /new session is named by what comes next)."""
+        title = event.title if titled else None
+        return NewSession(
+            session_id,
+            source=event.platform,
+            session_key=key,
+            chat_id=event.chat_id,
+            chat_type=str(event.chat_type),
+            thread_id=event.thread_id,
+            user_id=event.user_id,
+            user_name=event.user_name,
+            scope_id=event.scope_id,
+            title=title,
+            title_source="derived" if title else None,
+            started_at=self.clock.now(),
+        )
+
     async def start_new(self, event: InboundEvent) -> str:
         """/new: the key's next message starts a new session; returns its id. It is
         written at once, as the key's live session: state.db, not this router's
@@ -152,21 +173,7 @@ class SessionHost:
             key = self.key_of(event)
             self.current[key] = session_id
             await self.db.write(detach, key)  # a chat /continue attached goes back to its own
-            await self.db.write(
-                ensure_session,
-                NewSession(
-                    session_id,
-                    source=event.platform,
-                    session_key=key,
-                    chat_id=event.chat_id,
-                    chat_type=str(event.chat_type),
-                    thread_id=event.thread_id,
-                    user_id=event.user_id,
-                    user_name=event.user_name,
-                    scope_id=event.scope_id,
-                    started_at=self.clock.now(),
-                ),
-            )
+            await self.db.write(ensure_session, self._new_row(session_id, event, key))
         return session_id
 
     def turn_context(
@@ -217,23 +224,8 @@ class SessionHost:
             return entry[1]
         row = await self.db.read(get_session, session_id)  # a read: no commit
         if row is None:
-            await self.db.write(
-                ensure_session,
-                NewSession(
-                    session_id,
-                    source=event.platform,
-                    session_key=self.key_of(event),
-                    chat_id=event.chat_id,
-                    chat_type=str(event.chat_type),
-                    thread_id=event.thread_id,
-                    user_id=event.user_id,
-                    user_name=event.user_name,
-                    scope_id=event.scope_id,
-                    title=event.title,
-                    title_source="derived" if event.title else None,
-                    started_at=self.clock.now(),
-                ),
-            )
+            fresh = self._new_row(session_id, event, self.key_of(event), titled=True)
+            await self.db.write(ensure_session, fresh)
         services = self.services
         home = HermesHome(self.home_root)
         own = await own_directory(home.workspace, session_id)
