@@ -167,6 +167,7 @@ class PlatformAdapter(Actor, Generic[C]):
         # few at once: each may hold a file's worth of buffers.
         self._files = trio.Semaphore(FILES_AT_ONCE)
         self._typing: dict[str, trio.CancelScope] = {}  # event id -> its indicator
+        self._current: trio.CancelScope | None = None  # the connection running now
 
     @classmethod
     def configured(cls, config: PlatformConfig) -> C:
@@ -227,7 +228,7 @@ class PlatformAdapter(Actor, Generic[C]):
         self._last = trio.current_time()
         self.status.last_progress = self._last
         if self.status.state != LIVE:
-            self.status.state, self.status.reason = LIVE, None
+            self.status.live()
 
     async def wait_as_told(self, seconds: float, why: str) -> None:
         """The platform answered "not now, wait `seconds`" (a 429, a conflict): the
@@ -260,6 +261,8 @@ class PlatformAdapter(Actor, Generic[C]):
         log.error("%s: %s; %s", self.name, reason, "not restarting" if stop else "not sending")
         self.status.state, self.status.reason = FATAL, reason
         if stop:
+            if self._current is not None:  # a send found it: its connection ends here too
+                self._current.cancel()
             self.stop()
 
     def settled(self) -> None:
@@ -268,7 +271,7 @@ class PlatformAdapter(Actor, Generic[C]):
         live session): when it ends the next one starts at once, and the run of early
         failures is over."""
         self._settled = True
-        self.status.early_failures = 0
+        self.status.settled()
 
     # -- the base -------------------------------------------------------------
 
@@ -376,15 +379,19 @@ class PlatformAdapter(Actor, Generic[C]):
 
     async def _connect_once(self) -> str | None:
         """One `connect()` under its own cancel scope and watchdog: why it ended, or None
-        when it was fatal."""
+        when the adapter is fatal (its connection's end, or a send's refused token)."""
         self._settled = False
         self._last = trio.current_time()
         watch = trio.CancelScope()
         with trio.CancelScope() as connection:
+            self._current = connection
             self.nursery.start_soon(self._watch, connection, watch)
             try:
-                return await self.connect() or f"{self.platform}: the connection ended"
+                why = await self.connect() or f"{self.platform}: the connection ended"
+                return None if self.status.state == FATAL else why
             except Exception as exc:
+                if self.status.state == FATAL:  # a send found the token refused meanwhile
+                    return None
                 ended = _found_in(exc, ConnectionEnded)
                 if ended is not None:
                     return str(ended)
@@ -398,6 +405,9 @@ class PlatformAdapter(Actor, Generic[C]):
                 return None
             finally:
                 watch.cancel()
+                self._current = None
+        if self.status.state == FATAL:  # ended by `fatal`, not by the watchdog
+            return None
         why = f"no progress for {self.progress_deadline:g} s"
         self.status.state, self.status.reason = BACKING_OFF, why
         raise ProgressLost(f"{self.name}: {why}")

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.testing
 
-from hermes.actors.link import BACKING_OFF, LINK_BACKOFF, LinkStatus
+from hermes.actors.link import BACKING_OFF, FATAL, LINK_BACKOFF, LinkStatus
 from hermes.adapters.base import AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import Cursor, InboundEvent
+from hermes.adapters.refusals import Codes, Refusal
 from hermes.config import PlatformConfig, Secrets
 
 
@@ -81,3 +83,34 @@ async def test_a_settled_connection_is_followed_at_once_and_ends_the_run(autojum
     assert gaps[4] == 0  # after the settled 5th, the 6th at once
     assert LINK_BACKOFF.minimum <= gaps[5] <= 2 * LINK_BACKOFF.minimum  # a new run
     assert gaps[3] > 2 * LINK_BACKOFF.minimum  # the run before it had grown
+
+
+class Closing(Flapping):
+    """A connection that stays until the platform closes it (`closed`)."""
+
+    def __init__(self, status: LinkStatus) -> None:
+        super().__init__(status)
+        self.closed = trio.Event()
+
+    async def connect(self) -> str:
+        self.connects.append(trio.current_time())
+        self.progress()
+        await self.closed.wait()
+        return "the gateway closed the socket (4000)"
+
+
+@pytest.mark.timeout(30)
+async def test_a_token_a_send_found_refused_is_not_undone_by_the_connection_ending(
+    autojump_clock,
+):
+    """A send's refused token ends the adapter; the connection closing at the same moment
+    is not paced and reopened, and the status keeps the send's reason."""
+    status = LinkStatus()
+    adapter = Closing(status)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(adapter.run)
+        await trio.testing.wait_all_tasks_blocked()
+        adapter.refused(Refusal(401, "", "401 Unauthorized"), Codes())
+        adapter.closed.set()
+    assert (status.state, status.reason) == (FATAL, "the token was refused: 401 Unauthorized")
+    assert len(adapter.connects) == 1
