@@ -16,9 +16,9 @@ from hermes.cron.store import NewJob, create_job
 from tests.processes import wait_ready
 from tests.seed import writing
 
-JOBS = 20
-EVERY = 1.5  # 400 fires in 30 s: as many contended claims as a minute at 3 s, twice as dense
-FIRES = 20 * JOBS
+JOBS = 40
+EVERY = 0.75  # 400 fires in 7.5 s: 53 contended claims a second
+FIRES = 10 * JOBS
 
 
 @pytest.mark.timeout(240)
@@ -57,18 +57,18 @@ def test_two_serves_fire_every_occurrence_exactly_once(home, spawn):
     conn = apsw.Connection(str(home.state_db))
     rows = list(conn.execute("SELECT job_id, due_at, status, owner FROM cron_runs ORDER BY due_at"))
     conn.close()
-    fired = defaultdict(list)
-    fires_by_pid = Counter()
+    occurrences = defaultdict(list)  # every occurrence a row: fired, cut by the stop, or
+    fires_by_pid = Counter()  # skipped (the job's previous fire still ran: a loaded machine)
     for job_id, due_at, status, owner in rows:
-        assert status in ("ok", "interrupted"), (job_id, due_at, status)
+        assert status in ("ok", "interrupted", "skipped"), (job_id, due_at, status)
+        occurrences[job_id].append(due_at)
         if status == "ok":
-            fired[job_id].append(due_at)
             fires_by_pid[int(owner.rsplit(":", 2)[1])] += 1  # owner: "host:pid:random"
-    assert len(fired) == JOBS
-    for job_id, dues in fired.items():
-        assert len(dues) == len(set(dues)), f"{job_id} fired an occurrence twice"
+    assert len(occurrences) == JOBS
+    for job_id, dues in occurrences.items():
+        assert len(dues) == len(set(dues)), f"{job_id} took an occurrence twice"
         gaps = {round(b - a, 3) for a, b in zip(dues, dues[1:], strict=False)}
         assert gaps == {EVERY}, f"{job_id} missed an occurrence: gaps {gaps}"
-    assert sum(len(d) for d in fired.values()) >= FIRES
+    assert sum(fires_by_pid.values()) >= FIRES
     # Both serves took part: each owns fires, and no one else does.
     assert set(fires_by_pid) == {serve.pid for serve in serves}, fires_by_pid
