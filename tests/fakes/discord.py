@@ -203,10 +203,6 @@ add_attachment (its content a string, sent in UTF-8) (answer `{"ok": true, "resu
 from __future__ import annotations
 
 import argparse
-import email.message
-import email.parser
-import email.policy
-import email.utils
 import hashlib
 import hmac
 import itertools
@@ -223,7 +219,17 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 import attrs
 
 from tests.fakes.kit import infos, observed, serve_until_killed
-from tests.fakes.local_http import Blob, Reply, TrackedHandler, copy_json
+from tests.fakes.local_http import (
+    Blob,
+    ErrorShape,
+    Part,
+    Reply,
+    TrackedHandler,
+    copy_json,
+    form_parts,
+    match,
+    routes,
+)
 from tests.fakes.websocket import WebSocket, WebSocketFake
 
 TOKEN = "fake-discord-token"
@@ -331,69 +337,14 @@ class _File:
         }  # fmt: skip
 
 
-@attrs.define(eq=False)
-class _Part:
-    """One part of a multipart/form-data body."""
-
-    name: str | None
-    filename: str | None
-    content_type: str | None  # its Content-Type header as given (None: none)
-    data: bytes
-
-
 _FILE_PART = re.compile(r"files\[(\d+)\]")
 
 
-def _param(message: email.message.Message, name: str) -> str | None:
-    value = message.get_param(name, header="content-disposition")
-    return None if value is None else str(email.utils.collapse_rfc2231_value(value))
-
-
-def _form_parts(content_type: str, raw: bytes) -> list[_Part]:
-    """The parts of a multipart/form-data body (RFC 7578); ValueError for a body that is
-    not one. Each part's bytes are sliced out of `raw` once, never decoded."""
-    header = email.message.Message()
-    header["content-type"] = content_type
-    boundary = header.get_boundary()
-    if not boundary:
-        raise ValueError("no boundary")
-    delimiter = b"--" + boundary.encode("latin-1")
-    if raw.startswith(delimiter):
-        pos = len(delimiter)
-    else:
-        first = raw.find(b"\r\n" + delimiter)
-        if first < 0:
-            raise ValueError("no boundary in the body")
-        pos = first + 2 + len(delimiter)
-    parts: list[_Part] = []
-    while not raw.startswith(b"--", pos):  # the closing delimiter ends with "--"
-        eol = raw.find(b"\r\n", pos)
-        end = -1 if eol < 0 else raw.find(b"\r\n" + delimiter, eol)
-        if end < 0:
-            raise ValueError("a part without a boundary after it")
-        begin = eol + 2
-        if raw.startswith(b"\r\n", begin):
-            head, at = "", begin + 2
-        else:
-            blank = raw.find(b"\r\n\r\n", begin, end + 2)
-            if blank < 0:
-                raise ValueError("a part's headers without a blank line after them")
-            head, at = raw[begin : blank + 2].decode("utf-8", "replace"), blank + 4
-        headers = email.parser.HeaderParser(policy=email.policy.HTTP).parsestr(head)
-        given_type = headers.get("content-type")
-        parts.append(_Part(
-            _param(headers, "name"), _param(headers, "filename"),
-            None if given_type is None else str(given_type).strip(), raw[at:end],
-        ))  # fmt: skip
-        pos = end + 2 + len(delimiter)
-    return parts
-
-
-def _form(content_type: str, raw: bytes) -> tuple[Any, list[_Part]]:
+def _form(content_type: str, raw: bytes) -> tuple[Any, list[Part]]:
     """A multipart create's body (its `payload_json` part parsed, None if that is not
     JSON; without one, the other fields as strings) and its file parts (every part with a
     filename). ValueError for a body that is not multipart."""
-    parts = _form_parts(content_type, raw)
+    parts = form_parts(content_type, raw)
     files = [p for p in parts if p.filename is not None and p.name != "payload_json"]
     payload = next((p for p in parts if p.name == "payload_json"), None)
     if payload is not None:
@@ -409,8 +360,11 @@ def _guess_type(filename: str) -> str:
     return f"{guessed}; charset=utf-8" if guessed.startswith("text/") else guessed
 
 
+_ERRORS = ErrorShape("message", code="code")
+
+
 def _error(status: int, code: int, message: str) -> Reply:
-    return Reply(status, {"message": message, "code": code})
+    return _ERRORS.reply(status, message, code)
 
 
 def _form_error(path: list[str], code: str, message: str) -> dict[str, Any]:
@@ -567,7 +521,7 @@ def _attachment_entries(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {str(e["id"]): e for e in entries if isinstance(e, dict) and "id" in e}
 
 
-def _refused_files(fields: dict[str, Any], files: list[_Part]) -> Reply | None:
+def _refused_files(fields: dict[str, Any], files: list[Part]) -> Reply | None:
     """Discord's refusal of a create for its files or its nonce, or None."""
     errors = None
     nonce = fields.get("nonce")
@@ -588,7 +542,16 @@ def _timestamp() -> str:
 
 
 class FakeDiscord(WebSocketFake):
+    """Discord's REST API, Gateway and CDN, as the module's docstring tells."""
+
     name = "Discord"
+    _ROUTES = routes(
+        ("*", "/api/v10/interactions/{interaction_id}/{token}/callback", "_callback"),
+        ("GET", "/api/v10/gateway/bot", "_gateway_bot"),
+        ("GET", "/api/v10/users/@me", "_me"),
+        ("POST", "/api/v10/channels/{channel}/{kind:messages|typing}", "_post"),
+        ("PATCH", "/api/v10/channels/{channel}/messages/{message_id}", "_edit_message"),
+    )
     _ascii_json = True
     _other_verbs = ("PATCH", "PUT", "DELETE")  # PATCH edits a message; the rest 404/405
     _socket_class = _Socket
@@ -1320,63 +1283,62 @@ class FakeDiscord(WebSocketFake):
     def _internal_error(self) -> Reply:
         return _error(500, 0, "fake internal error")
 
-    def _handle(self, request: TrackedHandler, raw: bytes) -> Reply:
-        verb, headers = request.command, request.headers
-        parts = urlsplit(request.path)
-        if verb == "GET" and parts.path.startswith("/attachments/"):
-            return self._cdn(parts.path, parts.query)  # not the API: not in `calls`
+    def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
+        """The API's answer, recorded in `calls` (the CDN's is not: it is not the API)."""
+        verb, path = request.command, urlsplit(request.path).path
+        if verb == "GET" and path.startswith("/attachments/"):
+            return self._cdn(path, urlsplit(request.path).query)
         now = time.monotonic()
-        reply = self._rest(verb, parts.path, headers, raw, now)
-        with self._cond:
-            self._calls.append(
-                {"verb": verb, "path": parts.path, "status": reply.status, "at": now}
+        found = match(self._ROUTES, verb, API_PREFIX + path[len(API_PREFIX) :].strip("/"))
+        auth = str(request.headers.get("authorization", ""))
+        if not path.startswith(API_PREFIX):
+            reply = _error(404, 0, "404: Not Found")
+        elif isinstance(found, tuple) and found[0] == "_callback":
+            reply = _error(405, 0, "405: Method Not Allowed")
+            if verb == "POST":
+                reply = self._callback(raw, bool(auth), now, **found[1])
+        elif auth != f"Bot {self.token}":
+            reply = self._refuse("auth", None, _error(401, 0, "401: Unauthorized"), None, now)
+        elif isinstance(found, int):
+            reply = _error(
+                found, 0, "404: Not Found" if found == 404 else "405: Method Not Allowed"
             )
+        else:
+            reply = getattr(self, found[0])(request, raw, now, **found[1])
+        with self._cond:
+            self._calls.append({"verb": verb, "path": path, "status": reply.status, "at": now})
             self._cond.notify_all()
         return reply
 
-    def _rest(self, verb: str, path: str, headers: Any, raw: bytes, now: float) -> Reply:
-        if not path.startswith(API_PREFIX):
-            return _error(404, 0, "404: Not Found")
-        route = path[len(API_PREFIX) :].strip("/").split("/")
-        auth = str(headers.get("authorization", ""))
-        if len(route) == 4 and route[0] == "interactions" and route[3] == "callback":
-            if verb != "POST":
-                return _error(405, 0, "405: Method Not Allowed")
-            return self._callback(route[1], route[2], raw, bool(auth), now)
-        if auth != f"Bot {self.token}":
-            return self._refuse("auth", None, _error(401, 0, "401: Unauthorized"), None, now)
-        if route == ["gateway", "bot"] and verb == "GET":
-            body = {
-                "url": self.gateway_url, "shards": 1,
-                "session_start_limit": {
-                    "total": 1000, "remaining": 999, "reset_after": 14_400_000,
-                    "max_concurrency": 1,
-                },
-            }  # fmt: skip
-            return self._with_bucket(Reply(200, body), "gateway-bot", now)
-        if route == ["users", "@me"] and verb == "GET":
-            return self._with_bucket(Reply(200, dict(BOT_USER)), "users-me", now)
-        if len(route) == 3 and route[0] == "channels" and route[2] in ("messages", "typing"):
-            if verb != "POST":
-                return _error(405, 0, "405: Method Not Allowed")
-            channel, kind = route[1], route[2]
-            bucket = f"{'msg' if kind == 'messages' else 'typing'}-{channel}"
+    def _gateway_bot(self, request: TrackedHandler, raw: bytes, now: float) -> Reply:
+        body = {
+            "url": self.gateway_url, "shards": 1,
+            "session_start_limit": {
+                "total": 1000, "remaining": 999, "reset_after": 14_400_000,
+                "max_concurrency": 1,
+            },
+        }  # fmt: skip
+        return self._with_bucket(Reply(200, body), "gateway-bot", now)
+
+    def _me(self, request: TrackedHandler, raw: bytes, now: float) -> Reply:
+        return self._with_bucket(Reply(200, dict(BOT_USER)), "users-me", now)
+
+    def _post(
+        self, request: TrackedHandler, raw: bytes, now: float, channel: str, kind: str
+    ) -> Reply:
+        """`POST channels/{channel}/messages` or `.../typing`."""
+        bucket = f"{'msg' if kind == 'messages' else 'typing'}-{channel}"
+        with self._cond:
+            fault = self._faults.take(kind, channel)
+        if fault is not None:
+            return self._refuse(kind, channel, self._fault_reply(fault, bucket, now), None, now)
+        if kind == "typing":
             with self._cond:
-                fault = self._faults.take(kind, channel)
-            if fault is not None:
-                return self._refuse(kind, channel, self._fault_reply(fault, bucket, now), None, now)
-            if kind == "typing":
-                with self._cond:
-                    self._typing.append({"channel_id": channel, "at": now})
-                    self._cond.notify_all()
-                return self._with_bucket(Reply(204, None), bucket, now)
-            content_type = str(headers.get("content-type", ""))
-            return self._create_message(channel, raw, content_type, bucket, now)
-        if len(route) == 4 and route[0] == "channels" and route[2] == "messages":
-            if verb != "PATCH":
-                return _error(405, 0, "405: Method Not Allowed")
-            return self._edit_message(route[1], route[3], raw, now)
-        return _error(404, 0, "404: Not Found")
+                self._typing.append({"channel_id": channel, "at": now})
+                self._cond.notify_all()
+            return self._with_bucket(Reply(204, None), bucket, now)
+        content_type = str(request.headers.get("content-type", ""))
+        return self._create_message(channel, raw, content_type, bucket, now)
 
     def _cdn(self, path: str, query: str) -> Reply:
         """`GET /attachments/<channel>/<id>/<filename>?ex=&is=&hm=`: the file, with no
@@ -1406,7 +1368,7 @@ class FakeDiscord(WebSocketFake):
         if len(raw) > self.max_upload:
             reply = self._with_bucket(_error(413, 40005, "Request entity too large"), bucket, now)
             return self._refuse("messages", channel, reply, None, now)
-        files: list[_Part] = []
+        files: list[Part] = []
         if content_type.split(";")[0].strip().lower() == "multipart/form-data":
             try:
                 body, files = _form(content_type, raw)
@@ -1481,7 +1443,9 @@ class FakeDiscord(WebSocketFake):
             self._cond.notify_all()
         return self._with_bucket(Reply(200, copy_json(message)), bucket, now)
 
-    def _edit_message(self, channel: str, message_id: str, raw: bytes, now: float) -> Reply:
+    def _edit_message(
+        self, request: TrackedHandler, raw: bytes, now: float, channel: str, message_id: str
+    ) -> Reply:
         """`PATCH channels/{channel}/messages/{message_id}` (module docstring)."""
         bucket = f"edit-{channel}"
         with self._cond:
@@ -1530,7 +1494,7 @@ class FakeDiscord(WebSocketFake):
         return Reply(200, copy_json(message))
 
     def _callback(
-        self, interaction_id: str, token: str, raw: bytes, authorization: bool, now: float
+        self, raw: bytes, authorization: bool, now: float, interaction_id: str, token: str
     ) -> Reply:
         """An interaction's callback (module docstring), recorded in `callbacks`."""
         try:

@@ -4,8 +4,9 @@ its own process, and the lifecycle of its server.
 
 A fake platform is a `Fake`: its state under one condition (`_cond`, notified on every
 change), its HTTP server (`LocalServer`) handing each request to `_handle(request,
-raw)`. A test drives it from its own thread; the `wait_*` helpers block on the
-condition (no sleeping) and raise TimeoutError naming what they waited for.
+raw)`, which by default follows the fake's route table (`_ROUTES`). A test drives it
+from its own thread; the `wait_*` helpers block on the condition (no sleeping) and raise
+TimeoutError naming what they waited for.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from tests.fakes.local_http import LocalServer, Reply, TrackedHandler, copy_json
+from tests.fakes.local_http import LocalServer, Reply, Route, TrackedHandler, copy_json, match
 
 T = TypeVar("T")
 
@@ -141,8 +142,10 @@ class FakeHandler(TrackedHandler):
 
 class Fake:
     """The part of a fake platform that is not its protocol. A subclass names itself
-    (`name`, for TimeoutErrors), defines `_handle(request, raw)` (a Reply, or None:
-    nothing to answer), `_internal_error()` (its answer to a bug of its own), the
+    (`name`, for TimeoutErrors), declares its routes (`_ROUTES`, from `routes()`: each
+    names a method taking `(request, raw, **path_parameters)`, answering a Reply or None:
+    nothing to answer) and its answer when none matches (`_no_route(request, status)`,
+    404 or 405), `_internal_error()` (its answer to a bug of its own), the
     controls another process may call (`_CONTROLS`) and the properties `_STATE` lists
     for `GET /_fake/state`. It records the messages a client sent in `_sent`, each naming
     its channel in `_channel_field`."""
@@ -155,6 +158,7 @@ class Fake:
     _CONTROLS: ClassVar[frozenset[str]] = frozenset()
     _STATE: ClassVar[tuple[str, ...]] = ()
     _channel_field: ClassVar[str] = "channel"  # where a record of `_sent` names its channel
+    _ROUTES: ClassVar[tuple[Route, ...]] = ()
 
     def __init__(self, port: int = 0) -> None:
         self._cond = threading.Condition()
@@ -196,7 +200,15 @@ class Fake:
         return self._handle(request, raw)
 
     def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
-        raise NotImplementedError
+        """The answer of the method the first route the request takes names."""
+        found = match(self._ROUTES, request.command, urlsplit(request.path).path)
+        if isinstance(found, int):
+            return self._no_route(request, found)
+        handler, params = found
+        return getattr(self, handler)(request, raw, **params)
+
+    def _no_route(self, request: TrackedHandler, status: int) -> Reply | None:
+        return Reply(status)
 
     def _internal_error(self) -> Reply:
         raise NotImplementedError

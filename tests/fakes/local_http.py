@@ -1,17 +1,29 @@
 """What every fake's HTTP side shares: a threaded server on 127.0.0.1 that keeps track
 of its open connections (so stopping it shuts kept-alive ones at once, nothing waited
-for), a request handler that logs nothing, and one way to write an answer."""
+for), a request handler that logs nothing, one way to write an answer, and the three
+things every platform's API has and each fake used to write by hand: a route table
+(`routes`, `match`), a body decoder (`decode_body`, `form_parts`) and an error answer
+built from the platform's shape of one (`ErrorShape`)."""
 
 from __future__ import annotations
 
+import binascii
+import email.message
+import email.parser
+import email.policy
+import email.utils
 import json
+import quopri
+import re
 import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
+from python_multipart.multipart import MultipartParser
 
 
 def shut(conn: socket.socket) -> None:
@@ -170,3 +182,226 @@ class TrackedHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError:
             self.close_connection = True
+
+
+# -- routes ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Route:
+    """One entry of a route table: a verb ("*": any), a path pattern, the name of the
+    fake's method that answers it."""
+
+    verb: str
+    pattern: re.Pattern[str]
+    handler: str
+
+
+def routes(*table: tuple[str, str, str]) -> tuple[Route, ...]:
+    """A route table from (verb, pattern, handler) rows, first match first. In a pattern
+    `{name}` takes one path segment, maybe empty (or the rest of one: `/bot{token}`),
+    `{name:a|b}` what that regex matches, `{name*}` the rest of the path; each is handed to
+    the handler unquoted, as a keyword argument."""
+
+    def compiled(pattern: str) -> re.Pattern[str]:
+        regex, at = "", 0
+        for found in re.finditer(r"\{(\w+)(\*|:[^}]+)?\}", pattern):
+            takes = {None: "[^/]*", "*": ".+"}.get(found[2]) or found[2][1:]
+            regex += re.escape(pattern[at : found.start()]) + f"(?P<{found[1]}>{takes})"
+            at = found.end()
+        return re.compile(regex + re.escape(pattern[at:]))
+
+    return tuple(Route(verb, compiled(pattern), handler) for verb, pattern, handler in table)
+
+
+def match(table: tuple[Route, ...], verb: str, path: str) -> tuple[str, dict[str, str]] | int:
+    """The handler and path parameters of the first route `verb path` takes, else 405
+    (a route has that path, with another verb) or 404."""
+    status = 404
+    for route in table:
+        found = route.pattern.fullmatch(path)
+        if found is None:
+            continue
+        if route.verb not in ("*", verb):
+            status = 405
+            continue
+        return route.handler, {k: unquote(v) for k, v in found.groupdict().items()}
+    return status
+
+
+def query(path: str) -> dict[str, str]:
+    """A request target's query parameters (the last value of a repeated one)."""
+    return dict(parse_qsl(urlsplit(path).query, keep_blank_values=True))
+
+
+def bearer(headers: Any) -> str | None:
+    """The token of an `Authorization: Bearer ...` header; None without one."""
+    auth = str(headers.get("authorization", ""))
+    return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+
+# -- bodies ---------------------------------------------------------------------------
+
+
+@attrs.frozen(eq=False)
+class Part:
+    """One part of a multipart/form-data body: its name, its filename (None: a field,
+    not a file), its Content-Type as given (None: none) and its bytes as sent."""
+
+    name: str | None
+    filename: str | None
+    content_type: str | None
+    data: bytes
+
+    @property
+    def mime_type(self) -> str | None:
+        """Its content type without parameters, lowercased; None when it gave none."""
+        base = (self.content_type or "").split(";")[0].strip().lower()
+        return base or None
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+    def info(self) -> dict[str, Any]:
+        """What a record keeps of an uploaded file (not its bytes)."""
+        return {"file_name": self.filename, "mime_type": self.mime_type, "size": len(self.data)}
+
+
+class BodyError(ValueError):
+    """A body that is not what its content type says: `kind` "not_json", "not_object"
+    (JSON, but not an object) or "not_form"; a fake words its own refusal of each."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+
+
+def _param(headers: email.message.Message, key: str) -> str | None:
+    value = headers.get_param(key, header="content-disposition")
+    return None if value is None else str(email.utils.collapse_rfc2231_value(value))
+
+
+def media_type(content_type: str) -> str:
+    return content_type.split(";")[0].strip().lower()
+
+
+def form_parts(content_type: str, raw: bytes) -> list[Part]:
+    """The parts of a multipart/form-data body (RFC 7578), in order (a preamble before
+    the first boundary skipped); BodyError "not_form" for a body that is not one. The
+    body is split by python-multipart, each part's headers read by the stdlib's email
+    parser (RFC 2231 names, a Content-Transfer-Encoding)."""
+    header = email.message.Message()
+    header["content-type"] = content_type
+    boundary = header.get_boundary()
+    if media_type(content_type) != "multipart/form-data" or not boundary:
+        raise BodyError("not_form", "not multipart/form-data with a boundary")
+    opening = b"--" + boundary.encode("latin-1")
+    if not raw.startswith(opening):
+        first = raw.find(b"\r\n" + opening)
+        raw = raw[first + 2 :] if first >= 0 else raw
+    parts: list[Part] = []
+    head: list[bytes] = []
+    data: list[bytes] = []
+    ended: list[bool] = []
+
+    def part_end() -> None:
+        headers = email.parser.BytesHeaderParser(policy=email.policy.HTTP).parsebytes(
+            b"".join(head) + b"\r\n"
+        )
+        body = b"".join(data)
+        encoding = str(headers.get("content-transfer-encoding", "")).strip().lower()
+        if encoding == "base64":
+            body = binascii.a2b_base64(body)
+        elif encoding == "quoted-printable":
+            body = quopri.decodestring(body)
+        name, filename = (_param(headers, key) for key in ("name", "filename"))
+        given = headers.get("content-type")
+        parts.append(Part(name, filename, None if given is None else str(given).strip(), body))
+        head.clear()
+        data.clear()
+
+    callbacks: Any = {
+        "on_header_field": lambda d, s, e: head.append(d[s:e] + b": "),
+        "on_header_value": lambda d, s, e: head.append(d[s:e]),
+        "on_header_end": lambda: head.append(b"\r\n"),
+        "on_part_data": lambda d, s, e: data.append(d[s:e]),
+        "on_part_end": part_end,
+        "on_end": lambda: ended.append(True),
+    }
+    parser = MultipartParser(boundary, callbacks)
+    try:
+        parser.write(raw)
+        parser.finalize()
+    except ValueError as exc:
+        raise BodyError("not_form", f"can't parse the multipart body: {exc}") from None
+    if not ended:
+        raise BodyError("not_form", "a part without a boundary after it")
+    return parts
+
+
+def decode_body(content_type: str, raw: bytes, default: str = "application/json") -> Any:
+    """The fields of a request body by its content type (`default` when it names none
+    of these): a JSON value (BodyError "not_json" if it is not JSON), a urlencoded
+    form's fields (the last of a repeated name), or a multipart form's (a part with a
+    filename as its `Part`, any other as text). No body: {}."""
+    if not raw:
+        return {}
+    kind = media_type(content_type)
+    if kind not in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        kind = kind if kind == "application/json" else default
+    if kind == "multipart/form-data":
+        parts = form_parts(content_type, raw)
+        return {p.name: p if p.filename is not None else p.text() for p in parts if p.name}
+    if kind == "application/x-www-form-urlencoded":
+        return dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise BodyError("not_json", "the body is not JSON") from None
+
+
+def decode_object(
+    content_type: str, raw: bytes, default: str = "application/json"
+) -> dict[str, Any]:
+    """`decode_body`, and BodyError "not_object" for JSON that is not an object."""
+    body = decode_body(content_type, raw, default)
+    if not isinstance(body, dict):
+        raise BodyError("not_object", "the body must be a JSON object")
+    return body
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ErrorShape:
+    """How a platform words an error, as data: the key of its message, of its own error
+    code and of a copy of the HTTP status (None: it has none), and the keys every error
+    carries (`{"ok": false}`). Telegram's, Slack's, Discord's and Matrix's are one each;
+    WhatsApp's nested Graph API error keeps its own table-driven `graph_error`."""
+
+    message: str
+    code: str | None = None
+    status: str | None = None
+    fixed: dict[str, Any] = attrs.Factory(dict)
+
+    def reply(
+        self,
+        status: int,
+        message: str,
+        code: Any = None,
+        *,
+        retry_after: float | None = None,
+        **extra: Any,
+    ) -> Reply:
+        """The answer: `status`, the body in this shape (with `extra` keys), and a
+        Retry-After header when `retry_after` is given."""
+        body: dict[str, Any] = dict(self.fixed)
+        if self.status is not None:
+            body[self.status] = status
+        if self.code is not None:
+            body[self.code] = code
+        body[self.message] = message
+        body.update(extra)
+        headers = [] if retry_after is None else [("Retry-After", f"{retry_after:g}")]
+        return Reply(status, body, headers)

@@ -129,7 +129,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 import attrs
 
 from tests.fakes.kit import Fake, infos, observed, serve_until_killed
-from tests.fakes.local_http import Reply, TrackedHandler, copy_json
+from tests.fakes.local_http import ErrorShape, Reply, TrackedHandler, copy_json, match, routes
 
 SERVER_NAME = "test.local"
 HERMES = f"@hermes:{SERVER_NAME}"
@@ -160,32 +160,32 @@ _ERRORS = {"M_LIMIT_EXCEEDED": "Too Many Requests", "M_FORBIDDEN": "Forbidden",
            "M_UNKNOWN": "Internal server error"}  # fmt: skip
 
 # (verb, path under /_matrix/client/v3/ with "*" for a parameter, endpoint name)
-_ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("GET", ("account", "whoami"), "whoami"),
-    ("GET", ("login",), "login_flows"),
-    ("POST", ("login",), "login"),
-    ("POST", ("logout",), "logout"),
-    ("GET", ("sync",), "sync"),
-    ("PUT", ("rooms", "*", "send", "*", "*"), "send"),
-    ("PUT", ("rooms", "*", "redact", "*", "*"), "redact"),
-    ("POST", ("rooms", "*", "join"), "join"),
-    ("POST", ("join", "*"), "join"),
-    ("POST", ("rooms", "*", "leave"), "leave"),
-    ("GET", ("rooms", "*", "joined_members"), "joined_members"),
-    ("GET", ("joined_rooms",), "joined_rooms"),
-    ("GET", ("rooms", "*", "state"), "state"),
-    ("GET", ("rooms", "*", "state", "*"), "state"),
-    ("GET", ("rooms", "*", "state", "*", "*"), "state"),
-    ("GET", ("rooms", "*", "messages"), "messages"),
-    ("GET", ("user", "*", "account_data", "*"), "account_data"),
-    ("PUT", ("user", "*", "account_data", "*"), "account_data"),
-    ("PUT", ("rooms", "*", "typing", "*"), "typing"),
-    ("POST", ("rooms", "*", "receipt", "*", "*"), "receipt"),
-    ("POST", ("user", "*", "filter"), "filter"),
-    ("POST", ("keys", "upload"), "keys/upload"),
-    ("POST", ("keys", "query"), "keys/query"),
-    ("POST", ("keys", "claim"), "keys/claim"),
-    ("PUT", ("sendToDevice", "*", "*"), "sendToDevice"),
+_ROUTES = routes(  # after /_matrix/client/v3 (or r0); the handler: `_api_<endpoint>`
+    ("GET", "/account/whoami", "whoami"),
+    ("GET", "/login", "login_flows"),
+    ("POST", "/login", "login"),
+    ("POST", "/logout", "logout"),
+    ("GET", "/sync", "sync"),
+    ("PUT", "/rooms/{room}/send/{type}/{txn}", "send"),
+    ("PUT", "/rooms/{room}/redact/{event}/{txn}", "redact"),
+    ("POST", "/rooms/{room}/join", "join"),
+    ("POST", "/join/{room}", "join"),
+    ("POST", "/rooms/{room}/leave", "leave"),
+    ("GET", "/rooms/{room}/joined_members", "joined_members"),
+    ("GET", "/joined_rooms", "joined_rooms"),
+    ("GET", "/rooms/{room}/state", "state"),
+    ("GET", "/rooms/{room}/state/{type}", "state"),
+    ("GET", "/rooms/{room}/state/{type}/{key}", "state"),
+    ("GET", "/rooms/{room}/messages", "messages"),
+    ("GET", "/user/{user}/account_data/{kind}", "account_data"),
+    ("PUT", "/user/{user}/account_data/{kind}", "account_data"),
+    ("PUT", "/rooms/{room}/typing/{user}", "typing"),
+    ("POST", "/rooms/{room}/receipt/{receipt_type}/{event}", "receipt"),
+    ("POST", "/user/{user}/filter", "filter"),
+    ("POST", "/keys/upload", "keys/upload"),
+    ("POST", "/keys/query", "keys/query"),
+    ("POST", "/keys/claim", "keys/claim"),
+    ("PUT", "/sendToDevice/{type}/{txn}", "sendToDevice"),
 )
 _NO_AUTH = frozenset({"login", "login_flows"})
 _BODY_VERBS = frozenset({"POST", "PUT"})
@@ -200,9 +200,12 @@ def localpart(user: str) -> str:
     return user[1:].split(":", 1)[0]
 
 
+_ERROR_SHAPE = ErrorShape("error", code="errcode")
+
+
 def error(status: int, errcode: str, message: str, **extra: Any) -> Reply:
     """A Matrix error answer."""
-    return Reply(status, {"errcode": errcode, "error": message, **extra})
+    return _ERROR_SHAPE.reply(status, message, errcode, **extra)
 
 
 def _ok(body: dict[str, Any] | None = None) -> Reply:
@@ -702,15 +705,15 @@ class FakeMatrix(Fake):
         (default 1000) in its body and `Retry-After` (whole seconds, rounded up). A send
         refused is not remembered: the same txnId later is a new send."""
         code = errcode or _ERRCODES.get(status, "M_UNKNOWN")
-        body: dict[str, Any] = {"errcode": code, "error": message or _ERRORS.get(code, code)}
-        headers: list[tuple[str, str]] = []
         if status == 429 and retry_after_ms is None:
             retry_after_ms = 1000
+        extra: dict[str, Any] = {}
         if retry_after_ms is not None:
-            body["retry_after_ms"] = int(retry_after_ms)
-            headers.append(("Retry-After", str(math.ceil(retry_after_ms / 1000))))
+            extra = {"retry_after_ms": int(retry_after_ms)}
+            extra["retry_after"] = math.ceil(retry_after_ms / 1000)
+        reply = error(status, code, message or _ERRORS.get(code, code), **extra)
         with self._cond:
-            self._faults.add(Reply(status, body, headers), endpoint, room, times)
+            self._faults.add(reply, endpoint, room, times)
 
     # -- observing ----------------------------------------------------------------------
 
@@ -955,11 +958,11 @@ class FakeMatrix(Fake):
             return _ok({"versions": VERSIONS, "unstable_features": {}})
         if segments[3] not in ("v3", "r0"):
             return error(404, "M_UNRECOGNIZED", "Unrecognized request")
-        rest = segments[4:]
-        route = _route(request.command, rest)
-        if isinstance(route, Reply):
-            return route
-        endpoint, args = route
+        path = "/" + "/".join(urlsplit(request.path).path.split("/")[4:])
+        found = match(_ROUTES, request.command, path)
+        if isinstance(found, int):  # 404 no such path, 405 the path with another verb
+            return error(found, "M_UNRECOGNIZED", "Unrecognized request")
+        endpoint, args = found[0], list(found[1].values())
         record["endpoint"] = endpoint
         call = _Call(request.command, endpoint, "/".join(segments), args, query, {})
         if request.command in _BODY_VERBS:
@@ -1633,24 +1636,6 @@ def _media_id(mxc: str) -> str:
     if not mxc.startswith(prefix):
         raise LookupError(f"{mxc} is not this server's media")
     return mxc[len(prefix) :]
-
-
-def _route(verb: str, rest: list[str]) -> tuple[str, list[str]] | Reply:
-    """The endpoint `rest` (the path after the version) names, and its parameters; else
-    404 (no such path) or 405 (the path, with another verb)."""
-    other_verb = False
-    for route_verb, pattern, endpoint in _ROUTES:
-        if len(pattern) != len(rest):
-            continue
-        if not all(p == "*" or p == s for p, s in zip(pattern, rest, strict=True)):
-            continue
-        if route_verb != verb:
-            other_verb = True
-            continue
-        return endpoint, [s for p, s in zip(pattern, rest, strict=True) if p == "*"]
-    if other_verb:
-        return error(405, "M_UNRECOGNIZED", "Unrecognized request")
-    return error(404, "M_UNRECOGNIZED", "Unrecognized request")
 
 
 def main() -> None:

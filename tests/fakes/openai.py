@@ -35,18 +35,16 @@ prints its base URL (ending in /v1) on one line and serves until killed.
 from __future__ import annotations
 
 import argparse
-import email.policy
 import hashlib
 import json
 import threading
 from collections.abc import Callable
-from email.parser import BytesParser
 from typing import Any
 
 import attrs
 
 from tests.fakes.kit import Faults, serve_until_killed, wait
-from tests.fakes.local_http import LocalServer, Reply, TrackedHandler
+from tests.fakes.local_http import BodyError, LocalServer, Reply, TrackedHandler, form_parts
 
 
 @attrs.define
@@ -241,19 +239,22 @@ class FakeOpenAI:
         return f"{self.server.url}/v1"
 
     def _transcribe(self, raw: bytes, headers: Any) -> Reply:
-        form = _multipart(raw, headers.get("content-type", ""))
+        try:
+            form = {p.name: p for p in form_parts(headers.get("content-type", ""), raw)}
+        except BodyError:
+            form = {}
         audio = form.get("file")
-        if audio is None or audio[0] is None:
+        if audio is None or audio.filename is None:
             return Reply(400, {"error": {"message": "file is required",
                                          "type": "invalid_request_error"}})  # fmt: skip
-        filename, data = audio
+        filename, data = audio.filename, audio.data
         if len(data) > MAX_AUDIO:
             said = f"Maximum content size limit ({MAX_AUDIO}) exceeded"
             return Reply(413, {"error": {"message": said, "type": "invalid_request_error"}})
         digest = hashlib.sha256(data).hexdigest()
         with self.lock:
             self.transcriptions.append({
-                "model": (form.get("model") or (None, b""))[1].decode(), "filename": filename,
+                "model": form["model"].text() if "model" in form else "", "filename": filename,
                 "size": len(data), "sha256": digest, "auth": headers.get("authorization"),
             })  # fmt: skip
             self.arrived.notify_all()
@@ -326,19 +327,6 @@ class FakeOpenAI:
 
 
 MAX_AUDIO = 25 * 1024 * 1024
-
-
-def _multipart(raw: bytes, content_type: str) -> dict[str, tuple[str | None, bytes]]:
-    """A multipart/form-data body's parts by name: (filename or None, bytes)."""
-    message = BytesParser(policy=email.policy.HTTP).parsebytes(
-        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + raw
-    )
-    parts = {}
-    for part in message.iter_parts():
-        name = part.get_param("name", header="content-disposition")
-        if isinstance(name, str):
-            parts[name] = (part.get_filename(), part.get_payload(decode=True) or b"")
-    return parts
 
 
 def closed_port_url() -> str:

@@ -26,18 +26,32 @@ a search hang (`hang()`: held with no answer until the fake stops; `held` counts
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakes.kit import Fake, observed
-from tests.fakes.local_http import Reply, TrackedHandler, copy_json
+from tests.fakes.local_http import (
+    Reply,
+    TrackedHandler,
+    bearer,
+    copy_json,
+    decode_body,
+    match,
+    routes,
+)
 
 _HANG = "hang"  # a fault: hold the search without an answer
 
 
 class FakeSearch(Fake):
+    """SearXNG, Brave and Tavily's search APIs on one port (the route names the provider)."""
+
     name = "search provider"
+    _ROUTES = routes(
+        ("GET", "/search", "searxng"),
+        ("GET", "/res/v1/web/search", "brave"),
+        ("POST", "/search", "tavily"),
+    )
     _CONTROLS = frozenset({"set_results", "fail"})
     _STATE = ("queries",)
 
@@ -92,19 +106,16 @@ class FakeSearch(Fake):
         parts = urlsplit(request.path)
         params = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         headers = {k.lower(): v for k, v in request.headers.items()}
-        route = (request.command, parts.path.rstrip("/"))
-        if route == ("GET", "/search"):
-            provider, query, count, key = "searxng", params.get("q", ""), None, None
-        elif route == ("GET", "/res/v1/web/search"):
-            key = headers.get("x-subscription-token")
-            provider, query, count = "brave", params.get("q", ""), _int(params.get("count"), 20)
-        elif route == ("POST", "/search"):
-            body = json.loads(raw or b"{}")
-            auth = headers.get("authorization", "")
-            key = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
-            provider, query, count = "tavily", body.get("query", ""), body.get("max_results", 5)
-        else:
+        found = match(self._ROUTES, request.command, parts.path.rstrip("/"))
+        if isinstance(found, int):
             return Reply(404, {"error": f"no route {request.command} {parts.path}"})
+        provider, query, count, key = found[0], params.get("q", ""), None, None
+        if provider == "brave":
+            key, count = headers.get("x-subscription-token"), _int(params.get("count"), 20)
+        elif provider == "tavily":
+            body = decode_body("application/json", raw)
+            key = bearer(request.headers)
+            query, count = body.get("query", ""), body.get("max_results", 5)
         with self._cond:
             record = {"provider": provider, "query": query, "count": count, "key": key,
                       "headers": headers, "params": params}  # fmt: skip

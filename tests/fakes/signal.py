@@ -164,7 +164,7 @@ from urllib.parse import parse_qs, unquote_plus, urlsplit
 import attrs
 
 from tests.fakes.kit import Fake, infos, observed, serve_until_killed
-from tests.fakes.local_http import Reply, TrackedHandler, copy_json, shut
+from tests.fakes.local_http import Reply, TrackedHandler, copy_json, routes, shut
 
 ACCOUNT = "+15550000001"  # hermes's number: the daemon's one account
 ALICE = "+15550000002"
@@ -333,8 +333,16 @@ def _open_count(conns: list[_Conn]) -> int:
 
 
 class FakeSignal(Fake):
+    """signal-cli's daemon: JSON-RPC over HTTP and TCP, events over SSE, as the module's
+    docstring tells."""
+
     name = "signal-cli"
     _socket_paths = frozenset({EVENTS_PATH})
+    _ROUTES = routes(
+        ("POST", "/api/v1/rpc", "_http_rpc"),
+        ("GET", "/api/v1/check", "_check"),
+        ("GET", EVENTS_PATH, "_serve_socket"),  # a GET is a stream (the kit's): others 405
+    )
     # For another process: `python -m tests.fakes.signal`.
     _CONTROLS = frozenset({
         "person", "group", "message", "reaction", "receipt", "typing", "edit", "sync_sent",
@@ -1046,30 +1054,20 @@ class FakeSignal(Fake):
     def _internal_error(self) -> Reply:
         return Reply(200, _error(None, INTERNAL_ERROR, _MESSAGES[INTERNAL_ERROR]))
 
-    def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
-        path = urlsplit(request.path).path
-        verb = request.command
-        if path == "/api/v1/rpc":
-            if verb != "POST":
-                return Reply(405)
-            if not (request.headers.get("content-type") or "").startswith("application/json"):
-                return Reply(415)
-            try:
-                parsed = json.loads(raw)
-            except ValueError:
-                return Reply(200, _error(None, PARSE_ERROR, _UNPARSED))
-            answer = self._rpc(parsed, "http")
-            if answer.http_status is not None:
-                return Reply(answer.http_status)
-            return Reply(201) if answer.response is None else Reply(200, answer.response)
-        if path == "/api/v1/check":
-            if verb != "GET":
-                return Reply(405)
-            refusal = self._http_fault("check")
-            return refusal or Reply(200)
-        if path == EVENTS_PATH:
-            return Reply(405)
-        return Reply(404)
+    def _http_rpc(self, request: TrackedHandler, raw: bytes) -> Reply:
+        if not (request.headers.get("content-type") or "").startswith("application/json"):
+            return Reply(415)
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            return Reply(200, _error(None, PARSE_ERROR, _UNPARSED))
+        answer = self._rpc(parsed, "http")
+        if answer.http_status is not None:
+            return Reply(answer.http_status)
+        return Reply(201) if answer.response is None else Reply(200, answer.response)
+
+    def _check(self, request: TrackedHandler, raw: bytes) -> Reply:
+        return self._http_fault("check") or Reply(200)
 
     def _http_fault(self, method: str) -> Reply | None:
         with self._cond:

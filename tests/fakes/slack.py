@@ -205,19 +205,32 @@ import hashlib
 import itertools
 import json
 import mimetypes
-import re
 import secrets
 import threading
 import time
 import traceback
 import uuid
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import attrs
 
 from tests.fakes.kit import observed, serve_until_killed
-from tests.fakes.local_http import Blob, Reply, TrackedHandler, copy_json
+from tests.fakes.local_http import (
+    Blob,
+    BodyError,
+    ErrorShape,
+    Reply,
+    TrackedHandler,
+    bearer,
+    copy_json,
+    decode_body,
+    decode_object,
+    form_parts,
+    media_type,
+    query,
+    routes,
+)
 from tests.fakes.websocket import WebSocket, WebSocketFake
 
 TEAM_ID = "T0001"
@@ -295,9 +308,11 @@ def _ok(**fields: Any) -> Reply:
     return Reply(200, {"ok": True, **fields})
 
 
+_ERRORS = ErrorShape("error", fixed={"ok": False})
+
+
 def _error(error: str, status: int = 200, retry_after: float | None = None) -> Reply:
-    headers = [] if retry_after is None else [("Retry-After", f"{retry_after:g}")]
-    return Reply(status, {"ok": False, "error": error}, headers)
+    return _ERRORS.reply(status, error, retry_after=retry_after)
 
 
 def _text(status: int, text: str) -> Reply:
@@ -384,7 +399,17 @@ class _FilesHandler(TrackedHandler):
 
 
 class FakeSlack(WebSocketFake):
+    """Slack's Web API over HTTP and Socket Mode over a WebSocket, as the module's
+    docstring tells."""
+
     name = "Slack"
+    _ROUTES = routes(
+        ("POST", "/_slack/response/{trigger_id}", "_response_url"),
+        ("GET", "/files-pri{file_path*}", "_serve_file"),
+        ("GET", "/signin", "_signin"),
+        ("POST", "/upload/v1/{key}", "_take_upload"),
+        ("*", "/api/{method}", "_web_api"),
+    )
     _json_type = "application/json; charset=utf-8"
     _socket_class = _Socket
     _socket_paths = frozenset({"/link"})
@@ -1076,7 +1101,7 @@ class FakeSlack(WebSocketFake):
         return _error(_WS_REFUSALS[why], status)
 
     def _ws_admit(self, request: TrackedHandler) -> Reply | None:
-        ticket = dict(parse_qsl(urlsplit(request.path).query)).get("ticket", "")
+        ticket = query(request.path).get("ticket", "")
         if ticket not in self._tickets:
             self._rejected.append({"ticket": ticket, "at": time.monotonic()})
             self._cond.notify_all()
@@ -1134,38 +1159,25 @@ class FakeSlack(WebSocketFake):
     def _internal_error(self) -> Reply:
         return _error("fake_internal_error", 500)
 
-    def _handle(self, request: TrackedHandler, raw: bytes) -> Reply:
-        verb, headers = request.command, request.headers
-        parts = urlsplit(request.path)
-        segments = parts.path.split("/")
-        if len(segments) >= 4 and segments[1:3] == ["_slack", "response"] and verb == "POST":
-            return self._response_url(segments[3], headers, raw)
-        if segments[1:2] == ["files-pri"] and verb == "GET":
-            return self._serve_file(parts.path, segments, headers)
-        if parts.path == "/signin" and verb == "GET":
-            return Reply(200, _SIGNIN_PAGE, content_type="text/html; charset=utf-8")
-        if len(segments) == 4 and segments[1:3] == ["upload", "v1"] and verb == "POST":
-            return self._take_upload(segments[3], headers, raw)
-        if len(segments) != 3 or segments[1] != "api" or not segments[2]:
-            return _error("unknown_method", 404)
-        method = segments[2]
-        content_type = str(headers.get("content-type", "")).split(";")[0].strip().lower()
-        params: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
-        if raw:
-            if content_type == "application/json":
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    return self._finish(method, {}, None, _error("invalid_json"))
-                if not isinstance(body, dict):
-                    return self._finish(method, {}, None, _error("json_not_object"))
-                body.pop("token", None)  # Slack takes no token in a JSON body
-                params.update(body)
-            else:
-                params.update(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+    def _no_route(self, request: TrackedHandler, status: int) -> Reply:
+        return _error("unknown_method", 404)
+
+    def _signin(self, request: TrackedHandler, raw: bytes) -> Reply:
+        return Reply(200, _SIGNIN_PAGE, content_type="text/html; charset=utf-8")
+
+    def _web_api(self, request: TrackedHandler, raw: bytes, method: str) -> Reply:
+        content_type = str(request.headers.get("content-type", ""))
+        params: dict[str, Any] = query(request.path)
+        try:
+            body = decode_object(content_type, raw, "application/x-www-form-urlencoded")
+        except BodyError as exc:
+            error = "invalid_json" if exc.kind == "not_json" else "json_not_object"
+            return self._finish(method, {}, None, _error(error))
+        if media_type(content_type) == "application/json":
+            body.pop("token", None)  # Slack takes no token in a JSON body
+        params.update(body)
         form_token = params.pop("token", None)
-        auth = str(headers.get("authorization", ""))
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        token = bearer(request.headers)
         if token is None and method != "apps.connections.open":
             token = form_token
         kind = {self.bot_token: "bot", self.app_token: "app"}.get(token or "")
@@ -1315,12 +1327,11 @@ class FakeSlack(WebSocketFake):
             for b in blocks
         ]  # fmt: skip
 
-    def _response_url(self, trigger_id: str, headers: Any, raw: bytes) -> Reply:
-        content_type = str(headers.get("content-type", "")).split(";")[0].strip().lower()
+    def _response_url(self, request: TrackedHandler, raw: bytes, trigger_id: str) -> Reply:
         body: Any
         try:
-            body = json.loads(raw) if content_type == "application/json" else raw.decode()
-        except ValueError:
+            body = decode_body(request.headers.get("content-type", ""), raw, "text/plain")
+        except BodyError:
             body = raw.decode("utf-8", "replace")
         with self._cond:
             self._responses.append({"trigger_id": trigger_id, "body": body, "at": time.monotonic()})
@@ -1355,19 +1366,28 @@ class FakeSlack(WebSocketFake):
         self._cond.notify_all()
         return _ok(upload_url=f"{self.url}/upload/v1/{upload.key}", file_id=upload.file_id)
 
-    def _take_upload(self, key: str, headers: Any, raw: bytes) -> Reply:
-        """A POST to an upload URL: the bytes, raw or in a multipart/form-data body."""
+    def _take_upload(self, request: TrackedHandler, raw: bytes, key: str) -> Reply:
+        """A POST to an upload URL: the bytes, raw or in a multipart/form-data body (the
+        part named `file`, else `filename` (Slack's reference's curl example), else the
+        first with a filename)."""
         with self._cond:
             upload = self._upload_urls.get(key)
         if upload is None:
             return _text(404, "not found")
-        content_type = str(headers.get("content-type", ""))
+        content_type = str(request.headers.get("content-type", ""))
         data = raw
-        if content_type.split(";")[0].strip().lower() == "multipart/form-data":
-            form_file = _form_file(raw, content_type)
-            if form_file is None:
+        if media_type(content_type) == "multipart/form-data":
+            try:
+                parts = form_parts(content_type, raw)
+            except BodyError:
+                parts = []
+            found = [p for p in parts if p.name == "file"] + [
+                p for p in parts if p.name == "filename"
+            ]
+            found += [p for p in parts if p.filename is not None]
+            if not found:
                 return _text(400, "no file in the form")
-            data = form_file
+            data = found[0].data
         if len(data) != upload.length:
             return _text(400, "length mismatch")
         digest = hashlib.sha256(data).hexdigest()
@@ -1457,13 +1477,13 @@ class FakeSlack(WebSocketFake):
         self._cond.notify_all()
         return _ok(files=infos)
 
-    def _serve_file(self, path: str, segments: list[str], headers: Any) -> Reply:
+    def _serve_file(self, request: TrackedHandler, raw: bytes, file_path: str) -> Reply:
         """A GET of a file's url_private (`/files-pri/T0001-F.../<name>`) or
         url_private_download (`.../download/<name>`): the bytes to the bot token, a
         redirect to the sign-in page to anyone else."""
-        auth = str(headers.get("authorization", ""))
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-        if token != self.bot_token:
+        path = urlsplit(request.path).path
+        segments = path.split("/")
+        if bearer(request.headers) != self.bot_token:
             where = f"{self.url}/signin?redir={quote(path, safe='')}"
             return Reply(302, b"", [("Location", where)], "text/html; charset=utf-8")
         rest = segments[3:]
@@ -1491,7 +1511,7 @@ class _Refusal(Exception):
 
     def __init__(self, error: str, **fields: Any) -> None:
         super().__init__(error)
-        self.reply = Reply(200, {"ok": False, "error": error, **fields})
+        self.reply = _ERRORS.reply(200, error, **fields)
 
 
 def _invalid(problem: str) -> _Refusal:
@@ -1522,46 +1542,6 @@ def _filetype(name: str, mimetype: str) -> str:
     if extension:
         return _FILETYPES.get(extension, extension)
     return "text" if mimetype.startswith("text/") else "binary"
-
-
-_FORM_NAME = re.compile(r'(?:^|;)\s*name="?([^";]*)"?', re.IGNORECASE)
-
-
-def _form_file(raw: bytes, content_type: str) -> bytes | None:
-    """The file of a multipart/form-data upload: the part named `file`, else `filename`
-    (Slack's reference's curl example), else the first with a filename; None when there
-    is none (or the body is not a form)."""
-    found = re.search(r'boundary="?([^";]+)"?', content_type, re.IGNORECASE)
-    if found is None:
-        return None
-    delimiter = b"--" + found.group(1).encode("latin-1")
-    parts: list[tuple[str, bool, int, int]] = []  # (name, has a filename, start, end)
-    at = raw.find(delimiter)
-    while at != -1 and raw[at + len(delimiter) : at + len(delimiter) + 2] != b"--":
-        head_start = at + len(delimiter) + 2  # past the CRLF
-        head_end = raw.find(b"\r\n\r\n", head_start)
-        if head_end == -1:
-            break
-        end = raw.find(b"\r\n" + delimiter, head_end + 4)
-        if end == -1:
-            break
-        disposition = ""
-        for line in raw[head_start:head_end].decode("utf-8", "replace").split("\r\n"):
-            key, _, value = line.partition(":")
-            if key.strip().lower() == "content-disposition":
-                disposition = value
-        named = _FORM_NAME.search(disposition)
-        has_filename = "filename" in disposition.lower()
-        parts.append((named.group(1) if named else "", has_filename, head_end + 4, end))
-        at = end + 2
-    for wanted in ("file", "filename"):
-        for name, _, start, end in parts:
-            if name == wanted:
-                return raw[start:end]
-    for _, has_filename, start, end in parts:
-        if has_filename:
-            return raw[start:end]
-    return None
 
 
 def _content(params: dict[str, Any]) -> tuple[str | None, list[Any] | None]:

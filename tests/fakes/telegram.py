@@ -164,28 +164,31 @@ the counters and the records.
 from __future__ import annotations
 
 import argparse
-import binascii
-import email.parser
-import email.policy
-import email.utils
 import hashlib
 import itertools
 import json
 import math
 import mimetypes
 import posixpath
-import quopri
 import re
 import socket
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 import attrs
 
 from tests.fakes.kit import Fake, observed, serve_until_killed
-from tests.fakes.local_http import Reply, TrackedHandler, copy_json
+from tests.fakes.local_http import (
+    ErrorShape,
+    Part,
+    Reply,
+    TrackedHandler,
+    copy_json,
+    decode_object,
+    query,
+    routes,
+)
 
 BOT_ID = 7000000001
 BOT_USERNAME = "hermes_test_bot"
@@ -268,79 +271,9 @@ class _File:
     mime_type: str
 
 
-@attrs.frozen(eq=False)
-class _Upload:
-    """A file part of a multipart body (one with a filename): its bytes as sent."""
-
-    content: bytes
-    file_name: str
-    mime_type: str | None  # the part's content type; None: it gave none
-
-    def info(self) -> dict[str, Any]:
-        """What a record keeps of it (not the bytes)."""
-        return {"file_name": self.file_name, "mime_type": self.mime_type,
-                "size": len(self.content)}  # fmt: skip
-
-
 def _without_bytes(params: dict[str, Any]) -> dict[str, Any]:
     """A call's parameters as records keep them: each uploaded file as its `info()`."""
-    return {k: v.info() if isinstance(v, _Upload) else v for k, v in params.items()}
-
-
-def _multipart(content_type: str, raw: bytes) -> dict[str, Any]:
-    """The fields of a multipart/form-data body: a part with a filename as an `_Upload`
-    (its bytes sliced once out of the body, never decoded), any other as text."""
-    boundary = ""
-    for piece in content_type.split(";")[1:]:
-        key, _, value = piece.strip().partition("=")
-        if key.strip().lower() == "boundary":
-            boundary = value.strip().strip('"')
-    if not boundary:
-        raise ValueError("multipart body without a boundary")
-    delimiter = b"--" + boundary.encode("latin-1")
-    broken = ValueError("can't parse the multipart body")
-    start = raw.find(delimiter)
-    if start < 0:
-        raise broken
-    fields: dict[str, Any] = {}
-    pos = start + len(delimiter)
-    while not raw.startswith(b"--", pos):  # the closing delimiter ends it
-        line_end = raw.find(b"\r\n", pos)  # after the delimiter: padding, then CRLF
-        if line_end < 0:
-            raise broken
-        head_start = line_end + 2
-        if raw.startswith(b"\r\n", head_start):  # a part without headers
-            head_end, body_start = head_start, head_start + 2
-        else:
-            head_end = raw.find(b"\r\n\r\n", head_start)
-            if head_end < 0:
-                raise broken
-            body_start = head_end + 4
-        body_end = raw.find(b"\r\n" + delimiter, body_start)
-        if body_end < 0:
-            raise broken
-        headers = email.parser.BytesHeaderParser(policy=email.policy.HTTP).parsebytes(
-            raw[head_start:body_start]
-        )
-        pos = body_end + 2 + len(delimiter)
-        name = headers.get_param("name", header="content-disposition")
-        if not name:
-            continue
-        name = email.utils.collapse_rfc2231_value(name)
-        body = raw[body_start:body_end]
-        encoding = str(headers.get("content-transfer-encoding", "")).strip().lower()
-        if encoding == "base64":
-            body = binascii.a2b_base64(body)
-        elif encoding == "quoted-printable":
-            body = quopri.decodestring(body)
-        file_name = headers.get_filename()
-        if file_name is None:
-            fields[str(name)] = body.decode(errors="replace")
-        else:
-            given = headers.get("content-type")
-            mime = str(given).split(";")[0].strip().lower() if given else None
-            fields[str(name)] = _Upload(body, str(file_name), mime or None)
-    return fields
+    return {k: v.info() if isinstance(v, Part) else v for k, v in params.items()}
 
 
 @attrs.define(eq=False)
@@ -396,12 +329,13 @@ class _Flood:
         return 0.0
 
 
+_ERRORS = ErrorShape("description", status="error_code", fixed={"ok": False})
+
+
 def _error(status: int, description: str, **parameters: Any) -> Reply:
-    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
-    parameters = {k: v for k, v in parameters.items() if v is not None}
-    if parameters:
-        body["parameters"] = parameters
-    return Reply(status, body)
+    """Telegram's error: its `parameters` (retry_after, migrate_to_chat_id) those given."""
+    given = {k: v for k, v in parameters.items() if v is not None}
+    return _ERRORS.reply(status, description, **({"parameters": given} if given else {}))
 
 
 def _client_gone(conn: socket.socket | None) -> bool:
@@ -791,7 +725,13 @@ def _keyboard(params: dict[str, Any]) -> dict[str, Any] | None | Reply:
 
 
 class FakeTelegram(Fake):
+    """Telegram's Bot API, over HTTP, as the module's docstring tells."""
+
     name = "Telegram"
+    _ROUTES = routes(
+        ("*", "/file/bot{token}/{path*}", "_download"),
+        ("*", "/bot{token}/{name}", "_call"),
+    )
     _CONTROLS = frozenset({
         "message", "press", "inject", "fail", "clear_faults", "migrate", "conflict_for",
         "hang_polls", "unhang_polls", "revoke_token", "set_webhook", "delete_message",
@@ -1428,18 +1368,20 @@ class FakeTelegram(Fake):
     def _internal_error(self) -> Reply:
         return _error(500, "Internal Server Error: the fake failed")
 
-    def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
-        """The answer to a request; None: the client went away while its poll was held."""
-        content_type = request.headers.get("content-type", "")
-        parts = urlsplit(request.path)
-        segments = parts.path.split("/")
-        if len(segments) >= 4 and segments[1] == "file" and segments[2].startswith("bot"):
-            return self._download(segments[2][3:], unquote("/".join(segments[3:])))
-        if len(segments) != 3 or segments[0] or not segments[1].startswith("bot"):
-            return _error(404, "Not Found")
-        token, name = unquote(segments[1][3:]), segments[2]
+    def _no_route(self, request: TrackedHandler, status: int) -> Reply:
+        return _error(404, "Not Found")
+
+    def _call(self, request: TrackedHandler, raw: bytes, token: str, name: str) -> Reply | None:
+        """A Bot API call; None: the client went away while its poll was held."""
         try:
-            params = self._params(parts.query, content_type, raw)
+            params = query(request.path)
+            params.update(decode_object(request.headers.get("content-type", ""), raw))
+            for key in _JSON_PARAMS & params.keys():
+                if isinstance(params[key], str):
+                    try:
+                        params[key] = json.loads(params[key])
+                    except ValueError:
+                        raise ValueError(f"can't parse {key} JSON object") from None
         except ValueError as exc:
             return _error(400, f"Bad Request: {exc}")
         method = name.lower()
@@ -1460,30 +1402,6 @@ class FakeTelegram(Fake):
                 })  # fmt: skip
             self._cond.notify_all()
         return reply
-
-    def _params(self, query: str, content_type: str, raw: bytes) -> dict[str, Any]:
-        params: dict[str, Any] = dict(parse_qsl(query, keep_blank_values=True))
-        kind = content_type.split(";")[0].strip().lower()
-        if raw:
-            if kind == "application/x-www-form-urlencoded":
-                params.update(parse_qsl(raw.decode(), keep_blank_values=True))
-            elif kind == "multipart/form-data":
-                params.update(_multipart(content_type, raw))
-            else:
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    raise ValueError("the body is not JSON") from None
-                if not isinstance(body, dict):
-                    raise ValueError("the body must be a JSON object")
-                params.update(body)
-        for key in _JSON_PARAMS & params.keys():
-            if isinstance(params[key], str):
-                try:
-                    params[key] = json.loads(params[key])
-                except ValueError:
-                    raise ValueError(f"can't parse {key} JSON object") from None
-        return params
 
     def _dispatch(
         self, method: str, token: str, params: dict[str, Any], conn: socket.socket
@@ -1730,11 +1648,11 @@ class FakeTelegram(Fake):
                 message_id = reply.body["result"]["message_id"]
                 record["message_id"] = message_id
                 self._sent.append(record)
-                content = file.content if upload is None else upload.content
+                content = file.content if upload is None else upload.data
                 self._uploads.append({
                     "method": method, "chat_id": chat, "message_id": message_id,
                     "field": field, "file_id": file.file_id, "resent": upload is None,
-                    "file_name": file.file_name if upload is None else upload.file_name,
+                    "file_name": file.file_name if upload is None else upload.filename,
                     "mime_type": file.mime_type if upload is None else upload.mime_type,
                     "size": len(content), "sha256": hashlib.sha256(content).hexdigest(),
                     "caption": caption, "reply_parameters": params.get("reply_parameters"),
@@ -1746,7 +1664,7 @@ class FakeTelegram(Fake):
 
     def _check_file(
         self, method: str, field: str, params: dict[str, Any], chat: int | str | None
-    ) -> tuple[Reply, _File | None, _Upload | None]:
+    ) -> tuple[Reply, _File | None, Part | None]:
         """The answer to a file send (holding the lock), the fake's file it sent and the
         upload it came from (None: a file_id sent again). A file taken is stored and
         downloadable, and its message stored."""
@@ -1758,20 +1676,20 @@ class FakeTelegram(Fake):
         if isinstance(value, str) and value.strip().startswith("attach://"):
             missing = value.strip()[len("attach://") :]
             value = params.get(missing)
-            if not isinstance(value, _Upload):
+            if not isinstance(value, Part):
                 value = None
         if value is None or isinstance(value, str) and not value.strip():
             return _error(400, f"Bad Request: there is no {missing} in the request"), None, None
-        upload = value if isinstance(value, _Upload) else None
+        upload = value if isinstance(value, Part) else None
         file = None
         if upload is None:
             file = self._files.get(str(value).strip()) if isinstance(value, str) else None
             if file is None:
                 return _error(400, WRONG_FILE_ID), None, None
         else:
-            if len(upload.content) > self.max_upload:
+            if len(upload.data) > self.max_upload:
                 return _error(413, "Request Entity Too Large"), None, None
-            if field == "photo" and len(upload.content) > MAX_PHOTO:
+            if field == "photo" and len(upload.data) > MAX_PHOTO:
                 return _error(400, PHOTO_TOO_BIG), None, None
         caption = _caption(params)
         if isinstance(caption, Reply):
@@ -1800,11 +1718,11 @@ class FakeTelegram(Fake):
         message = self._bot_message(params, chat, body, keyboard)
         return _ok(copy_json(message)), file, upload
 
-    def _stored_upload(self, field: str, upload: _Upload) -> _File:
+    def _stored_upload(self, field: str, upload: Part) -> _File:
         """An upload kept as a file of the fake, where Telegram would put it (holding the
         lock): a photo becomes a JPEG, a voice an OGG unless it says it is other audio."""
         n = next(self._file_numbers)
-        name = upload.file_name or field
+        name = upload.filename or field
         given = upload.mime_type if upload.mime_type != "application/octet-stream" else None
         if field == "photo":
             path, mime, prefix = f"photos/file_{n}.jpg", "image/jpeg", "AgACAgIAAxkBAAI"
@@ -1817,8 +1735,8 @@ class FakeTelegram(Fake):
             ext = ext if re.fullmatch(r"\.[A-Za-z0-9]{1,8}", ext) else ""
             path, prefix = f"documents/file_{n}{ext}", "BQACAgIAAxkBAAI"
         file = _File(
-            file_id=f"{prefix}{n:08d}", file_unique_id=f"AgAD{n:08d}", content=upload.content,
-            file_path=path, file_size=len(upload.content), file_name=name, mime_type=mime,
+            file_id=f"{prefix}{n:08d}", file_unique_id=f"AgAD{n:08d}", content=upload.data,
+            file_path=path, file_size=len(upload.data), file_name=name, mime_type=mime,
         )  # fmt: skip
         self._files[file.file_id] = file
         self._file_paths[path] = file
@@ -1901,9 +1819,9 @@ class FakeTelegram(Fake):
             self._cond.notify_all()
             return _ok(True)
 
-    def _download(self, token: str, path: str) -> Reply:
+    def _download(self, request: TrackedHandler, raw: bytes, token: str, path: str) -> Reply:
         with self._cond:
-            if self._revoked or unquote(token) != self.token:
+            if self._revoked or token != self.token:
                 return _error(401, "Unauthorized")
             file = self._file_paths.get(path)
             if file is None:

@@ -116,10 +116,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import email.message
-import email.parser
-import email.policy
-import email.utils
 import hashlib
 import hmac
 import itertools
@@ -131,13 +127,24 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import attrs
 import httpx
 
 from tests.fakes.kit import Fake, observed, serve_until_killed
-from tests.fakes.local_http import Reply, TrackedHandler, copy_json
+from tests.fakes.local_http import (
+    BodyError,
+    Reply,
+    TrackedHandler,
+    bearer,
+    copy_json,
+    decode_object,
+    form_parts,
+    match,
+    query,
+    routes,
+)
 
 TOKEN = "EAAG-fake-whatsapp-token"
 APP_SECRET = "fake-whatsapp-app-secret"
@@ -156,6 +163,10 @@ KEPT_UPLOAD = MB  # an upload up to this keeps its bytes (`content`)
 TOO_LARGE = "File Too Large: The file you uploaded is too large."
 STATUSES = ("sent", "delivered", "read", "failed")
 _VERSION = re.compile(r"v\d+\.\d+")
+_BODY_ERRORS = {
+    "not_json": "The request body is not valid JSON.",
+    "not_object": "The request body must be a JSON object.",
+}
 
 
 @attrs.frozen
@@ -281,58 +292,6 @@ def _fits(kind: str, mime: str) -> bool:
     return kind == "document" or base.startswith(f"{kind}/")
 
 
-@attrs.frozen(eq=False)
-class _Part:
-    """One part of a multipart/form-data body."""
-
-    filename: str | None
-    content_type: str | None
-    data: bytes
-
-
-def _form(content_type: str, raw: bytes) -> tuple[dict[str, str], dict[str, _Part]]:
-    """A multipart/form-data body (RFC 7578): its text fields, and its parts with a
-    filename by name, each sliced out of `raw` once. ValueError for anything else."""
-    header = email.message.Message()
-    header["content-type"] = content_type
-    boundary = header.get_boundary()
-    if header.get_content_type() != "multipart/form-data" or not boundary:
-        raise ValueError("not multipart/form-data with a boundary")
-    opening = b"--" + boundary.encode("latin-1")
-    delimiter = b"\r\n" + opening
-    if raw.startswith(opening):
-        pos = len(opening)
-    elif (first := raw.find(delimiter)) >= 0:
-        pos = first + len(delimiter)
-    else:
-        raise ValueError("no boundary in the body")
-    fields: dict[str, str] = {}
-    files: dict[str, _Part] = {}
-    while not raw.startswith(b"--", pos):  # the closing delimiter ends with "--"
-        line_end = raw.find(b"\r\n", pos)
-        end = -1 if line_end < 0 else raw.find(delimiter, line_end)
-        if end < 0:
-            raise ValueError("a part without a boundary after it")
-        blank = raw.find(b"\r\n\r\n", line_end, end + 2)
-        if blank < 0:
-            raise ValueError("a part's headers without a blank line after them")
-        head = raw[line_end + 2 : blank + 2].decode("utf-8", "replace")
-        headers = email.parser.HeaderParser(policy=email.policy.HTTP).parsestr(head)
-        name, filename = (headers.get_param(key, header="content-disposition")
-                          for key in ("name", "filename"))  # fmt: skip
-        data = raw[blank + 4 : end] if blank + 4 <= end else b""
-        if isinstance(name, (str, tuple)):
-            name = str(email.utils.collapse_rfc2231_value(name))
-            if filename is None:
-                fields[name] = data.decode("utf-8", "replace")
-            else:
-                given = headers.get("content-type")
-                filename = str(email.utils.collapse_rfc2231_value(filename))
-                files[name] = _Part(filename, None if given is None else str(given).strip(), data)
-        pos = end + len(delimiter)
-    return fields, files
-
-
 @attrs.frozen
 class _Media:
     media_id: str
@@ -393,7 +352,16 @@ class _Delivery:
 
 
 class FakeWhatsApp(Fake):
+    """WhatsApp's Cloud API (the Graph API's messages and media) and its webhooks, as the
+    module's docstring tells."""
+
     name = "WhatsApp"
+    _ROUTES = routes(
+        ("GET", "/media/{media_id}", "_download"),
+        ("POST", "/{version}/{phone_number_id}/messages", "_messages"),
+        ("POST", "/{version}/{phone_number_id}/media", "_upload"),
+        ("GET", "/{version}/{object_id}", "_object"),
+    )
     _channel_field = "to"
     _CONTROLS = frozenset({
         "deliver_text", "deliver_reply", "deliver_interactive", "deliver_reaction",
@@ -1047,29 +1015,25 @@ class FakeWhatsApp(Fake):
         return graph_error(1)
 
     def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
-        parts = urlsplit(request.path)
-        segments = [s for s in parts.path.split("/") if s]
-        query = dict(parse_qsl(parts.query))
-        auth = request.headers.get("authorization", "")
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else query.get(
-            "access_token", "")  # fmt: skip
-        if request.command == "GET" and len(segments) == 2 and segments[0] == "media":
-            return self._download(segments[1], token)
+        """A download (its own token check), else a call of the Graph API: a version,
+        the token, then the route."""
+        path = urlsplit(request.path).path
+        found = match(self._ROUTES, request.command, path)
+        token = bearer(request.headers)
+        token = query(request.path).get("access_token", "") if token is None else token
+        if isinstance(found, tuple) and found[0] == "_download":
+            return self._download(found[1]["media_id"], token)
+        segments = [s for s in path.split("/") if s]
         if not segments or not _VERSION.fullmatch(segments[0]):
-            return graph_error(2500, message=f"Unknown path components: {parts.path}")
+            return graph_error(2500, message=f"Unknown path components: {path}")
         refusal = self._auth_refusal(token)
         if refusal is not None:
             return refusal
-        route = segments[1:]
-        if request.command == "POST" and len(route) == 2 and route[1] == "messages":
-            return self._messages(route[0], raw)
-        if request.command == "POST" and len(route) == 2 and route[1] == "media":
-            return self._upload(route[0], request.headers.get("content-type", ""), raw)
-        if request.command == "GET" and route == [self.phone_number_id]:
-            return self._number(query)
-        if request.command == "GET" and len(route) == 1:
-            return self._media_info(route[0])
-        return graph_error(2500, message=f"Unknown path components: /{'/'.join(route)}")
+        if isinstance(found, int):
+            unknown = "/" + "/".join(segments[1:])
+            return graph_error(2500, message=f"Unknown path components: {unknown}")
+        handler, params = found
+        return getattr(self, handler)(request, raw, **params)
 
     def _auth_refusal(self, token: str) -> Reply | None:
         with self._cond:
@@ -1086,15 +1050,15 @@ class FakeWhatsApp(Fake):
             " be loaded due to missing permissions, or does not support this operation."
         ))  # fmt: skip
 
-    def _messages(self, phone_number_id: str, raw: bytes) -> Reply:
+    def _messages(
+        self, request: TrackedHandler, raw: bytes, version: str, phone_number_id: str
+    ) -> Reply | None:
         if phone_number_id != self.phone_number_id:
             return self._unsupported("post", phone_number_id)
         try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            return graph_error(100, "The request body is not valid JSON.")
-        if not isinstance(body, dict):
-            return graph_error(100, "The request body must be a JSON object.")
+            body = decode_object("application/json", raw)
+        except BodyError as exc:
+            return graph_error(100, _BODY_ERRORS[exc.kind])
         if body.get("messaging_product") != "whatsapp":
             return graph_error(100, "The parameter messaging_product is required.")
         if body.get("status") is not None:
@@ -1203,17 +1167,20 @@ class FakeWhatsApp(Fake):
                                " business account media attachment ID")  # fmt: skip
         return found
 
-    def _upload(self, phone_number_id: str, content_type: str, raw: bytes) -> Reply | None:
+    def _upload(
+        self, request: TrackedHandler, raw: bytes, version: str, phone_number_id: str
+    ) -> Reply | None:
         """`POST /{phone_number_id}/media`: the file kept, its media id answered."""
         if phone_number_id != self.phone_number_id:
             return self._unsupported("post", phone_number_id)
         try:
-            fields, files = _form(content_type, raw)
-        except ValueError as exc:
+            parts = form_parts(request.headers.get("content-type", ""), raw)
+        except BodyError as exc:
             return graph_error(100, f"The request body must be multipart/form-data: {exc}.")
+        fields = {p.name: p.text() for p in parts if p.filename is None}
         if fields.get("messaging_product") != "whatsapp":
             return graph_error(100, "The parameter messaging_product is required.")
-        part = files.get("file")
+        part = next((p for p in reversed(parts) if p.name == "file" and p.filename), None)
         if part is None:
             return graph_error(100, "The parameter file is required.")
         mime = fields.get("type") or part.content_type
@@ -1270,6 +1237,12 @@ class FakeWhatsApp(Fake):
             })  # fmt: skip
             self._cond.notify_all()
         return Reply(200, {"success": True})
+
+    def _object(self, request: TrackedHandler, raw: bytes, version: str, object_id: str) -> Reply:
+        """`GET /{id}`: the business number, or a media's URL."""
+        if object_id == self.phone_number_id:
+            return self._number(query(request.path))
+        return self._media_info(object_id)
 
     def _number(self, query: dict[str, str]) -> Reply:
         """The business number, as `GET /{phone-number-id}` reads it (the fields asked)."""
