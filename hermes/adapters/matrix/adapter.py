@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import trio
 
-from hermes.adapters.base import AdapterFatal, AdapterSetup
+from hermes.adapters.base import AdapterFatal, AdapterSetup, required
 from hermes.adapters.contract import (
     Cursor,
     Fetched,
@@ -168,9 +168,8 @@ class MatrixAdapter(HttpAdapter[MatrixConfig]):
     # -- receiving ------------------------------------------------------------------------
 
     async def connect(self) -> None:
-        if not self.token:
-            wanted = self.config.token_env or self.config.password_env or "token_env"
-            raise AdapterFatal(f"no token: set {wanted}")
+        if not self.token:  # neither a token nor a password to log in with
+            required(self.secrets, self.config.token_env or self.config.password_env, self.platform)
         if not self.base or not self.config.user_id:
             raise AdapterFatal(f"set platforms.{self.name}.base_url and user_id")
         timeout = httpx.Timeout(CONNECT_TIMEOUT, read=2 * self.progress_deadline)  # its backstop

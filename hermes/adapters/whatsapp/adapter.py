@@ -40,7 +40,7 @@ import httpx
 import trio
 
 from hermes.actors.link import FATAL
-from hermes.adapters.base import AdapterFatal, AdapterSetup
+from hermes.adapters.base import AdapterFatal, AdapterSetup, required
 from hermes.adapters.contract import (
     Cursor,
     Fetched,
@@ -108,7 +108,7 @@ class WhatsAppAdapter(HttpAdapter[WhatsAppConfig]):
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
         """The token reads the configured number (`GET /{phone-number-id}`)."""
         config = cls.configured(config)
-        token = secrets.get(config.token_env) or None
+        token = required(secrets, config.token_env, cls.platform)
         async with httpx.AsyncClient(timeout=TIMEOUT) as http:
             return await _number(http, (config.base_url or DEFAULT_BASE).rstrip("/"), config, token)
 
@@ -120,10 +120,10 @@ class WhatsAppAdapter(HttpAdapter[WhatsAppConfig]):
         await super().on_start()
 
     async def connect(self) -> None:
+        token = required(self.secrets, self.config.token_env, self.platform)
         missing = [
             key
             for key, value in (
-                ("token_env", self.token),
                 ("app_secret_env", self.app_secret),
                 ("verify_token_env", self.verify_token),
                 ("phone_number_id", self.config.phone_number_id),
@@ -132,7 +132,8 @@ class WhatsAppAdapter(HttpAdapter[WhatsAppConfig]):
         ]
         if missing:
             raise AdapterFatal(f"set platforms.{self.name}.{missing[0]} (and its variable)")
-        number = await _number(self.http, self.base, self.config, self.token)
+        assert self.http is not None  # opened by on_start
+        number = await _number(self.http, self.base, self.config, token)
         log.info("%s: sending as %s; deliveries come to /webhooks/%s", self.name, number, self.name)
         self.progress()
         await trio.sleep_forever()  # live until stopped: deliveries come to the listener
@@ -346,12 +347,8 @@ class WhatsAppAdapter(HttpAdapter[WhatsAppConfig]):
         return Sent(str(found)) if found else Unconfirmed("200 without a message id")
 
 
-async def _number(
-    http: httpx.AsyncClient | None, base: str, config: WhatsAppConfig, token: str | None
-) -> str:
+async def _number(http: httpx.AsyncClient, base: str, config: WhatsAppConfig, token: str) -> str:
     """The configured number as the token reads it; a refused token is AdapterFatal."""
-    if http is None or not token:
-        raise AdapterFatal(f"no token: set {config.token_env or 'platforms.whatsapp.token_env'}")
     response = await http.get(
         f"{base}/{config.phone_number_id}",
         params={"fields": "display_phone_number,verified_name"},
