@@ -1,5 +1,5 @@
-"""The MCP servers' node on its own: a server that never comes up is restarted with
-backoff and shows as failed (in /ready under `degraded`, never making serve unready);
+"""The MCP servers' node on its own: a server that never comes up is tried again with
+the links' backoff and shows as down (in /ready under `degraded`, never making serve unready);
 a result's content blocks as the model reads them."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ async def test_a_server_that_never_comes_up_is_down_but_serve_stays_ready(
         tree.drain(trio.current_time() + 5)
     assert mcp.status("gone").state == DOWN  # a stop after a failure keeps what it said
     assert ready.body["mcp"]["gone"]["state"] == DOWN
-    assert ready.body["mcp"]["gone"]["restarts"] >= 2
+    assert ready.body["mcp"]["gone"]["restarts"] == 0  # its actor paced its own attempts
     assert "MCP server gone is down: " in ready.body["degraded"][0]
     assert ready.ready and ready.body["problems"] == []
 

@@ -91,7 +91,7 @@ async def test_a_server_killed_mid_call_is_restarted_and_the_call_says_so(regist
             answer = await h.ask("alice", tool_line("mcp_echo_die"))
             await reports.until("dying")
             assert "the MCP server echo stopped during the call" in answer.text
-            await reports.until("started", nth=2)  # its supervisor started it again
+            await reports.until("started", nth=2)  # its actor started it again at once
             await mcp.until(lambda: mcp.status("echo").state == LIVE)
             again = await h.ask("alice", tool_line("mcp_echo_echo", text="back"))
             assert "back" in again.text

@@ -2,16 +2,19 @@
 
 The actor reports ready at once and connects in the background, so a slow or
 broken server never holds up serve. When the server goes away (its process
-exits, its endpoint fails, a ping goes unanswered) the actor ends and its own
-supervisor starts it again, with backoff; a server that keeps failing to come up
-shows as failed in `hermes status` and /ready without making serve unready.
-Stopping the actor kills a stdio server's whole process tree.
+exits, its endpoint fails, a ping goes unanswered) the actor connects again, paced
+as every link is (hermes.actors.link): at once after a session that was up, after
+LINK_BACKOFF's growing wait after one that failed to come up; a server that keeps
+failing shows as down in `hermes status` and /ready without making serve unready.
+Its supervisor restarts it only after a bug. Stopping the actor kills a stdio
+server's whole process tree.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -21,7 +24,15 @@ from mcp import ClientSession, types
 from mcp.shared.exceptions import McpError
 
 from hermes.actors.actor import Actor
-from hermes.actors.link import BACKING_OFF, CONNECTING, DOWN, LIVE, STOPPED, LinkStatus
+from hermes.actors.link import (
+    BACKING_OFF,
+    CONNECTING,
+    DOWN,
+    LINK_BACKOFF,
+    LIVE,
+    STOPPED,
+    LinkStatus,
+)
 from hermes.agent.mcp.link import ServerLink
 from hermes.agent.mcp.setup import START_TIMEOUT, McpSetup, ServerEnded
 from hermes.agent.mcp.transports import Transport, http_transport, stdio_transport
@@ -54,21 +65,33 @@ class McpServer(Actor):
         self.status = status
         self.publish = publish
         self._wake_send, self._wake = trio.open_memory_channel[str](1)
-        self._ready = False  # this incarnation's session came up
+        self._ready = False  # the current session came up
 
     def detail(self) -> dict[str, Any]:
         return self.status.detail("mcp")
 
     async def on_start(self) -> None:
-        if self.status.state != DOWN:
-            self.status.state = CONNECTING
-        self.nursery.start_soon(self._connection)
+        self.nursery.start_soon(self._connections)
 
     async def flush(self) -> None:
         if self.status.state in (CONNECTING, LIVE):  # not after a failure: keep what it said
             self.status.state, self.status.reason = STOPPED, None
 
+    async def _connections(self) -> None:
+        """Sessions one after another for the actor's life: the next at once after one
+        that was up, after LINK_BACKOFF's wait (growing with each in a row) after one that
+        failed to come up."""
+        rng = random.Random()
+        while True:
+            if self.status.state != DOWN:
+                self.status.state = CONNECTING
+            self._ready = False
+            await self._connection()
+            if not self._ready:
+                await trio.sleep(LINK_BACKOFF.delay(self.status.early_failures, rng))
+
     async def _connection(self) -> None:
+        """One session, to its end: why it ended goes in the status."""
         try:
             async with self._transport() as transport:
                 with trio.CancelScope() as session_scope:  # cancelled when the server goes
@@ -90,9 +113,6 @@ class McpServer(Actor):
                 exc_info=None if _expected(exc) else exc,
             )
             self.publish(None, None)  # its state changed: whoever waits on that looks
-            # Ended, not crashed: its supervisor starts a permanent child again all the
-            # same, with backoff, and a server down for days logs one line a try.
-            self.stop()
 
     async def _session(self, transport: Transport) -> None:
         """Initialize, list the tools, publish them, and keep the session until it is

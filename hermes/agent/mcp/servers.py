@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the SDK is imported once a server starts, not with hermes
 
 log = logging.getLogger(__name__)
 
-SERVER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)
+SERVER_BACKOFF = Backoff(minimum=1.0, maximum=60.0)  # after a bug: the actor is made again
 SHUTDOWN = 10.0  # seconds a server's actor gets to stop (its tree is killed meanwhile)
 SERVER_SCHEMAS = 60_000  # characters of one server's tool schemas offered in each prompt
 
