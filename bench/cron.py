@@ -22,12 +22,12 @@ from zoneinfo import ZoneInfo
 import apsw
 import trio
 
-from hermes.config import CronConfig
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import JOB_SELECT, Job, job_from_row
 from hermes.cron.lifecycle import claim_due
 from hermes.cron.schedule import Schedule, next_after
 from hermes.cron.scheduler import JobsChanged, Scheduler
+from hermes.cron.settings import CronConfig
 from hermes.cron.store import NewJob, create_job
 from hermes.state.db import Db
 from hermes.state.registry import Registry

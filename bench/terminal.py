@@ -23,12 +23,12 @@ from pathlib import Path
 
 import trio
 
-from hermes.config import TerminalConfig
 from hermes.terminal.backends.base import Launch, Shell
 from hermes.terminal.command import OutputPump, spawned
 from hermes.terminal.placement import backends_for
 from hermes.terminal.reaper import become_subreaper
 from hermes.terminal.session import TerminalSession
+from hermes.terminal.settings import TerminalConfig
 
 RUNS = 200
 KILLS = 5

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes.config import Config, ConfigError, Secrets, load_config, parse_config
+from hermes.config import ConfigError, Secrets, load_config, parse_config
 from hermes.gateway.serve import READY_LINE
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome, write_secret_file
 from tests.processes import hermes
 
@@ -19,7 +20,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_missing_file_is_the_embedded_default(tmp_path):
-    assert load_config(tmp_path / "config.yaml") == Config()
+    assert load_config(tmp_path / "config.yaml", Config) == Config()
     assert Config().gateway.drain_timeout == 30.0
     assert Config().model.provider == "offline"
 
@@ -31,7 +32,7 @@ def test_values_override_defaults(tmp_path):
         "fallback_providers:\n  - {provider: openai, model: gpt, api_key_env: OPENAI_KEY}\n"
         "timezone: Europe/Berlin\n",
     )
-    config = load_config(path)
+    config = load_config(path, Config)
     assert config.gateway.drain_timeout == 5.0
     assert config.gateway.busy == "queue"
     assert config.gateway.thread_sessions_per_user is True
@@ -80,7 +81,7 @@ def test_values_override_defaults(tmp_path):
 def test_bad_config_names_the_key_and_the_file(tmp_path, text, message):
     path = write(tmp_path / "config.yaml", text)
     with pytest.raises(ConfigError) as info:
-        load_config(path)
+        load_config(path, Config)
     assert message in str(info.value)
     assert str(path) in str(info.value)
     assert "\n" not in str(info.value)
@@ -89,7 +90,7 @@ def test_bad_config_names_the_key_and_the_file(tmp_path, text, message):
 def refusal(path: Path) -> str:
     """The one-line message a bad file gets."""
     with pytest.raises(ConfigError) as info:
-        load_config(path)
+        load_config(path, Config)
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith(f"{path}: ")
@@ -105,13 +106,13 @@ def test_yaml_1_1_words_are_not_booleans(tmp_path, word):
 @pytest.mark.parametrize("word", ["true", "True", "TRUE", "false", "False", "FALSE"])
 def test_only_true_and_false_are_booleans(tmp_path, word):
     path = write(tmp_path / "config.yaml", f"gateway:\n  thread_sessions_per_user: {word}\n")
-    assert load_config(path).gateway.thread_sessions_per_user is (word.lower() == "true")
+    assert load_config(path, Config).gateway.thread_sessions_per_user is (word.lower() == "true")
 
 
 def test_yaml_1_1_words_stay_text_where_text_belongs(tmp_path):
     path = write(tmp_path / "config.yaml", "model:\n  provider: on\n  model: yes\n")
-    assert load_config(path).model.provider == "on"
-    assert load_config(path).model.model == "yes"
+    assert load_config(path, Config).model.provider == "on"
+    assert load_config(path, Config).model.model == "yes"
 
 
 @pytest.mark.parametrize(
@@ -137,7 +138,7 @@ def test_nan_and_infinity_are_refused(tmp_path, text, message):
 def test_non_finite_floats_from_anywhere_are_refused(value):
     data = {"gateway": {"local": {"port": value}}, "cron": {"lease_seconds": value}}
     with pytest.raises(ConfigError) as info:
-        parse_config(data, "test")
+        parse_config(data, "test", Config)
     assert str(info.value) == (
         f"test: gateway.local.port: expected a finite number, got {value!r}; "
         f"cron.lease_seconds: expected a finite number, got {value!r}"

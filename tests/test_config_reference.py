@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from hermes.adapters.registry import SECTIONS, chat_platforms
+from hermes.agent.mcp.settings import McpServerConfig
 from hermes.cli.config_reference import REGENERATE, MissingHelp, keys_of
-from hermes.config import Config, McpServerConfig, load_config
+from hermes.config import load_config
+from hermes.gateway.settings import Config
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 ROW = re.compile(r"^\| `([^`]+)` \| [^|]+ \| `([^`]*)` \|", re.MULTILINE)
@@ -55,7 +57,7 @@ def test_every_key_written_with_its_default_reads_back_as_the_default(tmp_path: 
     config_file = tmp_path / "config.yaml"
     config_file.write_text(yaml.safe_dump(data))
     expected = Config(platforms={name: SECTIONS[name]() for name in chat_platforms()})
-    assert load_config(config_file, SECTIONS) == expected
+    assert load_config(config_file, Config, SECTIONS) == expected
     assert set(data["platforms"]) == set(chat_platforms())
 
 

@@ -13,8 +13,9 @@ import pytest
 
 from hermes.adapters.registry import PLATFORMS
 from hermes.agent.tools.catalog import default_tools, web_tools
+from hermes.agent.web.settings import SearchConfig, WebConfig
 from hermes.cli.main import COMMANDS
-from hermes.config import SearchConfig, Secrets, WebConfig
+from hermes.config import Secrets
 from hermes.gateway.command_table import BY_WORD
 
 ROOT = Path(__file__).parents[1]

@@ -67,7 +67,8 @@ from hermes.adapters.contract import (
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.media import DEFAULT_LIMITS, MediaLimits
 from hermes.adapters.refusals import Codes, Refusal, is_auth, result_of
-from hermes.config import PlatformConfig, Secrets
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
 

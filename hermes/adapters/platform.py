@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from hermes.config import PlatformConfig
+from hermes.adapters.settings import PlatformConfig
 
 if TYPE_CHECKING:
     from hermes.adapters.base import AdapterFactory

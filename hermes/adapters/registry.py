@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
 from hermes.adapters.platform import Limit, Platform
-from hermes.config import PlatformConfig
+from hermes.adapters.settings import PlatformConfig
 
 V = TypeVar("V")
 NAMES = ("local", "telegram", "slack", "discord", "whatsapp", "email", "matrix", "signal")

@@ -23,9 +23,9 @@ import attrs
 import trio
 
 from hermes.adapters.contract import StepKind, TurnStep
+from hermes.agent.settings import DelegateConfig
 from hermes.agent.tools.base import ToolContext, ToolError
 from hermes.agent.untrusted import TurnMarks
-from hermes.config import DelegateConfig
 from hermes.state.sessions import NewSession, end_session, ensure_session
 
 log = logging.getLogger(__name__)

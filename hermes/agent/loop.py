@@ -40,13 +40,14 @@ from hermes.agent.mcp.servers import McpServers
 from hermes.agent.permissions import COMMAND_TOOLS, Permissions
 from hermes.agent.prompt import IDENTITY, SKILL_REMINDER, PromptParts, skills_index, system_prompt
 from hermes.agent.provider import ModelReply, Provider, ToolCall
+from hermes.agent.settings import DelegateConfig, ToolsConfig
 from hermes.agent.skills.library import SkillLibrary
 from hermes.agent.tools.base import ModelCalls, Tool, ToolContext, schema
 from hermes.agent.tools.file_view import FileRefused, view_for
 from hermes.agent.tools.todo import checklist
 from hermes.agent.turn_times import TurnTimes
 from hermes.agent.untrusted import CallMarks, TurnMarks
-from hermes.config import DelegateConfig, Role, ToolsConfig
+from hermes.config import Role
 from hermes.delivery.outbox import nudge
 from hermes.delivery.replies import Answer, Then
 from hermes.state.approvals import Approval, restarted_while_waiting

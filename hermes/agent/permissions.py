@@ -14,7 +14,8 @@ from collections.abc import Iterable
 
 import attrs
 
-from hermes.config import ConfigError, Role, ToolsConfig
+from hermes.agent.settings import ToolsConfig
+from hermes.config import ConfigError, Role
 
 EVERY_TOOL = "*"
 

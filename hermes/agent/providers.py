@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import Budgets
@@ -13,9 +14,12 @@ from hermes.agent.offline import OFFLINE_CONTEXT, OfflineProvider
 from hermes.agent.openai_compat import DEFAULT_CONTEXT, OpenAICompatible
 from hermes.agent.permissions import COMMAND_TOOLS, FILE_TOOLS, Permissions
 from hermes.agent.provider import Provider
+from hermes.agent.settings import AgentConfig, ModelConfig
 from hermes.agent.skills.library import SkillLibrary
+from hermes.agent.skills.settings import SkillsConfig
 from hermes.agent.tools.catalog import default_tools, web_tools
-from hermes.config import Config, ConfigError, ModelConfig, Secrets
+from hermes.agent.web.settings import WebConfig
+from hermes.config import ConfigError, Secrets
 from hermes.home import HermesHome
 
 
@@ -37,13 +41,33 @@ def build_provider(entry: ModelConfig, secrets: Secrets) -> Provider:
     )
 
 
-def build_chain(config: Config, secrets: Secrets) -> ProviderChain:
-    entries = [config.model, *config.fallback_providers]
+def build_chain(entries: Sequence[ModelConfig], secrets: Secrets) -> ProviderChain:
+    """The model, then each fallback (`entries`, in that order)."""
     return ProviderChain([build_provider(e, secrets) for e in entries])
 
 
+class AgentSettings(Protocol):
+    """What the agent reads of config.yaml: hermes.gateway.settings.Config, assembled
+    above this layer, is one."""
+
+    @property
+    def model(self) -> ModelConfig: ...
+
+    @property
+    def fallback_providers(self) -> Sequence[ModelConfig]: ...
+
+    @property
+    def agent(self) -> AgentConfig: ...
+
+    @property
+    def web(self) -> WebConfig: ...
+
+    @property
+    def skills(self) -> SkillsConfig: ...
+
+
 def build_agent(
-    config: Config,
+    config: AgentSettings,
     secrets: Secrets,
     home: HermesHome,
     redact: Callable[[str], str] = str,
@@ -64,7 +88,7 @@ def build_agent(
     permissions = Permissions.build(agent.tools, tools, withheld)
     skills = SkillLibrary(home.skills, config.skills)
     return Agent(
-        build_chain(config, secrets),
+        build_chain([config.model, *config.fallback_providers], secrets),
         tools,
         agent.max_turns,
         budgets,

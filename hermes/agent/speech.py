@@ -16,7 +16,8 @@ import httpx
 import trio
 
 from hermes.adapters.media import PIECE, MediaLimits, Saved, save_stream
-from hermes.config import ConfigError, MediaConfig, Secrets, SpeakConfig, TranscribeConfig
+from hermes.agent.settings import MediaConfig, SpeakConfig, TranscribeConfig
+from hermes.config import ConfigError, Secrets
 
 TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 MAX_TRANSCRIPT = 20_000  # characters of one transcript the model sees

@@ -17,8 +17,8 @@ import trio
 
 from hermes.actors.clock import Clock
 from hermes.actors.errors import HermesError
-from hermes.config import Config
 from hermes.gateway.pidfile import serve_holds
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.operations.context import Offline, Ops
 from hermes.operations.wire import operation

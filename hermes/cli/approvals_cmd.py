@@ -13,6 +13,7 @@ from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.cli.act import perform
 from hermes.config import load_config
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.operations.approvals import ApproveArgs, DenyArgs, ListArgs
 from hermes.state.approvals import APPROVED, PENDING, Approval
@@ -37,7 +38,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def approvals(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path, SECTIONS)
+    config = load_config(home.config_path, Config, SECTIONS)
     if args.action == "list":
         if not home.state_db.exists():  # a read creates nothing
             print(NOTHING_PENDING)

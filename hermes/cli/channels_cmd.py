@@ -10,6 +10,7 @@ from hermes.cli import exit_codes
 from hermes.cli.act import perform
 from hermes.config import load_config
 from hermes.delivery.channels import HomeChannel, home_channels
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.operations.context import NoArgs
 
@@ -21,7 +22,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def channels(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path, SECTIONS)
+    config = load_config(home.config_path, Config, SECTIONS)
     homes: dict[str, HomeChannel] = {}
     if home.state_db.exists():  # a read creates nothing: only config.yaml's then
         homes = perform(home, config, "channels", NoArgs())

@@ -12,6 +12,7 @@ from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.cli.client import ask_serve, connect, serve_address
 from hermes.config import load_config
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.operations.context import NoArgs
 
@@ -32,7 +33,7 @@ def register_status(status: argparse.ArgumentParser) -> None:
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
     home = HermesHome.from_env()
-    return serve_address(home, load_config(home.config_path, SECTIONS), args.port)
+    return serve_address(home, load_config(home.config_path, Config, SECTIONS), args.port)
 
 
 class _Shown:
@@ -109,7 +110,7 @@ def chat_main(args: argparse.Namespace) -> int:
 
 def status_main(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path, SECTIONS)
+    config = load_config(home.config_path, Config, SECTIONS)
     tree: Snapshot = trio.run(ask_serve, home, config, "status", NoArgs(), args.port)
     print(tree.render())
     return exit_codes.OK

@@ -17,7 +17,7 @@ from trio_websocket import (
 )
 
 from hermes.actors.errors import HermesError
-from hermes.config import Config
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.operations.wire import error_from_json, operation, result_from_json, result_to_json
 

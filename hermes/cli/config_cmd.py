@@ -11,6 +11,7 @@ from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.cli.config_reference import reference
 from hermes.config import Secrets, dump_config, load_config
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 
 
@@ -33,7 +34,7 @@ def config(args: argparse.Namespace) -> int:
     if args.action == "path":
         print(home.config_path)
         return exit_codes.OK
-    effective = load_config(home.config_path, SECTIONS)
+    effective = load_config(home.config_path, Config, SECTIONS)
     secrets = Secrets.load(home.env_path)
     source = "file" if home.config_path.exists() else "embedded default"
     print(f"# {home.config_path} ({source})")

@@ -20,7 +20,8 @@ import yaml
 
 from hermes.actors.errors import Invalid
 from hermes.adapters.registry import chat_platforms
-from hermes.config import Config, PlatformConfig
+from hermes.adapters.settings import PlatformConfig
+from hermes.gateway.settings import Config
 
 REGENERATE = "hermes config reference > docs/configuration.md"
 
@@ -28,7 +29,8 @@ INTRO = f"""\
 # Configuration reference
 
 <!-- Generated from the config classes by `hermes config reference`; do not edit.
-     Change the docstrings under the fields in hermes/config.py and
+     Change the docstrings under the fields in hermes/*/settings.py (the sections
+     of features, which hermes/gateway/settings.py assembles) and
      hermes/adapters/<name>/config.py, then run: {REGENERATE} -->
 
 hermes reads `config.yaml` from HERMES_HOME (`~/.hermes` unless the `HERMES_HOME`

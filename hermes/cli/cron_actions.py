@@ -12,10 +12,11 @@ from typing import Any
 from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.cli.act import perform
-from hermes.config import Config, load_config
+from hermes.config import load_config
 from hermes.cron.jobs import Job
 from hermes.cron.lifecycle import LIVE
 from hermes.gateway.pidfile import serve_holds
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.operations.context import NoArgs
 from hermes.operations.cron import (
@@ -176,7 +177,7 @@ SHOW: dict[str, Callable[[Any, argparse.Namespace, Config], int]] = {
 
 def act(args: argparse.Namespace, home: HermesHome) -> int:
     """The command's action, run where it belongs (hermes.cli.act), and its result shown."""
-    config = load_config(home.config_path, SECTIONS)
+    config = load_config(home.config_path, Config, SECTIONS)
     if args.action == "run" and not serve_holds(home.serve_pid):
         from hermes.cli.cron_here import run_here  # serve's tree, the agent: only here
 

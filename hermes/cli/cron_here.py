@@ -19,11 +19,11 @@ from hermes.agent.mcp.setup import McpSetup
 from hermes.agent.providers import build_agent
 from hermes.cli import exit_codes
 from hermes.cli.act import open_state
-from hermes.config import Config
 from hermes.cron.fire import Fire, run_fire
 from hermes.cron.injection import check as injection_check
 from hermes.cron.lifecycle import Cause
 from hermes.cron.store import claim_now, get_job, run_history
+from hermes.gateway.settings import Config
 from hermes.gateway.tree import ServeKeys
 from hermes.home import HermesHome
 from hermes.state.db import Db

@@ -11,6 +11,7 @@ from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.cli.act import perform
 from hermes.config import load_config
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.operations.context import NoArgs
 from hermes.operations.outbox import ListArgs, Purged, RowArgs, RowState, RowView
@@ -33,7 +34,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def outbox(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path, SECTIONS)
+    config = load_config(home.config_path, Config, SECTIONS)
     if args.action is None:
         rows = []
         if home.state_db.exists():  # a read creates nothing

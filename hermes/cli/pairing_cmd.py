@@ -15,6 +15,7 @@ from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.cli.act import perform
 from hermes.config import load_config
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.operations.context import NoArgs
 from hermes.operations.pairing import ApproveArgs, ApprovedUser, Done, PairingList, UserArgs
@@ -46,7 +47,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def pairing(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path, SECTIONS)
+    config = load_config(home.config_path, Config, SECTIONS)
     if args.action == "list":
         if not home.state_db.exists():  # a read creates nothing
             print(NOTHING_PENDING)

@@ -17,6 +17,7 @@ from hermes.gateway.serve import (
     beside_another,
     run_serve,
 )
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.ops.server import ops_children
 
@@ -34,7 +35,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path, SECTIONS)  # a bad config creates nothing
+    config = load_config(home.config_path, Config, SECTIONS)  # a bad config creates nothing
     home.ensure()
     setup_logging(home, args.verbose)
     if args.no_lock:

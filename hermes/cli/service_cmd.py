@@ -20,6 +20,7 @@ from pathlib import Path
 from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.config import load_config
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.ops.systemd import (
     DEFAULT_NAME,
@@ -85,7 +86,7 @@ def _systemctl(user: bool) -> str:
 def _install(args: argparse.Namespace, name: str) -> int:
     home = HermesHome.from_env()
     config = load_config(
-        home.config_path, SECTIONS
+        home.config_path, Config, SECTIONS
     )  # a bad config.yaml exits 2 before anything is written
     run_as = None if args.user else invoking_user()
     if run_as is not None:

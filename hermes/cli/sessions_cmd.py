@@ -13,6 +13,7 @@ from hermes.adapters.registry import SECTIONS
 from hermes.cli import exit_codes
 from hermes.cli.act import perform
 from hermes.config import load_config
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.operations.sessions import (
     ExportArgs,
@@ -54,7 +55,7 @@ def sessions(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
     if not home.state_db.exists():
         return _without_db(args)
-    config = load_config(home.config_path, SECTIONS)
+    config = load_config(home.config_path, Config, SECTIONS)
     name, request = REQUESTS[args.action](args)
     return SHOW[args.action](perform(home, config, name, request))
 

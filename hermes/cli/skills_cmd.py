@@ -9,6 +9,7 @@ from hermes.adapters.registry import SECTIONS
 from hermes.agent.skills.library import SkillLibrary
 from hermes.cli import exit_codes
 from hermes.config import load_config
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.operations.skills import (
     SkillReport,
@@ -45,7 +46,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def skills(args: argparse.Namespace) -> int:
     home = HermesHome.from_env()
-    config = load_config(home.config_path, SECTIONS)
+    config = load_config(home.config_path, Config, SECTIONS)
     library = SkillLibrary(home.skills, config.skills)
     if args.action == "list":
         return _list(list_skills(library))

@@ -10,15 +10,13 @@ target failing never stops the others (each is its own chat in the outbox).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 
 import apsw
 
-from hermes.config import PlatformConfig
 from hermes.cron.jobs import Job
 from hermes.cron.lifecycle import record_delivery
 from hermes.cron.store import record_target
-from hermes.delivery.channels import home_channels
+from hermes.delivery.channels import Platforms, home_channels
 from hermes.delivery.mirror import LOCAL, Mirror, plan_seeds
 from hermes.delivery.outbox_store import enqueue
 from hermes.delivery.session_keys import Keying
@@ -35,7 +33,7 @@ def queue_brief(
     job: Job,
     fence: int,
     text: str,
-    platforms: Mapping[str, PlatformConfig],
+    platforms: Platforms,
     keying: Keying,
     mirror_default: bool,
     now: float,

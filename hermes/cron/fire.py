@@ -29,12 +29,13 @@ from prometheus_client import Counter, Histogram
 
 from hermes.actors.address import Address
 from hermes.actors.clock import Clock
-from hermes.config import CronConfig, PlatformConfig
 from hermes.cron.briefs import queue_brief
 from hermes.cron.jobs import Job
 from hermes.cron.lifecycle import LOST, Cause, Claim, finish_fire, heartbeat, interrupt
 from hermes.cron.output import is_silent, write_output
+from hermes.cron.settings import CronConfig
 from hermes.cron.store import holds_lease
+from hermes.delivery.channels import Platforms
 from hermes.delivery.outbox import nudge
 from hermes.delivery.session_keys import Keying
 from hermes.state.db import Db
@@ -97,7 +98,7 @@ class FireContext:
     runner: AgentRunner
     config: CronConfig = CronConfig()
     clock: Clock = attrs.field(factory=Clock)
-    platforms: Mapping[str, PlatformConfig] = attrs.field(factory=dict)
+    platforms: Platforms = attrs.field(factory=dict)
     keying: Keying = Keying()
     outbox: Callable[[], Address | None] = lambda: None
     environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))

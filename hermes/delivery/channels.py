@@ -13,8 +13,12 @@ import apsw
 import attrs
 
 from hermes.adapters.contract import Target
-from hermes.config import PlatformConfig
+from hermes.adapters.settings import PlatformConfig
 from hermes.delivery.targets import parse_target
+
+Platforms = Mapping[str, PlatformConfig]
+"""The platforms' sections of config.yaml by name, whose `home_channel`s count (cron's
+fires hold them as this type: cron reaches the platforms only through delivery)."""
 
 
 @attrs.frozen
@@ -34,7 +38,7 @@ def set_home(conn: apsw.Connection, target: Target, set_by: str, now: float) -> 
     )
 
 
-def _configured(platforms: Mapping[str, PlatformConfig]) -> dict[str, HomeChannel]:
+def _configured(platforms: Platforms) -> dict[str, HomeChannel]:
     homes = {}
     for platform, settings in platforms.items():
         target = parse_target(f"{platform}:{settings.home_channel or ''}")
@@ -43,9 +47,7 @@ def _configured(platforms: Mapping[str, PlatformConfig]) -> dict[str, HomeChanne
     return homes
 
 
-def home_channels(
-    conn: apsw.Connection | None, platforms: Mapping[str, PlatformConfig]
-) -> dict[str, HomeChannel]:
+def home_channels(conn: apsw.Connection | None, platforms: Platforms) -> dict[str, HomeChannel]:
     """Every platform's home channel by platform name: state.db's, else config's (`conn`
     None: a state.db without the table yet)."""
     homes = _configured(platforms)

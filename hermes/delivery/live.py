@@ -15,37 +15,34 @@ edit; the final answer is formatted.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import attrs
 
 from hermes.adapters.contract import StepKind, Target, TurnStep
 from hermes.adapters.registry import PLATFORMS
-from hermes.config import Config
+from hermes.adapters.settings import PlatformConfig
 
 RUNNING, DONE = "⏳", "✓"
 TODO_TOOL = "todo"  # a tool whose result, the session's checklist, the message shows
 STOPPED_NOTE = "\n\n(stopped)"
 
 
-def progress_modes(config: Config) -> dict[str, str]:
-    """Each enabled platform's progress mode but `off`: its `progress`, else `stream`
-    where its adapter edits messages; `off` where a voice note replaces the text."""
+def progress_modes(
+    platforms: Mapping[str, PlatformConfig], holds: Mapping[str, float]
+) -> dict[str, str]:
+    """Each platform's progress mode but `off` (`platforms`: the enabled ones): its
+    `progress`, else `stream` where its adapter edits messages; `off` where a voice note
+    replaces the text (`holds`: media.speak's, by platform)."""
     modes = {}
-    for name, settings in config.enabled_platforms().items():
-        if name in voice_holds(config):
+    for name, settings in platforms.items():
+        if name in holds:
             continue
         known = PLATFORMS.get(name)
         mode = settings.progress or ("stream" if known is not None and known.edits else "off")
         if mode != "off":
             modes[name] = mode
     return modes
-
-
-def voice_holds(config: Config) -> dict[str, float]:
-    """The seconds a turn's text waits, by platform, for the voice note sent instead of it
-    (`media.speak.mode: instead`)."""
-    speak = config.media.speak
-    return {name: speak.hold for name in speak.platforms} if speak.mode == "instead" else {}
 
 
 def status_key(answer_key: str) -> str:

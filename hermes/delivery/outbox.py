@@ -50,7 +50,7 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.platform import Pace
 from hermes.adapters.registry import PLATFORMS
-from hermes.config import GatewayConfig
+from hermes.adapters.settings import GatewayConfig
 from hermes.delivery.outbox_store import (
     SENDING,
     OutboxRow,

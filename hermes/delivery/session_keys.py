@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Mapping
 
 import attrs
 
 from hermes.adapters.contract import ChatType, Target
-from hermes.config import Config
+from hermes.adapters.settings import GatewayConfig, PlatformConfig
 
 PROFILE = "main"
 
@@ -38,9 +39,9 @@ class Keying:
     thread_per_user: bool = True
 
     @classmethod
-    def of(cls, config: Config) -> Keying:
-        shared = frozenset(n for n, p in config.platforms.items() if p.groups.sessions == "shared")
-        return cls(shared, config.gateway.thread_sessions_per_user)
+    def of(cls, platforms: Mapping[str, PlatformConfig], gateway: GatewayConfig) -> Keying:
+        shared = frozenset(n for n, p in platforms.items() if p.groups.sessions == "shared")
+        return cls(shared, gateway.thread_sessions_per_user)
 
 
 PER_USER = Keying()

@@ -29,8 +29,8 @@ import trio
 
 from hermes.actors.clock import Clock
 from hermes.adapters.contract import Button, Target
+from hermes.adapters.settings import PlatformConfig
 from hermes.agent.tools.base import ToolContext
-from hermes.config import PlatformConfig
 from hermes.delivery.channels import home_channels
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import drop_unsent, enqueue

@@ -15,7 +15,7 @@ from __future__ import annotations
 import attrs
 
 from hermes.adapters.contract import ChatType, InboundEvent
-from hermes.config import PlatformConfig
+from hermes.adapters.settings import PlatformConfig
 
 
 @attrs.frozen

@@ -10,8 +10,9 @@ import attrs
 
 from hermes.actors.clock import Clock
 from hermes.adapters.contract import InboundEvent
+from hermes.adapters.settings import Busy, GatewayConfig
 from hermes.agent.loop import Agent
-from hermes.config import Busy, GatewayConfig, Role
+from hermes.config import Role
 from hermes.gateway.command_table import BY_WORD, word_of
 from hermes.gateway.people import People
 from hermes.gateway.questions import Questions

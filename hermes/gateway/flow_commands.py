@@ -9,8 +9,8 @@ import trio
 
 from hermes.actors.errors import NotFound
 from hermes.adapters.contract import ChatType
+from hermes.adapters.settings import Busy
 from hermes.agent.memory import adopt
-from hermes.config import Busy
 from hermes.gateway.command_context import CommandContext, CommandReply
 from hermes.state.identities import (
     LINK_TTL,

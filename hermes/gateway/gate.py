@@ -11,9 +11,10 @@ import attrs
 
 from hermes.actors.clock import Clock
 from hermes.adapters.contract import InboundEvent
-from hermes.config import Busy, Config, GroupsConfig, PlatformConfig
+from hermes.adapters.settings import Busy, GroupsConfig, PlatformConfig
 from hermes.gateway.authorization import Decision, decide
 from hermes.gateway.intake import Screening
+from hermes.gateway.settings import Config
 from hermes.state.db import Db
 from hermes.state.pairing import approved_users, request_code
 

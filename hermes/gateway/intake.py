@@ -16,7 +16,7 @@ from __future__ import annotations
 import attrs
 
 from hermes.adapters.contract import ChatType, InboundEvent
-from hermes.config import Busy, GroupsConfig
+from hermes.adapters.settings import Busy, GroupsConfig
 from hermes.gateway.authorization import Decision
 from hermes.gateway.command_table import BY_WORD, ROUTER_COMMANDS, SESSION_COMMANDS, TABLE, word_of
 

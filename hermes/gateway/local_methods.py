@@ -22,7 +22,7 @@ from hermes.adapters.local.jsonrpc import (
     SERVER_BUSY,
     RpcError,
 )
-from hermes.config import Config
+from hermes.gateway.settings import Config
 from hermes.operations.context import Live, Ops
 from hermes.operations.cron import AddArgs
 from hermes.operations.wire import (

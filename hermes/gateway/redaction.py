@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from hermes.adapters.registry import PLATFORMS
-from hermes.config import Config, Secrets
+from hermes.config import Secrets
+from hermes.gateway.settings import Config
 from hermes.terminal.env import BLOCKED_PATTERNS, EnvPolicy, Redactor
 
 

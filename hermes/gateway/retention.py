@@ -24,10 +24,10 @@ import trio
 from hermes.actors.actor import Actor
 from hermes.actors.clock import Clock
 from hermes.adapters.media import MediaLimits, evict
-from hermes.config import RetentionConfig
 from hermes.cron.store import prune_deliveries, prune_runs
 from hermes.delivery.outbox_store import prune_sent
 from hermes.gateway.journal import prune
+from hermes.gateway.settings import RetentionConfig
 from hermes.state.approvals import prune_approvals
 from hermes.state.db import Db
 from hermes.state.errors import StateError

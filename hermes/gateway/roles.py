@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from hermes.adapters.contract import InboundEvent
-from hermes.config import Config, Role
-from hermes.state.pairing import owner_settings
+from hermes.config import Role
+from hermes.gateway.settings import Config
+from hermes.operations.pairing import owner_settings
 
 OwnersOf = Callable[[str], Awaitable[frozenset[str]]]  # a platform's owners by pairing
 

@@ -28,9 +28,10 @@ import trio
 from hermes.actors.actor import Actor
 from hermes.actors.clock import Clock
 from hermes.adapters.contract import InboundEvent, StepKind
+from hermes.adapters.settings import Busy
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore
-from hermes.config import Busy, Config, Role
+from hermes.config import Role
 from hermes.delivery.replies import Replies
 from hermes.delivery.session_keys import Keying
 from hermes.gateway.admission import Admitted, Intake
@@ -57,6 +58,7 @@ from hermes.gateway.rate_limit import InboundLimit
 from hermes.gateway.roles import owner_ids, role_of
 from hermes.gateway.router_messages import Mirrored, PairingChanged
 from hermes.gateway.session_host import SessionHost, SessionServices
+from hermes.gateway.settings import Config
 from hermes.gateway.turn_follower import TurnFollower
 from hermes.gateway.turn_starter import TurnStarter
 from hermes.operations.context import Live, Offline, Ops
@@ -140,7 +142,7 @@ class Router(Actor):
             self.services,
             approvals,
             platforms,
-            Keying.of(self.config),
+            Keying.of(self.config.platforms, self.config.gateway),
             self.questions,
         )
         self.starter = TurnStarter(

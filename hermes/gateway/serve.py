@@ -18,9 +18,9 @@ import trio
 
 from hermes.actors.errors import ChildStartError, HermesError, PortInUse
 from hermes.actors.supervisor import Supervisor
-from hermes.config import Config
 from hermes.gateway.pidfile import hold_pid_file
 from hermes.gateway.redaction import redacted_logs
+from hermes.gateway.settings import Config
 from hermes.gateway.tree import ServeKeys, Surfaces, build_root
 from hermes.home import HermesHome
 from hermes.state.errors import StateError

@@ -15,13 +15,13 @@ from prometheus_client import Histogram
 from hermes.actors.actor import Actor
 from hermes.actors.cancels import is_cancel
 from hermes.adapters.contract import StepKind, TurnStep
+from hermes.adapters.settings import Busy
 from hermes.agent.attachments import Attachments
 from hermes.agent.context import Conversation
 from hermes.agent.loop import Agent, Steered
 from hermes.agent.provider import ProviderError
 from hermes.agent.tools.base import ToolContext
 from hermes.agent.turn_times import TurnTimes
-from hermes.config import Busy
 from hermes.delivery.replies import Answer
 from hermes.gateway.command_table import SESSION_COMMANDS
 from hermes.gateway.journal import Closings

@@ -19,12 +19,13 @@ from hermes.actors.address import Address
 from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent
+from hermes.adapters.settings import Busy, GatewayConfig
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore, memory_of
 from hermes.agent.permissions import Caller
 from hermes.agent.speech import Speech
 from hermes.agent.tools.base import Approver, Asker, SessionFiles, ToolContext
-from hermes.config import Busy, GatewayConfig, Role
+from hermes.config import Role
 from hermes.delivery.session_keys import Keying, new_session_id, session_key, shared
 from hermes.delivery.targets import Origin
 from hermes.gateway.session_actor import Interrupt, SessionActor

@@ -35,9 +35,9 @@ from hermes.agent.mcp.servers import McpServers
 from hermes.agent.mcp.setup import McpSetup
 from hermes.agent.providers import build_agent
 from hermes.agent.speech import Speech
-from hermes.config import Config, ConfigError, Secrets, load_config
+from hermes.config import ConfigError, Secrets, load_config
 from hermes.cron.scheduler import Scheduler
-from hermes.delivery.live import progress_modes, voice_holds
+from hermes.delivery.live import progress_modes
 from hermes.delivery.outbox import Outbox
 from hermes.delivery.outbox_store import mark_undelivered
 from hermes.delivery.replies import OutboxReplies
@@ -53,6 +53,7 @@ from hermes.gateway.router import Router
 from hermes.gateway.router_messages import Mirrored
 from hermes.gateway.services import Services
 from hermes.gateway.session_host import SessionServices
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome, write_secret_file
 from hermes.operations.context import Live
 from hermes.state.db import Db
@@ -144,7 +145,7 @@ def build_root(
     mcp = McpServers(
         config.mcp,
         McpSetup(secrets_, policy, home.workspace, keys.redact),
-        lambda: load_config(home.config_path, SECTIONS).mcp,
+        lambda: load_config(home.config_path, Config, SECTIONS).mcp,
     )
     backends = backends_for(config.terminal, home.root)
     agent = build_agent(config, secrets_, home, keys.redact, mcp, backends.sandbox_problem)
@@ -271,15 +272,16 @@ def build_root(
             adapter_of=services.adapter_of,
             speech=speech,
         )
+        holds = config.media.speak.holds()
         replies = OutboxReplies(
             registry(),
             home.state_db,
             services.adapter_of,
             services.outbox.current,
             services.clock,
-            progress=progress_modes(config),
+            progress=progress_modes(config.enabled_platforms(), holds),
             interval=config.gateway.progress_interval,
-            holds=voice_holds(config),
+            holds=holds,
         )
         return Router(
             registry(),
@@ -320,7 +322,7 @@ def build_root(
                     home.state_db,
                     services.adapter_of,
                     dedup,
-                    keying=Keying.of(config),
+                    keying=Keying.of(config.platforms, config.gateway),
                     progress_interval=config.gateway.progress_interval,
                     mirrored=mirrored,
                     watch_other_writers=watch_other_writers,

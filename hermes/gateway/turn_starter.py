@@ -11,9 +11,10 @@ import trio
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent, StepKind, TurnStep
 from hermes.adapters.registry import PLATFORMS
+from hermes.adapters.settings import Busy
 from hermes.agent.turn_times import TurnTimes
 from hermes.agent.untrusted import of_sender
-from hermes.config import Busy, Role
+from hermes.config import Role
 from hermes.delivery.replies import Replies
 from hermes.gateway.bursts import Burst
 from hermes.gateway.inbound_media import MediaIntake

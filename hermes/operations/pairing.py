@@ -14,7 +14,7 @@ import attrs
 
 from hermes.actors.errors import Invalid, NotFound, Throttled
 from hermes.config import not_blank
-from hermes.operations.context import NoArgs, Operation, Ops
+from hermes.operations.context import NoArgs, Operation, Ops, Settings
 from hermes.state.db import Db
 from hermes.state.pairing import (
     Approved,
@@ -22,10 +22,17 @@ from hermes.state.pairing import (
     approved,
     attempt_approval,
     deny_request,
-    owner_settings,
     pending,
     revoke,
 )
+
+
+def owner_settings(config: Settings, platform: str) -> list[str]:
+    """The settings that name owners of `platform`. While any does, config alone says
+    who they are: pairing's owners are not owners there, and none is approved."""
+    section = config.platforms.get(platform)
+    named = [f"platforms.{platform}.owner"] if section is not None and section.owner else []
+    return named + (["gateway.owners"] if config.gateway.owners else [])
 
 
 class PairingRefused(NotFound):

@@ -31,8 +31,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hermes.actors.errors import HermesError, Invalid, NotFound, Throttled, Unavailable
 from hermes.actors.snapshot import Snapshot
-from hermes.config import Config
 from hermes.gateway.services import Services
+from hermes.gateway.settings import Config
 from hermes.operations.context import Live, Ops
 from hermes.operations.wire import error_to_json, operation, parse_args, result_to_json
 from hermes.ops.auth import BEARER, COOKIE, COOKIE_SECONDS, Gate

@@ -26,21 +26,17 @@ import trio
 from hermes.adapters.base import AdapterFatal
 from hermes.adapters.platform import Platform
 from hermes.adapters.registry import SECTIONS, chat_platforms
+from hermes.adapters.settings import PlatformConfig
 from hermes.agent.context_files import SOUL_CHARS, ContextFiles, read_context_file
+from hermes.agent.mcp.settings import McpServerConfig
 from hermes.agent.skills.library import SkillLibrary
 from hermes.agent.tools.catalog import web_tools
-from hermes.config import (
-    Config,
-    ConfigError,
-    CronConfig,
-    McpServerConfig,
-    PlatformConfig,
-    Secrets,
-    load_config,
-)
+from hermes.config import ConfigError, Secrets, load_config
 from hermes.cron.jobs import Job
+from hermes.cron.settings import CronConfig
 from hermes.cron.store import list_jobs
 from hermes.delivery.outbox_store import DEAD, OutboxRow, listing
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.state import maintenance
 from hermes.state.errors import SchemaTooNew, StateError
@@ -93,7 +89,7 @@ class Loaded:
 def check_config(home: HermesHome) -> tuple[CheckResult, Loaded | None]:
     """config.yaml and .env load (a missing config.yaml is the embedded default)."""
     try:
-        config = load_config(home.config_path, SECTIONS)
+        config = load_config(home.config_path, Config, SECTIONS)
         secrets = Secrets.load(home.env_path)
     except ConfigError as exc:
         fix = "correct the key it names; `hermes config show` prints what hermes reads"

@@ -18,8 +18,8 @@ from hermes.actors.ref import Ref
 from hermes.actors.snapshot import Snapshot
 from hermes.actors.supervisor import ChildSpec
 from hermes.adapters.listening import listen
-from hermes.config import Config
 from hermes.gateway.services import Services
+from hermes.gateway.settings import Config
 from hermes.gateway.tree import Surfaces, serve_token
 from hermes.home import HermesHome, write_secret_file
 from hermes.operations.context import Live

@@ -12,8 +12,8 @@ A stranger is answered at most once an hour however often they write
 request, so strangers can neither make the bot spam nor lock pairing for others.
 
 Pairing makes an owner only when the operator says so (`--owner`), and never
-while config names owners (`owner_settings`): a stranger's code must not be a
-way to the owner's tools.
+while config names owners (hermes.operations.pairing.owner_settings): a stranger's
+code must not be a way to the owner's tools.
 
 `attempt_approval` returns a Refusal instead of raising: the failure it
 records must commit, and a write that raises is rolled back. The operator
@@ -28,8 +28,6 @@ from datetime import UTC, datetime
 
 import apsw
 import attrs
-
-from hermes.config import Config
 
 ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, no 1/I: nothing to misread
 CODE_LENGTH = 8
@@ -326,14 +324,6 @@ class Welcome:
     def message(self) -> str:
         extra = " You are an owner: /sethome makes a chat my home channel." if self.owner else ""
         return f"You are approved: write your message and I will answer.{extra}"
-
-
-def owner_settings(config: Config, platform: str) -> list[str]:
-    """The settings that name owners of `platform`. While any does, config alone says
-    who they are: pairing's owners are not owners there, and none is approved."""
-    section = config.platforms.get(platform)
-    named = [f"platforms.{platform}.owner"] if section is not None and section.owner else []
-    return named + (["gateway.owners"] if config.gateway.owners else [])
 
 
 def to_welcome(conn: apsw.Connection) -> list[Welcome]:

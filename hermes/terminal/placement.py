@@ -21,11 +21,12 @@ from typing import Any
 
 import attrs
 
-from hermes.config import Role, TerminalConfig
+from hermes.config import Role
 from hermes.terminal.backends.base import Backend, BackendUnavailable, Network
 from hermes.terminal.backends.host import Host
 from hermes.terminal.backends.sandbox import Sandbox
 from hermes.terminal.backends.ssh import Ssh
+from hermes.terminal.settings import TerminalConfig
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,8 @@ from hermes.actors.supervisor import ChildSpec, Restart, Supervisor
 from hermes.adapters.base import AdapterFactory, AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import Cursor, InboundEvent, Send, SendRequest, SendResult
 from hermes.adapters.cursors import Cursors
-from hermes.config import PlatformConfig, Secrets
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import Secrets
 
 
 class Admissions:

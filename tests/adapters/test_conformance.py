@@ -73,6 +73,7 @@ from hermes.adapters.email.adapter import EmailAdapter
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.matrix.adapter import MatrixAdapter
 from hermes.adapters.matrix.config import MatrixConfig
+from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.slack.config import SlackConfig
 from hermes.adapters.telegram.adapter import TelegramAdapter
@@ -80,7 +81,7 @@ from hermes.adapters.telegram.config import TelegramConfig
 from hermes.adapters.webhooks import WebhookListener
 from hermes.adapters.whatsapp.adapter import WhatsAppAdapter
 from hermes.adapters.whatsapp.config import WhatsAppConfig
-from hermes.config import PlatformConfig, Secrets
+from hermes.config import Secrets
 from tests.adapters.discord.inprocess import QuickDiscord
 from tests.adapters.discord.serving import TOKEN_VAR as DISCORD_VAR
 from tests.adapters.discord.serving import DiscordServe

@@ -16,7 +16,8 @@ from hermes.actors.link import BACKING_OFF, FATAL, LINK_BACKOFF, LinkStatus
 from hermes.adapters.base import AdapterSetup, PlatformAdapter
 from hermes.adapters.contract import Cursor, InboundEvent
 from hermes.adapters.refusals import Codes, Refusal
-from hermes.config import PlatformConfig, Secrets
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import Secrets
 
 
 async def admit(event: InboundEvent, cursor: Cursor | None = None) -> bool:

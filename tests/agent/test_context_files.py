@@ -14,10 +14,11 @@ from hermes.agent.context_files import PROJECT_CHARS, SOUL_CHARS, ContextFiles
 from hermes.agent.loop import Agent
 from hermes.agent.offline import OfflineProvider
 from hermes.agent.prompt import IDENTITY
+from hermes.agent.settings import AgentConfig
 from hermes.agent.tools.catalog import default_tools
-from hermes.config import AgentConfig, Config
 from hermes.gateway.live import ServeLive
 from hermes.gateway.services import Services
+from hermes.gateway.settings import Config
 from hermes.operations.context import NoArgs, Ops
 from hermes.operations.skills import context_findings
 from hermes.ops.doctor import check_context

@@ -14,10 +14,10 @@ from hermes.agent.cron_runner import CronAgentRunner
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
-from hermes.config import CronConfig
 from hermes.cron.fire import FireContext
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.scheduler import JobsChanged, Scheduler
+from hermes.cron.settings import CronConfig
 from hermes.cron.store import NewJob, create_job, get_job, run_history
 from hermes.state.db import Db
 from hermes.state.messages import messages_of

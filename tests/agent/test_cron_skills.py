@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from hermes.actors.errors import Invalid
+from hermes.adapters.settings import PlatformConfig
 from hermes.agent.chain import ProviderChain
 from hermes.agent.cron_runner import CronAgentRunner
 from hermes.agent.loop import Agent
@@ -17,9 +18,9 @@ from hermes.agent.skills.library import SkillLibrary
 from hermes.agent.tools.catalog import default_tools
 from hermes.cli import exit_codes
 from hermes.cli.main import main
-from hermes.config import Config, PlatformConfig
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.store import NewJob, create_job, list_jobs
+from hermes.gateway.settings import Config
 from hermes.operations.cron import AddArgs
 from hermes.state.db import Db
 from tests.fakes.openai import text_answer

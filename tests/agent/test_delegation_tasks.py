@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from hermes.agent.delegation import Delegation, Task, tasks_of
+from hermes.agent.settings import DelegateConfig
 from hermes.agent.tools.base import ToolError
-from hermes.config import DelegateConfig
 
 
 async def never(*args, **kwargs):

@@ -26,12 +26,12 @@ from hermes.agent.tools.files import (
     read_lines,
     write_atomic,
 )
-from hermes.config import SandboxConfig, SshConfig, TerminalConfig
 from hermes.terminal.backends.host import Host
 from hermes.terminal.backends.sandbox import Sandbox
 from hermes.terminal.backends.ssh import Ssh
 from hermes.terminal.placement import Backends, backends_for
 from hermes.terminal.session import TerminalSession
+from hermes.terminal.settings import SandboxConfig, SshConfig, TerminalConfig
 
 read, write, patch, search = ReadFileTool(), WriteFileTool(), PatchTool(), SearchFilesTool()
 

@@ -12,8 +12,8 @@ from hermes.agent.loop import Agent
 from hermes.agent.offline import OfflineProvider
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.permissions import Permissions
+from hermes.agent.settings import ToolsConfig
 from hermes.agent.tools.catalog import default_tools
-from hermes.config import ToolsConfig
 from hermes.state.messages import messages_of
 from tests.agent.exchanges import exchanges_whole
 from tests.fakes.openai import error_answer, text_answer, tool_answer

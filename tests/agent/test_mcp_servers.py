@@ -13,10 +13,11 @@ from mcp import types
 from hermes.actors.link import DOWN
 from hermes.actors.snapshot import RunState, Snapshot
 from hermes.agent.mcp.servers import McpServers
+from hermes.agent.mcp.settings import McpConfig, McpServerConfig
 from hermes.agent.mcp.setup import McpSetup
 from hermes.agent.mcp.tool import offered_name, render
 from hermes.agent.tools.base import capped
-from hermes.config import McpConfig, McpServerConfig, Secrets
+from hermes.config import Secrets
 from hermes.ops.readiness import readiness
 from hermes.state.db import Db
 from hermes.terminal.command import RunOptions

@@ -8,8 +8,9 @@ from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.offline import OfflineProvider, tool_line
 from hermes.agent.permissions import Caller, Permissions
+from hermes.agent.settings import ToolsConfig
 from hermes.agent.tools.catalog import default_tools
-from hermes.config import ConfigError, ToolsConfig
+from hermes.config import ConfigError
 
 
 def test_the_defaults_give_owners_everything_and_users_the_conversation_tools():

@@ -14,10 +14,10 @@ from hermes.agent.tools.base import ToolError
 from hermes.agent.tools.process import ProcessTool
 from hermes.agent.tools.terminal import TerminalTool
 from hermes.agent.untrusted import TurnMarks
-from hermes.config import TerminalConfig
 from hermes.terminal.background import Log, ProcessError
 from hermes.terminal.placement import backends_for
 from hermes.terminal.session import TerminalSession
+from hermes.terminal.settings import TerminalConfig
 
 
 @pytest.fixture

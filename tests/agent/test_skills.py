@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes.adapters.settings import PlatformConfig
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context_files import ContextFiles
 from hermes.agent.loop import Agent
@@ -17,9 +18,11 @@ from hermes.agent.offline import OfflineProvider, tool_line
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.permissions import Permissions
 from hermes.agent.provider import Provider
+from hermes.agent.settings import AgentConfig, ToolsConfig
 from hermes.agent.skills.library import SkillLibrary
+from hermes.agent.skills.settings import SkillsConfig
 from hermes.agent.tools.catalog import default_tools
-from hermes.config import AgentConfig, Config, PlatformConfig, SkillsConfig, ToolsConfig
+from hermes.gateway.settings import Config
 from tests.fakes.openai import text_answer, tool_answer
 from tests.gateway.router_harness import running_router
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from hermes.agent.settings import MediaConfig, SpeakConfig, TranscribeConfig
 from hermes.agent.speech import Speech
-from hermes.config import ConfigError, MediaConfig, Secrets, SpeakConfig, TranscribeConfig
+from hermes.config import ConfigError, Secrets
 
 
 def test_a_named_key_that_is_not_set_is_refused_by_name():

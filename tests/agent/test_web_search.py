@@ -13,7 +13,9 @@ import trio
 from hermes.agent.providers import build_agent
 from hermes.agent.tools.base import ToolError, schema
 from hermes.agent.tools.web_search import MAX_BODY, SNIPPET_CAP, TITLE_CAP, web_search_tool
-from hermes.config import Config, ConfigError, SearchConfig, Secrets, WebConfig
+from hermes.agent.web.settings import SearchConfig, WebConfig
+from hermes.config import ConfigError, Secrets
+from hermes.gateway.settings import Config
 from tests.fakes.searxng import FakeSearch
 
 BRAVE_VAR, TAVILY_VAR = "HERMES_TEST_BRAVE_KEY", "HERMES_TEST_TAVILY_KEY"

@@ -11,11 +11,12 @@ import trio
 
 from hermes.actors.address import Address
 from hermes.actors.clock import Clock
-from hermes.config import CronConfig, PlatformConfig
+from hermes.adapters.settings import PlatformConfig
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job, Run
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.scheduler import JobsChanged, Scheduler
+from hermes.cron.settings import CronConfig
 from hermes.cron.store import NewJob, create_job, get_job, run_history
 from hermes.home import HermesHome
 from hermes.state.db import Db

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from hermes.adapters.contract import Target
-from hermes.config import PlatformConfig
+from hermes.adapters.settings import PlatformConfig
 from hermes.cron.briefs import queue_brief
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.store import NewJob, create_job

@@ -31,7 +31,6 @@ from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
-from hermes.config import Config
 from hermes.delivery.replies import Then
 from hermes.gateway.admission import Admission, Admitted, Intake
 from hermes.gateway.approvals import ApprovalWaits
@@ -40,6 +39,7 @@ from hermes.gateway.live import ServeLive
 from hermes.gateway.router import Router
 from hermes.gateway.services import Services
 from hermes.gateway.session_host import SessionServices
+from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.state.registry import Registry
 from hermes.terminal.placement import backends_for

@@ -17,14 +17,16 @@ import attrs
 import pytest
 import trio
 
+from hermes.adapters.settings import PlatformConfig
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.permissions import Permissions
+from hermes.agent.settings import AgentConfig, ToolsConfig
 from hermes.agent.tools.catalog import default_tools
-from hermes.config import AgentConfig, Config, PlatformConfig, ToolsConfig
 from hermes.gateway.approvals import ApprovalWaits
 from hermes.gateway.journal import new_owner
+from hermes.gateway.settings import Config
 from hermes.state.approvals import RESTARTED
 from tests.fakes.openai import text_answer, tool_answer
 from tests.gateway.router_harness import running_router

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hermes.adapters.contract import ChatType, InboundEvent
-from hermes.config import PlatformConfig
+from hermes.adapters.settings import PlatformConfig
 from hermes.gateway.authorization import decide
 
 ALICE = "111"  # in the platform's allowed_users

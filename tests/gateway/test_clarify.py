@@ -9,7 +9,9 @@ import socket
 
 import attrs
 
-from hermes.config import AgentConfig, Config, PlatformConfig
+from hermes.adapters.settings import PlatformConfig
+from hermes.agent.settings import AgentConfig
+from hermes.gateway.settings import Config
 from hermes.state.db import Db
 from hermes.state.questions import get_question, open_question
 from tests.fakes.openai import text_answer, tool_answer

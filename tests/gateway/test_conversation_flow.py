@@ -11,9 +11,10 @@ import trio.testing
 from prometheus_client import REGISTRY
 
 from hermes.adapters.contract import StepKind
-from hermes.config import Config, GatewayConfig, GroupsConfig, PlatformConfig
+from hermes.adapters.settings import GatewayConfig, GroupsConfig, PlatformConfig
 from hermes.gateway.flow_commands import ONLY_IN_A_DM
 from hermes.gateway.session_actor import STEERED
+from hermes.gateway.settings import Config
 from hermes.state.db import Db
 from hermes.state.identities import list_identities
 from tests.fakes.openai import stream_answer, text_answer, tool_answer

@@ -11,12 +11,14 @@ import attrs
 import trio
 
 from hermes.adapters.contract import StepKind
+from hermes.adapters.settings import PlatformConfig
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
+from hermes.agent.settings import DelegateConfig
 from hermes.agent.tools.catalog import default_tools
 from hermes.cli.main import main
-from hermes.config import Config, DelegateConfig, PlatformConfig
+from hermes.gateway.settings import Config
 from hermes.state.db import Db
 from tests.fakes.openai import Answer, text_answer, tool_answer
 from tests.gateway.router_harness import running_router

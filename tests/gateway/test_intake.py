@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from hermes.adapters.contract import ChatType, InboundEvent
-from hermes.config import GroupsConfig
+from hermes.adapters.settings import GroupsConfig
 from hermes.gateway.authorization import Decision
 from hermes.gateway.intake import (
     DRAIN_NOTICE,

@@ -13,14 +13,17 @@ import pytest
 import trio
 
 from hermes.actors.link import LIVE
+from hermes.adapters.settings import PlatformConfig
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.mcp import servers
 from hermes.agent.mcp.servers import McpServers
+from hermes.agent.mcp.settings import McpConfig, McpServerConfig
 from hermes.agent.mcp.setup import McpSetup
 from hermes.agent.offline import OfflineProvider, tool_line
 from hermes.agent.tools.catalog import default_tools
-from hermes.config import Config, McpConfig, McpServerConfig, PlatformConfig, Secrets
+from hermes.config import Secrets
+from hermes.gateway.settings import Config
 from hermes.terminal.env import EnvPolicy
 from hermes.terminal.tree import ProcessId
 from tests.fakes.mcp_server import http_server, open_reports, server_command

@@ -13,8 +13,8 @@ import trio
 from hermes.actors.actor import Actor
 from hermes.adapters.contract import ChatType, Fetch, Fetched, InboundEvent
 from hermes.adapters.media import save
+from hermes.agent.settings import MediaConfig
 from hermes.agent.speech import Speech
-from hermes.config import MediaConfig
 from hermes.gateway.inbound_media import HOUR, MediaIntake
 
 MB = 1024 * 1024

@@ -14,10 +14,12 @@ import pytest
 from hermes.actors.clock import Clock
 from hermes.actors.errors import Invalid
 from hermes.adapters.contract import ChatType, InboundEvent
+from hermes.adapters.settings import GatewayConfig, PlatformConfig
 from hermes.cli import exit_codes
 from hermes.cli.main import main
-from hermes.config import Config, ConfigError, GatewayConfig, PlatformConfig, load_config
+from hermes.config import ConfigError, load_config
 from hermes.gateway.roles import role_of
+from hermes.gateway.settings import Config
 from hermes.operations.context import NoArgs, Offline, Ops
 from hermes.operations.pairing import ApproveArgs, OwnerInConfig, approve_pairing, list_pairing
 from hermes.state.db import Db
@@ -169,7 +171,7 @@ def test_an_id_without_its_platform_is_refused(tmp_path, key, entry, problem):
     path = tmp_path / "config.yaml"
     path.write_text(f"gateway:\n  {key}: ['{entry}']\n")
     with pytest.raises(ConfigError) as info:
-        load_config(path)
+        load_config(path, Config)
     assert str(info.value) == f"{path}: gateway.{key}: {entry!r} {problem}: {HOW}"
 
 
@@ -190,7 +192,7 @@ def test_platform_ids_load_and_a_platforms_own_settings_stay_bare(tmp_path):
         "  allowed_users: ['whatsapp:15551234567', 'email:you@example.org']\n"
         "platforms:\n  telegram:\n    owner: '123'\n    allowed_users: ['456']\n"
     )
-    config = load_config(path)
+    config = load_config(path, Config)
     assert config.gateway.owners_on("telegram") == frozenset({"123"})
     assert config.gateway.owners_on("matrix") == frozenset({"@you:example.org"})
     assert config.gateway.owners_on("whatsapp") == frozenset()

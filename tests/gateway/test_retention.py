@@ -20,7 +20,6 @@ import trio
 from hermes.actors.clock import Clock
 from hermes.adapters.contract import ChatType, InboundEvent, Target
 from hermes.adapters.media import MediaLimits
-from hermes.config import RetentionConfig
 from hermes.cron.lifecycle import finish_fire
 from hermes.cron.schedule import parse_schedule
 from hermes.cron.store import NewJob, claim_now, create_job, record_target
@@ -34,6 +33,7 @@ from hermes.delivery.outbox_store import (
 from hermes.delivery.targets import PlannedTarget
 from hermes.gateway.journal import ANSWERED, admit, claim, finish
 from hermes.gateway.retention import Files, Retention
+from hermes.gateway.settings import RetentionConfig
 from hermes.state.db import Db
 
 PRUNE_EVERY = 600.0

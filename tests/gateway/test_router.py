@@ -24,17 +24,18 @@ import trio.testing
 from prometheus_client import REGISTRY
 
 from hermes.adapters.contract import StepKind, Target
+from hermes.adapters.settings import GatewayConfig, GroupsConfig, PlatformConfig
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.catalog import default_tools
-from hermes.config import Config, GatewayConfig, GroupsConfig, PlatformConfig
 from hermes.gateway import housekeeping
 from hermes.gateway.admission import Admitted
 from hermes.gateway.command_table import HELP
 from hermes.gateway.intake import DRAIN_NOTICE
 from hermes.gateway.journal import new_owner
 from hermes.gateway.session_actor import IDLE_TIMEOUT, QUEUE_MAX, Turn
+from hermes.gateway.settings import Config
 from hermes.gateway.turn_follower import CUT_NOTICE, RESUMED_PREFIX
 from hermes.state.db import Db
 from hermes.state.pairing import (

@@ -11,7 +11,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from hermes.config import Config, GatewayConfig, GroupsConfig, PlatformConfig
+from hermes.adapters.settings import GatewayConfig, GroupsConfig, PlatformConfig
+from hermes.gateway.settings import Config
 from tests.fakes.openai import stream_answer, text_answer
 from tests.gateway.router_harness import running_router
 

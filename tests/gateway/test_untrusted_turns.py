@@ -13,24 +13,19 @@ import json
 import attrs
 import pytest
 
+from hermes.adapters.settings import GatewayConfig, GroupsConfig, PlatformConfig
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.permissions import Permissions
 from hermes.agent.providers import build_agent
+from hermes.agent.settings import ModelConfig, ToolsConfig
 from hermes.agent.tools.catalog import default_tools, web_tools
-from hermes.config import (
-    Config,
-    GatewayConfig,
-    GroupsConfig,
-    ModelConfig,
-    PlatformConfig,
-    Secrets,
-    TerminalConfig,
-    ToolsConfig,
-    WebConfig,
-)
+from hermes.agent.web.settings import WebConfig
+from hermes.config import Secrets
+from hermes.gateway.settings import Config
 from hermes.terminal.placement import backends_for
+from hermes.terminal.settings import TerminalConfig
 from tests.fakes.openai import text_answer, tool_answer
 from tests.fakes.pages import FakePages
 from tests.gateway.router_harness import running_router

@@ -14,10 +14,12 @@ import pytest
 
 from hermes.adapters.contract import Target
 from hermes.adapters.registry import SECTIONS
-from hermes.config import PlatformConfig, Secrets, load_config
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import Secrets, load_config
 from hermes.cron.schedule import Schedule
 from hermes.cron.store import NewJob, create_job
 from hermes.delivery.outbox_store import enqueue, mark_dead, mark_sending
+from hermes.gateway.settings import Config
 from hermes.ops.doctor import check_platform, check_ports
 from tests.fakes.discord import TOKEN as DISCORD_TOKEN
 from tests.fakes.discord import FakeDiscord
@@ -184,13 +186,13 @@ def test_the_webhooks_port_is_checked_where_a_platform_is_pushed_to(home, taken_
     home.config_path.write_text(
         f"gateway:\n  local:\n    port: 0\n  webhooks:\n    port: {taken_port}\nops:\n  port: 0\n"
     )
-    names = [r.name for r in check_ports(home, load_config(home.config_path, SECTIONS))]
+    names = [r.name for r in check_ports(home, load_config(home.config_path, Config, SECTIONS))]
     assert names == ["local port", "ops port"]  # no webhook platform: no listener
     home.config_path.write_text(
         home.config_path.read_text()
         + "platforms:\n  whatsapp:\n    token_env: WA_TOKEN\n    phone_number_id: '1'\n"
     )
-    [*_, hooks] = check_ports(home, load_config(home.config_path, SECTIONS))
+    [*_, hooks] = check_ports(home, load_config(home.config_path, Config, SECTIONS))
     assert (hooks.name, hooks.ok) == ("webhooks port", False)
     assert "in use by another process" in hooks.detail and "gateway.webhooks.port" in hooks.fix
 

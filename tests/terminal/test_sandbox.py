@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from hermes.config import ConfigError, NetworkConfig, SandboxConfig, TerminalConfig
+from hermes.config import ConfigError
 from hermes.terminal.env import EnvPolicy
 from hermes.terminal.placement import Backends, backends_for
 from hermes.terminal.session import TerminalSession, own_directory
+from hermes.terminal.settings import NetworkConfig, SandboxConfig, TerminalConfig
 from hermes.terminal.tree import ProcessId
 
 SECRET = "sk-live-sandbox-0123456789"

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from hermes.config import Config, PlatformConfig, SshConfig, TerminalConfig
+from hermes.adapters.settings import PlatformConfig
+from hermes.gateway.settings import Config
 from hermes.terminal.backends.base import BackendUnavailable
 from hermes.terminal.backends.ssh import Ssh
 from hermes.terminal.background import BackgroundProcesses, Kill, Poll, Start, WriteStdin, wait_for
@@ -23,6 +24,7 @@ from hermes.terminal.command import RunOptions
 from hermes.terminal.env import EnvPolicy
 from hermes.terminal.placement import Backends, backends_for
 from hermes.terminal.session import TerminalSession
+from hermes.terminal.settings import SshConfig, TerminalConfig
 from hermes.terminal.tree import ProcessId
 from tests.fakes.openai import tool_answer
 from tests.fakes.sshd import Sshd, make_key

@@ -70,8 +70,9 @@ from hermes.adapters.discord.link import RESUMABLE_CLOSE, Link
 from hermes.adapters.discord.session import KeptSession, Session
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.refusals import Codes, Refusal, retry_after
+from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.url_media import fetch_urls
-from hermes.config import PlatformConfig, Secrets
+from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
 

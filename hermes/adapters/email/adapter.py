@@ -51,7 +51,8 @@ from hermes.adapters.email.mail import Read, answer_mail, attach, attachment, pa
 from hermes.adapters.email.smtp import CODES, submit
 from hermes.adapters.media import MediaError, save
 from hermes.adapters.refusals import Refusal
-from hermes.config import PlatformConfig, Secrets
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import Secrets
 from hermes.state.pairing import approved_users
 
 log = logging.getLogger(__name__)

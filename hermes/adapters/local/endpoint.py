@@ -55,7 +55,8 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.local import jsonrpc
 from hermes.adapters.local.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, RpcError
-from hermes.config import InputError, PlatformConfig, Secrets, not_blank, structure
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import InputError, Secrets, not_blank, structure
 
 log = logging.getLogger(__name__)
 

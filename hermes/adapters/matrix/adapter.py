@@ -69,7 +69,8 @@ from hermes.adapters.matrix.inbound import RoomView, read_event
 from hermes.adapters.matrix.media import Uploaded, fetch_media, file_content, upload
 from hermes.adapters.matrix.olm import MEGOLM, Olm
 from hermes.adapters.refusals import Refusal
-from hermes.config import PlatformConfig, Secrets
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,8 @@ from typing import Literal
 
 import attrs
 
-from hermes.config import PlatformConfig, not_blank, positive
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import not_blank, positive
 
 
 @attrs.frozen

@@ -56,6 +56,7 @@ from hermes.adapters.contract import (
 from hermes.adapters.http import CONNECT_TIMEOUT, HttpAdapter, failed_send
 from hermes.adapters.media import MediaError, Saved, save
 from hermes.adapters.refusals import Codes, Refusal, retry_after
+from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.signal.config import SignalConfig
 from hermes.adapters.signal.inbound import message_id, read_envelope
 from hermes.adapters.signal.platform import MAX_UPLOAD
@@ -70,7 +71,7 @@ from hermes.adapters.signal.rpc import (
     daemon,
 )
 from hermes.adapters.signal.styles import styled
-from hermes.config import PlatformConfig, Secrets
+from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ secret of Signal's."""
 
 import attrs
 
-from hermes.config import PlatformConfig, not_blank, positive
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import not_blank, positive
 
 
 @attrs.frozen

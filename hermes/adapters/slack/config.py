@@ -3,7 +3,8 @@ long its socket may be silent."""
 
 import attrs
 
-from hermes.config import PlatformConfig, positive
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import positive
 
 
 @attrs.frozen

@@ -57,12 +57,13 @@ from hermes.adapters.contract import (
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.media import MAX_FILE, MediaError, Saved, download
 from hermes.adapters.refusals import Codes
+from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.telegram.api import DEFAULT_BASE, ApiError, BotApi, answered, refusal_of
 from hermes.adapters.telegram.config import TelegramConfig
 from hermes.adapters.telegram.inbound import Bot, MediaRef, incoming, pressed
 from hermes.adapters.telegram.keyboard import inline_keyboard
 from hermes.adapters.telegram.markdown import to_markdown_v2
-from hermes.config import PlatformConfig, Secrets
+from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
 

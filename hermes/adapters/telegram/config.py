@@ -2,7 +2,8 @@
 
 import attrs
 
-from hermes.config import PlatformConfig, positive
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import positive
 
 
 @attrs.frozen

@@ -55,6 +55,7 @@ from hermes.adapters.contract import (
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.media import FILE_SECONDS, MediaError, Saved, download
 from hermes.adapters.refusals import Codes, Refusal, retry_after
+from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.url_media import trusted
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.adapters.whatsapp.config import WhatsAppConfig
@@ -68,7 +69,7 @@ from hermes.adapters.whatsapp.inbound import (
     read_media_ref,
     signed,
 )
-from hermes.config import PlatformConfig, Secrets
+from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
 

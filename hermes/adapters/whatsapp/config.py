@@ -3,7 +3,8 @@ are proven with, and the template a message outside the 24-hour window goes as."
 
 import attrs
 
-from hermes.config import PlatformConfig, not_blank
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import not_blank
 
 
 @attrs.frozen

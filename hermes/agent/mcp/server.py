@@ -34,9 +34,9 @@ from hermes.actors.link import (
     LinkStatus,
 )
 from hermes.agent.mcp.link import ServerLink
+from hermes.agent.mcp.settings import McpServerConfig
 from hermes.agent.mcp.setup import START_TIMEOUT, McpSetup, ServerEnded
 from hermes.agent.mcp.transports import Transport, http_transport, stdio_transport
-from hermes.config import McpServerConfig
 
 log = logging.getLogger(__name__)
 

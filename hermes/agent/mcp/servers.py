@@ -25,10 +25,11 @@ import trio
 from hermes.actors.backoff import Backoff
 from hermes.actors.link import CONNECTING, LinkStatus
 from hermes.actors.supervisor import ChildSpec, Strategy, Supervisor
+from hermes.agent.mcp.settings import McpConfig, McpServerConfig
 from hermes.agent.mcp.setup import START_TIMEOUT, McpSetup
 from hermes.agent.permissions import granted
 from hermes.agent.tools.base import schema
-from hermes.config import McpConfig, McpServerConfig, Role
+from hermes.config import Role
 
 if TYPE_CHECKING:  # the SDK is imported once a server starts, not with hermes
     from mcp import types

@@ -11,7 +11,8 @@ from pathlib import Path
 import attrs
 
 from hermes.actors.errors import Unavailable
-from hermes.config import McpServerConfig, Secrets
+from hermes.agent.mcp.settings import McpServerConfig
+from hermes.config import Secrets
 from hermes.terminal.env import EnvPolicy
 
 START_TIMEOUT = 60.0  # seconds to initialize and list tools (npx may download first)

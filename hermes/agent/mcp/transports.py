@@ -25,7 +25,7 @@ from mcp import types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from hermes.config import McpServerConfig
+from hermes.agent.mcp.settings import McpServerConfig
 from hermes.terminal.backends.base import Launch
 from hermes.terminal.command import spawned
 from hermes.terminal.output import RingBuffer

@@ -27,9 +27,9 @@ import attrs
 from hermes.actors.errors import Invalid
 from hermes.agent.permissions import Caller
 from hermes.agent.skills.card import CARD, Card, SkillFormatError, check_name, parse_card
+from hermes.agent.skills.settings import SkillsConfig
 from hermes.agent.tools.file_view import FileView, opened_path
 from hermes.agent.tools.files import write_atomic
-from hermes.config import SkillsConfig
 from hermes.home import path_part
 
 QUARANTINE = ".quarantine"

@@ -17,7 +17,8 @@ from hermes.agent.tools.terminal import TerminalTool
 from hermes.agent.tools.todo import TodoTool
 from hermes.agent.tools.web_fetch import WebFetchTool
 from hermes.agent.tools.web_search import web_search_tool
-from hermes.config import Secrets, WebConfig
+from hermes.agent.web.settings import WebConfig
+from hermes.config import Secrets
 
 
 def default_tools() -> dict[str, Tool]:

@@ -22,7 +22,8 @@ import trio
 
 from hermes.adapters.http import read_capped
 from hermes.agent.tools.base import ToolContext, ToolError, capped, need, obj
-from hermes.config import ConfigError, SearchConfig, Secrets
+from hermes.agent.web.settings import SearchConfig
+from hermes.config import ConfigError, Secrets
 
 TIMEOUT = 20.0  # seconds for the whole request, answer included
 MAX_BODY = 2_000_000  # bytes of an answer

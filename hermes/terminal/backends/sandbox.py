@@ -42,9 +42,10 @@ from pathlib import Path
 import attrs
 import trio
 
-from hermes.config import ConfigError, SandboxConfig
+from hermes.config import ConfigError
 from hermes.terminal.backends.base import BackendUnavailable, Handed, Launch, Shell
 from hermes.terminal.backends.proxy import serve_proxy
+from hermes.terminal.settings import SandboxConfig
 
 INSTALL = "apt-get install bubblewrap"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")

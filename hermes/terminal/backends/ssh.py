@@ -36,10 +36,10 @@ from pathlib import Path
 
 import attrs
 
-from hermes.config import SshConfig
 from hermes.terminal.backends.base import BackendUnavailable, Launch, Shell
 from hermes.terminal.command import LEFTOVER_GRACE, RunOptions, run_command
 from hermes.terminal.env import BASE_VARIABLES, EnvPolicy
+from hermes.terminal.settings import SshConfig
 from hermes.terminal.tree import KILL_WAIT
 
 log = logging.getLogger(__name__)

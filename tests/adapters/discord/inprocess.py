@@ -11,7 +11,8 @@ from hermes.actors.backoff import Backoff
 from hermes.adapters.contract import InboundEvent
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.discord.adapter import DiscordAdapter
-from hermes.config import PlatformConfig, Secrets
+from hermes.adapters.settings import PlatformConfig
+from hermes.config import Secrets
 from tests.adapters.discord.serving import TOKEN_VAR
 from tests.adapters.inprocess import Running, running
 from tests.fakes.discord import TOKEN, FakeDiscord

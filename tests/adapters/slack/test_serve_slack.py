@@ -8,7 +8,7 @@ import signal
 import pytest
 import trio
 
-from hermes.config import USER_TOOLS
+from hermes.agent.settings import USER_TOOLS
 from tests.adapters.serving import in_thread, until_line
 from tests.fakes.openai import text_answer, tool_answer
 

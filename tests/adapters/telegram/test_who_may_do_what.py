@@ -13,7 +13,7 @@ import re
 import pytest
 
 from hermes.agent.offline import tool_line
-from hermes.config import USER_TOOLS
+from hermes.agent.settings import USER_TOOLS
 from tests import seed
 from tests.adapters.serving import in_thread
 from tests.adapters.telegram.serving import ANN, TOKEN
