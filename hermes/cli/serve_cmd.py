@@ -19,7 +19,6 @@ from hermes.gateway.serve import (
 )
 from hermes.gateway.settings import Config
 from hermes.home import HermesHome
-from hermes.ops.server import ops_children
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +44,11 @@ def serve(args: argparse.Namespace) -> int:
         print(f"{READY_LINE} port={port}", flush=True)
 
     try:
-        ops = ops_children(home, config) if config.ops.enabled else None
+        ops = None
+        if config.ops.enabled:
+            from hermes.ops.server import ops_children  # the dashboard's stack, when it runs
+
+            ops = ops_children(home, config)
         run_serve(home, config, ready, lock=not args.no_lock, surfaces=ops)
     except (AlreadyRunning, PortInUse) as exc:
         print(f"hermes serve: {exc}", file=sys.stderr)

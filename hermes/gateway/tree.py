@@ -18,6 +18,7 @@ from pathlib import Path
 
 import attrs
 
+from hermes.actors.actor import Actor
 from hermes.actors.backoff import Backoff
 from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
@@ -29,7 +30,6 @@ from hermes.adapters.cursors import Cursors
 from hermes.adapters.local.endpoint import LocalEndpoint
 from hermes.adapters.media import MediaLimits
 from hermes.adapters.registry import SECTIONS, chat_platforms
-from hermes.adapters.webhooks import WebhookListener
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.mcp.servers import McpServers
 from hermes.agent.mcp.setup import McpSetup
@@ -227,7 +227,9 @@ def build_root(
 
     hooked = frozenset(n for n in config.enabled_platforms() if platforms[n].webhook)
 
-    def webhooks() -> WebhookListener:
+    def webhooks() -> Actor:
+        from hermes.adapters.webhooks import WebhookListener  # its HTTP server, when used
+
         settings = config.gateway.webhooks
 
         def bound(port: int) -> None:

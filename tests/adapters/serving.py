@@ -91,7 +91,7 @@ class Serve:
             model + f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
             f"  rate_limit: {rate_limit}\n  merge_window: {merge_window}\n"
             + gateway
-            + "  local:\n    port: 0\nops:\n  port: 0\n"
+            + "  local:\n    port: 0\nops:\n  enabled: false\n"  # no dashboard: none is read
             + platforms
             + top
         )
