@@ -69,6 +69,7 @@ class Serve:
         model: str | None = None,
         gateway: str = "",
         merge_window: float = 0,
+        ops: bool = False,
     ) -> None:
         """config.yaml: `platform` adds YAML lines under the platform (indented four
         spaces), `top` adds top-level sections, `access` replaces who may talk ("" for
@@ -76,7 +77,8 @@ class Serve:
         from one user are how many tests load serve), `model` the model section ("" for the
         built-in offline model; default the fake), `gateway` more lines of the gateway
         section (indented two spaces), `merge_window` gateway.merge_window (off unless a
-        test is about bursts, as the rate limit)."""
+        test is about bursts, as the rate limit), `ops` the operator surfaces (off unless
+        a test reads them: serve starts lighter without)."""
         if model is None:
             model = f"model: {{provider: fake, model: m, base_url: '{self.model.url}'}}\n"
         platforms = ""
@@ -91,7 +93,8 @@ class Serve:
             model + f"gateway:\n  drain_timeout: {drain}\n  resume_window: {resume_window}\n"
             f"  rate_limit: {rate_limit}\n  merge_window: {merge_window}\n"
             + gateway
-            + "  local:\n    port: 0\nops:\n  enabled: false\n"  # no dashboard: none is read
+            + "  local:\n    port: 0\n"
+            + ("ops:\n  port: 0\n" if ops else "ops:\n  enabled: false\n")
             + platforms
             + top
         )

@@ -51,7 +51,7 @@ async def test_ready_follows_the_platform_and_metrics_count_what_happened(home):
     platform = NotYet()
     with FakeOpenAI() as model:
         serve = TelegramServe(home, platform, model)
-        serve.configure()
+        serve.configure(ops=True)
         try:
             proc = serve.start()
             async with httpx.AsyncClient(base_url=ops_url(home), timeout=10) as http:
