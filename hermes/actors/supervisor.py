@@ -297,9 +297,11 @@ class Supervisor:
             return  # stale: that incarnation was already stopped or replaced
         restart = slot.spec.restart
         crashed = notice.error is not None
-        if restart is Restart.TEMPORARY or (restart is Restart.TRANSIENT and not crashed):
-            if restart is Restart.TEMPORARY:
-                self._slots.remove(slot)
+        if restart is Restart.TEMPORARY:
+            self._slots.remove(slot)
+            return
+        if restart is Restart.TRANSIENT and not crashed:
+            log.info("supervisor %s: %s ended by itself; not restarted", self.name, slot.spec.name)
             return
         now = trio.current_time()
         self._restart_times = [t for t in self._restart_times if t > now - self.period]
