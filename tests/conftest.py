@@ -214,7 +214,7 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first (`pytest.mark.minute`): the two workers take them
-    at the start, and the rest, short, evens out at the end; met last, one of them would
-    keep a worker busy long after the other had finished."""
-    items.sort(key=lambda item: item.get_closest_marker("minute") is None)
+    """The longest tests first (`pytest.mark.long`): the workers take them at the
+    start, and the rest, short, evens out at the end; met last, one of them would keep a
+    worker busy long after the others had finished."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -664,6 +664,7 @@ async def test_serve_killed_after_admission_answers_once_after_the_restart(model
 
 
 @pytest.mark.timeout(90)
+@pytest.mark.long
 async def test_a_missed_progress_deadline_restarts_the_adapter_with_backoff(model, deaf):
     connected = deaf
     serve, name = connected.serve, connected.name

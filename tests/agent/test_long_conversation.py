@@ -46,6 +46,7 @@ async def compactions(ctx) -> list[tuple]:
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.long
 async def test_two_thousand_turns_stay_in_the_window_and_continue_after_a_restart(ctx, fake):
     fake.default = text_answer("noted.")
     fake.answer_when(COMPACTION_PROMPT, text_answer("we talked about the weather"), times=None)

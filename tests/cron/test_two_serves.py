@@ -22,7 +22,7 @@ FIRES = 10 * JOBS
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.minute
+@pytest.mark.long
 def test_two_serves_fire_every_occurrence_exactly_once(home, spawn):
     """With the default config: the second serve takes free ports where the first holds
     the configured ones."""

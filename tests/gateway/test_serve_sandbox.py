@@ -55,6 +55,7 @@ async def start_turn(ws, session: str, text: str) -> None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.long
 async def test_stop_a_cron_cancel_and_a_sigkilled_serve_leave_no_sandboxed_process(
     home, spawn, sandboxed
 ):

@@ -44,6 +44,7 @@ def _commands(sent: dict[str, Any]) -> tuple[str, ...]:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.long
 async def test_approvals_with_message_components(serve, model, discord, tmp_path):
     serve.configure(access=TEAM, top=SETTINGS, platform=QUIET)
     ann = f"discord {ANN} (user{ANN})"  # as the fake names a presser

@@ -20,7 +20,7 @@ def _cache_bytes(home) -> int:
     return sum(p.stat().st_size for p in (home.cache / "telegram").iterdir())
 
 
-@pytest.mark.minute
+@pytest.mark.long
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("chat", ["telegram"], indirect=True)
 async def test_200_attachments_of_5_mb_leave_rss_and_the_cache_within_bounds(

@@ -47,6 +47,7 @@ def _commands(sent: dict[str, Any]) -> tuple[str, ...]:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.long
 async def test_approvals_with_block_kit_buttons(serve, model, slack, tmp_path):
     serve.configure(access=TEAM, top=SETTINGS, platform=QUIET)
     await the_approvals_story(serve, model, SlackChat(slack), tmp_path, f"slack {ANN} (u1)")

@@ -57,6 +57,7 @@ def _commands(sent: dict[str, Any]) -> tuple[str, ...]:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.long
 async def test_approvals_with_an_inline_keyboard(serve, model, tg, tmp_path):
     serve.configure(access=TEAM, top=SETTINGS, platform=QUIET)
     await the_approvals_story(serve, model, TelegramChat(tg), tmp_path, f"telegram {ANN} (ann)")

@@ -204,6 +204,7 @@ async def test_a_photo_reaches_a_text_only_model_as_a_note(serve, model, tg, hom
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.long
 async def test_typing_shows_while_a_turn_runs_and_stops_with_it(serve, model, tg):
     serve.configure(access=EVERYONE)
     model.delay = 5.0
