@@ -3,22 +3,19 @@ with the role, memory and chat of the job's maker."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from hermes.actors.address import Address
 from hermes.actors.clock import Clock
-from hermes.adapters.settings import GatewayConfig, PlatformConfig
 from hermes.agent.loop import Agent
 from hermes.agent.memory import MemoryStore, memory_of
 from hermes.agent.permissions import Caller
-from hermes.agent.settings import AgentConfig
+from hermes.agent.settings import Settings
 from hermes.agent.tools.base import ToolContext
 from hermes.cron.fire import FireContext
 from hermes.cron.jobs import Job
-from hermes.cron.settings import CronConfig
 from hermes.delivery.session_keys import Keying
 from hermes.home import HermesHome
 from hermes.state.db import Db
@@ -96,31 +93,12 @@ class CronAgentRunner:
         return result.text
 
 
-class CronSettings(Protocol):
-    """What cron's fires read of config.yaml: hermes.gateway.settings.Config, assembled
-    above this layer, is one."""
-
-    @property
-    def platforms(self) -> Mapping[str, PlatformConfig]: ...
-
-    @property
-    def gateway(self) -> GatewayConfig: ...
-
-    @property
-    def agent(self) -> AgentConfig: ...
-
-    @property
-    def cron(self) -> CronConfig: ...
-
-    def enabled_platforms(self) -> dict[str, PlatformConfig]: ...
-
-
 def cron_fire_context(
     agent: Agent,
     registry: Registry,
     home: HermesHome,
     tz: ZoneInfo,
-    config: CronSettings,
+    config: Settings,
     policy: EnvPolicy | None = None,
     outbox: Callable[[], Address | None] = lambda: None,
     clock: Clock | None = None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import Budgets
@@ -14,11 +13,9 @@ from hermes.agent.offline import OFFLINE_CONTEXT, OfflineProvider
 from hermes.agent.openai_compat import DEFAULT_CONTEXT, OpenAICompatible
 from hermes.agent.permissions import COMMAND_TOOLS, FILE_TOOLS, Permissions
 from hermes.agent.provider import Provider
-from hermes.agent.settings import AgentConfig, ModelConfig
+from hermes.agent.settings import ModelConfig, Settings
 from hermes.agent.skills.library import SkillLibrary
-from hermes.agent.skills.settings import SkillsConfig
 from hermes.agent.tools.catalog import default_tools, web_tools
-from hermes.agent.web.settings import WebConfig
 from hermes.config import ConfigError, Secrets
 from hermes.home import HermesHome
 
@@ -46,28 +43,8 @@ def build_chain(entries: Sequence[ModelConfig], secrets: Secrets) -> ProviderCha
     return ProviderChain([build_provider(e, secrets) for e in entries])
 
 
-class AgentSettings(Protocol):
-    """What the agent reads of config.yaml: hermes.gateway.settings.Config, assembled
-    above this layer, is one."""
-
-    @property
-    def model(self) -> ModelConfig: ...
-
-    @property
-    def fallback_providers(self) -> Sequence[ModelConfig]: ...
-
-    @property
-    def agent(self) -> AgentConfig: ...
-
-    @property
-    def web(self) -> WebConfig: ...
-
-    @property
-    def skills(self) -> SkillsConfig: ...
-
-
 def build_agent(
-    config: AgentSettings,
+    config: Settings,
     secrets: Secrets,
     home: HermesHome,
     redact: Callable[[str], str] = str,

@@ -6,12 +6,18 @@ The docstring under each field of these classes is its line in docs/configuratio
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
+from zoneinfo import ZoneInfo
 
 import attrs
 
+from hermes.adapters.settings import GatewayConfig, PlatformConfig
+from hermes.agent.skills.settings import SkillsConfig
+from hermes.agent.web.settings import WebConfig
 from hermes.config import BadValue, at_least, not_blank, optional_at_least, positive, share
+from hermes.cron.settings import CronConfig
 
 
 @attrs.frozen
@@ -200,3 +206,36 @@ class MediaConfig:
                 f"cache_mb: {self.cache_mb:g} cannot hold one file of max_file_mb "
                 f"({self.max_file_mb:g})"
             )
+
+
+class Settings(Protocol):
+    """What the layers below the gateway read of config.yaml (the agent, cron's fires,
+    the actions): hermes.gateway.settings.Config, assembled above them, is one."""
+
+    @property
+    def model(self) -> ModelConfig: ...
+
+    @property
+    def fallback_providers(self) -> Sequence[ModelConfig]: ...
+
+    @property
+    def agent(self) -> AgentConfig: ...
+
+    @property
+    def web(self) -> WebConfig: ...
+
+    @property
+    def skills(self) -> SkillsConfig: ...
+
+    @property
+    def platforms(self) -> Mapping[str, PlatformConfig]: ...
+
+    @property
+    def gateway(self) -> GatewayConfig: ...
+
+    @property
+    def cron(self) -> CronConfig: ...
+
+    def enabled_platforms(self) -> dict[str, PlatformConfig]: ...
+
+    def zone(self) -> ZoneInfo: ...

@@ -8,7 +8,7 @@ runs on the database alone and says plainly what needs a running serve.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
@@ -17,7 +17,7 @@ import attrs
 from hermes.actors.clock import Clock
 from hermes.actors.errors import Unavailable
 from hermes.actors.snapshot import Snapshot
-from hermes.adapters.settings import GatewayConfig, PlatformConfig
+from hermes.agent.settings import Settings
 from hermes.state.db import Db
 
 if TYPE_CHECKING:  # a type only: importing the agent here would load it for every action
@@ -106,19 +106,6 @@ class Offline:
 
     def context_findings(self) -> list[Loaded]:
         raise NotServing("no serve is running for this home (`hermes doctor` scans them)")
-
-
-class Settings(Protocol):
-    """What an action reads of config.yaml: hermes.gateway.settings.Config, assembled
-    above this layer, is one."""
-
-    @property
-    def platforms(self) -> Mapping[str, PlatformConfig]: ...
-
-    @property
-    def gateway(self) -> GatewayConfig: ...
-
-    def zone(self) -> ZoneInfo: ...
 
 
 @attrs.frozen

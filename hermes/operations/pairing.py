@@ -13,8 +13,9 @@ from __future__ import annotations
 import attrs
 
 from hermes.actors.errors import Invalid, NotFound, Throttled
+from hermes.agent.settings import Settings
 from hermes.config import not_blank
-from hermes.operations.context import NoArgs, Operation, Ops, Settings
+from hermes.operations.context import NoArgs, Operation, Ops
 from hermes.state.db import Db
 from hermes.state.pairing import (
     Approved,
