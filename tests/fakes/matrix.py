@@ -124,12 +124,21 @@ import string
 import time
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import attrs
 
 from tests.fakes.kit import Fake, infos, observed, serve_until_killed
-from tests.fakes.local_http import ErrorShape, Reply, TrackedHandler, copy_json, match, routes
+from tests.fakes.local_http import (
+    ErrorShape,
+    Reply,
+    TrackedHandler,
+    bearer,
+    copy_json,
+    match,
+    query,
+    routes,
+)
 
 SERVER_NAME = "test.local"
 HERMES = f"@hermes:{SERVER_NAME}"
@@ -920,22 +929,21 @@ class FakeMatrix(Fake):
         return error(500, "M_UNKNOWN", "Internal server error")
 
     def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
-        parts = urlsplit(request.path)
-        query = dict(parse_qsl(parts.query, keep_blank_values=True))
-        segments = [unquote(s) for s in parts.path.split("/")]
+        segments = [unquote(s) for s in urlsplit(request.path).path.split("/")]
+        asked = query(request.path)
         try:  # an upload's bytes are a file, not JSON
             parsed: Any = json.loads(raw) if raw and not _is_media(segments) else None
         except ValueError:
             parsed = None
         record: dict[str, Any] = {
             "method": request.command, "path": "/".join(segments), "endpoint": None,
-            "query": query, "body": parsed, "user": None, "device_id": None, "status": None,
+            "query": asked, "body": parsed, "user": None, "device_id": None, "status": None,
             "at": time.monotonic(),
         }  # fmt: skip
         with self._cond:
             self._requests.append(record)
             self._cond.notify_all()
-        reply = self._dispatch(request, record, segments, query, raw, parsed)
+        reply = self._dispatch(request, record, segments, asked, raw, parsed)
         with self._cond:
             record["status"] = None if reply is None else reply.status
             self._cond.notify_all()
@@ -986,9 +994,7 @@ class FakeMatrix(Fake):
         self, request: TrackedHandler, record: dict[str, Any], call: _Call
     ) -> Reply | None:
         """The call's user and device from its token; a 401 when it has none that lives."""
-        auth = request.headers.get("authorization", "")
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-        call.token = token or call.query.get("access_token", "")
+        call.token = bearer(request.headers) or call.query.get("access_token", "")
         if not call.token:
             return error(401, "M_MISSING_TOKEN", "Missing access token")
         with self._cond:
