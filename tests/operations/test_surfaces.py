@@ -5,6 +5,7 @@ change made from the CLI reaches the running serve at once, not at a poll."""
 from __future__ import annotations
 
 import os
+import signal
 
 import apsw
 import httpx
@@ -69,11 +70,14 @@ def test_a_job_added_from_the_cli_fires_on_time_without_a_poll(home, spawn):
     os.mkfifo(fifo)
     (home.scripts / "tick.sh").write_text(f"echo tick > {fifo}\n")
     reader = os.open(fifo, os.O_RDWR)  # held open: the script's write never blocks
+    serve = spawn()
     try:
-        wait_ready(spawn())
+        wait_ready(serve)
         added = hermes("cron", "add", "in 2s", "--script", "tick.sh", "--no-agent")
         assert added.returncode == 0, added.stderr
         assert os.read(reader, 64) == b"tick\n"  # blocks until the fire (timeout: pytest's)
+        serve.send_signal(signal.SIGTERM)  # its stop ends the fire's script too, if it still
+        serve.wait(timeout=30)  # runs: the fixture's kill would leave it behind
     finally:
         os.close(reader)
     conn = apsw.Connection(str(home.state_db))
