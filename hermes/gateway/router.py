@@ -261,7 +261,13 @@ class Router(Actor):
         way = route(event, Routing(limited, in_shared, window, running, busy))
         if isinstance(way, Limited):
             await self.starter.end(
-                event, None, StepKind.REFUSED, way.notice, REFUSED, answer=bool(way.notice)
+                event,
+                None,
+                StepKind.REFUSED,
+                way.notice,
+                REFUSED,
+                answer=bool(way.notice),
+                wait=self.limit.wait(who),
             )
         elif isinstance(way, Refuse):
             await self.starter.end(event, session_id, StepKind.DONE, way.notice, ANSWERED)
