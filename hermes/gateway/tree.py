@@ -90,7 +90,8 @@ def check_platforms(config: Config, secrets_: Secrets, env_path: Path) -> None:
             have = ", ".join(sorted(known)) or "none yet"
             raise ConfigError(f"platforms.{name}: hermes has no adapter for {name!r} ({have})")
         if known[name].tokens and not platform.login_named():
-            raise ConfigError(f"platforms.{name}.token_env: name the variable holding its token")
+            setting = f"platforms.{name}.{platform.login_setting}"
+            raise ConfigError(f"{setting}: name the variable holding its token")
         for variable in platform.token_names():
             if not secrets_.get(variable):
                 raise ConfigError(

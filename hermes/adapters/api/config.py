@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -14,8 +14,6 @@ _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _keys(_inst: Any, attr: attrs.Attribute, value: dict[str, str]) -> None:
-    if not value:
-        raise BadValue(f"{attr.name}: name at least one variable holding a key, as VAR: user")
     for variable, user in value.items():
         if not _VARIABLE.fullmatch(variable):
             raise BadValue(f"{attr.name}: {variable!r} is not an environment variable's name")
@@ -46,6 +44,8 @@ class ApiConfig(PlatformConfig):
     """A request to a conversation whose turn runs waits for it (`gateway.busy`)."""
     merge_window: float | None = attrs.field(default=0.0, validator=optional_seconds)
     """A request is a whole message: none waits for more of a burst."""
+
+    login_setting: ClassVar[str] = "keys"
 
     def token_names(self) -> list[str]:
         return sorted(self.keys)

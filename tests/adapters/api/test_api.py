@@ -14,7 +14,12 @@ import openai
 import pytest
 import trio
 
+from hermes.adapters.api.config import ApiConfig
 from hermes.agent.offline import tool_line
+from hermes.config import ConfigError, Secrets
+from hermes.gateway.settings import Config
+from hermes.gateway.tree import check_platforms
+from hermes.ops.doctor import check_platform
 from tests.adapters.api.serving import ALICE, BOB, CAROL
 from tests.adapters.serving import in_thread
 from tests.fakes.openai import text_answer
@@ -139,3 +144,17 @@ async def test_a_request_sent_again_after_a_sigkill_is_answered_once(api, model)
     assert api.assistant_replies() == ["forty-two"]
     assert [state for *_, state in api.journal()] == ["answered"]
     assert json.dumps(model.requests[-1]["body"]).count("what is the answer?") == 1
+
+
+async def test_a_key_variable_named_and_unset_is_named_by_serve_and_doctor(tmp_path):
+    config = Config(platforms={"api": ApiConfig(keys={"ALICE_KEY": "alice", "BOB_KEY": "bob"})})
+    only_alice = Secrets({"ALICE_KEY": ALICE}, frozenset())
+    with pytest.raises(ConfigError, match=r"platforms\.api: the token variable BOB_KEY is not set"):
+        check_platforms(config, only_alice, tmp_path / ".env")
+    with pytest.raises(ConfigError, match=r"platforms\.api\.keys: name the variable"):
+        check_platforms(Config(platforms={"api": ApiConfig()}), only_alice, tmp_path / ".env")
+    said = await check_platform("api", config.platforms["api"], only_alice, tmp_path / ".env")
+    assert not said.ok and "BOB_KEY not set" in said.detail
+    both = Secrets({"ALICE_KEY": ALICE, "BOB_KEY": BOB}, frozenset())
+    said = await check_platform("api", config.platforms["api"], both, tmp_path / ".env")
+    assert said.ok and said.detail == "keys for alice, bob" and ALICE not in said.detail
