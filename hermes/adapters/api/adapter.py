@@ -284,9 +284,11 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
         found = await self.recorded(event_id) if self.recorded is not None else None
         if found is None:
             return None
-        if found.state == "answered":
-            return TurnStep(StepKind.DONE, found.text, event_id=event_id)
-        return TurnStep(StepKind.REFUSED, found.text, event_id=event_id, wait=0.0)
+        if found.state != "answered":  # it stays refused: a new key is a new request
+            raise ApiError(409, "the request with this Idempotency-Key was refused (the rate"
+                           " limit, or access); send it with a new key",
+                           code="idempotency_key_refused")  # fmt: skip
+        return TurnStep(StepKind.DONE, found.text, event_id=event_id)
 
     def refusal(self, step: TurnStep) -> ApiError:
         """A final step that is not an answer, as OpenAI's error."""
