@@ -26,11 +26,11 @@ import logging
 import math
 import re
 import secrets
-import time
 from typing import Any
 
 import trio
 
+from hermes.actors.clock import Clock
 from hermes.actors.errors import PortInUse
 from hermes.adapters.api import wire
 from hermes.adapters.api.config import ApiConfig
@@ -77,6 +77,7 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
         self.recorded = setup.recorded
         self.bound = setup.bound
         self.model = setup.model
+        self.clock = setup.cursors.clock if setup.cursors is not None else Clock()
         self.keys: list[tuple[bytes, str]] = []
         self.waiting: dict[str, trio.MemorySendChannel[TurnStep]] = {}  # by event id
         self.draining = False
@@ -170,8 +171,12 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
             await _json(send, 200, wire.models(names, 0))
             return
         if self.draining:
-            raise ApiError(503, "hermes is shutting down; send the request again in a moment",
-                           "server_error", "unavailable")  # fmt: skip
+            raise ApiError(
+                503,
+                "hermes is shutting down; send the request again in a moment",
+                "server_error",
+                "unavailable",
+            )
         body = await self._body(headers, receive)
         request = wire.parse(body)
         label, shown, fresh = self._conversation(headers, request)
@@ -264,8 +269,11 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
         extra: tuple[tuple[bytes, bytes], ...],
     ) -> None:
         if event.event_id in self.waiting:
-            raise ApiError(409, "a request with this Idempotency-Key is being answered",
-                           code="idempotency_key_in_use")  # fmt: skip
+            raise ApiError(
+                409,
+                "a request with this Idempotency-Key is being answered",
+                code="idempotency_key_in_use",
+            )
         channel, steps = trio.open_memory_channel[TurnStep](CALL_STEPS)
         self.waiting[event.event_id] = channel
         try:
@@ -285,9 +293,12 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
         if found is None:
             return None
         if found.state != "answered":  # it stays refused: a new key is a new request
-            raise ApiError(409, "the request with this Idempotency-Key was refused (the rate"
-                           " limit, or access); send it with a new key",
-                           code="idempotency_key_refused")  # fmt: skip
+            raise ApiError(
+                409,
+                "the request with this Idempotency-Key was refused (the rate"
+                " limit, or access); send it with a new key",
+                code="idempotency_key_refused",
+            )
         return TurnStep(StepKind.DONE, found.text, event_id=event_id)
 
     def refusal(self, step: TurnStep) -> ApiError:
@@ -302,8 +313,12 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
                 headers=((b"retry-after", str(seconds).encode()),),
             )
         if step.kind is StepKind.REFUSED and not self.draining:
-            return ApiError(403, step.text or "this key's user may not talk to hermes",
-                            "permission_error", "permission_denied")  # fmt: skip
+            return ApiError(
+                403,
+                step.text or "this key's user may not talk to hermes",
+                "permission_error",
+                "permission_denied",
+            )
         if step.kind is StepKind.ERROR:
             return ApiError(500, step.text or "the turn failed", "server_error", "turn_failed")
         return ApiError(
@@ -331,7 +346,7 @@ class _Reply:
         self.adapter, self.event, self.request, self.send = adapter, event, request, send
         self.extra, self.steps, self.repeated = extra, steps, repeated
         self.id = f"chatcmpl-{event.event_id}"
-        self.created = int(time.time())
+        self.created = int(adapter.clock.now())
 
     async def next(self) -> TurnStep:
         """The turn's next step. A repeated request's turn may have ended already, or
@@ -345,8 +360,11 @@ class _Reply:
                 return found
             with trio.move_on_after(RECHECK):
                 return await self.steps.receive()
-        raise ApiError(409, "the request with this Idempotency-Key was cut and not resumed;"
-                       " send it with a new key", code="idempotency_key_abandoned")  # fmt: skip
+        raise ApiError(
+            409,
+            "the request with this Idempotency-Key was cut and not resumed; send it with a new key",
+            code="idempotency_key_abandoned",
+        )
 
     async def whole(self) -> None:
         step = await self.next()
@@ -364,8 +382,13 @@ class _Reply:
         step = await self.next()
         if step.final and step.kind not in (StepKind.DONE, StepKind.INTERRUPTED):
             raise self.adapter.refusal(step)
-        await self.send({"type": "http.response.start", "status": 200,
-                         "headers": SSE_HEADERS + list(self.extra)})  # fmt: skip
+        await self.send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": SSE_HEADERS + list(self.extra),
+            }
+        )
         try:
             await self._chunks(step)
         except _ClientGone:
@@ -406,8 +429,13 @@ class _Reply:
     async def _event(self, data: dict[str, Any] | str) -> None:
         text = data if isinstance(data, str) else json.dumps(data)
         with trio.move_on_after(CLIENT_STUCK_AFTER):
-            await self.send({"type": "http.response.body", "body": f"data: {text}\n\n".encode(),
-                             "more_body": True})  # fmt: skip
+            await self.send(
+                {
+                    "type": "http.response.body",
+                    "body": f"data: {text}\n\n".encode(),
+                    "more_body": True,
+                }
+            )
             return
         raise _ClientGone()
 

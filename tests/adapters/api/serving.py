@@ -9,8 +9,11 @@ import openai
 
 from tests.adapters.serving import Serve
 
-KEYS = {"ALICE_KEY": "sk-alice-0123456789", "BOB_KEY": "sk-bob-0123456789",
-        "CAROL_KEY": "sk-carol-0123456789"}  # fmt: skip
+KEYS = {
+    "ALICE_KEY": "sk-alice-0123456789",
+    "BOB_KEY": "sk-bob-0123456789",
+    "CAROL_KEY": "sk-carol-0123456789",
+}
 USERS = {"ALICE_KEY": "alice", "BOB_KEY": "bob", "CAROL_KEY": "carol"}
 ALICE, BOB, CAROL = KEYS["ALICE_KEY"], KEYS["BOB_KEY"], KEYS["CAROL_KEY"]  # alice owns hermes
 CLIENT = "the openai client"  # no fake: the tests are the platform's users
@@ -39,6 +42,8 @@ class ApiServe(Serve):
         """The official client as a user configures it; it retries nothing by itself (a
         test says when a request is sent again)."""
         return openai.OpenAI(
-            base_url=f"http://127.0.0.1:{self.api_port}/v1", api_key=key, max_retries=0,
+            base_url=f"http://127.0.0.1:{self.api_port}/v1",
+            api_key=key,
+            max_retries=0,
             timeout=60,
-        )  # fmt: skip
+        )

@@ -63,8 +63,9 @@ def test_openais_client_talks_to_hermes_agent_as_its_keys_users(api):
     assert first.parse().choices[0].message.content == "You said: hello"
     session = first.headers["x-hermes-session"]
     history = [said("user", "hello"), said("assistant", "You said: hello")]
-    again = ask(alice, *history, said("user", "and again"),
-                extra_headers={"X-Hermes-Session": session})  # fmt: skip
+    again = ask(
+        alice, *history, said("user", "and again"), extra_headers={"X-Hermes-Session": session}
+    )
     assert again == "You said: and again"
     assert user_turns(api, "alice") == [["hello", "and again"]]  # only the new one, each time
     ran = ask(alice, said("user", tool_line("terminal", command="echo from-the-shell")))
@@ -80,8 +81,13 @@ def test_openais_client_talks_to_hermes_agent_as_its_keys_users(api):
     refused = ask(bob, said("user", tool_line("terminal", command="echo not-for-bob")))
     assert "the terminal tool is not available to a user" in refused
     assert "not-for-bob\n" not in refused
-    seeded = ask(bob, said("system", "Answer briefly."), said("user", "one"),
-                 said("assistant", "You said: one"), said("user", "two"))  # fmt: skip
+    seeded = ask(
+        bob,
+        said("system", "Answer briefly."),
+        said("user", "one"),
+        said("assistant", "You said: one"),
+        said("user", "two"),
+    )
     assert seeded.endswith("\n\ntwo")
     assert "system (your client's): Answer briefly.\nuser: one\nassistant: You said: one" in seeded
     assert len(user_turns(api, "bob")) == 3  # no header, no `user`: a session each
@@ -132,11 +138,13 @@ async def test_a_request_sent_again_after_a_sigkill_is_answered_once(api, model)
     model.script(text_answer("forty-two"))
     api.start()  # the turn is resumed from the journal
     client = api.client(ALICE)  # the API's new port (a free one each start)
-    answer = await in_thread(lambda: ask(client, said("user", "what is the answer?"),
-                                         extra_headers=key))  # fmt: skip
+    answer = await in_thread(
+        lambda: ask(client, said("user", "what is the answer?"), extra_headers=key)
+    )
     assert answer.endswith("forty-two")
-    again = await in_thread(lambda: ask(client, said("user", "what is the answer?"),
-                                        extra_headers=key))  # fmt: skip
+    again = await in_thread(
+        lambda: ask(client, said("user", "what is the answer?"), extra_headers=key)
+    )
     assert again == answer  # the same answer, not a new turn
     api.stop()
     assert len(model.requests) == 2  # the cut call and the resumed one
