@@ -103,10 +103,15 @@ class HermesHome:
         """Where serve writes the webhook listener's port."""
         return self.root / "webhooks.port"
 
+    def listener_port(self, name: str) -> Path:
+        """Where serve writes the port of a platform that listens on its own (`name`)."""
+        return self.root / f"{name}.port"
+
     @property
     def port_files(self) -> tuple[Path, ...]:
         """What a running serve writes of its ports: gone when it stops."""
-        return (self.serve_port, self.ops_port, self.webhooks_port)
+        fixed = (self.serve_port, self.ops_port, self.webhooks_port)
+        return fixed + tuple(p for p in sorted(self.root.glob("*.port")) if p not in fixed)
 
     @property
     def serve_pid(self) -> Path:

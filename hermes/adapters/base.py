@@ -57,6 +57,7 @@ from hermes.adapters.contract import (
     Fetch,
     Fetched,
     InboundEvent,
+    Recorded,
     RetryAfter,
     Send,
     SendRequest,
@@ -469,6 +470,16 @@ class AdapterSetup:
     # every platform (an adapter that gates cost before the gateway decides, email's,
     # counts them as its own section's).
     named_users: frozenset[str] = frozenset()
+    # For a platform that answers within the request (the API): the answer recorded for one
+    # of its events (by event id), so a request sent again is answered once, from the turn
+    # that ran; None while there is none (the turn runs, or waits to be resumed).
+    recorded: Callable[[str], Awaitable[Recorded | None]] | None = None
+    # For a platform that listens on a port of its own: told the port it bound (written to
+    # HERMES_HOME/<name>.port, where its clients and the tests find it).
+    bound: Callable[[int], None] = lambda _port: None
+    # The name of the model serve's agent answers with (model.model), for a platform that
+    # names it to its clients.
+    model: str = ""
 
 
 AdapterFactory = Callable[[AdapterSetup], "PlatformAdapter"]

@@ -62,6 +62,15 @@ class InboundEvent:
         return Target(self.platform, self.chat_id, self.thread_id, self.scope_id)
 
 
+@attrs.frozen
+class Recorded:
+    """How an admitted event ended, as the journal holds it: `answered`, `text` the turn's
+    answer; or `refused` (a rate limit, a refusal)."""
+
+    state: str
+    text: str
+
+
 SEND_DEADLINE = 30.0
 """A send's one limit: an adapter answers every send within it (a request still out
 then is Unconfirmed), and the outbox waits for that answer, not a limit of its own."""
@@ -287,6 +296,7 @@ class TurnStep:
     session_id: str | None = None
     settled: bool = False  # DONE: committed with the turn's `settle` write (its journal row)
     note: str = ""  # TOOL_RESULT: what its tool line adds (where a command ran, and why)
+    wait: float | None = None  # REFUSED by the rate limit: seconds until there is room again
 
     @property
     def final(self) -> bool:

@@ -68,7 +68,10 @@ class Platform:
     takes a secret from a variable (Signal's daemon holds its own); `max_upload`: the
     largest file its adapter sends, in bytes (0: it sends none); `foreign_text`: why a
     message's text holds others' words whoever sent it (a mail quotes the thread it
-    answers), so a turn that reads it is marked untrusted (None: the sender's own)."""
+    answers), so a turn that reads it is marked untrusted (None: the sender's own);
+    `streams`: its adapter answers within the request that asked (the local endpoint, the
+    API): it is handed every step of a turn, the final one is the answer, and nothing of
+    it goes through the outbox."""
 
     name: str
     limit: Limit
@@ -84,6 +87,7 @@ class Platform:
     tokens: bool = True
     max_upload: int = 0
     foreign_text: str | None = None
+    streams: bool = False
 
     @property
     def factory(self) -> AdapterFactory | None:

@@ -8,7 +8,7 @@ The docstring under each field of these classes is its line in docs/configuratio
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import attrs
 
@@ -167,6 +167,9 @@ class PlatformConfig:
     status message listing each tool as it runs, edited in place, then the answer),
     `stream` (the answer edited into one message as it is written, tool lines under it).
     Unset: `stream` where the platform can edit messages, else `off`."""
+
+    # The setting that names what the platform logs in with (for the error when it is unset).
+    login_setting: ClassVar[str] = "token_env"
 
     def token_names(self) -> list[str]:
         """Every variable the platform takes a secret from."""

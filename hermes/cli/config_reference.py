@@ -193,14 +193,15 @@ def _platforms() -> list[str]:
         *_table(shared),
         *_sections(shared, 3),
     ]
-    own_keys = {f.name for f in attrs.fields(PlatformConfig)}
+    # A platform's own keys, and the shared ones whose default it changes.
+    shared_as = {k.path.rsplit(".", 1)[1]: k for k in shared}
     for name in names:
         settings = chat_platforms()[name].settings
-        own = [
-            k
-            for k in keys_of(settings, f"platforms.{name}.")
-            if k.path.rsplit(".", 1)[1] not in own_keys
-        ]
+        own = []
+        for k in keys_of(settings, f"platforms.{name}."):
+            same = shared_as.get(k.path.rsplit(".", 1)[1])
+            if same is None or (same.default, same.meaning) != (k.default, k.meaning):
+                own.append(k)
         out += ["", f"### `platforms.{name}`", ""]
         out += ["The keys above, and:", "", *_table(own)] if own else ["The keys above only."]
     return out

@@ -20,8 +20,8 @@ from prometheus_client import Counter
 from hermes.actors.address import Address
 from hermes.actors.clock import Clock
 from hermes.actors.errors import ActorStopped
-from hermes.adapters.contract import Cursor, InboundEvent
-from hermes.gateway.journal import admit, release
+from hermes.adapters.contract import Cursor, InboundEvent, Recorded
+from hermes.gateway.journal import admit, recorded, release
 from hermes.state.db import UsesDb
 from hermes.state.registry import Registry
 
@@ -83,3 +83,7 @@ class Admission(UsesDb):
         except ActorStopped:  # it ended before it heard: the next router takes the event
             await self.db.write(release, event.platform, event.event_id, intake.owner)
         return True
+
+    async def recorded(self, platform: str, event_id: str) -> Recorded | None:
+        """How an admitted event of `platform` ended (hermes.gateway.journal.recorded)."""
+        return await self.db.read(recorded, platform, event_id)

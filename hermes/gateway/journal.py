@@ -29,7 +29,7 @@ import socket
 import apsw
 import attrs
 
-from hermes.adapters.contract import ChatType, Cursor, InboundEvent
+from hermes.adapters.contract import ChatType, Cursor, InboundEvent, Recorded
 from hermes.adapters.cursors import put_cursor
 from hermes.delivery.replies import Then
 
@@ -76,6 +76,29 @@ def admit(
     if cursor is not None:
         put_cursor(conn, cursor.key, cursor.value, now, cursor.rising)
     return added
+
+
+def recorded(conn: apsw.Connection, platform: str, event_id: str) -> Recorded | None:
+    """How the event ended: answered (with the last assistant message its session holds
+    from before its row closed, which that commit wrote), or refused; None while it is
+    admitted or its turn runs (or waits to be resumed)."""
+    row = conn.execute(
+        "SELECT state, session_id, finished_at FROM inbound_journal"
+        " WHERE platform = ? AND event_id = ?",
+        (platform, event_id),
+    ).fetchone()
+    if row is None or row[0] not in (ANSWERED, REFUSED):
+        return None
+    state, session_id, finished = row
+    if state == REFUSED or session_id is None:
+        return Recorded(state, "")
+    said = conn.execute(
+        "SELECT content FROM messages WHERE session_id = ? AND role = 'assistant'"
+        " AND tool_calls IS NULL AND content IS NOT NULL AND timestamp <= ?"
+        " ORDER BY id DESC LIMIT 1",
+        (session_id, finished),
+    ).fetchone()
+    return Recorded(state, said[0] if said else "")
 
 
 def release(conn: apsw.Connection, platform: str, event_id: str, owner: str) -> None:

@@ -46,6 +46,13 @@ class InboundLimit:
             f" I will read your messages again in {wait} s."
         )
 
+    def wait(self, who: Hashable) -> float:
+        """Seconds until `who` may send again (0: now), as `take` counts them."""
+        stamps = self._stamps.get(who)
+        if not self.per_minute or stamps is None or len(stamps) < self.per_minute:
+            return 0.0
+        return max(0.0, stamps[0] + self.window - trio.current_time())
+
     def forget_idle(self) -> None:
         """Drop the users whose last message left the window."""
         now = trio.current_time()

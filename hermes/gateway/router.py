@@ -260,8 +260,9 @@ class Router(Actor):
         busy = "queue" if resume else busy
         way = route(event, Routing(limited, in_shared, window, running, busy))
         if isinstance(way, Limited):
+            wait = self.limit.wait(who)  # a refusal that says when to send again
             await self.starter.end(
-                event, None, StepKind.REFUSED, way.notice, REFUSED, answer=bool(way.notice)
+                event, None, StepKind.REFUSED, way.notice, REFUSED, bool(way.notice), wait
             )
         elif isinstance(way, Refuse):
             await self.starter.end(event, session_id, StepKind.DONE, way.notice, ANSWERED)

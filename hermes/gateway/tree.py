@@ -11,6 +11,7 @@ from the journal what arrived while it was down).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import secrets
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from hermes.adapters.contract import DeliveryFailed
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.local.endpoint import LocalEndpoint
 from hermes.adapters.media import MediaLimits
-from hermes.adapters.registry import SECTIONS, chat_platforms
+from hermes.adapters.registry import PLATFORMS, SECTIONS, chat_platforms
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.mcp.servers import McpServers
 from hermes.agent.mcp.setup import McpSetup
@@ -89,7 +90,8 @@ def check_platforms(config: Config, secrets_: Secrets, env_path: Path) -> None:
             have = ", ".join(sorted(known)) or "none yet"
             raise ConfigError(f"platforms.{name}: hermes has no adapter for {name!r} ({have})")
         if known[name].tokens and not platform.login_named():
-            raise ConfigError(f"platforms.{name}.token_env: name the variable holding its token")
+            setting = f"platforms.{name}.{platform.login_setting}"
+            raise ConfigError(f"{setting}: name the variable holding its token")
         for variable in platform.token_names():
             if not secrets_.get(variable):
                 raise ConfigError(
@@ -203,23 +205,34 @@ def build_root(
         settings = config.platforms[name]
         # Its own tokens only: an adapter never holds the model's keys or another's token.
         own = Secrets({v: secrets_.get(v) or "" for v in settings.token_names()}, frozenset())
-        return ChildSpec(
-            name,
-            lambda: factory(
+
+        def bound(port: int) -> None:
+            write_secret_file(home.listener_port(name), f"{port}\n")  # where clients look
+
+        def build() -> PlatformAdapter:
+            admit = admission()
+            return factory(
                 AdapterSetup(
                     name,
                     settings,
                     own,
                     statuses[name],
-                    admission(),
+                    admit,
                     Cursors(registry(), home.state_db, services.clock),
                     home.cache / name,
                     media_limits,
                     undelivered,
                     config.retention.journal_days,
                     config.gateway.owners_on(name) | config.gateway.allowed_on(name),
+                    recorded=functools.partial(admit.recorded, name),
+                    bound=bound,
+                    model=config.model.model,
                 )
-            ),
+            )
+
+        return ChildSpec(
+            name,
+            build,
             restart=Restart.TRANSIENT,  # a fatal error ends it normally: not restarted
             shutdown=5.0,
             ref=services.adapters[name],
@@ -281,6 +294,7 @@ def build_root(
             services.adapter_of,
             services.outbox.current,
             services.clock,
+            streamed=frozenset(n for n in names if PLATFORMS[n].streams),
             progress=progress_modes(config.enabled_platforms(), holds),
             interval=config.gateway.progress_interval,
             holds=holds,

@@ -55,10 +55,14 @@ class TurnStarter:
         text: str,
         state: str,
         answer: bool = True,
+        wait: float | None = None,
     ) -> None:
-        """The event's final step, its answer, and its journal row closed."""
+        """The event's final step, its answer, and its journal row closed. `wait`: a
+        rate limit's refusal, the seconds until the sender has room again."""
         target = event.target()
-        step = TurnStep(kind, text, event_id=event.event_id, target=target, session_id=session_id)
+        step = TurnStep(
+            kind, text, event_id=event.event_id, target=target, session_id=session_id, wait=wait
+        )
         await self.replies.progress(step)
         closed = Closings(state, session_id, [(event.platform, event.event_id)])
         key = f"{event.platform}:{event.event_id}"

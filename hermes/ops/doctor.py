@@ -125,8 +125,8 @@ async def check_platform(
     if platform.tokens and not settings.login_named():
         return failed(
             label,
-            f"platforms.{name}.token_env is not set",
-            f"set platforms.{name}.token_env to the variable holding its token",
+            f"platforms.{name}.{settings.login_setting} is not set",
+            f"set platforms.{name}.{settings.login_setting} to the variable holding its token",
         )
     missing = [v for v in settings.token_names() if not secrets.get(v)]
     if missing:

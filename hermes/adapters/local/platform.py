@@ -2,4 +2,4 @@
 
 from hermes.adapters.platform import Limit, Platform
 
-LOCAL = Platform("local", Limit(1_000_000, "chars"), adapter=None)
+LOCAL = Platform("local", Limit(1_000_000, "chars"), adapter=None, streams=True)
