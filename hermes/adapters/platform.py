@@ -68,7 +68,9 @@ class Platform:
     takes a secret from a variable (Signal's daemon holds its own); `max_upload`: the
     largest file its adapter sends, in bytes (0: it sends none); `foreign_text`: why a
     message's text holds others' words whoever sent it (a mail quotes the thread it
-    answers), so a turn that reads it is marked untrusted (None: the sender's own)."""
+    answers), so a turn that reads it is marked untrusted (None: the sender's own);
+    `asks`: the keys of its section `hermes setup` asks for, in order (a key ending in
+    `_env` is asked as a secret, stored in HERMES_HOME/.env)."""
 
     name: str
     limit: Limit
@@ -84,6 +86,7 @@ class Platform:
     tokens: bool = True
     max_upload: int = 0
     foreign_text: str | None = None
+    asks: tuple[str, ...] = ()
 
     @property
     def factory(self) -> AdapterFactory | None:
