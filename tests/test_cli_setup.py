@@ -145,9 +145,7 @@ def test_non_interactive_names_the_missing_flag(home, tg, fake_model):
     assert not home.config_path.exists() and not home.env_path.exists()
 
 
-def test_non_interactive_refused_token_and_model_say_why_and_write_nothing(
-    home, tg, fake_model
-):
+def test_non_interactive_refused_token_and_model_say_why_and_write_nothing(home, tg, fake_model):
     done = hermes(*flags(tg, fake_model), env={**SECRETS, "SETUP_TG_TOKEN": "1:wrong"})
     assert done.returncode == USAGE
     assert "telegram: rejected: " in done.stderr and "Unauthorized" in done.stderr

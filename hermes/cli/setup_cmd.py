@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from hermes.actors.errors import Invalid
+from hermes.adapters.contract import Target
 from hermes.adapters.registry import SECTIONS, chat_platforms
 from hermes.cli import exit_codes, setup_model, setup_platforms
 from hermes.cli.config_file import commented_yaml, diff, minimal, minimal_of
@@ -227,9 +228,8 @@ def _round_trip(
     return exit_codes.OK if worked else exit_codes.FAILED
 
 
-def _target(platform: str, chat: str):
-    from hermes.adapters.contract import Target
-
+def _target(platform: str, chat: str) -> Target:
+    """Where a message to the owner goes without a chat of theirs seen: `chat[:thread]`."""
     where, _, thread = chat.partition(":")
     return Target(platform, where, thread or None)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -19,7 +19,9 @@ from hermes.cli.config_reference import field_help
 from hermes.cli.setup_ask import Asker
 from hermes.cli.setup_model import read_secret
 from hermes.config import InputError, Secrets, structure
-from hermes.ops.doctor import check_platform
+
+if TYPE_CHECKING:
+    from hermes.ops.doctor import CheckResult
 
 
 class TokenRefused(Invalid):
@@ -193,7 +195,12 @@ def ask_platform(
         asker.say(f"  {name} said: {result.detail}; try again")
 
 
-async def _check(name: str, section: dict[str, Any], secrets: dict[str, str], env_path: Path):
+async def _check(
+    name: str, section: dict[str, Any], secrets: dict[str, str], env_path: Path
+) -> CheckResult:
+    """doctor's check of one platform's token (imported when asked: it loads much)."""
+    from hermes.ops.doctor import check_platform
+
     platform = chat_platforms()[name]
     try:
         settings = structure({k: v for k, v in section.items() if v is not None},

@@ -56,6 +56,12 @@ def progress_line(what: str) -> Callable[[float], None]:
     return show
 
 
+def end_progress() -> None:
+    """The progress line cleared (a terminal), or ended (a log)."""
+    sys.stdout.write("\r\x1b[K" if sys.stdout.isatty() else "\n")
+    sys.stdout.flush()
+
+
 def discover(
     home: HermesHome, outcome: Outcome, timeout: float, say: Callable[[str], None]
 ) -> None:
@@ -69,7 +75,7 @@ def discover(
         timeout,
         progress_line(f"waiting for the code on {name}"),
     )
-    sys.stdout.write("\n")
+    end_progress()
     if found is None:
         say(f"  no message with {code} came on {name} within {timeout:g} s")
         return
@@ -110,7 +116,7 @@ def greet(
             timeout,
             progress_line(f"sending to you on {outcome.platform}"),
         )
-        sys.stdout.write("\n")
+        end_progress()
         outcome.sent = outbox_state(home, key) or "not queued"
     waiting = [o for o in outcomes if o.sent == SENT]
     if not waiting:
@@ -123,7 +129,7 @@ def greet(
             timeout,
             progress_line(f"waiting for your answer on {outcome.platform}"),
         )
-        sys.stdout.write("\n")
+        end_progress()
         outcome.answered = "received" if answer is not None else "no"
 
 
