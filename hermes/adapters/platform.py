@@ -71,7 +71,9 @@ class Platform:
     answers), so a turn that reads it is marked untrusted (None: the sender's own);
     `streams`: its adapter answers within the request that asked (the local endpoint, the
     API): it is handed every step of a turn, the final one is the answer, and nothing of
-    it goes through the outbox."""
+    it goes through the outbox;
+    `asks`: the keys of its section `hermes setup` asks for, in order (a key ending in
+    `_env` is asked as a secret, stored in HERMES_HOME/.env)."""
 
     name: str
     limit: Limit
@@ -88,6 +90,7 @@ class Platform:
     max_upload: int = 0
     foreign_text: str | None = None
     streams: bool = False
+    asks: tuple[str, ...] = ()
 
     @property
     def factory(self) -> AdapterFactory | None:

@@ -14,6 +14,7 @@ import sys
 from hermes.cli import exit_codes
 
 COMMANDS: tuple[tuple[str, str, str], ...] = (  # name, "module:register", what it does
+    ("setup", "setup_cmd:register", "set up the model and chat platforms, then try them"),
     ("serve", "serve_cmd:register", "run the gateway until SIGTERM/SIGINT"),
     ("chat", "chat_cmd:register", "talk to the agent through a running serve"),
     ("status", "chat_cmd:register_status", "the running serve's actor tree"),

@@ -277,3 +277,25 @@ def prune(conn: apsw.Connection, before: float) -> int:
         (before, ANSWERED, REFUSED, STARTED, RESUMED, before),
     )
     return conn.changes()
+
+
+def first_since(
+    conn: apsw.Connection,
+    platform: str,
+    since: float,
+    text: str | None = None,
+    user_id: str | None = None,
+) -> InboundEvent | None:
+    """The first event on `platform` received at `since` or later, whose text holds `text`
+    and whose sender is `user_id` (each when given): what `hermes setup` waits for (the
+    code it showed, the owner's answer), whatever the router made of the event."""
+    query = f"{_SELECT} WHERE platform = ? AND received_at >= ?"
+    values: list[object] = [platform, since]
+    if text is not None:
+        query += " AND instr(text, ?) > 0"
+        values.append(text)
+    if user_id is not None:
+        query += " AND user_id = ?"
+        values.append(user_id)
+    row = conn.execute(query + " ORDER BY received_at LIMIT 1", values).fetchone()
+    return None if row is None else _event(row)

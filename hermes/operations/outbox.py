@@ -1,19 +1,34 @@
-"""The outbox: what waits to leave and what died; send a row again, drop it, purge.
+"""The outbox: what waits to leave and what died; send a row again, drop it, purge; queue
+a message of the operator's (`outbox.send`: `hermes setup`'s greeting to the owner).
 
-A retried row is pending again in state.db and the live outbox is told at
+A queued or retried row is pending again in state.db and the live outbox is told at
 once, so it goes out now, not at the next look.
 """
 
 from __future__ import annotations
 
+import secrets
+
 import attrs
 
-from hermes.actors.errors import NotFound
-from hermes.delivery.outbox_store import DEAD, UNKNOWN, OutboxRow, listing, purge_dead, retry_row
+from hermes.actors.errors import Invalid, NotFound
+from hermes.adapters.contract import Target
+from hermes.config import not_blank
+from hermes.delivery.outbox_store import (
+    DEAD,
+    UNKNOWN,
+    OutboxRow,
+    enqueue,
+    listing,
+    purge_dead,
+    retry_row,
+)
+from hermes.delivery.split import chunks_for
 from hermes.operations.context import NoArgs, Operation, Ops, count
 
 MAX_ROWS = 1000
 TEXT_SHOWN = 300  # of a row's text; the row itself keeps all of it
+MAX_SEND = 4000  # characters of an operator's message (a notice, not a document)
 
 
 @attrs.frozen
@@ -38,6 +53,24 @@ class RowView:
     not_before: float | None
     error: str | None
     text: str
+
+
+@attrs.frozen
+class SendArgs:
+    """A notice to one chat of a configured platform (`thread`, `scope`: as the chat's
+    inbound events carry them)."""
+
+    platform: str = attrs.field(validator=not_blank)
+    chat: str = attrs.field(validator=not_blank)
+    text: str = attrs.field(validator=not_blank)
+    thread: str | None = None
+    scope: str | None = None
+
+
+@attrs.frozen
+class Queued:
+    key: str  # the message's key: hermes.delivery.outbox_store.message_state tells its fate
+    rows: list[int]
 
 
 @attrs.frozen
@@ -93,9 +126,25 @@ async def purge_outbox(ops: Ops, args: NoArgs) -> Purged:
     return Purged(await ops.db.write(purge_dead))
 
 
+async def send_outbox(ops: Ops, args: SendArgs) -> Queued:
+    """Queue a notice through the outbox, as every message leaves (paced, retried, dead
+    letters); the live outbox is told at once."""
+    if args.platform not in ops.config.enabled_platforms():
+        raise Invalid(f"no enabled platform {args.platform!r} in config.yaml")
+    if len(args.text) > MAX_SEND:
+        raise Invalid(f"text: at most {MAX_SEND} characters, got {len(args.text)}")
+    target = Target(args.platform, args.chat, args.thread, args.scope)
+    key = f"operator:{secrets.token_hex(8)}"
+    chunks = chunks_for(args.text, args.platform)
+    rows = await ops.db.write(enqueue, target, chunks, "notice", key, ops.clock.now())
+    await ops.live.outbox_changed()
+    return Queued(key, rows)
+
+
 OPERATIONS = (
     Operation("outbox.list", ListArgs, list[RowView], list_outbox),
     Operation("outbox.retry", RowArgs, RowState, retry_outbox, changes=True),
     Operation("outbox.drop", RowArgs, RowState, drop_outbox, changes=True),
     Operation("outbox.purge", NoArgs, Purged, purge_outbox, changes=True),
+    Operation("outbox.send", SendArgs, Queued, send_outbox, changes=True),
 )

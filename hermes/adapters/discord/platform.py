@@ -12,4 +12,5 @@ DISCORD = Platform(
     token_hint="the bot's token from the Developer Portal (Bot > Reset Token)",
     edits=True,
     max_upload=10 * 1024 * 1024 - 65536,  # 10 MiB a request without boosts, less the form
+    asks=("token_env",),
 )

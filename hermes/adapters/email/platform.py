@@ -20,4 +20,5 @@ EMAIL = Platform(
     settings=EmailConfig,
     max_upload=17 * 1024 * 1024,
     foreign_text="an email's body",  # quotes the thread, forwards, anyone's words
+    asks=("address", "imap_host", "smtp_host", "token_env"),
 )

@@ -21,4 +21,5 @@ MATRIX = Platform(
     # Synapse's default max_upload_size, 50M (MiB); a homeserver set lower answers 413
     # M_TOO_LARGE, a dead letter.
     max_upload=50 * 1024 * 1024,
+    asks=("base_url", "user_id", "token_env"),
 )

@@ -22,4 +22,5 @@ SIGNAL = Platform(
     settings=SignalConfig,
     tokens=False,
     max_upload=MAX_UPLOAD,
+    asks=("rpc", "account"),
 )

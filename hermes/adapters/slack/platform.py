@@ -17,4 +17,5 @@ SLACK = Platform(
     settings=SlackConfig,
     edits=True,
     max_upload=1024 * 1024 * 1024,  # Slack's limit for one file
+    asks=("token_env", "app_token_env"),
 )

@@ -18,4 +18,5 @@ TELEGRAM = Platform(
     settings=TelegramConfig,
     edits=True,
     max_upload=50 * 1024 * 1024,  # the Bot API's limit for a bot's uploads
+    asks=("token_env",),
 )

@@ -19,4 +19,5 @@ WHATSAPP = Platform(
     # The Cloud API's document limit (100 MB). Images (5 MB) and voice notes (16 MB) go
     # as documents when larger (hermes/adapters/whatsapp/files.py).
     max_upload=DOCUMENT_MAX,
+    asks=("phone_number_id", "token_env", "app_secret_env", "verify_token_env"),
 )
