@@ -88,9 +88,11 @@ def _plain(value: Any) -> Any:
 
 def commented_yaml(data: Mapping[str, Any]) -> str:
     """`data` as YAML block mappings, each key under its meaning as a comment."""
-    lines = ["# hermes config.yaml, written by `hermes setup`: only what differs from the",
-             "# defaults (docs/configuration.md lists every key; `hermes config show` the",
-             "# effective config)."]  # fmt: skip
+    lines = [
+        "# hermes config.yaml, written by `hermes setup`: only what differs from the",
+        "# defaults (docs/configuration.md lists every key; `hermes config show` the",
+        "# effective config).",
+    ]
     lines += _mapping(data, _top, 0)
     return "\n".join(lines) + "\n"
 

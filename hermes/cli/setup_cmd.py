@@ -84,9 +84,13 @@ def setup(args: argparse.Namespace) -> int:
 
 def _wizard(home: HermesHome, args: argparse.Namespace, asker: Asker) -> int:
     one = args.part == "platform"
-    if one and args.name not in chat_platforms():
-        known = ", ".join(sorted(chat_platforms()))
-        raise Invalid(f"hermes setup platform NAME: NAME is one of {known}, got {args.name!r}")
+    if one and args.name not in setup_platforms.wizard_platforms():
+        known = ", ".join(sorted(setup_platforms.wizard_platforms()))
+        by_hand = f" ({args.name}'s section is written by hand: docs/platforms/{args.name}.md)"
+        raise Invalid(
+            f"hermes setup platform NAME: NAME is one of {known}, got {args.name!r}"
+            + (by_hand if args.name in chat_platforms() else "")
+        )
     existing = home.config_path.read_text() if home.config_path.exists() else None
     data = minimal_of(load_config(home.config_path, Config, SECTIONS))
     env: dict[str, str] = {}
@@ -127,8 +131,10 @@ def _wizard(home: HermesHome, args: argparse.Namespace, asker: Asker) -> int:
     home.ensure()
     set_values(home.env_path, env)
     home.config_path.write_text(text)
-    print(f"wrote {home.config_path}" + (f" and {len(env)} secret(s) to {home.env_path}"
-                                          if env else ""))  # fmt: skip
+    print(
+        f"wrote {home.config_path}"
+        + (f" and {len(env)} secret(s) to {home.env_path}" if env else "")
+    )
     status = exit_codes.OK
     if not args.no_round_trip and outcomes:
         status = _round_trip(home, args, asker, data, outcomes)
@@ -182,8 +188,9 @@ def _agreed(
     print(diff(existing, text, str(home.config_path)))
     if args.non_interactive and not args.yes:
         raise MissingFlag("--yes", f"replace {home.config_path} as shown")
-    return asker.confirm(f"Replace {home.config_path} with this?", "--yes",
-                         True if args.yes else None, False)  # fmt: skip
+    return asker.confirm(
+        f"Replace {home.config_path} with this?", "--yes", True if args.yes else None, False
+    )
 
 
 def _round_trip(

@@ -28,6 +28,13 @@ class TokenRefused(Invalid):
     """A platform refused its token, or could not be asked (--non-interactive)."""
 
 
+def wizard_platforms() -> dict[str, Platform]:
+    """The platforms setup asks about: those whose record names what it asks (`asks`).
+    One without (the API, inbound webhooks) has no token to check nor owner to find: its
+    docs say how to write its section."""
+    return {name: p for name, p in chat_platforms().items() if p.asks}
+
+
 def secret_key(key: str) -> bool:
     """A key that names a variable holding a secret (`token_env`, `app_secret_env`)."""
     return key.endswith("_env")
@@ -49,7 +56,7 @@ def file_flag(name: str, key: str) -> str:
 
 def register(parser: argparse.ArgumentParser) -> None:
     """--platform, and every platform's keys as flags, from the registry."""
-    platforms = chat_platforms()
+    platforms = wizard_platforms()
     group = parser.add_argument_group("platforms")
     group.add_argument(
         "--platform",
@@ -92,8 +99,12 @@ def register(parser: argparse.ArgumentParser) -> None:
                     help=f"{name}: a file holding its {_said(key)}",
                 )
             else:
-                group.add_argument(flag(name, key), dest=dest(name, key), metavar="VALUE",
-                                   help=f"{name}: its {key}")  # fmt: skip
+                group.add_argument(
+                    flag(name, key),
+                    dest=dest(name, key),
+                    metavar="VALUE",
+                    help=f"{name}: its {key}",
+                )
 
 
 def _keys(platform: Platform) -> list[str]:
@@ -118,7 +129,7 @@ class PlatformAnswers:
 
 def pick(asker: Asker, args: argparse.Namespace) -> list[str]:
     """The platforms to set up now (those config.yaml has already stay as they are)."""
-    platforms = chat_platforms()
+    platforms = wizard_platforms()
     choices = [(n, f"{n}: {p.token_hint}" if p.tokens else n) for n, p in platforms.items()]
     return asker.choose_many(
         "Which chat platforms? (space picks, Enter goes on; none: only `hermes chat`)",
@@ -138,7 +149,7 @@ def ask_platform(
 ) -> PlatformAnswers:
     """The platform's keys asked (a flag answers its own), its token checked until the
     platform takes it."""
-    platform = chat_platforms()[name]
+    platform = wizard_platforms()[name]
     meanings = field_help(platform.settings)
     section = dict(current)
     secrets: dict[str, str] = {}
@@ -201,10 +212,9 @@ async def _check(
     """doctor's check of one platform's token (imported when asked: it loads much)."""
     from hermes.ops.doctor import check_platform
 
-    platform = chat_platforms()[name]
+    platform = wizard_platforms()[name]
     try:
-        settings = structure({k: v for k, v in section.items() if v is not None},
-                             platform.settings)  # fmt: skip
+        settings = structure({k: v for k, v in section.items() if v is not None}, platform.settings)
     except InputError as exc:
         raise Invalid(f"platforms.{name}: {exc}") from None
     return await check_platform(name, settings, Secrets(secrets, frozenset()), env_path)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import secrets
 import sys
-import time
 from collections.abc import Callable
 
 import attrs
 
+from hermes.actors.clock import Clock
 from hermes.adapters.contract import Target
 from hermes.cli.act import perform
 from hermes.cli.setup_serve import journal_event, outbox_state, wait_for
@@ -69,7 +69,7 @@ def discover(
     code = new_code()
     name = outcome.platform
     say(f"\nSend this code to your bot on {name} (a direct message): {code}")
-    since = time.time() - SLACK
+    since = Clock().now() - SLACK
     found = wait_for(
         lambda: journal_event(home, name, since, text=code),
         timeout,
@@ -94,7 +94,7 @@ def greet(
 ) -> None:
     """A message to the owner on each platform through the outbox, then their answers
     waited for."""
-    since = time.time() - SLACK
+    since = Clock().now() - SLACK
     keys = {}
     for outcome in outcomes:
         if outcome.target is None:

@@ -80,8 +80,11 @@ def start(home: HermesHome) -> int:
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "hermes.cli.main", "serve"],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-        )  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + START_TIMEOUT
     while READY_LINE not in log.read_text(errors="replace"):
         if proc.poll() is not None:
