@@ -168,7 +168,9 @@ def build_root(
                 await intake.address.cast(Mirrored(tuple(session_ids)))
 
     def admission() -> Admission:
-        return Admission(registry(), home.state_db, services.gateway.current, services.clock)
+        return Admission(
+            registry(), home.state_db, services.gateway.current, services.clock, config.platforms
+        )
 
     def endpoint() -> LocalEndpoint:
         local = config.gateway.local
