@@ -33,6 +33,7 @@ ROUTES: dict[str, dict[str, Any]] = {
         "id_header": "X-Alert-Id",
         "prompt": "Alert {alert.name}: {alert.summary}",
         "deliver": "home:telegram",
+        "role": "owner",  # an owner's turns, yet on text from outside
     },
     "form": {  # generic, id the body's hash, answered nowhere
         "secret_env": "WEBHOOK_ALERTS_SECRET",

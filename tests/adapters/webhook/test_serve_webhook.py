@@ -88,6 +88,13 @@ async def test_deliveries_are_verified_admitted_once_and_answered_where_their_ro
     assert "Keep it simple" not in logged and "ann/hermes" not in logged  # bodies unlogged
     sessions = rows(serve.home.state_db, "SELECT source, chat_id FROM sessions ORDER BY chat_id")
     assert sessions == [("webhook", "alerts"), ("webhook", "ci"), ("webhook", "form")]
+    sql = "SELECT s.chat_id, m.untrusted FROM messages m JOIN sessions s ON s.id = m.session_id"
+    marks = dict(rows(serve.home.state_db, sql + " WHERE m.role = 'user'"))
+    assert marks == {  # each turn's later commands run confined, the owner route's too
+        "ci": "a message from webhook user ci",
+        "alerts": "a webhook's body",
+        "form": "a message from webhook user form",
+    }
 
 
 @pytest.mark.timeout(90)
