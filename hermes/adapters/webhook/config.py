@@ -141,6 +141,15 @@ class WebhookConfig(PlatformConfig):
     def token_names(self) -> list[str]:
         return sorted({route.secret_env for route in self.routes.values() if route.secret_env})
 
+    def answers_to(self) -> dict[str, str]:
+        named = {}
+        for name, route in self.routes.items():
+            deliver = route.deliver or NOWHERE
+            if deliver != NOWHERE:
+                platform = deliver.removeprefix(HOME).partition(":")[0]
+                named[f"routes.{name}.deliver"] = platform
+        return named
+
     def named_owners(self) -> frozenset[str]:
         """The routes whose deliveries start owners' turns (a route is its deliveries'
         user), and `owner`."""

@@ -70,7 +70,15 @@ def test_each_routes_secret_is_required_at_start_and_kept_out_of_commands(tmp_pa
     assert names and set(names) <= set(config.secret_names())  # redacted, out of commands
     with pytest.raises(ConfigError, match=f"the token variable {names[0]} is not set"):
         check_platforms(config, Secrets({}, frozenset()), tmp_path / ".env")
-    check_platforms(config, Secrets(dict.fromkeys(names, "s3cret"), frozenset()), tmp_path)
+    values = {**dict.fromkeys(names, "s3cret"), "TG": "1:x"}
+    secrets = Secrets(values, frozenset())
+    with pytest.raises(ConfigError, match=r"platforms.webhook.routes.ci.deliver: its answers go"
+                       r" to telegram, which is not enabled"):  # fmt: skip
+        check_platforms(config, secrets, tmp_path)
+    telegram = {"token_env": "TG", "enabled": True}
+    data = {"platforms": {"webhook": {"routes": ROUTES}, "telegram": telegram}}
+    config = parse_config(data, "c.yaml", Config, SECTIONS)
+    check_platforms(config, secrets, tmp_path)
 
 
 async def test_a_routes_role_says_whose_turns_its_deliveries_start():
