@@ -24,6 +24,10 @@ class ChatType(enum.StrEnum):
     CHANNEL = "channel"
 
 
+NOWHERE = "none"  # an event's answer_to: the answer stays in its session's transcript
+HOME = "home:"  # an event's answer_to: `home:telegram`, that platform's home channel
+
+
 @attrs.frozen
 class InboundEvent:
     """One message from a platform, as the gateway sees every platform's.
@@ -37,6 +41,10 @@ class InboundEvent:
     fetched (`Fetch`) only once the event is authorized: a stranger's media costs nothing.
     `session_hint` is set only by an adapter that picks the session at its edge
     (the local endpoint: the session its client names, or a new id).
+    `answer_to` is set only by an adapter that is a way in and no chat (the inbound
+    webhooks): where the answer goes instead of the event's own chat, as
+    `platform:chat[:thread]`, `home:platform` (that platform's home channel, resolved at
+    admission) or `none` (nowhere: the session's transcript keeps it).
     """
 
     platform: str
@@ -56,6 +64,7 @@ class InboundEvent:
     attachments: tuple[str, ...] = ()
     session_hint: str | None = None
     title: str | None = None  # the conversation's own title (an email's subject)
+    answer_to: str | None = None
 
     def target(self) -> Target:
         """Where an answer to this event goes."""

@@ -15,7 +15,18 @@ from hermes.adapters.platform import Limit, Platform
 from hermes.adapters.settings import PlatformConfig
 
 V = TypeVar("V")
-NAMES = ("local", "telegram", "slack", "discord", "whatsapp", "email", "matrix", "signal", "api")
+NAMES = (
+    "local",
+    "telegram",
+    "slack",
+    "discord",
+    "whatsapp",
+    "email",
+    "matrix",
+    "signal",
+    "webhook",
+    "api",
+)
 DEFAULT_LIMIT = Limit(4000, "chars")  # a platform hermes does not know (a mirror of one)
 
 

@@ -175,6 +175,16 @@ class PlatformConfig:
         """Every variable the platform takes a secret from."""
         return [self.token_env] if self.token_env else []
 
+    def answers_to(self) -> dict[str, str]:
+        """The platforms this section's answers go to instead of its own chats, by the key
+        that names each (an inbound webhook's routes' `deliver`): each must be enabled."""
+        return {}
+
+    def named_owners(self) -> frozenset[str]:
+        """The user ids this section makes owners (`owner`; a platform's own settings may
+        name more: an inbound webhook's routes with `role: owner`)."""
+        return frozenset({self.owner}) if self.owner else frozenset()
+
     def login_named(self) -> bool:
         """Whether the variable the platform logs in with is named (`token_env`)."""
         return bool(self.token_env)

@@ -1,9 +1,10 @@
 """The webhook listener: where platforms that push (WhatsApp) deliver, on a port of its
 own, never the operator surfaces', so exposing webhooks never exposes the dashboard.
 
-It serves `/webhooks/<platform>` for the enabled webhook platforms only, reads a
-body only up to `gateway.webhooks.max_body`, and hands each request to that
-platform's adapter as a call (`WebhookRequest`), answering what the adapter answered.
+It serves `/webhooks/<platform>` (and what follows it, `/webhooks/<platform>/<rest>`:
+the inbound webhooks' routes) for the enabled webhook platforms only, reads a body
+only up to `gateway.webhooks.max_body`, and hands each request to that platform's
+adapter as a call (`WebhookRequest`), answering what the adapter answered.
 The adapter verifies and admits before it answers, so a 2xx means the delivery is in
 the journal; an adapter that is down, or slower than WEBHOOK_TIMEOUT, is a 503, and
 the platform delivers again. hypercorn's Trio worker serves it, as it serves ops.
@@ -32,12 +33,14 @@ PREFIX = "/webhooks/"
 @attrs.frozen
 class WebhookRequest:
     """One request to a platform's webhook, for its adapter (a call, answered with a
-    WebhookAnswer). `headers` lower-cased; `query` the first value of each name."""
+    WebhookAnswer). `headers` lower-cased; `query` the first value of each name; `path`
+    what follows `/webhooks/<platform>/` ("" for `/webhooks/<platform>` itself)."""
 
     method: str
     query: dict[str, str]
     headers: dict[str, str]
     body: bytes = attrs.field(repr=lambda b: f"<{len(b)} bytes>")
+    path: str = ""
 
 
 @attrs.frozen
@@ -108,7 +111,8 @@ class WebhookListener(Actor):
 
     async def _answer(self, scope: dict[str, Any], receive: Any) -> WebhookAnswer:
         path: str = scope["path"]
-        platform = path[len(PREFIX) :] if path.startswith(PREFIX) else ""
+        named = path[len(PREFIX) :] if path.startswith(PREFIX) else ""
+        platform, _, rest = named.partition("/")
         if platform not in self.platforms:
             return WebhookAnswer(404, b"no such webhook\n")
         if scope["method"] not in ("GET", "POST"):
@@ -124,7 +128,7 @@ class WebhookListener(Actor):
         adapter = self.adapter_of(platform)
         if adapter is None:
             return WebhookAnswer(503, b"not ready; deliver again\n")
-        request = WebhookRequest(scope["method"], query, headers, body)
+        request = WebhookRequest(scope["method"], query, headers, body, rest)
         try:
             answer: WebhookAnswer = await adapter.call(request, timeout=WEBHOOK_TIMEOUT)
         except (ActorStopped, CallTimeout):

@@ -24,6 +24,7 @@ from hermes.adapters.settings import PlatformConfig
 from hermes.gateway.settings import Config
 
 REGENERATE = "hermes config reference > docs/configuration.md"
+EACH_OF_A_PLATFORM = "<key>"  # a platform's own mapping of sections (`<name>` is the platform)
 
 INTRO = f"""\
 # Configuration reference
@@ -160,16 +161,17 @@ def _table(rows: list[Key]) -> list[str]:
     return lines
 
 
-def _sections(rows: list[Key], level: int) -> list[str]:
-    """Each section among `rows`, its table, then the sections inside it."""
+def _sections(rows: list[Key], level: int, each: str = "<name>") -> list[str]:
+    """Each section among `rows`, its table, then the sections inside it; `each` stands
+    for the name of one of a mapping of sections in their paths."""
     out: list[str] = []
     for row in rows:
         if row.section is None:
             continue
-        path = f"{row.path}.<name>" if row.each else row.path
+        path = f"{row.path}.{each}" if row.each else row.path
         inner = keys_of(row.section, path + ".")
         out += ["", f"{'#' * level} `{path}`", "", _cell(row.meaning), "", *_table(inner)]
-        out += _sections(inner, level + 1)
+        out += _sections(inner, level + 1, each)
     return out
 
 
@@ -204,6 +206,7 @@ def _platforms() -> list[str]:
                 own.append(k)
         out += ["", f"### `platforms.{name}`", ""]
         out += ["The keys above, and:", "", *_table(own)] if own else ["The keys above only."]
+        out += _sections(own, 4, EACH_OF_A_PLATFORM)
     return out
 
 

@@ -33,6 +33,7 @@ from hermes.delivery.live import STOPPED_NOTE, LiveReply, status_key
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import enqueue, write_live
 from hermes.delivery.split import chunks_for
+from hermes.delivery.targets import answer_target
 from hermes.state.db import UsesDb
 from hermes.state.errors import StateError
 from hermes.state.registry import Registry
@@ -81,20 +82,22 @@ class Replies(Protocol):
         adapter is behind; lost when the adapter is down."""
 
     def planned(self, source: InboundEvent, key: str, prefix: str = "") -> Answer | None:
-        """The answer a turn for `source` queues with its final message; None where the
-        turn's final step carries it (a streaming platform)."""
+        """The answer a turn for `source` queues with its final message, to where answers
+        to it go (hermes.delivery.targets.answer_target); None where the turn's final
+        step carries it (a streaming platform) or it goes nowhere."""
 
     async def answer(
         self,
         source: InboundEvent | None,
-        target: Target,
+        target: Target | None,
         text: str,
         key: str,
         then: Then | None = None,
     ) -> None:
-        """Send `text` to `target` (in reply to `source`, if any); `key` is stable for
-        this answer across retries and restarts. `then`: the caller's write, committed
-        with the answer's rows (the router closes the event's journal row with it)."""
+        """Send `text` to `target` (in reply to `source`, if any; None: nowhere, only
+        `then`); `key` is stable for this answer across retries and restarts. `then`: the
+        caller's write, committed with the answer's rows (the router closes the event's
+        journal row with it)."""
 
 
 class OutboxReplies(UsesDb):
@@ -189,43 +192,48 @@ class OutboxReplies(UsesDb):
             nudge(self.outbox())
 
     def planned(self, source: InboundEvent, key: str, prefix: str = "") -> Answer | None:
-        if source.platform in self.streamed:
+        target = answer_target(source)
+        if source.platform in self.streamed or target is None:
             return None
-        mode = self.modes.get(source.platform)
+        own = target == source.target()  # else an answer sent elsewhere: no progress there
+        reply_to = source.message_id if own else None
+        mode = self.modes.get(source.platform) if own else None
         if mode is not None:  # the turn begins: its progress is followed, timed from now
             if len(self.live) >= LIVE_KEPT:  # a turn whose end never came (a crashed session)
                 stale = trio.current_time() - STALE
                 self.live = {k: v for k, v in self.live.items() if v.began > stale}
             live_key = key if mode == "stream" else status_key(key)
             self.live[source.platform, source.event_id] = LiveReply(
-                source.target(), live_key, source.message_id, mode, trio.current_time()
+                target, live_key, reply_to, mode, trio.current_time()
             )
         return Answer(
-            source.target(),
-            key,
-            source.message_id,
-            prefix,
-            self.interval,
-            self.holds.get(source.platform, 0.0),
+            target, key, reply_to, prefix, self.interval, self.holds.get(target.platform, 0.0)
         )
 
     async def answer(
         self,
         source: InboundEvent | None,
-        target: Target,
+        target: Target | None,
         text: str,
         key: str,
         then: Then | None = None,
     ) -> None:
-        queued = text and target.platform not in self.streamed  # else its final step carried it
+        if target is None:  # nowhere: the session's transcript keeps it
+            queued = False
+        else:  # on a streaming platform its final step carried it
+            queued = bool(text) and target.platform not in self.streamed
         if not queued and then is None:
             return
-        reply_to = source.message_id if source is not None else None
+        own = source is not None and target == source.target()
+        reply_to = source.message_id if own else None
         kind = "reply" if source is not None else "notice"
-        answer = Answer(target, key, reply_to, after=self.interval)
 
         def write(conn: apsw.Connection, now: float) -> list[int]:
-            added = answer.queue(conn, text, now, kind) if queued else []
+            added = []
+            if queued and target is not None:
+                added = Answer(target, key, reply_to, after=self.interval).queue(
+                    conn, text, now, kind
+                )
             if then is not None:
                 then(conn, now)
             return added

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from hermes.adapters.contract import Target
+from hermes.adapters.contract import HOME, NOWHERE, InboundEvent, Target
 
 STRENGTH = {"origin": 3, "origin_fallback": 2, "explicit": 1, "broadcast": 0}
 LOCAL = "local"
@@ -81,6 +81,16 @@ def parse_target(token: str) -> Target | None:
     if not platform or not chat:
         return None
     return Target(platform, chat, thread or None)
+
+
+def answer_target(event: InboundEvent) -> Target | None:
+    """Where the answer to `event` goes: its own chat, or the one its `answer_to` names
+    (admission resolved a home channel to its chat); None: nowhere."""
+    if event.answer_to is None:
+        return event.target()
+    if event.answer_to == NOWHERE or event.answer_to.startswith(HOME):
+        return None
+    return parse_target(event.answer_to)
 
 
 def _resolve(

@@ -35,5 +35,5 @@ async def owner_ids(platform: str, config: Config, owners_of: OwnersOf) -> froze
     if not owner_settings(config, platform):
         return await owners_of(platform)
     section = config.platforms.get(platform)
-    named = frozenset({section.owner}) if section is not None and section.owner else frozenset()
+    named = section.named_owners() if section is not None else frozenset()
     return config.gateway.owners_on(platform) | named

@@ -82,8 +82,9 @@ def serve_token(home: HermesHome) -> str:
 
 
 def check_platforms(config: Config, secrets_: Secrets, env_path: Path) -> None:
-    """Every enabled platform has an adapter and its token variables are set; else a
-    ConfigError naming the platform and the variable, before anything starts."""
+    """Every enabled platform has an adapter, its token variables are set and the
+    platforms its answers go to are enabled; else a ConfigError naming the platform and
+    the variable (or key), before anything starts."""
     known = chat_platforms()
     for name, platform in config.enabled_platforms().items():
         if name not in known:
@@ -97,6 +98,12 @@ def check_platforms(config: Config, secrets_: Secrets, env_path: Path) -> None:
                 raise ConfigError(
                     f"platforms.{name}: the token variable {variable} is not set"
                     f" (set it in the environment or in {env_path})"
+                )
+        for key, target in platform.answers_to().items():
+            if target not in config.enabled_platforms():
+                raise ConfigError(
+                    f"platforms.{name}.{key}: its answers go to {target}, which is not"
+                    f" enabled (add platforms.{target})"
                 )
 
 
@@ -170,7 +177,9 @@ def build_root(
                 await intake.address.cast(Mirrored(tuple(session_ids)))
 
     def admission() -> Admission:
-        return Admission(registry(), home.state_db, services.gateway.current, services.clock)
+        return Admission(
+            registry(), home.state_db, services.gateway.current, services.clock, config.platforms
+        )
 
     def endpoint() -> LocalEndpoint:
         local = config.gateway.local

@@ -19,6 +19,7 @@ from hermes.adapters.contract import InboundEvent, StepKind, TurnStep
 from hermes.agent.permissions import COMMAND_TOOLS
 from hermes.agent.turn_times import TurnTimes
 from hermes.delivery.replies import Replies, Then
+from hermes.delivery.targets import answer_target
 from hermes.state.errors import StateError
 
 log = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ class TurnFollower:
 
     async def _close(self, follow: Following, final: TurnStep | None) -> None:
         event = follow.event
-        target, key = event.target(), f"{event.platform}:{event.event_id}"
+        target, key = answer_target(event), f"{event.platform}:{event.event_id}"
         kind = final.kind if final else StepKind.ERROR
         settled = final is not None and final.settled  # its journal row closed with it
         if settled and follow.queued:

@@ -16,6 +16,7 @@ from hermes.agent.turn_times import TurnTimes
 from hermes.agent.untrusted import of_sender
 from hermes.config import Role
 from hermes.delivery.replies import Replies
+from hermes.delivery.targets import answer_target
 from hermes.gateway.bursts import Burst
 from hermes.gateway.inbound_media import MediaIntake
 from hermes.gateway.intake import Queue, Start, Steer
@@ -66,7 +67,8 @@ class TurnStarter:
         await self.replies.progress(step)
         closed = Closings(state, session_id, [(event.platform, event.event_id)])
         key = f"{event.platform}:{event.event_id}"
-        await self.replies.answer(event, target, text if answer else "", key, then=closed)
+        said = text if answer else ""
+        await self.replies.answer(event, answer_target(event), said, key, then=closed)
 
     async def start(
         self,

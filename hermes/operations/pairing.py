@@ -32,7 +32,8 @@ def owner_settings(config: Settings, platform: str) -> list[str]:
     """The settings that name owners of `platform`. While any does, config alone says
     who they are: pairing's owners are not owners there, and none is approved."""
     section = config.platforms.get(platform)
-    named = [f"platforms.{platform}.owner"] if section is not None and section.owner else []
+    owned = section is not None and section.named_owners()
+    named = [f"platforms.{platform}.owner"] if owned else []
     return named + (["gateway.owners"] if config.gateway.owners else [])
 
 

@@ -454,6 +454,13 @@ def _step_12_questions(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX questions_by_state ON questions(state)")
 
 
+def _step_13_answer_to(conn: apsw.Connection) -> None:
+    """Where an event's answer goes when not to its own chat (an inbound webhook's route
+    names a chat, a home channel, or nowhere): the journal keeps it with the event, so a
+    turn resumed after a restart answers where the delivery said."""
+    conn.execute("ALTER TABLE inbound_journal ADD COLUMN answer_to TEXT")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
@@ -468,6 +475,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_10_conversation_flow,
     _step_11_todo,
     _step_12_questions,
+    _step_13_answer_to,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,11 +1,13 @@
-"""The delivery planner: provenance, dedup (both orders), mirror eligibility, scope metadata."""
+"""The delivery planner: provenance, dedup (both orders), mirror eligibility, scope metadata;
+and where the answer to an event goes."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
-from hermes.adapters.contract import Target
-from hermes.delivery.targets import Origin, plan_delivery
+from hermes.adapters.contract import ChatType, InboundEvent, Target
+from hermes.delivery.targets import Origin, answer_target, plan_delivery
 
 ORIGIN = Origin("slack", "C-ORIGIN", None, "U1", "T-TEAM")
 HOMES = {"slack": Target("slack", "C-HOME"), "telegram": Target("telegram", "T-HOME")}
@@ -93,3 +95,16 @@ def test_the_origins_own_chat_is_origin_however_it_is_named():
     assert by_target(plan("slack", ORIGIN, True, False, homes)) == {
         "slack:C-ORIGIN": ("origin", True)
     }
+
+
+def test_an_answer_goes_to_its_events_chat_unless_the_event_names_another():
+    event = InboundEvent("slack", "e1", ChatType.GROUP, "C1", "U1", "hi", "T1", "1700.1")
+    assert answer_target(event) == Target("slack", "C1", "1700.1", "T1")
+    named = {
+        "telegram:-100123": Target("telegram", "-100123"),
+        "slack:C2:1700.2": Target("slack", "C2", "1700.2"),
+        "none": None,  # the session's transcript keeps it
+        "home:telegram": None,  # admission resolves it; one it did not goes nowhere
+    }
+    for answer_to, where in named.items():
+        assert answer_target(attrs.evolve(event, answer_to=answer_to)) == where

@@ -299,7 +299,19 @@ def test_step_12_adds_the_questions_turns_ask():
     conn = baseline()
     schema.migrate(conn, target=11)
     before = shape(conn)
-    assert schema.migrate(conn) == [12]
+    assert schema.migrate(conn, target=12) == [12]
     after = shape(conn)
     assert set(after["tables"]) - set(before["tables"]) == {"questions"}
     assert {k: v for k, v in after["tables"].items() if k != "questions"} == before["tables"]
+
+
+def test_step_13_keeps_where_an_events_answer_goes():
+    conn = baseline()
+    schema.migrate(conn, target=12)
+    before = shape(conn)
+    assert schema.migrate(conn) == [13]
+    after = shape(conn)
+    journal = after["tables"]["inbound_journal"].pop("columns")
+    assert journal[:-1] == before["tables"]["inbound_journal"].pop("columns")
+    assert journal[-1][1:] == ("answer_to", "TEXT", 0, None, 0, 0)  # NULL: its own chat
+    assert after["tables"] == before["tables"]

@@ -56,6 +56,7 @@ from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.media import FILE_SECONDS, MediaError, Saved, download
 from hermes.adapters.refusals import Codes, Refusal, retry_after
 from hermes.adapters.settings import PlatformConfig
+from hermes.adapters.signatures import signed
 from hermes.adapters.url_media import trusted
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.adapters.whatsapp.config import WhatsAppConfig
@@ -67,7 +68,6 @@ from hermes.adapters.whatsapp.inbound import (
     forgotten,
     messages,
     read_media_ref,
-    signed,
 )
 from hermes.config import Secrets
 
@@ -147,6 +147,8 @@ class WhatsAppAdapter(HttpAdapter[WhatsAppConfig]):
     # -- receiving ------------------------------------------------------------------
 
     async def _webhook(self, request: WebhookRequest) -> WebhookAnswer:
+        if request.path:  # Meta posts to /webhooks/<name> itself, nothing under it
+            return WebhookAnswer(404, b"no such webhook\n")
         if request.method == "GET":
             return self._handshake(request.query)
         if self.app_secret is None or not signed(

@@ -13,8 +13,6 @@ journal, which recognises a delivery again, forgets an event after retention's
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -27,16 +25,6 @@ SIGNATURE_HEADER = "x-hub-signature-256"
 MEDIA_KINDS = ("image", "audio", "video", "document", "sticker")
 DAY = 86400.0
 CLOCK_SKEW = 300.0  # seconds Meta's clock may run ahead of ours, covered by `forgotten`
-
-
-def signed(body: bytes, header: str | None, app_secret: str) -> bool:
-    """Whether `header` (X-Hub-Signature-256) is the HMAC-SHA256 of the raw `body` under
-    the app secret, compared in constant time."""
-    if not header or not header.startswith("sha256="):
-        return False
-    expected = hmac.new(app_secret.encode(), body, hashlib.sha256).hexdigest().encode()
-    given = header[len("sha256=") :].strip().lower().encode("utf-8", "replace")
-    return hmac.compare_digest(given, expected)  # bytes: any header, never an error
 
 
 @attrs.frozen

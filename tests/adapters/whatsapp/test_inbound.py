@@ -8,7 +8,8 @@ import hashlib
 import hmac
 
 from hermes.adapters.cursors import put_cursor
-from hermes.adapters.whatsapp.inbound import messages, signed
+from hermes.adapters.signatures import signed
+from hermes.adapters.whatsapp.inbound import messages
 from tests.seed import rows, writing
 
 SECRET = "app-secret"

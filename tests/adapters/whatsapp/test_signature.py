@@ -42,8 +42,10 @@ async def test_only_the_whole_right_signature_is_admitted():
                 _, body = text_delivery(f"forged with {name}")
                 answers[name] = await post(http, hook.url, body, forgeries(body)[name])
             wamid, body = text_delivery("signed by Meta")
+            under = await post(http, hook.url + "/more", body, sign(body, APP_SECRET))
             signed = await post(http, hook.url, body, sign(body, APP_SECRET))
     assert answers == dict.fromkeys(forgeries(b""), 403)
+    assert under == 404  # Meta posts to /webhooks/whatsapp itself, nothing under it
     assert signed == 200  # answered once its admission committed
     assert hook.admissions.ids == [wamid]  # nothing of a refused delivery
     assert [e.text for e in hook.admissions.events] == ["signed by Meta"]
