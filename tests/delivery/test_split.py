@@ -176,6 +176,7 @@ def test_limits_of_platforms():
         "matrix": Limit(6000, "chars"),
         "signal": Limit(2000, "utf16"),
         "webhook": Limit(4000, "chars"),
+        "api": Limit(1_000_000, "chars"),
     }
     assert [len(c) for c in chunks_for("x" * 4001, "irc")] == [4000, 1]  # unknown: 4000
 
