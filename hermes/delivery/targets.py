@@ -20,6 +20,7 @@ from collections.abc import Mapping
 import attrs
 
 from hermes.adapters.contract import HOME, NOWHERE, InboundEvent, Target
+from hermes.adapters.registry import PLATFORMS
 
 STRENGTH = {"origin": 3, "origin_fallback": 2, "explicit": 1, "broadcast": 0}
 LOCAL = "local"
@@ -35,9 +36,15 @@ class Origin:
     user_id: str | None = None
     scope_id: str | None = None
     chat_type: str | None = None  # dm | group | channel; None where unknown
+    answer_to: str | None = None  # the event's (InboundEvent.answer_to): its answers go there
 
     def target(self) -> Target:
         return Target(self.platform, self.chat_id, self.thread_id, self.scope_id)
+
+    def answers(self) -> Target | None:
+        """Where what a turn of this chat sends back goes (its answer, a file, a prompt): its
+        own chat, or the one its event's `answer_to` names; None: nowhere."""
+        return _answered_at(self.target(), self.answer_to)
 
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self))
@@ -48,6 +55,17 @@ class Origin:
             return None
         known = {f.name for f in attrs.fields(cls)}
         return cls(**{k: v for k, v in json.loads(text).items() if k in known})
+
+
+def asked_at(origin: Origin | None) -> Target | None:
+    """Where a turn asks a person (a question, an approval's prompt): where its answers go.
+    None where no message would be read: no chat, an answer that goes nowhere, or a
+    platform whose client holds the turn open and is answered within it (the local
+    endpoint, the API); there the CLI and the dashboard decide."""
+    if origin is None:
+        return None
+    platform = PLATFORMS.get(origin.platform)
+    return None if platform is not None and platform.streams else origin.answers()
 
 
 @attrs.frozen
@@ -86,11 +104,15 @@ def parse_target(token: str) -> Target | None:
 def answer_target(event: InboundEvent) -> Target | None:
     """Where the answer to `event` goes: its own chat, or the one its `answer_to` names
     (admission resolved a home channel to its chat); None: nowhere."""
-    if event.answer_to is None:
-        return event.target()
-    if event.answer_to == NOWHERE or event.answer_to.startswith(HOME):
+    return _answered_at(event.target(), event.answer_to)
+
+
+def _answered_at(own: Target, answer_to: str | None) -> Target | None:
+    if answer_to is None:
+        return own
+    if answer_to == NOWHERE or answer_to.startswith(HOME):
         return None
-    return parse_target(event.answer_to)
+    return parse_target(answer_to)
 
 
 def _resolve(

@@ -35,7 +35,7 @@ from hermes.delivery.channels import home_channels
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import drop_unsent, enqueue
 from hermes.delivery.split import chunks_for
-from hermes.delivery.targets import LOCAL
+from hermes.delivery.targets import asked_at
 from hermes.state.approvals import (
     CANCELLED,
     EXPIRED,
@@ -133,23 +133,23 @@ def prompt_target(
     owners: frozenset[str],
     platforms: dict[str, PlatformConfig],
 ) -> Target | None:
-    """Where the owner is asked (None: nowhere in a chat)."""
-    origin = ctx.origin
-    if origin is None or origin.platform == LOCAL:  # its client holds the turn open
-        return None
-    if ctx.caller.is_owner:
-        return origin.target()
+    """Where the owner is asked (None: nowhere in a chat, the CLI and the dashboard): where
+    the turn's answers go when its sender is an owner; else an owner's latest DM on that
+    platform, else its home channel, else that chat."""
+    where = asked_at(ctx.origin)
+    if where is None or ctx.caller.is_owner:
+        return where
     marks = ",".join("?" * len(owners)) or "NULL"
     dm = conn.execute(
         f"SELECT chat_id, scope_id FROM sessions WHERE source = ? AND chat_type = 'dm'"
         f" AND user_id IN ({marks}) ORDER BY coalesce(last_activity_at, started_at) DESC"
         " LIMIT 1",
-        (origin.platform, *owners),
+        (where.platform, *owners),
     ).fetchone()
     if dm is not None:
-        return Target(origin.platform, dm[0], None, dm[1])
-    home = home_channels(conn, platforms).get(origin.platform)
-    return home.target if home is not None else origin.target()
+        return Target(where.platform, dm[0], None, dm[1])
+    home = home_channels(conn, platforms).get(where.platform)
+    return home.target if home is not None else where
 
 
 def end_waiting(
@@ -187,8 +187,9 @@ class Approvals:
     redact: Callable[[str], str] = str
 
     async def ask(self, ctx: ToolContext, command: str, reason: str, cwd: str) -> Approval:
-        origin = ctx.origin
-        platform = origin.platform if origin is not None else ctx.caller.platform
+        origin, where = ctx.origin, asked_at(ctx.origin)
+        # Decided by an owner of the platform it is asked on (an inbound webhook's answer's).
+        platform = (where or origin or ctx.caller).platform
         owners = await self.owners(platform)
         user_name = await self.db.read(_user_name, ctx.session_id, ctx.caller.user_id)
         new = NewApproval(

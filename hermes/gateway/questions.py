@@ -23,6 +23,7 @@ from hermes.agent.tools.base import ToolContext
 from hermes.delivery.outbox import nudge
 from hermes.delivery.outbox_store import drop_unsent, enqueue
 from hermes.delivery.split import chunks_for
+from hermes.delivery.targets import asked_at
 from hermes.gateway.approvals import ApprovalWaits
 from hermes.state.db import Db
 from hermes.state.questions import (
@@ -61,7 +62,7 @@ class Questions:
 
     async def ask(self, ctx: ToolContext, question: str, choices: tuple[str, ...]) -> str:
         origin, caller = ctx.origin, ctx.caller
-        target = origin.target() if origin is not None and origin.platform != "local" else None
+        target = asked_at(origin)
 
         def open_and_prompt(conn, now: float) -> Question:
             asked = open_question(

@@ -71,6 +71,7 @@ def origin_of(event: InboundEvent) -> Origin:
         event.user_id,
         event.scope_id,
         str(event.chat_type),
+        event.answer_to,
     )
 
 

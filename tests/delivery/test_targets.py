@@ -7,7 +7,7 @@ import attrs
 import pytest
 
 from hermes.adapters.contract import ChatType, InboundEvent, Target
-from hermes.delivery.targets import Origin, answer_target, plan_delivery
+from hermes.delivery.targets import Origin, answer_target, asked_at, plan_delivery
 
 ORIGIN = Origin("slack", "C-ORIGIN", None, "U1", "T-TEAM")
 HOMES = {"slack": Target("slack", "C-HOME"), "telegram": Target("telegram", "T-HOME")}
@@ -108,3 +108,18 @@ def test_an_answer_goes_to_its_events_chat_unless_the_event_names_another():
     }
     for answer_to, where in named.items():
         assert answer_target(attrs.evolve(event, answer_to=answer_to)) == where
+
+
+def test_a_turn_asks_where_its_answer_goes_and_nowhere_its_client_holds_it_open():
+    """Questions and approval prompts: an inbound webhook's in the chat its answer goes to,
+    none for an answer that goes nowhere, none on the local endpoint or the API (their
+    clients are answered within the request; the CLI and the dashboard decide)."""
+    slack = Origin("slack", "C1", "1700.1", "U1", "T1")
+    assert asked_at(slack) == Target("slack", "C1", "1700.1", "T1")
+    hook = Origin("webhook", "ci", None, "ci", answer_to="telegram:-100123")
+    assert asked_at(hook) == Target("telegram", "-100123")
+    assert asked_at(attrs.evolve(hook, answer_to="none")) is None
+    assert asked_at(Origin("local", "local_1")) is None
+    assert asked_at(Origin("api", "alice", "c1", "alice")) is None
+    assert asked_at(None) is None
+    assert Origin("local", "local_1").answers() == Target("local", "local_1")  # its files

@@ -98,10 +98,11 @@ class McpTool:
             return capped(f"error: {text}" if result.isError else text, ctx)
 
         text = await trio.to_thread.run_sync(read)
-        if ctx.origin is None or ctx.files is None:
+        where = ctx.origin.answers() if ctx.origin is not None else None
+        if where is None or ctx.files is None:
             return text
         for image in images:  # what the tool made goes to the chat as a file
-            done = await deliver(ctx, ctx.origin.target(), image)
+            done = await deliver(ctx, where, image)
             said = "sent to the chat" if done.get("queued") else done.get("why")
             text += f"\n[{image.name}: {said}]"
         return text

@@ -67,11 +67,11 @@ class SendFileTool:
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> str:
         if ctx.files is None:
             raise ToolError("files cannot be sent from here")
+        # Else the chat this turn's answer goes to (an inbound webhook's: the one it names).
+        where = ctx.origin.answers() if ctx.origin is not None else None
         if args.get("target"):
             where = sendable(ctx, str(args["target"]), "files")
-        elif ctx.origin is not None:
-            where = ctx.origin.target()
-        else:
+        elif where is None:
             raise ToolError("there is no chat to send to: name a target")
         source = await trio.to_thread.run_sync(self._allowed, need(args, "path"), ctx)
         caption = str(args.get("caption") or "")

@@ -10,7 +10,7 @@ from hermes.gateway.turn_follower import RESUMED_PREFIX
 from tests.adapters.serving import in_thread
 from tests.adapters.telegram.serving import ANN
 from tests.adapters.webhook.serving import HOME_CHAT, generic_delivery, github_delivery
-from tests.fakes.openai import text_answer
+from tests.fakes.openai import text_answer, tool_answer
 from tests.fakes.telegram import parse_markdown_v2
 from tests.seed import rows
 
@@ -82,9 +82,22 @@ async def test_deliveries_are_verified_admitted_once_and_answered_where_their_ro
     assert form.status_code == 202
     await serve.until_journal("answered", 3)
     assert asked(model)[1:] == ["Alert disk: db1 at 91%", "[form] /new please"]
+
+    # A route's turn asks where its answer goes (not its own chat, where nobody reads):
+    # the question in Ann's chat, answered there by her (an owner) with its button.
+    clarify = {"question": "Rerun the tests job?", "choices": ["yes", "no"]}
+    model.script(tool_answer(("clarify", clarify)), text_answer("Rerunning it."))
+    taken = await serve.post("ci", github_delivery(RUN))
+    assert taken.status_code == 202
+    *_, question = await in_thread(lambda: tg.wait_sent(2, 30.0, chat_id=ANN))
+    assert "Rerun the tests job?" in parse_markdown_v2(question["text"])
+    tg.press(question, label="yes")
+    await in_thread(lambda: tg.wait_sent(4, 30.0, chat_id=ANN))
+    assert said_in(tg, ANN)[2:] == ["Answered: yes", "Rerunning it."]
+    assert "The user answered: yes" in str(model.requests[-1]["body"]["messages"][-1])
     logged = serve.stop()
     assert "Noted the form." in serve.assistant_replies()  # kept in the route's conversation
-    assert len(tg.sent) == 2  # the redelivery and the form's answer went nowhere
+    assert len(tg.sent) == 5  # the redelivery and the form's answer went nowhere
     assert "Keep it simple" not in logged and "ann/hermes" not in logged  # bodies unlogged
     sessions = rows(serve.home.state_db, "SELECT source, chat_id FROM sessions ORDER BY chat_id")
     assert sessions == [("webhook", "alerts"), ("webhook", "ci"), ("webhook", "form")]
