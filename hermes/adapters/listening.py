@@ -1,5 +1,7 @@
 """An ASGI app served on `host`:`port` by hypercorn's Trio worker, in an actor's nursery:
-the one way hermes listens over HTTP (the webhook listener, the operator surfaces)."""
+the one way hermes listens over HTTP (the webhook listener, the API, the operator
+surfaces); and what a small ASGI app of hermes's own needs of the protocol (its
+lifespan, a body read up to a cap)."""
 
 from __future__ import annotations
 
@@ -31,3 +33,30 @@ async def listen(
             raise PortInUse(host, port, key) from None
         raise
     return int(bound[0].rsplit(":", 1)[1])
+
+
+async def not_http(scope: dict[str, Any], receive: Any, send: Any) -> bool:
+    """Whether `scope` is none of an app's business: its lifespan (answered here, until
+    the server shuts down) or anything but a plain HTTP request."""
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return True
+    return scope["type"] != "http"
+
+
+async def read_body(receive: Any, cap: int) -> bytes | None:
+    """A request's body, None past `cap` bytes (not read further)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)

@@ -22,7 +22,7 @@ import attrs
 from hermes.actors.actor import Actor
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped, CallTimeout
-from hermes.adapters.listening import listen
+from hermes.adapters.listening import listen, not_http, read_body
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +89,7 @@ class WebhookListener(Actor):
         )
 
     async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        if scope["type"] != "http":
+        if await not_http(scope, receive, send):
             return
         answer = await self._answer(scope, receive)
         await send(
@@ -121,7 +116,7 @@ class WebhookListener(Actor):
         declared = headers.get("content-length", "0")
         if not declared.isdigit() or int(declared) > self.max_body:
             return WebhookAnswer(413, b"too large\n")
-        body = await _body(receive, self.max_body)
+        body = await read_body(receive, self.max_body)
         if body is None:
             return WebhookAnswer(413, b"too large\n")
         query = dict(urllib.parse.parse_qsl(scope["query_string"].decode("latin-1")))
@@ -137,19 +132,3 @@ class WebhookListener(Actor):
             log.exception("webhooks: %s failed on a delivery", platform)
             return WebhookAnswer(500, b"failed; deliver again\n")
         return answer
-
-
-async def _body(receive: Any, cap: int) -> bytes | None:
-    """The request's body, None past `cap` bytes (not read further)."""
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return b"".join(chunks)
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > cap:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)

@@ -45,7 +45,7 @@ from hermes.adapters.contract import (
     StepKind,
     TurnStep,
 )
-from hermes.adapters.listening import listen
+from hermes.adapters.listening import listen, not_http, read_body
 from hermes.adapters.settings import PlatformConfig
 from hermes.config import Secrets
 
@@ -145,12 +145,7 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
     # -- HTTP -------------------------------------------------------------------------
 
     async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        if scope["type"] != "http":
+        if await not_http(scope, receive, send):
             return
         try:
             await self._http(scope, receive, send)
@@ -222,19 +217,10 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
         too_large = ApiError(413, f"the body is over {cap} bytes", code="request_too_large")
         if declared is not None and (not declared.isdigit() or int(declared) > cap):
             raise too_large
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > cap:
-                raise too_large
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                break
-        return b"".join(chunks)
+        body = await read_body(receive, cap)
+        if body is None:
+            raise too_large
+        return body
 
     @staticmethod
     def _conversation(headers: dict[str, str], request: wire.ChatRequest) -> tuple[str, bool, bool]:
