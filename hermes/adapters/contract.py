@@ -74,10 +74,13 @@ class InboundEvent:
 @attrs.frozen
 class Recorded:
     """How an admitted event ended, as the journal holds it: `answered`, `text` the turn's
-    answer; or `refused` (a rate limit, a refusal)."""
+    answer and `ended` its final step's kind (a StepKind's value; None where serve stopped
+    before it was kept: then `text` is the session's answer of that moment); or `refused`
+    (a rate limit, a refusal)."""
 
     state: str
     text: str
+    ended: str | None = None
 
 
 SEND_DEADLINE = 30.0

@@ -79,26 +79,41 @@ def admit(
 
 
 def recorded(conn: apsw.Connection, platform: str, event_id: str) -> Recorded | None:
-    """How the event ended: answered (with the last assistant message its session holds
-    from before its row closed, which that commit wrote), or refused; None while it is
-    admitted or its turn runs (or waits to be resumed)."""
+    """How the event ended: answered (with its final step's kind and text, as `ended_with`
+    wrote them), or refused; None while it is admitted or its turn runs (or waits to be
+    resumed)."""
     row = conn.execute(
-        "SELECT state, session_id, finished_at FROM inbound_journal"
+        "SELECT state, session_id, finished_at, ended, answer FROM inbound_journal"
         " WHERE platform = ? AND event_id = ?",
         (platform, event_id),
     ).fetchone()
     if row is None or row[0] not in (ANSWERED, REFUSED):
         return None
-    state, session_id, finished = row
-    if state == REFUSED or session_id is None:
-        return Recorded(state, "")
+    state, session_id, finished, ended, answer = row
+    if state == REFUSED or ended is not None or session_id is None:
+        return Recorded(state, answer or "", ended)
+    # Closed, and serve stopped before its ending was written: the answer its turn's
+    # settling commit wrote (the session's last at that moment).
     said = conn.execute(
         "SELECT content FROM messages WHERE session_id = ? AND role = 'assistant'"
         " AND tool_calls IS NULL AND content IS NOT NULL AND timestamp <= ?"
         " ORDER BY id DESC LIMIT 1",
         (session_id, finished),
     ).fetchone()
-    return Recorded(state, said[0] if said else "")
+    return Recorded(state, said[0] if said else "", None)
+
+
+def ended_with(platform: str, event_id: str, kind: str, text: str) -> Then:
+    """The write that keeps how an event's turn ended, for a platform that answers within
+    the request (`recorded` reads it back)."""
+
+    def write(conn: apsw.Connection, _now: float) -> None:
+        conn.execute(
+            "UPDATE inbound_journal SET ended = ?, answer = ? WHERE platform = ? AND event_id = ?",
+            (kind, text, platform, event_id),
+        )
+
+    return write
 
 
 def release(conn: apsw.Connection, platform: str, event_id: str, owner: str) -> None:

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import logging
 
+import apsw
 import attrs
 import trio
 from prometheus_client import Histogram
 
 from hermes.actors.errors import ActorStopped
 from hermes.adapters.contract import InboundEvent, StepKind, TurnStep
+from hermes.adapters.registry import PLATFORMS
 from hermes.agent.permissions import COMMAND_TOOLS
 from hermes.agent.turn_times import TurnTimes
 from hermes.delivery.replies import Replies, Then
 from hermes.delivery.targets import answer_target
+from hermes.gateway.journal import ended_with
 from hermes.state.errors import StateError
 
 log = logging.getLogger(__name__)
@@ -123,6 +126,9 @@ class TurnFollower:
                         await self.replies.progress(shown)
                         if step.kind is StepKind.DONE and follow.times is not None:
                             TURN_OVERHEAD.observe(follow.times.overhead())  # handed over
+                    if final is None:  # its steps ended early (its session actor crashed)
+                        ended = TurnStep(StepKind.ERROR, "the turn ended early", **address)
+                        await self.replies.progress(ended)  # a client waiting on it hears
                 try:
                     await self._close(follow, final)
                 except (ActorStopped, StateError) as exc:  # a hurried stop: state.db is gone
@@ -151,4 +157,17 @@ class TurnFollower:
         elif kind is StepKind.CUT:
             text = CUT_NOTICE
         then = None if settled else follow.settle
+        platform = PLATFORMS.get(event.platform)
+        if platform is not None and platform.streams:  # a request sent again reads it
+            said = final.text if final is not None and kind is not StepKind.ERROR else text
+            keep = ended_with(event.platform, event.event_id, str(kind), said or "")
+            then = keep if then is None else _both(then, keep)
         await self.replies.answer(event, target, text or "", key, then=then)  # one commit
+
+
+def _both(first: Then, second: Then) -> Then:
+    def write(conn: apsw.Connection, now: float) -> None:
+        first(conn, now)
+        second(conn, now)
+
+    return write

@@ -461,6 +461,14 @@ def _step_13_answer_to(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE inbound_journal ADD COLUMN answer_to TEXT")
 
 
+def _step_14_ending(conn: apsw.Connection) -> None:
+    """How an event answered within its request ended (the API's: its final step's kind
+    and text), so the same request sent again after a restart gets that answer, an
+    error as an error."""
+    conn.execute("ALTER TABLE inbound_journal ADD COLUMN ended TEXT")
+    conn.execute("ALTER TABLE inbound_journal ADD COLUMN answer TEXT")
+
+
 # Step N brings a file from version N-1 to version N. Append only: never edit a step.
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_1_baseline,
@@ -476,6 +484,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _step_11_todo,
     _step_12_questions,
     _step_13_answer_to,
+    _step_14_ending,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

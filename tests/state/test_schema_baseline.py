@@ -309,9 +309,24 @@ def test_step_13_keeps_where_an_events_answer_goes():
     conn = baseline()
     schema.migrate(conn, target=12)
     before = shape(conn)
-    assert schema.migrate(conn) == [13]
+    assert schema.migrate(conn, target=13) == [13]
     after = shape(conn)
     journal = after["tables"]["inbound_journal"].pop("columns")
     assert journal[:-1] == before["tables"]["inbound_journal"].pop("columns")
     assert journal[-1][1:] == ("answer_to", "TEXT", 0, None, 0, 0)  # NULL: its own chat
+    assert after["tables"] == before["tables"]
+
+
+def test_step_14_keeps_how_an_event_answered_within_its_request_ended():
+    conn = baseline()
+    schema.migrate(conn, target=13)
+    before = shape(conn)
+    assert schema.migrate(conn) == [14]
+    after = shape(conn)
+    journal = after["tables"]["inbound_journal"].pop("columns")
+    assert journal[:-2] == before["tables"]["inbound_journal"].pop("columns")
+    assert [c[1:] for c in journal[-2:]] == [
+        ("ended", "TEXT", 0, None, 0, 0),  # NULL: not kept (another platform's, or older)
+        ("answer", "TEXT", 0, None, 0, 0),
+    ]
     assert after["tables"] == before["tables"]

@@ -285,7 +285,23 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
                 " limit, or access); send it with a new key",
                 code="idempotency_key_refused",
             )
-        return TurnStep(StepKind.DONE, found.text, event_id=event_id)
+        ended = StepKind(found.ended or StepKind.DONE)
+        if ended is StepKind.CUT:  # cut, and not to be resumed (it ran a command)
+            raise ApiError(
+                409,
+                "the request with this Idempotency-Key was cut by a restart and not resumed;"
+                " send it with a new key",
+                code="idempotency_key_abandoned",
+            )
+        return TurnStep(ended, found.text, event_id=event_id)
+
+    def answers(self, step: TurnStep) -> bool:
+        """Whether a final step is the request's answer: done, or stopped by /stop; one
+        cut by serve's drain is not (its turn is resumed after the restart, and the request
+        sent again with its Idempotency-Key gets that answer)."""
+        if step.kind is StepKind.INTERRUPTED:
+            return not self.draining
+        return step.kind is StepKind.DONE
 
     def refusal(self, step: TurnStep) -> ApiError:
         """A final step that is not an answer, as OpenAI's error."""
@@ -356,7 +372,7 @@ class _Reply:
         step = await self.next()
         while not step.final:
             step = await self.next()
-        if step.kind not in (StepKind.DONE, StepKind.INTERRUPTED):
+        if not self.adapter.answers(step):
             raise self.adapter.refusal(step)
         body = wire.completion(self.id, self.request.model, self.created, step.text)
         await _json(self.send, 200, body, self.extra)
@@ -366,7 +382,7 @@ class _Reply:
         (what the model did not stream), the finish, and `[DONE]`. An error before the
         first chunk is the response's status; after it, an `error` event."""
         step = await self.next()
-        if step.final and step.kind not in (StepKind.DONE, StepKind.INTERRUPTED):
+        if step.final and not self.adapter.answers(step):
             raise self.adapter.refusal(step)
         await self.send(
             {
@@ -376,7 +392,11 @@ class _Reply:
             }
         )
         try:
-            await self._chunks(step)
+            try:
+                await self._chunks(step)
+            except ApiError as exc:  # after the 200 went: the error is an event of the stream
+                await self._event(exc.body())
+                await self._event("[DONE]")
         except _ClientGone:
             log.warning("api: a client took no chunk in %gs; its stream ends", CLIENT_STUCK_AFTER)
             return
@@ -396,7 +416,7 @@ class _Reply:
             elif step.final:
                 break
             step = await self.next()
-        if step.kind in (StepKind.DONE, StepKind.INTERRUPTED):
+        if self.adapter.answers(step):
             rest = step.text[len(streamed) :] if step.text.startswith(streamed) else ""
             if rest and not streamed and self._said:
                 rest = "\n\n" + rest

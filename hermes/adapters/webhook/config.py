@@ -14,7 +14,7 @@ from typing import Any, Literal
 import attrs
 
 from hermes.adapters.contract import HOME, NOWHERE
-from hermes.adapters.registry import NAMES
+from hermes.adapters.registry import NAMES, PLATFORMS
 from hermes.adapters.settings import Busy, PlatformConfig
 from hermes.adapters.webhook.template import Template, TemplateError
 from hermes.config import BadValue, Role, at_least, optional_seconds
@@ -24,7 +24,6 @@ ROUTE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a path segment, and a se
 HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
 PLATFORM = re.compile(r"[a-z][a-z0-9_]*")
 SIGNATURE_HEADERS = {"github": "X-Hub-Signature-256", "generic": "X-Signature-256"}
-ID_HEADERS = {"github": "X-GitHub-Delivery", "generic": None}  # None: the body's SHA-256
 
 
 def _template(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
@@ -61,9 +60,16 @@ def _deliver(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
             f"{attr.name}: {value!r} is not a target: write PLATFORM:CHAT (telegram:123),"
             " home:PLATFORM (its home channel) or none"
         )
-    if platform not in NAMES or platform in ("local", "webhook"):
-        chats = ", ".join(n for n in NAMES if n not in ("local", "webhook"))
-        raise BadValue(f"{attr.name}: {platform!r} is not a chat platform ({chats})")
+    chats = [n for n in NAMES if _takes_messages(n)]
+    if platform not in chats:
+        raise BadValue(f"{attr.name}: {platform!r} is not a chat platform ({', '.join(chats)})")
+
+
+def _takes_messages(name: str) -> bool:
+    """Whether a message can be sent to a chat of platform `name`: not to these webhooks
+    (a way in), nor to a platform answered within its client's request (the local
+    endpoint, the API)."""
+    return name != "webhook" and not PLATFORMS[name].streams
 
 
 @attrs.frozen
@@ -88,9 +94,6 @@ class WebhookRoute:
     header: str | None = attrs.field(default=None, validator=_header)
     """The header carrying the signature; unset: `X-Hub-Signature-256` (github) or
     `X-Signature-256` (generic)."""
-    id_header: str | None = attrs.field(default=None, validator=_header)
-    """The header carrying the delivery's id, by which a redelivery is answered once;
-    unset: `X-GitHub-Delivery` (github) or the SHA-256 of the body (generic)."""
     role: Role = "user"
     """Whose turn a delivery starts: `user` (confined, as a stranger allowed in) or
     `owner`. Either way its text came from outside: later commands of the turn run as
@@ -104,11 +107,6 @@ class WebhookRoute:
     def signature_header(self) -> str:
         """The header to read the signature from, lower-cased as the listener gives them."""
         return (self.header or SIGNATURE_HEADERS[self.signature]).lower()
-
-    def delivery_header(self) -> str | None:
-        """The header to read the delivery's id from (None: the body's SHA-256 is its id)."""
-        name = self.id_header or ID_HEADERS[self.signature]
-        return name.lower() if name else None
 
 
 def _route_names(_inst: Any, attr: attrs.Attribute, value: dict[str, WebhookRoute]) -> None:

@@ -22,7 +22,7 @@ from hermes.gateway.tree import check_platforms
 from hermes.ops.doctor import check_platform
 from tests.adapters.api.serving import ALICE, BOB, CAROL
 from tests.adapters.serving import in_thread
-from tests.fakes.openai import text_answer
+from tests.fakes.openai import error_answer, text_answer
 from tests.seed import rows
 
 
@@ -95,7 +95,9 @@ def test_openais_client_talks_to_hermes_agent_as_its_keys_users(api):
     # Carol: a conversation by the `user` field, then past the rate limit.
     assert ask(carol, said("user", "a"), user="thread-1") == "You said: a"
     assert ask(carol, said("user", "b"), user="thread-1") == "You said: b"
-    assert ask(carol, said("user", "c")) == "You said: c"
+    alices = {"X-Hermes-Session": session}  # the name of Alice's conversation: Carol's own
+    assert ask(carol, said("user", "c"), extra_headers=alices) == "You said: c"
+    assert user_turns(api, "alice")[0] == ["hello", "and again"]
     with pytest.raises(openai.RateLimitError) as limited:
         ask(carol, said("user", "d"))
     assert limited.value.status_code == 429
@@ -127,12 +129,19 @@ def _first_try(client: openai.OpenAI, key: dict[str, str]) -> None:
 @pytest.mark.timeout(120)
 async def test_a_request_sent_again_after_a_sigkill_is_answered_once(api, model):
     api.configure()  # the fake model
-    model.delay = 30.0  # the turn is in flight when serve is killed
+    model.script(error_answer(400, "the prompt is not acceptable"))
     api.start()
-    client, key = api.client(ALICE), {"Idempotency-Key": "req-42"}
+    client, failed = api.client(ALICE), {"Idempotency-Key": "req-41"}
+    for _ in range(2):  # a failed turn's request sent again fails again, and runs nothing
+        with pytest.raises(openai.InternalServerError) as error:
+            await in_thread(lambda: ask(client, said("user", "fail"), extra_headers=failed))
+        assert error.value.body["code"] == "turn_failed"
+    assert len(model.requests) == 1
+    model.delay = 30.0  # the turn is in flight when serve is killed
+    key = {"Idempotency-Key": "req-42"}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(in_thread, _first_try, client, key)
-        await in_thread(model.wait_requests, 1)  # the turn started
+        await in_thread(model.wait_requests, 2)  # the turn started
         api.kill()
     model.delay = 0.0
     model.script(text_answer("forty-two"))
@@ -147,10 +156,10 @@ async def test_a_request_sent_again_after_a_sigkill_is_answered_once(api, model)
     )
     assert again == answer  # the same answer, not a new turn
     api.stop()
-    assert len(model.requests) == 2  # the cut call and the resumed one
-    assert user_turns(api, "alice") == [["what is the answer?"]]
+    assert len(model.requests) == 3  # the failed one, the cut call and the resumed one
+    assert user_turns(api, "alice") == [["fail"], ["what is the answer?"]]  # a session each
     assert api.assistant_replies() == ["forty-two"]
-    assert [state for *_, state in api.journal()] == ["answered"]
+    assert [state for *_, state in api.journal()] == ["answered", "answered"]
     assert json.dumps(model.requests[-1]["body"]).count("what is the answer?") == 1
 
 

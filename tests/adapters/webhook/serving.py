@@ -27,10 +27,9 @@ ROUTES: dict[str, dict[str, Any]] = {
         "prompt": "CI on {repository.full_name}: {workflow_run.name} {workflow_run.conclusion}",
         "deliver": f"telegram:{ANN}",
     },
-    "alerts": {  # the generic form, its id in a header of its own, answered in the home channel
+    "alerts": {  # the generic form, answered in the home channel
         "secret_env": "WEBHOOK_ALERTS_SECRET",
         "signature": "generic",
-        "id_header": "X-Alert-Id",
         "prompt": "Alert {alert.name}: {alert.summary}",
         "deliver": "home:telegram",
         "role": "owner",  # an owner's turns, yet on text from outside

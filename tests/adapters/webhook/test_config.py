@@ -33,6 +33,7 @@ def read(route: dict, name: str = "ci") -> Config:
         ({"deliver": "home:"}, "routes['ci'].deliver: 'home:' is not a target"),
         ({"deliver": "irc:#x"}, "routes['ci'].deliver: 'irc' is not a chat platform"),
         ({"deliver": "webhook:ci"}, "routes['ci'].deliver: 'webhook' is not a chat platform"),
+        ({"deliver": "api:alice"}, "routes['ci'].deliver: 'api' is not a chat platform"),
         ({"signature": "sha1"}, "routes['ci'].signature: must be one of 'github', 'generic'"),
         ({"header": "X Sig"}, "routes['ci'].header: 'X Sig' is not a header name"),
         ({"secret_env": "not a var"}, "routes['ci'].secret_env: 'not a var' is not the name"),

@@ -4,6 +4,8 @@ the answers reaching the fake Telegram where each route says (or nowhere)."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from hermes.gateway.turn_follower import RESUMED_PREFIX
@@ -51,10 +53,13 @@ async def test_deliveries_are_verified_admitted_once_and_answered_where_their_ro
     [sent] = await in_thread(tg.wait_sent, 1, 30.0)
     assert sent["chat_id"] == ANN and said_in(tg, ANN) == ["The tests job failed on main."]
     assert asked(model) == [PROMPT]
-    guid = delivery[1]["X-GitHub-Delivery"]
-    assert serve.journal() == [("webhook", f"ci:{guid}", "answered")]
+    body_hash = hashlib.sha256(delivery[0]).hexdigest()  # the signature covers the body only
+    assert serve.journal() == [("webhook", f"ci:{body_hash}", "answered")]
 
     again = await serve.post("ci", delivery)  # GitHub's "Redeliver": the same GUID
+    assert (again.status_code, again.text) == (200, "accepted before\n")
+    replayed = (delivery[0], {**delivery[1], "X-GitHub-Delivery": "a-new-guid"})
+    again = await serve.post("ci", replayed)  # a captured delivery sent again as new
     assert (again.status_code, again.text) == (200, "accepted before\n")
 
     raw, headers = github_delivery(RUN, secret="not-the-secret")
@@ -74,7 +79,7 @@ async def test_deliveries_are_verified_admitted_once_and_answered_where_their_ro
 
     model.script(text_answer("Disk on db1 is 91% full."), text_answer("Noted the form."))
     alert = {"alert": {"name": "disk", "summary": "db1 at 91%"}}
-    taken = await serve.post("alerts", generic_delivery(alert, **{"X-Alert-Id": "a-1"}))
+    taken = await serve.post("alerts", generic_delivery(alert))
     assert taken.status_code == 202
     await in_thread(tg.wait_sent, 2, 30.0)
     assert said_in(tg, HOME_CHAT) == ["Disk on db1 is 91% full."]
@@ -87,7 +92,8 @@ async def test_deliveries_are_verified_admitted_once_and_answered_where_their_ro
     # the question in Ann's chat, answered there by her (an owner) with its button.
     clarify = {"question": "Rerun the tests job?", "choices": ["yes", "no"]}
     model.script(tool_answer(("clarify", clarify)), text_answer("Rerunning it."))
-    taken = await serve.post("ci", github_delivery(RUN))
+    rerun = {**RUN, "workflow_run": {"name": "lint", "conclusion": "failure"}}
+    taken = await serve.post("ci", github_delivery(rerun))
     assert taken.status_code == 202
     *_, question = await in_thread(lambda: tg.wait_sent(2, 30.0, chat_id=ANN))
     assert "Rerun the tests job?" in parse_markdown_v2(question["text"])
