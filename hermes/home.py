@@ -151,10 +151,19 @@ def make_private_dir(path: Path) -> None:
 
 
 def write_secret_file(path: Path, content: str) -> None:
-    """Write a file that only its owner may read: created 0600, never briefly wider."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SECRET_MODE)
+    """Write a file that only its owner may read: created 0600, never briefly wider, and
+    whole: written beside it and renamed over it, so a crash leaves the old file or the
+    new one (.env's other secrets are never lost to a half-written rewrite)."""
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SECRET_MODE)
     try:
         os.fchmod(fd, SECRET_MODE)
         os.write(fd, content.encode())
+        os.fsync(fd)
     finally:
         os.close(fd)
+    try:
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise

@@ -80,6 +80,9 @@ def setup(args: argparse.Namespace) -> int:
     except Cancelled as exc:
         print(f"\n{exc}", file=sys.stderr)
         return exit_codes.FAILED
+    except KeyboardInterrupt:  # Ctrl-C at a wait: what was written stays, serve runs on
+        print("\nhermes setup stopped (Ctrl-C); `hermes setup` again goes on", file=sys.stderr)
+        return exit_codes.FAILED
 
 
 def _wizard(home: HermesHome, args: argparse.Namespace, asker: Asker) -> int:
@@ -253,4 +256,5 @@ def _offer_service(asker: Asker, args: argparse.Namespace) -> None:
         return
     from hermes.cli.main import main
 
-    main(["service", "install", "--user"])
+    if main(["service", "install", "--user"]) != exit_codes.OK:
+        print("the service was not installed (above: why); `hermes service install --user`")

@@ -94,6 +94,7 @@ def start(home: HermesHome) -> int:
             raise ServeFailed(f"hermes serve stopped at start: {tail(log)}")
         if time.monotonic() > deadline:
             proc.terminate()
+            proc.wait(timeout=START_TIMEOUT)  # it drains; not left a zombie
             raise ServeFailed(f"hermes serve was not ready within {START_TIMEOUT:g} s: {tail(log)}")
         time.sleep(LOOK_EVERY)
     return proc.pid
