@@ -81,8 +81,7 @@ async def test_a_client_that_stops_reading_slows_its_turn_then_is_cut(autojump_c
                 await trio.testing.wait_all_tasks_blocked()
                 # Everything between is full and the producer waits; no time has passed.
                 assert passed_on < pieces and trio.current_time() < CLIENT_STUCK_AFTER
-                call = endpoint.waiting[first.event_id]
-                assert call.statistics().current_buffer_used == CALL_STEPS
+                assert endpoint.waiting.held_for(first.event_id) == CALL_STEPS
             # The stuck client was cut after CLIENT_STUCK_AFTER; then the turn went on.
             assert trio.current_time() >= CLIENT_STUCK_AFTER
             assert passed_on == pieces and not endpoint.waiting and not endpoint.clients

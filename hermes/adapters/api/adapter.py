@@ -18,7 +18,6 @@ runs, resumed after the restart) instead of a second turn.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
@@ -47,6 +46,7 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.listening import listen, not_http, read_body
 from hermes.adapters.settings import PlatformConfig
+from hermes.adapters.waiting import Waiting
 from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
@@ -79,9 +79,8 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
         self.model = setup.model
         self.clock = setup.cursors.clock if setup.cursors is not None else Clock()
         self.keys: list[tuple[bytes, str]] = []
-        self.waiting: dict[str, trio.MemorySendChannel[TurnStep]] = {}  # by event id
+        self.waiting = Waiting(CALL_STEPS)
         self.draining = False
-        self._call_ended = trio.Event()
 
     @classmethod
     async def check_token(cls, config: PlatformConfig, secrets_: Secrets) -> str:
@@ -124,18 +123,13 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
 
     async def finish_in_flight(self) -> None:
         """Requests waiting on a turn get its final step (the router's flush sends it)."""
-        while self.waiting:
-            await self._call_ended.wait()
-            self._call_ended = trio.Event()
+        await self.waiting.all_ended()
 
     async def show(self, step: TurnStep) -> None:
         """To the request waiting on the step's turn (waits while it is CALL_STEPS
         behind); a step no request waits for (a turn resumed after a restart, its client
         gone) is dropped: the transcript has it."""
-        waiting = self.waiting.get(step.event_id)
-        if waiting is not None:
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await waiting.send(step)
+        await self.waiting.show(step)
 
     async def send(self, request: SendRequest) -> SendResult:
         """The API answers only within a request: nothing reaches its clients otherwise."""
@@ -260,18 +254,12 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
                 "a request with this Idempotency-Key is being answered",
                 code="idempotency_key_in_use",
             )
-        channel, steps = trio.open_memory_channel[TurnStep](CALL_STEPS)
-        self.waiting[event.event_id] = channel
-        try:
+        with self.waiting.open(event.event_id) as steps:
             repeated = not await self.admit(event)
             if repeated:
                 log.info("%s: %s sent again; answered from its turn", self.name, event.event_id)
             reply = _Reply(self, event, request, send, extra, steps, repeated)
             await (reply.stream() if request.stream else reply.whole())
-        finally:
-            del self.waiting[event.event_id]
-            steps.close()  # a step on its way now is dropped, not waited on
-            self._call_ended.set()
 
     async def recorded_step(self, event_id: str) -> TurnStep | None:
         """The final step of a turn that ended already, from the journal."""

@@ -56,6 +56,7 @@ from hermes.adapters.contract import (
 from hermes.adapters.local import jsonrpc
 from hermes.adapters.local.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, RpcError
 from hermes.adapters.settings import PlatformConfig
+from hermes.adapters.waiting import Waiting
 from hermes.config import InputError, Secrets, not_blank, structure
 
 log = logging.getLogger(__name__)
@@ -130,9 +131,8 @@ class LocalEndpoint(PlatformAdapter[PlatformConfig]):
         self.methods = methods
         self.on_bound = on_bound
         self.clients: set[Client] = set()
-        self.waiting: dict[str, trio.MemorySendChannel[TurnStep]] = {}  # by event id
+        self.waiting = Waiting(CALL_STEPS)
         self.asked: collections.OrderedDict[str, Client] = collections.OrderedDict()
-        self._call_ended = trio.Event()
 
     async def on_start(self) -> None:
         if isinstance(self.methods, contextlib.AbstractAsyncContextManager):
@@ -155,9 +155,7 @@ class LocalEndpoint(PlatformAdapter[PlatformConfig]):
 
     async def finish_in_flight(self) -> None:
         """Calls waiting on a turn get its final step (the router's flush sends it)."""
-        while self.waiting:
-            await self._call_ended.wait()
-            self._call_ended = trio.Event()
+        await self.waiting.all_ended()
 
     async def connect(self) -> None:
         await trio.sleep_forever()  # the server runs in the actor's nursery
@@ -179,10 +177,7 @@ class LocalEndpoint(PlatformAdapter[PlatformConfig]):
     async def show(self, step: TurnStep) -> None:
         """To the call waiting on the step's turn (waits while the call is CALL_STEPS
         behind), else to the session's followers."""
-        waiting = self.waiting.get(step.event_id)
-        if waiting is not None:
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await waiting.send(step)  # a call that ended (its client left) takes none
+        if await self.waiting.show(step):
             return
         chat = step.target.chat_id if step.target is not None else ""
         params = {"session": step.session_id or chat, **_step(step)}
@@ -219,21 +214,14 @@ class LocalEndpoint(PlatformAdapter[PlatformConfig]):
         )
         if event_id in self.waiting:  # the same message, still being answered
             return {"session": session, "text": "", "status": "duplicate"}
-        send, steps = trio.open_memory_channel[TurnStep](CALL_STEPS)
-        self.waiting[event_id] = send
         client.sessions.add(session)
         self.asked[event_id] = client
         while len(self.asked) > ASKED_KEPT:
             self.asked.popitem(last=False)
-        try:
+        with self.waiting.open(event_id) as steps:
             if not await self.admit(event):
                 return {"session": session, "text": "", "status": "duplicate"}
             return await self._stream(client, session, steps)
-        finally:
-            del self.waiting[event_id]
-            steps.close()  # a step on its way now is dropped, not waited on
-            self._call_ended.set()
-        raise AssertionError("unreachable: the steps end with a final one")
 
     async def _stream(
         self, client: Client, session: str, steps: trio.MemoryReceiveChannel[TurnStep]
