@@ -345,7 +345,9 @@ async def test_a_chats_next_chunk_is_not_taken_before_its_slot(registry, home, i
             await queue(db, outbox, "a", "a0", "a1")
             await platform.until(lambda: len(platform.taken) == 1)
             await trio.sleep_until(start + 0.5)  # a0 answered; a1's slot is at 1 s
-            assert [state for _, _, state, _, _ in await rows(db)] == [SENT, PENDING]
+            if trio.current_time() < start + 1.0:  # a busy machine's slow write can let the
+                # clock jump to the slot (it waits 20 ms of idleness); `seen` shows it anyway
+                assert [state for _, _, state, _, _ in await rows(db)] == [SENT, PENDING]
             await platform.until(lambda: len(platform.taken) == 2)
             assert trio.current_time() - start >= 1.0
         platform.request_drain(trio.current_time())
