@@ -154,8 +154,7 @@ async def test_a_call_cut_mid_page_closes_its_browser(ctx, pages, browsers):
     slow = pages.hold("/slow")
     async with trio.open_nursery() as nursery:
         nursery.start_soon(tools["browser_open"], {"url": slow}, ctx)
-        while "/slow" not in pages.requests:
-            await trio.sleep(0.02)
+        await trio.to_thread.run_sync(pages.wait_until, lambda f: "/slow" in f.requests)
         nursery.cancel_scope.cancel()
     assert browsers.current(ctx.session_id) is None and browsers.count() == 0
     assert not (ctx.terminal.own / PROFILE).exists()
