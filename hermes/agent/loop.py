@@ -24,7 +24,7 @@ import trio
 from hermes.actors.cancels import is_cancel
 from hermes.actors.errors import Invalid
 from hermes.adapters.contract import StepKind, TurnStep
-from hermes.agent.attachments import FILES, Attachments, files_of, for_model
+from hermes.agent.attachments import FILES, Attached, Attachments, files_of, for_model
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import (
     INTERRUPTED,
@@ -67,6 +67,8 @@ INVOKED = re.compile(r"/([a-z0-9]+(?:-[a-z0-9]+)*)(?:\s|$)")  # /<skill> [text]
 LOADED_SKILL_CHARS = 20_000  # a SKILL.md loaded whole into a prompt
 LOADED_SKILLS_CHARS = 40_000  # every SKILL.md one prompt loads, together
 SANDBOX_SKILLS = 64  # the skill directories bound into a sandboxed command, at most
+SHOWN = "[the image a tool showed you]"  # the message that carries a tool's images
+SHOWN_WHY = "an image a tool showed (a page's screenshot)"
 READABLE_FILES = 64  # the conversation's latest files a sandboxed command may read
 SUMMARIES_KEPT = 10_000  # sessions whose summary health the agent keeps (then: the failing)
 NEVER_AGAIN = (*COMMAND_TOOLS, "delegate_task")  # a call cut by a restart is not run again
@@ -492,6 +494,20 @@ class Agent:
                     await emit(
                         TurnStep(StepKind.TOOL_RESULT, output, call.name, call.id, note=marks.note)
                     )
+                shown = [image for _, marks in results for image in marks.shown]
+                if shown:  # images a tool showed: a message of their own, for the model
+                    files = Attachments(tuple(Attached(image) for image in shown))
+                    said = NewMessage(
+                        ctx.session_id,
+                        "user",
+                        SHOWN,
+                        timestamp=ctx.clock.now(),
+                        untrusted=SHOWN_WHY,
+                        attachments=files.dumps(),
+                    )
+                    row_id = await db.write(append_message, said)
+                    shown_message = {"role": "user", "content": SHOWN, FILES: files}
+                    conversation.add(shown_message, row_id, SHOWN_WHY)
                 for extra in steered() if steered is not None else ():
                     now = ctx.clock.now()
                     said = NewMessage(

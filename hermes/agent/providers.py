@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from hermes.agent.browser.browsers import Browsers
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import Budgets
 from hermes.agent.context_files import ContextFiles
@@ -15,9 +16,14 @@ from hermes.agent.permissions import COMMAND_TOOLS, FILE_TOOLS, Permissions
 from hermes.agent.provider import Provider
 from hermes.agent.settings import ModelConfig, Settings
 from hermes.agent.skills.library import SkillLibrary
+from hermes.agent.tools.browser import browser_tools
 from hermes.agent.tools.catalog import default_tools, web_tools
 from hermes.config import ConfigError, Secrets
 from hermes.home import HermesHome
+from hermes.terminal.addresses import AllowList
+
+# Chromium does not run inside the sandbox yet, and a user's browser must.
+USERS_BROWSE = "the browser runs for owners only (it does not run in the sandbox yet)"
 
 
 def build_provider(entry: ModelConfig, secrets: Secrets) -> Provider:
@@ -50,18 +56,23 @@ def build_agent(
     redact: Callable[[str], str] = str,
     mcp: McpServers | None = None,
     no_sandbox: str | None = None,
+    browsers: Browsers | None = None,
 ) -> Agent:
     """The agent config.yaml describes: its providers, tools (and which role may call
-    which), turn bound and context budget. `redact` cleans every tool result; `mcp`: the
-    MCP servers serve runs, whose tools are offered too; `no_sandbox`: why commands have
-    no sandbox here, so users are offered no tool that runs one; `home`: where its skills
-    and SOUL.md are."""
+        which), turn bound and context budget. `redact` cleans every tool result; `mcp`: the
+        MCP servers serve runs, whose tools are offered too; `no_sandbox`: why commands have
+        no sandbox here, so users are offered no tool that runs one; `home`: where its skills
+        and SOUL.md are; `browsers`: serve's, which its tree runs (None: the browser tools say
+    they run only inside serve)."""
     agent = config.agent
     budgets = Budgets(agent.compact_at, agent.keep_turns)
-    tools = default_tools() | web_tools(config.web, secrets)
-    withheld = {}
+    if browsers is None:
+        browsers = Browsers(config.browser, AllowList.parse(config.web.allow_private))
+    browsing = browser_tools(browsers, config.model.multimodal)
+    tools = default_tools() | web_tools(config.web, secrets) | browsing
+    withheld: dict[str, dict[str, str]] = {"user": {t: USERS_BROWSE for t in browsing}}
     if no_sandbox is not None:
-        withheld["user"] = {t: f"no sandbox ({no_sandbox})" for t in COMMAND_TOOLS + FILE_TOOLS}
+        withheld["user"] |= {t: f"no sandbox ({no_sandbox})" for t in COMMAND_TOOLS + FILE_TOOLS}
     permissions = Permissions.build(agent.tools, tools, withheld)
     skills = SkillLibrary(home.skills, config.skills)
     return Agent(

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import attrs
 
 from hermes.adapters.settings import GatewayConfig, PlatformConfig
+from hermes.agent.browser.settings import BrowserConfig
 from hermes.agent.skills.settings import SkillsConfig
 from hermes.agent.web.settings import WebConfig
 from hermes.config import BadValue, at_least, not_blank, optional_at_least, positive, share
@@ -223,6 +224,9 @@ class Settings(Protocol):
 
     @property
     def web(self) -> WebConfig: ...
+
+    @property
+    def browser(self) -> BrowserConfig: ...
 
     @property
     def skills(self) -> SkillsConfig: ...

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import attrs
 
+from hermes.adapters.media import Saved
+
 
 @attrs.define(eq=False)
 class TurnMarks:
@@ -29,11 +31,13 @@ class TurnMarks:
 @attrs.define(eq=False)
 class CallMarks:
     """What one tool call did that its record and its tool line show: the untrusted text it
-    brought into the turn (why), and a note for its tool line (where a command ran)."""
+        brought into the turn (why), a note for its tool line (where a command ran), and the
+    images it shows the model (hermes.agent.loop adds them after the call's answer)."""
 
     turn: TurnMarks
     untrusted: str | None = None
     note: str = ""
+    shown: list[Saved] = attrs.Factory(list)  # images it shows the model (a screenshot)
 
     def took_in(self, why: str) -> None:
         if self.untrusted is None:

@@ -16,6 +16,7 @@ from typing import ClassVar
 import attrs
 
 from hermes.adapters.settings import GatewayConfig, PlatformConfig
+from hermes.agent.browser.settings import BrowserConfig
 from hermes.agent.mcp.settings import McpConfig
 from hermes.agent.settings import AgentConfig, MediaConfig, ModelConfig
 from hermes.agent.skills.settings import SkillsConfig
@@ -103,6 +104,8 @@ class Config:
     """Tools from MCP servers."""
     web: WebConfig = WebConfig()
     """The web tools."""
+    browser: BrowserConfig = BrowserConfig()
+    """The agent's browser (the browser_* tools)."""
     media: MediaConfig = MediaConfig()
     """Attachments, voice and images, both ways."""
     skills: SkillsConfig = SkillsConfig()

@@ -31,6 +31,7 @@ from hermes.adapters.cursors import Cursors
 from hermes.adapters.local.endpoint import LocalEndpoint
 from hermes.adapters.media import MediaLimits
 from hermes.adapters.registry import PLATFORMS, SECTIONS, chat_platforms
+from hermes.agent.browser.browsers import Browsers
 from hermes.agent.cron_runner import cron_fire_context
 from hermes.agent.mcp.servers import McpServers
 from hermes.agent.mcp.setup import McpSetup
@@ -59,6 +60,7 @@ from hermes.home import HermesHome, write_secret_file
 from hermes.operations.context import Live
 from hermes.state.db import Db
 from hermes.state.registry import Registry
+from hermes.terminal.addresses import AllowList
 from hermes.terminal.background import BackgroundProcesses
 from hermes.terminal.env import EnvPolicy, Redactor
 from hermes.terminal.placement import backends_for
@@ -157,7 +159,10 @@ def build_root(
         lambda: load_config(home.config_path, Config, SECTIONS).mcp,
     )
     backends = backends_for(config.terminal, home.root)
-    agent = build_agent(config, secrets_, home, keys.redact, mcp, backends.sandbox_problem)
+    browsers = Browsers(config.browser, AllowList.parse(config.web.allow_private))
+    agent = build_agent(
+        config, secrets_, home, keys.redact, mcp, backends.sandbox_problem, browsers
+    )
     speech = Speech.of(config.media, secrets_)  # a key named and unset: refused here
     tz = config.zone()
     names = ["local", *config.enabled_platforms()]
@@ -338,6 +343,9 @@ def build_root(
             # Before everything that runs turns (it stops after them): each server under
             # its own supervisor, restarted for ever; it reports ready before they connect.
             ChildSpec("mcp", mcp.tree, shutdown=15.0),
+            # Before everything that runs turns, as mcp: a drain closes every browser (its
+            # whole process tree) after the turns that used them stopped.
+            ChildSpec("browsers", browsers.node, shutdown=10.0),
             ChildSpec("adapters", adapters, shutdown=10.0, grace=3.0),
             # After the adapters: it stops before them, so a send in flight can finish.
             ChildSpec(

@@ -14,6 +14,7 @@ import errno
 import os
 import shutil
 import socket
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -23,10 +24,14 @@ import attrs
 import httpx
 import trio
 
+from hermes.actors.errors import HermesError
 from hermes.adapters.base import AdapterFatal
 from hermes.adapters.platform import Platform
 from hermes.adapters.registry import SECTIONS, chat_platforms
 from hermes.adapters.settings import PlatformConfig
+from hermes.agent.browser.browsers import Browsers
+from hermes.agent.browser.chromium import INSTALL as INSTALL_CHROMIUM
+from hermes.agent.browser.chromium import BrowserUnavailable, find_chromium
 from hermes.agent.context_files import SOUL_CHARS, ContextFiles, read_context_file
 from hermes.agent.mcp.settings import McpServerConfig
 from hermes.agent.skills.library import SkillLibrary
@@ -41,6 +46,7 @@ from hermes.home import HermesHome
 from hermes.state import maintenance
 from hermes.state.errors import SchemaTooNew, StateError
 from hermes.state.writer import WAL_WARN_BYTES
+from hermes.terminal.addresses import AllowList
 from hermes.terminal.backends.base import BackendUnavailable
 from hermes.terminal.backends.sandbox import INSTALL
 from hermes.terminal.backends.ssh import Ssh
@@ -553,6 +559,49 @@ def _session_dirs(workspace: Path) -> list[str]:
     return [e.name for e in found[:SESSION_DIRS]]
 
 
+BROWSER_SECONDS = 30.0
+
+# -- the browser ---------------------------------------------------------------------------
+
+
+async def check_browser(config: Config) -> CheckResult:
+    """Chromium is there and works: a browser as the tools start one opens a blank page
+    (in a directory of its own, removed after)."""
+    try:
+        find_chromium(config.browser.executable)
+    except BrowserUnavailable as exc:
+        return failed("browser", f"{exc}: the browser tools cannot run", INSTALL_CHROMIUM)
+    browsers = Browsers(config.browser, AllowList())
+    problems: list[BaseException] = []
+    version: dict[str, str] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="hermes-browser-") as directory:
+            version = await _blank_page(browsers, Path(directory))
+    except* (HermesError, trio.TooSlowError, OSError) as group:
+        problems += group.exceptions
+    if problems:
+        return failed(
+            "browser",
+            f"Chromium did not open a page: {_describe(problems[0])}",
+            "run it by hand to see why: chromium --headless=new about:blank",
+        )
+    return passed(
+        "browser", f"{version.get('product', 'Chromium')} opens a page (tried: about:blank)"
+    )
+
+
+async def _blank_page(browsers: Browsers, directory: Path) -> dict[str, str]:
+    """Open a browser in `directory`, a blank page in it, and close it; its version."""
+    async with browsers.running():
+        with trio.fail_after(BROWSER_SECONDS):
+            browser = await browsers.get("doctor", directory)
+            assert browser.page is not None
+            await browser.page.open("about:blank")
+            version = await browser.page.cdp.send("Browser.getVersion")
+            await browsers.close("doctor")
+    return version
+
+
 # -- all of them --------------------------------------------------------------------------
 
 
@@ -578,6 +627,10 @@ async def diagnose(
     commands run, ports, dead letters, cron."""
     config_result, loaded = await trio.to_thread.run_sync(check_config, home)
     platforms: list[CheckResult] = []
+    browser: list[CheckResult] = []
+
+    async def browser_check(config: Config) -> None:
+        browser.append(await check_browser(config))
 
     async def ask_platforms() -> None:
         if loaded is not None:
@@ -586,8 +639,10 @@ async def diagnose(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ask_platforms)
         config = loaded.config if loaded is not None else None
+        if config is not None:
+            nursery.start_soon(browser_check, config)
         local = await trio.to_thread.run_sync(local_checks, home, config)
         outside = []
         if loaded is not None:
             outside = await trio.to_thread.run_sync(check_outside_tools, loaded, home.env_path)
-    return [config_result, *platforms, *outside, *local]
+    return [config_result, *platforms, *outside, *local, *browser]

@@ -91,11 +91,36 @@ async def kill_leftovers(home_root: Path, grace: float = DEFAULT_GRACE) -> int:
         home_root,
         ", ".join(str(p.pid) for p in procs),
     )
+    groups = _groups_led(procs)
     for proc in procs:
         proc.signal(signal.SIGTERM)
+    _signal_groups(groups, signal.SIGTERM)
     await wait_gone(procs, grace)
     alive = [p for p in procs if p.alive()]
     for proc in alive:
         proc.signal(signal.SIGKILL)
+    _signal_groups(groups, signal.SIGKILL)
     await wait_gone(alive, KILL_WAIT)
     return len(procs)
+
+
+def _groups_led(procs: list[ProcessId]) -> list[int]:
+    """The process groups the leftovers lead (a tree's leader started its own session): a
+    member that rewrote its environment's memory with its title (Chromium's children do)
+    carries no readable tag, and is reached through its group."""
+    led = []
+    for proc in procs:
+        try:
+            if os.getpgid(proc.pid) == proc.pid:
+                led.append(proc.pid)
+        except ProcessLookupError:
+            continue
+    return led
+
+
+def _signal_groups(groups: list[int], signum: int) -> None:
+    for group in groups:
+        try:
+            os.killpg(group, signum)
+        except (ProcessLookupError, PermissionError):
+            pass

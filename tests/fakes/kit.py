@@ -160,7 +160,7 @@ class Fake:
     _channel_field: ClassVar[str] = "channel"  # where a record of `_sent` names its channel
     _ROUTES: ClassVar[tuple[Route, ...]] = ()
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
         self._cond = threading.Condition()
         self._closing = False
         self._faults: Faults[Any] = Faults()
@@ -169,7 +169,7 @@ class Fake:
         handler: dict[str, Any] = {"fake": self}
         for verb in self._other_verbs:
             handler[f"do_{verb}"] = TrackedHandler.do_POST
-        self.server = LocalServer(type("Handler", (FakeHandler,), handler), port)
+        self.server = LocalServer(type("Handler", (FakeHandler,), handler), port, host)
 
     # -- lifecycle ----------------------------------------------------------------------
 

@@ -38,8 +38,10 @@ class LocalServer(ThreadingHTTPServer):
     block_on_close = False  # stop() wakes every handler itself; nothing to join
     request_queue_size = 1024  # the listen backlog: bursts of connections wait, not fail
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
-        super().__init__(("127.0.0.1", port), handler)
+    def __init__(
+        self, handler: type[BaseHTTPRequestHandler], port: int = 0, host: str = "127.0.0.1"
+    ) -> None:
+        super().__init__((host, port), handler)
         self.connections: set[socket.socket] = set()
         self.lock = threading.Lock()
         # A short poll interval: stop() returns at once.

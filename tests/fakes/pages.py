@@ -2,15 +2,16 @@
 content type, status and headers), redirects, and a chain of redirects:
 
     GET /hop/N     N > 0: 302 to /hop/N-1; /hop/0: a text page ("arrived")
+    a held path    no answer until the fake stops (a slow page)
     anything else  404, a small text page
 
 Every request's path is recorded in `requests`, in order, so a test can tell what was
-(and was not) asked for.
+(and was not) asked for; the fields of a form sent (a query or a POST body) in `forms`.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from tests.fakes.kit import Fake, observed
 from tests.fakes.local_http import Reply, TrackedHandler
@@ -19,12 +20,23 @@ from tests.fakes.local_http import Reply, TrackedHandler
 class FakePages(Fake):
     name = "web site"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        """`host`: another loopback address (127.0.0.2), so a test can allow the site and
+        still see 127.0.0.1 refused."""
+        super().__init__(host=host)
         self._pages: dict[str, Reply] = {}
         self._requests: list[str] = []
+        self._forms: list[tuple[str, dict[str, str]]] = []
+        self._held: set[str] = set()
 
     requests = observed("_requests", "The path of every request, in order.")
+    forms = observed("_forms", "(path, fields) of every request that sent form fields.")
+
+    def hold(self, path: str) -> str:
+        """Requests of `path` get no answer until the fake stops; its URL."""
+        with self._cond:
+            self._held.add(path)
+        return self.url + path
 
     def page(
         self,
@@ -48,10 +60,16 @@ class FakePages(Fake):
         return self.url + path
 
     def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
-        path = urlsplit(request.path).path
+        target = urlsplit(request.path)
+        path = target.path
+        fields = dict(parse_qsl(target.query or raw.decode(errors="replace")))
         with self._cond:
             self._requests.append(path)
+            if fields:
+                self._forms.append((path, fields))
             self._cond.notify_all()
+            while path in self._held and not self._closing:
+                self._cond.wait()
             reply = self._pages.get(path)
         if reply is not None:
             return reply

@@ -117,12 +117,13 @@ async def test_serve_end_to_end(home, fake, serve):
         status = await client.call("status", {})
         names = [c["name"] for c in status["result"]["children"]]
         assert names == [
-            "state", "terminal", "mcp", "adapters", "outbox", "scheduler", "gateway", "watchdog",
+            "state", "terminal", "mcp", "browsers", "adapters", "outbox", "scheduler", "gateway",
+            "watchdog",
             "ops",
             "retention",
             "collector",
         ]  # fmt: skip
-        local = status["result"]["children"][3]["children"][0]
+        local = status["result"]["children"][4]["children"][0]
         assert (local["name"], local["detail"]["adapter"]) == ("local", "live")
 
         # a 10 MB frame is refused

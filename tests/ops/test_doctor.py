@@ -43,7 +43,7 @@ WRONG = {
 ALL_CHECKS = {
     *("config", "telegram token", "slack token", "discord token", "state.db", "sandbox"),
     *("commands", "persona", "skills", "context", "local port", "ops port", "dead letters"),
-    "cron jobs",
+    *("cron jobs", "browser"),
 }
 
 

@@ -13,7 +13,14 @@ import trio
 import trio.testing
 
 from hermes.terminal.addresses import AllowList
-from hermes.terminal.backends.proxy import HEAD_LIMIT, MAX_CONNECTIONS, serve_proxy
+from hermes.terminal.backends.proxy import (
+    HEAD_LIMIT,
+    MAX_CONNECTIONS,
+    Policy,
+    Refused,
+    serve_proxy,
+    serve_proxy_tcp,
+)
 
 LOOPBACK = AllowList(networks=(ip_network("127.0.0.0/8"),))
 
@@ -119,3 +126,21 @@ async def test_a_flood_of_connections_costs_at_most_the_limit_and_a_bad_name_onl
     assert (await ask(path, b"CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 403")
     for stream in [*idle, late]:
         await stream.aclose()
+
+
+async def test_on_a_loopback_port_each_refusal_is_told(nursery):
+    """As the browser runs it: on 127.0.0.1, every refused connection reported (host, port,
+    why) and answered 403 with the policy's note."""
+    told: list[Refused] = []
+    policy = Policy(on_refused=told.append, note="the browser reaches public addresses only")
+    port = await nursery.start(serve_proxy_tcp, policy)
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(b"CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n")
+        answer = b""
+        while piece := await stream.receive_some():
+            answer += piece
+    assert answer.startswith(b"HTTP/1.1 403")
+    assert b"(the browser reaches public addresses only)" in answer
+    assert told == [Refused("169.254.169.254", 80, told[0].why)]
+    assert "link-local (a cloud metadata address)" in told[0].why

@@ -13,6 +13,7 @@ from hermes.actors.address import Address
 from hermes.actors.clock import Clock
 from hermes.actors.errors import Invalid
 from hermes.adapters.contract import TurnStep
+from hermes.adapters.media import Saved
 from hermes.agent.memory import Memory
 from hermes.agent.permissions import Caller
 from hermes.agent.untrusted import CallMarks, TurnMarks
@@ -119,6 +120,12 @@ class ToolContext:
         """Text from outside an owner's hands came into the turn through this call (`why`
         names where from): its record is marked, and so is the turn."""
         (self.call or self.marks).took_in(why)
+
+    def show(self, image: Saved) -> None:
+        """Show the model `image` (a file in the media cache) after this call's answer, as a
+        multimodal model sees a user's image."""
+        if self.call is not None:
+            self.call.shown.append(image)
 
     def note(self, text: str) -> None:
         """A note for this call's tool line (where a command ran, and why)."""

@@ -1,21 +1,27 @@
-"""The sandbox's one way out: an HTTP proxy on a Unix socket that connects only to public
-addresses.
+"""The way out of the sandbox and of the agent's browser: an HTTP proxy that connects only
+to public addresses.
 
 A sandboxed command with `public` network has no route of its own; its `http_proxy` and
-`https_proxy` lead here (through bridge.py inside). `CONNECT host:port` opens a tunnel
-(HTTPS, git, pip); an absolute-form request (`GET http://host/path`) is forwarded as one
-request on a connection that closes after it, so a kept-alive connection cannot be turned
-to another host. Every destination is resolved once, judged by the address rules
-(hermes.terminal.addresses: never loopback, private, link-local, the cloud metadata
-address), and connected to as the literal judged. A refusal is a 403 whose body says why.
+`https_proxy` lead here (through bridge.py inside, to a Unix socket). The agent's browser
+is started with this proxy on a loopback port as its only way out (`serve_proxy_tcp`), and
+is told each refusal (`Refused`) so the tool can list what the page tried to reach.
+
+`CONNECT host:port` opens a tunnel (HTTPS, git, pip, WebSockets); an absolute-form
+request (`GET http://host/path`) is forwarded as one request on a connection that closes
+after it, so a kept-alive connection cannot be turned to another host. Every destination
+is resolved once, judged by the address rules (hermes.terminal.addresses: never loopback,
+private, link-local, the cloud metadata address), and connected to as the literal judged.
+A refusal is a 403 whose body says why.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import trio
 
 from hermes.terminal.addresses import AddressRefused, AllowList, allowed_addresses
@@ -34,6 +40,26 @@ class BadRequest(Exception):
     """What the client sent is not a proxy request this proxy serves."""
 
 
+@attrs.frozen
+class Refused:
+    """A connection the proxy refused: where to, and why (the address rules' words)."""
+
+    host: str
+    port: int
+    why: str
+
+
+@attrs.frozen
+class Policy:
+    """What a proxy may reach beyond public addresses (`allow`: the sandbox nothing, the
+    browser `web.allow_private`), who is told of each refusal, and what a refusal's answer
+    adds for the client that reads it."""
+
+    allow: AllowList = PUBLIC_ONLY
+    on_refused: Callable[[Refused], None] | None = None
+    note: str = "a sandboxed command reaches public addresses only"
+
+
 async def serve_proxy(
     path: Path,
     allow: AllowList = PUBLIC_ONLY,
@@ -41,16 +67,36 @@ async def serve_proxy(
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on the Unix socket `path` until cancelled. `allow`: what it may reach beyond
-    public addresses (the sandbox: nothing; a test: its own server). At most
-    MAX_CONNECTIONS are accepted at once: the next waits in the backlog, costing serve no
-    descriptor; whatever one connection does, the proxy (and the command's tree around
-    it) carries on."""
+    public addresses (the sandbox: nothing; a test: its own server)."""
     listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     await listener.bind(str(path))
+    await _serve(listener, Policy(allow), lambda: None, task_status)
+
+
+async def serve_proxy_tcp(
+    policy: Policy, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Listen on a port of 127.0.0.1 the kernel picks (reported to `task_status`) until
+    cancelled: for a client that takes a proxy only as host:port (Chromium)."""
+    listener = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    await listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    await _serve(listener, policy, lambda: port, task_status)
+
+
+async def _serve(
+    listener: trio.socket.SocketType,
+    policy: Policy,
+    report: Callable[[], object],
+    task_status: trio.TaskStatus,
+) -> None:
+    """Accept on `listener` until cancelled. At most MAX_CONNECTIONS are accepted at once:
+    the next waits in the backlog, costing serve no descriptor; whatever one connection
+    does, the proxy (and the tree around it) carries on."""
     listener.listen(MAX_CONNECTIONS)
     limit = trio.Semaphore(MAX_CONNECTIONS)
     async with trio.open_nursery() as nursery:
-        task_status.started()
+        task_status.started(report())
         with listener:
             while True:
                 await limit.acquire()  # before accept: a flood waits in the kernel
@@ -59,13 +105,13 @@ async def serve_proxy(
                 except BaseException:
                     limit.release()
                     raise
-                nursery.start_soon(_handle, trio.SocketStream(sock), limit, allow)
+                nursery.start_soon(_handle, trio.SocketStream(sock), limit, policy)
 
 
-async def _handle(client: trio.SocketStream, limit: trio.Semaphore, allow: AllowList) -> None:
+async def _handle(client: trio.SocketStream, limit: trio.Semaphore, policy: Policy) -> None:
     try:
         async with client:
-            await _one(client, allow)
+            await _one(client, policy)
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
         log.debug("sandbox proxy: %s", exc)
     except Exception:  # one connection's trouble is its own: never the command's
@@ -74,7 +120,7 @@ async def _handle(client: trio.SocketStream, limit: trio.Semaphore, allow: Allow
         limit.release()
 
 
-async def _one(client: trio.SocketStream, allow: AllowList) -> None:
+async def _one(client: trio.SocketStream, policy: Policy) -> None:
     try:
         with trio.fail_after(HEAD_SECONDS):
             head, rest = await _read_head(client)
@@ -88,12 +134,14 @@ async def _one(client: trio.SocketStream, allow: AllowList) -> None:
         return
     try:
         with trio.fail_after(CONNECT_SECONDS):
-            server = await _connect(host, port, allow)
+            server = await _connect(host, port, policy.allow)
     except (UnicodeError, ValueError) as exc:  # a name no resolver takes (a long label)
         await _answer(client, 400, f"not a host name: {host!r} ({exc})")
         return
     except AddressRefused as exc:
-        await _answer(client, 403, f"{exc} (a sandboxed command reaches public addresses only)")
+        if policy.on_refused is not None:
+            policy.on_refused(Refused(host, port, str(exc)))
+        await _answer(client, 403, f"{exc} ({policy.note})")
         return
     except (OSError, trio.TooSlowError) as exc:
         await _answer(client, 502, f"cannot connect to {host}:{port}: {exc or 'timed out'}")
