@@ -2,7 +2,8 @@
 through `web.allow_private`): a page JavaScript writes, a form filled and sent, a link
 followed; every request to loopback (127.0.0.1, `localhost`) and to the metadata address
 refused and listed; two sessions' cookies apart; the profile gone after close; a cut call
-closing its browser; a screenshot reaching a multimodal model as an image part."""
+closing its browser; a screenshot reaching a multimodal model as an image part; a download
+saved into the session's directory, and one past the media cap cancelled and deleted."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import attrs
 import pytest
 import trio
 
-from hermes.agent.browser.browsers import PROFILE, Browsers
+from hermes.agent.browser.browsers import DOWNLOADS, PROFILE, Browsers
 from hermes.agent.browser.settings import BrowserConfig
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import SHOWN, Agent
@@ -28,6 +29,7 @@ from tests.fakes.pages import FakePages
 
 CHROMIUM = "/usr/bin/chromium"
 SITE = "127.0.0.2"  # the test's site, allowed; 127.0.0.1 stays refused
+MAX_DOWNLOAD = 2**20  # media.max_file_mb: 1
 
 
 @pytest.fixture
@@ -44,7 +46,7 @@ def pages():
 
 @pytest.fixture
 async def browsers(chromium):
-    running = Browsers(BrowserConfig(max=2), AllowList.parse([SITE]))
+    running = Browsers(BrowserConfig(max=2), AllowList.parse([SITE]), MAX_DOWNLOAD)
     async with running.running():
         yield running
 
@@ -182,3 +184,32 @@ async def test_a_screenshot_reaches_a_multimodal_model_as_an_image_part(
     image = shown["content"][1]["image_url"]["url"]
     assert image.startswith("data:image/")
     assert base64.b64decode(image.split(",", 1)[1])[:4] in (b"\x89PNG", b"\xff\xd8\xff\xe0")
+
+
+async def test_a_download_is_saved_in_the_session_directory_and_one_past_the_cap_refused(
+    ctx, pages, browsers
+):
+    tools = browser_tools(browsers, multimodal=False)
+    data = b"day,visits\n" + b"monday,7\n" * 500
+    small = pages.page(
+        "/report",
+        data,
+        "text/csv",
+        headers={"content-disposition": 'attachment; filename="report.csv"'},
+    )
+    big = pages.page("/big", b"\0" * (3 * MAX_DOWNLOAD), "application/octet-stream",
+                     headers={"content-disposition": "attachment; filename=big.iso"})  # fmt: skip
+    downloads = ctx.terminal.own / DOWNLOADS
+
+    [saved] = (await call(tools, "browser_open", ctx, url=small))["downloads"]
+    assert saved["state"] == "saved" and saved["bytes"] == len(data)
+    assert saved["path"] == str(downloads / "report.csv")
+    assert (downloads / "report.csv").read_bytes() == data
+
+    [refused] = (await call(tools, "browser_open", ctx, url=big))["downloads"]
+    assert refused["file"] == "big.iso" and refused["url"] == big
+    assert refused["state"].startswith("refused: over media.max_file_mb (1 MB)")
+    with trio.fail_after(10):  # Chromium may write the partial file after its cancel
+        while sorted(p.name for p in downloads.iterdir()) != ["report.csv"]:  # noqa: ASYNC110
+            await trio.sleep(0.05)
+    assert pages.requests.count("/big") == 1
