@@ -3,12 +3,14 @@ through `web.allow_private`): a page JavaScript writes, a form filled and sent, 
 followed; every request to loopback (127.0.0.1, `localhost`) and to the metadata address
 refused and listed; two sessions' cookies apart; the profile gone after close; a cut call
 closing its browser; a screenshot reaching a multimodal model as an image part; a download
-saved into the session's directory, and one past the media cap cancelled and deleted."""
+saved into the session's directory, and one past the media cap cancelled and deleted; an
+idle browser closed after `browser.idle_seconds` (on a stopped virtual clock)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 
 import attrs
 import pytest
@@ -24,6 +26,7 @@ from hermes.agent.tools.browser import browser_tools
 from hermes.agent.tools.catalog import default_tools
 from hermes.terminal.addresses import AllowList
 from hermes.terminal.session import TerminalSession
+from hermes.terminal.tree import ProcessId, descendant_pids
 from tests.fakes.openai import text_answer, tool_answer
 from tests.fakes.pages import FakePages
 
@@ -213,3 +216,33 @@ async def test_a_download_is_saved_in_the_session_directory_and_one_past_the_cap
         while sorted(p.name for p in downloads.iterdir()) != ["report.csv"]:  # noqa: ASYNC110
             await trio.sleep(0.05)
     assert pages.requests.count("/big") == 1
+
+
+@pytest.fixture
+def stopped_clock():
+    """A virtual clock that moves only when the test jumps it: Chromium works in real time,
+    and no timeout of the CDP client fires while it does."""
+    return trio.testing.MockClock()
+
+
+async def test_an_idle_browser_closes_after_idle_seconds(ctx, pages, chromium, stopped_clock):
+    idle = BrowserConfig(idle_seconds=60)
+    browsers = Browsers(idle, AllowList.parse([SITE]), MAX_DOWNLOAD)
+    tools = browser_tools(browsers, multimodal=False)
+    url = pages.page("/", "<title>Idle</title>", "text/html")
+    async with browsers.running():
+        await call(tools, "browser_open", ctx, url=url)
+        browser = browsers.current(ctx.session_id)
+        tree = [p for p in map(ProcessId.of, descendant_pids(os.getpid())) if p is not None]
+        assert tree and browser is not None and browser.profile.is_dir()
+
+        stopped_clock.jump(59)
+        await call(tools, "browser_snapshot", ctx)  # used: its idle time starts again
+        stopped_clock.jump(59)
+        await trio.testing.wait_all_tasks_blocked()
+        assert browsers.current(ctx.session_id) is browser  # 59 s unused: still open
+
+        stopped_clock.jump(1)
+        await browser.closed.wait()
+        assert browsers.count() == 0 and not browser.profile.exists()
+        assert not [p for p in tree if p.alive()]
