@@ -19,11 +19,12 @@ import trio
 from hermes.agent.browser.browsers import DOWNLOADS, PROFILE, Browsers
 from hermes.agent.browser.settings import BrowserConfig
 from hermes.agent.chain import ProviderChain
-from hermes.agent.loop import SHOWN, Agent
+from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.base import SessionFiles, ToolError
 from hermes.agent.tools.browser import browser_tools
 from hermes.agent.tools.catalog import default_tools
+from hermes.state.messages import SHOWN
 from hermes.terminal.addresses import AllowList
 from hermes.terminal.session import TerminalSession
 from hermes.terminal.tree import ProcessId, descendant_pids
