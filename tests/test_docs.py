@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes.adapters.media import MAX_FILE
 from hermes.adapters.registry import PLATFORMS
 from hermes.agent.browser.browsers import Browsers
 from hermes.agent.browser.settings import BrowserConfig
@@ -51,7 +52,7 @@ def test_the_readme_and_the_architecture_name_every_platform(platform):
 
 def every_tool() -> list[str]:
     search = WebConfig(search=SearchConfig(provider="searxng", url="http://127.0.0.1:1"))
-    browsing = browser_tools(Browsers(BrowserConfig(), AllowList()), multimodal=False)
+    browsing = browser_tools(Browsers(BrowserConfig(), AllowList(), MAX_FILE), multimodal=False)
     return sorted(default_tools() | web_tools(search, Secrets({}, frozenset())) | browsing)
 
 

@@ -82,7 +82,7 @@ def mime_of(name: str, given: str | None = None) -> str:
     return mimetypes.guess_type(name)[0] or UNTYPED
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
     """A file name, never a path out of the cache, and nothing in it that could be read as
     the end of its transcript line (brackets, parentheses, control characters)."""
     cleaned = _UNSAFE.sub("_", Path(name.replace("\\", "/")).name).lstrip(".")
@@ -101,7 +101,7 @@ def save(
     if len(data) > limits.max_file:
         raise MediaError(f"{name} is {len(data)} bytes, over the {limits.max_file} limit")
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = directory / _safe(name)
+    path = directory / safe_name(name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
@@ -122,7 +122,7 @@ async def save_stream(
     `limits.max_file` is removed and refused (MediaError), a half-written one never left
     under its name. `progress` is called per piece (a long download is live)."""
     await trio.to_thread.run_sync(lambda: directory.mkdir(mode=0o700, parents=True, exist_ok=True))
-    path = directory / _safe(name)
+    path = directory / safe_name(name)
     part = path.with_name(f"{path.name}.{secrets.token_hex(4)}.part")  # its own: no race
     digest, size = hashlib.sha256(), 0
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

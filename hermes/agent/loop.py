@@ -53,6 +53,8 @@ from hermes.delivery.replies import Answer, Then
 from hermes.state.approvals import Approval, restarted_while_waiting
 from hermes.state.db import PendingWrite
 from hermes.state.messages import (
+    SHOWN,
+    SHOWN_WHY,
     NewMessage,
     append_message,
     continue_turn,
@@ -67,8 +69,6 @@ INVOKED = re.compile(r"/([a-z0-9]+(?:-[a-z0-9]+)*)(?:\s|$)")  # /<skill> [text]
 LOADED_SKILL_CHARS = 20_000  # a SKILL.md loaded whole into a prompt
 LOADED_SKILLS_CHARS = 40_000  # every SKILL.md one prompt loads, together
 SANDBOX_SKILLS = 64  # the skill directories bound into a sandboxed command, at most
-SHOWN = "[the image a tool showed you]"  # the message that carries a tool's images
-SHOWN_WHY = "an image a tool showed (a page's screenshot)"
 READABLE_FILES = 64  # the conversation's latest files a sandboxed command may read
 SUMMARIES_KEPT = 10_000  # sessions whose summary health the agent keeps (then: the failing)
 NEVER_AGAIN = (*COMMAND_TOOLS, "delegate_task")  # a call cut by a restart is not run again

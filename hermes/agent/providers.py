@@ -67,7 +67,8 @@ def build_agent(
     agent = config.agent
     budgets = Budgets(agent.compact_at, agent.keep_turns)
     if browsers is None:
-        browsers = Browsers(config.browser, AllowList.parse(config.web.allow_private))
+        allow = AllowList.parse(config.web.allow_private)
+        browsers = Browsers(config.browser, allow, config.media.max_file_bytes)
     browsing = browser_tools(browsers, config.model.multimodal)
     tools = default_tools() | web_tools(config.web, secrets) | browsing
     withheld: dict[str, dict[str, str]] = {"user": {t: USERS_BROWSE for t in browsing}}

@@ -201,6 +201,10 @@ class MediaConfig:
     speak: SpeakConfig = SpeakConfig()
     """Voice replies."""
 
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_mb * 2**20)
+
     def __attrs_post_init__(self) -> None:
         if self.cache_mb < self.max_file_mb:
             raise BadValue(
@@ -227,6 +231,9 @@ class Settings(Protocol):
 
     @property
     def browser(self) -> BrowserConfig: ...
+
+    @property
+    def media(self) -> MediaConfig: ...
 
     @property
     def skills(self) -> SkillsConfig: ...

@@ -159,7 +159,9 @@ def build_root(
         lambda: load_config(home.config_path, Config, SECTIONS).mcp,
     )
     backends = backends_for(config.terminal, home.root)
-    browsers = Browsers(config.browser, AllowList.parse(config.web.allow_private))
+    browsers = Browsers(
+        config.browser, AllowList.parse(config.web.allow_private), config.media.max_file_bytes
+    )
     agent = build_agent(
         config, secrets_, home, keys.redact, mcp, backends.sandbox_problem, browsers
     )
@@ -212,7 +214,7 @@ def build_root(
 
     media = config.media
     media_limits = MediaLimits(
-        int(media.max_file_mb * 2**20), int(media.cache_mb * 2**20), media.cache_days * 86400.0
+        media.max_file_bytes, int(media.cache_mb * 2**20), media.cache_days * 86400.0
     )
 
     def platform_spec(name: str, factory: Callable[[AdapterSetup], PlatformAdapter]) -> ChildSpec:

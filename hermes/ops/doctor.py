@@ -571,7 +571,7 @@ async def check_browser(config: Config) -> CheckResult:
         find_chromium(config.browser.executable)
     except BrowserUnavailable as exc:
         return failed("browser", f"{exc}: the browser tools cannot run", INSTALL_CHROMIUM)
-    browsers = Browsers(config.browser, AllowList())
+    browsers = Browsers(config.browser, AllowList(), config.media.max_file_bytes)
     problems: list[BaseException] = []
     version: dict[str, str] = {}
     try:

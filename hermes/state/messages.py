@@ -197,6 +197,12 @@ def prompt_history(conn: apsw.Connection, session_id: str) -> PromptHistory:
     return PromptHistory(compaction, [MessageRow(*r) for r in rows])
 
 
+# The user-role row that carries the images a tool showed (a page's screenshot) to the
+# model: the agent's, not the user's words, so /undo and /retry pass over it.
+SHOWN = "[the image a tool showed you]"
+SHOWN_WHY = "an image a tool showed (a page's screenshot)"
+
+
 @attrs.frozen
 class Undone:
     """The user message /undo took out: its text, why it was untrusted, its files (JSON),
@@ -210,14 +216,16 @@ class Undone:
 def undo_last(conn: apsw.Connection, session_id: str, now: float) -> Undone | None:
     """/undo: the session's last exchange (its last user message not undone, and all
     after it) leaves the conversation the model sees; the transcript keeps it, marked
-    `undone_at`. Only what the latest compaction has not covered can be undone.
+    `undone_at`. Only what the latest compaction has not covered can be undone. A tool's
+    images (SHOWN) are not a user message: the exchange they are part of goes whole.
     Returns that user message (None: nothing to undo)."""
     compaction = latest_compaction(conn, session_id)
     after = compaction.last_message_id if compaction else 0
     found = conn.execute(
         "SELECT id, content, untrusted, attachments FROM messages WHERE session_id = ?"
-        " AND id > ? AND role = 'user' AND undone_at IS NULL ORDER BY id DESC LIMIT 1",
-        (session_id, after),
+        " AND id > ? AND role = 'user' AND undone_at IS NULL"
+        " AND NOT (content IS ? AND untrusted IS ?) ORDER BY id DESC LIMIT 1",
+        (session_id, after, SHOWN, SHOWN_WHY),
     ).fetchone()
     if found is None:
         return None

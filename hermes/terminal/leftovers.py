@@ -92,11 +92,12 @@ async def kill_leftovers(home_root: Path, grace: float = DEFAULT_GRACE) -> int:
         ", ".join(str(p.pid) for p in procs),
     )
     groups = _groups_led(procs)
+    every = procs + _members(groups, procs)  # waited for: a SIGKILLed member dies a moment later
     for proc in procs:
         proc.signal(signal.SIGTERM)
     _signal_groups(groups, signal.SIGTERM)
-    await wait_gone(procs, grace)
-    alive = [p for p in procs if p.alive()]
+    await wait_gone(every, grace)
+    alive = [p for p in every if p.alive()]
     for proc in alive:
         proc.signal(signal.SIGKILL)
     _signal_groups(groups, signal.SIGKILL)
@@ -116,6 +117,19 @@ def _groups_led(procs: list[ProcessId]) -> list[int]:
         except ProcessLookupError:
             continue
     return led
+
+
+def _members(groups: list[int], known: list[ProcessId]) -> list[ProcessId]:
+    """The other processes of `groups` (their tags unreadable), so they are waited for."""
+    wanted, seen = set(groups), {p.pid for p in known}
+    found = []
+    for pid in psutil.pids():
+        try:
+            if pid not in seen and os.getpgid(pid) in wanted and (proc := ProcessId.of(pid)):
+                found.append(proc)
+        except ProcessLookupError:
+            continue
+    return found
 
 
 def _signal_groups(groups: list[int], signum: int) -> None:

@@ -2,32 +2,38 @@
 through `web.allow_private`): a page JavaScript writes, a form filled and sent, a link
 followed; every request to loopback (127.0.0.1, `localhost`) and to the metadata address
 refused and listed; two sessions' cookies apart; the profile gone after close; a cut call
-closing its browser; a screenshot reaching a multimodal model as an image part."""
+closing its browser; a screenshot reaching a multimodal model as an image part; a download
+saved into the session's directory, and one past the media cap cancelled and deleted; an
+idle browser closed after `browser.idle_seconds` (on a stopped virtual clock)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 
 import attrs
 import pytest
 import trio
 
-from hermes.agent.browser.browsers import PROFILE, Browsers
+from hermes.agent.browser.browsers import DOWNLOADS, PROFILE, Browsers
 from hermes.agent.browser.settings import BrowserConfig
 from hermes.agent.chain import ProviderChain
-from hermes.agent.loop import SHOWN, Agent
+from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
 from hermes.agent.tools.base import SessionFiles, ToolError
 from hermes.agent.tools.browser import browser_tools
 from hermes.agent.tools.catalog import default_tools
+from hermes.state.messages import SHOWN
 from hermes.terminal.addresses import AllowList
 from hermes.terminal.session import TerminalSession
+from hermes.terminal.tree import ProcessId, descendant_pids
 from tests.fakes.openai import text_answer, tool_answer
 from tests.fakes.pages import FakePages
 
 CHROMIUM = "/usr/bin/chromium"
 SITE = "127.0.0.2"  # the test's site, allowed; 127.0.0.1 stays refused
+MAX_DOWNLOAD = 2**20  # media.max_file_mb: 1
 
 
 @pytest.fixture
@@ -44,7 +50,7 @@ def pages():
 
 @pytest.fixture
 async def browsers(chromium):
-    running = Browsers(BrowserConfig(max=2), AllowList.parse([SITE]))
+    running = Browsers(BrowserConfig(max=2), AllowList.parse([SITE]), MAX_DOWNLOAD)
     async with running.running():
         yield running
 
@@ -182,3 +188,62 @@ async def test_a_screenshot_reaches_a_multimodal_model_as_an_image_part(
     image = shown["content"][1]["image_url"]["url"]
     assert image.startswith("data:image/")
     assert base64.b64decode(image.split(",", 1)[1])[:4] in (b"\x89PNG", b"\xff\xd8\xff\xe0")
+
+
+async def test_a_download_is_saved_in_the_session_directory_and_one_past_the_cap_refused(
+    ctx, pages, browsers
+):
+    tools = browser_tools(browsers, multimodal=False)
+    data = b"day,visits\n" + b"monday,7\n" * 500
+    small = pages.page(
+        "/report",
+        data,
+        "text/csv",
+        headers={"content-disposition": 'attachment; filename="report.csv"'},
+    )
+    big = pages.page("/big", b"\0" * (3 * MAX_DOWNLOAD), "application/octet-stream",
+                     headers={"content-disposition": "attachment; filename=big.iso"})  # fmt: skip
+    downloads = ctx.terminal.own / DOWNLOADS
+
+    [saved] = (await call(tools, "browser_open", ctx, url=small))["downloads"]
+    assert saved["state"] == "saved" and saved["bytes"] == len(data)
+    assert saved["path"] == str(downloads / "report.csv")
+    assert (downloads / "report.csv").read_bytes() == data
+
+    [refused] = (await call(tools, "browser_open", ctx, url=big))["downloads"]
+    assert refused["file"] == "big.iso" and refused["url"] == big
+    assert refused["state"].startswith("refused: over media.max_file_mb (1 MB)")
+    with trio.fail_after(10):  # Chromium may write the partial file after its cancel
+        while sorted(p.name for p in downloads.iterdir()) != ["report.csv"]:  # noqa: ASYNC110
+            await trio.sleep(0.05)
+    assert pages.requests.count("/big") == 1
+
+
+@pytest.fixture
+def stopped_clock():
+    """A virtual clock that moves only when the test jumps it: Chromium works in real time,
+    and no timeout of the CDP client fires while it does."""
+    return trio.testing.MockClock()
+
+
+async def test_an_idle_browser_closes_after_idle_seconds(ctx, pages, chromium, stopped_clock):
+    idle = BrowserConfig(idle_seconds=60)
+    browsers = Browsers(idle, AllowList.parse([SITE]), MAX_DOWNLOAD)
+    tools = browser_tools(browsers, multimodal=False)
+    url = pages.page("/", "<title>Idle</title>", "text/html")
+    async with browsers.running():
+        await call(tools, "browser_open", ctx, url=url)
+        browser = browsers.current(ctx.session_id)
+        tree = [p for p in map(ProcessId.of, descendant_pids(os.getpid())) if p is not None]
+        assert tree and browser is not None and browser.profile.is_dir()
+
+        stopped_clock.jump(59)
+        await call(tools, "browser_snapshot", ctx)  # used: its idle time starts again
+        stopped_clock.jump(59)
+        await trio.testing.wait_all_tasks_blocked()
+        assert browsers.current(ctx.session_id) is browser  # 59 s unused: still open
+
+        stopped_clock.jump(1)
+        await browser.closed.wait()
+        assert browsers.count() == 0 and not browser.profile.exists()
+        assert not [p for p in tree if p.alive()]

@@ -9,11 +9,14 @@ import pytest
 from hermes.state.db import Db
 from hermes.state.errors import SearchQueryError, SessionNotFound
 from hermes.state.messages import (
+    SHOWN,
+    SHOWN_WHY,
     NewMessage,
     append_message,
     append_messages,
     latest_message_row_id,
     messages_of,
+    undo_last,
 )
 from hermes.state.search import search_messages
 from hermes.state.sessions import (
@@ -116,6 +119,32 @@ async def test_messages_in_order_with_counters_and_latest_by_role(db):
     assert session.last_activity_at is not None
     with pytest.raises(SessionNotFound):
         await db.write(append_message, NewMessage("ghost", "user", "x", timestamp=time.time()))
+
+
+async def test_undo_takes_the_users_message_not_the_image_a_tool_showed(db):
+    """A screenshot reaches the model as a user-role row (SHOWN): /undo and /retry pass over
+    it to the user's own message, and the whole exchange goes."""
+    now = time.time()
+    await db.write(create_session, NewSession("s", started_at=now))
+    await db.write(append_message, NewMessage("s", "user", "hi", timestamp=now))
+    await db.write(
+        append_messages,
+        [
+            NewMessage("s", "user", "look at the page", timestamp=now, untrusted="a page"),
+            NewMessage("s", "assistant", None, tool_calls=[{"id": "c1"}], timestamp=now),
+            NewMessage(
+                "s", "tool", "{}", tool_call_id="c1", tool_name="browser_screenshot", timestamp=now
+            ),  # fmt: skip
+            NewMessage(
+                "s", "user", SHOWN, timestamp=now, untrusted=SHOWN_WHY, attachments='{"files": []}'
+            ),  # fmt: skip
+            NewMessage("s", "assistant", "I see it.", timestamp=now),
+        ],
+    )
+    undone = await db.write(undo_last, "s", now)
+    assert (undone.text, undone.untrusted) == ("look at the page", "a page")
+    kept = [r.content for r in await db.read(messages_of, "s") if r.undone_at is None]
+    assert kept == ["hi"]
 
 
 async def test_search_ranks_snippets_and_skips_tool_rows(db):

@@ -6,8 +6,9 @@ process tree is killed with it).
 Each browser is a task of this node's nursery: its proxy on a loopback port (the address
 rules and `web.allow_private`: what web_fetch may reach), its Chromium (a terminal-layer
 process tree) with a profile under the session's own directory, removed when it closes,
-and downloads into that directory. The refusals of its proxy are kept until the next tool
-answer lists them.
+and its downloads into that directory, capped as media are (`media.max_file_mb`). The
+refusals of its proxy and what became of its downloads are kept until the next tool answer
+lists them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import trio
 from hermes.actors.actor import Actor
 from hermes.actors.errors import Unavailable
 from hermes.agent.browser.chromium import BrowserUnavailable, find_chromium, running_chromium
+from hermes.agent.browser.downloads import Downloads
 from hermes.agent.browser.page import Page
 from hermes.agent.browser.settings import BrowserConfig
 from hermes.home import make_private_dir
@@ -51,6 +53,7 @@ class Browser:
     session_id: str
     directory: Path  # the session's own directory
     page: Page | None = None
+    downloads: Downloads | None = None
     used: float = 0.0  # trio time of its last action's end
     lock: trio.Lock = attrs.Factory(trio.Lock)
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
@@ -80,9 +83,11 @@ class Browser:
 class Browsers:
     """The serve's browsers; `node` is its tree's child that runs them."""
 
-    def __init__(self, config: BrowserConfig, allow: AllowList) -> None:
+    def __init__(self, config: BrowserConfig, allow: AllowList, max_download: int) -> None:
+        """`max_download`: the most one download may hold, in bytes (media.max_file_mb)."""
         self.config = config
         self.allow = allow
+        self.max_download = max_download
         self._nursery: trio.Nursery | None = None
         self._open: dict[str, Browser] = {}
         self._starting = 0
@@ -160,7 +165,9 @@ class Browsers:
                     async with running_chromium(
                         executable, browser.profile, port, browser.directory
                     ) as chromium:
-                        browser.page = await Page.attach(chromium.cdp, str(downloads))
+                        browser.downloads = Downloads(downloads, self.max_download)
+                        await nursery.start(browser.downloads.watch, chromium.cdp)
+                        browser.page = await Page.attach(chromium.cdp)
                         browser.used = trio.current_time()
                         self._open[browser.session_id] = browser
                         task_status.started(browser)
@@ -176,6 +183,8 @@ class Browsers:
                 del self._open[browser.session_id]
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(shutil.rmtree, browser.profile, True)
+                if browser.downloads is not None:
+                    await trio.to_thread.run_sync(browser.downloads.sweep)
             browser.closed.set()
 
     async def _until_idle(self, browser: Browser, cdp: Any) -> None:

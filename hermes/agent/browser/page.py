@@ -45,7 +45,7 @@ class Page:
         self.refs = Refs()
 
     @classmethod
-    async def attach(cls, cdp: Cdp, downloads: str) -> Page:
+    async def attach(cls, cdp: Cdp) -> Page:
         """The browser's first page, with what the tools need enabled."""
         targets = await cdp.send("Target.getTargets")
         pages = [t for t in targets.get("targetInfos", ()) if t.get("type") == "page"]
@@ -57,10 +57,6 @@ class Page:
         page = cls(cdp, attached["sessionId"])
         await page.send("Page.enable")
         await page.send("Accessibility.enable")
-        await cdp.send(
-            "Browser.setDownloadBehavior",
-            {"behavior": "allow", "downloadPath": downloads, "eventsEnabled": True},
-        )
         return page
 
     async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """The browser tools: a session's headless Chromium (hermes.agent.browser), driven by the
 model one action at a time.
 
-Every answer is JSON with the page's URL and title, what the action found, and `refused`:
+Every answer is JSON with the page's URL and title, what the action found, `refused`:
 the requests of the page (its frames, scripts, XHRs, WebSockets, redirects) the proxy
-refused since the last answer. What a page says is untrusted text: the turn is marked as
+refused since the last answer, and `downloads`: files saved into the session's directory,
+or refused past `media.max_file_mb`. What a page says is untrusted text: the turn is marked as
 web_fetch marks it. A call cut by `/stop` or a newer message closes the browser (its page
 may be anywhere); a user (not an owner) gets no browser where there is no sandbox.
 """
@@ -64,6 +65,8 @@ class BrowserTool:
                 try:
                     assert browser.page is not None
                     answer = await self.act(self, args, ctx, browser.page)
+                    if browser.downloads is not None:  # what the action began: its end
+                        await browser.downloads.settled()
                 finally:
                     browser.used = trio.current_time()
         except BaseException as exc:
@@ -80,7 +83,14 @@ class BrowserTool:
         if host:
             ctx.took_in(f"a page in the browser ({host})")  # a page: anyone's words
         refused = browser.take_refusals()
-        return json.dumps({**answer, **({"refused": refused} if refused else {})})
+        downloads = browser.downloads.take_notes() if browser.downloads is not None else []
+        return json.dumps(
+            {
+                **answer,
+                **({"refused": refused} if refused else {}),
+                **({"downloads": downloads} if downloads else {}),
+            }
+        )
 
 
 async def _open(tool: BrowserTool, args: dict[str, Any], ctx: ToolContext, page: Page):
