@@ -22,8 +22,8 @@ from hermes.config import ConfigError, Secrets
 from hermes.home import HermesHome
 from hermes.terminal.addresses import AllowList
 
-# Chromium does not run inside the sandbox yet, and a user's browser must.
-USERS_BROWSE = "the browser runs for owners only (it does not run in the sandbox yet)"
+# A user's Chromium runs only inside the sandbox.
+USERS_BROWSE = "a user's browser runs in the sandbox, and there is none here"
 
 
 def build_provider(entry: ModelConfig, secrets: Secrets) -> Provider:
@@ -71,9 +71,10 @@ def build_agent(
         browsers = Browsers(config.browser, allow, config.media.max_file_bytes)
     browsing = browser_tools(browsers, config.model.multimodal)
     tools = default_tools() | web_tools(config.web, secrets) | browsing
-    withheld: dict[str, dict[str, str]] = {"user": {t: USERS_BROWSE for t in browsing}}
+    withheld: dict[str, dict[str, str]] = {"user": {}}
     if no_sandbox is not None:
         withheld["user"] |= {t: f"no sandbox ({no_sandbox})" for t in COMMAND_TOOLS + FILE_TOOLS}
+        withheld["user"] |= {t: f"{USERS_BROWSE} ({no_sandbox})" for t in browsing}
     permissions = Permissions.build(agent.tools, tools, withheld)
     skills = SkillLibrary(home.skills, config.skills)
     return Agent(

@@ -4,7 +4,8 @@ followed; every request to loopback (127.0.0.1, `localhost`) and to the metadata
 refused and listed; two sessions' cookies apart; the profile gone after close; a cut call
 closing its browser; a screenshot reaching a multimodal model as an image part; a download
 saved into the session's directory, and one past the media cap cancelled and deleted; an
-idle browser closed after `browser.idle_seconds` (on a stopped virtual clock)."""
+idle browser closed after `browser.idle_seconds` (on a stopped virtual clock); a user's
+Chromium running inside the sandbox (its own network namespace, no HERMES_HOME)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,19 @@ from hermes.agent.browser.settings import BrowserConfig
 from hermes.agent.chain import ProviderChain
 from hermes.agent.loop import Agent
 from hermes.agent.openai_compat import OpenAICompatible
+from hermes.agent.permissions import Caller
+from hermes.agent.providers import USERS_BROWSE, build_agent
+from hermes.agent.settings import AgentConfig, ToolsConfig
 from hermes.agent.tools.base import SessionFiles, ToolError
 from hermes.agent.tools.browser import browser_tools
 from hermes.agent.tools.catalog import default_tools
+from hermes.config import Secrets
+from hermes.gateway.settings import Config
 from hermes.state.messages import SHOWN
 from hermes.terminal.addresses import AllowList
+from hermes.terminal.placement import backends_for
 from hermes.terminal.session import TerminalSession
+from hermes.terminal.settings import TerminalConfig
 from hermes.terminal.tree import ProcessId, descendant_pids
 from tests.fakes.openai import text_answer, tool_answer
 from tests.fakes.pages import FakePages
@@ -247,3 +255,54 @@ async def test_an_idle_browser_closes_after_idle_seconds(ctx, pages, chromium, s
         await browser.closed.wait()
         assert browsers.count() == 0 and not browser.profile.exists()
         assert not [p for p in tree if p.alive()]
+
+
+async def test_a_users_chromium_runs_in_the_sandbox(
+    ctx, home, tmp_path, pages, browsers, require_system
+):
+    require_system("/usr/bin/bwrap", packages=("bubblewrap",))
+    backends = backends_for(TerminalConfig(), home.root)
+    assert backends.sandbox is not None, backends.sandbox_problem
+    own = tmp_path / "user-session"
+    own.mkdir()
+    terminal = TerminalSession(own, state_dir=own / ".term", backends=backends)
+    user = attrs.evolve(ctx, session_id="u1", terminal=terminal, caller=Caller("t", "1", "user"))
+    tools = browser_tools(browsers, multimodal=False)
+    port = pages.url.rsplit(":", 1)[1]
+    url = pages.page(
+        "/", f'<title>Hello</title><img src="http://127.0.0.1:{port}/x.png">', "text/html"
+    )
+    seen = await call(tools, "browser_open", user, url=url)
+    assert seen["title"] == "Hello" and pages.requests[0] == "/"
+    with trio.fail_after(20):
+        refused = seen.get("refused", [])
+        while not any(r["host"] == "127.0.0.1" for r in refused):
+            refused += (await call(tools, "browser_scroll", user)).get("refused", [])
+    chromiums = [p for p in descendant_pids(os.getpid()) if "chromium" in _exe(p)]
+    assert chromiums
+    ours = os.readlink("/proc/self/ns/net")
+    for pid in chromiums:
+        assert os.readlink(f"/proc/{pid}/ns/net") != ours  # the sandbox's own network
+        assert os.path.isdir(f"/proc/{pid}/root{own}")  # its session's directory
+        assert not os.path.exists(f"/proc/{pid}/root{home.root}")  # never HERMES_HOME
+    assert "/x.png" not in pages.requests
+    assert browsers.current("u1").sandbox is backends.sandbox
+    assert await call(tools, "browser_close", user) == {"closed": True}
+    assert not (own / PROFILE).exists()
+    assert not [p for p in descendant_pids(os.getpid()) if "chromium" in _exe(p)]
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def test_users_are_offered_the_browser_only_where_there_is_a_sandbox(home):
+    tools = ToolsConfig(user=(*ToolsConfig().user, "browser_open"))
+    config = Config(agent=AgentConfig(tools=tools))
+    assert "browser_open" in build_agent(config, Secrets({}, frozenset()), home).offered("user")
+    agent = build_agent(config, Secrets({}, frozenset()), home, no_sandbox="no bwrap")
+    assert "browser_open" not in agent.offered("user")
+    assert USERS_BROWSE in agent.permissions.refusal("user", "browser_open")

@@ -59,7 +59,7 @@ async def ask(path, request: bytes) -> bytes:
 async def test_a_tunnel_and_a_forwarded_request_reach_what_is_allowed(tmp_path, nursery):
     port = await nursery.start(origin)
     path = tmp_path / "proxy.sock"
-    await nursery.start(serve_proxy, path, LOOPBACK)
+    await nursery.start(serve_proxy, path, Policy(LOOPBACK))
     tunnel = await ask(path, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n"
                              "GET /inner HTTP/1.1\r\nHost: in\r\n\r\n".encode())  # fmt: skip
     assert tunnel.startswith(b"HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK")

@@ -3,12 +3,14 @@ each closed after `browser.idle_seconds` unused, with a `/stop` or a newer messa
 cut one of its actions, and with serve (a drain cancels the node, and every browser's
 process tree is killed with it).
 
-Each browser is a task of this node's nursery: its proxy on a loopback port (the address
-rules and `web.allow_private`: what web_fetch may reach), its Chromium (a terminal-layer
-process tree) with a profile under the session's own directory, removed when it closes,
-and its downloads into that directory, capped as media are (`media.max_file_mb`). The
+Each browser is a task of this node's nursery: its proxy (the address rules and
+`web.allow_private`: what web_fetch may reach), its Chromium (a terminal-layer process
+tree) with a profile under the session's own directory, removed when it closes, and its
+downloads into that directory, capped as media are (`media.max_file_mb`). The
 refusals of its proxy and what became of its downloads are kept until the next tool answer
-lists them.
+lists them. An owner's Chromium runs on this machine, its proxy on a loopback port; a
+user's runs inside the sandbox (hermes.terminal.backends.sandbox), the proxy its `public`
+network: it sees the session's directory and the system read-only, never HERMES_HOME.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from hermes.agent.browser.settings import BrowserConfig
 from hermes.home import make_private_dir
 from hermes.terminal.addresses import AllowList
 from hermes.terminal.backends.proxy import Policy, Refused, serve_proxy_tcp
+from hermes.terminal.backends.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,7 @@ class Browser:
 
     session_id: str
     directory: Path  # the session's own directory
+    sandbox: Sandbox | None = None  # Chromium runs inside it (a user's browser)
     page: Page | None = None
     downloads: Downloads | None = None
     used: float = 0.0  # trio time of its last action's end
@@ -117,11 +121,17 @@ class Browsers:
     def count(self) -> int:
         return len(self._open)
 
-    async def get(self, session_id: str, directory: Path) -> Browser:
-        """The session's browser, started (in `directory`) if it has none."""
+    async def get(
+        self, session_id: str, directory: Path, sandbox: Sandbox | None = None
+    ) -> Browser:
+        """The session's browser, started (in `directory`) if it has none; with `sandbox`
+        (a user's), one confined in it: an unconfined one the session has (an owner's) is
+        closed first."""
         found = self._open.get(session_id)
-        if found is not None:
+        if found is not None and (sandbox is None or found.sandbox is not None):
             return found
+        if found is not None:
+            await self.close(session_id)
         if self._nursery is None:
             raise BrowserUnavailable("the browser runs only inside hermes serve")
         if len(self._open) + self._starting >= self.config.max:
@@ -132,7 +142,8 @@ class Browsers:
         executable = find_chromium(self.config.executable)
         self._starting += 1
         try:
-            return await self._nursery.start(self._run, Browser(session_id, directory), executable)
+            browser = Browser(session_id, directory, sandbox)
+            return await self._nursery.start(self._run, browser, executable)
         except BaseExceptionGroup as group:  # a failure to start: its own error, unwrapped
             raise _first_leaf(group) from None
         finally:
@@ -161,9 +172,11 @@ class Browsers:
             with browser.scope:
                 async with trio.open_nursery() as nursery:
                     policy = Policy(self.allow, browser.note_refusal, NOTE)
-                    port = await nursery.start(serve_proxy_tcp, policy)
+                    proxy = policy  # the sandbox runs it beside Chromium
+                    if browser.sandbox is None:
+                        proxy = await nursery.start(serve_proxy_tcp, policy)
                     async with running_chromium(
-                        executable, browser.profile, port, browser.directory
+                        executable, browser.profile, proxy, browser.directory, browser.sandbox
                     ) as chromium:
                         browser.downloads = Downloads(downloads, self.max_download)
                         await nursery.start(browser.downloads.watch, chromium.cdp)

@@ -24,7 +24,9 @@ import trio
 
 from hermes.actors.errors import Unavailable
 from hermes.agent.browser.cdp import Cdp
-from hermes.terminal.backends.base import Launch
+from hermes.terminal.backends.base import BackendUnavailable, Launch
+from hermes.terminal.backends.proxy import Policy
+from hermes.terminal.backends.sandbox import PROXY_PORT, Sandbox
 from hermes.terminal.command import spawned
 
 INSTALL = "apt-get install chromium"
@@ -51,8 +53,10 @@ def find_chromium(executable: str | None = None) -> str:
     raise BrowserUnavailable(f"{what} is not installed ({INSTALL})")
 
 
-def chromium_flags(profile: Path, proxy_port: int) -> list[str]:
-    """The command line that leaves Chromium no way out but the proxy."""
+def chromium_flags(profile: Path, proxy_port: int, confined: bool = False) -> list[str]:
+    """The command line that leaves Chromium no way out but the proxy. `confined`: it runs
+    inside bubblewrap, which is its sandbox (Chromium's own cannot start there: bubblewrap
+    sets no_new_privs, so no setuid helper, and nested user namespaces may be off)."""
     flags = [
         "--headless=new",
         "--remote-debugging-pipe",
@@ -80,7 +84,7 @@ def chromium_flags(profile: Path, proxy_port: int) -> list[str]:
         "--hide-scrollbars",
         "--window-size=1280,900",
     ]
-    if os.geteuid() == 0:  # Chromium will not run its own sandbox as root
+    if confined or os.geteuid() == 0:  # nor will it run its own sandbox as root
         flags.append("--no-sandbox")
     return flags
 
@@ -116,14 +120,36 @@ class Running:
 
 @contextlib.asynccontextmanager
 async def running_chromium(
-    executable: str, profile: Path, proxy_port: int, cwd: Path
+    executable: str,
+    profile: Path,
+    proxy: Policy | int,
+    cwd: Path,
+    sandbox: Sandbox | None = None,
 ) -> AsyncIterator[Running]:
     """Chromium for the block, its connection ready; the whole tree killed after (by any
-    way out of the block). BrowserUnavailable when it does not answer."""
+    way out of the block). BrowserUnavailable when it does not answer. `proxy`: the port
+    of the proxy on this machine's loopback; or, with `sandbox`, the rules of the proxy
+    the sandbox runs beside it (its `public` network, on 127.0.0.1:PROXY_PORT inside),
+    `cwd` its one writable directory."""
     env = {"PATH": PATH, "HOME": str(profile), "LANG": "C.UTF-8"}
-    launch, ours_w, ours_r = chromium_launch(
-        executable, chromium_flags(profile, proxy_port), cwd, env
-    )
+    if sandbox is None:
+        assert isinstance(proxy, int)
+        launch, ours_w, ours_r = chromium_launch(
+            executable, chromium_flags(profile, proxy), cwd, env
+        )
+    else:
+        assert isinstance(proxy, Policy)
+        flags = chromium_flags(profile, PROXY_PORT, confined=True)
+        inner, ours_w, ours_r = chromium_launch(executable, flags, cwd, env)
+        try:
+            launch = sandbox.confine(
+                inner.argv, cwd, env, "public", policy=proxy, pass_fds=inner.pass_fds
+            )
+        except BackendUnavailable as exc:
+            inner.discard()
+            os.close(ours_w)
+            os.close(ours_r)
+            raise BrowserUnavailable(f"Chromium cannot run in the sandbox: {exc}") from None
     send = trio.lowlevel.FdStream(ours_w)
     receive = trio.lowlevel.FdStream(ours_r)
     async with send, receive:

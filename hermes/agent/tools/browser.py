@@ -6,7 +6,8 @@ the requests of the page (its frames, scripts, XHRs, WebSockets, redirects) the 
 refused since the last answer, and `downloads`: files saved into the session's directory,
 or refused past `media.max_file_mb`. What a page says is untrusted text: the turn is marked as
 web_fetch marks it. A call cut by `/stop` or a newer message closes the browser (its page
-may be anywhere); a user (not an owner) gets no browser where there is no sandbox.
+may be anywhere). A user's (not an owner's) Chromium runs inside the sandbox; a user gets
+no browser where there is none.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from hermes.agent.browser.browsers import Browsers
 from hermes.agent.browser.cdp import CdpClosed, CdpError
 from hermes.agent.browser.page import Page
 from hermes.agent.tools.base import Tool, ToolContext, ToolError, capped, need, obj
+from hermes.terminal.backends.sandbox import Sandbox
 
 Action = Callable[[Page], Awaitable[dict[str, Any]]]
 SCREENSHOTS = "browser"  # under the media cache: where a screenshot waits for the model
@@ -57,7 +59,7 @@ class BrowserTool:
                 " with browser_snapshot instead"
             )
         try:
-            browser = await self.browsers.get(ctx.session_id, ctx.terminal.own)
+            browser = await self.browsers.get(ctx.session_id, ctx.terminal.own, _sandbox(ctx))
         except Unavailable as exc:
             raise ToolError(str(exc)) from None
         try:
@@ -91,6 +93,17 @@ class BrowserTool:
                 **({"downloads": downloads} if downloads else {}),
             }
         )
+
+
+def _sandbox(ctx: ToolContext) -> Sandbox | None:
+    """Where a user's Chromium runs: the sandbox, as their commands (None: an owner's runs
+    on this machine). ToolError when there is none."""
+    if ctx.caller.role == "owner":
+        return None
+    placement = ctx.terminal.backends.place(ctx.caller.role, ctx.untrusted)
+    if not isinstance(placement.backend, Sandbox):
+        raise ToolError(f"a user's browser runs only in the sandbox: {placement.why}")
+    return placement.backend
 
 
 async def _open(tool: BrowserTool, args: dict[str, Any], ctx: ToolContext, page: Page):

@@ -62,15 +62,15 @@ class Policy:
 
 async def serve_proxy(
     path: Path,
-    allow: AllowList = PUBLIC_ONLY,
+    policy: Policy = Policy(),
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Listen on the Unix socket `path` until cancelled. `allow`: what it may reach beyond
-    public addresses (the sandbox: nothing; a test: its own server)."""
+    """Listen on the Unix socket `path` until cancelled, by `policy`'s rules (a sandboxed
+    command's: public addresses only; a user's browser: its own; a test: its server)."""
     listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     await listener.bind(str(path))
-    await _serve(listener, Policy(allow), lambda: None, task_status)
+    await _serve(listener, policy, lambda: None, task_status)
 
 
 async def serve_proxy_tcp(

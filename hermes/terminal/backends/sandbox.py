@@ -36,15 +36,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
 from hermes.config import ConfigError
-from hermes.terminal.backends.base import BackendUnavailable, Handed, Launch, Shell
-from hermes.terminal.backends.proxy import serve_proxy
+from hermes.terminal.backends.base import BackendUnavailable, Handed, Launch, Network, Shell
+from hermes.terminal.backends.proxy import Policy, serve_proxy
 from hermes.terminal.settings import SandboxConfig
 
 INSTALL = "apt-get install bubblewrap"
@@ -138,6 +138,29 @@ class Sandbox:
             raise BackendUnavailable(f"bubblewrap failed: {said}{hint}")
 
     def launch(self, shell: Shell) -> Launch:
+        return self.confine(
+            ["bash", "-c", shell.script],
+            shell.workdir,
+            shell.env,
+            shell.network,
+            readable=shell.readable,
+        )
+
+    def confine(
+        self,
+        command: Sequence[str],
+        workdir: Path,
+        env: Mapping[str, str],
+        network: Network = "none",
+        *,
+        readable: Sequence[Path] = (),
+        policy: Policy | None = None,
+        pass_fds: tuple[int, ...] = (),
+    ) -> Launch:
+        """The Launch that runs `command` confined in `workdir`, as every sandboxed command
+        runs: a shell's (`launch`) and a user's Chromium (hermes.agent.browser). `policy`:
+        the `public` network's proxy rules (default: public addresses only); `pass_fds`:
+        descriptors of ours `command` keeps (bubblewrap passes inherited ones through)."""
         argv = [
             self.bwrap,
             "--unshare-all",  # user (where it can), mount, pid, network, ipc, uts, cgroup
@@ -154,22 +177,22 @@ class Sandbox:
             "--tmpfs",
             "/tmp",
             *self._mask_home(),
-            *(a for f in shell.readable if f.exists() for a in ("--ro-bind", str(f), str(f))),
+            *(a for f in readable if f.exists() for a in ("--ro-bind", str(f), str(f))),
             "--bind",
-            str(shell.workdir),
-            str(shell.workdir),
+            str(workdir),
+            str(workdir),
             "--chdir",
-            str(shell.workdir),
+            str(workdir),
             "--setenv",
             "HOME",
-            str(shell.workdir),
+            str(workdir),
             "--setenv",
             "PATH",
             PATH,
         ]
         beside = None
-        command = ["bash", "-c", shell.script]
-        if shell.network == "public":
+        command = list(command)
+        if network == "public":
             python, prefix = _python()
             real = os.path.realpath(prefix) if prefix is not None else None
             if real is not None and _within(str(self.home), real):
@@ -203,16 +226,16 @@ class Sandbox:
             ]
 
             def beside() -> contextlib.AbstractAsyncContextManager[object]:
-                return _proxy_at(socket_dir)
+                return _proxy_at(socket_dir, policy or Policy())
 
         info, info_child = os.pipe()  # bubblewrap says there its namespace init's pid
         argv += ["--info-fd", str(info_child), "--", *command]
         return Launch(
             tuple(argv),
-            shell.workdir,
-            shell.env,
+            workdir,
+            env,
             beside=beside,
-            pass_fds=(info_child,),
+            pass_fds=(info_child, *pass_fds),
             handed=Handed(info, _child_pid),
         )
 
@@ -253,13 +276,13 @@ def _child_pid(info: bytes) -> int | None:
 
 
 @contextlib.asynccontextmanager
-async def _proxy_at(directory: Path) -> AsyncIterator[None]:
+async def _proxy_at(directory: Path, policy: Policy) -> AsyncIterator[None]:
     """The proxy on `directory`/proxy.sock (the directory private to serve's user) while
-    the command runs; gone after."""
+    the command runs, with `policy`'s rules; gone after."""
     await trio.to_thread.run_sync(directory.mkdir, 0o700)
     try:
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve_proxy, directory / "proxy.sock")
+            await nursery.start(serve_proxy, directory / "proxy.sock", policy)
             try:
                 yield
             finally:
