@@ -162,6 +162,23 @@ async def test_two_sessions_keep_their_cookies_apart_and_max_is_kept(ctx, pages,
         await tools["browser_open"]({"url": url}, three)
 
 
+async def test_two_calls_of_one_reply_share_the_sessions_one_browser(ctx, pages, browsers):
+    """A reply's tool calls run at once: the session's first two get one browser, not two
+    on one profile."""
+    tools = browser_tools(browsers, multimodal=False)
+    url = pages.page("/", "<title>one</title><p>hello</p>", "text/html")
+    answers = []
+    async with trio.open_nursery() as nursery:
+        for name, args in (("browser_open", {"url": url}), ("browser_snapshot", {})):
+            nursery.start_soon(lambda n=name, a=args: _append(answers, call(tools, n, ctx, **a)))
+    assert len(answers) == 2 and browsers.count() == 1
+    assert (await call(tools, "browser_snapshot", ctx))["title"] == "one"
+
+
+async def _append(answers, asked):
+    answers.append(await asked)
+
+
 async def test_a_call_cut_mid_page_closes_its_browser(ctx, pages, browsers):
     """What /stop or a newer message does to a turn: its browser (the whole tree) goes."""
     tools = browser_tools(browsers, multimodal=False)

@@ -144,3 +144,35 @@ async def test_on_a_loopback_port_each_refusal_is_told(nursery):
     assert b"(the browser reaches public addresses only)" in answer
     assert told == [Refused("169.254.169.254", 80, told[0].why)]
     assert "link-local (a cloud metadata address)" in told[0].why
+
+
+async def test_a_forwarded_requests_answer_closes_its_connection(tmp_path, nursery):
+    """A server that would keep the connection open (keep-alive) gets one exchange: the
+    client is told `Connection: close`, so it sends no other site's request down it."""
+
+    async def keeping(stream: trio.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data and (piece := await stream.receive_some(65536)):
+            data += piece
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=60\r\n"
+            b"Content-Length: 2\r\n\r\nok"
+        )
+        await trio.sleep_forever()  # held open
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    nursery.start_soon(trio.serve_listeners, keeping, listeners)
+    path = tmp_path / "proxy.sock"
+    await nursery.start(serve_proxy, path, Policy(LOOPBACK))
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    await sock.connect(str(path))
+    stream = trio.SocketStream(sock)
+    await stream.send_all(b"GET http://127.0.0.1:%d/ HTTP/1.1\r\nHost: x\r\n\r\n" % port)
+    data = b""
+    with trio.fail_after(10):
+        while not data.endswith(b"ok"):
+            data += await stream.receive_some(65536)
+    head = data.split(b"\r\n\r\n")[0].lower()
+    assert b"connection: close" in head and b"keep-alive" not in head
+    await stream.aclose()

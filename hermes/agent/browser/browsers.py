@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 PROFILE = "browser-profile"
 DOWNLOADS = "downloads"
 REFUSALS_KEPT = 50  # between two answers; more are counted
+HOST_CHARS = 255  # of a refused request's host, in an answer (a name is at most that)
 CLOSE_SECONDS = 10.0
 NOTE = "the agent's browser reaches public addresses and web.allow_private only"
 
@@ -77,7 +78,7 @@ class Browser:
 
     def take_refusals(self) -> list[dict[str, Any]]:
         """The requests its proxy refused since the last call, for a tool's answer."""
-        taken = [{"host": r.host, "port": r.port, "why": r.why} for r in self.refused]
+        taken = [{"host": r.host[:HOST_CHARS], "port": r.port, "why": r.why} for r in self.refused]
         if self.dropped:
             taken.append({"more": self.dropped})
         self.refused, self.dropped = [], 0
@@ -95,6 +96,7 @@ class Browsers:
         self._nursery: trio.Nursery | None = None
         self._open: dict[str, Browser] = {}
         self._starting = 0
+        self._starts: dict[str, trio.Lock] = {}  # by session, while one is being got
 
     def node(self) -> BrowsersNode:
         """The serve tree's `browsers` child (a fresh one each time it starts)."""
@@ -126,7 +128,17 @@ class Browsers:
     ) -> Browser:
         """The session's browser, started (in `directory`) if it has none; with `sandbox`
         (a user's), one confined in it: an unconfined one the session has (an owner's) is
-        closed first."""
+        closed first. One at a time per session: two calls of one reply (run at once) get
+        the one browser."""
+        lock = self._starts.setdefault(session_id, trio.Lock())
+        try:
+            async with lock:
+                return await self._get(session_id, directory, sandbox)
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._starts.pop(session_id, None)
+
+    async def _get(self, session_id: str, directory: Path, sandbox: Sandbox | None) -> Browser:
         found = self._open.get(session_id)
         if found is not None and (sandbox is None or found.sandbox is not None):
             return found

@@ -8,7 +8,6 @@ event), so the next snapshot reads the page the action led to.
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
 from hermes.agent.browser.cdp import Cdp, CdpError
@@ -18,13 +17,14 @@ from hermes.agent.tools.base import ToolError
 LOAD_SECONDS = 20.0  # a page's load event, at most
 SETTLE_SECONDS = 0.3  # after a click or a submit: did it start a navigation?
 SCREENSHOT_BYTES = 8 * 2**20
+URL_CHARS, TITLE_CHARS = 2000, 300  # of a page's, in an answer
 
 SELECT_JS = """function(value) {
   const options = Array.from(this.options || []);
   const hit = options.find(o => o.value === value) || options.find(o => o.label === value
     || o.text.trim() === value);
-  if (!hit) return "no option " + JSON.stringify(value) + "; the options: "
-    + options.map(o => JSON.stringify(o.value)).join(", ");
+  if (!hit) return ("no option " + JSON.stringify(value) + "; the options: "
+    + options.map(o => JSON.stringify(o.value)).join(", ")).slice(0, 2000);
   this.value = hit.value;
   this.dispatchEvent(new Event("input", {bubbles: true}));
   this.dispatchEvent(new Event("change", {bubbles: true}));
@@ -39,9 +39,10 @@ CLEAR_JS = """function() {
 class Page:
     """The one page of a session's browser, attached as a flat CDP session."""
 
-    def __init__(self, cdp: Cdp, session: str) -> None:
+    def __init__(self, cdp: Cdp, session: str, target: str) -> None:
         self.cdp = cdp
         self.session = session
+        self.target = target
         self.refs = Refs()
 
     @classmethod
@@ -54,7 +55,7 @@ class Page:
         else:
             target = (await cdp.send("Target.createTarget", {"url": "about:blank"}))["targetId"]
         attached = await cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})
-        page = cls(cdp, attached["sessionId"])
+        page = cls(cdp, attached["sessionId"], target)
         await page.send("Page.enable")
         await page.send("Accessibility.enable")
         return page
@@ -142,15 +143,11 @@ class Page:
         return data
 
     async def where(self, error: str | None = None) -> dict[str, Any]:
-        """The page's URL and title (and a navigation's error), for every answer."""
-        found = await self.send(
-            "Runtime.evaluate",
-            {
-                "expression": "JSON.stringify([location.href, document.title])",
-                "returnByValue": True,
-            },
-        )
-        url, title = json.loads(found.get("result", {}).get("value") or '["", ""]')
+        """The page's URL and title (and a navigation's error), for every answer: as the
+        browser knows them, not as a script of the page would report them; capped."""
+        found = await self.cdp.send("Target.getTargetInfo", {"targetId": self.target})
+        info = found.get("targetInfo", {})
+        url, title = str(info.get("url", ""))[:URL_CHARS], str(info.get("title", ""))[:TITLE_CHARS]
         return {"url": url, "title": title, **({"error": error} if error else {})}
 
     # -- helpers -------------------------------------------------------------------

@@ -72,6 +72,8 @@ class BrowserTool:
                 finally:
                     browser.used = trio.current_time()
         except BaseException as exc:
+            if isinstance(exc, ToolError | CdpError):  # may quote the page (a list's options)
+                ctx.took_in("a page in the browser (its error)")
             if is_cancel(exc) or isinstance(exc, CdpClosed):
                 await self.browsers.close(ctx.session_id)  # shielded: cut mid-action
             if isinstance(exc, CdpClosed):
@@ -81,9 +83,9 @@ class BrowserTool:
             if isinstance(exc, CdpError):
                 raise ToolError(str(exc)) from None
             raise
+        # A page's words are anyone's, and so are its title, what it refused and named.
         host = urlsplit(str(answer.get("url", ""))).hostname
-        if host:
-            ctx.took_in(f"a page in the browser ({host})")  # a page: anyone's words
+        ctx.took_in(f"a page in the browser ({host or 'no address'})")
         refused = browser.take_refusals()
         downloads = browser.downloads.take_notes() if browser.downloads is not None else []
         return json.dumps(

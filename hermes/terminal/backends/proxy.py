@@ -157,6 +157,8 @@ async def _one(client: trio.SocketStream, policy: Policy) -> None:
             await server.send_all(first + b"".join(kept) + b"Connection: close\r\n\r\n" + rest)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_pipe, client, server, nursery.cancel_scope)
+            if method != "CONNECT":  # the client is told not to send another request here
+                await _closing_head(server, client, nursery.cancel_scope)
             nursery.start_soon(_pipe, server, client, nursery.cancel_scope)
 
 
@@ -224,6 +226,28 @@ async def _answer(stream: trio.SocketStream, status: int, text: str) -> None:
         b"HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
         b"Connection: close\r\n\r\n%s" % (status, reason.encode(), len(body), body)
     )
+
+
+async def _closing_head(
+    server: trio.SocketStream, client: trio.SocketStream, both: trio.CancelScope
+) -> None:
+    """The response's head to the client with `Connection: close` (its own connection
+    headers dropped): a connection judged for one host carries one exchange, so a client
+    that keeps connections alive never sends another site's request (its cookies) to a
+    server that held this one open."""
+    try:
+        head, rest = await _read_head(server)
+    except (BadRequest, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        both.cancel()
+        return
+    lines = head.split(b"\r\n")
+    kept = [h for h in lines[1:] if not h.lower().startswith((b"connection:", b"keep-alive:"))]
+    try:
+        await client.send_all(b"\r\n".join([lines[0], *kept, b"Connection: close"]) + b"\r\n\r\n")
+        if rest:
+            await client.send_all(rest)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        both.cancel()
 
 
 async def _pipe(source: trio.SocketStream, sink: trio.SocketStream, both: trio.CancelScope) -> None:
