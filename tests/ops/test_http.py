@@ -37,13 +37,19 @@ GUARDED_POSTS = [
 
 
 class NotYet:
-    """Where the fake Bot API will listen: nothing answers there yet."""
+    """Where the fake Bot API will listen: nothing answers there yet. The port stays bound
+    (not listening: a connection is refused) until `release`, so no other test's server
+    takes it meanwhile."""
 
     def __init__(self) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.held = socket.socket()
+        self.held.bind(("127.0.0.1", 0))
+        self.port = self.held.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
+
+    def release(self) -> int:
+        self.held.close()
+        return self.port
 
 
 @pytest.mark.timeout(120)
@@ -64,7 +70,7 @@ async def test_ready_follows_the_platform_and_metrics_count_what_happened(home):
                 assert {"progress_age", "restarts", "reason"} <= telegram.keys()
                 assert refused.json()["state_db"] == "open"
 
-                with FakeTelegram(token=TOKEN, port=platform.port) as tg:
+                with FakeTelegram(token=TOKEN, port=platform.release()) as tg:
                     await in_thread(tg.wait_polls, 2, 90.0)  # one came back: progress
                     ready = await http.get("/ready", headers=bearer(home))
                     assert ready.status_code == 200, ready.text
