@@ -51,9 +51,12 @@ class Downloads:
         the cap while the browser runs (Browser.downloadWillBegin, .downloadProgress)."""
         await cdp.send(
             "Browser.setDownloadBehavior",
-            {"behavior": "allowAndName", "downloadPath": str(self.directory),
-             "eventsEnabled": True},
-        )  # fmt: skip
+            {
+                "behavior": "allowAndName",
+                "downloadPath": str(self.directory),
+                "eventsEnabled": True,
+            },
+        )
         cdp.listeners.append(self._begin)  # at once: an answer waits for what began
         task_status.started()
         with contextlib.suppress(CdpClosed):
@@ -75,8 +78,9 @@ class Downloads:
         if download is None or download.done:
             return
         state = event.params.get("state")
-        size = max(int(event.params.get("receivedBytes") or 0),
-                   int(event.params.get("totalBytes") or 0))  # fmt: skip
+        size = max(
+            int(event.params.get("receivedBytes") or 0), int(event.params.get("totalBytes") or 0)
+        )
         if state == "inProgress" and size <= self.max_bytes:
             return
         download.done = True
@@ -133,6 +137,7 @@ class Downloads:
     def take_notes(self) -> list[dict[str, Any]]:
         """What became of downloads since the last call (and those still running)."""
         taken, self.notes = self.notes, []
-        taken += [{"file": d.name, "url": d.url, "state": "downloading"}
-                  for d in self.running.values()]  # fmt: skip
+        taken += [
+            {"file": d.name, "url": d.url, "state": "downloading"} for d in self.running.values()
+        ]
         return taken
