@@ -17,6 +17,8 @@ from hermes.agent.tools.base import ToolError
 LOAD_SECONDS = 20.0  # a page's load event, at most
 SETTLE_SECONDS = 0.3  # after a click or a submit: did it start a navigation?
 SCREENSHOT_BYTES = 8 * 2**20
+DOWNLOADED = "net::ERR_ABORTED"  # a navigation that became a download ends so
+DOWNLOAD_BEGINS = 5.0  # seconds its download's start may take to be said
 URL_CHARS, TITLE_CHARS = 2000, 300  # of a page's, in an answer
 
 SELECT_JS = """function(value) {
@@ -67,7 +69,10 @@ class Page:
 
     async def open(self, url: str) -> dict[str, Any]:
         self.cdp.taken("Page.loadEventFired")
+        self.cdp.taken("Browser.downloadWillBegin")
         answer = await self.send("Page.navigate", {"url": url})
+        if answer.get("errorText") == DOWNLOADED:  # its download's start may come after
+            await self.cdp.wait_for("Browser.downloadWillBegin", DOWNLOAD_BEGINS)
         if answer.get("errorText"):
             return await self.where(error=answer["errorText"])
         await self._loaded()
