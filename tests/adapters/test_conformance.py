@@ -180,6 +180,7 @@ class ApiDriver:
     def __init__(self, serve: ApiServe) -> None:
         self.serve = serve
         self.answers: list[str] = []
+        self.by_ref: dict[str, str] = {}  # each message's answer, by its Idempotency-Key
 
     def _ask(self, text: str, ref: str) -> str:
         reply = self.serve.client().chat.completions.create(
@@ -189,7 +190,8 @@ class ApiDriver:
         return reply.choices[0].message.content
 
     async def say(self, text: str, ref: str) -> None:
-        self.answers.append(await in_thread(self._ask, text, ref))
+        self.by_ref[ref] = await in_thread(self._ask, text, ref)
+        self.answers.append(self.by_ref[ref])
 
     def start_saying(self, nursery: trio.Nursery, text: str, ref: str) -> None:
         async def say_ignoring_the_end() -> None:
@@ -199,8 +201,8 @@ class ApiDriver:
         nursery.start_soon(say_ignoring_the_end)
 
     async def say_again(self, text: str, ref: str) -> None:
-        """Sent again: the answer of its one turn, not another turn's."""
-        assert await in_thread(self._ask, text, ref) in self.answers
+        """Sent again: the answer of its own one turn, not another turn's."""
+        assert await in_thread(self._ask, text, ref) == self.by_ref[ref]
 
     def received(self) -> list[str]:
         return self.answers
