@@ -1,7 +1,7 @@
 """An ASGI app served on `host`:`port` by hypercorn's Trio worker, in an actor's nursery:
 the one way hermes listens over HTTP (the webhook listener, the API, the operator
 surfaces); and what a small ASGI app of hermes's own needs of the protocol (its
-lifespan, a body read up to a cap)."""
+lifespan, the request's headers, a body read up to a cap, a whole answer)."""
 
 from __future__ import annotations
 
@@ -60,3 +60,21 @@ async def read_body(receive: Any, cap: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+def headers_of(scope: dict[str, Any]) -> dict[str, str]:
+    """The request's headers, names lower-cased (the last of a repeated one)."""
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+async def respond(
+    send: Any,
+    status: int,
+    body: bytes,
+    content_type: str,
+    extra: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
+    """A whole answer: its status, its body with its type and length, and `extra` headers."""
+    headers = [(b"content-type", content_type.encode()), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers + list(extra)})
+    await send({"type": "http.response.body", "body": body})

@@ -22,7 +22,7 @@ import attrs
 from hermes.actors.actor import Actor
 from hermes.actors.address import Address
 from hermes.actors.errors import ActorStopped, CallTimeout
-from hermes.adapters.listening import listen, not_http, read_body
+from hermes.adapters.listening import headers_of, listen, not_http, read_body, respond
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +92,7 @@ class WebhookListener(Actor):
         if await not_http(scope, receive, send):
             return
         answer = await self._answer(scope, receive)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": answer.status,
-                "headers": [
-                    (b"content-type", answer.content_type.encode()),
-                    (b"content-length", str(len(answer.body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": answer.body})
+        await respond(send, answer.status, answer.body, answer.content_type)
 
     async def _answer(self, scope: dict[str, Any], receive: Any) -> WebhookAnswer:
         path: str = scope["path"]
@@ -112,7 +102,7 @@ class WebhookListener(Actor):
             return WebhookAnswer(404, b"no such webhook\n")
         if scope["method"] not in ("GET", "POST"):
             return WebhookAnswer(405, b"GET or POST\n")
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = headers_of(scope)
         declared = headers.get("content-length", "0")
         if not declared.isdigit() or int(declared) > self.max_body:
             return WebhookAnswer(413, b"too large\n")

@@ -25,7 +25,7 @@ from hermes.actors.errors import HermesError, Unavailable
 from hermes.adapters.contract import InboundEvent
 from hermes.delivery.outbox_store import message_state
 from hermes.gateway.journal import first_since
-from hermes.gateway.pidfile import serve_holds
+from hermes.gateway.pidfile import holder_pid, serve_holds
 from hermes.gateway.serve import READY_LINE
 from hermes.home import HermesHome
 from hermes.state import maintenance
@@ -45,18 +45,10 @@ def log_path(home: HermesHome) -> Path:
     return home.logs / "setup-serve.log"
 
 
-def running_pid(home: HermesHome) -> int | None:
-    """The pid of the serve that holds this home, if one does."""
-    if not serve_holds(home.serve_pid):
-        return None
-    text = home.serve_pid.read_text().strip()
-    return int(text) if text.isdigit() else None
-
-
 def stop(home: HermesHome) -> bool:
     """SIGTERM the serve of this home (it drains) and wait until it let go; False if none
     ran."""
-    pid = running_pid(home)
+    pid = holder_pid(home.serve_pid)
     if pid is None:
         return False
     try:
@@ -88,7 +80,7 @@ def start(home: HermesHome) -> int:
     deadline = time.monotonic() + START_TIMEOUT
     while READY_LINE not in log.read_text(errors="replace"):
         if proc.poll() is not None:
-            other = running_pid(home)
+            other = holder_pid(home.serve_pid)
             if other is not None:
                 return other
             raise ServeFailed(f"hermes serve stopped at start: {tail(log)}")

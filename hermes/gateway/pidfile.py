@@ -64,3 +64,15 @@ def serve_holds(path: Path) -> bool:
     finally:
         os.close(fd)  # closing drops a lock we took
     return False
+
+
+def holder_pid(path: Path) -> int | None:
+    """The pid of the serve that holds this pid file now; None when none does (a killed
+    one leaves its pid behind, unlocked)."""
+    if not serve_holds(path):
+        return None
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None

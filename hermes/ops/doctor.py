@@ -41,6 +41,7 @@ from hermes.cron.jobs import Job
 from hermes.cron.settings import CronConfig
 from hermes.cron.store import list_jobs
 from hermes.delivery.outbox_store import DEAD, OutboxRow, listing
+from hermes.gateway.pidfile import holder_pid
 from hermes.gateway.settings import Config
 from hermes.home import HermesHome
 from hermes.state import maintenance
@@ -353,28 +354,10 @@ def check_jobs(path: Path, cron: CronConfig) -> CheckResult:
 # -- ports --------------------------------------------------------------------------------
 
 
-def serve_pid(home: HermesHome) -> int | None:
-    """The pid in HERMES_HOME/serve.pid if that process lives (serve empties the file
-    when it stops; a killed one leaves its pid, which then names no process)."""
-    try:
-        text = home.serve_pid.read_text().strip()
-    except OSError:
-        return None
-    if not text.isdigit():
-        return None
-    try:
-        os.kill(int(text), 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:  # alive, under another user
-        pass
-    return int(text)
-
-
 def check_ports(home: HermesHome, config: Config) -> list[CheckResult]:
     """The local endpoint's port, the operator surfaces' port, and the webhook listener's
     where a platform that is pushed to (WhatsApp) is enabled."""
-    pid = serve_pid(home)
+    pid = holder_pid(home.serve_pid)
     local = config.gateway.local
     results = [
         check_port("local port", "gateway.local", local.host, local.port, home.serve_port, pid)

@@ -44,7 +44,7 @@ from hermes.adapters.contract import (
     StepKind,
     TurnStep,
 )
-from hermes.adapters.listening import listen, not_http, read_body
+from hermes.adapters.listening import headers_of, listen, not_http, read_body, respond
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.waiting import Waiting
 from hermes.config import Secrets
@@ -153,7 +153,7 @@ class ApiAdapter(PlatformAdapter[ApiConfig]):
             raise ApiError(404, f"no such endpoint: {method} {path}", code="unknown_url")
         if method != routes[path]:
             raise ApiError(405, f"{path} takes {routes[path]}", code="method_not_allowed")
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = headers_of(scope)
         user = self._user(headers)
         if path == "/v1/models":
             names = list(dict.fromkeys(["hermes", self.model or "hermes"]))
@@ -437,7 +437,4 @@ class _Reply:
 async def _json(
     send: Any, status: int, body: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
 ) -> None:
-    data = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers + list(extra)})
-    await send({"type": "http.response.body", "body": data})
+    await respond(send, status, json.dumps(body).encode(), "application/json", extra)
