@@ -165,6 +165,14 @@ class Serve:
             assert trio.current_time() < deadline, f"no {count} {state} row(s): {self.outbox()}"
             await trio.sleep(0.05)
 
+    async def until_journal(self, state: str, count: int, timeout: float = 30.0) -> None:
+        """Until `count` journal rows are in `state` (an answer that goes nowhere shows only
+        there): polled, as `until_outbox` polls."""
+        deadline = trio.current_time() + timeout
+        while sum(r[2] == state for r in await in_thread(self.journal)) < count:
+            assert trio.current_time() < deadline, f"no {count} {state}: {self.journal()}"
+            await trio.sleep(0.05)
+
     async def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return await rpc(self.home, self.port, method, params)
 

@@ -12,7 +12,6 @@ import uuid
 from typing import Any
 
 import httpx
-import trio
 import yaml
 
 from hermes.adapters.contract import ChatType, InboundEvent
@@ -89,14 +88,6 @@ class WebhookServe(TelegramServe):
         proc = super().start(*args)
         self.hooks = int(self.home.webhooks_port.read_text())
         return proc
-
-    async def until_journal(self, state: str, count: int, timeout: float = 30.0) -> None:
-        """Until `count` journal rows are in `state` (an answer that goes nowhere shows only
-        there): polled, as `until_outbox` polls the outbox."""
-        deadline = trio.current_time() + timeout
-        while sum(r[2] == state for r in await in_thread(self.journal)) < count:
-            assert trio.current_time() < deadline, f"no {count} {state}: {self.journal()}"
-            await trio.sleep(0.05)
 
     async def post(self, route: str, delivery: tuple[bytes, dict[str, str]]) -> httpx.Response:
         """POST a delivery to `route` on the webhook listener; its answer."""
