@@ -52,6 +52,10 @@ def at_least(minimum: int):
     return check
 
 
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""An environment variable's name, as a setting that names one (`*_env`, keys) must be."""
+
+
 def not_blank(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
     """A validator for text input that may be absent but never empty."""
     if value is not None and not value.strip():

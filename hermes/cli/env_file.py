@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from hermes.actors.errors import Invalid
+from hermes.config import VARIABLE_NAME
 from hermes.home import write_secret_file
-
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class BadSecret(Invalid):
@@ -26,7 +25,7 @@ def with_values(text: str, values: Mapping[str, str]) -> str:
     """.env's `text` with each of `values` set: its line replaced where the variable is
     (`NAME=`, `export NAME=`), else added at the end; every other line as it was."""
     for name, value in values.items():
-        if not NAME.fullmatch(name):
+        if not VARIABLE_NAME.fullmatch(name):
             raise BadSecret(f"{name!r} is not a variable name (letters, digits and _)")
         if "\n" in value or "\r" in value or "\0" in value:
             raise BadSecret(f"the value of {name} has a line break or NUL: .env cannot hold it")

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar
 
 import attrs
 
 from hermes.adapters.settings import Busy, PlatformConfig
-from hermes.config import BadValue, at_least, optional_seconds, port_number
-
-_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+from hermes.config import VARIABLE_NAME, BadValue, at_least, optional_seconds, port_number
 
 
 def _keys(_inst: Any, attr: attrs.Attribute, value: dict[str, str]) -> None:
     for variable, user in value.items():
-        if not _VARIABLE.fullmatch(variable):
+        if not VARIABLE_NAME.fullmatch(variable):
             raise BadValue(f"{attr.name}: {variable!r} is not an environment variable's name")
         if not user.strip() or user != user.strip() or ":" in user:
             raise BadValue(

@@ -17,7 +17,7 @@ from hermes.adapters.contract import HOME, NOWHERE
 from hermes.adapters.registry import NAMES, PLATFORMS
 from hermes.adapters.settings import Busy, PlatformConfig
 from hermes.adapters.webhook.template import Template, TemplateError
-from hermes.config import BadValue, Role, at_least, optional_seconds
+from hermes.config import VARIABLE_NAME, BadValue, Role, at_least, optional_seconds
 
 Signing = Literal["github", "generic"]
 ROUTE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a path segment, and a session's chat
@@ -43,7 +43,7 @@ def _header(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
 
 
 def _variable(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
-    if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+    if value is not None and not VARIABLE_NAME.fullmatch(value):
         raise BadValue(f"{attr.name}: {value!r} is not the name of an environment variable")
 
 
