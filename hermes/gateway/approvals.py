@@ -130,13 +130,13 @@ def buttons(request_id: str) -> tuple[Button, ...]:
 def prompt_target(
     conn: apsw.Connection,
     ctx: ToolContext,
+    where: Target | None,
     owners: frozenset[str],
     platforms: dict[str, PlatformConfig],
 ) -> Target | None:
-    """Where the owner is asked (None: nowhere in a chat, the CLI and the dashboard): where
-    the turn's answers go when its sender is an owner; else an owner's latest DM on that
-    platform, else its home channel, else that chat."""
-    where = asked_at(ctx.origin)
+    """Where the owner is asked (None: nowhere in a chat, the CLI and the dashboard):
+    `where`, the turn's (`asked_at`), when its sender is an owner; else an owner's latest
+    DM on that platform, else its home channel, else `where`."""
     if where is None or ctx.caller.is_owner:
         return where
     marks = ",".join("?" * len(owners)) or "NULL"
@@ -209,7 +209,9 @@ class Approvals:
 
         def open_and_prompt(conn: apsw.Connection, now: float) -> Approval:
             target = (
-                None if self.waits.draining else prompt_target(conn, ctx, owners, self.platforms)
+                None
+                if self.waits.draining
+                else prompt_target(conn, ctx, where, owners, self.platforms)
             )
             asked = attrs.evolve(new, asked_in=str(target) if target is not None else None)
             request = open_approval(conn, asked, now)
