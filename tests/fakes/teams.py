@@ -134,6 +134,7 @@ class FakeTeams(Fake):
         self._typing: list[dict[str, Any]] = []
         self._updates: list[dict[str, Any]] = []
         self._uploads: list[dict[str, Any]] = []
+        self._refused: list[dict[str, Any]] = []  # calls answered with an injected fault
         self._deliveries: list[dict[str, Any]] = []
         self._lanes: dict[str, threading.Lock] = {}
         self.token_grants = self.token_refusals = 0
@@ -156,6 +157,7 @@ class FakeTeams(Fake):
     typing = observed("_typing", "Typing activities the bot sent.")
     updates = observed("_updates", "Edits (PUTs) of the bot's activities, in order.")
     uploads = observed("_uploads", "Files PUT to upload URLs.")
+    refused = observed("_refused", "Connector calls answered with an injected fault.")
     deliveries = observed("_deliveries", "Every attempt to deliver an activity to hermes.")
 
     # -- controls ----------------------------------------------------------------------
@@ -270,6 +272,9 @@ class FakeTeams(Fake):
         if fault is None:
             return None
         status, code, wait = fault
+        with self._cond:
+            self._refused.append({"method": method, "status": status, "at": time.monotonic()})
+            self._cond.notify_all()
         headers = [] if wait is None else [("Retry-After", f"{wait:g}")]
         return Reply(status, {"error": {"code": code or str(status), "message": "injected"}},
                      headers)  # fmt: skip
