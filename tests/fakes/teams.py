@@ -339,12 +339,13 @@ class FakeTeams(Fake):
 
     def message(self, text: str = "", user: str = "29:ann", where: str = "personal",
                 thread: str | None = None, mention: bool = False, value: Any = None,
-                name: str | None = None, forge: str | None = None,
-                attachments: list[dict[str, Any]] | None = None) -> str:  # fmt: skip
+                name: str | None = None, forge: str | None = None, reply_to: str | None = None,
+                conversation: str | None = None) -> str:  # fmt: skip
         """A user's message delivered to hermes (see the module); its activity id. In a
-        channel, `thread` is the reply chain's root (None: the post starts one)."""
+        channel, `thread` is the reply chain's root (None: the post starts one);
+        `conversation` another's than the user's own personal chat (a press on a card)."""
         activity_id = f"{int(time.time() * 1000)}{next(self._numbers):04d}"
-        conversation = {"personal": personal(user), "group": GROUP}.get(where)
+        conversation = conversation or {"personal": personal(user), "group": GROUP}.get(where)
         if conversation is None:
             conversation = f"{CHANNEL};messageid={thread or activity_id}"
         entities = []
@@ -364,8 +365,8 @@ class FakeTeams(Fake):
         }  # fmt: skip
         if value is not None:
             activity["value"], activity["text"] = value, ""
-        if attachments:
-            activity["attachments"] = attachments
+        if reply_to:
+            activity["replyToId"] = reply_to
         self.deliver(activity, forge=forge)
         return activity_id
 
