@@ -137,6 +137,7 @@ class FakeTeams(Fake):
         self._refused: list[dict[str, Any]] = []  # calls answered with an injected fault
         self._deliveries: list[dict[str, Any]] = []
         self._lanes: dict[str, threading.Lock] = {}
+        self._activities: dict[str, dict[str, Any]] = {}  # every activity delivered, by id
         self.token_grants = self.token_refusals = 0
         self.metadata_fetches = self.key_fetches = 0
         self._client = httpx.Client(timeout=30.0)
@@ -393,9 +394,16 @@ class FakeTeams(Fake):
         """POST `activity` to hermes from a thread, retried until a 2xx (a forgery once)."""
         lane = str(activity.get("conversation", {}).get("id", "")).partition(";")[0]
         with self._cond:
+            self._activities[str(activity.get("id"))] = copy_json(activity)
             lock = self._lanes.setdefault(lane, threading.Lock())
         threading.Thread(target=self._deliver, args=(copy_json(activity), forge, lock),
                          daemon=True).start()  # fmt: skip
+
+    def deliver_again(self, activity_id: str) -> None:
+        """The same activity once more (the connector retries what it could not confirm)."""
+        with self._cond:
+            activity = self._activities[activity_id]
+        self.deliver(activity)
 
     def _deliver(self, activity: dict[str, Any], forge: str | None, lock: threading.Lock) -> None:
         with lock:
