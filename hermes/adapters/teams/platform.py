@@ -22,5 +22,5 @@ TEAMS = Platform(
     edits=True,
     webhook=True,
     max_upload=MAX_UPLOAD,
-    asks=("app_id", "token_env", "tenant_id"),
+    asks=("app_id", "token_env"),  # a single-tenant bot adds tenant_id by hand
 )
