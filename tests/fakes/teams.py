@@ -108,7 +108,7 @@ class FakeTeams(Fake):
     name = "teams"
     _other_verbs = ("PUT",)
     _CONTROLS = frozenset({"configure", "message"})
-    _STATE = ("sent", "deliveries", "typing", "updates")
+    _STATE = ("sent", "deliveries", "typing", "updates", "webhook_url")
     _channel_field = "conversation"
     _ROUTES = routes(
         ("POST", "/{tenant}/oauth2/v2.0/token", "_token"),
