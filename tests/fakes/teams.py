@@ -108,7 +108,15 @@ class FakeTeams(Fake):
     name = "teams"
     _other_verbs = ("PUT",)
     _CONTROLS = frozenset({"configure", "message"})
-    _STATE = ("sent", "deliveries", "typing", "updates", "webhook_url")
+    _STATE = (
+        "sent",
+        "deliveries",
+        "typing",
+        "updates",
+        "refused",
+        "internal_errors",
+        "webhook_url",
+    )
     _channel_field = "conversation"
     _ROUTES = routes(
         ("POST", "/{tenant}/oauth2/v2.0/token", "_token"),
@@ -158,7 +166,7 @@ class FakeTeams(Fake):
     typing = observed("_typing", "Typing activities the bot sent.")
     updates = observed("_updates", "Edits (PUTs) of the bot's activities, in order.")
     uploads = observed("_uploads", "Files PUT to upload URLs.")
-    refused = observed("_refused", "Connector calls answered with an injected fault.")
+    refused = observed("_refused", "Connector calls refused (injected faults, 401, 404, 413).")
     deliveries = observed("_deliveries", "Every attempt to deliver an activity to hermes.")
 
     # -- controls ----------------------------------------------------------------------
@@ -273,16 +281,21 @@ class FakeTeams(Fake):
         if fault is None:
             return None
         status, code, wait = fault
-        with self._cond:
-            self._refused.append({"method": method, "status": status, "at": time.monotonic()})
-            self._cond.notify_all()
         headers = [] if wait is None else [("Retry-After", f"{wait:g}")]
-        return Reply(status, {"error": {"code": code or str(status), "message": "injected"}},
-                     headers)  # fmt: skip
+        body = {"error": {"code": code or str(status), "message": "injected"}}
+        return self._refuse(method, Reply(status, body, headers))
+
+    def _refuse(self, method: str, reply: Reply) -> Reply:
+        """`reply`, a refusal, recorded in `refused`."""
+        with self._cond:
+            self._refused.append({"method": method, "status": reply.status,
+                                  "at": time.monotonic()})  # fmt: skip
+            self._cond.notify_all()
+        return reply
 
     def _post(self, request: TrackedHandler, raw: bytes, conversation: str, **_: str) -> Reply:
         if not self._authorized(request):
-            return Reply(401, DENIED)
+            return self._refuse("send", Reply(401, DENIED))
         activity = decode_object("application/json", raw)
         with self._cond:
             if activity.get("type") == "typing":
@@ -306,15 +319,18 @@ class FakeTeams(Fake):
     def _put(self, request: TrackedHandler, raw: bytes, conversation: str, activity: str,
              **_: str) -> Reply:  # fmt: skip
         if not self._authorized(request):
-            return Reply(401, DENIED)
+            return self._refuse("edit", Reply(401, DENIED))
         body = decode_object("application/json", raw)
         refused = self._fault("edit") or self._too_large(body)
         if refused is not None:
             return refused
         with self._cond:
             shown = self._messages.get(activity)
-            if shown is None or shown["conversation"] != conversation:
-                return Reply(404, {"error": {"code": "NotFound", "message": "no such activity"}})
+            missing = shown is None or shown["conversation"] != conversation
+        if missing:
+            error = {"error": {"code": "NotFound", "message": "no such activity"}}
+            return self._refuse("edit", Reply(404, error))
+        with self._cond:
             shown["text"] = body.get("text")
             shown["attachments"] = body.get("attachments") or []
             update = {"id": activity, "conversation": conversation, "text": shown["text"]}
@@ -325,7 +341,8 @@ class FakeTeams(Fake):
     def _too_large(self, activity: dict[str, Any]) -> Reply | None:
         if _utf16(str(activity.get("text") or "")) <= MAX_TEXT:
             return None
-        return Reply(413, {"error": {"code": "MessageSizeTooBig", "message": "too big"}})
+        body = {"error": {"code": "MessageSizeTooBig", "message": "too big"}}
+        return self._refuse("send", Reply(413, body))
 
     def _upload(self, request: TrackedHandler, raw: bytes, upload: str) -> Reply:
         with self._cond:
