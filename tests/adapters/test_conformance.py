@@ -8,7 +8,9 @@ second part (it acknowledges nothing to a platform: its answer is the acknowledg
 WhatsApp and Teams are pushed to (webhooks):
 they have no connection to keep alive, so the items about connections (deafness, a token
 refused at connect, bots) are the connected platforms' only; their deliveries come again,
-like the local endpoint's retries, so the replay step runs on them.
+like the local endpoint's retries, so the replay step runs on them; and anyone can post to
+their listener, so a delivery that is not proven (a wrong signature) must be refused and
+admit nothing.
 
 Through `hermes serve` as a real process (the first part): each driver speaks to serve
 the way its platform's users do (the local endpoint: a WebSocket client; the chat
@@ -891,6 +893,15 @@ class Seam:
         """A pushed platform delivers to the listener on `port` from now on."""
         raise NotImplementedError
 
+    def say_forged(self, text: str) -> str:
+        """A pushed platform: a message delivered by someone who cannot prove it is the
+        platform (a wrong signature); the event id it would be admitted under."""
+        raise NotImplementedError
+
+    async def refused(self, event_id: str) -> None:
+        """A pushed platform: until the listener refused that delivery (4xx)."""
+        raise NotImplementedError
+
 
 class TelegramSeam(Seam):
     """Telegram's adapter on the fake Bot API (polls held 1 s). It acknowledges an update
@@ -1125,6 +1136,14 @@ class WhatsAppSeam(Seam):
     def never_connected(self) -> bool:
         return self.wa.number_lookups == 0
 
+    def say_forged(self, text: str) -> str:
+        return self.wa.deliver_text(WHATSAPP_USER, text, bad_signature=True)
+
+    async def refused(self, event_id: str) -> None:
+        await in_thread(functools.partial(self.wa.wait_until, lambda f: any(
+            d["id"] == event_id and d["status_code"] == 403 for d in f.deliveries),
+            what="the forgery refused"))  # fmt: skip
+
 
 class TeamsSeam(Seam):
     """Teams's adapter behind a webhook listener in this process, on the fake Teams. It
@@ -1184,6 +1203,13 @@ class TeamsSeam(Seam):
 
     def never_connected(self) -> bool:
         return self.teams.token_grants == 0
+
+    def say_forged(self, text: str) -> str:
+        return f"{self.chat}/{self.teams.message(text, user=TEAMS_USER, forge='signature')}"
+
+    async def refused(self, event_id: str) -> None:
+        [attempt] = await in_thread(self.teams.wait_attempts, event_id.rsplit("/", 1)[1])
+        assert attempt["status_code"] == 401
 
 
 class EmailSeam(Seam):
@@ -1370,6 +1396,13 @@ def refusing(request, require_system) -> Iterator[Seam]:
         yield platform
 
 
+@pytest.fixture(params=[n for n, kind in sorted(SEAMS.items()) if kind.pushed])
+def pushed(request) -> Iterator[Seam]:
+    """A seam whose platform pushes to the webhook listener."""
+    with SEAMS[request.param]() as platform:
+        yield platform
+
+
 @pytest.fixture(params=[n for n, kind in sorted(SEAMS.items()) if hasattr(kind, "limit_receiving")])
 def limited(request) -> Iterator[Seam]:
     """A seam whose platform can rate-limit receiving (Telegram's getUpdates)."""
@@ -1440,6 +1473,18 @@ async def test_a_token_refused_at_connect_is_fatal_and_never_retried(refusing, j
         assert run.status.state == FATAL and "refused the token" in run.status.reason
         assert (run.restarts, len(run.incarnations)) == (0, 1)
     assert refusing.never_connected()
+
+
+@pytest.mark.timeout(60)
+async def test_a_pushed_delivery_not_proven_is_refused_and_admits_nothing(pushed):
+    admissions = Admissions()
+    async with adapter_on(pushed, admissions):
+        await pushed.connected()
+        forged = pushed.say_forged("forged")
+        await pushed.refused(forged)
+        real = pushed.say("real")
+        await admissions.wait_for(real)
+    assert admissions.ids == [real]
 
 
 RETRY_AFTER = 30
