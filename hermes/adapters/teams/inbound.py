@@ -81,14 +81,14 @@ def _text(activity: dict[str, Any], bot_id: str) -> tuple[str, bool]:
     for entity in activity.get("entities") or ():
         if not isinstance(entity, dict) or entity.get("type") != "mention":
             continue
-        if _dict(entity.get("mentioned")).get("id") != bot_id or not bot_id:
+        if not bot_id or _dict(entity.get("mentioned")).get("id") != bot_id:
             continue
         mentioned = True
         said = entity.get("text")
-        if isinstance(said, str) and said:
-            text = text.replace(said, "")
-    if mentioned:  # a mention whose entity text differs still reads <at>...</at>
-        text = re.sub(r"<at>[^<]{0,200}</at>", "", text, count=1) if "<at>" in text else text
+        if isinstance(said, str) and said in text:
+            text = text.replace(said, "", 1)
+        else:  # its entity says other words than the text shows: the first <at>...</at>
+            text = re.sub(r"<at>[^<]{0,200}</at>", "", text, count=1)
     return text.strip(), mentioned
 
 
