@@ -131,8 +131,10 @@ class TeamsAdapter(HttpAdapter[TeamsConfig]):
     async def _webhook(self, request: WebhookRequest) -> WebhookAnswer:
         if request.path:  # the messaging endpoint is /webhooks/<name> itself
             return WebhookAnswer(404, b"no such webhook\n")
-        if request.method != "POST" or self.keys is None:
+        if request.method != "POST":
             return WebhookAnswer(405, b"POST\n")
+        if self.keys is None:
+            return WebhookAnswer(503, b"not ready; send again\n")
         try:
             verified = await claims(self.keys, request.headers.get("authorization"), self.app_id)
             activity = json.loads(request.body)

@@ -49,9 +49,12 @@ class Keys:
         self.unknown_at = -float("inf")  # of the last fetch for an unknown key id
         self._lock = trio.Lock()
 
-    async def fetch(self) -> None:
-        """The metadata, then the keys it names; network errors and a 4xx pass through."""
+    async def fetch(self, unless_since: float | None = None) -> None:
+        """The metadata, then the keys it names (not again when a fetch ended after
+        `unless_since` while this one waited); network errors and a 4xx pass through."""
         async with self._lock:
+            if unless_since is not None and self.fetched_at > unless_since:
+                return
             metadata = await self._json(self.openid_url)
             uri = metadata.get("jwks_uri") if isinstance(metadata, dict) else None
             if not isinstance(uri, str) or not uri.startswith(("https://", "http://")):
@@ -82,18 +85,18 @@ class Keys:
         minute at most when none has that id."""
         now = trio.current_time()
         if now - self.fetched_at > KEPT:
-            await self._refetch()
+            await self._refetch(now)
         if kid not in self.keys and now - self.unknown_at >= UNKNOWN_GAP:
             self.unknown_at = now
-            await self._refetch()
+            await self._refetch(now)
         found = self.keys.get(kid)
         if found is None:
             raise Refused(f"no signing key {kid[:40]!r}")
         return found
 
-    async def _refetch(self) -> None:
+    async def _refetch(self, asked_at: float) -> None:
         try:
-            await self.fetch()
+            await self.fetch(asked_at)
         except (httpx.HTTPError, ValueError) as exc:
             log.warning("the Bot Framework's signing keys could not be fetched: %r", exc)
             self.fetched_at = trio.current_time() - KEPT + UNKNOWN_GAP  # again in a minute
