@@ -26,6 +26,7 @@ NAMES = (
     "signal",
     "webhook",
     "api",
+    "teams",
 )
 DEFAULT_LIMIT = Limit(4000, "chars")  # a platform hermes does not know (a mirror of one)
 

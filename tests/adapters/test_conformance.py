@@ -1,14 +1,16 @@
 """The adapter conformance kit: what every adapter and its fake must show, parametrized over
 the adapters: the local endpoint, the OpenAI-compatible API, Telegram, Slack, Discord,
-WhatsApp, email, Matrix and Signal (built in, against their fakes in tests/fakes/; the
-API's client is the official `openai` package). The API is a server like the local
+WhatsApp, email, Matrix, Signal and Teams (built in, against their fakes in tests/fakes/;
+the API's client is the official `openai` package). The API is a server like the local
 endpoint (the first part's items that are not about connections run on it; a request
 sent again with its Idempotency-Key is its replay), and has no seam of its own for the
 second part (it acknowledges nothing to a platform: its answer is the acknowledgement).
-WhatsApp is pushed to (webhooks):
-it has no connection to keep alive, so the items about connections (deafness, a token
-refused at connect, bots) are the connected platforms' only; its deliveries come again,
-like the local endpoint's retries, so the replay step runs on it.
+WhatsApp and Teams are pushed to (webhooks):
+they have no connection to keep alive, so the items about connections (deafness, a token
+refused at connect, bots) are the connected platforms' only; their deliveries come again,
+like the local endpoint's retries, so the replay step runs on them; and anyone can post to
+their listener, so a delivery that is not proven (a wrong signature) must be refused and
+admit nothing.
 
 Through `hermes serve` as a real process (the first part): each driver speaks to serve
 the way its platform's users do (the local endpoint: a WebSocket client; the chat
@@ -81,6 +83,8 @@ from hermes.adapters.matrix.config import MatrixConfig
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.slack.config import SlackConfig
+from hermes.adapters.teams.adapter import TeamsAdapter
+from hermes.adapters.teams.config import TeamsConfig
 from hermes.adapters.telegram.adapter import TelegramAdapter
 from hermes.adapters.telegram.config import TelegramConfig
 from hermes.adapters.webhooks import WebhookListener
@@ -106,6 +110,8 @@ from tests.adapters.signal.serving import SignalServe
 from tests.adapters.slack.serving import APP_VAR as SLACK_APP_VAR
 from tests.adapters.slack.serving import BOT_VAR as SLACK_BOT_VAR
 from tests.adapters.slack.serving import SlackServe
+from tests.adapters.teams.serving import ANN as TEAMS_USER
+from tests.adapters.teams.serving import TeamsServe
 from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
 from tests.adapters.telegram.serving import TOKEN_VAR as TELEGRAM_VAR
 from tests.adapters.telegram.serving import TelegramServe
@@ -129,6 +135,10 @@ from tests.fakes.signal import FakeSignal
 from tests.fakes.slack import APP_TOKEN as SLACK_APP_TOKEN
 from tests.fakes.slack import BOT_TOKEN as SLACK_TOKEN
 from tests.fakes.slack import FakeSlack
+from tests.fakes.teams import APP_ID as TEAMS_APP_ID
+from tests.fakes.teams import SECRET as TEAMS_SECRET
+from tests.fakes.teams import FakeTeams
+from tests.fakes.teams import personal as teams_personal
 from tests.fakes.telegram import FakeTelegram, parse_markdown_v2
 from tests.fakes.whatsapp import APP_SECRET as WHATSAPP_SECRET
 from tests.fakes.whatsapp import PHONE_NUMBER_ID as WHATSAPP_NUMBER
@@ -380,6 +390,35 @@ class WhatsAppDriver:
         return [s["text"] for s in self.wa.sent]
 
 
+class TeamsDriver:
+    """A Teams user in their personal chat with the bot: activities the fake delivers to
+    serve's webhook, signed as the Bot Framework signs them."""
+
+    name = "teams"
+    replays = True  # the connector sends again what was not answered 2xx
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.teams: FakeTeams = serve.platform
+        self.ids: dict[str, str] = {}  # the kit's ref -> the activity's id
+
+    async def say(self, text: str, ref: str) -> None:
+        before = len(self.teams.sent)
+        self.start_saying(None, text, ref)
+        await in_thread(self.teams.wait_sent, before + 1, 30.0)
+
+    def start_saying(self, nursery: trio.Nursery | None, text: str, ref: str) -> None:
+        self.ids[ref] = self.teams.message(text, user=TEAMS_USER)
+
+    async def say_again(self, text: str, ref: str) -> None:
+        self.teams.deliver_again(self.ids[ref])
+        [_, again] = await in_thread(self.teams.wait_attempts, self.ids[ref], 2)
+        assert again["status_code"] == 200  # taken: recognised, or not
+
+    def received(self) -> list[str]:
+        return [s["text"] for s in self.teams.sent]
+
+
 class EmailDriver:
     """An email user: mails delivered into hermes's INBOX on Dovecot, vouched for by the
     trusted receiving server; the answers are what the SMTP server took in."""
@@ -603,6 +642,8 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
         fake, harness = FakeSlack(), SlackServe
     elif name == "whatsapp":
         fake, harness = FakeWhatsApp(), WhatsAppServe
+    elif name == "teams":
+        fake, harness = FakeTeams(), TeamsServe
     elif name.startswith("matrix"):
         fake, harness = FakeMatrix(), MatrixServe
     elif name == "signal":
@@ -614,7 +655,7 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
 
 
 DRIVERS = {"local": LocalDriver, "api": ApiDriver, "telegram": TelegramDriver, "slack": SlackDriver,
-           "discord": DiscordDriver, "whatsapp": WhatsAppDriver,
+           "discord": DiscordDriver, "whatsapp": WhatsAppDriver, "teams": TeamsDriver,
            "email": EmailDriver, "matrix": MatrixDriver,
            "matrix-encrypted": EncryptedMatrixDriver, "signal": SignalDriver}  # fmt: skip
 CONNECTED = (
@@ -852,6 +893,15 @@ class Seam:
         """A pushed platform delivers to the listener on `port` from now on."""
         raise NotImplementedError
 
+    def say_forged(self, text: str) -> str:
+        """A pushed platform: a message delivered by someone who cannot prove it is the
+        platform (a wrong signature); the event id it would be admitted under."""
+        raise NotImplementedError
+
+    async def refused(self, event_id: str) -> None:
+        """A pushed platform: until the listener refused that delivery (4xx)."""
+        raise NotImplementedError
+
 
 class TelegramSeam(Seam):
     """Telegram's adapter on the fake Bot API (polls held 1 s). It acknowledges an update
@@ -1086,6 +1136,81 @@ class WhatsAppSeam(Seam):
     def never_connected(self) -> bool:
         return self.wa.number_lookups == 0
 
+    def say_forged(self, text: str) -> str:
+        return self.wa.deliver_text(WHATSAPP_USER, text, bad_signature=True)
+
+    async def refused(self, event_id: str) -> None:
+        await in_thread(functools.partial(self.wa.wait_until, lambda f: any(
+            d["id"] == event_id and d["status_code"] == 403 for d in f.deliveries),
+            what="the forgery refused"))  # fmt: skip
+
+
+class TeamsSeam(Seam):
+    """Teams's adapter behind a webhook listener in this process, on the fake Teams. It
+    acknowledges an activity by its 200; one not answered 2xx the connector sends again.
+    Its sends go to the configured connector (`base_url`): no activity named another."""
+
+    name = "teams"
+    adapter = TeamsAdapter
+    chat = teams_personal(TEAMS_USER)
+    send_path = b"/activities"
+    comes_again_while_held = True
+    pushed = True
+
+    def __init__(self, refusing: bool = False) -> None:
+        self.teams = self.fake = FakeTeams(secret="another-secret" if refusing else TEAMS_SECRET)
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        teams = self.teams
+        config = TeamsConfig(app_id=TEAMS_APP_ID, token_env="TEAMS_SECRET",
+                             base_url=base_url or teams.service_url, login_url=teams.url,
+                             openid_url=teams.openid_url)  # fmt: skip
+        return config, Secrets({"TEAMS_SECRET": TEAMS_SECRET}, frozenset())
+
+    def listening(self, port: int) -> None:
+        self.teams.configure(webhook_url=TeamsServe.webhook_url(port))
+
+    def sends_limited(self, seconds: float) -> None:
+        self.teams.fail(429, retry_after=seconds)
+
+    def sends_failing(self) -> None:
+        self.teams.fail(502, "ServiceError")
+
+    def sends_refused(self) -> None:
+        self.teams.fail(403, "BotNotInConversationRoster")
+
+    def sends_unauthorized(self) -> None:
+        self.teams.revoke_secret()  # the token refused, and no new one for the secret
+
+    def sent(self) -> list[str]:
+        return [s["text"] for s in self.teams.sent]
+
+    async def connected(self) -> None:
+        await in_thread(functools.partial(self.teams.wait_until,
+                                          lambda f: f.token_grants and f.metadata_fetches,
+                                          what="the token and the keys"))  # fmt: skip
+
+    def say(self, text: str) -> str:
+        return f"{self.chat}/{self.teams.message(text, user=TEAMS_USER)}"  # the event id
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        activity = event_id.rsplit("/", 1)[1]
+        assert all(d.get("status_code") != 200 for d in self.teams.deliveries
+                   if d["id"] == activity)  # fmt: skip
+
+    async def acknowledged(self, event_id: str) -> None:
+        await in_thread(self.teams.wait_delivered, event_id.rsplit("/", 1)[1])
+
+    def never_connected(self) -> bool:
+        return self.teams.token_grants == 0
+
+    def say_forged(self, text: str) -> str:
+        return f"{self.chat}/{self.teams.message(text, user=TEAMS_USER, forge='signature')}"
+
+    async def refused(self, event_id: str) -> None:
+        [attempt] = await in_thread(self.teams.wait_attempts, event_id.rsplit("/", 1)[1])
+        assert attempt["status_code"] == 401
+
 
 class EmailSeam(Seam):
     """Email's adapter on a real Dovecot and the test's SMTP server. It acknowledges a mail
@@ -1232,7 +1357,8 @@ def _position(token: str | None) -> int:
 
 
 SEAMS: dict[str, type[Seam]] = {
-    s.name: s for s in (TelegramSeam, SlackSeam, DiscordSeam, WhatsAppSeam, EmailSeam, MatrixSeam)
+    s.name: s
+    for s in (TelegramSeam, SlackSeam, DiscordSeam, WhatsAppSeam, TeamsSeam, EmailSeam, MatrixSeam)
 }
 
 
@@ -1267,6 +1393,13 @@ def refusing(request, require_system) -> Iterator[Seam]:
     """A seam whose fake knows another token than the adapter's."""
     require_servers(request.param, require_system)
     with SEAMS[request.param](refusing=True) as platform:
+        yield platform
+
+
+@pytest.fixture(params=[n for n, kind in sorted(SEAMS.items()) if kind.pushed])
+def pushed(request) -> Iterator[Seam]:
+    """A seam whose platform pushes to the webhook listener."""
+    with SEAMS[request.param]() as platform:
         yield platform
 
 
@@ -1340,6 +1473,18 @@ async def test_a_token_refused_at_connect_is_fatal_and_never_retried(refusing, j
         assert run.status.state == FATAL and "refused the token" in run.status.reason
         assert (run.restarts, len(run.incarnations)) == (0, 1)
     assert refusing.never_connected()
+
+
+@pytest.mark.timeout(60)
+async def test_a_pushed_delivery_not_proven_is_refused_and_admits_nothing(pushed):
+    admissions = Admissions()
+    async with adapter_on(pushed, admissions):
+        await pushed.connected()
+        forged = pushed.say_forged("forged")
+        await pushed.refused(forged)
+        real = pushed.say("real")
+        await admissions.wait_for(real)
+    assert admissions.ids == [real]
 
 
 RETRY_AFTER = 30

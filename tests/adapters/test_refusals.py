@@ -22,6 +22,8 @@ from hermes.adapters.refusals import Codes, Refusal, is_auth, result_of, retry_a
 from hermes.adapters.signal.adapter import CODES as SIGNAL
 from hermes.adapters.slack.adapter import CODES as SLACK
 from hermes.adapters.slack.api import refusal_of as slack_refusal
+from hermes.adapters.teams.adapter import CODES as TEAMS
+from hermes.adapters.teams.adapter import refusal_of as teams_refusal
 from hermes.adapters.telegram.adapter import CODES as TELEGRAM
 from hermes.adapters.telegram.api import ApiError, answered
 from hermes.adapters.telegram.api import refusal_of as telegram_refusal
@@ -51,6 +53,10 @@ def tg(code: int, description: str, **parameters: object) -> dict:
 
 def mx(errcode: str, **more: object) -> dict:
     return {"errcode": errcode, "error": "said", **more}
+
+
+def ms(code: str) -> dict:
+    return {"error": {"code": code, "message": "said"}}
 
 
 def wa(code: int) -> dict:
@@ -100,6 +106,17 @@ PLATFORMS: dict[str, tuple[Codes, Callable[[HttpAnswer], Refusal], dict[str, Htt
             "waited": http(429, wa(130429), **{"Retry-After": "7"}),
             "limited": http(400, wa(131056)),
             "down": http(500, wa(1)),
+        },
+    ),
+    "teams": (
+        TEAMS,
+        teams_refusal,
+        {
+            "revoked": http(401, {"message": "Authorization has been denied for this request."}),
+            "waited": http(429, None, **{"Retry-After": "7"}),
+            "limited": http(429, ms("TooManyRequests")),
+            "down": http(412, ms("PreconditionFailed")),  # a concurrent change: retried
+            "gone": http(404, ms("NotFound")),
         },
     ),
     "matrix": (

@@ -172,6 +172,7 @@ def test_limits_of_platforms():
         "slack": Limit(39000, "chars"),
         "local": Limit(1_000_000, "chars"),
         "whatsapp": Limit(4096, "chars"),
+        "teams": Limit(14000, "utf16"),
         "email": Limit(1_000_000, "chars"),
         "matrix": Limit(6000, "chars"),
         "signal": Limit(2000, "utf16"),
