@@ -105,8 +105,9 @@ class TeamsAdapter(HttpAdapter[TeamsConfig]):
         await super().on_start()
         assert self.http is not None
         secret = self.secrets.get(self.config.token_env) or ""
-        self.login = Login(self.http, self.config.login_url, self.config.tenant_id, self.app_id,
-                           secret)  # fmt: skip
+        self.login = Login(
+            self.http, self.config.login_url, self.config.tenant_id, self.app_id, secret
+        )
         self.keys = Keys(self.http, self.config.openid_url)
 
     async def connect(self) -> None:
@@ -182,8 +183,9 @@ class TeamsAdapter(HttpAdapter[TeamsConfig]):
             name, _, url = ref.partition("|")
             try:
                 with trio.fail_after(FILE_SECONDS):
-                    saved = await download(self.http, url, self.cache, Path(name).name or "file",
-                                           None, self.media)  # fmt: skip
+                    saved = await download(
+                        self.http, url, self.cache, Path(name).name or "file", None, self.media
+                    )
                 files.append(saved)
             except (httpx.HTTPError, MediaError, ValueError, OSError, trio.TooSlowError) as exc:
                 problems.append(f"[the file {name} could not be fetched: {exc!r}]")
@@ -276,8 +278,10 @@ class TeamsAdapter(HttpAdapter[TeamsConfig]):
             log.warning("%s: a consent answer without an upload URL", self.name)
             return
         size = file.size
-        headers = {"content-range": f"bytes 0-{max(size - 1, 0)}/{size}",
-                   "content-length": str(size)}  # fmt: skip
+        headers = {
+            "content-range": f"bytes 0-{max(size - 1, 0)}/{size}",
+            "content-length": str(size),
+        }
         try:
             async with self._files:
                 response = await self.http.put(target, content=pieces(file.path), headers=headers)

@@ -37,8 +37,12 @@ def consent_card(file: OutFile, key: str, caption: str) -> dict[str, Any]:
 def info_card(upload: dict[str, Any], name: str) -> dict[str, Any]:
     """The card showing the uploaded file in the chat (from the invoke's `uploadInfo`)."""
     content = {"uniqueId": upload.get("uniqueId"), "fileType": upload.get("fileType")}
-    return {"contentType": INFO, "contentUrl": upload.get("contentUrl"), "name": name,
-            "content": content}  # fmt: skip
+    return {
+        "contentType": INFO,
+        "contentUrl": upload.get("contentUrl"),
+        "name": name,
+        "content": content,
+    }
 
 
 async def pieces(path: str) -> AsyncIterator[bytes]:

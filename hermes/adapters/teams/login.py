@@ -30,8 +30,12 @@ class Login:
     ) -> None:
         self.http = http
         self.url = f"{login_url.rstrip('/')}/{tenant or MULTI_TENANT}/oauth2/v2.0/token"
-        self.form = {"grant_type": "client_credentials", "client_id": app_id,
-                     "client_secret": secret, "scope": SCOPE}  # fmt: skip
+        self.form = {
+            "grant_type": "client_credentials",
+            "client_id": app_id,
+            "client_secret": secret,
+            "scope": SCOPE,
+        }
         self.token: str | None = None
         self.until = -math.inf  # trio time it is used until
         self._lock = trio.Lock()
