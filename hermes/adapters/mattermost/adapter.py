@@ -185,14 +185,14 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
             if not isinstance(seq, int):
                 continue  # a reply to one of our actions
             self.settled()
-            missed = last is not None and seq != last + 1
+            if last is not None and seq != last + 1:  # this one too comes by the catch-up,
+                # which starts from the last admitted post: before what was missed
+                raise ConnectionEnded(f"{self.name}: events were missed (seq {last} to {seq})")
+            last = seq
             if frame.get("event") == "posted":
                 await self._posted(frame.get("data") or {})
             elif frame.get("event") == "user_added" and self._me_added(frame):
-                missed = True  # a channel joined: read it at once
-            if missed:
-                raise ConnectionEnded(f"{self.name}: events were missed (seq {last} to {seq})")
-            last = seq
+                raise ConnectionEnded(f"{self.name}: added to a channel; reading it")
 
     def _me_added(self, frame: dict[str, Any]) -> bool:
         return (frame.get("data") or {}).get("user_id") == self.bot["id"]
