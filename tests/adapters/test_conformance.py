@@ -78,6 +78,8 @@ from hermes.adapters.email.adapter import EmailAdapter
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.matrix.adapter import MatrixAdapter
 from hermes.adapters.matrix.config import MatrixConfig
+from hermes.adapters.mattermost.adapter import MattermostAdapter
+from hermes.adapters.mattermost.config import MattermostConfig
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.slack.config import SlackConfig
@@ -99,6 +101,8 @@ from tests.adapters.email.serving import EmailServe, MailServers, mail
 from tests.adapters.inprocess import Admissions, Running, running
 from tests.adapters.matrix.serving import TOKEN_VAR as MATRIX_VAR
 from tests.adapters.matrix.serving import MatrixServe, element
+from tests.adapters.mattermost.serving import TOKEN_VAR as MATTERMOST_VAR
+from tests.adapters.mattermost.serving import MattermostServe
 from tests.adapters.relay import HeldRelay
 from tests.adapters.serving import Serve, in_thread, serving, until_line
 from tests.adapters.signal.serving import KEEPALIVE as SIGNAL_KEEPALIVE
@@ -123,6 +127,8 @@ from tests.fakes.matrix import HERMES as MATRIX_BOT
 from tests.fakes.matrix import HERMES_TOKEN as MATRIX_TOKEN
 from tests.fakes.matrix import FakeMatrix
 from tests.fakes.matrix_client import Received
+from tests.fakes.mattermost import BOT_TOKEN as MATTERMOST_TOKEN
+from tests.fakes.mattermost import FakeMattermost
 from tests.fakes.openai import text_answer
 from tests.fakes.signal import ALICE as SIGNAL_USER
 from tests.fakes.signal import FakeSignal
@@ -297,6 +303,59 @@ class SlackDriver:
     async def say_as_bot(self, text: str) -> None:
         event = self.slack.message(text, bot_id="B9")
         await in_thread(self.slack.wait_acked, event, 30.0)
+
+
+class MattermostDriver:
+    """A Mattermost user: DMs injected into the fake, pushed on its WebSocket. The socket
+    replays nothing and the catch-up brings only posts newer than the last admitted one,
+    so nothing admitted comes again; a post made before serve first connected is before
+    where its catch-up starts, so a user speaks once serve is connected."""
+
+    name = "mattermost"
+    replays = False
+    deaf_restarts = True
+    token = MATTERMOST_TOKEN
+    fatal = "session_expired"
+    revoked_by_drop = False  # the sockets close, the reconnect's users/me is refused
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.mm: FakeMattermost = serve.platform
+
+    async def say(self, text: str, ref: str) -> None:
+        await in_thread(self.mm.wait_authenticated, 1)
+        before = len(self.mm.sent)
+        self.mm.message(text)
+        await in_thread(self.mm.wait_sent, before + 1, 30.0)
+
+    def start_saying(self, nursery: trio.Nursery, text: str, ref: str) -> None:
+        async def once_connected() -> None:
+            await in_thread(self.mm.wait_authenticated, 1)
+            self.mm.message(text)
+
+        nursery.start_soon(once_connected)
+
+    def received(self) -> list[str]:
+        return [s["message"] for s in self.mm.sent]
+
+    def polls(self) -> int:
+        return len(self.mm.sockets)
+
+    def wait_polls(self, count: int, timeout: float = 30.0) -> None:
+        self.mm.wait_authenticated(count, timeout)
+
+    def deafen(self) -> None:
+        self.mm.half_open()
+
+    def undeafen(self) -> None:
+        """A half-open socket stays so; the new one is live."""
+
+    def revoke_token(self) -> None:
+        self.mm.revoke_token()
+
+    async def say_as_bot(self, text: str) -> None:
+        await in_thread(self.mm.wait_authenticated, 1)
+        self.mm.message(text, bot=True)  # the socket keeps order: seen before what follows
 
 
 class DiscordDriver:
@@ -607,6 +666,8 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
         fake, harness = FakeMatrix(), MatrixServe
     elif name == "signal":
         fake, harness = FakeSignal(keepalive=SIGNAL_KEEPALIVE), SignalServe
+    elif name == "mattermost":
+        fake, harness = FakeMattermost(), MattermostServe
     else:
         fake, harness = FakeDiscord(), DiscordServe
     with fake, serving(harness, fake, home, model) as serve:
@@ -616,13 +677,15 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
 DRIVERS = {"local": LocalDriver, "api": ApiDriver, "telegram": TelegramDriver, "slack": SlackDriver,
            "discord": DiscordDriver, "whatsapp": WhatsAppDriver,
            "email": EmailDriver, "matrix": MatrixDriver,
-           "matrix-encrypted": EncryptedMatrixDriver, "signal": SignalDriver}  # fmt: skip
+           "matrix-encrypted": EncryptedMatrixDriver, "signal": SignalDriver,
+           "mattermost": MattermostDriver}  # fmt: skip
 CONNECTED = (
     "telegram",
     "slack",
     "discord",
     "email",
     "matrix",
+    "mattermost",
 )  # a connection to keep, a token, bots
 SYSTEM = {"email": (DOVECOT, ("dovecot-imapd",))}  # what a platform's servers need here
 
@@ -1226,13 +1289,85 @@ class MatrixSeam(Seam):
         await in_thread(self.hs.wait_refused, 1)
 
 
+class MattermostSeam(Seam):
+    """Mattermost's adapter on the fake. Nothing is acknowledged on its WebSocket: the
+    adapter keeps the time of the last admitted post, and a new connection catches up
+    from it; so a post is acknowledged once a catch-up starts at or past it (shown by
+    cutting the socket and posting once more while it is down)."""
+
+    name = "mattermost"
+    adapter = MattermostAdapter
+    chat = "dm-ann"
+    send_path = b"POST /api/v4/posts "
+
+    def __init__(self, refusing: bool = False) -> None:
+        token = "another-token" if refusing else MATTERMOST_TOKEN
+        self.mm = self.fake = FakeMattermost(token=token)
+        self.mm.join(self.chat, "D")  # the DM sends go to
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        config = MattermostConfig(token_env=MATTERMOST_VAR, base_url=base_url or self.mm.url,
+                                  idle_timeout=3)  # fmt: skip
+        return config, Secrets({MATTERMOST_VAR: MATTERMOST_TOKEN}, frozenset())
+
+    def sends_limited(self, seconds: float) -> None:
+        self.mm.fail("create", 429, reset=seconds)
+
+    def sends_failing(self) -> None:
+        self.mm.fail("create", 500, "app.internal.app_error")
+
+    def sends_refused(self) -> None:
+        self.mm.fail("create", 403, "api.context.permissions.app_error")
+
+    def sends_unauthorized(self) -> None:
+        self.mm.fail("create", 401, "api.context.session_expired.app_error")
+
+    def sent(self) -> list[str]:
+        return [s["message"] for s in self.mm.sent]
+
+    async def connected(self) -> None:
+        await in_thread(self.mm.wait_authenticated, 1)
+
+    def say(self, text: str) -> str:
+        return self.mm.message(text)  # the post's id
+
+    def _past(self, event_id: str) -> bool:
+        created = self.mm.created_at(event_id)
+        return any(c["since"] >= created for c in self.mm.catchups)
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        assert not self._past(event_id)
+
+    async def acknowledged(self, event_id: str) -> None:
+        while not self._past(event_id):
+            await in_thread(self._caught_up_again)
+
+    def _caught_up_again(self) -> None:
+        """Cut the socket, post while it is down, and wait for the catch-up that brings it."""
+        before = len(self.mm.catchups)
+        self.mm.drop(then="probe")
+        self.mm.wait_until(lambda f: len(f.catchups) > before, 30.0, "a catch-up")
+
+    def never_connected(self) -> bool:
+        return self.mm.sockets == []
+
+
 def _position(token: str | None) -> int:
     """A sync token's place in the fake's stream (`s<N>`; none: before everything)."""
     return int(token[1:]) if token else -1
 
 
 SEAMS: dict[str, type[Seam]] = {
-    s.name: s for s in (TelegramSeam, SlackSeam, DiscordSeam, WhatsAppSeam, EmailSeam, MatrixSeam)
+    s.name: s
+    for s in (
+        TelegramSeam,
+        SlackSeam,
+        DiscordSeam,
+        WhatsAppSeam,
+        EmailSeam,
+        MatrixSeam,
+        MattermostSeam,
+    )
 }
 
 

@@ -175,10 +175,14 @@ class FakeMattermost(WebSocketFake):
             self._revoked = True
             self._close_all()
 
-    def drop(self) -> int:
-        """Cut every open socket (a network failure); how many."""
+    def drop(self, then: str | None = None) -> int:
+        """Cut every open socket (a network failure); how many. `then`: the text of a post
+        made before a new socket can open (only a catch-up brings it)."""
         with self._cond:
-            return self._close_all()
+            cut = self._close_all()
+            if then is not None:
+                self.message(then)
+            return cut
 
     def half_open(self) -> None:
         """The newest socket goes silent both ways."""

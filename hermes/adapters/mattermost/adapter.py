@@ -36,7 +36,8 @@ import httpx
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
-from hermes.adapters.base import AdapterFatal, AdapterSetup, ConnectionEnded, required
+from hermes.actors.link import FATAL
+from hermes.adapters.base import AdapterFatal, AdapterSetup, required
 from hermes.adapters.contract import (
     ChatType,
     Cursor,
@@ -121,27 +122,32 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
 
     # -- receiving --------------------------------------------------------------------
 
-    async def connect(self) -> None:
+    async def connect(self) -> str:
         required(self.secrets, self.config.token_env, self.platform)
         _server(self.config, self.platform)
         assert self.http is not None  # opened by on_start
         me, server_ms = await _me(self.http, self.base)
         self.bot = {"id": str(me.get("id") or ""), "username": str(me.get("username") or "")}
-        self.progress()
+        self._alive()
         await self._first_since(server_ms)
         async with open_websocket_url(socket_url(self.base), max_message_size=MAX_FRAME) as ws:
             challenge = {"seq": 1, "action": "authentication_challenge",
                          "data": {"token": self.token}}  # fmt: skip
-            await ws.send_message(json.dumps(challenge))
-            last = await self._authenticated(ws)
+            try:
+                await ws.send_message(json.dumps(challenge))
+                last = await self._authenticated(ws)
+            except ConnectionClosed:
+                return f"{self.name}: Mattermost closed the socket before it was authenticated"
             self.ws = ws
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._ping, ws)
                     await self._catch_up()
-                    await self._read(ws, last)
+                    why = await self._read(ws, last)
+                    nursery.cancel_scope.cancel()
             finally:
                 self.ws = None
+        return why
 
     async def _first_since(self, server_ms: int) -> None:
         """Where the catch-up starts: the last admitted post's time (kept in state.db);
@@ -167,32 +173,39 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
                 if frame.get("status") != "OK":
                     error = (frame.get("error") or {}).get("id") or "refused"
                     raise AdapterFatal(f"Mattermost refused the token ({error})")
-                self.progress()
+                self._alive()
                 return last
             if isinstance(frame.get("seq"), int):
                 last = frame["seq"]
 
-    async def _read(self, ws: WebSocketConnection, last: int | None) -> None:
+    async def _read(self, ws: WebSocketConnection, last: int | None) -> str:
+        """Events admitted until the connection must end: why."""
         while True:
             try:
                 frame = json.loads(await ws.get_message())
             except ValueError:
                 continue  # not JSON: nothing Mattermost sends
             except ConnectionClosed:
-                raise ConnectionEnded(f"{self.name}: Mattermost closed the socket") from None
-            self.progress()
+                return f"{self.name}: Mattermost closed the socket"
+            self._alive()
             seq = frame.get("seq")
             if not isinstance(seq, int):
                 continue  # a reply to one of our actions
             self.settled()
             if last is not None and seq != last + 1:  # this one too comes by the catch-up,
                 # which starts from the last admitted post: before what was missed
-                raise ConnectionEnded(f"{self.name}: events were missed (seq {last} to {seq})")
+                return f"{self.name}: events were missed (seq {last} to {seq})"
             last = seq
             if frame.get("event") == "posted":
                 await self._posted(frame.get("data") or {})
             elif frame.get("event") == "user_added" and self._me_added(frame):
-                raise ConnectionEnded(f"{self.name}: added to a channel; reading it")
+                return f"{self.name}: added to a channel; reading it"
+
+    def _alive(self) -> None:
+        """Progress, unless a send found the token refused meanwhile (the status keeps
+        saying why)."""
+        if self.status.state != FATAL:
+            self.progress()
 
     def _me_added(self, frame: dict[str, Any]) -> bool:
         return (frame.get("data") or {}).get("user_id") == self.bot["id"]
@@ -265,7 +278,7 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
                 if refusal.status == 401:
                     raise AdapterFatal(f"Mattermost refused the token ({refusal.code})") from None
                 raise
-            self.progress()
+            self._alive()
             return body
 
     async def _ping(self, ws: WebSocketConnection) -> None:
@@ -277,7 +290,7 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
             try:
                 with trio.move_on_after(every):
                     await ws.ping()
-                    self.progress()
+                    self._alive()
             except ConnectionClosed:
                 return
 
