@@ -78,7 +78,7 @@ from hermes.adapters.email.adapter import EmailAdapter
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.matrix.adapter import MatrixAdapter
 from hermes.adapters.matrix.config import MatrixConfig
-from hermes.adapters.mattermost.adapter import MattermostAdapter
+from hermes.adapters.mattermost.adapter import CATCH_UP_MARGIN_MS, MattermostAdapter
 from hermes.adapters.mattermost.config import MattermostConfig
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.slack.adapter import SlackAdapter
@@ -307,9 +307,9 @@ class SlackDriver:
 
 class MattermostDriver:
     """A Mattermost user: DMs injected into the fake, pushed on its WebSocket. The socket
-    replays nothing and the catch-up brings only posts newer than the last admitted one,
-    so nothing admitted comes again; a post made before serve first connected is before
-    where its catch-up starts, so a user speaks once serve is connected."""
+    replays nothing; the catch-up brings again only posts of the margin before the last
+    admitted one, which the adapter knows (tests/adapters/mattermost shows it); a user
+    speaks once serve is connected, as the catch-up of the first start is not its test."""
 
     name = "mattermost"
     replays = False
@@ -1292,8 +1292,8 @@ class MatrixSeam(Seam):
 class MattermostSeam(Seam):
     """Mattermost's adapter on the fake. Nothing is acknowledged on its WebSocket: the
     adapter keeps the time of the last admitted post, and a new connection catches up
-    from it; so a post is acknowledged once a catch-up starts at or past it (shown by
-    cutting the socket and posting once more while it is down)."""
+    from the margin before it; so a post is acknowledged once a catch-up starts from it
+    or a later one (shown by cutting the socket and posting once more while it is down)."""
 
     name = "mattermost"
     adapter = MattermostAdapter
@@ -1333,7 +1333,7 @@ class MattermostSeam(Seam):
 
     def _past(self, event_id: str) -> bool:
         created = self.mm.created_at(event_id)
-        return any(c["since"] >= created for c in self.mm.catchups)
+        return any(c["since"] + CATCH_UP_MARGIN_MS >= created for c in self.mm.catchups)
 
     async def still_unacknowledged(self, event_id: str) -> None:
         assert not self._past(event_id)

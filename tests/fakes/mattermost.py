@@ -133,13 +133,15 @@ class FakeMattermost(WebSocketFake):
     def message(self, text: str, user: str = "ann", channel: str | None = None,
                 kind: str = "D", root_id: str = "", mention: bool = False,
                 bot: bool = False, lost: bool = False, again: bool = False,
-                file: tuple[str, str] | None = None) -> str:  # fmt: skip
+                file: tuple[str, str] | None = None, at: int | None = None) -> str:  # fmt: skip
         """A user's post (in their DM by default; `kind` O for a channel, `mention` puts
-        `@hermes` first, `file` (name, text) attaches one); its id."""
+        `@hermes` first, `file` (name, text) attaches one; `at` its create_at, as a post
+        a node took then and committed now); its id."""
         with self._cond:
             channel = channel or (f"dm-{user}" if kind == "D" else TOWN)
             kind = self._channel(channel, kind)["type"]
-            post = self._post(user, channel, f"@{BOT_NAME} {text}" if mention else text, root_id)
+            text = f"@{BOT_NAME} {text}" if mention else text
+            post = self._post(user, channel, text, root_id, at)
             if bot:
                 post["props"] = {"from_bot": "true"}
             if file is not None:
@@ -175,13 +177,14 @@ class FakeMattermost(WebSocketFake):
             self._revoked = True
             self._close_all()
 
-    def drop(self, then: str | None = None) -> int:
+    def drop(self, then: str | None = None, **post: Any) -> int:
         """Cut every open socket (a network failure); how many. `then`: the text of a post
-        made before a new socket can open (only a catch-up brings it)."""
+        (`post`: message's other arguments) made before a new socket can open (only a
+        catch-up brings it)."""
         with self._cond:
             cut = self._close_all()
             if then is not None:
-                self.message(then)
+                self.message(then, **post)
             return cut
 
     def half_open(self) -> None:
@@ -258,13 +261,15 @@ class FakeMattermost(WebSocketFake):
                                        "member": True}  # fmt: skip
         return self._channels[channel]
 
-    def _post(self, user: str, channel: str, text: str, root: str) -> dict[str, Any]:
-        now = self._now_ms()
+    def _post(
+        self, user: str, channel: str, text: str, root: str, at: int | None = None
+    ) -> dict[str, Any]:
+        now = self._now_ms() if at is None else at
         post = {"id": f"post{next(self._ids):022d}", "channel_id": channel, "user_id": user,
                 "root_id": root, "message": text, "create_at": now, "update_at": now,
                 "edit_at": 0, "delete_at": 0, "type": "", "props": {}, "file_ids": []}  # fmt: skip
         self._posts[post["id"]] = post
-        self._channels[channel]["last_post_at"] = now
+        self._channels[channel]["last_post_at"] = max(now, self._channels[channel]["last_post_at"])
         self._cond.notify_all()
         return post
 

@@ -4,14 +4,15 @@
 - Start: `GET /users/me` with the bot's token (its id and username; a refused token is
   fatal), the WebSocket opened and authenticated (`authentication_challenge`), then the
   catch-up: the WebSocket replays nothing it missed, so each of the bot's channels with
-  a post since the last admitted one (`last_post_at`) is read with `GET
-  /channels/{id}/posts?since=`, and its posts created after it are admitted in order.
+  a post since a margin before the last admitted one (`last_post_at`) is read with `GET
+  /channels/{id}/posts?since=`, and its posts created since then are admitted in order.
   The time of the last admitted post is committed with its admission (a Cursor), so a
   restart catches up from it too; at the very first start it is the server's time then.
   The channel list is read at every connection: a channel joined later is caught up.
 - Events: `posted` is admitted (inbound.py); a post that comes by the socket and by the
-  catch-up both is admitted once (the journal knows its id). Each event's `seq` rises by
-  one: a gap means events were missed, and the connection is ended, to catch up.
+  catch-up both is admitted once: the journal knows its id, and a post this connection's
+  adapter admitted within the margin is not handed to it again. Each event's `seq` rises
+  by one: a gap means events were missed, and the connection is ended, to catch up.
 - Liveness: every frame and every pong is progress; a ping goes out every third of the
   idle deadline; a half-open socket misses the deadline and is replaced.
 - Sends: `POST /posts` (a mention in a channel is answered in a thread under it), edits
@@ -30,6 +31,7 @@ import itertools
 import json
 import logging
 import time
+from collections import OrderedDict
 from typing import Any
 
 import httpx
@@ -79,6 +81,12 @@ log = logging.getLogger(__name__)
 
 MAX_FRAME = 4 * 1024 * 1024
 DAY_MS = 86_400_000
+# The catch-up starts this long before the last admitted post: `create_at` is the time a
+# server node took the post, not when it was committed, so a post of the same millisecond
+# or one taken a little earlier by another node (or another request) and committed later
+# would fall before the cursor. Posts in the margin come again; the journal admits each
+# id once.
+CATCH_UP_MARGIN_MS = 60_000
 ACTIONS = "actions"  # the listener's path for presses: /webhooks/<name>/actions
 FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
 
@@ -96,6 +104,7 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         self.bot = {"id": "", "username": ""}
         self.since_key = f"{setup.name}:since"
         self.since: int | None = None  # create_at (ms) of the last admitted post
+        self.recent: OrderedDict[str, int] = OrderedDict()  # admitted within the margin
         self.journal_days = setup.journal_days
         self.kinds: dict[str, str] = {}  # channel id -> its type (D, G, O, P)
         self.ws: WebSocketConnection | None = None
@@ -222,7 +231,10 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
     async def _take(
         self, post: dict[str, Any], kind: str, mentions: tuple[str, ...] = (), team: str = ""
     ) -> None:
-        """Admit a post, its time committed with it; skipped: what is no event."""
+        """Admit a post, its time committed with it; skipped: what is no event, and a post
+        admitted within the margin already (the catch-up brings those again)."""
+        if str(post.get("id")) in self.recent:
+            return
         try:
             event = post_event(post, kind, self.bot, self.base, self.platform, mentions, team)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -234,20 +246,25 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         kept = Cursor(self.since_key, str(created), rising=True) if self.cursors else None
         await self.admit(event, kept)
         self.since = max(self.since or 0, created)
+        self.recent[event.event_id] = created
+        while self.recent and next(iter(self.recent.values())) < self.since - CATCH_UP_MARGIN_MS:
+            self.recent.popitem(last=False)
 
     async def _catch_up(self) -> None:
-        """Every post of the bot's channels created after `since`, oldest first."""
+        """Every post of the bot's channels created since the margin before `since` (not
+        before the journal's days), oldest first."""
         assert self.http is not None and self.since is not None
-        since = max(self.since, int(time.time() * 1000) - int(self.journal_days * DAY_MS))
+        oldest = int(time.time() * 1000) - int(self.journal_days * DAY_MS)
+        since = max(self.since - CATCH_UP_MARGIN_MS, oldest)
         channels = await self._channels()
-        fresh = [c for c in channels if int(c.get("last_post_at") or 0) > since]
+        fresh = [c for c in channels if int(c.get("last_post_at") or 0) >= since]
         posts: list[tuple[int, str, dict[str, Any], str, str]] = []
         for channel in fresh:
             body = await self._get(f"channels/{channel['id']}/posts", since=since)
             found = body.get("posts") if isinstance(body, dict) else None
             for post in (found or {}).values():
                 created = post.get("create_at") if isinstance(post, dict) else None
-                if isinstance(created, int) and created > since:
+                if isinstance(created, int) and created >= since:
                     kind, team = str(channel.get("type") or ""), str(channel.get("team_id") or "")
                     posts.append((created, str(post.get("id")), post, kind, team))
         if posts:
