@@ -78,6 +78,9 @@ class _Socket(WebSocket):
     authed: bool = False
     seq: int = -1  # the last event's
 
+    def info(self) -> dict[str, Any]:
+        return {**super().info(), "authed": self.authed}
+
 
 class FakeMattermost(WebSocketFake):
     name = "Mattermost"
@@ -97,7 +100,7 @@ class FakeMattermost(WebSocketFake):
     )
     _CONTROLS = frozenset({"message", "fail", "drop", "half_open", "revoke_token", "press", "join"})
     _STATE = ("sent", "edits", "catchups", "typing", "presses", "refused", "uploads",
-              "downloads", "open_sockets")  # fmt: skip
+              "downloads", "open_sockets", "sockets", "received")  # fmt: skip
 
     def __init__(self, token: str = BOT_TOKEN) -> None:
         super().__init__()
