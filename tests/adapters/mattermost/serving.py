@@ -20,7 +20,7 @@ class MattermostServe(Serve):
     access = "    allow_all_users: true\n    group_policy: open\n"
 
     def tokens(self) -> dict[str, str]:
-        return {TOKEN_VAR: BOT_TOKEN, "HERMES_HOME": str(self.home.root)}
+        return {TOKEN_VAR: BOT_TOKEN}
 
     def settings(self) -> str:
         return (f"    token_env: {TOKEN_VAR}\n    base_url: '{self.platform.url}'\n"
