@@ -1,6 +1,6 @@
 """The adapter conformance kit: what every adapter and its fake must show, parametrized over
 the adapters: the local endpoint, the OpenAI-compatible API, Telegram, Slack, Discord,
-WhatsApp, email, Matrix and Signal (built in, against their fakes in tests/fakes/; the
+WhatsApp, email, Matrix, Signal and Mattermost (built in, against their fakes in tests/fakes/; the
 API's client is the official `openai` package). The API is a server like the local
 endpoint (the first part's items that are not about connections run on it; a request
 sent again with its Idempotency-Key is its replay), and has no seam of its own for the
@@ -33,6 +33,12 @@ the deadline (the daemon's event stream, its keep-alives the progress; a replaye
 message comes again); it has no bots and no token (the daemon holds the account), and
 nothing is acknowledged to the daemon (a reconnect names the last admitted event: the
 Signal tests show it).
+
+Mattermost is connected (a WebSocket, its events and pongs the progress; deaf is a
+half-open socket); a bot's post says `from_bot`. Its socket replays nothing: a new
+connection catches up by REST from a margin before the last admitted post, so its
+seam acknowledges by the `since` of a catch-up (tests/adapters/mattermost shows the
+catch-up through serve).
 
 The seam's own promises (the second part) are shown on each chat platform's adapter in
 this process (tests/adapters/inprocess.py) with an `admit` the kit holds open while it
