@@ -24,6 +24,7 @@ NAMES = (
     "email",
     "matrix",
     "signal",
+    "mattermost",
     "webhook",
     "api",
     "teams",

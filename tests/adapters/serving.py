@@ -100,9 +100,12 @@ class Serve:
         )
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
-        """Start serve without waiting for it to be ready."""
+        """Start serve on this harness's home without waiting for it to be ready (the
+        home is named in serve's environment: a serve shared by a module outlives the
+        test whose `home` fixture exported it)."""
+        env = {**os.environ, **self.tokens(), "HERMES_HOME": str(self.home.root)}
         proc = subprocess.Popen(
-            [*self.command, *args], env={**os.environ, **self.tokens()}, text=True,
+            [*self.command, *args], env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         self.procs.append(proc)

@@ -1,7 +1,7 @@
 """The adapter conformance kit: what every adapter and its fake must show, parametrized over
 the adapters: the local endpoint, the OpenAI-compatible API, Telegram, Slack, Discord,
-WhatsApp, email, Matrix, Signal and Teams (built in, against their fakes in tests/fakes/;
-the API's client is the official `openai` package). The API is a server like the local
+WhatsApp, email, Matrix, Signal, Teams and Mattermost (built in, against their fakes in
+tests/fakes/; the API's client is the official `openai` package). The API is a server like the local
 endpoint (the first part's items that are not about connections run on it; a request
 sent again with its Idempotency-Key is its replay), and has no seam of its own for the
 second part (it acknowledges nothing to a platform: its answer is the acknowledgement).
@@ -35,6 +35,12 @@ the deadline (the daemon's event stream, its keep-alives the progress; a replaye
 message comes again); it has no bots and no token (the daemon holds the account), and
 nothing is acknowledged to the daemon (a reconnect names the last admitted event: the
 Signal tests show it).
+
+Mattermost is connected (a WebSocket, its events and pongs the progress; deaf is a
+half-open socket); a bot's post says `from_bot`. Its socket replays nothing: a new
+connection catches up by REST from a margin before the last admitted post, so its
+seam acknowledges by the `since` of a catch-up (tests/adapters/mattermost shows the
+catch-up through serve).
 
 The seam's own promises (the second part) are shown on each chat platform's adapter in
 this process (tests/adapters/inprocess.py) with an `admit` the kit holds open while it
@@ -80,6 +86,8 @@ from hermes.adapters.email.adapter import EmailAdapter
 from hermes.adapters.email.config import EmailConfig
 from hermes.adapters.matrix.adapter import MatrixAdapter
 from hermes.adapters.matrix.config import MatrixConfig
+from hermes.adapters.mattermost.adapter import CATCH_UP_MARGIN_MS, MattermostAdapter
+from hermes.adapters.mattermost.config import MattermostConfig
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.slack.config import SlackConfig
@@ -103,6 +111,8 @@ from tests.adapters.email.serving import EmailServe, MailServers, mail
 from tests.adapters.inprocess import Admissions, Running, running
 from tests.adapters.matrix.serving import TOKEN_VAR as MATRIX_VAR
 from tests.adapters.matrix.serving import MatrixServe, element
+from tests.adapters.mattermost.serving import TOKEN_VAR as MATTERMOST_VAR
+from tests.adapters.mattermost.serving import MattermostServe
 from tests.adapters.relay import HeldRelay
 from tests.adapters.serving import Serve, in_thread, serving, until_line
 from tests.adapters.signal.serving import KEEPALIVE as SIGNAL_KEEPALIVE
@@ -129,6 +139,8 @@ from tests.fakes.matrix import HERMES as MATRIX_BOT
 from tests.fakes.matrix import HERMES_TOKEN as MATRIX_TOKEN
 from tests.fakes.matrix import FakeMatrix
 from tests.fakes.matrix_client import Received
+from tests.fakes.mattermost import BOT_TOKEN as MATTERMOST_TOKEN
+from tests.fakes.mattermost import FakeMattermost
 from tests.fakes.openai import text_answer
 from tests.fakes.signal import ALICE as SIGNAL_USER
 from tests.fakes.signal import FakeSignal
@@ -307,6 +319,59 @@ class SlackDriver:
     async def say_as_bot(self, text: str) -> None:
         event = self.slack.message(text, bot_id="B9")
         await in_thread(self.slack.wait_acked, event, 30.0)
+
+
+class MattermostDriver:
+    """A Mattermost user: DMs injected into the fake, pushed on its WebSocket. The socket
+    replays nothing; the catch-up brings again only posts of the margin before the last
+    admitted one, which the adapter knows (tests/adapters/mattermost shows it); a user
+    speaks once serve is connected, as the catch-up of the first start is not its test."""
+
+    name = "mattermost"
+    replays = False
+    deaf_restarts = True
+    token = MATTERMOST_TOKEN
+    fatal = "session_expired"
+    revoked_by_drop = False  # the sockets close, the reconnect's users/me is refused
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.mm: FakeMattermost = serve.platform
+
+    async def say(self, text: str, ref: str) -> None:
+        await in_thread(self.mm.wait_authenticated, 1)
+        before = len(self.mm.sent)
+        self.mm.message(text)
+        await in_thread(self.mm.wait_sent, before + 1, 30.0)
+
+    def start_saying(self, nursery: trio.Nursery, text: str, ref: str) -> None:
+        async def once_connected() -> None:
+            await in_thread(self.mm.wait_authenticated, 1)
+            self.mm.message(text)
+
+        nursery.start_soon(once_connected)
+
+    def received(self) -> list[str]:
+        return [s["message"] for s in self.mm.sent]
+
+    def polls(self) -> int:
+        return len(self.mm.sockets)
+
+    def wait_polls(self, count: int, timeout: float = 30.0) -> None:
+        self.mm.wait_authenticated(count, timeout)
+
+    def deafen(self) -> None:
+        self.mm.half_open()
+
+    def undeafen(self) -> None:
+        """A half-open socket stays so; the new one is live."""
+
+    def revoke_token(self) -> None:
+        self.mm.revoke_token()
+
+    async def say_as_bot(self, text: str) -> None:
+        await in_thread(self.mm.wait_authenticated, 1)
+        self.mm.message(text, bot=True)  # the socket keeps order: seen before what follows
 
 
 class DiscordDriver:
@@ -648,6 +713,8 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
         fake, harness = FakeMatrix(), MatrixServe
     elif name == "signal":
         fake, harness = FakeSignal(keepalive=SIGNAL_KEEPALIVE), SignalServe
+    elif name == "mattermost":
+        fake, harness = FakeMattermost(), MattermostServe
     else:
         fake, harness = FakeDiscord(), DiscordServe
     with fake, serving(harness, fake, home, model) as serve:
@@ -657,13 +724,15 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
 DRIVERS = {"local": LocalDriver, "api": ApiDriver, "telegram": TelegramDriver, "slack": SlackDriver,
            "discord": DiscordDriver, "whatsapp": WhatsAppDriver, "teams": TeamsDriver,
            "email": EmailDriver, "matrix": MatrixDriver,
-           "matrix-encrypted": EncryptedMatrixDriver, "signal": SignalDriver}  # fmt: skip
+           "matrix-encrypted": EncryptedMatrixDriver, "signal": SignalDriver,
+           "mattermost": MattermostDriver}  # fmt: skip
 CONNECTED = (
     "telegram",
     "slack",
     "discord",
     "email",
     "matrix",
+    "mattermost",
 )  # a connection to keep, a token, bots
 SYSTEM = {"email": (DOVECOT, ("dovecot-imapd",))}  # what a platform's servers need here
 
@@ -1351,6 +1420,69 @@ class MatrixSeam(Seam):
         await in_thread(self.hs.wait_refused, 1)
 
 
+class MattermostSeam(Seam):
+    """Mattermost's adapter on the fake. Nothing is acknowledged on its WebSocket: the
+    adapter keeps the time of the last admitted post, and a new connection catches up
+    from the margin before it; so a post is acknowledged once a catch-up starts from it
+    or a later one (shown by cutting the socket and posting once more while it is down)."""
+
+    name = "mattermost"
+    adapter = MattermostAdapter
+    chat = "dm-ann"
+    send_path = b"POST /api/v4/posts "
+
+    def __init__(self, refusing: bool = False) -> None:
+        token = "another-token" if refusing else MATTERMOST_TOKEN
+        self.mm = self.fake = FakeMattermost(token=token)
+        self.mm.join(self.chat, "D")  # the DM sends go to
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        config = MattermostConfig(token_env=MATTERMOST_VAR, base_url=base_url or self.mm.url,
+                                  idle_timeout=3)  # fmt: skip
+        return config, Secrets({MATTERMOST_VAR: MATTERMOST_TOKEN}, frozenset())
+
+    def sends_limited(self, seconds: float) -> None:
+        self.mm.fail("create", 429, reset=seconds)
+
+    def sends_failing(self) -> None:
+        self.mm.fail("create", 500, "app.internal.app_error")
+
+    def sends_refused(self) -> None:
+        self.mm.fail("create", 403, "api.context.permissions.app_error")
+
+    def sends_unauthorized(self) -> None:
+        self.mm.fail("create", 401, "api.context.session_expired.app_error")
+
+    def sent(self) -> list[str]:
+        return [s["message"] for s in self.mm.sent]
+
+    async def connected(self) -> None:
+        await in_thread(self.mm.wait_authenticated, 1)
+
+    def say(self, text: str) -> str:
+        return self.mm.message(text)  # the post's id
+
+    def _past(self, event_id: str) -> bool:
+        created = self.mm.created_at(event_id)
+        return any(c["since"] + CATCH_UP_MARGIN_MS >= created for c in self.mm.catchups)
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        assert not self._past(event_id)
+
+    async def acknowledged(self, event_id: str) -> None:
+        while not self._past(event_id):
+            await in_thread(self._caught_up_again)
+
+    def _caught_up_again(self) -> None:
+        """Cut the socket, post while it is down, and wait for the catch-up that brings it."""
+        before = len(self.mm.catchups)
+        self.mm.drop(then="probe")
+        self.mm.wait_until(lambda f: len(f.catchups) > before, 30.0, "a catch-up")
+
+    def never_connected(self) -> bool:
+        return self.mm.sockets == []
+
+
 def _position(token: str | None) -> int:
     """A sync token's place in the fake's stream (`s<N>`; none: before everything)."""
     return int(token[1:]) if token else -1
@@ -1358,7 +1490,16 @@ def _position(token: str | None) -> int:
 
 SEAMS: dict[str, type[Seam]] = {
     s.name: s
-    for s in (TelegramSeam, SlackSeam, DiscordSeam, WhatsAppSeam, TeamsSeam, EmailSeam, MatrixSeam)
+    for s in (
+        TelegramSeam,
+        SlackSeam,
+        DiscordSeam,
+        WhatsAppSeam,
+        TeamsSeam,
+        EmailSeam,
+        MatrixSeam,
+        MattermostSeam,
+    )
 }
 
 

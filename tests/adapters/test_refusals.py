@@ -18,6 +18,8 @@ from hermes.adapters.email.smtp import CODES as EMAIL
 from hermes.adapters.http import HttpAnswer
 from hermes.adapters.matrix.api import CODES as MATRIX
 from hermes.adapters.matrix.api import sent_or_refusal
+from hermes.adapters.mattermost.api import CODES as MATTERMOST
+from hermes.adapters.mattermost.api import refusal_of as mattermost_refusal
 from hermes.adapters.refusals import Codes, Refusal, is_auth, result_of, retry_after
 from hermes.adapters.signal.adapter import CODES as SIGNAL
 from hermes.adapters.slack.adapter import CODES as SLACK
@@ -61,6 +63,10 @@ def ms(code: str) -> dict:
 
 def wa(code: int) -> dict:
     return {"error": {"message": "said", "code": code}}
+
+
+def mm(error_id: str, status: int) -> dict:
+    return {"id": error_id, "message": "said", "status_code": status}
 
 
 # platform: (its codes, how its adapter reads an answer, its answer for each case)
@@ -127,6 +133,18 @@ PLATFORMS: dict[str, tuple[Codes, Callable[[HttpAnswer], Refusal], dict[str, Htt
             "waited": http(429, mx("M_LIMIT_EXCEEDED", retry_after_ms=7000)),
             "limited": http(429, mx("M_LIMIT_EXCEEDED")),
             "down": http(502, None),
+        },
+    ),
+    "mattermost": (
+        MATTERMOST,
+        lambda a: mattermost_refusal(a, "PUT posts/patch"),
+        {
+            "revoked": http(401, mm("api.context.session_expired.app_error", 401)),
+            # the server's limiter answers "limit exceeded" as text, its wait in a header
+            "waited": http(429, None, **{"X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": "7"}),
+            "limited": http(429, None),
+            "down": http(500, mm("app.post.update.app_error", 500)),
+            "gone": http(404, mm("app.post.get.app_error", 404)),
         },
     ),
 }
