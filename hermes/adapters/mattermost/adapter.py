@@ -30,7 +30,6 @@ import email.utils
 import itertools
 import json
 import logging
-import time
 from collections import OrderedDict
 from typing import Any
 
@@ -38,6 +37,7 @@ import httpx
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
+from hermes.actors.clock import Clock
 from hermes.actors.link import FATAL
 from hermes.adapters.base import AdapterFatal, AdapterSetup, required
 from hermes.adapters.contract import (
@@ -106,6 +106,7 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         self.since: int | None = None  # create_at (ms) of the last admitted post
         self.recent: OrderedDict[str, int] = OrderedDict()  # admitted within the margin
         self.journal_days = setup.journal_days
+        self.clock = setup.cursors.clock if setup.cursors is not None else Clock()
         self.kinds: dict[str, str] = {}  # channel id -> its type (D, G, O, P)
         self.ws: WebSocketConnection | None = None
         self._seq = itertools.count(2)  # our actions' seq; 1 is the authentication
@@ -121,7 +122,7 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         base = _server(config, cls.platform)
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(timeout=TIMEOUT, headers=headers) as http:
-            me, _ = await _me(http, base)
+            me, _ = await _me(http, base, Clock())
         return f"@{me.get('username')} (user {me.get('id')}) on {base}"
 
     async def on_start(self) -> None:
@@ -135,13 +136,16 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         required(self.secrets, self.config.token_env, self.platform)
         _server(self.config, self.platform)
         assert self.http is not None  # opened by on_start
-        me, server_ms = await _me(self.http, self.base)
+        me, server_ms = await _me(self.http, self.base, self.clock)
         self.bot = {"id": str(me.get("id") or ""), "username": str(me.get("username") or "")}
         self._alive()
         await self._first_since(server_ms)
         async with open_websocket_url(socket_url(self.base), max_message_size=MAX_FRAME) as ws:
-            challenge = {"seq": 1, "action": "authentication_challenge",
-                         "data": {"token": self.token}}  # fmt: skip
+            challenge = {
+                "seq": 1,
+                "action": "authentication_challenge",
+                "data": {"token": self.token},
+            }
             try:
                 await ws.send_message(json.dumps(challenge))
                 last = await self._authenticated(ws)
@@ -254,7 +258,7 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         """Every post of the bot's channels created since the margin before `since` (not
         before the journal's days), oldest first."""
         assert self.http is not None and self.since is not None
-        oldest = int(time.time() * 1000) - int(self.journal_days * DAY_MS)
+        oldest = int(self.clock.now() * 1000) - int(self.journal_days * DAY_MS)
         since = max(self.since - CATCH_UP_MARGIN_MS, oldest)
         channels = await self._channels()
         fresh = [c for c in channels if int(c.get("last_post_at") or 0) >= since]
@@ -385,8 +389,9 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
     async def _upload(self, channel: str, file: OutFile) -> str | SendResult:
         """The file's id once uploaded; an upload shows nothing in the chat, so any failure
         of it lets the whole send go again."""
-        answer = await self.upload(api_url(self.base, "files"), {"channel_id": channel},
-                                   {"files": file})  # fmt: skip
+        answer = await self.upload(
+            api_url(self.base, "files"), {"channel_id": channel}, {"files": file}
+        )
         if isinstance(answer, HttpAnswer):
             result = self._taken(answer, "POST files", None)
             infos = answer.body.get("file_infos") if isinstance(answer.body, dict) else None
@@ -413,9 +418,9 @@ def _server(config: MattermostConfig, platform: str) -> str:
     return config.base_url.rstrip("/")
 
 
-async def _me(http: httpx.AsyncClient, base: str) -> tuple[dict[str, Any], int]:
-    """The bot's user and the server's time (ms, from the answer's Date); AdapterFatal for
-    a refused token."""
+async def _me(http: httpx.AsyncClient, base: str, clock: Clock) -> tuple[dict[str, Any], int]:
+    """The bot's user and the server's time (ms, from the answer's Date, else ours);
+    AdapterFatal for a refused token."""
     response = await http.get(api_url(base, "users/me"))
     answer = HttpAnswer.of(response)
     refusal = refusal_of(answer, "GET users/me")
@@ -427,7 +432,7 @@ async def _me(http: httpx.AsyncClient, base: str) -> tuple[dict[str, Any], int]:
         raise MattermostError(Refusal(answer.status, "", "GET users/me: not a user"))
     date = response.headers.get("date")
     try:
-        now = email.utils.parsedate_to_datetime(date).timestamp() if date else time.time()
+        now = email.utils.parsedate_to_datetime(date).timestamp() if date else clock.now()
     except (TypeError, ValueError):
-        now = time.time()
+        now = clock.now()
     return answer.body, int(now * 1000)
