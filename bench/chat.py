@@ -2,9 +2,9 @@
 
 Run: python bench/chat.py PLATFORM [--rate R]   (from the repository root; about a minute)
 PLATFORM names a file bench/chat_<PLATFORM>.py (telegram, slack, discord, whatsapp,
-matrix, signal, teams, mattermost), which holds what is that platform's own: its fake's surface, the bare echo client,
-how a reply is matched to its message and checked, where its latency is split (its
-docstring says).
+matrix, signal, teams, mattermost), which holds what is that platform's own: its fake's
+surface, the bare echo client, how a reply is matched to its message and checked,
+where its latency is split (its docstring says).
 Everything else is here, the same for all; a platform added later gets its bench by
 adding such a file.
 - The platform's fake (tests/fakes/<PLATFORM>.py) runs in its own process, a fresh
@@ -28,7 +28,7 @@ adding such a file.
   pacing and the send.
 - The same load on both sides, after the same warm-up: one message from each of 50
   users (not measured: the connections, hermes's sessions created), answered before
-  the timed phase starts. Timed: 1,000 messages (a platform may set fewer: WhatsApp and Mattermost 500)
+  the timed phase starts. Timed: 1,000 messages (a platform may set fewer: WhatsApp, Mattermost 500)
   offered at the rate (by default the platform's: Telegram 25/s, below its 30/s pace;
   Slack and Discord 50/s, at theirs; WhatsApp 5/s, each user under its pair rate;
   Teams 20/s; Mattermost 8/s, under its server's default 10 requests/s per user),
