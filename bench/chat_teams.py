@@ -79,7 +79,7 @@ async def echo_client(url: str) -> None:
                                     issuer=ISSUER, leeway=300)  # fmt: skip
             except (jwt.PyJWTError, KeyError):
                 return False
-            return claims.get("serviceUrl") == activity.get("serviceUrl")
+            return claims.get("serviceurl") == activity.get("serviceUrl")
 
         async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if scope["type"] == "lifespan":

@@ -48,11 +48,13 @@ The driver (Teams's side toward hermes's webhook at `webhook_url`): `message()` 
 user's activity (a personal chat, a group chat, a channel post or reply, a mention of the
 bot, an Adaptive Card press's `value`), `deliver()` POSTs any activity with an
 `Authorization: Bearer <JWT>` signed as the Bot Framework signs (iss, aud = the app id,
-exp, nbf, serviceUrl) from a thread of its own: one conversation's activities in order.
+exp, nbf, and the connector's URL as the claim `serviceurl`, so spelled) from a thread of its own: one conversation's activities in order.
 An answer other than 2xx (or none) is tried again after `retry_initial` seconds,
 doubling, `retry_max_tries` in all; `forge=` signs it wrongly ("signature": another key
 under the published key id; "audience": for another app; "expired": an hour ago;
-"kid": a key id never published) and tries once, as a forger would. Every attempt is in
+"kid": a key id never published; "service_url": a token for another connector;
+"channel": the activity's channelId one the key does not endorse) and tries once, as a
+forger would. Every attempt is in
 `deliveries` (`id`, `attempt`, `status_code` or `error`).
 
 Where it differs from Microsoft: one tenant, one bot; no rate limits of its own (inject
@@ -258,7 +260,7 @@ class FakeTeams(Fake):
             kid, key = self._signing[-1]
         now = int(time.time())
         claims = {"iss": ISSUER, "aud": APP_ID, "exp": now + 3600, "nbf": now - 60,
-                  "serviceUrl": service_url}  # fmt: skip
+                  "serviceurl": service_url}  # fmt: skip
         if forge == "audience":
             claims["aud"] = "another-app"
         elif forge == "expired":
@@ -267,6 +269,8 @@ class FakeTeams(Fake):
             key = self._stranger
         elif forge == "kid":
             kid, key = "key-never-published", self._stranger
+        elif forge == "service_url":  # a real token, issued for another connector
+            claims["serviceurl"] = "https://smba.example.net/elsewhere/"
         return jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid})
 
     # -- the connector -------------------------------------------------------------------
@@ -432,6 +436,8 @@ class FakeTeams(Fake):
                 if closing:
                     return
                 token = self.token_for(str(activity["serviceUrl"]), forge)
+                if forge == "channel":  # a real token over an activity of another channel
+                    activity = {**activity, "channelId": "webchat"}
                 record: dict[str, Any] = {"id": activity["id"], "attempt": attempt}
                 try:
                     auth = {"authorization": f"Bearer {token}"}

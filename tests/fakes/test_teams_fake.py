@@ -49,7 +49,7 @@ def test_a_token_is_granted_for_the_secret_only_and_revoked_with_it(fake):
 
 def test_what_it_signs_verifies_and_its_forgeries_do_not(fake):
     claims = _verify(fake, fake.token_for(fake.service_url))
-    assert claims["serviceUrl"] == fake.service_url
+    assert claims["serviceurl"] == fake.service_url
     for forge, error in (("signature", jwt.InvalidSignatureError),
                          ("audience", jwt.InvalidAudienceError),
                          ("expired", jwt.ExpiredSignatureError)):  # fmt: skip

@@ -3,7 +3,7 @@ the Bot Framework's authentication documents it before anything else of the requ
 read: signed (RS256) with a key the OpenID metadata publishes, by the Bot Framework
 (`iss`), for this bot (`aud`: the app id), not expired (nor not yet valid) within five
 minutes of skew; the key endorses the activity's channel (`msteams`), and the token's
-`serviceUrl` claim is the activity's. The keys are kept and fetched again once a day, or
+`serviceurl` claim (so spelled) is the activity's. The keys are kept and fetched again once a day, or
 when a token names a key id not known: at most once a minute for that, so a forger who
 names new key ids costs one fetch a minute, nothing more."""
 
@@ -139,5 +139,5 @@ def matches(verified: dict[str, Any], activity: dict[str, Any]) -> None:
     channel = activity.get("channelId")
     if not isinstance(channel, str) or channel not in verified["_endorsements"]:
         raise Refused(f"the key does not endorse the channel {str(channel)[:40]!r}")
-    if verified.get("serviceUrl") != activity.get("serviceUrl"):
+    if verified.get("serviceurl") != activity.get("serviceUrl"):  # the claim's own spelling
         raise Refused("the activity's serviceUrl is not the token's")

@@ -70,7 +70,7 @@ async def test_forged_requests_are_refused_and_cost_nothing_and_a_rotated_key_is
     await in_thread(teams.wait_sent, 1, 30.0)
     assert teams.key_fetches == fetches + 1  # fetched once for the new key id, then kept
     assert (await in_thread(teams.wait_delivered, rotated))["status_code"] == 200
-    for forge in ("kid", "signature", "audience", "expired"):
+    for forge in ("kid", "signature", "audience", "expired", "service_url", "channel"):
         forged = teams.message(f"forged: {forge}", forge=forge)
         [attempt] = await in_thread(teams.wait_attempts, forged)
         assert attempt["status_code"] == 401, forge
