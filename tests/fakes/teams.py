@@ -48,7 +48,8 @@ The driver (Teams's side toward hermes's webhook at `webhook_url`): `message()` 
 user's activity (a personal chat, a group chat, a channel post or reply, a mention of the
 bot, an Adaptive Card press's `value`), `deliver()` POSTs any activity with an
 `Authorization: Bearer <JWT>` signed as the Bot Framework signs (iss, aud = the app id,
-exp, nbf, and the connector's URL as the claim `serviceurl`, so spelled) from a thread of its own: one conversation's activities in order.
+exp, nbf, and the connector's URL as the claim `serviceurl`, so spelled) from a thread of
+its own: one conversation's activities in order.
 An answer other than 2xx (or none) is tried again after `retry_initial` seconds,
 doubling, `retry_max_tries` in all; `forge=` signs it wrongly ("signature": another key
 under the published key id; "audience": for another app; "expired": an hour ago;

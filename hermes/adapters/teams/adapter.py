@@ -297,13 +297,18 @@ class TeamsAdapter(HttpAdapter[TeamsConfig]):
 
     async def _call(self, method: str, url: str, body: dict[str, Any]) -> HttpAnswer | SendResult:
         """One request to the connector with the app's token; a 401 fetches a new token
-        and tries once more."""
+        and tries once more. A 401 to the token just issued is not about the secret (the
+        identity platform took it): that conversation's connector refuses the app (another
+        cloud or tenant), so that send is a dead letter and the adapter goes on."""
         assert self.login is not None
         try:
             token = await self.login.current()
             answer = await self._request(method, url, body, token)
             if isinstance(answer, HttpAnswer) and answer.status == 401:
                 answer = await self._request(method, url, body, await self.login.renew(token))
+                if isinstance(answer, HttpAnswer) and answer.status == 401:
+                    said = refusal_of(answer).reason
+                    return Permanent(f"the connector refused a token just issued: {said}")
         except SecretRefused as exc:
             refusal = Refusal(401, "invalid_client", f"Microsoft refused the app's secret: {exc}")
             return self.refused(refusal, CODES)

@@ -15,6 +15,7 @@ import trio
 SCOPE = "https://api.botframework.com/.default"
 MULTI_TENANT = "botframework.com"
 EARLY = 300.0  # seconds before its expiry a token is fetched again
+LOGIN_SECONDS = 20.0  # the longest the identity platform may take to answer
 REFUSALS = ("invalid_client", "unauthorized_client", "invalid_grant")
 
 
@@ -53,7 +54,8 @@ class Login:
             if self.token is not None and self.token != refused:
                 if trio.current_time() < self.until:
                     return self.token
-            response = await self.http.post(self.url, data=self.form)
+            with trio.fail_after(LOGIN_SECONDS):  # a send or a connect waits on it
+                response = await self.http.post(self.url, data=self.form)
             try:
                 body = response.json()
             except ValueError:

@@ -3,12 +3,14 @@ the Bot Framework's authentication documents it before anything else of the requ
 read: signed (RS256) with a key the OpenID metadata publishes, by the Bot Framework
 (`iss`), for this bot (`aud`: the app id), not expired (nor not yet valid) within five
 minutes of skew; the key endorses the activity's channel (`msteams`), and the token's
-`serviceurl` claim (so spelled) is the activity's. The keys are kept and fetched again once a day, or
-when a token names a key id not known: at most once a minute for that, so a forger who
-names new key ids costs one fetch a minute, nothing more."""
+`serviceurl` claim (so spelled) is the activity's. The keys are kept and fetched again
+once a day, or when a token names a key id not known: at most once a minute for that, so
+a forger who names new key ids costs one fetch a minute (of at most FETCH_SECONDS),
+nothing more."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -17,6 +19,8 @@ import httpx
 import jwt
 import trio
 
+from hermes.adapters.http import read_capped
+
 log = logging.getLogger(__name__)
 
 ISSUER = "https://api.botframework.com"
@@ -24,6 +28,7 @@ SKEW = 300  # seconds of clock difference allowed on exp and nbf
 KEPT = 24 * 3600.0  # keys are fetched again after this
 UNKNOWN_GAP = 60.0  # at least this long between two fetches for an unknown key id
 MAX_METADATA = 256 * 1024  # bytes of metadata or keys read
+FETCH_SECONDS = 10.0  # the longest a fetch of the metadata or the keys may take
 
 
 class Refused(Exception):
@@ -71,14 +76,18 @@ class Keys:
             self.fetched_at = trio.current_time()
 
     async def _json(self, url: str) -> Any:
-        async with self.http.stream("GET", url) as response:
-            response.raise_for_status()
-            body = b""
-            async for piece in response.aiter_bytes():
-                body += piece
-                if len(body) > MAX_METADATA:
-                    raise ValueError(f"{url} answered more than {MAX_METADATA} bytes")
-        return httpx.Response(200, content=body).json()
+        """`url`'s JSON, capped, within FETCH_SECONDS (the actor waits on it: a server that
+        never answers must not hold every delivery behind it)."""
+        try:
+            with trio.fail_after(FETCH_SECONDS):
+                async with self.http.stream("GET", url) as response:
+                    response.raise_for_status()
+                    body = await read_capped(response, MAX_METADATA)
+        except trio.TooSlowError:
+            raise ValueError(f"{url} did not answer in {FETCH_SECONDS:g} s") from None
+        if body is None:
+            raise ValueError(f"{url} answered more than {MAX_METADATA} bytes")
+        return json.loads(body)
 
     async def key(self, kid: str) -> Key:
         """The key `kid` names: fetched again when the kept ones are a day old, or once a
@@ -86,7 +95,7 @@ class Keys:
         now = trio.current_time()
         if now - self.fetched_at > KEPT:
             await self._refetch(now)
-        if kid not in self.keys and now - self.unknown_at >= UNKNOWN_GAP:
+        elif kid not in self.keys and now - self.unknown_at >= UNKNOWN_GAP:
             self.unknown_at = now
             await self._refetch(now)
         found = self.keys.get(kid)

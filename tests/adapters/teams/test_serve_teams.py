@@ -5,9 +5,8 @@ stories on one serve (a serve per story would cost seconds each)."""
 from __future__ import annotations
 
 import pytest
-import trio
 
-from tests.adapters.serving import in_thread
+from tests.adapters.serving import in_thread, until_line
 from tests.adapters.teams.serving import ANN
 from tests.fakes.openai import text_answer, tool_answer
 from tests.fakes.teams import CHANNEL, event_id, personal
@@ -87,7 +86,7 @@ async def test_refusals_a_token_refreshed_on_a_401_and_a_revoked_secret_in_statu
     """A 401 fetches a new token once; 429 waits its Retry-After, 412 goes again, 413 and
     403 are dead with their meaning; a revoked secret ends sends, shown in status, the
     row kept, and what Teams sends still admitted."""
-    model.script(*(text_answer(f"answer {n}") for n in range(6)))
+    model.script(*(text_answer(f"answer {n}") for n in range(7)))
     await in_thread(serve.start)
     await _connected(teams)
     grants = teams.token_grants
@@ -112,22 +111,28 @@ async def test_refusals_a_token_refreshed_on_a_401_and_a_revoked_secret_in_statu
     teams.fail(403, "BotNotInConversationRoster")
     teams.message("four")
     await serve.until_outbox("dead", 2)
+    grants = teams.token_grants
+    teams.fail(401, "Unauthorized", times=2)  # a fresh token refused too: not the secret
+    teams.message("four and a half")
+    await serve.until_outbox("dead", 3)
+    assert teams.token_grants == grants + 1
+    assert (await serve.status())["teams"].detail["adapter"] == "live"
 
     teams.revoke_secret()
     teams.message("five")
     await in_thread(teams.wait_until, lambda f: f.token_refusals > 0)
-    deadline = trio.current_time() + 20  # status is polled, as the outbox rows are
-    while (adapter := (await serve.status())["teams"]).detail["adapter"] != "fatal":
-        assert trio.current_time() < deadline, adapter.detail
-        await trio.sleep(0.05)
+    await in_thread(until_line, serve.procs[-1], "; not sending")  # its fatal line
+    adapter = (await serve.status())["teams"]
+    assert adapter.detail["adapter"] == "fatal"
     assert "AADSTS7000222" in adapter.detail["reason"]
     still = teams.message("six")
     assert (await in_thread(teams.wait_delivered, still))["status_code"] == 200
     serve.stop()
     rows = serve.outbox()
-    assert [state for _, state, *_ in rows[:4]] == ["sent", "sent", "dead", "dead"]
+    assert [state for _, state, *_ in rows[:5]] == ["sent", "sent", "dead", "dead", "dead"]
     assert "MessageSizeTooBig" in rows[2][2] and "BotNotInConversationRoster" in rows[3][2]
-    assert rows[4][1] not in ("sent", "dead")  # kept for a fixed secret
+    assert "a token just issued" in rows[4][2]
+    assert rows[5][1] not in ("sent", "dead")  # kept for a fixed secret
     assert len(teams.sent) == 2
     log = (serve.home.logs / "hermes.log").read_text()
     assert serve.secret not in log
