@@ -240,11 +240,6 @@ class FakeMattermost(WebSocketFake):
         with self._cond:
             return self._posts[post_id]["create_at"]
 
-    def wait_catchup(self, since: int, timeout: float = 10.0) -> None:
-        """Until a catch-up asked for posts since `since` or later."""
-        self._wait(lambda: any(c["since"] >= since for c in self._catchups), timeout,
-                   f"catch-up since {since}")  # fmt: skip
-
     def wait_authenticated(self, count: int = 1, timeout: float = 10.0) -> None:
         """Until `count` sockets were authenticated in the fake's life."""
         self._wait(lambda: sum(s.authed for s in self._sockets) >= count, timeout,

@@ -409,7 +409,9 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         if edit_of is not None:
             return Sent(edit_of)
         post_id = answer.body.get("id") if isinstance(answer.body, dict) else None
-        return Sent(str(post_id) if post_id else None)
+        return (
+            Sent(str(post_id)) if post_id else Unconfirmed(f"{what}: {answer.status} without an id")
+        )
 
 
 def _server(config: MattermostConfig, platform: str) -> str:
