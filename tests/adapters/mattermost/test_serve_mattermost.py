@@ -98,8 +98,7 @@ async def test_posts_missed_while_the_socket_was_down_or_skipped_are_answered_on
     serve, fake, model = mm
     model.script(*[text_answer(f"seen {n}") for n in range(4)])
     sockets = len(fake.sockets)
-    fake.drop()
-    fake.message("while away", user="gus")  # no socket: only the catch-up has it
+    fake.drop(then="while away", user="gus")  # before a socket opens: only the catch-up
     fake.message("by both", user="hal", again=True)  # and the next socket pushes it too
     await sent_in(fake, "dm-gus", 1)
     await sent_in(fake, "dm-hal", 1)
