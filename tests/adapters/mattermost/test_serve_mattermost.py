@@ -15,6 +15,7 @@ import pytest
 from hermes.home import HermesHome
 from tests.adapters.mattermost.serving import MattermostServe
 from tests.adapters.serving import in_thread
+from tests.conftest import end_leftover_processes
 from tests.fakes.mattermost import BOT_NAME, TOWN, FakeMattermost
 from tests.fakes.openai import FakeOpenAI, text_answer, tool_answer
 from tests.seed import rows
@@ -39,12 +40,13 @@ def shared(tmp_path_factory) -> Iterator[tuple[MattermostServe, FakeMattermost, 
             serve.stop()
         finally:
             serve.close()
+    end_leftover_processes()
 
 
 @pytest.fixture(autouse=True)
 def no_leftover_processes():
-    """The module's serve outlives each test: `shared` stops it, and checks it exited
-    cleanly, once the module is done (tests/conftest.py's check is per test)."""
+    """The module's serve outlives each test: `shared` runs tests/conftest.py's check
+    once the module is done and serve stopped, not after each test."""
     yield
 
 
