@@ -8,9 +8,10 @@
   since then are admitted in order. A channel's start is a margin before its last
   admitted post, committed with that admission (a Cursor per channel), so a restart
   catches up from it too. A channel first seen starts when it was first seen: at the
-  very first start, the server's time then; one the bot is added to (`user_added`),
-  the server's time then (what was said there before is not for the bot); one found
-  in a later listing (a new DM), a margin before the listing before. The channel list is
+  very first start, a margin before the server's time then; one found in a later
+  listing (a new DM), a margin before the listing before; one the bot is added to
+  (`user_added`), the server's time then, no margin (what was said there before is
+  not for the bot). The channel list is
   read at every connection. A channel the server will not read this time (a 403, a
   404, a 5xx) is skipped with a warning, its start kept: the next catch-up tries it.
   Times are capped at the server's (its answers' Date): a post dated in the future
@@ -302,8 +303,8 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         oldest = now - int(self.journal_days * DAY_MS)
         channels = await self._channels()
         # a channel new since the last listing (a DM begun meanwhile) starts a margin
-        # before it; at the very first start, now
-        first = now if self.listed is None else self.listed - CATCH_UP_MARGIN_MS
+        # before it; at the very first start, a margin before now
+        first = (now if self.listed is None else self.listed) - CATCH_UP_MARGIN_MS
         new = {c: first for c in channels if c not in self.starts}
         self.starts.update(new)
         self.listed = now  # taken before the listing: a channel made during it comes again
