@@ -72,6 +72,12 @@ def no_leftover_processes():
     """
     become_subreaper()
     yield
+    end_leftover_processes()
+
+
+def end_leftover_processes() -> None:
+    """Kill and reap every descendant of the test process still running, then fail if
+    there was one (also run by a module whose serve outlives its tests, at its end)."""
     alive = [p for p in map(ProcessId.of, descendant_pids(os.getpid())) if p is not None]
     alive = _past_exits(alive)
     names = [_described(proc.pid) for proc in alive]  # before the kill takes what says it

@@ -18,10 +18,11 @@ Mattermost's API reference, for hermes's Mattermost adapter.
 - `message(...)` makes a user's post and pushes a `posted` event (the post as a JSON
   string, `channel_type`, `mentions`, `sender_name`) to every authenticated socket.
   With no socket open it is only stored: the catch-up (`GET
-  /channels/{id}/posts?since=ms`: posts created or modified after it, newest first in
-  `order`) is how a client gets it. `lost=True` spends a seq without sending (a gap);
-  `again=True` also pushes it on the next socket to authenticate (the socket and the
-  catch-up both bring it).
+  /channels/{id}/posts?since=ms`: posts created or modified after it, at most
+  `since_cap` of them (the server's LIMIT 1000, in no order: here the oldest); or
+  `?page=&per_page=`: newest first) is how a client gets it. `lost=True` spends a seq
+  without sending (a gap); `again=True` also pushes it on the next socket to
+  authenticate (the socket and the catch-up both bring it).
 - `POST /posts`, `PUT /posts/{id}/patch` (only the bot's own; 404 for none), `POST
   /files` (multipart `channel_id` and `files`), `GET /files/{id}`.
 - `press(post_id, command)`: as the server does for an interactive button, POSTs
@@ -29,7 +30,8 @@ Mattermost's API reference, for hermes's Mattermost adapter.
   the action's integration URL; the answer is recorded in `presses`.
 - Faults: `fail(route, status, error_id)` for the next call of a route (me, teams,
   channel_list, since, create, patch, upload, download), `revoke_token()` (sockets
-  closed, every call 401), `drop()` (sockets cut), `half_open()` (the newest socket goes silent).
+  closed, every call 401), `drop()` (sockets cut), `half_open()` (the newest socket goes
+  silent), `unreadable(channel, status)` (its posts answer `status`; None: readable).
 
 In its own process: `python -m tests.fakes.mattermost` prints its URL and serves until
 killed; `POST {url}/_fake/<control>` calls message, fail, drop, half_open,
@@ -120,11 +122,13 @@ class FakeMattermost(WebSocketFake):
         self._uploads: list[dict[str, Any]] = []
         self._downloads: list[str] = []
         self._actions_base: str | None = None  # where presses go instead (a reverse proxy)
+        self._unreadable: dict[str, int] = {}  # channel -> the status its posts answer
+        self.since_cap = 1000  # posts in one `posts?since=` answer at most
         self._channel(TOWN, "O")
 
     sent = observed("_sent", "The bot's posts, as created: `id`, `channel_id`, `message`...")
     edits = observed("_edits", "The bot's patches: `id`, `channel_id`, `message`, `props`, `at`.")
-    catchups = observed("_catchups", "Each `posts?since=` read: `channel`, `since`, `at`.")
+    catchups = observed("_catchups", "Each posts read: `channel`, `since` or `page`, `at`.")
     typing = observed("_typing", "Each `user_typing` action's data.")
     presses = observed("_presses", "Each press: its `post_id`, `command`, the answer.")
     refused = observed("_refused", "Each call answered with an error: `route`, `status`.")
@@ -180,15 +184,23 @@ class FakeMattermost(WebSocketFake):
             self._revoked = True
             self._close_all()
 
-    def drop(self, then: str | None = None, **post: Any) -> int:
+    def drop(self, then: str | tuple[str, ...] = (), **post: Any) -> int:
         """Cut every open socket (a network failure); how many. `then`: the text of a post
-        (`post`: message's other arguments) made before a new socket can open (only a
-        catch-up brings it)."""
+        (or of several; `post`: message's other arguments) made before a new socket can
+        open (only a catch-up brings them)."""
         with self._cond:
             cut = self._close_all()
-            if then is not None:
-                self.message(then, **post)
+            for text in (then,) if isinstance(then, str) else then:
+                self.message(text, **post)
             return cut
+
+    def unreadable(self, channel: str, status: int | None = 403) -> None:
+        """`GET /channels/{channel}/posts` answers `status` (None: it is read again)."""
+        with self._cond:
+            if status is None:
+                self._unreadable.pop(channel, None)
+            else:
+                self._unreadable[channel] = status
 
     def half_open(self) -> None:
         """The newest socket goes silent both ways."""
@@ -239,11 +251,6 @@ class FakeMattermost(WebSocketFake):
     def created_at(self, post_id: str) -> int:
         with self._cond:
             return self._posts[post_id]["create_at"]
-
-    def wait_catchup(self, since: int, timeout: float = 10.0) -> None:
-        """Until a catch-up asked for posts since `since` or later."""
-        self._wait(lambda: any(c["since"] >= since for c in self._catchups), timeout,
-                   f"catch-up since {since}")  # fmt: skip
 
     def wait_authenticated(self, count: int = 1, timeout: float = 10.0) -> None:
         """Until `count` sockets were authenticated in the fake's life."""
@@ -386,10 +393,22 @@ class FakeMattermost(WebSocketFake):
     def _since(self, request: TrackedHandler, raw: bytes, channel: str) -> Reply:
         if not self._channels.get(channel, {}).get("member"):
             return self._refuse("since", 403, "api.context.permissions.app_error", "no")
-        since = int(query(request.path).get("since") or 0)
-        self._catchups.append({"channel": channel, "since": since, "at": time.monotonic()})
-        found = [p for p in self._posts.values()
-                 if p["channel_id"] == channel and p["update_at"] > since]  # fmt: skip
+        if channel in self._unreadable:
+            status = self._unreadable[channel]
+            return self._refuse("since", status, "app.channel.get.app_error", "unreadable")
+        asked = query(request.path)
+        if "since" not in asked:  # a page, newest first
+            page, per_page = int(asked.get("page") or 0), int(asked.get("per_page") or 60)
+            self._catchups.append({"channel": channel, "page": page, "at": time.monotonic()})
+            newest = sorted((p for p in self._posts.values() if p["channel_id"] == channel),
+                            key=lambda p: -p["create_at"])  # fmt: skip
+            found = newest[page * per_page : (page + 1) * per_page]
+        else:
+            since = int(asked["since"])
+            self._catchups.append({"channel": channel, "since": since, "at": time.monotonic()})
+            found = [p for p in self._posts.values()
+                     if p["channel_id"] == channel and p["update_at"] > since]  # fmt: skip
+            found = sorted(found, key=lambda p: p["create_at"])[: self.since_cap]
         order = [p["id"] for p in sorted(found, key=lambda p: -p["create_at"])]
         return Reply(200, {"order": order, "posts": {p["id"]: dict(p) for p in found},
                            "next_post_id": "", "prev_post_id": ""})  # fmt: skip

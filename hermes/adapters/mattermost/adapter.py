@@ -4,11 +4,18 @@
 - Start: `GET /users/me` with the bot's token (its id and username; a refused token is
   fatal), the WebSocket opened and authenticated (`authentication_challenge`), then the
   catch-up: the WebSocket replays nothing it missed, so each of the bot's channels with
-  a post since a margin before the last admitted one (`last_post_at`) is read with `GET
-  /channels/{id}/posts?since=`, and its posts created since then are admitted in order.
-  The time of the last admitted post is committed with its admission (a Cursor), so a
-  restart catches up from it too; at the very first start it is the server's time then.
-  The channel list is read at every connection: a channel joined later is caught up.
+  a post since its start (`last_post_at`) is read (history.py), and its posts created
+  since then are admitted in order. A channel's start is a margin before its last
+  admitted post, committed with that admission (a Cursor per channel), so a restart
+  catches up from it too. A channel first seen starts when it was first seen: at the
+  very first start, a margin before the server's time then; one found in a later
+  listing (a new DM), a margin before the listing before; one the bot is added to
+  (`user_added`), the server's time then, no margin (what was said there before is
+  not for the bot). The channel list is
+  read at every connection. A channel the server will not read this time (a 403, a
+  404, a 5xx) is skipped with a warning, its start kept: the next catch-up tries it.
+  Times are capped at the server's (its answers' Date): a post dated in the future
+  does not carry a start past posts made after it.
 - Events: `posted` is admitted (inbound.py); a post that comes by the socket and by the
   catch-up both is admitted once: the journal knows its id, and a post this connection's
   adapter admitted within the margin is not handed to it again. Each event's `seq` rises
@@ -26,7 +33,6 @@
 
 from __future__ import annotations
 
-import email.utils
 import itertools
 import json
 import logging
@@ -59,10 +65,12 @@ from hermes.adapters.mattermost.api import (
     api_url,
     get,
     refusal_of,
+    server_ms,
     socket_url,
 )
 from hermes.adapters.mattermost.buttons import attachment
 from hermes.adapters.mattermost.config import MattermostConfig
+from hermes.adapters.mattermost.history import SINCE_CAP, posts_since
 from hermes.adapters.mattermost.inbound import (
     CHAT_TYPES,
     action_key,
@@ -87,6 +95,7 @@ DAY_MS = 86_400_000
 # would fall before the cursor. Posts in the margin come again; the journal admits each
 # id once.
 CATCH_UP_MARGIN_MS = 60_000
+MAX_RECENT = 10_000  # ids of admitted posts kept to leave out of a catch-up
 ACTIONS = "actions"  # the listener's path for presses: /webhooks/<name>/actions
 FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
 
@@ -102,8 +111,12 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         self.progress_deadline = self.config.idle_timeout
         self.key = action_key(self.token)
         self.bot = {"id": "", "username": ""}
-        self.since_key = f"{setup.name}:since"
-        self.since: int | None = None  # create_at (ms) of the last admitted post
+        self.since_prefix = f"{setup.name}:since:"  # + a channel's id: where it starts
+        self.listed_key = f"{setup.name}:listed"  # the server's time at the last listing
+        self.starts: dict[str, int] | None = None  # channel id -> its catch-up's start (ms)
+        self.listed: int | None = None
+        self.offset_ms = 0  # the server's clock less ours, by its last Date header
+        self.since_cap = SINCE_CAP  # the server's cap of a `posts?since=` answer
         self.recent: OrderedDict[str, int] = OrderedDict()  # admitted within the margin
         self.journal_days = setup.journal_days
         self.clock = setup.cursors.clock if setup.cursors is not None else Clock()
@@ -122,7 +135,7 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         base = _server(config, cls.platform)
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(timeout=TIMEOUT, headers=headers) as http:
-            me, _ = await _me(http, base, Clock())
+            me, _ = await _me(http, base)
         return f"@{me.get('username')} (user {me.get('id')}) on {base}"
 
     async def on_start(self) -> None:
@@ -136,10 +149,11 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         required(self.secrets, self.config.token_env, self.platform)
         _server(self.config, self.platform)
         assert self.http is not None  # opened by on_start
-        me, server_ms = await _me(self.http, self.base, self.clock)
+        me, said = await _me(self.http, self.base)
+        self._server_said(said)
         self.bot = {"id": str(me.get("id") or ""), "username": str(me.get("username") or "")}
         self._alive()
-        await self._first_since(server_ms)
+        await self._load_starts()
         async with open_websocket_url(socket_url(self.base), max_message_size=MAX_FRAME) as ws:
             challenge = {
                 "seq": 1,
@@ -162,19 +176,24 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
                 self.ws = None
         return why
 
-    async def _first_since(self, server_ms: int) -> None:
-        """Where the catch-up starts: the last admitted post's time (kept in state.db);
-        at the very first start, the server's time now, kept so a crash before any
-        admission still catches up from it."""
-        if self.since is not None:
+    async def _load_starts(self) -> None:
+        """Each channel's start and the last listing's time, as state.db keeps them (read
+        once an incarnation; then kept here as they are committed)."""
+        if self.starts is not None:
             return
-        kept = await self.cursors.get(self.since_key) if self.cursors is not None else None
-        if kept is not None:
-            self.since = int(float(kept))
-            return
-        self.since = server_ms
-        if self.cursors is not None:
-            await self.cursors.put(self.since_key, str(server_ms))
+        kept = await self.cursors.prefixed(self.since_prefix) if self.cursors else {}
+        self.starts = {channel: int(float(value)) for channel, value in kept.items()}
+        listed = await self.cursors.get(self.listed_key) if self.cursors else None
+        self.listed = int(float(listed)) if listed is not None else None
+
+    def _server_said(self, said: int | None) -> None:
+        if said is not None:
+            self.offset_ms = said - int(self.clock.now() * 1000)
+
+    def _server_now(self) -> int:
+        """The server's time (ms), by our clock and its last Date: no later than its own
+        (a Date is to the second, rounded down)."""
+        return int(self.clock.now() * 1000) + self.offset_ms
 
     async def _authenticated(self, ws: WebSocketConnection) -> int | None:
         """Until the challenge is answered: the seq of the last event seen meanwhile (the
@@ -212,6 +231,7 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
             if frame.get("event") == "posted":
                 await self._posted(frame.get("data") or {})
             elif frame.get("event") == "user_added" and self._me_added(frame):
+                await self._joined((frame.get("broadcast") or {}).get("channel_id"))
                 return f"{self.name}: added to a channel; reading it"
 
     def _alive(self) -> None:
@@ -222,6 +242,15 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
 
     def _me_added(self, frame: dict[str, Any]) -> bool:
         return (frame.get("data") or {}).get("user_id") == self.bot["id"]
+
+    async def _joined(self, channel: Any) -> None:
+        """A channel the bot was added to starts now: what was said there before it came
+        is not for it (a channel it left and joined again, neither)."""
+        if not isinstance(channel, str) or not channel or self.starts is None:
+            return
+        self.starts[channel] = now = self._server_now()
+        if self.cursors is not None:
+            await self.cursors.put(self.since_prefix + channel, str(now))
 
     async def _posted(self, data: dict[str, Any]) -> None:
         try:
@@ -235,8 +264,8 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
     async def _take(
         self, post: dict[str, Any], kind: str, mentions: tuple[str, ...] = (), team: str = ""
     ) -> None:
-        """Admit a post, its time committed with it; skipped: what is no event, and a post
-        admitted within the margin already (the catch-up brings those again)."""
+        """Admit a post, its channel's start committed with it; skipped: what is no event,
+        and a post admitted within the margin already (the catch-up brings those again)."""
         if str(post.get("id")) in self.recent:
             return
         try:
@@ -247,51 +276,76 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         created = post.get("create_at")
         if event is None or not isinstance(created, int):
             return
-        kept = Cursor(self.since_key, str(created), rising=True) if self.cursors else None
-        await self.admit(event, kept)
-        self.since = max(self.since or 0, created)
-        self.recent[event.event_id] = created
-        while self.recent and next(iter(self.recent.values())) < self.since - CATCH_UP_MARGIN_MS:
+        now = self._server_now()
+        taken = min(created, now)  # a post dated in the future moves no start past now
+        start, key = taken - CATCH_UP_MARGIN_MS, self.since_prefix + event.chat_id
+        await self.admit(event, Cursor(key, str(start), rising=True) if self.cursors else None)
+        if self.starts is not None:
+            self.starts[event.chat_id] = max(self.starts.get(event.chat_id, start), start)
+        self.recent[event.event_id] = taken
+        horizon = now - 2 * CATCH_UP_MARGIN_MS
+        while self.recent and (
+            next(iter(self.recent.values())) < horizon or len(self.recent) > MAX_RECENT
+        ):
             self.recent.popitem(last=False)
 
     async def _catch_up(self) -> None:
-        """Every post of the bot's channels created since the margin before `since` (not
-        before the journal's days), oldest first."""
-        assert self.http is not None and self.since is not None
-        oldest = int(self.clock.now() * 1000) - int(self.journal_days * DAY_MS)
-        since = max(self.since - CATCH_UP_MARGIN_MS, oldest)
+        """Every post of the bot's channels created since each one's start (not before
+        the journal's days), oldest first.
+
+        A post the socket brings meanwhile waits in its buffer until this ends, and one
+        of a channel read here may be newer than that channel's answer; but a channel's
+        start only rises to (a margin before) a post of its own answer, so it never
+        passes a post of its channel that was not read: a catch-up as long as it takes,
+        or a crash before the socket is read, loses none."""
+        assert self.starts is not None
+        now = self._server_now()
+        oldest = now - int(self.journal_days * DAY_MS)
         channels = await self._channels()
-        fresh = [c for c in channels if int(c.get("last_post_at") or 0) >= since]
+        # a channel new since the last listing (a DM begun meanwhile) starts a margin
+        # before it; at the very first start, a margin before now
+        first = (now if self.listed is None else self.listed) - CATCH_UP_MARGIN_MS
+        new = {c: first for c in channels if c not in self.starts}
+        self.starts.update(new)
+        self.listed = now  # taken before the listing: a channel made during it comes again
+        if self.cursors is not None:
+            kept = {self.since_prefix + c: str(start) for c, start in new.items()}
+            await self.cursors.put_many({self.listed_key: str(now), **kept})
         posts: list[tuple[int, str, dict[str, Any], str, str]] = []
-        for channel in fresh:
-            body = await self._get(f"channels/{channel['id']}/posts", since=since)
-            found = body.get("posts") if isinstance(body, dict) else None
-            for post in (found or {}).values():
-                created = post.get("create_at") if isinstance(post, dict) else None
-                known = isinstance(post, dict) and str(post.get("id")) in self.recent
-                if isinstance(created, int) and created >= since and not known:
-                    kind, team = str(channel.get("type") or ""), str(channel.get("team_id") or "")
-                    posts.append((created, str(post.get("id")), post, kind, team))
-        if posts:  # what this adapter admitted within the margin is left out
-            log.info("%s: catching up %d post(s) since %d", self.name, len(posts), since)
+        for channel_id, channel in channels.items():
+            since = max(self.starts[channel_id], oldest)
+            if int(channel.get("last_post_at") or 0) < since:
+                continue
+            try:
+                found = await posts_since(self._get, channel_id, since, self.since_cap)
+            except MattermostError as exc:  # its start stays: the next catch-up tries it
+                log.warning("%s: channel %s skipped this time: %s", self.name, channel_id, exc)
+                continue
+            kind, team = str(channel.get("type") or ""), str(channel.get("team_id") or "")
+            for post in found:  # what this adapter admitted within the margin is left out
+                if str(post.get("id")) not in self.recent:
+                    posts.append((post["create_at"], str(post.get("id")), post, kind, team))
+        if posts:
+            log.info("%s: catching up %d post(s)", self.name, len(posts))
         for _, _, post, kind, team in sorted(posts, key=lambda p: p[:2]):
             await self._take(post, kind, (), team)
 
-    async def _channels(self) -> list[dict[str, Any]]:
-        """The bot's channels in all its teams (DMs and group DMs come with each)."""
+    async def _channels(self) -> dict[str, dict[str, Any]]:
+        """The bot's channels in all its teams (DMs and group DMs come with each), by id."""
         seen: dict[str, dict[str, Any]] = {}
         for team in await self._get("users/me/teams") or []:
             for channel in await self._get(f"users/me/teams/{team['id']}/channels") or []:
                 seen[str(channel["id"])] = channel
                 self.kinds[str(channel["id"])] = str(channel.get("type") or "")
-        return list(seen.values())
+        return seen
 
     async def _get(self, path: str, **params: Any) -> Any:
-        """A GET of the catch-up: a 429 waits as told, then asks again."""
+        """A GET of the catch-up (its body; its Date read): a 429 waits as told, then asks
+        again; a 401 is fatal; anything else refused is a MattermostError."""
         assert self.http is not None
         while True:
             try:
-                body = await get(self.http, self.base, path, **params)
+                answer = await get(self.http, self.base, path, **params)
             except MattermostError as exc:
                 refusal = exc.refusal
                 if refusal.status == 429:
@@ -300,8 +354,9 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
                 if refusal.status == 401:
                     raise AdapterFatal(f"Mattermost refused the token ({refusal.code})") from None
                 raise
+            self._server_said(server_ms(answer.headers))
             self._alive()
-            return body
+            return answer.body
 
     async def _ping(self, ws: WebSocketConnection) -> None:
         """A ping every third of the idle deadline: a live but quiet socket answers with a
@@ -393,11 +448,14 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
             api_url(self.base, "files"), {"channel_id": channel}, {"files": file}
         )
         if isinstance(answer, HttpAnswer):
-            result = self._taken(answer, "POST files", None)
+            refusal = refusal_of(answer, "POST files")
             infos = answer.body.get("file_infos") if isinstance(answer.body, dict) else None
-            if isinstance(result, Sent) and infos and isinstance(infos[0], dict):
-                return str(infos[0].get("id"))
-            answer = result if not isinstance(result, Sent) else RetryAfter(None, "no file id")
+            if refusal is not None:
+                answer = self.refused(refusal, CODES)
+            elif infos and isinstance(infos[0], dict) and infos[0].get("id"):
+                return str(infos[0]["id"])
+            else:
+                return RetryAfter(None, "POST files: no file id")
         return RetryAfter(None, answer.reason) if isinstance(answer, Unconfirmed) else answer
 
     def _taken(self, answer: HttpAnswer | SendResult, what: str, edit_of: str | None) -> SendResult:
@@ -409,7 +467,9 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
         if edit_of is not None:
             return Sent(edit_of)
         post_id = answer.body.get("id") if isinstance(answer.body, dict) else None
-        return Sent(str(post_id) if post_id else None)
+        return (
+            Sent(str(post_id)) if post_id else Unconfirmed(f"{what}: {answer.status} without an id")
+        )
 
 
 def _server(config: MattermostConfig, platform: str) -> str:
@@ -418,8 +478,8 @@ def _server(config: MattermostConfig, platform: str) -> str:
     return config.base_url.rstrip("/")
 
 
-async def _me(http: httpx.AsyncClient, base: str, clock: Clock) -> tuple[dict[str, Any], int]:
-    """The bot's user and the server's time (ms, from the answer's Date, else ours);
+async def _me(http: httpx.AsyncClient, base: str) -> tuple[dict[str, Any], int | None]:
+    """The bot's user and the server's time (ms, by the answer's Date; None without);
     AdapterFatal for a refused token."""
     response = await http.get(api_url(base, "users/me"))
     answer = HttpAnswer.of(response)
@@ -430,9 +490,4 @@ async def _me(http: httpx.AsyncClient, base: str, clock: Clock) -> tuple[dict[st
         raise MattermostError(refusal)
     if not isinstance(answer.body, dict) or not answer.body.get("id"):
         raise MattermostError(Refusal(answer.status, "", "GET users/me: not a user"))
-    date = response.headers.get("date")
-    try:
-        now = email.utils.parsedate_to_datetime(date).timestamp() if date else clock.now()
-    except (TypeError, ValueError):
-        now = clock.now()
-    return answer.body, int(now * 1000)
+    return answer.body, server_ms(response.headers)

@@ -6,6 +6,7 @@ error message."""
 
 from __future__ import annotations
 
+import email.utils
 from typing import Any
 
 import httpx
@@ -65,11 +66,20 @@ def refusal_of(answer: HttpAnswer, what: str) -> Refusal | None:
     return Refusal(answer.status, code, reason, wait)
 
 
-async def get(http: httpx.AsyncClient, base: str, path: str, **params: Any) -> Any:
-    """A GET's JSON body; MattermostError for anything but a 200. httpx's errors pass."""
+def server_ms(headers: httpx.Headers) -> int | None:
+    """The server's time (ms) by an answer's Date header (to its second); None without
+    one."""
+    try:
+        return int(email.utils.parsedate_to_datetime(headers["date"]).timestamp() * 1000)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+async def get(http: httpx.AsyncClient, base: str, path: str, **params: Any) -> HttpAnswer:
+    """A GET's answer; MattermostError for anything but a 200. httpx's errors pass."""
     response = await http.get(api_url(base, path), params=params or None)
     answer = HttpAnswer.of(response)
     refusal = refusal_of(answer, f"GET {path.split('?')[0]}")
     if refusal is not None:
         raise MattermostError(refusal)
-    return answer.body
+    return answer

@@ -13,7 +13,10 @@ A press of a button of ours comes from the Mattermost server to the listener wit
 `context` we gave the button: the command, where it was shown, and a token, the
 HMAC-SHA256 of those under a key derived from the bot's token. Mattermost never shows
 an action's context to clients, so a press whose token does not match was not made by
-Mattermost from our message: refused before it costs anything.
+Mattermost from our message: refused before it costs anything. The token does not
+cover who pressed (the post's id is not known when its buttons are made): a press is
+keyed by its post, its user and its command, so a captured press sent again is the same
+event, admitted once; the listener's path should be open to the Mattermost server only.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from hermes.adapters.url_media import UrlRef
 
 CHAT_TYPES = {"D": ChatType.DM, "G": ChatType.GROUP, "O": ChatType.CHANNEL, "P": ChatType.CHANNEL}
 MAX_COMMAND = 2000  # characters of a button's command carried in its context
+MAX_ID = 64  # characters of a press's post or user id (Mattermost's are 26)
 
 
 def post_event(
@@ -121,10 +125,15 @@ def press_event(payload: Any, key: bytes, platform: str) -> InboundEvent | None:
     expected = action_token(key, command, channel, root, kind)
     if not hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace")):
         return None
-    post, trigger = str(payload.get("post_id") or ""), str(payload.get("trigger_id") or "")
+    post = payload.get("post_id")
+    if not isinstance(post, str) or not post or len(post) > MAX_ID:
+        return None
+    # not `trigger_id`: the sender chooses it. A press replayed (as any user: the token
+    # does not cover the user) is the same event as the first, admitted once
+    digest = hashlib.sha256(command.encode()).hexdigest()[:32]
     return InboundEvent(
         platform=platform,
-        event_id=f"action-{trigger or post + '-' + user + '-' + command}"[:300],
+        event_id=f"action-{post}-{user[:MAX_ID]}-{digest}",
         chat_type=ChatType(kind),
         chat_id=channel,
         user_id=user,
@@ -132,6 +141,6 @@ def press_event(payload: Any, key: bytes, platform: str) -> InboundEvent | None:
         scope_id=str(payload.get("team_id") or "") or None,
         thread_id=root or None,
         user_name=str(payload.get("user_name") or "") or None,
-        message_id=post or None,
+        message_id=post,
         mentioned=True,
     )
