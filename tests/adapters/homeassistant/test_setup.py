@@ -15,8 +15,9 @@ from tests.processes import hermes
 
 def test_setup_asks_the_server_and_the_token_and_checks_it(home):
     with FakeHomeAssistant() as ha:
-        args = ("setup", "platform", "homeassistant", "--non-interactive", "--no-round-trip",
-                "--homeassistant-base-url", ha.url, "--homeassistant-token-env", "HA_TOKEN")  # fmt: skip
+        server = ("--homeassistant-base-url", ha.url, "--homeassistant-token-env", "HA_TOKEN")
+        args = ("setup", "platform", "homeassistant", "--non-interactive", "--no-round-trip")
+        args += server
         refused = hermes(*args, env={"HA_TOKEN": "nope"}, timeout=30)
         assert refused.returncode != 0 and "refused the token (HTTP 401)" in refused.stderr
         assert not home.config_path.exists()
