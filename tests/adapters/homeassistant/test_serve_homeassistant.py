@@ -21,6 +21,7 @@ from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
 from tests.fakes.homeassistant import FakeHomeAssistant
 from tests.fakes.openai import FakeOpenAI, text_answer, tool_answer
 from tests.fakes.telegram import FakeTelegram, parse_markdown_v2
+from tests.seed import rows
 
 pytestmark = pytest.mark.timeout(60)
 HA_TOOLS = {"ha_states", "ha_call_service", "ha_history"}
@@ -87,6 +88,9 @@ async def test_an_owner_reads_the_home_turns_a_light_on_and_a_lock_waits_for_her
     assert locks["entities"] == [
         {"entity_id": "lock.front_door", "state": "locked", "name": "Front Door"}
     ]
+    sql = "SELECT DISTINCT untrusted FROM messages WHERE role = 'tool' AND tool_name = 'ha_states'"
+    marks = rows(serve.home.state_db, sql)
+    assert marks == [("Home Assistant's answer (names its devices gave)",)]  # as a web page's
 
     target = {"entity_id": "light.kitchen"}
     model.script(
