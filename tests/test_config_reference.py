@@ -12,6 +12,7 @@ import attrs
 import pytest
 import yaml
 
+from hermes.adapters.homeassistant.config import Subscription
 from hermes.adapters.registry import SECTIONS, chat_platforms
 from hermes.adapters.webhook.config import WebhookRoute
 from hermes.agent.mcp.settings import McpServerConfig
@@ -41,12 +42,12 @@ def test_every_key_written_with_its_default_reads_back_as_the_default(tmp_path: 
     rows = ROW.findall(DOC.read_text())
     assert len(rows) > 40
     # An MCP server has no all-defaults form (it needs a command or a url), nor has an
-    # inbound webhook's route (a secret, a prompt, a target): their rows are checked by
-    # their own tests, not written here.
+    # inbound webhook's route or a Home Assistant subscription (a prompt, a target): their
+    # rows are checked by their own tests, not written here.
     servers = [path for path, _ in rows if path.startswith("mcp.servers.<name>.")]
     assert len(servers) == len(attrs.fields(McpServerConfig))
     routes = [path for path, _ in rows if f".{EACH_OF_A_PLATFORM}." in path]
-    assert len(routes) == len(attrs.fields(WebhookRoute))
+    assert len(routes) == len(attrs.fields(WebhookRoute)) + len(attrs.fields(Subscription))
     data: dict = {}
     for path, default in rows:
         if path in servers or path in routes:

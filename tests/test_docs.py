@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from hermes.adapters.homeassistant.config import HomeAssistantConfig
 from hermes.adapters.media import MAX_FILE
 from hermes.adapters.registry import PLATFORMS
 from hermes.agent.browser.browsers import Browsers
 from hermes.agent.browser.settings import BrowserConfig
 from hermes.agent.tools.browser import browser_tools
 from hermes.agent.tools.catalog import default_tools, web_tools
+from hermes.agent.tools.homeassistant import homeassistant_tools
 from hermes.agent.web.settings import SearchConfig, WebConfig
 from hermes.cli.main import COMMANDS
 from hermes.config import Secrets
@@ -24,7 +26,10 @@ from hermes.gateway.command_table import BY_WORD
 from hermes.terminal.addresses import AllowList
 
 ROOT = Path(__file__).parents[1]
-SPOKEN = {"local": "local endpoint"}  # how prose names a platform, where not by its name
+SPOKEN = {
+    "local": "local endpoint",
+    "homeassistant": "Home Assistant",
+}  # how prose names a platform, where not by its name
 
 
 def first_paragraph(path: Path) -> str:
@@ -53,7 +58,8 @@ def test_the_readme_and_the_architecture_name_every_platform(platform):
 def every_tool() -> list[str]:
     search = WebConfig(search=SearchConfig(provider="searxng", url="http://127.0.0.1:1"))
     browsing = browser_tools(Browsers(BrowserConfig(), AllowList(), MAX_FILE), multimodal=False)
-    return sorted(default_tools() | web_tools(search, Secrets({}, frozenset())) | browsing)
+    home = homeassistant_tools(HomeAssistantConfig(), Secrets({}, frozenset()))
+    return sorted(default_tools() | web_tools(search, Secrets({}, frozenset())) | browsing | home)
 
 
 @pytest.mark.parametrize("tool", every_tool())

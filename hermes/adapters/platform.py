@@ -11,11 +11,12 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from hermes.adapters.settings import PlatformConfig
+from hermes.config import Secrets
 
 if TYPE_CHECKING:
     from hermes.adapters.base import AdapterFactory
@@ -73,7 +74,11 @@ class Platform:
     API): it is handed every step of a turn, the final one is the answer, and nothing of
     it goes through the outbox;
     `asks`: the keys of its section `hermes setup` asks for, in order (a key ending in
-    `_env` is asked as a secret, stored in HERMES_HOME/.env)."""
+    `_env` is asked as a secret, stored in HERMES_HOME/.env);
+    `way_in`: its events are answered where its section says (`InboundEvent.answer_to`),
+    and nothing is ever sent to it; `tools`: the agent's tools its enabled section offers,
+    as "module:function" (a function of the section and the secrets answering the tools
+    by name), imported only when the agent is built."""
 
     name: str
     limit: Limit
@@ -91,6 +96,8 @@ class Platform:
     foreign_text: str | None = None
     streams: bool = False
     asks: tuple[str, ...] = ()
+    way_in: bool = False
+    tools: str | None = None
 
     @property
     def factory(self) -> AdapterFactory | None:
@@ -99,3 +106,10 @@ class Platform:
             return None
         module, name = self.adapter.split(":")
         return getattr(importlib.import_module(module), name)
+
+    def tools_of(self, section: PlatformConfig, secrets: Secrets) -> dict[str, Any]:
+        """The agent's tools `section` (this platform's, enabled) offers, by name."""
+        if self.tools is None:
+            return {}
+        module, name = self.tools.split(":")
+        return getattr(importlib.import_module(module), name)(section, secrets)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from hermes.adapters.registry import PLATFORMS
 from hermes.agent.browser.browsers import Browsers
 from hermes.agent.chain import ProviderChain
 from hermes.agent.context import Budgets
@@ -71,6 +72,9 @@ def build_agent(
         browsers = Browsers(config.browser, allow, config.media.max_file_bytes)
     browsing = browser_tools(browsers, config.model.multimodal)
     tools = default_tools() | web_tools(config.web, secrets) | browsing
+    for name, section in config.enabled_platforms().items():
+        if name in PLATFORMS:  # an unknown one is refused where serve starts
+            tools |= PLATFORMS[name].tools_of(section, secrets)
     withheld: dict[str, dict[str, str]] = {"user": {}}
     if no_sandbox is not None:
         withheld["user"] |= {t: f"no sandbox ({no_sandbox})" for t in COMMAND_TOOLS + FILE_TOOLS}

@@ -123,7 +123,8 @@ def _wizard(home: HermesHome, args: argparse.Namespace, asker: Asker) -> int:
         )
         platforms[name] = answers.section
         env |= answers.secrets
-        outcomes.append(Outcome(name, answers.identity))
+        if not chat_platforms()[name].way_in:  # a way in has no owner to find nor chat to greet
+            outcomes.append(Outcome(name, answers.identity))
     if not platforms:
         data.pop("platforms")
     _access(asker, args, data, outcomes)

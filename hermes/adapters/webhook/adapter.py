@@ -38,8 +38,8 @@ from hermes.adapters.contract import (
 )
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.signatures import HEX_PREFIX, signed
+from hermes.adapters.template import Template
 from hermes.adapters.webhook.config import WebhookConfig, WebhookRoute
-from hermes.adapters.webhook.template import Template
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
 

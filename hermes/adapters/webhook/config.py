@@ -13,16 +13,14 @@ from typing import Any, Literal
 
 import attrs
 
-from hermes.adapters.contract import HOME, NOWHERE
-from hermes.adapters.registry import NAMES, PLATFORMS
+from hermes.adapters.deliver import deliver_target, platform_of
 from hermes.adapters.settings import Busy, PlatformConfig
-from hermes.adapters.webhook.template import Template, TemplateError
+from hermes.adapters.template import Template, TemplateError
 from hermes.config import VARIABLE_NAME, BadValue, Role, at_least, optional_seconds
 
 Signing = Literal["github", "generic"]
 ROUTE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a path segment, and a session's chat
 HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
-PLATFORM = re.compile(r"[a-z][a-z0-9_]*")
 SIGNATURE_HEADERS = {"github": "X-Hub-Signature-256", "generic": "X-Signature-256"}
 
 
@@ -47,31 +45,6 @@ def _variable(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
         raise BadValue(f"{attr.name}: {value!r} is not the name of an environment variable")
 
 
-def _deliver(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
-    """`none`, `home:PLATFORM` or `PLATFORM:CHAT[:THREAD]`, of a chat platform."""
-    if value is None or value == NOWHERE:
-        return
-    if value.startswith(HOME):
-        platform, chat = value[len(HOME) :], "-"
-    else:
-        platform, _, chat = value.partition(":")
-    if not PLATFORM.fullmatch(platform) or not chat.strip() or chat != chat.strip():
-        raise BadValue(
-            f"{attr.name}: {value!r} is not a target: write PLATFORM:CHAT (telegram:123),"
-            " home:PLATFORM (its home channel) or none"
-        )
-    chats = [n for n in NAMES if _takes_messages(n)]
-    if platform not in chats:
-        raise BadValue(f"{attr.name}: {platform!r} is not a chat platform ({', '.join(chats)})")
-
-
-def _takes_messages(name: str) -> bool:
-    """Whether a message can be sent to a chat of platform `name`: not to these webhooks
-    (a way in), nor to a platform answered within its client's request (the local
-    endpoint, the API)."""
-    return name != "webhook" and not PLATFORMS[name].streams
-
-
 @attrs.frozen
 class WebhookRoute:
     """One route, `/webhooks/webhook/<name>` on the webhook listener: a sender's deliveries,
@@ -84,7 +57,7 @@ class WebhookRoute:
     """What a delivery asks the agent (required): text with `{dotted.path}` fields of the
     JSON body (`{repository.full_name}: {action}`, `{commits.0.id}`; `{{` is a brace). A
     field the body lacks reads `[no dotted.path]`."""
-    deliver: str | None = attrs.field(default=None, validator=_deliver)
+    deliver: str | None = attrs.field(default=None, validator=deliver_target)
     """Where the answer goes (required): a chat (`telegram:123`, `slack:C0123:1700.1`), a
     platform's home channel (`home:telegram`), or `none` (only the route's conversation
     keeps it)."""
@@ -142,9 +115,7 @@ class WebhookConfig(PlatformConfig):
     def answers_to(self) -> dict[str, str]:
         named = {}
         for name, route in self.routes.items():
-            deliver = route.deliver or NOWHERE
-            if deliver != NOWHERE:
-                platform = deliver.removeprefix(HOME).partition(":")[0]
+            if (platform := platform_of(route.deliver)) is not None:
                 named[f"routes.{name}.deliver"] = platform
         return named
 

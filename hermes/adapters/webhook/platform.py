@@ -14,6 +14,7 @@ WEBHOOK = Platform(
     token_hint="each route's secret: the one the sender signs with (GitHub's webhook secret)",
     settings=WebhookConfig,
     webhook=True,
+    way_in=True,
     tokens=False,  # no token of its own: each route names its secret (secret_env)
     foreign_text="a webhook's body",  # a commit message, an issue title: anyone's words
 )

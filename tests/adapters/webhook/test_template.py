@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from hermes.adapters.webhook.template import VALUE_CHARS, Template, TemplateError, missing
+from hermes.adapters.template import VALUE_CHARS, Template, TemplateError, missing
 
 BODY = {
     "action": "completed",

@@ -1,4 +1,5 @@
-"""A route's prompt: text with `{dotted.path}` fields read from the delivery's JSON body.
+"""A prompt made from an event's JSON: text with `{dotted.path}` fields read from its body
+(an inbound webhook's delivery, a Home Assistant event).
 
 Not Python's `format()`, which reaches attributes and indexes of the objects it is
 given: here a field is a path of keys (and list indexes, `{commits.0.id}`) walked

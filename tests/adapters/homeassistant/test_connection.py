@@ -1,0 +1,94 @@
+"""The Home Assistant adapter in this process (tests/adapters/inprocess.py) against the fake
+HA: a refused token is fatal with HA's reason and never retried; a half-open socket misses
+the progress deadline and is replaced by one that subscribes again; doctor's check asks
+`GET /api/` with the adapter's own code. And the section's checks of what it is given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from hermes.actors.link import FATAL
+from hermes.adapters.homeassistant.adapter import HomeAssistantAdapter
+from hermes.adapters.homeassistant.config import HomeAssistantConfig, Subscription
+from hermes.config import BadValue, Secrets, structure
+from hermes.ops.doctor import check_platform
+from tests.adapters.homeassistant.serving import TOKEN_VAR
+from tests.adapters.inprocess import Admissions, running
+from tests.fakes.homeassistant import TOKEN, FakeHomeAssistant
+
+pytestmark = pytest.mark.timeout(30)
+GARAGE = Subscription(entities=("binary_sensor.garage_door",), prompt="{trigger.entity_id}",
+                      deliver="none")  # fmt: skip
+
+
+def config(ha: FakeHomeAssistant, **more) -> HomeAssistantConfig:
+    return HomeAssistantConfig(token_env=TOKEN_VAR, base_url=ha.url,
+                               subscriptions={"garage": GARAGE}, **more)  # fmt: skip
+
+
+def secrets(token: str = TOKEN) -> Secrets:
+    return Secrets({TOKEN_VAR: token}, frozenset())
+
+
+async def test_a_refused_token_is_fatal_with_home_assistants_reason():
+    with FakeHomeAssistant() as ha:
+        async with running(HomeAssistantAdapter, "homeassistant", config(ha), secrets("nope"),
+                           Admissions()) as run:  # fmt: skip
+            await run.status.reach(FATAL)
+            assert "Invalid access token or password" in (run.status.reason or "")
+            assert run.restarts == 0 and ha.subscriptions == []
+            assert "nope" not in run.status.reason
+
+
+async def test_a_half_open_socket_is_replaced_and_subscribed_again():
+    admissions = Admissions()
+    with FakeHomeAssistant() as ha:
+        async with running(HomeAssistantAdapter, "homeassistant", config(ha, idle_timeout=0.6),
+                           secrets(), admissions) as run:  # fmt: skip
+            await trio.to_thread.run_sync(ha.wait_subscribed, 1)
+            ha.half_open()
+            await trio.to_thread.run_sync(ha.wait_subscribed, 2)
+            context = ha.set_state("binary_sensor.garage_door", "on")
+            await admissions.wait_for(f"garage:{context}")
+            assert run.status.state != FATAL
+    assert admissions.ids == [f"garage:{context}"]
+    assert admissions.events[0].text == "binary_sensor.garage_door"
+    assert admissions.events[0].answer_to == "none"
+
+
+async def test_doctor_asks_the_api_with_the_token_and_names_a_refusal():
+    with FakeHomeAssistant() as ha:
+        good = await check_platform("homeassistant", config(ha), secrets(), Path("/h/.env"))
+        bad = await check_platform("homeassistant", config(ha), secrets("nope"), Path("/h/.env"))
+    assert good.ok and good.detail == f"API running. ({ha.url})"
+    assert not bad.ok and "refused the token (HTTP 401)" in bad.detail
+    assert bad.fix.startswith(f"set {TOKEN_VAR} in") and "long-lived access token" in bad.fix
+    assert [r["path"] for r in ha.refused] == ["/api"]
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ({"entities": ["light.x"], "deliver": "none"}, "prompt: required"),
+        ({"prompt": "p", "deliver": "none"}, "entities or event"),
+        ({"event": "state_changed", "to": "on", "prompt": "p", "deliver": "none"}, "to: only"),
+        ({"entities": ["Light X"], "prompt": "p", "deliver": "none"}, "not an entity id"),
+        ({"entities": ["light.x"], "prompt": "{a b}", "deliver": "none"}, "is not a field"),
+        ({"entities": ["light.x"], "prompt": "p", "deliver": "homeassistant:x"}, "not a chat"),
+        ({"entities": ["light.x"], "prompt": "p", "deliver": "webhook:ci"}, "not a chat"),
+    ],
+)
+def test_a_subscription_that_cannot_work_is_refused_naming_why(given, problem):
+    with pytest.raises((BadValue, ValueError), match=problem):
+        structure({"subscriptions": {"s": given}}, HomeAssistantConfig)
+
+
+def test_a_subscription_is_a_trigger_or_an_event_subscription():
+    trigger = Subscription(entities=("cover.garage_door",), to="open", prompt="p", deliver="none")
+    assert trigger.command() == {"type": "subscribe_trigger", "trigger": {
+        "platform": "state", "entity_id": ["cover.garage_door"], "to": "open"}}  # fmt: skip
+    events = Subscription(event="call_service", prompt="p", deliver="home:telegram")
+    assert events.command() == {"type": "subscribe_events", "event_type": "call_service"}
