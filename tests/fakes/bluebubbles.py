@@ -30,7 +30,8 @@ The webhook (the server's side toward hermes at `webhook_url`, set by `configure
 from a thread of its own (one chat's deliveries in order). BlueBubbles tries each
 delivery once: an answer other than 2xx, or none, is only recorded in `deliveries`.
 `deliver=False` stores a message without delivering it (sent while hermes was stopped, or
-a delivery that failed); `token=` delivers with another token in the URL (a forger).
+a delivery that failed); `token=` delivers, with that token in the URL, a message the
+server does not have (a forger's).
 `tapback()` and `read()` send what the server sends for a tapback (a new-message with an
 `associatedMessageType`) and a read receipt (`updated-message`). A message hermes sends
 is delivered back as a new-message `isFromMe`, as the server does.
@@ -162,9 +163,12 @@ class FakeBlueBubbles(Fake):
                 attachment: tuple[str, str, str] | None = None, deliver: bool = True,
                 token: str | None = None) -> str:  # fmt: skip
         """A user's message (in their DM unless `chat` names a group); `attachment` (name,
-        text, MIME type); delivered unless `deliver` is False; its guid."""
+        text, MIME type); delivered unless `deliver` is False; its guid. `token`: a
+        forger's, delivered with that token, of a message the server does not have."""
         with self._cond:
             message = self._store(text, user, chat or dm(user))
+            if token is not None:
+                self._messages.remove(message)
             if attachment is not None:
                 name, content, mime = attachment
                 info = {"guid": f"att-{next(self._ids):08d}", "mimeType": mime,
@@ -299,6 +303,7 @@ class FakeBlueBubbles(Fake):
         if isinstance(body, Reply):
             return body
         self._queries.append({**body, "at": time.monotonic()})
+        self._cond.notify_all()
         after, chat = int(body.get("after") or 0), body.get("chatGuid")
         mine = any(w.get("args", {}).get("me") == 1 for w in body.get("where") or [])
         found = [m for m in self._messages if m["dateCreated"] > after

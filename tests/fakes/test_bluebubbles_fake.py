@@ -76,7 +76,7 @@ def test_messages_are_delivered_with_the_token_and_queried_after_a_date(bb):
     body = {"after": after, "sort": "ASC", "limit": 1, "offset": 0, "with": ["chat"]}
     assert [m["guid"] for m in api(fake, "message/query", body).json()["data"]] == [quiet]
     body["offset"] = 1
-    assert [m["guid"] for m in api(fake, "message/query", body).json()["data"]] == [forged]
+    assert api(fake, "message/query", body).json()["data"] == []  # the forger's is not stored
 
 
 def test_a_send_keeps_its_temp_guid_and_a_lost_answer_still_sent_it(bb):
