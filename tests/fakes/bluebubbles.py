@@ -224,11 +224,18 @@ class FakeBlueBubbles(Fake):
                 self._deliveries.append(record)
                 self._cond.notify_all()
 
-    def wait_delivered(self, guid: str, timeout: float = 30.0) -> dict[str, Any]:
-        """The webhook POST of the message `guid`, once it was answered (or failed)."""
-        [done] = self._wait_records("_deliveries", 1, timeout, f"{guid} delivered",
-                                    lambda d: d["guid"] == guid)  # fmt: skip
-        return done
+    def wait_delivered(self, guid: str, count: int = 1, timeout: float = 30.0) -> dict[str, Any]:
+        """The `count`th webhook POST of the message `guid`, once it was answered (or
+        failed)."""
+        done = self._wait_records("_deliveries", count, timeout, f"{guid} delivered {count}x",
+                                  lambda d: d["guid"] == guid)  # fmt: skip
+        return done[count - 1]
+
+    def deliver_again(self, guid: str) -> None:
+        """The stored message `guid` delivered once more (a replay)."""
+        with self._cond:
+            message = next(m for m in self._messages if m["guid"] == guid)
+        self.deliver("new-message", message)
 
     def messages_in(self, chat: str) -> list[dict[str, Any]]:
         with self._cond:

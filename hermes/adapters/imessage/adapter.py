@@ -102,6 +102,7 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         self.since_key = f"{setup.name}:since"
         self.since: int | None = None  # dateCreated (ms) of the last admitted message
         self.recent: OrderedDict[str, int] = OrderedDict()  # admitted within the margin
+        self.taking: set[str] = set()  # in admission now
         self.journal_days = setup.journal_days
         self.clock = setup.cursors.clock if setup.cursors is not None else Clock()
         self.private_api = False
@@ -203,7 +204,7 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         """Admit a message, its date committed with it; skipped: what is no event, and a
         message admitted within the margin already. Whether it was handed to admission."""
         guid = message.get("guid")
-        if not isinstance(guid, str) or not guid or guid in self.recent:
+        if not isinstance(guid, str) or not guid or guid in self.recent or guid in self.taking:
             return False
         try:
             event = message_event(message, self.platform, self.names)
@@ -214,7 +215,11 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         if event is None or when is None:
             return False
         kept = Cursor(self.since_key, str(when), rising=True) if self.cursors else None
-        await self.admit(event, kept)
+        self.taking.add(guid)  # the webhook and a catch-up at once: one hands it over
+        try:
+            await self.admit(event, kept)
+        finally:
+            self.taking.discard(guid)
         self.since = max(self.since or 0, when)
         self.recent[guid] = when
         while self.recent and next(iter(self.recent.values())) < self.since - CATCH_UP_MARGIN_MS:
@@ -285,6 +290,8 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
     # -- sending ----------------------------------------------------------------------
 
     async def send(self, request: SendRequest) -> SendResult:
+        if self.status.state == FATAL:  # a refused password: the rows wait for a new one
+            return RetryAfter(None, f"{self.name}: {self.status.reason}")
         chat = request.target.chat_id
         temp = temp_guid(request.idempotency_key)
         if request.file is None:
@@ -355,6 +362,6 @@ async def _info(http: httpx.AsyncClient, base: str, password: str) -> dict[str, 
         info = await call(http, base, password, "server/info")
     except BlueBubblesError as exc:
         if exc.refusal.status in (401, 403):
-            raise AdapterFatal(f"BlueBubbles refused the password ({exc.refusal.reason})") from None
+            raise AdapterFatal(f"BlueBubbles refused the token ({exc.refusal.reason})") from None
         raise
     return info if isinstance(info, dict) else {}
