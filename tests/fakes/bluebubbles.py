@@ -93,7 +93,8 @@ class FakeBlueBubbles(Fake):
     name = "BlueBubbles"
     _channel_field = "chatGuid"
     _CONTROLS = frozenset({"configure", "message", "fail"})
-    _STATE = ("sent", "deliveries", "queries", "uploads", "downloads", "typing", "refused")
+    _STATE = ("sent", "deliveries", "queries", "uploads", "downloads", "typing", "refused",
+              "webhook_url")  # fmt: skip
     _ROUTES = routes(
         ("GET", "/api/v1/ping", "_ping"),
         ("GET", "/api/v1/server/info", "_info"),
