@@ -13,9 +13,9 @@ import pytest
 import trio
 
 from hermes.home import HermesHome
-from tests.adapters.imessage.serving import IMessageServe
+from tests.adapters.imessage.serving import WEBHOOK_TOKEN, IMessageServe
 from tests.adapters.serving import in_thread
-from tests.fakes.bluebubbles import ANN, FakeBlueBubbles, dm, group
+from tests.fakes.bluebubbles import ANN, PASSWORD, FakeBlueBubbles, dm, group
 from tests.fakes.openai import FakeOpenAI, text_answer, tool_answer
 from tests.seed import rows
 
@@ -42,6 +42,8 @@ def shared(tmp_path_factory) -> Iterator[tuple[IMessageServe, FakeBlueBubbles, F
         finally:
             serve.close()
         assert fake.internal_errors == []
+        log = (home.logs / "hermes.log").read_text()
+        assert PASSWORD not in log and WEBHOOK_TOKEN not in log  # nor any URL with them
 
 
 @pytest.fixture(autouse=True)
@@ -208,3 +210,20 @@ async def test_attachments_both_ways_and_a_strangers_is_never_fetched(im):
     await until_admitted(serve, guid)
     await serve.until_journal("refused", 1)
     assert len(fake.downloads) == fetched + 1
+
+
+async def test_with_the_private_api_it_sends_by_it_and_shows_typing(im):
+    """Last in the module: serve restarts to read the server's info again, and sends by the
+    private API from then on."""
+    serve, fake, model = im
+    fake.private_api(True)
+    serve.stop()
+    serve.start()
+    model.script(text_answer("typed"))
+    model.delay = 1.0  # a turn long enough to show typing (after 0.3 s)
+    try:
+        fake.message("take your time", user=USERS[8])
+        [sent] = await sent_in(fake, dm(USERS[8]), 1)
+    finally:
+        model.delay = 0.0
+    assert sent["method"] == "private-api" and fake.typing[0] == dm(USERS[8])
