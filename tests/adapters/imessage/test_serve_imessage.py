@@ -100,6 +100,7 @@ async def test_a_dm_is_answered_with_a_temp_guid_and_its_echo_is_not(im):
     assert echo["status_code"] == 200
     await serve.until_journal("answered", len(model.requests))
     assert len(model.requests) == asked + 1
+    assert not [q for q in fake.queries if q.get("chatGuid") == dm(USERS[0])]  # a first try
 
 
 async def test_a_group_is_answered_when_named_and_its_chatter_is_not(im):
