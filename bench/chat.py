@@ -2,9 +2,9 @@
 
 Run: python bench/chat.py PLATFORM [--rate R]   (from the repository root; about a minute)
 PLATFORM names a file bench/chat_<PLATFORM>.py (telegram, slack, discord, whatsapp,
-matrix, signal, teams, mattermost), which holds what is that platform's own: its fake's
-surface, the bare echo client, how a reply is matched to its message and checked,
-where its latency is split (its docstring says).
+matrix, signal, teams, mattermost, imessage), which holds what is that platform's own:
+its fake's surface, the bare echo client, how a reply is matched to its message and
+checked, where its latency is split (its docstring says).
 Everything else is here, the same for all; a platform added later gets its bench by
 adding such a file.
 - The platform's fake (tests/fakes/<PLATFORM>.py) runs in its own process, a fresh
@@ -28,10 +28,12 @@ adding such a file.
   pacing and the send.
 - The same load on both sides, after the same warm-up: one message from each of 50
   users (not measured: the connections, hermes's sessions created), answered before
-  the timed phase starts. Timed: 1,000 messages (a platform may set fewer: WhatsApp, Mattermost 500)
+  the timed phase starts. Timed: 1,000 messages (a platform may set fewer: WhatsApp,
+  Mattermost and iMessage 500)
   offered at the rate (by default the platform's: Telegram 25/s, below its 30/s pace;
   Slack and Discord 50/s, at theirs; WhatsApp 5/s, each user under its pair rate;
-  Teams 20/s; Mattermost 8/s, under its server's default 10 requests/s per user),
+  Teams 20/s; Mattermost 8/s, under its server's default 10 requests/s per user;
+  iMessage 8/s, under hermes's 10/s pace for it),
   round robin over the 50 users (at 50/s one message a second each, so no session
   is ever busy: hermes's busy handling is not what is measured), message n injected
   at start + n/rate s (`trio.sleep_until` on absolute times: a late wake-up does not
@@ -115,6 +117,7 @@ class Platform:
     name = ""  # hermes's platform (its `platforms:` key, its PACES), and its fake's module
     fake = ""  # the fake, as the first line names it
     fake_args: tuple[str, ...] = ()  # the fake's command line
+    fake_module = ""  # tests/fakes/<fake_module>.py where it is not named as the platform
     rate = 50.0  # messages offered per second, by default
     client = ""  # the bare echo client, as its line names it
     chat_field = ""  # a post's chat, as the fake records it
@@ -195,7 +198,7 @@ class Fake:
     over its `_fake/` HTTP surface."""
 
     def __init__(self, platform: Platform) -> None:
-        self.proc, self.url = start_fake(platform.name, *platform.fake_args)
+        self.proc, self.url = start_fake(platform.fake_module or platform.name, *platform.fake_args)
 
     async def inject(self, http: httpx.AsyncClient, what: str, kwargs: dict[str, Any]) -> Any:
         """`_fake/<what>` with `kwargs`; its result (an update's, event's or message's id)."""

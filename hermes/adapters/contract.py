@@ -178,6 +178,10 @@ class SendRequest:
     # Set: send this file, `text` its caption (a platform without captions sends the text
     # first). Checked against the platform's `max_upload` before it was queued.
     file: OutFile | None = None
+    # The row was handed to an adapter before (a retry, or a send in flight at a restart):
+    # a platform that can ask whether that send arrived (a key it gave the platform) asks
+    # before it sends again.
+    again: bool = False
 
     @property
     def deadline(self) -> float:

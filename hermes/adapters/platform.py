@@ -55,8 +55,10 @@ def as_is(text: str) -> str:
 class Platform:
     """One platform. `escape`: what its adapter does to a chunk before it sends it
     (chunks are measured after it); `pace`: None for no documented limit;
-    `deduplicates`: the platform drops a repeat of a send's idempotency key (a send
-    that may have arrived is sent again after a restart); `secret_variables`: name
+    `deduplicates`: the platform drops a repeat of a send's idempotency key, or its
+    adapter asks whether a send handed over before arrived (`SendRequest.again`) before
+    it goes again (a send that may have arrived is sent again after a restart);
+    `secret_variables`: name
     patterns of environment variables that hold its secrets (kept out of commands);
     `token_hint`: where its token comes from, for doctor; `adapter`: its adapter
     class as "module:Name", imported only when `factory` is read (None for the local

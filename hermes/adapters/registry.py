@@ -29,6 +29,7 @@ NAMES = (
     "api",
     "teams",
     "homeassistant",
+    "imessage",
 )
 DEFAULT_LIMIT = Limit(4000, "chars")  # a platform hermes does not know (a mirror of one)
 

@@ -288,6 +288,7 @@ class Outbox(Actor):
             buttons=row.buttons,
             edit_of=row.edit_of,
             file=row.file,
+            again=row.attempts > (1 if row.state == SENDING else 0),  # counted when taken
         )
         reply = Reply()
         try:

@@ -1,6 +1,6 @@
 """The adapter conformance kit: what every adapter and its fake must show, parametrized over
 the adapters: the local endpoint, the OpenAI-compatible API, Telegram, Slack, Discord,
-WhatsApp, email, Matrix, Signal, Teams and Mattermost (built in, against their fakes in
+WhatsApp, email, Matrix, Signal, Teams, Mattermost and iMessage (built in, against their fakes in
 tests/fakes/; the API's client is the official `openai` package). The API is a server like the local
 endpoint (the first part's items that are not about connections run on it; a request
 sent again with its Idempotency-Key is its replay), and has no seam of its own for the
@@ -35,6 +35,11 @@ the deadline (the daemon's event stream, its keep-alives the progress; a replaye
 message comes again); it has no bots and no token (the daemon holds the account), and
 nothing is acknowledged to the daemon (a reconnect names the last admitted event: the
 Signal tests show it).
+
+iMessage (BlueBubbles) is pushed to, as WhatsApp and Teams are, by a webhook whose
+token is in its URL; the server never delivers again, but the adapter's catch-up (its
+message query from the last admitted message's date) brings what the webhook did not, so
+a replay is recognised and its seam acknowledges by a 200 or by a catch-up past it.
 
 Mattermost is connected (a WebSocket, its events and pongs the progress; deaf is a
 half-open socket); a bot's post says `from_bot`. Its socket replays nothing: a new
@@ -84,6 +89,9 @@ from hermes.adapters.contract import (
 from hermes.adapters.cursors import Cursors
 from hermes.adapters.email.adapter import EmailAdapter
 from hermes.adapters.email.config import EmailConfig
+from hermes.adapters.imessage.adapter import CATCH_UP_MARGIN_MS as IMESSAGE_MARGIN_MS
+from hermes.adapters.imessage.adapter import IMessageAdapter
+from hermes.adapters.imessage.config import IMessageConfig
 from hermes.adapters.matrix.adapter import MatrixAdapter
 from hermes.adapters.matrix.config import MatrixConfig
 from hermes.adapters.mattermost.adapter import CATCH_UP_MARGIN_MS, MattermostAdapter
@@ -108,6 +116,10 @@ from tests.adapters.email.serving import PASSWORD_VAR as EMAIL_VAR
 from tests.adapters.email.serving import TRUSTED as EMAIL_TRUSTED
 from tests.adapters.email.serving import VOUCHED as EMAIL_VOUCHED
 from tests.adapters.email.serving import EmailServe, MailServers, mail
+from tests.adapters.imessage.serving import PASSWORD_VAR as IMESSAGE_VAR
+from tests.adapters.imessage.serving import WEBHOOK_TOKEN as IMESSAGE_WEBHOOK_TOKEN
+from tests.adapters.imessage.serving import WEBHOOK_VAR as IMESSAGE_WEBHOOK_VAR
+from tests.adapters.imessage.serving import IMessageServe
 from tests.adapters.inprocess import Admissions, Running, running
 from tests.adapters.matrix.serving import TOKEN_VAR as MATRIX_VAR
 from tests.adapters.matrix.serving import MatrixServe, element
@@ -127,6 +139,10 @@ from tests.adapters.telegram.serving import TOKEN_VAR as TELEGRAM_VAR
 from tests.adapters.telegram.serving import TelegramServe
 from tests.adapters.whatsapp.serving import ANN as WHATSAPP_USER
 from tests.adapters.whatsapp.serving import WhatsAppServe
+from tests.fakes.bluebubbles import ANN as IMESSAGE_USER
+from tests.fakes.bluebubbles import PASSWORD as IMESSAGE_PASSWORD
+from tests.fakes.bluebubbles import FakeBlueBubbles
+from tests.fakes.bluebubbles import dm as imessage_dm
 from tests.fakes.discord import TOKEN as DISCORD_TOKEN
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.dovecot import DOVECOT
@@ -484,6 +500,35 @@ class TeamsDriver:
         return [s["text"] for s in self.teams.sent]
 
 
+class IMessageDriver:
+    """An iMessage user in their DM with hermes: messages the fake BlueBubbles delivers to
+    serve's webhook, the token in its URL."""
+
+    name = "imessage"
+    replays = True  # a delivery may come again (a replay), and the catch-up brings each
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.bb: FakeBlueBubbles = serve.platform
+        self.guids: dict[str, str] = {}  # the kit's ref -> the message's guid
+
+    async def say(self, text: str, ref: str) -> None:
+        before = len(self.bb.sent)
+        self.start_saying(None, text, ref)
+        await in_thread(self.bb.wait_sent, before + 1, 30.0)
+
+    def start_saying(self, nursery: trio.Nursery | None, text: str, ref: str) -> None:
+        self.guids[ref] = self.bb.message(text, user=IMESSAGE_USER)
+
+    async def say_again(self, text: str, ref: str) -> None:
+        self.bb.deliver_again(self.guids[ref])
+        again = await in_thread(self.bb.wait_delivered, self.guids[ref], 2)
+        assert again["status_code"] == 200  # taken: recognised, or not
+
+    def received(self) -> list[str]:
+        return [s["message"] for s in self.bb.sent]
+
+
 class EmailDriver:
     """An email user: mails delivered into hermes's INBOX on Dovecot, vouched for by the
     trusted receiving server; the answers are what the SMTP server took in."""
@@ -709,6 +754,8 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
         fake, harness = FakeWhatsApp(), WhatsAppServe
     elif name == "teams":
         fake, harness = FakeTeams(), TeamsServe
+    elif name == "imessage":
+        fake, harness = FakeBlueBubbles(), IMessageServe
     elif name.startswith("matrix"):
         fake, harness = FakeMatrix(), MatrixServe
     elif name == "signal":
@@ -725,7 +772,7 @@ DRIVERS = {"local": LocalDriver, "api": ApiDriver, "telegram": TelegramDriver, "
            "discord": DiscordDriver, "whatsapp": WhatsAppDriver, "teams": TeamsDriver,
            "email": EmailDriver, "matrix": MatrixDriver,
            "matrix-encrypted": EncryptedMatrixDriver, "signal": SignalDriver,
-           "mattermost": MattermostDriver}  # fmt: skip
+           "mattermost": MattermostDriver, "imessage": IMessageDriver}  # fmt: skip
 CONNECTED = (
     "telegram",
     "slack",
@@ -1281,6 +1328,81 @@ class TeamsSeam(Seam):
         assert attempt["status_code"] == 401
 
 
+class IMessageSeam(Seam):
+    """iMessage's adapter behind a webhook listener in this process, on the fake
+    BlueBubbles (a catch-up every second). A message is acknowledged by its delivery's
+    200, or once the adapter's catch-up starts past it (the server never delivers again:
+    one whose delivery failed comes by the catch-up)."""
+
+    name = "imessage"
+    adapter = IMessageAdapter
+    chat = imessage_dm(IMESSAGE_USER)
+    send_path = b"/api/v1/message/text"
+    pushed = True
+    says_how_long = False  # BlueBubbles has no rate limit of its own, nor a Retry-After
+
+    def __init__(self, refusing: bool = False) -> None:
+        password = "another password" if refusing else IMESSAGE_PASSWORD
+        self.bb = self.fake = FakeBlueBubbles(password=password)
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        config = IMessageConfig(token_env=IMESSAGE_VAR, webhook_token_env=IMESSAGE_WEBHOOK_VAR,
+                                base_url=base_url or self.bb.url, catch_up_every=1)  # fmt: skip
+        secrets = {IMESSAGE_VAR: IMESSAGE_PASSWORD, IMESSAGE_WEBHOOK_VAR: IMESSAGE_WEBHOOK_TOKEN}
+        return config, Secrets(secrets, frozenset())
+
+    def listening(self, port: int) -> None:
+        self.bb.configure(webhook_url=IMessageServe.webhook_url(port), echo_own=False)
+
+    def sends_limited(self, seconds: float) -> None:
+        self.bb.fail("text", 429)
+
+    def sends_failing(self) -> None:
+        self.bb.fail("text", 500)
+
+    def sends_refused(self) -> None:
+        self.bb.fail("text", 400)
+
+    def sends_unauthorized(self) -> None:
+        self.bb.fail("text", 401)
+
+    def sent(self) -> list[str]:
+        return [s["message"] for s in self.bb.sent]
+
+    async def connected(self) -> None:
+        await in_thread(functools.partial(self.bb.wait_until, lambda f: f.queries and f.webhook_url,
+                                          what="the first catch-up"))  # fmt: skip
+
+    def say(self, text: str) -> str:
+        return self.bb.message(text, user=IMESSAGE_USER)  # the guid
+
+    def _acknowledged(self, guid: str) -> bool:
+        created = next(m["dateCreated"] for m in self.bb.messages_in(self.chat)
+                       if m["guid"] == guid)  # fmt: skip
+        delivered = any(d["guid"] == guid and d.get("status_code") == 200
+                        for d in self.bb.deliveries)  # fmt: skip
+        return delivered or any(q["after"] + IMESSAGE_MARGIN_MS >= created
+                                for q in self.bb.queries if not q.get("where"))  # fmt: skip
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        assert not self._acknowledged(event_id)
+
+    async def acknowledged(self, event_id: str) -> None:
+        await in_thread(functools.partial(self.bb.wait_until,
+                                          lambda f: self._acknowledged(event_id), 30.0,
+                                          f"{event_id} acknowledged"))  # fmt: skip
+
+    def never_connected(self) -> bool:
+        return self.bb.queries == []
+
+    def say_forged(self, text: str) -> str:
+        return self.bb.message(text, user=IMESSAGE_USER, token="guessed")
+
+    async def refused(self, event_id: str) -> None:
+        attempt = await in_thread(self.bb.wait_delivered, event_id)
+        assert attempt["status_code"] == 401
+
+
 class EmailSeam(Seam):
     """Email's adapter on a real Dovecot and the test's SMTP server. It acknowledges a mail
     by flagging it \\Seen; one left unflagged the next connection reads again."""
@@ -1496,6 +1618,7 @@ SEAMS: dict[str, type[Seam]] = {
         DiscordSeam,
         WhatsAppSeam,
         TeamsSeam,
+        IMessageSeam,
         EmailSeam,
         MatrixSeam,
         MattermostSeam,

@@ -16,6 +16,8 @@ from hermes.adapters.discord.adapter import CODES as DISCORD
 from hermes.adapters.discord.adapter import refusal_of as discord_refusal
 from hermes.adapters.email.smtp import CODES as EMAIL
 from hermes.adapters.http import HttpAnswer
+from hermes.adapters.imessage.api import CODES as IMESSAGE
+from hermes.adapters.imessage.api import refusal_of as imessage_refusal
 from hermes.adapters.matrix.api import CODES as MATRIX
 from hermes.adapters.matrix.api import sent_or_refusal
 from hermes.adapters.mattermost.api import CODES as MATTERMOST
@@ -55,6 +57,10 @@ def tg(code: int, description: str, **parameters: object) -> dict:
 
 def mx(errcode: str, **more: object) -> dict:
     return {"errcode": errcode, "error": "said", **more}
+
+
+def bb(status: int, message: str, said: str) -> dict:
+    return {"status": status, "message": message, "error": {"type": message, "message": said}}
 
 
 def ms(code: str) -> dict:
@@ -145,6 +151,17 @@ PLATFORMS: dict[str, tuple[Codes, Callable[[HttpAnswer], Refusal], dict[str, Htt
             "limited": http(429, None),
             "down": http(500, mm("app.post.update.app_error", 500)),
             "gone": http(404, mm("app.post.get.app_error", 404)),
+        },
+    ),
+    "imessage": (
+        IMESSAGE,
+        lambda a: imessage_refusal(a, "POST message/text"),
+        {
+            "revoked": http(401, bb(401, "Unauthorized", "Authentication Error")),
+            # BlueBubbles limits nothing; a reverse proxy in front of it may
+            "waited": http(429, None, **{"Retry-After": "7"}),
+            "limited": http(429, None),
+            "down": http(500, bb(500, "Server Error", "Failed to send message!")),
         },
     ),
 }

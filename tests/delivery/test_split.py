@@ -180,6 +180,7 @@ def test_limits_of_platforms():
         "api": Limit(1_000_000, "chars"),
         "mattermost": Limit(16383, "chars"),
         "homeassistant": Limit(4000, "chars"),
+        "imessage": Limit(10000, "chars"),
     }
     assert [len(c) for c in chunks_for("x" * 4001, "irc")] == [4000, 1]  # unknown: 4000
 

@@ -1,0 +1,367 @@
+"""The iMessage adapter: a client of the user's BlueBubbles server (its REST API, httpx),
+its deliveries pushed to hermes's webhook listener.
+
+- Inbound: BlueBubbles POSTs each event to `/webhooks/<name>?token=<secret>`; the token
+  (`webhook_token_env`) is compared in constant time first, and a request without it is
+  a 401 that reads nothing more. A `new-message` is admitted (inbound.py), its
+  `dateCreated` committed with it (a Cursor), before the 200; `updated-message` (read
+  receipts, delivered, edits) and the rest are answered 200 and start nothing.
+- Catch-up: BlueBubbles does not deliver a failed webhook again, and sends nothing while
+  hermes is away, so at every start and every `catch_up_every` seconds the server's
+  message query is read from a margin before the last admitted message's date, oldest
+  first, paged: what the webhook missed is admitted, and what it brought too is admitted
+  once (the journal knows the guid; one this adapter admitted within the margin is not
+  handed to it again). At the very first start the catch-up starts from now. Each
+  query answered is progress: a server that stops answering misses the deadline, and the
+  next connection catches up.
+- Outbound: `POST /api/v1/message/text` with a `tempGuid` made from the outbox row's
+  idempotency key, so it is the same at every try. A send whose answer was lost (a
+  timeout, a restart) is not blindly sent again: a row handed over before (`again`) first
+  asks the server for hermes's recent messages in the chat, and one carrying that
+  `tempGuid` (or, where the server keeps none, the same text) is the send's result. Files
+  go by `POST /api/v1/message/attachment` (multipart), their caption first as a text of
+  its own. Typing (`POST /api/v1/chat/{guid}/typing`) and the private API's send method
+  only where the server says its private API is on. No edits.
+- Attachments in: `GET /api/v1/attachment/{guid}/download`, only for an authorized event,
+  capped as every platform's media.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import trio
+
+from hermes.actors.clock import Clock
+from hermes.actors.link import FATAL
+from hermes.adapters.base import AdapterFatal, AdapterSetup, required
+from hermes.adapters.contract import (
+    Cursor,
+    Fetched,
+    InboundEvent,
+    OutFile,
+    RetryAfter,
+    SendRequest,
+    SendResult,
+    Sent,
+)
+from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
+from hermes.adapters.imessage.api import (
+    CODES,
+    PAGE,
+    BlueBubblesError,
+    api_url,
+    call,
+    query,
+    refusal_of,
+)
+from hermes.adapters.imessage.config import IMessageConfig
+from hermes.adapters.imessage.inbound import AttachmentRef, created, message_event, named
+from hermes.adapters.media import FILE_SECONDS, MAX_ATTACHMENTS, MediaError, Saved, download
+from hermes.adapters.settings import PlatformConfig
+from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
+from hermes.config import Secrets
+
+log = logging.getLogger(__name__)
+
+DAY_MS = 86_400_000
+# The catch-up starts this long before the last admitted message: `dateCreated` is when
+# Messages recorded it, and a message of the same moment may reach the server's database
+# after one it already served. What the margin brings again is admitted once.
+CATCH_UP_MARGIN_MS = 60_000
+RESOLVE_WINDOW_MS = DAY_MS  # how far back a send whose answer was lost is looked for
+OK = WebhookAnswer(200, b"{}", "application/json")
+UNAUTHORIZED = WebhookAnswer(401, b"unauthorized\n")
+
+
+def temp_guid(key: str) -> str:
+    """The `tempGuid` of the send of an outbox row's idempotency key: the same at every try."""
+    return "hermes-" + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+class IMessageAdapter(HttpAdapter[IMessageConfig]):
+    platform = "imessage"
+    receives_when_refused = True  # the server pushes whatever our password; sends wait
+    typing_every = 5.0  # iMessage shows the bubble for a few seconds after each
+
+    def __init__(self, setup: AdapterSetup) -> None:
+        super().__init__(setup)
+        self.password = setup.secrets.get(self.config.token_env) or ""
+        self.webhook_token = setup.secrets.get(self.config.webhook_token_env) or ""
+        self.base = (self.config.base_url or "").rstrip("/")
+        self.progress_deadline = 2 * self.config.catch_up_every + 30.0
+        self.names = named(self.config.names)
+        self.since_key = f"{setup.name}:since"
+        self.since: int | None = None  # dateCreated (ms) of the last admitted message
+        self.recent: OrderedDict[str, int] = OrderedDict()  # admitted within the margin
+        self.taking: set[str] = set()  # in admission now
+        self.journal_days = setup.journal_days
+        self.clock = setup.cursors.clock if setup.cursors is not None else Clock()
+        self.private_api = False
+        self.method = "apple-script"
+
+    def url(self, path: str) -> str:
+        return api_url(self.base, path, self.password)
+
+    @classmethod
+    async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
+        """`GET /api/v1/server/info` with the server password, as `connect()` starts."""
+        config = cls.configured(config)
+        password = required(secrets, config.token_env, cls.platform)
+        base = _server(config, cls.platform)
+        async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+            info = await _info(http, base, password)
+        api = "on" if info.get("private_api") else "off"
+        return f"BlueBubbles {info.get('server_version') or '?'} at {base} (private API {api})"
+
+    async def on_start(self) -> None:
+        if self.cursors is not None:
+            await self.exits.enter_async_context(self.cursors)
+        await super().on_start()
+
+    # -- receiving --------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        required(self.secrets, self.config.token_env, self.platform)
+        required(self.secrets, self.config.webhook_token_env, self.platform, "webhook_token_env")
+        _server(self.config, self.platform)
+        assert self.http is not None  # opened by on_start
+        info = await _info(self.http, self.base, self.password)
+        self.private_api = bool(info.get("private_api"))
+        self.method = "private-api" if self.private_api else "apple-script"
+        self._alive()
+        await self._first_since()
+        log.info("%s: BlueBubbles at %s; messages come to its webhook", self.name, self.base)
+        while True:
+            await self._catch_up()
+            self.settled()
+            await trio.sleep(self.config.catch_up_every)
+
+    def _alive(self) -> None:
+        """Progress, unless a send found the password refused meanwhile."""
+        if self.status.state != FATAL:
+            self.progress()
+
+    async def _first_since(self) -> None:
+        """Where the catch-up starts: the last admitted message's date (kept in state.db);
+        at the very first start, now, kept so a crash before any admission catches up
+        from it."""
+        if self.since is not None:
+            return
+        kept = await self.cursors.get(self.since_key) if self.cursors is not None else None
+        if kept is not None:
+            self.since = int(float(kept))
+            return
+        self.since = int(self.clock.now() * 1000)
+        if self.cursors is not None:
+            await self.cursors.put(self.since_key, str(self.since))
+
+    async def _catch_up(self) -> None:
+        """Every message created since the margin before `since` (not before the journal's
+        days), oldest first, a page at a time."""
+        assert self.http is not None and self.since is not None
+        oldest = int(self.clock.now() * 1000) - int(self.journal_days * DAY_MS)
+        after = max(self.since - CATCH_UP_MARGIN_MS, oldest)
+        offset = taken = 0
+        while True:
+            page = await self._call("message/query", query(after, offset))
+            self._alive()
+            found = [m for m in page if isinstance(m, dict)] if isinstance(page, list) else []
+            for message in found:
+                taken += await self._take(message)
+            if len(found) < PAGE:
+                break
+            offset += len(found)
+        if taken:
+            log.info("%s: caught up %d message(s) since %d", self.name, taken, after)
+
+    async def _call(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """A call of the catch-up: a 429 waits as told, a 401 is fatal."""
+        assert self.http is not None
+        while True:
+            try:
+                return await call(self.http, self.base, self.password, path, body)
+            except BlueBubblesError as exc:
+                refusal = exc.refusal
+                if refusal.status == 429:
+                    await self.wait_as_told(refusal.retry_after or 1.0, refusal.reason)
+                    continue
+                if refusal.status == 401:
+                    raise AdapterFatal(
+                        f"BlueBubbles refused the password ({refusal.reason})"
+                    ) from None
+                raise
+
+    async def _take(self, message: dict[str, Any]) -> bool:
+        """Admit a message, its date committed with it; skipped: what is no event, and a
+        message admitted within the margin already. Whether it was handed to admission."""
+        guid = message.get("guid")
+        if not isinstance(guid, str) or not guid or guid in self.recent or guid in self.taking:
+            return False
+        try:
+            event = message_event(message, self.platform, self.names)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            log.warning("%s: skipping a malformed message: %r", self.name, exc)
+            return False
+        when = created(message)
+        if event is None or when is None:
+            return False
+        kept = Cursor(self.since_key, str(when), rising=True) if self.cursors else None
+        self.taking.add(guid)  # the webhook and a catch-up at once: one hands it over
+        try:
+            await self.admit(event, kept)
+        finally:
+            self.taking.discard(guid)
+        self.since = max(self.since or 0, when)
+        self.recent[guid] = when
+        while self.recent and next(iter(self.recent.values())) < self.since - CATCH_UP_MARGIN_MS:
+            self.recent.popitem(last=False)
+        return True
+
+    async def handle(self, msg: Any) -> Any:
+        if isinstance(msg, WebhookRequest):
+            return await self._webhook(msg)
+        return await super().handle(msg)
+
+    async def _webhook(self, request: WebhookRequest) -> WebhookAnswer:
+        if request.path:  # BlueBubbles posts to /webhooks/<name> itself
+            return WebhookAnswer(404, b"no such webhook\n")
+        if request.method != "POST":
+            return WebhookAnswer(405, b"POST\n")
+        given = request.query.get("token", "").encode("utf-8", "replace")
+        if not self.webhook_token or not hmac.compare_digest(given, self.webhook_token.encode()):
+            log.warning("%s: a delivery without the webhook's token was refused", self.name)
+            return UNAUTHORIZED
+        try:
+            payload = json.loads(request.body)
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict):
+            return WebhookAnswer(400, b"not an event\n")
+        data = payload.get("data")
+        if payload.get("type") == "new-message" and isinstance(data, dict):
+            try:
+                await self._take(data)
+            except Exception as exc:  # not in: the catch-up brings it
+                log.error("%s: a message could not be admitted: %r", self.name, exc)
+                return WebhookAnswer(500, b"not admitted\n")
+        self._alive()
+        return OK
+
+    async def type_once(self, event: InboundEvent) -> None:
+        if self.private_api and self.http is not None:
+            await self.http.post(self.url(f"chat/{quote(event.chat_id, safe='')}/typing"))
+
+    async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
+        """Each attachment of an authorized message, from the server by its guid, streamed
+        to the cache within the media limits."""
+        if self.cache is None or self.http is None:
+            return Fetched((), tuple(f"[{self.name} cannot save files here]" for _ in attachments))
+        files: list[Saved] = []
+        problems: list[str] = []
+        for text in attachments[:MAX_ATTACHMENTS]:
+            try:
+                ref = AttachmentRef.from_text(text)
+                if ref.size is not None and ref.size > self.media.max_file:
+                    raise MediaError(
+                        f"{ref.name} is {ref.size} bytes, over the {self.media.max_file} limit"
+                    )
+                url = self.url(f"attachment/{quote(ref.guid, safe='')}/download")
+                tag = hashlib.sha256(ref.guid.encode()).hexdigest()[:12]
+                with trio.fail_after(FILE_SECONDS):
+                    name = f"{tag}-{Path(ref.name).name}"
+                    saved = await download(self.http, url, self.cache, name, ref.mime, self.media)
+                files.append(saved)
+            except MediaError as exc:
+                problems.append(f"[an attachment could not be fetched: {exc}]")
+            except (httpx.HTTPError, OSError, KeyError, ValueError, trio.TooSlowError) as exc:
+                # httpx's words may name the URL, which carries the password: the kind only
+                problems.append(f"[an attachment could not be fetched: {type(exc).__name__}]")
+        return Fetched(tuple(files), tuple(problems))
+
+    # -- sending ----------------------------------------------------------------------
+
+    async def send(self, request: SendRequest) -> SendResult:
+        if self.status.state == FATAL:  # a refused password: the rows wait for a new one
+            return RetryAfter(None, f"{self.name}: {self.status.reason}")
+        chat = request.target.chat_id
+        temp = temp_guid(request.idempotency_key)
+        if request.file is None:
+            return await self._text(chat, temp, request.text, request.again)
+        if request.text:  # iMessage has no captions: the text goes first
+            said = await self._text(chat, temp + "-text", request.text, request.again)
+            if not isinstance(said, Sent):
+                return said
+        return await self._file(chat, temp, request.file, request.again)
+
+    async def _text(self, chat: str, temp: str, text: str, again: bool) -> SendResult:
+        if again and (found := await self._sent_before(chat, temp, text)) is not None:
+            return found
+        body = {"chatGuid": chat, "tempGuid": temp, "message": text, "method": self.method}
+        return self._taken(await self.post(self.url("message/text"), body), "message/text")
+
+    async def _file(self, chat: str, temp: str, file: OutFile, again: bool) -> SendResult:
+        if again and (found := await self._sent_before(chat, temp, None)) is not None:
+            return found
+        fields = {"chatGuid": chat, "tempGuid": temp, "name": file.name, "method": self.method}
+        answer = await self.upload(self.url("message/attachment"), fields, {"attachment": file})
+        return self._taken(answer, "message/attachment")
+
+    async def _sent_before(self, chat: str, temp: str, text: str | None) -> SendResult | None:
+        """A send handed over before, whose answer may have been lost: Sent when the server
+        has hermes's message of that `tempGuid` (or, where it keeps none, of that text) in
+        the chat; None when it has none (it goes now); RetryAfter when it cannot tell."""
+        if self.http is None:
+            return RetryAfter(None, "the adapter is not started")
+        after = int(self.clock.now() * 1000) - RESOLVE_WINDOW_MS
+        body = {**query(after, chat=chat), "sort": "DESC", "with": ["chat"]}
+        body["where"] = [{"statement": "message.is_from_me = :me", "args": {"me": 1}}]
+        try:
+            page = await call(self.http, self.base, self.password, "message/query", body)
+        except BlueBubblesError as exc:
+            return RetryAfter(None, f"an earlier try could not be looked up: {exc.refusal.reason}")
+        except httpx.HTTPError as exc:
+            return RetryAfter(None, f"an earlier try could not be looked up: {type(exc).__name__}")
+        for message in page if isinstance(page, list) else []:
+            if not isinstance(message, dict) or not message.get("isFromMe"):
+                continue
+            kept = message.get("tempGuid")
+            if kept == temp or (not kept and text is not None and message.get("text") == text):
+                log.info("%s: an earlier try of %s was sent; not sending again", self.name, temp)
+                return Sent(str(message.get("guid") or "") or None)
+        return None
+
+    def _taken(self, answer: HttpAnswer | SendResult, what: str) -> SendResult:
+        if not isinstance(answer, HttpAnswer):
+            return answer
+        refusal = refusal_of(answer, f"POST {what}")
+        if refusal is not None:
+            return self.refused(refusal, CODES)
+        data = answer.body.get("data") if isinstance(answer.body, dict) else None
+        guid = data.get("guid") if isinstance(data, dict) else None
+        return Sent(str(guid) if guid else None)
+
+
+def _server(config: IMessageConfig, platform: str) -> str:
+    if not config.base_url:
+        raise AdapterFatal(f"no server: set platforms.{platform}.base_url (your BlueBubbles)")
+    return config.base_url.rstrip("/")
+
+
+async def _info(http: httpx.AsyncClient, base: str, password: str) -> dict[str, Any]:
+    """The server's `server/info`; AdapterFatal for a refused password."""
+    try:
+        info = await call(http, base, password, "server/info")
+    except BlueBubblesError as exc:
+        if exc.refusal.status in (401, 403):
+            raise AdapterFatal(f"BlueBubbles refused the token ({exc.refusal.reason})") from None
+        raise
+    return info if isinstance(info, dict) else {}
