@@ -28,6 +28,7 @@ NAMES = (
     "webhook",
     "api",
     "teams",
+    "sms",
 )
 DEFAULT_LIMIT = Limit(4000, "chars")  # a platform hermes does not know (a mirror of one)
 
