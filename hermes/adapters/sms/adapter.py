@@ -293,8 +293,8 @@ async def _account(
     response = await http.get(f"{base}{API}/{config.account_sid}.json", headers=auth)
     if response.status_code in (401, 403, 404):
         raise AdapterFatal(
-            f"Twilio refused the credentials for account {config.account_sid}"
-            f" ({response.status_code}): check account_sid and {config.token_env}"
+            f"Twilio refused the token for account {config.account_sid}"
+            f" ({response.status_code}): check account_sid, {config.token_env} and any API key"
         )
     response.raise_for_status()
     info = response.json()
