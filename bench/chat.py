@@ -114,6 +114,7 @@ class Platform:
 
     name = ""  # hermes's platform (its `platforms:` key, its PACES), and its fake's module
     fake = ""  # the fake, as the first line names it
+    fake_module = ""  # tests/fakes/<this>.py, where the fake is not named as the platform
     fake_args: tuple[str, ...] = ()  # the fake's command line
     rate = 50.0  # messages offered per second, by default
     client = ""  # the bare echo client, as its line names it
@@ -195,7 +196,7 @@ class Fake:
     over its `_fake/` HTTP surface."""
 
     def __init__(self, platform: Platform) -> None:
-        self.proc, self.url = start_fake(platform.name, *platform.fake_args)
+        self.proc, self.url = start_fake(platform.fake_module or platform.name, *platform.fake_args)
 
     async def inject(self, http: httpx.AsyncClient, what: str, kwargs: dict[str, Any]) -> Any:
         """`_fake/<what>` with `kwargs`; its result (an update's, event's or message's id)."""
