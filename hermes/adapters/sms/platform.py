@@ -16,7 +16,7 @@ SMS = Platform(
     # A US long code's default: 1 message segment a second (toll-free and 10DLC differ);
     # Twilio queues a burst and sends it at that rate.
     pace=Pace(1.0, 1.0, burst=10, chat_burst=3),
-    secret_variables=("TWILIO_*",),
+    secret_variables=("TWILIO_*", "SMS_*"),  # `hermes setup` writes SMS_TOKEN
     token_hint="the account's Auth Token (Twilio Console > Account Info)",
     settings=SmsConfig,
     webhook=True,
