@@ -179,6 +179,7 @@ def test_limits_of_platforms():
         "webhook": Limit(4000, "chars"),
         "api": Limit(1_000_000, "chars"),
         "mattermost": Limit(16383, "chars"),
+        "sms": Limit(1600, "utf16"),
     }
     assert [len(c) for c in chunks_for("x" * 4001, "irc")] == [4000, 1]  # unknown: 4000
 

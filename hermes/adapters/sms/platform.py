@@ -11,7 +11,7 @@ MAX_MEDIA = 5 * 1024 * 1024  # Twilio's limit for a message's media, all of it
 
 SMS = Platform(
     "sms",
-    Limit(1600, "chars"),
+    Limit(1600, "utf16"),  # counted as Twilio may: an emoji is two
     "hermes.adapters.sms.adapter:SmsAdapter",
     # A US long code's default: 1 message segment a second (toll-free and 10DLC differ);
     # Twilio queues a burst and sends it at that rate.
