@@ -175,12 +175,12 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
             mime, _, url = ref.partition("|")
             try:
                 with trio.fail_after(FILE_SECONDS):
-                    files.append(await self._download(url, mime, n))
+                    files.append(await self._download(url, mime))
             except (httpx.HTTPError, MediaError, ValueError, OSError, trio.TooSlowError) as exc:
                 problems.append(f"[the media {n + 1} could not be fetched: {exc!r}]")
         return Fetched(tuple(files), tuple(problems))
 
-    async def _download(self, url: str, mime: str, n: int) -> Saved:
+    async def _download(self, url: str, mime: str) -> Saved:
         assert self.http is not None and self.cache is not None
         if not trusted(url, (*MEDIA_HOSTS, self.base)):
             raise ValueError(f"the media URL's host {httpx.URL(url).host!r} is not Twilio's")
