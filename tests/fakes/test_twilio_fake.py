@@ -57,6 +57,7 @@ def test_sends_take_the_accounts_credentials_and_answer_twilios_errors(fake):
     limited = _send(fake, To="+15551230001", Body="x")
     assert (limited.status_code, limited.headers["retry-after"]) == (429, "2")
     assert [s["body"] for s in fake.sent] == ["hi", "k"]
+    assert [r["status"] for r in fake.refused] == [401, 400, 400, 429]
 
 
 def test_media_is_behind_the_credentials_then_a_signed_redirect(fake):

@@ -51,7 +51,7 @@ import re
 import threading
 import time
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import httpx
 
@@ -104,7 +104,7 @@ def _segments(body: str) -> int:
 class FakeTwilio(Fake):
     name = "twilio"
     _CONTROLS = frozenset({"configure", "message"})
-    _STATE = ("sent", "deliveries", "callbacks", "webhook_url")
+    _STATE = ("sent", "deliveries", "callbacks", "refused", "internal_errors", "webhook_url")
     _channel_field = "to"
     _ROUTES = routes(
         ("GET", "/2010-04-01/Accounts/{account}.json", "_account"),
@@ -127,6 +127,7 @@ class FakeTwilio(Fake):
         self._failing: dict[str, tuple[str, int]] = {}  # a number -> status, error code
         self._deliveries: list[dict[str, Any]] = []
         self._callbacks: list[dict[str, Any]] = []
+        self._refused: list[dict[str, Any]] = []  # API calls answered with an error
         self._forms: dict[str, dict[str, str]] = {}  # MessageSid -> its form, for again
         self._lanes: dict[str, threading.Lock] = {}
         self.account_reads = 0
@@ -137,6 +138,7 @@ class FakeTwilio(Fake):
         self._client.close()
 
     sent = observed("_sent", "Messages hermes sent, in order.")
+    refused = observed("_refused", "API calls answered with an error (path, status).")
     deliveries = observed("_deliveries", "Every attempt to deliver to hermes.")
     callbacks = observed("_callbacks", "Status callbacks posted to hermes, with its answer.")
     media_fetches = observed("_media_fetches", "Fetches of incoming messages' media.")
@@ -163,6 +165,15 @@ class FakeTwilio(Fake):
         self._change(_revoked=True)
 
     # -- the REST API --------------------------------------------------------------------
+
+    def _handle(self, request: TrackedHandler, raw: bytes) -> Reply | None:
+        reply = super()._handle(request, raw)
+        if reply is not None and reply.status >= 400:
+            with self._cond:
+                path = urlsplit(request.path).path
+                self._refused.append({"path": path, "status": reply.status, "at": time.monotonic()})
+                self._cond.notify_all()
+        return reply
 
     def _authorized(self, request: TrackedHandler, account: str) -> bool:
         auth = str(request.headers.get("authorization", ""))
