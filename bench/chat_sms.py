@@ -159,9 +159,10 @@ class Sms(Platform):
         if retried(state):
             side.problems.append(f"{len(retried(state))} delivery attempts not answered 2xx "
                                  f"(so retried): {retried(state)[:2]!r:.300}")  # fmt: skip
-        refused = [c for c in state["callbacks"] if c.get("status_code") != 200]
+        taken = {c["sid"] for c in state["callbacks"] if c.get("status_code") == 200}
+        refused = {c["sid"] for c in state["callbacks"]} - taken
         if refused:
-            side.problems.append(f"{len(refused)} status callbacks not answered 200")
+            side.problems.append(f"{len(refused)} status callbacks never answered 200")
 
     def tally(self, side: Side, before: dict[str, Any], state: dict[str, Any]) -> str:
         delivered = len(state["deliveries"]) - len(before["deliveries"])

@@ -23,7 +23,8 @@ times=1)` answers the next send(s) so (429 20429, 400 21610 an opted-out recipie
 
 After a send is taken, from a thread: each MediaUrl is fetched as Twilio does (recorded in
 `fetched`, with the bytes), then the StatusCallback gets `delivered`, or `failed` /
-`undelivered` with the ErrorCode `fail_delivery(to, code, status)` set for that number.
+`undelivered` with the ErrorCode `fail_delivery(to, code, status)` set for that number
+(each attempt in `callbacks`; one not answered 2xx is tried again, as a delivery is).
 
 The driver (Twilio's side toward hermes): `message()` POSTs an incoming message's form
 (MessageSid, AccountSid, From, To, Body, NumMedia, MediaUrl{N}, MediaContentType{N}, ...)
@@ -284,10 +285,17 @@ class FakeTwilio(Fake):
                 "From": NUMBER, "ApiVersion": "2010-04-01"}  # fmt: skip
         if code:
             form["ErrorCode"] = str(code)
-        answer = self._post(callback, form, None)
-        with self._cond:
-            self._callbacks.append({"sid": record["sid"], "status": status, **answer})
-            self._cond.notify_all()
+        wait = self.retry_initial
+        for attempt in range(1, self.retry_max_tries + 1):  # as a delivery is tried again
+            answer = self._post(callback, form, None)
+            with self._cond:
+                self._callbacks.append({"sid": record["sid"], "status": status,
+                                        "attempt": attempt, **answer})  # fmt: skip
+                self._cond.notify_all()
+                if 200 <= answer.get("status_code", 0) < 300:
+                    return
+                self._cond.wait_for(lambda: self._closing, wait)
+            wait *= 2
 
     def _post(self, public: str, form: dict[str, str], forge: str | None) -> dict[str, Any]:
         """POST `form` to hermes as Twilio signs it for `public`: the status code, or the
