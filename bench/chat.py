@@ -116,8 +116,8 @@ class Platform:
 
     name = ""  # hermes's platform (its `platforms:` key, its PACES), and its fake's module
     fake = ""  # the fake, as the first line names it
+    fake_module = ""  # tests/fakes/<this>.py, where the fake is not named as the platform
     fake_args: tuple[str, ...] = ()  # the fake's command line
-    fake_module = ""  # tests/fakes/<fake_module>.py where it is not named as the platform
     rate = 50.0  # messages offered per second, by default
     client = ""  # the bare echo client, as its line names it
     chat_field = ""  # a post's chat, as the fake records it

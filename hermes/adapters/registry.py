@@ -30,6 +30,7 @@ NAMES = (
     "teams",
     "homeassistant",
     "imessage",
+    "sms",
 )
 DEFAULT_LIMIT = Limit(4000, "chars")  # a platform hermes does not know (a mirror of one)
 

@@ -1,11 +1,12 @@
 """The adapter conformance kit: what every adapter and its fake must show, parametrized over
 the adapters: the local endpoint, the OpenAI-compatible API, Telegram, Slack, Discord,
-WhatsApp, email, Matrix, Signal, Teams, Mattermost and iMessage (built in, against their fakes in
-tests/fakes/; the API's client is the official `openai` package). The API is a server like the local
+WhatsApp, email, Matrix, Signal, Teams, Mattermost, iMessage and SMS (built in, against
+their fakes in tests/fakes/; the API's client is the official `openai` package). The API is
+a server like the local
 endpoint (the first part's items that are not about connections run on it; a request
 sent again with its Idempotency-Key is its replay), and has no seam of its own for the
 second part (it acknowledges nothing to a platform: its answer is the acknowledgement).
-WhatsApp and Teams are pushed to (webhooks):
+WhatsApp, Teams and SMS (Twilio) are pushed to (webhooks):
 they have no connection to keep alive, so the items about connections (deafness, a token
 refused at connect, bots) are the connected platforms' only; their deliveries come again,
 like the local endpoint's retries, so the replay step runs on them; and anyone can post to
@@ -99,6 +100,8 @@ from hermes.adapters.mattermost.config import MattermostConfig
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.slack.adapter import SlackAdapter
 from hermes.adapters.slack.config import SlackConfig
+from hermes.adapters.sms.adapter import SmsAdapter
+from hermes.adapters.sms.config import SmsConfig
 from hermes.adapters.teams.adapter import TeamsAdapter
 from hermes.adapters.teams.config import TeamsConfig
 from hermes.adapters.telegram.adapter import TelegramAdapter
@@ -132,6 +135,8 @@ from tests.adapters.signal.serving import SignalServe
 from tests.adapters.slack.serving import APP_VAR as SLACK_APP_VAR
 from tests.adapters.slack.serving import BOT_VAR as SLACK_BOT_VAR
 from tests.adapters.slack.serving import SlackServe
+from tests.adapters.sms.serving import ANN as SMS_USER
+from tests.adapters.sms.serving import SmsServe
 from tests.adapters.teams.serving import ANN as TEAMS_USER
 from tests.adapters.teams.serving import TeamsServe
 from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
@@ -168,6 +173,11 @@ from tests.fakes.teams import SECRET as TEAMS_SECRET
 from tests.fakes.teams import FakeTeams
 from tests.fakes.teams import personal as teams_personal
 from tests.fakes.telegram import FakeTelegram, parse_markdown_v2
+from tests.fakes.twilio import ACCOUNT_SID as TWILIO_ACCOUNT
+from tests.fakes.twilio import AUTH_TOKEN as TWILIO_TOKEN
+from tests.fakes.twilio import NUMBER as TWILIO_NUMBER
+from tests.fakes.twilio import PUBLIC_URL as TWILIO_PUBLIC_URL
+from tests.fakes.twilio import FakeTwilio
 from tests.fakes.whatsapp import APP_SECRET as WHATSAPP_SECRET
 from tests.fakes.whatsapp import PHONE_NUMBER_ID as WHATSAPP_NUMBER
 from tests.fakes.whatsapp import TOKEN as WHATSAPP_TOKEN
@@ -529,6 +539,35 @@ class IMessageDriver:
         return [s["message"] for s in self.bb.sent]
 
 
+class SmsDriver:
+    """An SMS user: texts the fake Twilio delivers to serve's webhook, signed over the
+    public URL as Twilio signs them."""
+
+    name = "sms"
+    replays = True  # a MessageSid may come again (Twilio's retries of a delivery)
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.twilio: FakeTwilio = serve.platform
+        self.sids: dict[str, str] = {}  # the kit's ref -> the message's MessageSid
+
+    async def say(self, text: str, ref: str) -> None:
+        before = len(self.twilio.sent)
+        self.start_saying(None, text, ref)
+        await in_thread(self.twilio.wait_sent, before + 1, 30.0)
+
+    def start_saying(self, nursery: trio.Nursery | None, text: str, ref: str) -> None:
+        self.sids[ref] = self.twilio.message(text, SMS_USER)
+
+    async def say_again(self, text: str, ref: str) -> None:
+        self.twilio.deliver_again(self.sids[ref])
+        [_, again] = await in_thread(self.twilio.wait_attempts, self.sids[ref], 2)
+        assert again["status_code"] == 200  # taken: recognised, or not
+
+    def received(self) -> list[str]:
+        return [s["body"] for s in self.twilio.sent]
+
+
 class EmailDriver:
     """An email user: mails delivered into hermes's INBOX on Dovecot, vouched for by the
     trusted receiving server; the answers are what the SMTP server took in."""
@@ -756,6 +795,8 @@ def serve_on(name: str, home, model) -> Iterator[Serve]:
         fake, harness = FakeTeams(), TeamsServe
     elif name == "imessage":
         fake, harness = FakeBlueBubbles(), IMessageServe
+    elif name == "sms":
+        fake, harness = FakeTwilio(), SmsServe
     elif name.startswith("matrix"):
         fake, harness = FakeMatrix(), MatrixServe
     elif name == "signal":
@@ -772,7 +813,8 @@ DRIVERS = {"local": LocalDriver, "api": ApiDriver, "telegram": TelegramDriver, "
            "discord": DiscordDriver, "whatsapp": WhatsAppDriver, "teams": TeamsDriver,
            "email": EmailDriver, "matrix": MatrixDriver,
            "matrix-encrypted": EncryptedMatrixDriver, "signal": SignalDriver,
-           "mattermost": MattermostDriver, "imessage": IMessageDriver}  # fmt: skip
+           "mattermost": MattermostDriver, "imessage": IMessageDriver,
+           "sms": SmsDriver}  # fmt: skip
 CONNECTED = (
     "telegram",
     "slack",
@@ -1403,6 +1445,71 @@ class IMessageSeam(Seam):
         assert attempt["status_code"] == 401
 
 
+class SmsSeam(Seam):
+    """SMS's adapter behind a webhook listener in this process, on the fake Twilio. It
+    acknowledges a message by its 200 (the empty TwiML); one not answered 2xx the fake
+    delivers again, as Twilio with retries in its connection overrides."""
+
+    name = "sms"
+    adapter = SmsAdapter
+    chat = SMS_USER
+    send_path = b"/Messages.json"
+    comes_again_while_held = True
+    pushed = True
+
+    def __init__(self, refusing: bool = False) -> None:
+        token = "another-auth-token" if refusing else TWILIO_TOKEN
+        self.twilio = self.fake = FakeTwilio(token=token)
+
+    def setup(self, base_url: str | None = None) -> tuple[PlatformConfig, Secrets]:
+        config = SmsConfig(account_sid=TWILIO_ACCOUNT, number=TWILIO_NUMBER,
+                           token_env="TWILIO_TOKEN", base_url=base_url or self.twilio.url,
+                           public_url=TWILIO_PUBLIC_URL)  # fmt: skip
+        return config, Secrets({"TWILIO_TOKEN": TWILIO_TOKEN}, frozenset())
+
+    def listening(self, port: int) -> None:
+        self.twilio.configure(webhook_url=SmsServe.webhook_url(port))
+
+    def sends_limited(self, seconds: float) -> None:
+        self.twilio.fail(429, 20429, retry_after=seconds)
+
+    def sends_failing(self) -> None:
+        self.twilio.fail(500, 20500)
+
+    def sends_refused(self) -> None:
+        self.twilio.fail(400, 21610)  # the recipient texted STOP
+
+    def sends_unauthorized(self) -> None:
+        self.twilio.revoke()
+
+    def sent(self) -> list[str]:
+        return [s["body"] for s in self.twilio.sent]
+
+    async def connected(self) -> None:
+        await in_thread(functools.partial(self.twilio.wait_until, lambda f: f.account_reads > 0,
+                                          what="the account read"))  # fmt: skip
+
+    def say(self, text: str) -> str:
+        return self.twilio.message(text, SMS_USER)  # the MessageSid
+
+    async def still_unacknowledged(self, event_id: str) -> None:
+        assert all(d.get("status_code") != 200 for d in self.twilio.deliveries
+                   if d["id"] == event_id)  # fmt: skip
+
+    async def acknowledged(self, event_id: str) -> None:
+        await in_thread(self.twilio.wait_delivered, event_id)
+
+    def never_connected(self) -> bool:
+        return self.twilio.account_reads == 0
+
+    def say_forged(self, text: str) -> str:
+        return self.twilio.message(text, SMS_USER, forge="url")
+
+    async def refused(self, event_id: str) -> None:
+        [attempt] = await in_thread(self.twilio.wait_attempts, event_id)
+        assert attempt["status_code"] == 403
+
+
 class EmailSeam(Seam):
     """Email's adapter on a real Dovecot and the test's SMTP server. It acknowledges a mail
     by flagging it \\Seen; one left unflagged the next connection reads again."""
@@ -1619,6 +1726,7 @@ SEAMS: dict[str, type[Seam]] = {
         WhatsAppSeam,
         TeamsSeam,
         IMessageSeam,
+        SmsSeam,
         EmailSeam,
         MatrixSeam,
         MattermostSeam,

@@ -26,6 +26,8 @@ from hermes.adapters.refusals import Codes, Refusal, is_auth, result_of, retry_a
 from hermes.adapters.signal.adapter import CODES as SIGNAL
 from hermes.adapters.slack.adapter import CODES as SLACK
 from hermes.adapters.slack.api import refusal_of as slack_refusal
+from hermes.adapters.sms.adapter import CODES as SMS
+from hermes.adapters.sms.adapter import refusal_of as sms_refusal
 from hermes.adapters.teams.adapter import CODES as TEAMS
 from hermes.adapters.teams.adapter import refusal_of as teams_refusal
 from hermes.adapters.telegram.adapter import CODES as TELEGRAM
@@ -69,6 +71,11 @@ def ms(code: str) -> dict:
 
 def wa(code: int) -> dict:
     return {"error": {"message": "said", "code": code}}
+
+
+def tw(code: int, status: int) -> dict:
+    return {"code": code, "message": "said", "status": status,
+            "more_info": f"https://www.twilio.com/docs/errors/{code}"}  # fmt: skip
 
 
 def mm(error_id: str, status: int) -> dict:
@@ -162,6 +169,16 @@ PLATFORMS: dict[str, tuple[Codes, Callable[[HttpAnswer], Refusal], dict[str, Htt
             "waited": http(429, None, **{"Retry-After": "7"}),
             "limited": http(429, None),
             "down": http(500, bb(500, "Server Error", "Failed to send message!")),
+        },
+    ),
+    "sms": (
+        SMS,
+        sms_refusal,
+        {
+            "revoked": http(401, tw(20003, 401)),
+            "waited": http(429, tw(20429, 429), **{"Retry-After": "7"}),
+            "limited": http(429, tw(20429, 429)),
+            "down": http(500, tw(20500, 500)),
         },
     ),
 }

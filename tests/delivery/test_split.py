@@ -181,6 +181,7 @@ def test_limits_of_platforms():
         "mattermost": Limit(16383, "chars"),
         "homeassistant": Limit(4000, "chars"),
         "imessage": Limit(10000, "chars"),
+        "sms": Limit(1600, "utf16"),
     }
     assert [len(c) for c in chunks_for("x" * 4001, "irc")] == [4000, 1]  # unknown: 4000
 
