@@ -59,7 +59,7 @@ from hermes.adapters.refusals import Codes, Refusal, retry_after
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.sms.config import SmsConfig
 from hermes.adapters.sms.inbound import Ignored, failure_of, message_of
-from hermes.adapters.sms.signature import HEADER, proven
+from hermes.adapters.sms.signature import HEADER, proven, signed_urls
 from hermes.adapters.url_media import trusted
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
@@ -95,7 +95,7 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
         self.base = (config.base_url or DEFAULT_BASE).rstrip("/")
         self.auth = _auth(config, setup.secrets, self.token)
         self.undelivered = setup.undelivered
-        self.public = (config.public_url or "").rstrip("/")
+        self.public = config.public_url or ""  # verbatim: Twilio signs it as typed
         self.shelf: dict[str, tuple[OutFile, float]] = {}  # media token -> file, expiry
 
     @classmethod
@@ -140,10 +140,10 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
             return NOT_FOUND
         if request.method != "POST":
             return WebhookAnswer(405, b"POST\n")
-        url = f"{self.public}/status" if request.path else self.public
         body = request.body.decode("utf-8", "replace")
         params = urllib.parse.parse_qsl(body, keep_blank_values=True)
-        if not proven(request.headers.get(HEADER), url, params, self.token):
+        urls = signed_urls(self.public, request.path)
+        if not proven(request.headers.get(HEADER), urls, params, self.token):
             log.warning("%s: a request without a valid signature was refused", self.name)
             return FORBIDDEN
         form = dict(params)
@@ -224,7 +224,7 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
             return Permanent("a text message cannot be edited", missing=True)
         config = self.config
         form = {"To": request.target.chat_id, "Body": request.text}
-        form["StatusCallback"] = f"{self.public}/status"
+        form["StatusCallback"] = signed_urls(self.public, "status")[0]
         if config.messaging_service_sid:
             form["MessagingServiceSid"] = config.messaging_service_sid
         else:
