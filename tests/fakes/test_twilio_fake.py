@@ -18,6 +18,7 @@ from tests.fakes.twilio import (
     API_KEY_SID,
     AUTH_TOKEN,
     NUMBER,
+    PLAIN_URL,
     PUBLIC_URL,
     FakeTwilio,
     signature,
@@ -98,7 +99,7 @@ def test_deliveries_are_signed_over_the_public_url_and_reach_the_local_one(fake)
         fake.wait_delivered(sid)
         forged = fake.message("forged", "+15551230002", forge="url")
         fake.wait_delivered(forged)
-        sent = _send(fake, To="+15551230002", Body="hi", StatusCallback=f"{PUBLIC_URL}/status")
+        sent = _send(fake, To="+15551230002", Body="hi", StatusCallback=f"{PLAIN_URL}/status")
         [callback] = fake.wait_callbacks(1)
     finally:
         server.stop()
@@ -110,3 +111,37 @@ def test_deliveries_are_signed_over_the_public_url_and_reach_the_local_one(fake)
     assert forged_headers["x-twilio-signature"] != signature(PUBLIC_URL, forged_form, AUTH_TOKEN)
     assert status_path == "/webhooks/sms/status" and "MessageStatus=delivered" in status
     assert callback["sid"] == sent.json()["sid"]
+
+
+class _Failing(BaseHTTPRequestHandler):
+    """Answers every POST 500, counting them."""
+
+    posts = 0
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        self.rfile.read(int(self.headers["content-length"]))
+        type(self).posts += 1
+        self.send_response(500)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_5xx_is_tried_again_only_where_the_url_has_connection_overrides(fake):
+    server = LocalServer(_Failing)
+    server.start()
+    try:
+        fake.configure(webhook_url=f"{server.url}/webhooks/sms", public_url=PLAIN_URL,
+                       retry_initial=0.01)  # fmt: skip
+        plain = fake.message("once", "+15551230003")
+        [tried] = fake.wait_attempts(plain, 1)
+        fake.configure(public_url=f"{PLAIN_URL}#rc=2&rp=5xx")
+        again = fake.message("thrice", "+15551230003")
+        tries = fake.wait_attempts(again, 3)
+    finally:
+        server.stop()
+    assert tried["status_code"] == 500 and len(fake.wait_attempts(plain, 1)) == 1
+    assert [t["attempt"] for t in tries] == [1, 2, 3]
+    assert _Failing.posts == 4

@@ -5,11 +5,15 @@
   behind the reverse proxy; never the Host the request names) and the form: a missing,
   wrong or other URL's signature is a 403 that costs nothing more. A message is admitted
   to the journal under its MessageSid (one delivered again is recognised) before the 200
-  and its empty TwiML; one that could not be admitted is a 500. Opt-out keywords (STOP,
-  START, HELP, ...) are Twilio's: answered 200, never a turn.
+  and its empty TwiML; one that could not be admitted is a 500, delivered again only
+  where the URL's connection overrides (`#rc=5&rp=all`) say so. Opt-out keywords (STOP,
+  START, HELP and their synonyms) are Twilio's: answered 200, never a turn.
 - Status callbacks (`/webhooks/<name>/status`, signed the same way over that URL): a
-  `failed` or `undelivered` send turns its outbox row dead with Twilio's error code.
-- Nothing to poll: live once the credentials read the account; refused ones are fatal.
+  `failed` or `undelivered` send turns its outbox row dead with Twilio's error code; one
+  that comes before the send's answer is recorded is held and applied once it is (a 5xx
+  would not bring it again: Twilio retries only what its URL's overrides say).
+- Nothing to poll: live once the credentials read the account; refused ones are fatal
+  to sends only (texts are still admitted, replies wait for fixed credentials).
 - Outbound: one message per chunk (`POST /2010-04-01/Accounts/{sid}/Messages.json`, HTTP
   Basic with the auth token or an API key). A file goes as an MMS whose `MediaUrl` Twilio
   fetches from `/webhooks/<name>/media/<token>` (unguessable, expiring) where `media_url`
@@ -33,9 +37,11 @@ from typing import Any
 import httpx
 import trio
 
+from hermes.actors.errors import Unavailable
 from hermes.actors.link import FATAL
 from hermes.adapters.base import AdapterFatal, AdapterSetup, required
 from hermes.adapters.contract import (
+    DeliveryFailed,
     Fetched,
     OutFile,
     Permanent,
@@ -59,7 +65,7 @@ from hermes.adapters.refusals import Codes, Refusal, retry_after
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.sms.config import SmsConfig
 from hermes.adapters.sms.inbound import Ignored, failure_of, message_of
-from hermes.adapters.sms.signature import HEADER, proven
+from hermes.adapters.sms.signature import HEADER, proven, signed_urls
 from hermes.adapters.url_media import trusted
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
@@ -78,6 +84,8 @@ MEDIA_SECONDS = 4 * 3600.0  # a file's path on the listener, for Twilio to fetch
 REDIRECTS = (301, 302, 303, 307, 308)
 TWIML = b'<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 OK = WebhookAnswer(200, TWIML, "text/xml")
+MAX_HELD = 1000  # failed reports held for sends whose answers are not recorded yet
+HELD_SECONDS = 300.0  # how long one is held (a send's answer is recorded in moments)
 FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
 NOT_FOUND = WebhookAnswer(404, b"no such webhook\n")
 
@@ -95,8 +103,9 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
         self.base = (config.base_url or DEFAULT_BASE).rstrip("/")
         self.auth = _auth(config, setup.secrets, self.token)
         self.undelivered = setup.undelivered
-        self.public = (config.public_url or "").rstrip("/")
+        self.public = config.public_url or ""  # verbatim: Twilio signs it as typed
         self.shelf: dict[str, tuple[OutFile, float]] = {}  # media token -> file, expiry
+        self.held: dict[str, DeliveryFailed] = {}  # reports before their sends' answers
 
     @classmethod
     async def check_token(cls, config: PlatformConfig, secrets: Secrets) -> str:
@@ -120,10 +129,15 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
             if not value:
                 raise AdapterFatal(f"set platforms.{self.name}.{key}")
         assert self.http is not None  # opened by on_start
-        account = await _account(self.http, self.base, config, self.auth)
-        sender = config.number or config.messaging_service_sid
-        log.info("%s: %s sends as %s; messages come to %s", self.name, account, sender, self.public)
-        self.progress()
+        try:
+            account = await _account(self.http, self.base, config, self.auth)
+        except AdapterFatal as refused:  # the webhook still proves Twilio's requests
+            self.fatal(refused.reason, stop=False)  # texts admitted, replies held
+        else:
+            sender = config.number or config.messaging_service_sid
+            log.info("%s: %s sends as %s; messages come to %s", self.name, account, sender,
+                     self.public)  # fmt: skip
+            self.progress()
         await trio.sleep_forever()  # live until stopped: messages come to the listener
 
     async def handle(self, msg: Any) -> Any:
@@ -140,18 +154,18 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
             return NOT_FOUND
         if request.method != "POST":
             return WebhookAnswer(405, b"POST\n")
-        url = f"{self.public}/status" if request.path else self.public
         body = request.body.decode("utf-8", "replace")
         params = urllib.parse.parse_qsl(body, keep_blank_values=True)
-        if not proven(request.headers.get(HEADER), url, params, self.token):
+        urls = signed_urls(self.public, request.path)
+        if not proven(request.headers.get(HEADER), urls, params, self.token):
             log.warning("%s: a request without a valid signature was refused", self.name)
             return FORBIDDEN
         form = dict(params)
         try:
             if request.path == "status":
                 failed = failure_of(form, self.platform)
-                if failed is not None and self.undelivered is not None:
-                    await self.undelivered(failed)
+                if failed is not None:
+                    await self._undelivered(failed)
             else:
                 found = message_of(form, self.platform)
                 if isinstance(found, Ignored):
@@ -164,6 +178,40 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
         if self.status.state != FATAL:  # messages come; refused credentials stop sends
             self.progress()
         return OK
+
+    async def _undelivered(self, failed: DeliveryFailed) -> None:
+        """A send Twilio failed: its row dead now, or, reported before the send's answer
+        was recorded, held (by MessageSid) and applied once it is; Twilio does not report
+        it again."""
+        if self.undelivered is None or failed.message_id in self.held:
+            return
+        try:
+            await self.undelivered(failed)
+        except Unavailable:  # its send's answer is not recorded yet
+            if len(self.held) >= MAX_HELD:
+                raise
+            self.held[failed.message_id] = failed
+            self.nursery.start_soon(self._apply_held, failed)
+
+    async def _apply_held(self, failed: DeliveryFailed) -> None:
+        """A held report, applied once its send's answer is recorded (tried again with a
+        growing wait, for up to HELD_SECONDS: a restart meanwhile makes the send unknown)."""
+        assert self.undelivered is not None
+        wait, until = 0.05, trio.current_time() + HELD_SECONDS
+        try:
+            while True:
+                await trio.sleep(wait)
+                try:
+                    await self.undelivered(failed)
+                    return
+                except Unavailable:
+                    if trio.current_time() > until:
+                        log.error("%s: %s never recorded: %s", self.name, failed.message_id,
+                                  failed.reason)  # fmt: skip
+                        return
+                wait = min(wait * 2, 2.0)
+        finally:
+            del self.held[failed.message_id]
 
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
         """Each media of an authorized message, from Twilio with the credentials, then
@@ -224,7 +272,7 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
             return Permanent("a text message cannot be edited", missing=True)
         config = self.config
         form = {"To": request.target.chat_id, "Body": request.text}
-        form["StatusCallback"] = f"{self.public}/status"
+        form["StatusCallback"] = signed_urls(self.public, "status")[0]
         if config.messaging_service_sid:
             form["MessagingServiceSid"] = config.messaging_service_sid
         else:

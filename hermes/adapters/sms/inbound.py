@@ -2,8 +2,9 @@
 callback of a send that failed as a DeliveryFailed, and what hermes leaves alone.
 
 The form is outside input: a field missing or malformed skips the message (logged by
-the adapter), never a crash. STOP, START, HELP and Twilio's other opt-out keywords are
-Twilio's to answer (it keeps the opt-out list and replies itself): never a turn.
+the adapter), never a crash. A message Twilio marks as an opt-out, opt-in or help keyword
+(`OptOutType`), or without that mark STOP, START, HELP and their synonyms, is Twilio's
+to answer (it keeps the opt-out list and replies itself): never a turn.
 MMS media is kept as references (`type|url`), fetched only once the sender is
 authorized.
 """
@@ -16,11 +17,11 @@ from hermes.adapters.contract import ChatType, DeliveryFailed, InboundEvent
 from hermes.adapters.media import MAX_ATTACHMENTS
 from hermes.adapters.sms.config import E164
 
-# Twilio's default opt-out, opt-in and help keywords (matched on the whole body).
+# Twilio's opt-out, opt-in and help keywords hermes leaves to it where Twilio does not
+# say (no OptOutType: matched on the whole body). Not YES, CANCEL, END, QUIT, INFO, though
+# Twilio's defaults: they answer the agent's questions ("Yes"), so they are turns.
 KEYWORDS = frozenset(
-    {"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT", "REVOKE"}
-    | {"START", "YES", "UNSTOP", "OPTIN"}
-    | {"HELP", "INFO"}
+    {"STOP", "STOPALL", "UNSUBSCRIBE", "OPTOUT", "REVOKE"} | {"START", "UNSTOP", "OPTIN"} | {"HELP"}
 )
 FAILED = frozenset({"failed", "undelivered"})
 MAX_TEXT = 16 * 1024  # characters of a body read (Twilio's own limit is 1,600)
@@ -54,8 +55,12 @@ def message_of(form: dict[str, str], platform: str) -> InboundEvent | Ignored:
     if not E164.fullmatch(sender):
         return Ignored(f"{sid} is from {sender[:40]!r}, not a number in E.164")
     text = form.get("Body", "")[:MAX_TEXT]
-    if form.get("OptOutType") or text.strip().upper() in KEYWORDS:
-        return Ignored(f"{sid} is an opt-out keyword, which Twilio answers")
+    if "OptOutType" in form:  # Twilio read the keywords itself: its word decides
+        keyword = bool(form["OptOutType"])
+    else:
+        keyword = text.strip().upper() in KEYWORDS
+    if keyword:
+        return Ignored(f"{sid} is an opt-out, opt-in or help keyword, which Twilio answers")
     media = []
     try:
         count = min(int(form.get("NumMedia") or 0), MAX_ATTACHMENTS)

@@ -18,10 +18,26 @@ def signature(url: str, params: list[tuple[str, str]], token: str) -> str:
     return base64.b64encode(digest).decode()
 
 
-def proven(header: str | None, url: str, params: list[tuple[str, str]], token: str) -> bool:
-    """Whether `header` is the signature of this request, compared in constant time; none,
-    or any other, is False."""
+def signed_urls(public_url: str, path: str = "") -> tuple[str, ...]:
+    """The URLs a request to `path` under `public_url` may be signed over: `public_url`
+    verbatim (a trailing slash, a `#rc=...` fragment of connection overrides and all, as
+    typed in the Console), its path joined with `path`; and the same without the fragment
+    (Twilio's documentation does not say whether the fragment is signed)."""
+    base, hash_, fragment = public_url.partition("#")
+    if path:
+        base = f"{base.rstrip('/')}/{path}"
+    return (f"{base}#{fragment}", base) if hash_ else (base,)
+
+
+def proven(
+    header: str | None, urls: tuple[str, ...], params: list[tuple[str, str]], token: str
+) -> bool:
+    """Whether `header` is the signature of this request over one of `urls`, compared in
+    constant time; none, or any other, is False."""
     if not header or not token:
         return False
     given = header.strip().encode("utf-8", "replace")
-    return hmac.compare_digest(given, signature(url, params, token).encode())
+    found = False
+    for url in urls:
+        found |= hmac.compare_digest(given, signature(url, params, token).encode())
+    return found

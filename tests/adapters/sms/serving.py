@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 
 from tests.adapters.serving import Serve
-from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, NUMBER, PUBLIC_URL
+from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, NUMBER, PLAIN_URL, PUBLIC_URL
 
 ANN = "+15551230001"  # allowlisted, the owner
 VARIABLE = "TWILIO_AUTH_TOKEN"
@@ -25,7 +25,7 @@ class SmsServe(Serve):
         return {VARIABLE: AUTH_TOKEN}
 
     def settings(self) -> str:
-        media = f"    media_url: '{PUBLIC_URL}/media'\n" if self.media else ""
+        media = f"    media_url: '{PLAIN_URL}/media'\n" if self.media else ""
         return (
             f"    account_sid: '{ACCOUNT_SID}'\n    number: '{NUMBER}'\n"
             f"    token_env: {VARIABLE}\n    base_url: '{self.platform.url}'\n"

@@ -10,14 +10,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import trio
 from PIL import Image
 
 from hermes.home import HermesHome
 from tests.adapters.serving import in_thread
 from tests.adapters.sms.serving import ANN, SmsServe
 from tests.fakes.openai import FakeOpenAI, text_answer, tool_answer
-from tests.fakes.twilio import FakeTwilio
+from tests.fakes.twilio import PLAIN_URL, FakeTwilio
 from tests.seed import rows
 
 pytestmark = pytest.mark.timeout(60)
@@ -78,7 +77,7 @@ async def test_a_text_is_admitted_before_the_empty_twiml_and_answered(sms):
     sid = fake.message("hi there", ANN)
     [sent] = await sent_to(fake, ANN, 1)
     assert (sent["body"], sent["from"]) == ("Hello from hermes", fake.sent[0]["from"])
-    assert sent["status_callback"] == "https://hermes.example.test/webhooks/sms/status"
+    assert sent["status_callback"] == f"{PLAIN_URL}/status#rc=5&rp=all"  # joined, as typed
     delivered = await in_thread(fake.wait_delivered, sid)
     assert (delivered["status_code"], delivered["body"]) == (200, TWIML)
     assert delivered["content_type"].startswith("text/xml")
@@ -113,29 +112,39 @@ async def test_a_redelivered_message_is_answered_once(sms):
     assert len(model.requests) == asked + 1
 
 
-async def test_opt_out_keywords_are_left_to_twilio(sms):
+async def test_opt_out_keywords_are_left_to_twilio_and_yes_is_an_answer(sms):
     serve, fake, model = sms
     journal, asked = journal_size(serve), len(model.requests)
     for word in ("STOP", "help", " Start "):
         sid = fake.message(word, DEE)
         assert (await in_thread(fake.wait_delivered, sid))["status_code"] == 200
+    marked = {**fake.form(sid), "MessageSid": "SM" + "d" * 32, "Body": "stop it please",
+              "OptOutType": "STOP"}  # fmt: skip
+    fake.deliver(marked)  # Twilio's own mark decides, whatever the body
+    assert (await in_thread(fake.wait_delivered, marked["MessageSid"]))["status_code"] == 200
     assert journal_size(serve) == journal and len(model.requests) == asked
     assert fake.sent_to(DEE) == []
+    model.script(text_answer("Done."))
+    fake.message("Yes", DEE)  # Twilio's default opt-in keyword, and an answer to a question
+    [sent] = await sent_to(fake, DEE, 1)
+    assert sent["body"] == "Done." and "Yes" in str(model.requests[-1]["body"]["messages"])
 
 
 async def test_a_failed_status_callback_turns_the_row_dead_with_twilios_code(sms):
     serve, fake, model = sms
     fake.fail_delivery(EVE, 30003)
     model.script(text_answer("this will not arrive"))
+    dead = sum(r[1] == "dead" for r in serve.outbox())
     fake.message("hello", EVE)
     [sent] = await sent_to(fake, EVE, 1)
-    taken = functools.partial(fake.wait_until, lambda f: any(
-        c["sid"] == sent["sid"] and c.get("status_code") == 200 for c in f.callbacks))  # fmt: skip
-    await in_thread(taken)  # committed by then (one that came before the send's answer
-    # was recorded was answered 500, and came again)
+    await serve.until_outbox("dead", dead + 1)  # held, if early, until the send is recorded
     [row] = [r for r in serve.outbox() if r[0] == EVE]
     assert (row[1], row[3]) == ("dead", sent["sid"])
     assert "30003" in row[2] and "unreachable" in row[2]
+    answers = [
+        (c["attempt"], c.get("status_code")) for c in fake.callbacks if c["sid"] == sent["sid"]
+    ]
+    assert answers == [(1, 200)]  # answered at once, never a 5xx Twilio would not retry
 
 
 def _png(width: int, height: int) -> bytes:
@@ -190,6 +199,7 @@ async def test_a_file_goes_as_mms_media_that_twilio_fetches_from_hermes(sms):
 
 async def test_without_a_media_url_a_file_is_refused_saying_why(sms):
     serve, fake, model = sms
+    dead = sum(r[1] == "dead" for r in serve.outbox())
     serve.stop()
     serve.media = False
     try:
@@ -204,11 +214,9 @@ async def test_without_a_media_url_a_file_is_refused_saying_why(sms):
         fake.message("send me the chart too", ANN)
         [told] = (await sent_to(fake, ANN, before + 1))[before:]
         assert told["body"] == "Tried." and not told["media_urls"]
-        deadline = trio.current_time() + 20
-        while not (dead := [r for r in serve.outbox() if r[0] == ANN and r[1] == "dead"]):
-            assert trio.current_time() < deadline, serve.outbox()
-            await trio.sleep(0.05)
-        assert "media_url" in dead[0][2]
+        await serve.until_outbox("dead", dead + 1)
+        [refused] = [r for r in serve.outbox() if r[0] == ANN and r[1] == "dead"]
+        assert "media_url" in refused[2]
     finally:  # the module's serve as it was, for the tests after this one
         serve.stop()
         serve.media = True
