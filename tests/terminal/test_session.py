@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hermes.terminal.backends.base import new_mark, take_mark
 from hermes.terminal.backends.host import Host
 from hermes.terminal.env import REDACTED, EnvPolicy
 from hermes.terminal.guards import HARD_BLOCKS, judge
@@ -124,3 +125,13 @@ async def test_never_ending_foreground_commands_are_refused(session, command):
 @pytest.mark.parametrize("command", ["echo reboot", "ls -la", "rm -rf build/", "git status"])
 def test_ordinary_commands_are_allowed(command):
     assert judge(command).action == "allow"
+
+
+def test_every_line_with_the_mark_is_taken_and_the_last_names_the_directory():
+    """A child the command left behind may run the EXIT trap too (seen on a busy machine):
+    its line goes as well, never into the output."""
+    mark = new_mark()
+    twice = f"left two\n\n{mark}/first\n\n{mark}/last\n"
+    assert take_mark(twice, mark) == ("left two\n", "/last")
+    assert take_mark(f"out\n\n{mark}/here\n", mark) == ("out\n", "/here")
+    assert take_mark("killed before the trap\n", mark) == ("killed before the trap\n", None)

@@ -135,12 +135,15 @@ def shell_script(command: str, cwd: str, mark: str | None = None) -> str:
 
 
 def take_mark(output: str, mark: str) -> tuple[str, str | None]:
-    """`output` without the line `shell_script` added, and the directory it names (None:
-    the command ended before it could say, killed or timed out)."""
-    at = output.rfind("\n" + mark)
-    if at < 0:
-        return output, None
-    end = output.find("\n", at + 1)
-    end = len(output) if end < 0 else end
-    where = output[at + 1 + len(mark) : end]
-    return output[:at] + output[end + 1 :], where or None
+    """`output` without the lines `shell_script` added, and the directory the last one
+    names (None: the command ended before it could say, killed or timed out). Every line
+    with the mark goes: a child the command left behind may have run the trap too (seen
+    on a busy machine), and the mark is unguessable, so no line of the command's has it."""
+    where = None
+    while (at := output.rfind("\n" + mark)) >= 0:
+        end = output.find("\n", at + 1)
+        end = len(output) if end < 0 else end
+        if where is None:
+            where = output[at + 1 + len(mark) : end] or None
+        output = output[:at] + output[end + 1 :]
+    return output, where
