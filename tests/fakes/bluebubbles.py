@@ -36,6 +36,8 @@ server does not have (a forger's).
 `associatedMessageType`) and a read receipt (`updated-message`). A message hermes sends
 is delivered back as a new-message `isFromMe`, as the server does.
 
+`pass_time(seconds)`: the server's clock (its messages' `dateCreated`) moves ahead.
+
 Faults: `fail(route, status)` answers the next call of a route (`text`, `attachment`,
 `query`, `info`, `download`) with `status`; `lose_answer(sent=True)`: the next text send
 is taken (stored, recorded) and the connection closes without an answer, as when the
@@ -113,6 +115,7 @@ class FakeBlueBubbles(Fake):
         self._private_api = private_api
         self._ids = itertools.count(1)
         self._last_ms = 0
+        self._ahead_ms = 0  # how far pass_time moved the server's clock
         self._messages: list[dict[str, Any]] = []
         self._files: dict[str, tuple[dict[str, Any], bytes]] = {}
         self._deliveries: list[dict[str, Any]] = []
@@ -148,6 +151,11 @@ class FakeBlueBubbles(Fake):
     def revoke(self) -> None:
         """The server's password is changed: every call is refused."""
         self._change(password="changed by the user")
+
+    def pass_time(self, seconds: float) -> None:
+        """The messages stored from now on are dated `seconds` later."""
+        with self._cond:
+            self._ahead_ms += int(seconds * 1000)
 
     def fail(self, route: str, status: int, times: int = 1) -> None:
         """The next `times` calls of `route` answer `status`."""
@@ -245,7 +253,7 @@ class FakeBlueBubbles(Fake):
     # -- the store -----------------------------------------------------------------------
 
     def _now_ms(self) -> int:
-        self._last_ms = max(int(time.time() * 1000), self._last_ms + 1)
+        self._last_ms = max(int(time.time() * 1000) + self._ahead_ms, self._last_ms + 1)
         return self._last_ms
 
     def _store(self, text: str, user: str | None, chat: str) -> dict[str, Any]:

@@ -3,17 +3,20 @@ its deliveries pushed to hermes's webhook listener.
 
 - Inbound: BlueBubbles POSTs each event to `/webhooks/<name>?token=<secret>`; the token
   (`webhook_token_env`) is compared in constant time first, and a request without it is
-  a 401 that reads nothing more. A `new-message` is admitted (inbound.py), its
-  `dateCreated` committed with it (a Cursor), before the 200; `updated-message` (read
-  receipts, delivered, edits) and the rest are answered 200 and start nothing.
+  a 401 that reads nothing more. A `new-message` is admitted (inbound.py) before the
+  200, and moves no cursor (the journal knows its guid when the catch-up brings it);
+  `updated-message` (read receipts, delivered, edits) and the rest are answered 200 and
+  start nothing.
 - Catch-up: BlueBubbles does not deliver a failed webhook again, and sends nothing while
   hermes is away, so at every start and every `catch_up_every` seconds the server's
-  message query is read from a margin before the last admitted message's date, oldest
-  first, paged: what the webhook missed is admitted, and what it brought too is admitted
-  once (the journal knows the guid; one this adapter admitted within the margin is not
-  handed to it again). At the very first start the catch-up starts from now. Each
-  query answered is progress: a server that stops answering misses the deadline, and the
-  next connection catches up.
+  message query is read from a margin before the newest date the last catch-up saw,
+  oldest first, paged: what the webhook missed is admitted, and what it brought too is
+  admitted once (the journal knows the guid; one this adapter admitted within the margin
+  is not handed to it again). Only a catch-up that read every page moves that date (kept
+  in state.db): a webhook's admission of a later message never skips one whose delivery
+  failed. At the very first start the catch-up starts from now. Each query answered is
+  progress: a server that stops answering misses the deadline, and the next connection
+  catches up.
 - Outbound: `POST /api/v1/message/text` with a `tempGuid` made from the outbox row's
   idempotency key, so it is the same at every try. A send whose answer was lost (a
   timeout, a restart) is not blindly sent again: a row handed over before (`again`) first
@@ -32,7 +35,6 @@ import hashlib
 import hmac
 import json
 import logging
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -44,7 +46,6 @@ from hermes.actors.clock import Clock
 from hermes.actors.link import FATAL
 from hermes.adapters.base import AdapterFatal, AdapterSetup, required
 from hermes.adapters.contract import (
-    Cursor,
     Fetched,
     InboundEvent,
     OutFile,
@@ -73,7 +74,7 @@ from hermes.config import Secrets
 log = logging.getLogger(__name__)
 
 DAY_MS = 86_400_000
-# The catch-up starts this long before the last admitted message: `dateCreated` is when
+# The catch-up starts this long before the newest message it saw: `dateCreated` is when
 # Messages recorded it, and a message of the same moment may reach the server's database
 # after one it already served. What the margin brings again is admitted once.
 CATCH_UP_MARGIN_MS = 60_000
@@ -100,8 +101,8 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         self.progress_deadline = 2 * self.config.catch_up_every + 30.0
         self.names = named(self.config.names)
         self.since_key = f"{setup.name}:since"
-        self.since: int | None = None  # dateCreated (ms) of the last admitted message
-        self.recent: OrderedDict[str, int] = OrderedDict()  # admitted within the margin
+        self.since: int | None = None  # the newest dateCreated (ms) a catch-up saw
+        self.recent: dict[str, int] = {}  # admitted, not yet before the margin
         self.taking: set[str] = set()  # in admission now
         self.journal_days = setup.journal_days
         self.clock = setup.cursors.clock if setup.cursors is not None else Clock()
@@ -171,17 +172,25 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         oldest = int(self.clock.now() * 1000) - int(self.journal_days * DAY_MS)
         after = max(self.since - CATCH_UP_MARGIN_MS, oldest)
         offset = taken = 0
+        newest = self.since
         while True:
             page = await self._call("message/query", query(after, offset))
             self._alive()
             found = [m for m in page if isinstance(m, dict)] if isinstance(page, list) else []
             for message in found:
                 taken += await self._take(message)
+                newest = max(newest, created(message) or 0)
             if len(found) < PAGE:
                 break
             offset += len(found)
         if taken:
             log.info("%s: caught up %d message(s) since %d", self.name, taken, after)
+        if newest > self.since:  # every page read: what is older than the margin is in
+            if self.cursors is not None:
+                await self.cursors.put(self.since_key, str(newest))
+            self.since = newest
+        cut = self.since - CATCH_UP_MARGIN_MS  # what the next query cannot bring again
+        self.recent = {guid: when for guid, when in self.recent.items() if when >= cut}
 
     async def _call(self, path: str, body: dict[str, Any] | None = None) -> Any:
         """A call of the catch-up: a 429 waits as told, a 401 is fatal."""
@@ -201,8 +210,9 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
                 raise
 
     async def _take(self, message: dict[str, Any]) -> bool:
-        """Admit a message, its date committed with it; skipped: what is no event, and a
-        message admitted within the margin already. Whether it was handed to admission."""
+        """Admit a message (no cursor: only the catch-up moves it); skipped: what is no
+        event, and a message admitted within the margin already. Whether it was handed to
+        admission."""
         guid = message.get("guid")
         if not isinstance(guid, str) or not guid or guid in self.recent or guid in self.taking:
             return False
@@ -214,16 +224,12 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         when = created(message)
         if event is None or when is None:
             return False
-        kept = Cursor(self.since_key, str(when), rising=True) if self.cursors else None
         self.taking.add(guid)  # the webhook and a catch-up at once: one hands it over
         try:
-            await self.admit(event, kept)
+            await self.admit(event)
         finally:
             self.taking.discard(guid)
-        self.since = max(self.since or 0, when)
         self.recent[guid] = when
-        while self.recent and next(iter(self.recent.values())) < self.since - CATCH_UP_MARGIN_MS:
-            self.recent.popitem(last=False)
         return True
 
     async def handle(self, msg: Any) -> Any:

@@ -171,6 +171,24 @@ async def test_messages_sent_while_serve_was_stopped_are_answered_once_after(im)
     assert len(fake.sent_to(dm(USERS[7]))) == 1
 
 
+async def test_a_webhook_admission_does_not_move_the_catch_up_past_a_failed_delivery(im):
+    """A's delivery failed (BlueBubbles does not try again); B, two minutes later by the
+    server's clock, comes by its webhook: the next catch-up still brings A."""
+    serve, fake, model = im
+    model.script(text_answer("for b"), text_answer("for a"))
+    count = len(fake.queries)
+    await in_thread(fake.wait_until, lambda f: len(f.queries) > count, 10.0, "a catch-up")
+    fake.message("did you get this?", user=USERS[9], deliver=False)  # right after it
+    fake.pass_time(120)
+    later = fake.message("and this?", user=USERS[9])
+    assert (await in_thread(fake.wait_delivered, later))["status_code"] == 200
+    said = await sent_in(fake, dm(USERS[9]), 2)
+    assert sorted(s["message"] for s in said) == ["for a", "for b"]
+    count = len(fake.queries)
+    await in_thread(fake.wait_until, lambda f: len(f.queries) > count + 1, 10.0, "catch-ups")
+    assert len(fake.sent_to(dm(USERS[9]))) == 2  # each answered once
+
+
 async def test_a_send_whose_answer_was_lost_is_found_by_its_temp_guid_not_sent_twice(im):
     serve, fake, model = im
     model.script(text_answer("only once"), text_answer("after the check"))
