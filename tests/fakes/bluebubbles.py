@@ -12,7 +12,9 @@ REST, every call with `?password=<PASSWORD>` (a missing or wrong one: 401 `{"sta
         "message.is_from_me = :me", "args": {"me": 1}}]} -> data [messages]: those
         created after `after`, in `sort` order of dateCreated; each query recorded
     POST /api/v1/message/text          {"chatGuid", "tempGuid", "message", "method"}
-        -> data the message sent (its `guid`, the `tempGuid` given); recorded in `sent`
+        -> data the message sent (its `guid`, the `tempGuid` given: only this answer
+        has it, as the real server's; its query and webhook serialize no tempGuid, and
+        it drops no repeated one); recorded in `sent`
     POST /api/v1/message/attachment    multipart chatGuid, tempGuid, name, method,
         attachment (the file) -> data the message; recorded in `sent` and `uploads`
     GET  /api/v1/attachment/{guid}/download -> the bytes; recorded in `downloads`
@@ -22,7 +24,7 @@ REST, every call with `?password=<PASSWORD>` (a missing or wrong one: 401 `{"sta
 A message is `{"guid", "text", "dateCreated", "dateRead", "isFromMe", "itemType": 0,
 "handle": {"address"} (None for the Mac's own), "chats": [{"guid"}], "attachments":
 [{"guid", "mimeType", "transferName", "totalBytes"}], "associatedMessageType",
-"associatedMessageGuid", "tempGuid" (a sent one's)}`. A DM's chat guid is
+"associatedMessageGuid"}`. A DM's chat guid is
 `iMessage;-;<address>`, a group's `iMessage;+;<id>`.
 
 The webhook (the server's side toward hermes at `webhook_url`, set by `configure`):
@@ -333,8 +335,8 @@ class FakeBlueBubbles(Fake):
         return _ok(page)
 
     def _sent_message(self, chat: str, temp: str, text: str, method: str) -> dict[str, Any]:
+        """The message stored: the send's answer adds its `tempGuid`."""
         message = self._store(text, None, chat)
-        message["tempGuid"] = temp
         self._sent.append({"chatGuid": chat, "tempGuid": temp, "message": text,
                            "method": method, "guid": message["guid"],
                            "at": time.monotonic()})  # fmt: skip
@@ -351,7 +353,8 @@ class FakeBlueBubbles(Fake):
             return self._refuse("text", 400, "Bad Request")
         if body.get("method") == "private-api" and not self._private_api:
             return self._refuse("text", 400, "Bad Request")
-        return _ok(self._sent_message(chat, temp, str(body["message"]), str(body.get("method"))))
+        message = self._sent_message(chat, temp, str(body["message"]), str(body.get("method")))
+        return _ok({**message, "tempGuid": temp})
 
     def _attachment(self, request: TrackedHandler, raw: bytes) -> Reply:
         try:
@@ -362,13 +365,14 @@ class FakeBlueBubbles(Fake):
         if file is None or "chatGuid" not in parts or "tempGuid" not in parts:
             return self._refuse("attachment", 400, "Bad Request")
         name = parts["name"].text() if "name" in parts else str(file.filename)
-        message = self._sent_message(parts["chatGuid"].text(), parts["tempGuid"].text(), "", "")
+        temp = parts["tempGuid"].text()
+        message = self._sent_message(parts["chatGuid"].text(), temp, "", "")
         info = {"guid": f"att-{next(self._ids):08d}", "mimeType": file.mime_type,
                 "transferName": name, "totalBytes": len(file.data)}  # fmt: skip
         message["attachments"] = [info]
         self._uploads.append({"chatGuid": parts["chatGuid"].text(), "name": name,
                               "size": len(file.data), "content": file.data})  # fmt: skip
-        return _ok(message)
+        return _ok({**message, "tempGuid": temp})
 
     def _download(self, request: TrackedHandler, raw: bytes, guid: str) -> Reply:
         if guid not in self._files:

@@ -18,13 +18,15 @@ its deliveries pushed to hermes's webhook listener.
   progress: a server that stops answering misses the deadline, and the next connection
   catches up.
 - Outbound: `POST /api/v1/message/text` with a `tempGuid` made from the outbox row's
-  idempotency key, so it is the same at every try. A send whose answer was lost (a
-  timeout, a restart) is not blindly sent again: a row handed over before (`again`) first
-  asks the server for hermes's recent messages in the chat, and one carrying that
-  `tempGuid` (or, where the server keeps none, the same text) is the send's result. Files
-  go by `POST /api/v1/message/attachment` (multipart), their caption first as a text of
-  its own. Typing (`POST /api/v1/chat/{guid}/typing`) and the private API's send method
-  only where the server says its private API is on. No edits.
+  idempotency key. BlueBubbles drops no repeated `tempGuid`, and its message query does
+  not return one, so a send whose answer was lost (a timeout, a dropped connection) is
+  not blindly sent again: this adapter keeps when it first tried the row (in state.db,
+  once the answer is lost), and before the next try asks the server for hermes's
+  messages in the chat created since: one of the same text is the send's result. A file
+  cannot be told by its text: a lost file send is Unconfirmed (`unknown` for the
+  operator). Files go by `POST /api/v1/message/attachment` (multipart), their caption
+  first as a text of its own. Typing (`POST /api/v1/chat/{guid}/typing`) and the private
+  API's send method only where the server says its private API is on. No edits.
 - Attachments in: `GET /api/v1/attachment/{guid}/download`, only for an authorized event,
   capped as every platform's media.
 """
@@ -53,6 +55,7 @@ from hermes.adapters.contract import (
     SendRequest,
     SendResult,
     Sent,
+    Unconfirmed,
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.imessage.api import (
@@ -67,6 +70,7 @@ from hermes.adapters.imessage.api import (
 from hermes.adapters.imessage.config import IMessageConfig
 from hermes.adapters.imessage.inbound import AttachmentRef, created, message_event, named
 from hermes.adapters.media import FILE_SECONDS, MAX_ATTACHMENTS, MediaError, Saved, download
+from hermes.adapters.refusals import is_auth
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
@@ -78,7 +82,6 @@ DAY_MS = 86_400_000
 # Messages recorded it, and a message of the same moment may reach the server's database
 # after one it already served. What the margin brings again is admitted once.
 CATCH_UP_MARGIN_MS = 60_000
-RESOLVE_WINDOW_MS = DAY_MS  # how far back a send whose answer was lost is looked for
 OK = WebhookAnswer(200, b"{}", "application/json")
 UNAUTHORIZED = WebhookAnswer(401, b"unauthorized\n")
 
@@ -102,6 +105,10 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         self.names = named(self.config.names)
         self.since_key = f"{setup.name}:since"
         self.since: int | None = None  # the newest dateCreated (ms) a catch-up saw
+        self.lost_key = f"{setup.name}:lost:"  # + tempGuid: its first try (ms), answer lost
+        self.tried: dict[str, int] = {}  # tempGuid -> its first try (ms) in this run
+        self.lost: dict[str, int] = {}  # those of them whose answer was lost
+        self.captioned: dict[str, int] = {}  # a file's caption sent (ms), its file not yet
         self.recent: dict[str, int] = {}  # admitted, not yet before the margin
         self.taking: set[str] = set()  # in admission now
         self.journal_days = setup.journal_days
@@ -140,6 +147,8 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         self.method = "private-api" if self.private_api else "apple-script"
         self._alive()
         await self._first_since()
+        if self.cursors is not None:  # a lost send older than the outbox's freshness is done
+            await self.cursors.forget(self.lost_key, self.clock.now() - DAY_MS / 1000)
         log.info("%s: BlueBubbles at %s; messages come to its webhook", self.name, self.base)
         while True:
             await self._catch_up()
@@ -302,46 +311,85 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         temp = temp_guid(request.idempotency_key)
         if request.file is None:
             return await self._text(chat, temp, request.text, request.again)
-        if request.text:  # iMessage has no captions: the text goes first
-            said = await self._text(chat, temp + "-text", request.text, request.again)
+        caption = temp + "-text"
+        if request.text and caption not in self.captioned:  # no captions: the text first
+            said = await self._text(chat, caption, request.text, request.again)
             if not isinstance(said, Sent):
                 return said
+            self.captioned[caption] = int(self.clock.now() * 1000)  # the file may wait
         return await self._file(chat, temp, request.file, request.again)
 
     async def _text(self, chat: str, temp: str, text: str, again: bool) -> SendResult:
-        if again and (found := await self._sent_before(chat, temp, text)) is not None:
-            return found
+        if (earlier := await self._earlier(chat, temp, text, again)) is not None:
+            return earlier
         body = {"chatGuid": chat, "tempGuid": temp, "message": text, "method": self.method}
-        return self._taken(await self.post(self.url("message/text"), body), "message/text")
+        answer = self._taken(await self.post(self.url("message/text"), body), "message/text")
+        if isinstance(answer, Unconfirmed):  # looked up before the next try
+            await self._lost(temp)
+            return RetryAfter(None, f"{answer.reason}; looked up before it goes again")
+        return answer
 
     async def _file(self, chat: str, temp: str, file: OutFile, again: bool) -> SendResult:
-        if again and (found := await self._sent_before(chat, temp, None)) is not None:
-            return found
+        if (earlier := await self._earlier(chat, temp, None, again)) is not None:
+            return earlier
         fields = {"chatGuid": chat, "tempGuid": temp, "name": file.name, "method": self.method}
         answer = await self.upload(self.url("message/attachment"), fields, {"attachment": file})
-        return self._taken(answer, "message/attachment")
+        return self._taken(answer, "message/attachment")  # lost: Unconfirmed, never looked up
 
-    async def _sent_before(self, chat: str, temp: str, text: str | None) -> SendResult | None:
-        """A send handed over before, whose answer may have been lost: Sent when the server
-        has hermes's message of that `tempGuid` (or, where it keeps none, of that text) in
-        the chat; None when it has none (it goes now); RetryAfter when it cannot tell."""
+    async def _earlier(
+        self, chat: str, temp: str, text: str | None, again: bool
+    ) -> SendResult | None:
+        """What became of an earlier try of a row handed over before: None when none was
+        sent (its tries were answered, or the look-up found none: it goes now)."""
+        now = int(self.clock.now() * 1000)
+        self.tried = {t: at for t, at in self.tried.items() if at > now - DAY_MS}
+        self.lost = {t: at for t, at in self.lost.items() if at > now - DAY_MS}
+        self.captioned = {t: at for t, at in self.captioned.items() if at > now - DAY_MS}
+        self.tried.setdefault(temp, now)
+        if not again:
+            return None
+        first = await self._lost_since(temp)
+        if first is None:  # every earlier try was answered (a refusal, a wait): none sent
+            return None
+        if text is None:
+            return Unconfirmed("a file send's answer was lost: a file cannot be looked up")
+        return await self._sent_before(chat, text, first)
+
+    async def _lost(self, temp: str) -> None:
+        """The answer of `temp`'s try was lost: its first try's time, kept across restarts."""
+        self.lost[temp] = self.tried[temp]
+        if self.cursors is not None:
+            await self.cursors.put(self.lost_key + temp, str(self.tried[temp]))
+
+    async def _lost_since(self, temp: str) -> int | None:
+        """When `temp` was first tried, where a try's answer was lost."""
+        if temp in self.lost or self.cursors is None:
+            return self.lost.get(temp)
+        kept = await self.cursors.get(self.lost_key + temp)
+        return int(kept) if kept is not None else None
+
+    async def _sent_before(self, chat: str, text: str, first: int) -> SendResult | None:
+        """A text whose answer was lost: Sent when the server has hermes's message of that
+        text in the chat, created since its first try by hermes's clock (the query does
+        not return a `tempGuid`; the Mac's clock is taken to agree); None when it has none
+        (it goes now); RetryAfter when it cannot tell."""
         if self.http is None:
             return RetryAfter(None, "the adapter is not started")
-        after = int(self.clock.now() * 1000) - RESOLVE_WINDOW_MS
-        body = {**query(after, chat=chat), "sort": "DESC", "with": ["chat"]}
+        body = {**query(first, chat=chat), "sort": "DESC", "with": ["chat"]}
         body["where"] = [{"statement": "message.is_from_me = :me", "args": {"me": 1}}]
         try:
             page = await call(self.http, self.base, self.password, "message/query", body)
         except BlueBubblesError as exc:
+            if is_auth(exc.refusal, CODES):
+                return self.refused(exc.refusal, CODES)
             return RetryAfter(None, f"an earlier try could not be looked up: {exc.refusal.reason}")
         except httpx.HTTPError as exc:
             return RetryAfter(None, f"an earlier try could not be looked up: {type(exc).__name__}")
         for message in page if isinstance(page, list) else []:
             if not isinstance(message, dict) or not message.get("isFromMe"):
                 continue
-            kept = message.get("tempGuid")
-            if kept == temp or (not kept and text is not None and message.get("text") == text):
-                log.info("%s: an earlier try of %s was sent; not sending again", self.name, temp)
+            if message.get("text") == text:
+                log.info("%s: an earlier try was sent; not sending it again", self.name)
                 return Sent(str(message.get("guid") or "") or None)
         return None
 
