@@ -161,18 +161,29 @@ class Serve:
         sql = "SELECT chat_id, state, last_error, message_id FROM outbox ORDER BY id"
         return rows(self.home.state_db, sql)
 
-    async def until_outbox(self, state: str, count: int = 1, timeout: float = 20.0) -> None:
-        """Until `count` outbox rows are in `state`: polled, as `until_mirrored` polls."""
+    async def until_outbox(
+        self, state: str, count: int = 1, timeout: float = 20.0, chat: str | None = None
+    ) -> None:
+        """Until `count` outbox rows (of `chat`, if named) are in `state`: polled, as
+        `until_mirrored` polls."""
         deadline = trio.current_time() + timeout
-        while sum(r[1] == state for r in await in_thread(self.outbox)) < count:
+        while (
+            sum(r[1] == state and chat in (None, r[0]) for r in await in_thread(self.outbox))
+            < count
+        ):
             assert trio.current_time() < deadline, f"no {count} {state} row(s): {self.outbox()}"
             await trio.sleep(0.05)
 
-    async def until_journal(self, state: str, count: int, timeout: float = 30.0) -> None:
-        """Until `count` journal rows are in `state` (an answer that goes nowhere shows only
-        there): polled, as `until_outbox` polls."""
+    async def until_journal(
+        self, state: str, count: int, timeout: float = 30.0, event: str | None = None
+    ) -> None:
+        """Until `count` journal rows (of the event `event`, if named) are in `state` (an
+        answer that goes nowhere shows only there): polled, as `until_outbox` polls."""
         deadline = trio.current_time() + timeout
-        while sum(r[2] == state for r in await in_thread(self.journal)) < count:
+        while (
+            sum(r[2] == state and event in (None, r[1]) for r in await in_thread(self.journal))
+            < count
+        ):
             assert trio.current_time() < deadline, f"no {count} {state}: {self.journal()}"
             await trio.sleep(0.05)
 

@@ -12,7 +12,9 @@ REST, every call with `?password=<PASSWORD>` (a missing or wrong one: 401 `{"sta
         "message.is_from_me = :me", "args": {"me": 1}}]} -> data [messages]: those
         created after `after`, in `sort` order of dateCreated; each query recorded
     POST /api/v1/message/text          {"chatGuid", "tempGuid", "message", "method"}
-        -> data the message sent (its `guid`, the `tempGuid` given); recorded in `sent`
+        -> data the message sent (its `guid`, the `tempGuid` given: only this answer
+        has it, as the real server's; its query and webhook serialize no tempGuid, and
+        it drops no repeated one); recorded in `sent`
     POST /api/v1/message/attachment    multipart chatGuid, tempGuid, name, method,
         attachment (the file) -> data the message; recorded in `sent` and `uploads`
     GET  /api/v1/attachment/{guid}/download -> the bytes; recorded in `downloads`
@@ -22,7 +24,7 @@ REST, every call with `?password=<PASSWORD>` (a missing or wrong one: 401 `{"sta
 A message is `{"guid", "text", "dateCreated", "dateRead", "isFromMe", "itemType": 0,
 "handle": {"address"} (None for the Mac's own), "chats": [{"guid"}], "attachments":
 [{"guid", "mimeType", "transferName", "totalBytes"}], "associatedMessageType",
-"associatedMessageGuid", "tempGuid" (a sent one's)}`. A DM's chat guid is
+"associatedMessageGuid"}`. A DM's chat guid is
 `iMessage;-;<address>`, a group's `iMessage;+;<id>`.
 
 The webhook (the server's side toward hermes at `webhook_url`, set by `configure`):
@@ -35,6 +37,8 @@ server does not have (a forger's).
 `tapback()` and `read()` send what the server sends for a tapback (a new-message with an
 `associatedMessageType`) and a read receipt (`updated-message`). A message hermes sends
 is delivered back as a new-message `isFromMe`, as the server does.
+
+`pass_time(seconds)`: the server's clock (its messages' `dateCreated`) moves ahead.
 
 Faults: `fail(route, status)` answers the next call of a route (`text`, `attachment`,
 `query`, `info`, `download`) with `status`; `lose_answer(sent=True)`: the next text send
@@ -113,6 +117,7 @@ class FakeBlueBubbles(Fake):
         self._private_api = private_api
         self._ids = itertools.count(1)
         self._last_ms = 0
+        self._ahead_ms = 0  # how far pass_time moved the server's clock
         self._messages: list[dict[str, Any]] = []
         self._files: dict[str, tuple[dict[str, Any], bytes]] = {}
         self._deliveries: list[dict[str, Any]] = []
@@ -148,6 +153,11 @@ class FakeBlueBubbles(Fake):
     def revoke(self) -> None:
         """The server's password is changed: every call is refused."""
         self._change(password="changed by the user")
+
+    def pass_time(self, seconds: float) -> None:
+        """The messages stored from now on are dated `seconds` later."""
+        with self._cond:
+            self._ahead_ms += int(seconds * 1000)
 
     def fail(self, route: str, status: int, times: int = 1) -> None:
         """The next `times` calls of `route` answer `status`."""
@@ -245,7 +255,7 @@ class FakeBlueBubbles(Fake):
     # -- the store -----------------------------------------------------------------------
 
     def _now_ms(self) -> int:
-        self._last_ms = max(int(time.time() * 1000), self._last_ms + 1)
+        self._last_ms = max(int(time.time() * 1000) + self._ahead_ms, self._last_ms + 1)
         return self._last_ms
 
     def _store(self, text: str, user: str | None, chat: str) -> dict[str, Any]:
@@ -325,8 +335,8 @@ class FakeBlueBubbles(Fake):
         return _ok(page)
 
     def _sent_message(self, chat: str, temp: str, text: str, method: str) -> dict[str, Any]:
+        """The message stored: the send's answer adds its `tempGuid`."""
         message = self._store(text, None, chat)
-        message["tempGuid"] = temp
         self._sent.append({"chatGuid": chat, "tempGuid": temp, "message": text,
                            "method": method, "guid": message["guid"],
                            "at": time.monotonic()})  # fmt: skip
@@ -343,7 +353,8 @@ class FakeBlueBubbles(Fake):
             return self._refuse("text", 400, "Bad Request")
         if body.get("method") == "private-api" and not self._private_api:
             return self._refuse("text", 400, "Bad Request")
-        return _ok(self._sent_message(chat, temp, str(body["message"]), str(body.get("method"))))
+        message = self._sent_message(chat, temp, str(body["message"]), str(body.get("method")))
+        return _ok({**message, "tempGuid": temp})
 
     def _attachment(self, request: TrackedHandler, raw: bytes) -> Reply:
         try:
@@ -354,13 +365,14 @@ class FakeBlueBubbles(Fake):
         if file is None or "chatGuid" not in parts or "tempGuid" not in parts:
             return self._refuse("attachment", 400, "Bad Request")
         name = parts["name"].text() if "name" in parts else str(file.filename)
-        message = self._sent_message(parts["chatGuid"].text(), parts["tempGuid"].text(), "", "")
+        temp = parts["tempGuid"].text()
+        message = self._sent_message(parts["chatGuid"].text(), temp, "", "")
         info = {"guid": f"att-{next(self._ids):08d}", "mimeType": file.mime_type,
                 "transferName": name, "totalBytes": len(file.data)}  # fmt: skip
         message["attachments"] = [info]
         self._uploads.append({"chatGuid": parts["chatGuid"].text(), "name": name,
                               "size": len(file.data), "content": file.data})  # fmt: skip
-        return _ok(message)
+        return _ok({**message, "tempGuid": temp})
 
     def _download(self, request: TrackedHandler, raw: bytes, guid: str) -> Reply:
         if guid not in self._files:

@@ -3,25 +3,30 @@ its deliveries pushed to hermes's webhook listener.
 
 - Inbound: BlueBubbles POSTs each event to `/webhooks/<name>?token=<secret>`; the token
   (`webhook_token_env`) is compared in constant time first, and a request without it is
-  a 401 that reads nothing more. A `new-message` is admitted (inbound.py), its
-  `dateCreated` committed with it (a Cursor), before the 200; `updated-message` (read
-  receipts, delivered, edits) and the rest are answered 200 and start nothing.
+  a 401 that reads nothing more. A `new-message` is admitted (inbound.py) before the
+  200, and moves no cursor (the journal knows its guid when the catch-up brings it);
+  `updated-message` (read receipts, delivered, edits) and the rest are answered 200 and
+  start nothing.
 - Catch-up: BlueBubbles does not deliver a failed webhook again, and sends nothing while
   hermes is away, so at every start and every `catch_up_every` seconds the server's
-  message query is read from a margin before the last admitted message's date, oldest
-  first, paged: what the webhook missed is admitted, and what it brought too is admitted
-  once (the journal knows the guid; one this adapter admitted within the margin is not
-  handed to it again). At the very first start the catch-up starts from now. Each
-  query answered is progress: a server that stops answering misses the deadline, and the
-  next connection catches up.
+  message query is read from a margin before the newest date the last catch-up saw,
+  oldest first, paged: what the webhook missed is admitted, and what it brought too is
+  admitted once (the journal knows the guid; one this adapter admitted within the margin
+  is not handed to it again). Only a catch-up that read every page moves that date (kept
+  in state.db): a webhook's admission of a later message never skips one whose delivery
+  failed. At the very first start the catch-up starts from now. Each query answered is
+  progress: a server that stops answering misses the deadline, and the next connection
+  catches up.
 - Outbound: `POST /api/v1/message/text` with a `tempGuid` made from the outbox row's
-  idempotency key, so it is the same at every try. A send whose answer was lost (a
-  timeout, a restart) is not blindly sent again: a row handed over before (`again`) first
-  asks the server for hermes's recent messages in the chat, and one carrying that
-  `tempGuid` (or, where the server keeps none, the same text) is the send's result. Files
-  go by `POST /api/v1/message/attachment` (multipart), their caption first as a text of
-  its own. Typing (`POST /api/v1/chat/{guid}/typing`) and the private API's send method
-  only where the server says its private API is on. No edits.
+  idempotency key. BlueBubbles drops no repeated `tempGuid`, and its message query does
+  not return one, so a send whose answer was lost (a timeout, a dropped connection) is
+  not blindly sent again: this adapter keeps when it first tried the row (in state.db,
+  once the answer is lost), and before the next try asks the server for hermes's
+  messages in the chat created since: one of the same text is the send's result. A file
+  cannot be told by its text: a lost file send is Unconfirmed (`unknown` for the
+  operator). Files go by `POST /api/v1/message/attachment` (multipart), their caption
+  first as a text of its own. Typing (`POST /api/v1/chat/{guid}/typing`) and the private
+  API's send method only where the server says its private API is on. No edits.
 - Attachments in: `GET /api/v1/attachment/{guid}/download`, only for an authorized event,
   capped as every platform's media.
 """
@@ -32,7 +37,6 @@ import hashlib
 import hmac
 import json
 import logging
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -44,7 +48,6 @@ from hermes.actors.clock import Clock
 from hermes.actors.link import FATAL
 from hermes.adapters.base import AdapterFatal, AdapterSetup, required
 from hermes.adapters.contract import (
-    Cursor,
     Fetched,
     InboundEvent,
     OutFile,
@@ -52,6 +55,7 @@ from hermes.adapters.contract import (
     SendRequest,
     SendResult,
     Sent,
+    Unconfirmed,
 )
 from hermes.adapters.http import TIMEOUT, HttpAdapter, HttpAnswer
 from hermes.adapters.imessage.api import (
@@ -66,6 +70,7 @@ from hermes.adapters.imessage.api import (
 from hermes.adapters.imessage.config import IMessageConfig
 from hermes.adapters.imessage.inbound import AttachmentRef, created, message_event, named
 from hermes.adapters.media import FILE_SECONDS, MAX_ATTACHMENTS, MediaError, Saved, download
+from hermes.adapters.refusals import is_auth
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
@@ -73,11 +78,10 @@ from hermes.config import Secrets
 log = logging.getLogger(__name__)
 
 DAY_MS = 86_400_000
-# The catch-up starts this long before the last admitted message: `dateCreated` is when
+# The catch-up starts this long before the newest message it saw: `dateCreated` is when
 # Messages recorded it, and a message of the same moment may reach the server's database
 # after one it already served. What the margin brings again is admitted once.
 CATCH_UP_MARGIN_MS = 60_000
-RESOLVE_WINDOW_MS = DAY_MS  # how far back a send whose answer was lost is looked for
 OK = WebhookAnswer(200, b"{}", "application/json")
 UNAUTHORIZED = WebhookAnswer(401, b"unauthorized\n")
 
@@ -100,8 +104,12 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         self.progress_deadline = 2 * self.config.catch_up_every + 30.0
         self.names = named(self.config.names)
         self.since_key = f"{setup.name}:since"
-        self.since: int | None = None  # dateCreated (ms) of the last admitted message
-        self.recent: OrderedDict[str, int] = OrderedDict()  # admitted within the margin
+        self.since: int | None = None  # the newest dateCreated (ms) a catch-up saw
+        self.lost_key = f"{setup.name}:lost:"  # + tempGuid: its first try (ms), answer lost
+        self.tried: dict[str, int] = {}  # tempGuid -> its first try (ms) in this run
+        self.lost: dict[str, int] = {}  # those of them whose answer was lost
+        self.captioned: dict[str, int] = {}  # a file's caption sent (ms), its file not yet
+        self.recent: dict[str, int] = {}  # admitted, not yet before the margin
         self.taking: set[str] = set()  # in admission now
         self.journal_days = setup.journal_days
         self.clock = setup.cursors.clock if setup.cursors is not None else Clock()
@@ -139,6 +147,8 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         self.method = "private-api" if self.private_api else "apple-script"
         self._alive()
         await self._first_since()
+        if self.cursors is not None:  # a lost send older than the outbox's freshness is done
+            await self.cursors.forget(self.lost_key, self.clock.now() - DAY_MS / 1000)
         log.info("%s: BlueBubbles at %s; messages come to its webhook", self.name, self.base)
         while True:
             await self._catch_up()
@@ -171,17 +181,25 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         oldest = int(self.clock.now() * 1000) - int(self.journal_days * DAY_MS)
         after = max(self.since - CATCH_UP_MARGIN_MS, oldest)
         offset = taken = 0
+        newest = self.since
         while True:
             page = await self._call("message/query", query(after, offset))
             self._alive()
             found = [m for m in page if isinstance(m, dict)] if isinstance(page, list) else []
             for message in found:
                 taken += await self._take(message)
+                newest = max(newest, created(message) or 0)
             if len(found) < PAGE:
                 break
             offset += len(found)
         if taken:
             log.info("%s: caught up %d message(s) since %d", self.name, taken, after)
+        if newest > self.since:  # every page read: what is older than the margin is in
+            if self.cursors is not None:
+                await self.cursors.put(self.since_key, str(newest))
+            self.since = newest
+        cut = self.since - CATCH_UP_MARGIN_MS  # what the next query cannot bring again
+        self.recent = {guid: when for guid, when in self.recent.items() if when >= cut}
 
     async def _call(self, path: str, body: dict[str, Any] | None = None) -> Any:
         """A call of the catch-up: a 429 waits as told, a 401 is fatal."""
@@ -201,8 +219,9 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
                 raise
 
     async def _take(self, message: dict[str, Any]) -> bool:
-        """Admit a message, its date committed with it; skipped: what is no event, and a
-        message admitted within the margin already. Whether it was handed to admission."""
+        """Admit a message (no cursor: only the catch-up moves it); skipped: what is no
+        event, and a message admitted within the margin already. Whether it was handed to
+        admission."""
         guid = message.get("guid")
         if not isinstance(guid, str) or not guid or guid in self.recent or guid in self.taking:
             return False
@@ -214,16 +233,12 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         when = created(message)
         if event is None or when is None:
             return False
-        kept = Cursor(self.since_key, str(when), rising=True) if self.cursors else None
         self.taking.add(guid)  # the webhook and a catch-up at once: one hands it over
         try:
-            await self.admit(event, kept)
+            await self.admit(event)
         finally:
             self.taking.discard(guid)
-        self.since = max(self.since or 0, when)
         self.recent[guid] = when
-        while self.recent and next(iter(self.recent.values())) < self.since - CATCH_UP_MARGIN_MS:
-            self.recent.popitem(last=False)
         return True
 
     async def handle(self, msg: Any) -> Any:
@@ -296,46 +311,85 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         temp = temp_guid(request.idempotency_key)
         if request.file is None:
             return await self._text(chat, temp, request.text, request.again)
-        if request.text:  # iMessage has no captions: the text goes first
-            said = await self._text(chat, temp + "-text", request.text, request.again)
+        caption = temp + "-text"
+        if request.text and caption not in self.captioned:  # no captions: the text first
+            said = await self._text(chat, caption, request.text, request.again)
             if not isinstance(said, Sent):
                 return said
+            self.captioned[caption] = int(self.clock.now() * 1000)  # the file may wait
         return await self._file(chat, temp, request.file, request.again)
 
     async def _text(self, chat: str, temp: str, text: str, again: bool) -> SendResult:
-        if again and (found := await self._sent_before(chat, temp, text)) is not None:
-            return found
+        if (earlier := await self._earlier(chat, temp, text, again)) is not None:
+            return earlier
         body = {"chatGuid": chat, "tempGuid": temp, "message": text, "method": self.method}
-        return self._taken(await self.post(self.url("message/text"), body), "message/text")
+        answer = self._taken(await self.post(self.url("message/text"), body), "message/text")
+        if isinstance(answer, Unconfirmed):  # looked up before the next try
+            await self._lost(temp)
+            return RetryAfter(None, f"{answer.reason}; looked up before it goes again")
+        return answer
 
     async def _file(self, chat: str, temp: str, file: OutFile, again: bool) -> SendResult:
-        if again and (found := await self._sent_before(chat, temp, None)) is not None:
-            return found
+        if (earlier := await self._earlier(chat, temp, None, again)) is not None:
+            return earlier
         fields = {"chatGuid": chat, "tempGuid": temp, "name": file.name, "method": self.method}
         answer = await self.upload(self.url("message/attachment"), fields, {"attachment": file})
-        return self._taken(answer, "message/attachment")
+        return self._taken(answer, "message/attachment")  # lost: Unconfirmed, never looked up
 
-    async def _sent_before(self, chat: str, temp: str, text: str | None) -> SendResult | None:
-        """A send handed over before, whose answer may have been lost: Sent when the server
-        has hermes's message of that `tempGuid` (or, where it keeps none, of that text) in
-        the chat; None when it has none (it goes now); RetryAfter when it cannot tell."""
+    async def _earlier(
+        self, chat: str, temp: str, text: str | None, again: bool
+    ) -> SendResult | None:
+        """What became of an earlier try of a row handed over before: None when none was
+        sent (its tries were answered, or the look-up found none: it goes now)."""
+        now = int(self.clock.now() * 1000)
+        self.tried = {t: at for t, at in self.tried.items() if at > now - DAY_MS}
+        self.lost = {t: at for t, at in self.lost.items() if at > now - DAY_MS}
+        self.captioned = {t: at for t, at in self.captioned.items() if at > now - DAY_MS}
+        self.tried.setdefault(temp, now)
+        if not again:
+            return None
+        first = await self._lost_since(temp)
+        if first is None:  # every earlier try was answered (a refusal, a wait): none sent
+            return None
+        if text is None:
+            return Unconfirmed("a file send's answer was lost: a file cannot be looked up")
+        return await self._sent_before(chat, text, first)
+
+    async def _lost(self, temp: str) -> None:
+        """The answer of `temp`'s try was lost: its first try's time, kept across restarts."""
+        self.lost[temp] = self.tried[temp]
+        if self.cursors is not None:
+            await self.cursors.put(self.lost_key + temp, str(self.tried[temp]))
+
+    async def _lost_since(self, temp: str) -> int | None:
+        """When `temp` was first tried, where a try's answer was lost."""
+        if temp in self.lost or self.cursors is None:
+            return self.lost.get(temp)
+        kept = await self.cursors.get(self.lost_key + temp)
+        return int(kept) if kept is not None else None
+
+    async def _sent_before(self, chat: str, text: str, first: int) -> SendResult | None:
+        """A text whose answer was lost: Sent when the server has hermes's message of that
+        text in the chat, created since its first try by hermes's clock (the query does
+        not return a `tempGuid`; the Mac's clock is taken to agree); None when it has none
+        (it goes now); RetryAfter when it cannot tell."""
         if self.http is None:
             return RetryAfter(None, "the adapter is not started")
-        after = int(self.clock.now() * 1000) - RESOLVE_WINDOW_MS
-        body = {**query(after, chat=chat), "sort": "DESC", "with": ["chat"]}
+        body = {**query(first, chat=chat), "sort": "DESC", "with": ["chat"]}
         body["where"] = [{"statement": "message.is_from_me = :me", "args": {"me": 1}}]
         try:
             page = await call(self.http, self.base, self.password, "message/query", body)
         except BlueBubblesError as exc:
+            if is_auth(exc.refusal, CODES):
+                return self.refused(exc.refusal, CODES)
             return RetryAfter(None, f"an earlier try could not be looked up: {exc.refusal.reason}")
         except httpx.HTTPError as exc:
             return RetryAfter(None, f"an earlier try could not be looked up: {type(exc).__name__}")
         for message in page if isinstance(page, list) else []:
             if not isinstance(message, dict) or not message.get("isFromMe"):
                 continue
-            kept = message.get("tempGuid")
-            if kept == temp or (not kept and text is not None and message.get("text") == text):
-                log.info("%s: an earlier try of %s was sent; not sending again", self.name, temp)
+            if message.get("text") == text:
+                log.info("%s: an earlier try was sent; not sending it again", self.name)
                 return Sent(str(message.get("guid") or "") or None)
         return None
 

@@ -2,9 +2,10 @@
 it is (iMessage renders no Markdown), long answers split at 10,000 characters (iMessage
 takes more, but a bubble that long is unreadable on a phone), and a pace of 10 sends a
 second overall, 1 a second per chat (bursts of 3): Messages.app sends through AppleScript
-one at a time, and Apple flags an account that sends in bulk. Deliveries come by webhook;
-a send whose answer was lost is looked up by its `tempGuid` before it goes again, which
-makes a repeat safe (`deduplicates`)."""
+one at a time, and Apple flags an account that sends in bulk. Deliveries come by webhook.
+BlueBubbles drops no repeated `tempGuid`, so iMessage does not deduplicate: the adapter
+looks a lost text send up by its text before it goes again, and a send started before a
+restart is `unknown`."""
 
 from hermes.adapters.imessage.config import IMessageConfig
 from hermes.adapters.platform import Limit, Pace, Platform
@@ -14,7 +15,6 @@ IMESSAGE = Platform(
     Limit(10000, "chars"),
     "hermes.adapters.imessage.adapter:IMessageAdapter",
     pace=Pace(10.0, 1.0, burst=10, chat_burst=3),
-    deduplicates=True,
     secret_variables=("BLUEBUBBLES_*", "IMESSAGE_*"),
     token_hint="the BlueBubbles server's password (BlueBubbles > Settings > Server password)",
     settings=IMessageConfig,
