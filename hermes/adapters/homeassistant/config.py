@@ -23,7 +23,18 @@ NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a session's chat
 ENTITY = re.compile(r"[a-z0-9_]+\.[a-z0-9_]+")
 EVENT_TYPE = re.compile(r"[a-z0-9_.]{1,100}")
 DOMAIN = re.compile(r"[a-z0-9_]+")
-CONFIRMED = ("lock", "alarm_control_panel", "cover")
+CONFIRMED = (  # what acts on a door, and what can run anything (a script that unlocks)
+    "lock",
+    "alarm_control_panel",
+    "cover",
+    "scene",
+    "script",
+    "automation",
+    "button",
+    "homeassistant",
+    "hassio",
+    "shell_command",
+)
 
 
 def _prompt(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
@@ -116,7 +127,11 @@ class HomeAssistantConfig(PlatformConfig):
     """The subscriptions by name; each is a conversation of its own."""
     confirm: tuple[str, ...] = attrs.field(default=CONFIRMED, validator=_domains)
     """Domains whose services `ha_call_service` asks an owner about before it calls them
-    (a service of any domain aimed at their entities too)."""
+    (a service of any domain aimed at their entities, at `all`, or at an area, device,
+    label or floor too); by default locks, alarms, covers and what can run anything:
+    `scene`, `script`, `automation`, `button`, `homeassistant`, `hassio`,
+    `shell_command`. `[]` asks about none (a call in a conversation that read untrusted
+    text is asked all the same)."""
     idle_timeout: float = attrs.field(default=30.0, validator=positive)
     """Seconds its WebSocket may go without a frame or a pong before it is replaced."""
     max_prompt: int = attrs.field(default=8000, validator=at_least(100))
