@@ -8,7 +8,8 @@ adapter and tools.
 - REST: `GET /api/` (`{"message": "API running."}`), `GET /api/states`, `POST
   /api/services/<domain>/<service>` (recorded in `calls`, applied to the states: a
   light's turn_on/turn_off/toggle, a lock's lock/unlock, a cover's open_cover/close_cover,
-  `homeassistant.turn_on`/`turn_off` on any of them; answered with the states it
+  `homeassistant.turn_on`/`turn_off`/`toggle` on any of them; every change one call
+  makes shares its one context, as in HA; answered with the states it
   changed; an unknown service is a 400), `GET /api/history/period/<start>?
   filter_entity_id=` (every state the entity had since, `minimal_response` honoured),
   `POST /api/template` (only `{{ area_entities("<area>") | tojson }}`, which is what
@@ -18,8 +19,9 @@ adapter and tools.
   result `id_reuse`); `subscribe_events` (`event_type`, or every event) and
   `subscribe_trigger` (a `state` trigger: `entity_id`, `to`) answered with a result, and
   recorded in `subscriptions`; `ping` answered `pong`; anything else `unknown_command`.
-- A change of state (`set_state`, a service call) is a `state_changed` event with a new
-  context id, pushed to every subscription it matches, recorded in `pushed`.
+- A change of state is a `state_changed` event (`set_state`: in a new context, as a
+  device's report; a service call: in the call's one context), pushed to every
+  subscription it matches, recorded in `pushed`.
 - `restart(changes)`: HA restarting. Every socket is cut, then each change happens while
   no socket is open: nobody hears of it, and a new socket is told nothing of it.
 - `half_open()`: the newest socket goes silent both ways.
@@ -73,6 +75,7 @@ SERVICES = {  # (domain, service): the state it sets (None: toggles on/off)
     ("cover", "close_cover"): "closed",
     ("homeassistant", "turn_on"): "on",
     ("homeassistant", "turn_off"): "off",
+    ("homeassistant", "toggle"): None,
 }
 AREA_TEMPLATE = re.compile(r'\{\{ area_entities\(("(?:[^"\\]|\\.)*")\) \| tojson \}\}')
 
@@ -137,6 +140,11 @@ class FakeHomeAssistant(WebSocketFake):
         with self._cond:
             return self._states[entity_id]["state"]
 
+    def written(self, entity_id: str) -> str:
+        """When the entity's state was last written (its `last_updated`)."""
+        with self._cond:
+            return self._states[entity_id]["last_updated"]
+
     def restart(self, changes: list[list[str]] | None = None) -> int:
         """HA restarts: every socket is cut, and `changes` ([entity, state] each) happen
         while it is down (nobody hears of them); how many sockets were cut."""
@@ -168,11 +176,13 @@ class FakeHomeAssistant(WebSocketFake):
 
     # -- the home ---------------------------------------------------------------------------
 
-    def _set(self, entity_id: str, state: str, **first: str) -> str:
-        """Set a state (the lock held): recorded in the history, pushed as state_changed."""
+    def _set(self, entity_id: str, state: str, context: dict | None = None, **first: str) -> str:
+        """Set a state (the lock held) in `context` (None: a new one, as a device's report
+        is; a service call's changes share its one): recorded in the history, pushed as
+        state_changed."""
         old = self._states.get(entity_id)
         attributes = dict(old["attributes"]) if old else {"friendly_name": first["friendly"]}
-        context = {"id": uuid.uuid4().hex.upper()[:26], "parent_id": None, "user_id": None}
+        context = context or _context()
         now = _now()
         new = {"entity_id": entity_id, "state": state, "attributes": attributes,
                "last_changed": now, "last_updated": now, "context": context}  # fmt: skip
@@ -311,7 +321,7 @@ class FakeHomeAssistant(WebSocketFake):
             ids += [e for e, s in self._states.items() if s["area"] == data["area_id"]]
         self._calls.append({"domain": domain, "service": service, "data": data,
                             "at": time.monotonic()})  # fmt: skip
-        changed = []
+        changed, context = [], _context()  # one context for every change the call makes
         for entity in ids:
             if entity not in self._states or (domain != "homeassistant" and
                                               not entity.startswith(domain + ".")):  # fmt: skip
@@ -320,7 +330,7 @@ class FakeHomeAssistant(WebSocketFake):
             if state is None:
                 state = "off" if self._states[entity]["state"] == "on" else "on"
             if state != self._states[entity]["state"]:
-                self._set(entity, state)
+                self._set(entity, state, context)
                 changed.append(_public(self._states[entity]))
         self._cond.notify_all()
         return Reply(200, changed)
@@ -354,6 +364,10 @@ class FakeHomeAssistant(WebSocketFake):
         area = json.loads(found.group(1))
         entities = [e for e, s in self._states.items() if s["area"] == area]
         return Reply(200, json.dumps(entities).encode(), content_type="text/plain; charset=utf-8")
+
+
+def _context() -> dict[str, Any]:
+    return {"id": uuid.uuid4().hex.upper()[:26], "parent_id": None, "user_id": None}
 
 
 def _public(state: dict[str, Any]) -> dict[str, Any]:

@@ -10,8 +10,9 @@ become turns, answered where each subscription says (a way in, as an inbound web
 - Events: `{"id": N, "type": "event", "event": {...}}`, N the subscription's command.
   Each becomes an event of the subscription's own conversation (chat and user: its
   name), its prompt rendered from the event (a trigger's `variables`, or the event
-  itself), its id the subscription's name and HA's `context.id` of the change: admitted
-  once, whichever way it comes again.
+  itself), its id the subscription's name, HA's `context.id` of the change, the entity
+  and its state's `last_updated` (one call's changes share a context: each is a turn):
+  admitted once, whichever way it comes again.
 - Liveness: a `ping` every third of `idle_timeout`, each `pong` (and every frame) is
   progress; a half-open socket misses the deadline and is replaced.
 - HA restarting closes the socket: the base connects again, and this connection
@@ -159,13 +160,16 @@ class HomeAssistantAdapter(PlatformAdapter[HomeAssistantConfig]):
         if context is None:
             log.warning("%s: an event of %s without a context id was skipped", self.name, name)
             return
+        state = _path(body, "trigger", "to_state") or _path(body, "data", "new_state")
+        entity = _path(body, "trigger", "entity_id") or _path(body, "data", "entity_id")
+        written = _path(state, "last_updated") or event.get("time_fired")
         text = self.templates[name].render(body, self.config.max_prompt)
         if text.lstrip().startswith("/"):  # a device's words are never a command
             text = f"[{name}] {text}"
         admitted = await self.admit(
             InboundEvent(
                 self.name,
-                f"{name}:{context}",
+                change_id(name, context, entity, written),
                 ChatType.DM,
                 name,
                 name,
@@ -214,6 +218,13 @@ def _context_id(event: dict[str, Any], body: Any) -> str | None:
         if _is_dict(holder, "context") and isinstance(holder["context"].get("id"), str):
             return holder["context"]["id"][:100]
     return None
+
+
+def change_id(name: str, context: str, entity: Any, written: Any) -> str:
+    """An event's id: the subscription, HA's context of the change, the entity and when
+    its state was written. One service call, scene or script is one context for every
+    entity it changes: each change is a turn, and the same change coming again is not."""
+    return f"{name}:{context}:{str(entity or '-')[:255]}:{str(written or '-')[:64]}"
 
 
 def _path(value: Any, *keys: str) -> Any:

@@ -15,6 +15,7 @@ import pytest
 
 from hermes.home import HermesHome
 from tests.adapters.homeassistant.serving import BOB, HOME_CHAT, HomeAssistantServe
+from tests.adapters.homeassistant.test_connection import garage_id
 from tests.adapters.serving import in_thread
 from tests.adapters.telegram.serving import ANN
 from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
@@ -196,4 +197,4 @@ async def test_ha_restarting_is_a_reconnect_that_subscribes_again_and_invents_no
     assert (await said(tg, ANN, before + 1))[-1] == "It opened again."
     mine = [r for r in serve.journal() if r[0] == "homeassistant"]
     assert mine[: len(journal)] == journal
-    assert [r[1] for r in mine[len(journal) :]] == [f"garage:{context}"]  # once, and only it
+    assert [r[1] for r in mine[len(journal) :]] == [garage_id(ha, context)]  # once, only it
