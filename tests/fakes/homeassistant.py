@@ -25,6 +25,8 @@ adapter and tools.
 - `restart(changes)`: HA restarting. Every socket is cut, then each change happens while
   no socket is open: nobody hears of it, and a new socket is told nothing of it.
 - `half_open()`: the newest socket goes silent both ways.
+- `change_when_subscribed(count, entity, state)`: a change right after the `count`th
+  subscription is answered, while the client sets up its next.
 
 In its own process: `python -m tests.fakes.homeassistant` prints its URL and serves until
 killed; `POST {url}/_fake/<control>` calls set_state, restart, half_open; `GET
@@ -118,6 +120,7 @@ class FakeHomeAssistant(WebSocketFake):
         self._subscriptions: list[dict[str, Any]] = []
         self._pushed: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
+        self._when_subscribed: dict[int, list[tuple[str, str]]] = {}
         with self._cond:
             for entity, (state, friendly, area) in ENTITIES.items():
                 self._set(entity, state, friendly=friendly, area=area)
@@ -135,6 +138,12 @@ class FakeHomeAssistant(WebSocketFake):
         """The entity's state changes (a device reported it): the change's context id."""
         with self._cond:
             return self._set(entity_id, state)
+
+    def change_when_subscribed(self, count: int, entity_id: str, state: str) -> None:
+        """The entity's state changes right after the `count`th subscription of the fake's
+        life is answered (before the client's next command is)."""
+        with self._cond:
+            self._when_subscribed.setdefault(count, []).append((entity_id, state))
 
     def state_of(self, entity_id: str) -> str:
         with self._cond:
@@ -265,6 +274,8 @@ class FakeHomeAssistant(WebSocketFake):
             sock.subscribed[command_id] = command
             self._subscriptions.append({"socket": sock.id, "id": command_id, "command": command})
             self._result(sock, command_id)
+            for entity, state in self._when_subscribed.pop(len(self._subscriptions), []):
+                self._set(entity, state)
         elif kind == "subscribe_trigger":
             self._result(sock, command_id, error=("invalid_format", "expected a state trigger"))
         else:

@@ -90,6 +90,22 @@ async def test_each_change_one_service_call_makes_is_a_turn_of_its_own():
     ]
 
 
+async def test_an_event_that_comes_while_the_next_subscription_is_set_up_is_kept():
+    admissions = Admissions()
+    with FakeHomeAssistant() as ha:
+        ha.change_when_subscribed(1, "binary_sensor.garage_door", "on")
+        subscriptions = {"garage": GARAGE, "lights": LIGHTS}
+        async with running(HomeAssistantAdapter, "homeassistant",
+                           config(ha, subscriptions=subscriptions), secrets(),
+                           admissions):  # fmt: skip
+            [pushed] = await trio.to_thread.run_sync(ha.wait_pushed, 1)
+            garage = garage_id(ha, pushed["context"])
+            await admissions.wait_for(garage)
+        taken = ha.subscriptions
+    assert [s["id"] for s in taken] == [1, 2]  # it came between the two
+    assert admissions.ids == [garage]
+
+
 async def test_doctor_asks_the_api_with_the_token_and_names_a_refusal():
     with FakeHomeAssistant() as ha:
         good = await check_platform("homeassistant", config(ha), secrets(), Path("/h/.env"))
