@@ -17,8 +17,10 @@ adapter and tools.
 - WebSocket `GET /api/websocket`: `auth_required`, then `auth` answered `auth_ok` or
   `auth_invalid` (and closed). Commands carry a rising `id` (a reused one is an error
   result `id_reuse`); `subscribe_events` (`event_type`, or every event) and
-  `subscribe_trigger` (a `state` trigger: `entity_id`, `to`) answered with a result, and
-  recorded in `subscriptions`; `ping` answered `pong`; anything else `unknown_command`.
+  `subscribe_trigger` (a `state` trigger: `entity_id`, `to`; `to: null` a change of the
+  state only, `set_state` to the same state being an update of attributes) answered
+  with a result, and recorded in `subscriptions`; `ping` answered `pong`; anything else
+  `unknown_command`.
 - A change of state is a `state_changed` event (`set_state`: in a new context, as a
   device's report; a service call: in the call's one context), pushed to every
   subscription it matches, recorded in `pushed`.
@@ -231,8 +233,12 @@ class FakeHomeAssistant(WebSocketFake):
         trigger = command["trigger"]
         entities = trigger["entity_id"]
         entities = [entities] if isinstance(entities, str) else entities
-        if entity_id not in entities or trigger.get("to") not in (None, new["state"]):
+        if entity_id not in entities:
             return None
+        if "to" in trigger and trigger["to"] not in (None, new["state"]):
+            return None
+        if "to" in trigger and trigger["to"] is None and old["state"] == new["state"]:
+            return None  # `to: null`: a change of the state, not of attributes alone
         fired = {"id": "0", "idx": "0", "alias": None, "platform": "state",
                  "entity_id": entity_id, "from_state": old, "to_state": new, "for": None,
                  "attribute": None, "description": f"state of {entity_id}"}  # fmt: skip

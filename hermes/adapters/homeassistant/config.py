@@ -74,10 +74,11 @@ class Subscription:
     """Entity ids (`binary_sensor.garage_door`): a change of their state is an event (a
     state trigger, `subscribe_trigger`); with `event`, only its events about them."""
     to: str | None = None
-    """With `entities` alone: only a change to this state (`on`, `open`)."""
+    """With `entities` alone: only a change to this state (`on`, `open`); unset, any
+    change of the state (a change of an attribute alone is none)."""
     event: str | None = attrs.field(default=None, validator=_event_type)
     """An event type (`state_changed`, `call_service`, your automation's own):
-    `subscribe_events` instead of a trigger."""
+    `subscribe_events` instead of a trigger (`state_changed` only with `entities`)."""
     prompt: str | None = attrs.field(default=None, validator=_prompt)
     """What an event asks the agent (required): text with `{dotted.path}` fields of the
     event (a trigger's: `{trigger.entity_id} is {trigger.to_state.state}`; an event's:
@@ -98,14 +99,18 @@ class Subscription:
             raise BadValue("entities or event: name what the subscription listens to")
         if self.to is not None and (self.event is not None or not self.entities):
             raise BadValue("to: only with entities alone (a state trigger)")
+        if self.event == "state_changed" and not self.entities:
+            raise BadValue(
+                "entities: required with event: state_changed (else every state change of"
+                " every entity is a turn)"
+            )
 
     def command(self) -> dict[str, Any]:
         """The WebSocket command that subscribes it (without its `id`)."""
         if self.event is not None:
             return {"type": "subscribe_events", "event_type": self.event}
-        trigger: dict[str, Any] = {"platform": "state", "entity_id": list(self.entities)}
-        if self.to is not None:
-            trigger["to"] = self.to
+        # `to: null` is HA's "a change of the state, not of an attribute alone"
+        trigger = {"platform": "state", "entity_id": list(self.entities), "to": self.to}
         return {"type": "subscribe_trigger", "trigger": trigger}
 
 

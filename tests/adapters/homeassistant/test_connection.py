@@ -106,6 +106,19 @@ async def test_an_event_that_comes_while_the_next_subscription_is_set_up_is_kept
     assert admissions.ids == [garage]
 
 
+async def test_a_trigger_without_to_starts_nothing_on_a_change_of_attributes_alone():
+    admissions = Admissions()
+    door = "binary_sensor.garage_door"
+    with FakeHomeAssistant() as ha:
+        async with running(HomeAssistantAdapter, "homeassistant", config(ha), secrets(),
+                           admissions):  # fmt: skip
+            await trio.to_thread.run_sync(ha.wait_subscribed, 1)
+            ha.set_state(door, "off")  # as it was: an update of its attributes
+            garage = garage_id(ha, ha.set_state(door, "on"))
+            await admissions.wait_for(garage)  # the later change came: the first would have
+    assert admissions.ids == [garage]
+
+
 async def test_doctor_asks_the_api_with_the_token_and_names_a_refusal():
     with FakeHomeAssistant() as ha:
         good = await check_platform("homeassistant", config(ha), secrets(), Path("/h/.env"))
@@ -126,6 +139,7 @@ async def test_doctor_asks_the_api_with_the_token_and_names_a_refusal():
         ({"entities": ["light.x"], "prompt": "{a b}", "deliver": "none"}, "is not a field"),
         ({"entities": ["light.x"], "prompt": "p", "deliver": "homeassistant:x"}, "not a chat"),
         ({"entities": ["light.x"], "prompt": "p", "deliver": "webhook:ci"}, "not a chat"),
+        ({"event": "state_changed", "prompt": "p", "deliver": "none"}, "entities: required"),
     ],
 )
 def test_a_subscription_that_cannot_work_is_refused_naming_why(given, problem):
@@ -137,5 +151,7 @@ def test_a_subscription_is_a_trigger_or_an_event_subscription():
     trigger = Subscription(entities=("cover.garage_door",), to="open", prompt="p", deliver="none")
     assert trigger.command() == {"type": "subscribe_trigger", "trigger": {
         "platform": "state", "entity_id": ["cover.garage_door"], "to": "open"}}  # fmt: skip
+    any_change = Subscription(entities=("cover.garage_door",), prompt="p", deliver="none")
+    assert any_change.command()["trigger"]["to"] is None  # HA: not attribute-only changes
     events = Subscription(event="call_service", prompt="p", deliver="home:telegram")
     assert events.command() == {"type": "subscribe_events", "event_type": "call_service"}
