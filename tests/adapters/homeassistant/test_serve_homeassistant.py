@@ -180,8 +180,11 @@ async def test_a_subscribed_change_is_answered_in_telegram_and_other_changes_sta
     assert asked[-1]["content"] == "light.living_room: on -> off"
     ha.set_state("binary_sensor.garage_door", "off")  # not `to: on`
     ha.set_state("light.kitchen", "off")  # not the lamp's entity
+    model.script(text_answer("Open again."))  # a subscribed change after them, on one socket:
+    ha.set_state("binary_sensor.garage_door", "on")  # once it is in, they were read
+    assert (await said(tg, ANN, before + 2))[-1] == "Open again."
     mine = [r for r in serve.journal() if r[0] == "homeassistant"]
-    assert [r[1].split(":")[0] for r in mine] == ["garage", "lamp"]
+    assert [r[1].split(":")[0] for r in mine] == ["garage", "lamp", "garage"]
 
 
 async def test_ha_restarting_is_a_reconnect_that_subscribes_again_and_invents_nothing(shared):
