@@ -8,7 +8,8 @@ adapter and tools.
 - REST: `GET /api/` (`{"message": "API running."}`), `GET /api/states`, `POST
   /api/services/<domain>/<service>` (recorded in `calls`, applied to the states: a
   light's turn_on/turn_off/toggle, a lock's lock/unlock, a cover's open_cover/close_cover,
-  `homeassistant.turn_on`/`turn_off` on any of them; answered with the states it
+  `homeassistant.turn_on`/`turn_off`/`toggle` on any of them; every change one call
+  makes shares its one context, as in HA; answered with the states it
   changed; an unknown service is a 400), `GET /api/history/period/<start>?
   filter_entity_id=` (every state the entity had since, `minimal_response` honoured),
   `POST /api/template` (only `{{ area_entities("<area>") | tojson }}`, which is what
@@ -16,13 +17,18 @@ adapter and tools.
 - WebSocket `GET /api/websocket`: `auth_required`, then `auth` answered `auth_ok` or
   `auth_invalid` (and closed). Commands carry a rising `id` (a reused one is an error
   result `id_reuse`); `subscribe_events` (`event_type`, or every event) and
-  `subscribe_trigger` (a `state` trigger: `entity_id`, `to`) answered with a result, and
-  recorded in `subscriptions`; `ping` answered `pong`; anything else `unknown_command`.
-- A change of state (`set_state`, a service call) is a `state_changed` event with a new
-  context id, pushed to every subscription it matches, recorded in `pushed`.
+  `subscribe_trigger` (a `state` trigger: `entity_id`, `to`; `to: null` a change of the
+  state only, `set_state` to the same state being an update of attributes) answered
+  with a result, and recorded in `subscriptions`; `ping` answered `pong`; anything else
+  `unknown_command`.
+- A change of state is a `state_changed` event (`set_state`: in a new context, as a
+  device's report; a service call: in the call's one context), pushed to every
+  subscription it matches, recorded in `pushed`.
 - `restart(changes)`: HA restarting. Every socket is cut, then each change happens while
   no socket is open: nobody hears of it, and a new socket is told nothing of it.
 - `half_open()`: the newest socket goes silent both ways.
+- `change_when_subscribed(count, entity, state)`: a change right after the `count`th
+  subscription is answered, while the client sets up its next.
 
 In its own process: `python -m tests.fakes.homeassistant` prints its URL and serves until
 killed; `POST {url}/_fake/<control>` calls set_state, restart, half_open; `GET
@@ -73,6 +79,7 @@ SERVICES = {  # (domain, service): the state it sets (None: toggles on/off)
     ("cover", "close_cover"): "closed",
     ("homeassistant", "turn_on"): "on",
     ("homeassistant", "turn_off"): "off",
+    ("homeassistant", "toggle"): None,
 }
 AREA_TEMPLATE = re.compile(r'\{\{ area_entities\(("(?:[^"\\]|\\.)*")\) \| tojson \}\}')
 
@@ -115,6 +122,7 @@ class FakeHomeAssistant(WebSocketFake):
         self._subscriptions: list[dict[str, Any]] = []
         self._pushed: list[dict[str, Any]] = []
         self._refused: list[dict[str, Any]] = []
+        self._when_subscribed: dict[int, list[tuple[str, str]]] = {}
         with self._cond:
             for entity, (state, friendly, area) in ENTITIES.items():
                 self._set(entity, state, friendly=friendly, area=area)
@@ -133,9 +141,20 @@ class FakeHomeAssistant(WebSocketFake):
         with self._cond:
             return self._set(entity_id, state)
 
+    def change_when_subscribed(self, count: int, entity_id: str, state: str) -> None:
+        """The entity's state changes right after the `count`th subscription of the fake's
+        life is answered (before the client's next command is)."""
+        with self._cond:
+            self._when_subscribed.setdefault(count, []).append((entity_id, state))
+
     def state_of(self, entity_id: str) -> str:
         with self._cond:
             return self._states[entity_id]["state"]
+
+    def written(self, entity_id: str) -> str:
+        """When the entity's state was last written (its `last_updated`)."""
+        with self._cond:
+            return self._states[entity_id]["last_updated"]
 
     def restart(self, changes: list[list[str]] | None = None) -> int:
         """HA restarts: every socket is cut, and `changes` ([entity, state] each) happen
@@ -168,11 +187,13 @@ class FakeHomeAssistant(WebSocketFake):
 
     # -- the home ---------------------------------------------------------------------------
 
-    def _set(self, entity_id: str, state: str, **first: str) -> str:
-        """Set a state (the lock held): recorded in the history, pushed as state_changed."""
+    def _set(self, entity_id: str, state: str, context: dict | None = None, **first: str) -> str:
+        """Set a state (the lock held) in `context` (None: a new one, as a device's report
+        is; a service call's changes share its one): recorded in the history, pushed as
+        state_changed."""
         old = self._states.get(entity_id)
         attributes = dict(old["attributes"]) if old else {"friendly_name": first["friendly"]}
-        context = {"id": uuid.uuid4().hex.upper()[:26], "parent_id": None, "user_id": None}
+        context = context or _context()
         now = _now()
         new = {"entity_id": entity_id, "state": state, "attributes": attributes,
                "last_changed": now, "last_updated": now, "context": context}  # fmt: skip
@@ -212,8 +233,12 @@ class FakeHomeAssistant(WebSocketFake):
         trigger = command["trigger"]
         entities = trigger["entity_id"]
         entities = [entities] if isinstance(entities, str) else entities
-        if entity_id not in entities or trigger.get("to") not in (None, new["state"]):
+        if entity_id not in entities:
             return None
+        if "to" in trigger and trigger["to"] not in (None, new["state"]):
+            return None
+        if "to" in trigger and trigger["to"] is None and old["state"] == new["state"]:
+            return None  # `to: null`: a change of the state, not of attributes alone
         fired = {"id": "0", "idx": "0", "alias": None, "platform": "state",
                  "entity_id": entity_id, "from_state": old, "to_state": new, "for": None,
                  "attribute": None, "description": f"state of {entity_id}"}  # fmt: skip
@@ -255,6 +280,8 @@ class FakeHomeAssistant(WebSocketFake):
             sock.subscribed[command_id] = command
             self._subscriptions.append({"socket": sock.id, "id": command_id, "command": command})
             self._result(sock, command_id)
+            for entity, state in self._when_subscribed.pop(len(self._subscriptions), []):
+                self._set(entity, state)
         elif kind == "subscribe_trigger":
             self._result(sock, command_id, error=("invalid_format", "expected a state trigger"))
         else:
@@ -311,7 +338,7 @@ class FakeHomeAssistant(WebSocketFake):
             ids += [e for e, s in self._states.items() if s["area"] == data["area_id"]]
         self._calls.append({"domain": domain, "service": service, "data": data,
                             "at": time.monotonic()})  # fmt: skip
-        changed = []
+        changed, context = [], _context()  # one context for every change the call makes
         for entity in ids:
             if entity not in self._states or (domain != "homeassistant" and
                                               not entity.startswith(domain + ".")):  # fmt: skip
@@ -320,7 +347,7 @@ class FakeHomeAssistant(WebSocketFake):
             if state is None:
                 state = "off" if self._states[entity]["state"] == "on" else "on"
             if state != self._states[entity]["state"]:
-                self._set(entity, state)
+                self._set(entity, state, context)
                 changed.append(_public(self._states[entity]))
         self._cond.notify_all()
         return Reply(200, changed)
@@ -354,6 +381,10 @@ class FakeHomeAssistant(WebSocketFake):
         area = json.loads(found.group(1))
         entities = [e for e, s in self._states.items() if s["area"] == area]
         return Reply(200, json.dumps(entities).encode(), content_type="text/plain; charset=utf-8")
+
+
+def _context() -> dict[str, Any]:
+    return {"id": uuid.uuid4().hex.upper()[:26], "parent_id": None, "user_id": None}
 
 
 def _public(state: dict[str, Any]) -> dict[str, Any]:

@@ -6,12 +6,14 @@ become turns, answered where each subscription says (a way in, as an inbound web
   refused token, and what the server said, in the status). Then one command per
   subscription, each with the next `id`: `subscribe_trigger` (a state trigger for its
   entities, `to`) or `subscribe_events` (its event type, filtered here to its entities);
-  a subscription the server refuses is fatal, naming it and why.
+  a subscription the server refuses is fatal, naming it and why. Events of those
+  already live that come while the next is set up are kept and handled after.
 - Events: `{"id": N, "type": "event", "event": {...}}`, N the subscription's command.
   Each becomes an event of the subscription's own conversation (chat and user: its
   name), its prompt rendered from the event (a trigger's `variables`, or the event
-  itself), its id the subscription's name and HA's `context.id` of the change: admitted
-  once, whichever way it comes again.
+  itself), its id the subscription's name, HA's `context.id` of the change, the entity
+  and its state's `last_updated` (one call's changes share a context: each is a turn):
+  admitted once, whichever way it comes again.
 - Liveness: a `ping` every third of `idle_timeout`, each `pong` (and every frame) is
   progress; a half-open socket misses the deadline and is replaced.
 - HA restarting closes the socket: the base connects again, and this connection
@@ -85,9 +87,11 @@ class HomeAssistantAdapter(PlatformAdapter[HomeAssistantConfig]):
             try:
                 await self._authenticate(ws, token)
                 ids = itertools.count(1)
-                subscribed = await self._subscribe(ws, ids)
+                subscribed, early = await self._subscribe(ws, ids)
             except ConnectionClosed:
                 return f"{self.name}: Home Assistant closed the socket before it subscribed"
+            for frame in early:
+                await self._handle(frame, subscribed)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._ping, ws, ids)
                 why = await self._read(ws, subscribed)
@@ -110,9 +114,11 @@ class HomeAssistantAdapter(PlatformAdapter[HomeAssistantConfig]):
 
     async def _subscribe(
         self, ws: WebSocketConnection, ids: itertools.count[int]
-    ) -> dict[int, str]:
-        """Each subscription's command, its result awaited: the subscriptions by id."""
-        subscribed = {}
+    ) -> tuple[dict[int, str], list[dict[str, Any]]]:
+        """Each subscription's command, its result awaited: the subscriptions by id, and
+        the events of those already live that came meanwhile (handled after, in order)."""
+        subscribed: dict[int, str] = {}
+        early: list[dict[str, Any]] = []
         for name, subscription in self.config.subscriptions.items():
             command_id = next(ids)
             await ws.send_message(json.dumps({"id": command_id, **subscription.command()}))
@@ -120,6 +126,8 @@ class HomeAssistantAdapter(PlatformAdapter[HomeAssistantConfig]):
                 frame = await _frame(ws)
                 if frame.get("id") == command_id and frame.get("type") == "result":
                     break
+                if frame.get("type") == "event" and frame.get("id") in subscribed:
+                    early.append(frame)
             if not frame.get("success"):
                 error = frame.get("error") if isinstance(frame.get("error"), dict) else {}
                 said = f"{error.get('code')}: {str(error.get('message'))[:200]}"
@@ -127,7 +135,7 @@ class HomeAssistantAdapter(PlatformAdapter[HomeAssistantConfig]):
             subscribed[command_id] = name
             self.progress()
         log.info("%s: subscribed to %s", self.name, ", ".join(self.config.subscriptions) or "none")
-        return subscribed
+        return subscribed, early
 
     async def _read(self, ws: WebSocketConnection, subscribed: dict[int, str]) -> str:
         """Events admitted until the socket closes: why."""
@@ -139,12 +147,16 @@ class HomeAssistantAdapter(PlatformAdapter[HomeAssistantConfig]):
             self.progress()
             if frame.get("type") == "pong":
                 self.settled()
-            elif frame.get("type") == "event" and frame.get("id") in subscribed:
-                self.settled()
-                name = subscribed[frame["id"]]
-                event = frame.get("event")
-                if isinstance(event, dict):
-                    await self._event(name, self.config.subscriptions[name], event)
+            await self._handle(frame, subscribed)
+
+    async def _handle(self, frame: dict[str, Any], subscribed: dict[int, str]) -> None:
+        """A frame that is an event of a subscription admitted (anything else skipped)."""
+        if frame.get("type") == "event" and frame.get("id") in subscribed:
+            self.settled()
+            name = subscribed[frame["id"]]
+            event = frame.get("event")
+            if isinstance(event, dict):
+                await self._event(name, self.config.subscriptions[name], event)
 
     async def _event(self, name: str, subscription: Subscription, event: dict[str, Any]) -> None:
         """One event of a subscription admitted (one about none of its entities skipped)."""
@@ -159,13 +171,16 @@ class HomeAssistantAdapter(PlatformAdapter[HomeAssistantConfig]):
         if context is None:
             log.warning("%s: an event of %s without a context id was skipped", self.name, name)
             return
+        state = _path(body, "trigger", "to_state") or _path(body, "data", "new_state")
+        entity = _path(body, "trigger", "entity_id") or _path(body, "data", "entity_id")
+        written = _path(state, "last_updated") or event.get("time_fired")
         text = self.templates[name].render(body, self.config.max_prompt)
         if text.lstrip().startswith("/"):  # a device's words are never a command
             text = f"[{name}] {text}"
         admitted = await self.admit(
             InboundEvent(
                 self.name,
-                f"{name}:{context}",
+                change_id(name, context, entity, written),
                 ChatType.DM,
                 name,
                 name,
@@ -214,6 +229,13 @@ def _context_id(event: dict[str, Any], body: Any) -> str | None:
         if _is_dict(holder, "context") and isinstance(holder["context"].get("id"), str):
             return holder["context"]["id"][:100]
     return None
+
+
+def change_id(name: str, context: str, entity: Any, written: Any) -> str:
+    """An event's id: the subscription, HA's context of the change, the entity and when
+    its state was written. One service call, scene or script is one context for every
+    entity it changes: each change is a turn, and the same change coming again is not."""
+    return f"{name}:{context}:{str(entity or '-')[:255]}:{str(written or '-')[:64]}"
 
 
 def _path(value: Any, *keys: str) -> Any:

@@ -23,7 +23,18 @@ NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a session's chat
 ENTITY = re.compile(r"[a-z0-9_]+\.[a-z0-9_]+")
 EVENT_TYPE = re.compile(r"[a-z0-9_.]{1,100}")
 DOMAIN = re.compile(r"[a-z0-9_]+")
-CONFIRMED = ("lock", "alarm_control_panel", "cover")
+CONFIRMED = (  # what acts on a door, and what can run anything (a script that unlocks)
+    "lock",
+    "alarm_control_panel",
+    "cover",
+    "scene",
+    "script",
+    "automation",
+    "button",
+    "homeassistant",
+    "hassio",
+    "shell_command",
+)
 
 
 def _prompt(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:
@@ -63,10 +74,11 @@ class Subscription:
     """Entity ids (`binary_sensor.garage_door`): a change of their state is an event (a
     state trigger, `subscribe_trigger`); with `event`, only its events about them."""
     to: str | None = None
-    """With `entities` alone: only a change to this state (`on`, `open`)."""
+    """With `entities` alone: only a change to this state (`on`, `open`); unset, any
+    change of the state (a change of an attribute alone is none)."""
     event: str | None = attrs.field(default=None, validator=_event_type)
     """An event type (`state_changed`, `call_service`, your automation's own):
-    `subscribe_events` instead of a trigger."""
+    `subscribe_events` instead of a trigger (`state_changed` only with `entities`)."""
     prompt: str | None = attrs.field(default=None, validator=_prompt)
     """What an event asks the agent (required): text with `{dotted.path}` fields of the
     event (a trigger's: `{trigger.entity_id} is {trigger.to_state.state}`; an event's:
@@ -87,14 +99,18 @@ class Subscription:
             raise BadValue("entities or event: name what the subscription listens to")
         if self.to is not None and (self.event is not None or not self.entities):
             raise BadValue("to: only with entities alone (a state trigger)")
+        if self.event == "state_changed" and not self.entities:
+            raise BadValue(
+                "entities: required with event: state_changed (else every state change of"
+                " every entity is a turn)"
+            )
 
     def command(self) -> dict[str, Any]:
         """The WebSocket command that subscribes it (without its `id`)."""
         if self.event is not None:
             return {"type": "subscribe_events", "event_type": self.event}
-        trigger: dict[str, Any] = {"platform": "state", "entity_id": list(self.entities)}
-        if self.to is not None:
-            trigger["to"] = self.to
+        # `to: null` is HA's "a change of the state, not of an attribute alone"
+        trigger = {"platform": "state", "entity_id": list(self.entities), "to": self.to}
         return {"type": "subscribe_trigger", "trigger": trigger}
 
 
@@ -116,7 +132,11 @@ class HomeAssistantConfig(PlatformConfig):
     """The subscriptions by name; each is a conversation of its own."""
     confirm: tuple[str, ...] = attrs.field(default=CONFIRMED, validator=_domains)
     """Domains whose services `ha_call_service` asks an owner about before it calls them
-    (a service of any domain aimed at their entities too)."""
+    (a service of any domain aimed at their entities, at `all`, or at an area, device,
+    label or floor too); by default locks, alarms, covers and what can run anything:
+    `scene`, `script`, `automation`, `button`, `homeassistant`, `hassio`,
+    `shell_command`. `[]` asks about none (a call in a conversation that read untrusted
+    text is asked all the same)."""
     idle_timeout: float = attrs.field(default=30.0, validator=positive)
     """Seconds its WebSocket may go without a frame or a pong before it is replaced."""
     max_prompt: int = attrs.field(default=8000, validator=at_least(100))

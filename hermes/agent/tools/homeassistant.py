@@ -12,8 +12,11 @@ model is shown is cut again (a count of entities, characters per value, the whol
   device and entity registries would take a WebSocket session per call. The area is
   passed as a JSON string literal, so it is a value in the template, never template code.
 - `ha_call_service`: `POST /api/services/<domain>/<service>`. A service of a domain in
-  `confirm` (locks, alarms, covers by default), or one aimed at an entity of such a
-  domain (`homeassistant.turn_off` on a lock), is asked of an owner first, as a guarded
+  `confirm` (locks, alarms, covers, and what can run anything: scenes, scripts,
+  automations, buttons, `homeassistant`, `hassio`, `shell_command`, by default), one
+  aimed at an entity of such a domain as HA reads the ids (split on commas, any case,
+  `all`; a scene's `entities`), one aimed at an area, device, label or floor, and any
+  call in a turn that read untrusted text, is asked of an owner first, as a guarded
   command is (a durable approval row, hermes.gateway.approvals): it runs only on a yes,
   never when denied, expired or cancelled.
 - `ha_history`: `GET /api/history/period/<start>` for one entity, minimal, capped.
@@ -54,6 +57,9 @@ ATTRIBUTES = (
     "current_temperature",
 )
 AREA = re.compile(r"[^{}%#\\\n]{1,100}")
+TARGETS = ("entity_id", "area_id", "device_id", "label_id", "floor_id")  # a call's `target`
+GROUPS = TARGETS[1:]  # targets that stand for entities hermes cannot see from the call
+SCENES = ("apply", "create")  # scene services whose `entities` are states they set
 UNTRUSTED = "Home Assistant's answer (names its devices gave)"
 
 
@@ -159,8 +165,10 @@ class CallServiceTool:
     name = "ha_call_service"
     description = (
         "Call a Home Assistant service: domain and service (light, turn_on), target"
-        ' ({"entity_id": "light.kitchen"}, or area_id, device_id) and data'
-        ' ({"brightness_pct": 50}). Locks, alarms and covers wait for an owner\'s approval.'
+        ' ({"entity_id": "light.kitchen"}, or area_id, device_id, label_id, floor_id) and data'
+        ' ({"brightness_pct": 50}). Locks, alarms, covers, scenes, scripts, automations and'
+        " Home Assistant itself wait for an owner's approval, as does any call in a"
+        " conversation that read untrusted text."
     )
     parameters = obj(
         ["domain", "service"],
@@ -177,12 +185,9 @@ class CallServiceTool:
         target, data = args.get("target") or {}, args.get("data") or {}
         if not isinstance(target, dict) or not isinstance(data, dict):
             raise ToolError("target and data: objects")
-        body = {
-            **data,
-            **{k: target[k] for k in ("entity_id", "area_id", "device_id") if k in target},
-        }
+        body = {**data, **{k: target[k] for k in TARGETS if k in target}}
         shown = f"{domain}.{service} {json.dumps(body, ensure_ascii=False, sort_keys=True)}"
-        reasons = _asked(self.home.config.confirm, domain, body)
+        reasons = _asked(self.home.config.confirm, domain, service, body) + _after_untrusted(ctx)
         refused = await approval(
             ctx, f"ha_call_service {shown}", reasons, self.home.config.base_url or ""
         )
@@ -197,20 +202,41 @@ class CallServiceTool:
         return capped(json.dumps(answer, ensure_ascii=False), ctx)
 
 
-def _asked(confirm: tuple[str, ...], domain: str, body: dict[str, Any]) -> list[str]:
-    """Why the call needs an owner's yes (none: it does not)."""
+def _ids(value: Any) -> list[str]:
+    """Entity ids as Home Assistant reads them: a string split on commas, each stripped
+    and lower-cased (`"light.porch, COVER.garage"` is two, one a cover)."""
+    items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    return [part.strip().lower() for item in items for part in str(item).split(",")]
+
+
+def _asked(confirm: tuple[str, ...], domain: str, service: str, body: dict[str, Any]) -> list[str]:
+    """Why the call needs an owner's yes by what it acts on (none: it does not)."""
     if domain in confirm:
         return [f"platforms.homeassistant.confirm names {domain}"]
-    ids = body.get("entity_id")
-    named = [ids] if isinstance(ids, str) else ids if isinstance(ids, list) else []
-    domains = sorted({str(e).split(".")[0] for e in named} & set(confirm))
-    if domains or "all" in named:
+    named = _ids(body.get("entity_id"))
+    if domain == "scene" and service in SCENES:  # the states it sets are its keys
+        entities = body.get("entities")
+        named += _ids(list(entities) if isinstance(entities, dict | list) else [])
+    everything = "all" in named
+    domains = sorted({e.split(".")[0] for e in named} & set(confirm))
+    if domains or (confirm and everything):
         return [
             f"it acts on {', '.join(domains) or 'every entity'} (platforms.homeassistant.confirm)"
         ]
-    if confirm and ("area_id" in body or "device_id" in body) and domain == "homeassistant":
-        return ["it acts on every entity of an area or device (platforms.homeassistant.confirm)"]
+    groups = [key for key in GROUPS if key in body]
+    if confirm and groups:
+        return [
+            f"it acts on every entity of its {', '.join(groups)} (platforms.homeassistant.confirm)"
+        ]
     return []
+
+
+def _after_untrusted(ctx: ToolContext) -> list[str]:
+    """Why any call needs an owner's yes in a turn that read untrusted text (as a command
+    that would run unconfined is, unless `terminal.after_untrusted` is `host`)."""
+    if ctx.untrusted is None or ctx.terminal.backends.config.after_untrusted == "host":
+        return []
+    return [f"this conversation holds untrusted text ({ctx.untrusted})"]
 
 
 @attrs.frozen

@@ -8,8 +8,9 @@ from typing import Any
 
 import yaml
 
+from hermes.adapters.homeassistant.adapter import change_id
 from tests.adapters.telegram.serving import ANN, TelegramServe
-from tests.fakes.homeassistant import TOKEN
+from tests.fakes.homeassistant import TOKEN, FakeHomeAssistant
 
 BOB = 1002  # allowed, not an owner
 HOME_CHAT = -100778  # Telegram's home channel, where the `lights` subscription answers
@@ -28,6 +29,12 @@ SUBSCRIPTIONS: dict[str, dict[str, Any]] = {
         "deliver": "home:telegram",
     },
 }
+
+
+def garage_id(ha: FakeHomeAssistant, context: str) -> str:
+    """The event id of the garage door's latest change, made in `context`."""
+    door = "binary_sensor.garage_door"
+    return change_id("garage", context, door, ha.written(door))
 
 
 class HomeAssistantServe(TelegramServe):

@@ -15,6 +15,7 @@ import pytest
 
 from hermes.home import HermesHome
 from tests.adapters.homeassistant.serving import BOB, HOME_CHAT, HomeAssistantServe
+from tests.adapters.homeassistant.test_connection import garage_id
 from tests.adapters.serving import in_thread
 from tests.adapters.telegram.serving import ANN
 from tests.adapters.telegram.serving import TOKEN as TELEGRAM_TOKEN
@@ -92,7 +93,7 @@ async def test_an_owner_reads_the_home_turns_a_light_on_and_a_lock_waits_for_her
     marks = rows(serve.home.state_db, sql)
     assert marks == [("Home Assistant's answer (names its devices gave)",)]  # as a web page's
 
-    target = {"entity_id": "light.kitchen"}
+    target = {"entity_id": "light.kitchen", "label_id": "evening"}  # a label reaches HA too
     model.script(
         tool_answer(
             (
@@ -109,11 +110,17 @@ async def test_an_owner_reads_the_home_turns_a_light_on_and_a_lock_waits_for_her
         text_answer("The kitchen light is on."),
     )
     tg.message("kitchen light on please", chat_id=ANN)
-    assert (await said(tg, ANN, before + 2))[-1] == "The kitchen light is on."
+    prompt = await in_thread(lambda: tg.wait_sent(before + 2, 30.0, chat_id=ANN))
+    asked = parse_markdown_v2(prompt[-1]["text"])  # the states it read were the devices' words
+    assert "ha_call_service light.turn_on" in asked and "holds untrusted text" in asked
+    assert ha.state_of("light.kitchen") == "off"
+    tg.press(prompt[-1], label="Approve")
+    assert (await said(tg, ANN, before + 4))[-1] == "The kitchen light is on."
     assert ha.state_of("light.kitchen") == "on"
     call = ha.calls[-1]
     assert (call["domain"], call["service"]) == ("light", "turn_on")
-    assert call["data"] == {"entity_id": "light.kitchen", "brightness_pct": 40}
+    assert call["data"] == {"entity_id": "light.kitchen", "label_id": "evening",
+                            "brightness_pct": 40}  # fmt: skip
     called, history = tool_results(model.requests[-1])[-2:]
     assert called["changed"][0]["state"] == "on"
     assert [c["state"] for c in history["changes"]] == ["off", "on"]
@@ -122,22 +129,22 @@ async def test_an_owner_reads_the_home_turns_a_light_on_and_a_lock_waits_for_her
     unlock = {"domain": "lock", "service": "unlock", "target": {"entity_id": "lock.front_door"}}
     model.script(tool_answer(("ha_call_service", unlock)), text_answer("Unlocked."))
     tg.message("unlock the front door", chat_id=ANN)
-    prompt = await in_thread(lambda: tg.wait_sent(before + 3, 30.0, chat_id=ANN))
+    prompt = await in_thread(lambda: tg.wait_sent(before + 5, 30.0, chat_id=ANN))
     asked = parse_markdown_v2(prompt[-1]["text"])
     assert "ha_call_service lock.unlock" in asked and "confirm names lock" in asked
     assert len(ha.calls) == calls and ha.state_of("lock.front_door") == "locked"
     tg.press(prompt[-1], label="Approve")
     await in_thread(lambda: ha.wait_calls(calls + 1, 30.0))
     assert ha.state_of("lock.front_door") == "unlocked"
-    await in_thread(lambda: tg.wait_sent(before + 5, 30.0, chat_id=ANN))  # the yes, the answer
+    await in_thread(lambda: tg.wait_sent(before + 7, 30.0, chat_id=ANN))  # the yes, the answer
     assert said_in(tg, ANN)[-1] == "Unlocked."
 
     lock = {**unlock, "service": "lock"}
     model.script(tool_answer(("ha_call_service", lock)), text_answer("Left it."))
     tg.message("lock it again", chat_id=ANN)
-    prompt = await in_thread(lambda: tg.wait_sent(before + 6, 30.0, chat_id=ANN))
+    prompt = await in_thread(lambda: tg.wait_sent(before + 8, 30.0, chat_id=ANN))
     tg.press(prompt[-1], label="Deny")
-    await in_thread(lambda: tg.wait_sent(before + 8, 30.0, chat_id=ANN))
+    await in_thread(lambda: tg.wait_sent(before + 10, 30.0, chat_id=ANN))
     assert said_in(tg, ANN)[-1] == "Left it."
     [denied] = tool_results(model.requests[-1])[-1:]
     assert denied["status"] == "denied" and "not run" in denied["error"]
@@ -173,8 +180,11 @@ async def test_a_subscribed_change_is_answered_in_telegram_and_other_changes_sta
     assert asked[-1]["content"] == "light.living_room: on -> off"
     ha.set_state("binary_sensor.garage_door", "off")  # not `to: on`
     ha.set_state("light.kitchen", "off")  # not the lamp's entity
+    model.script(text_answer("Open again."))  # a subscribed change after them, on one socket:
+    ha.set_state("binary_sensor.garage_door", "on")  # once it is in, they were read
+    assert (await said(tg, ANN, before + 2))[-1] == "Open again."
     mine = [r for r in serve.journal() if r[0] == "homeassistant"]
-    assert [r[1].split(":")[0] for r in mine] == ["garage", "lamp"]
+    assert [r[1].split(":")[0] for r in mine] == ["garage", "lamp", "garage"]
 
 
 async def test_ha_restarting_is_a_reconnect_that_subscribes_again_and_invents_nothing(shared):
@@ -190,4 +200,4 @@ async def test_ha_restarting_is_a_reconnect_that_subscribes_again_and_invents_no
     assert (await said(tg, ANN, before + 1))[-1] == "It opened again."
     mine = [r for r in serve.journal() if r[0] == "homeassistant"]
     assert mine[: len(journal)] == journal
-    assert [r[1] for r in mine[len(journal) :]] == [f"garage:{context}"]  # once, and only it
+    assert [r[1] for r in mine[len(journal) :]] == [garage_id(ha, context)]  # once, only it
