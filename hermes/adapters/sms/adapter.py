@@ -135,8 +135,9 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
             self.fatal(refused.reason, stop=False)  # texts admitted, replies held
         else:
             sender = config.number or config.messaging_service_sid
-            log.info("%s: %s sends as %s; messages come to %s", self.name, account, sender,
-                     self.public)  # fmt: skip
+            log.info(
+                "%s: %s sends as %s; messages come to %s", self.name, account, sender, self.public
+            )
             self.progress()
         await trio.sleep_forever()  # live until stopped: messages come to the listener
 
@@ -206,8 +207,9 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
                     return
                 except Unavailable:
                     if trio.current_time() > until:
-                        log.error("%s: %s never recorded: %s", self.name, failed.message_id,
-                                  failed.reason)  # fmt: skip
+                        log.error(
+                            "%s: %s never recorded: %s", self.name, failed.message_id, failed.reason
+                        )
                         return
                 wait = min(wait * 2, 2.0)
         finally:
