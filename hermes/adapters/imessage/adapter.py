@@ -353,7 +353,7 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
             return None
         if text is None:
             return Unconfirmed("a file send's answer was lost: a file cannot be looked up")
-        return await self._sent_before(chat, text, first)
+        return await self._sent_before(chat, temp, text, first)
 
     async def _lost(self, temp: str) -> None:
         """The answer of `temp`'s try was lost: its first try's time, kept across restarts."""
@@ -368,11 +368,12 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         kept = await self.cursors.get(self.lost_key + temp)
         return int(kept) if kept is not None else None
 
-    async def _sent_before(self, chat: str, text: str, first: int) -> SendResult | None:
+    async def _sent_before(self, chat: str, temp: str, text: str, first: int) -> SendResult | None:
         """A text whose answer was lost: Sent when the server has hermes's message of that
         text in the chat, created since its first try by hermes's clock (the query does
-        not return a `tempGuid`; the Mac's clock is taken to agree); None when it has none
-        (it goes now); RetryAfter when it cannot tell."""
+        not return a `tempGuid`; the Mac's clock is taken to agree), or one that carries
+        this `tempGuid` where a server does return it (one carrying another is not this
+        send); None when it has none (it goes now); RetryAfter when it cannot tell."""
         if self.http is None:
             return RetryAfter(None, "the adapter is not started")
         body = {**query(first, chat=chat), "sort": "DESC", "with": ["chat"]}
@@ -388,7 +389,8 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         for message in page if isinstance(page, list) else []:
             if not isinstance(message, dict) or not message.get("isFromMe"):
                 continue
-            if message.get("text") == text:
+            kept = message.get("tempGuid")
+            if kept == temp or (not kept and message.get("text") == text):
                 log.info("%s: an earlier try was sent; not sending it again", self.name)
                 return Sent(str(message.get("guid") or "") or None)
         return None
