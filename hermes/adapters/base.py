@@ -69,6 +69,7 @@ from hermes.adapters.cursors import Cursors
 from hermes.adapters.media import DEFAULT_LIMITS, MediaLimits
 from hermes.adapters.refusals import Codes, Refusal, is_auth, result_of
 from hermes.adapters.settings import PlatformConfig
+from hermes.adapters.webhooks import NO_SUCH_WEBHOOK, WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
@@ -355,7 +356,15 @@ class PlatformAdapter(Actor, Generic[C]):
         if isinstance(msg, Fetch):
             self.nursery.start_soon(self._fetch, msg)
             return None
+        if isinstance(msg, WebhookRequest):
+            return await self.webhook(msg)
         raise TypeError(f"{self.name} cannot handle {type(msg).__name__}")
+
+    async def webhook(self, request: WebhookRequest) -> WebhookAnswer:
+        """A request to this platform's `/webhooks/<name>[/<rest>]` (the listener calls only
+        the adapters of platforms whose record says `webhook`): verified and admitted
+        before it is answered. A platform that takes none has no such webhook."""
+        return NO_SUCH_WEBHOOK
 
     async def fetch(self, attachments: tuple[str, ...]) -> Fetched:
         """Save the files an authorized event carries (its `attachments`, as this adapter

@@ -50,6 +50,11 @@ class WebhookAnswer:
     content_type: str = "text/plain; charset=utf-8"
 
 
+NO_SUCH_WEBHOOK = WebhookAnswer(404, b"no such webhook\n")
+UNAUTHORIZED = WebhookAnswer(401, b"unauthorized\n")  # no proof where one is asked
+FORBIDDEN = WebhookAnswer(403, b"forbidden\n")  # a proof that does not hold
+
+
 class WebhookListener(Actor):
     """`adapter_of(platform)`: the running adapter of a webhook platform, None while it is
     down; `on_bound(port)`: told the port it bound."""
@@ -99,7 +104,7 @@ class WebhookListener(Actor):
         named = path[len(PREFIX) :] if path.startswith(PREFIX) else ""
         platform, _, rest = named.partition("/")
         if platform not in self.platforms:
-            return WebhookAnswer(404, b"no such webhook\n")
+            return NO_SUCH_WEBHOOK
         if scope["method"] not in ("GET", "POST"):
             return WebhookAnswer(405, b"GET or POST\n")
         headers = headers_of(scope)

@@ -72,7 +72,7 @@ from hermes.adapters.imessage.inbound import AttachmentRef, created, message_eve
 from hermes.adapters.media import FILE_SECONDS, MAX_ATTACHMENTS, MediaError, Saved, download
 from hermes.adapters.refusals import is_auth
 from hermes.adapters.settings import PlatformConfig
-from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
+from hermes.adapters.webhooks import NO_SUCH_WEBHOOK, UNAUTHORIZED, WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,6 @@ DAY_MS = 86_400_000
 # after one it already served. What the margin brings again is admitted once.
 CATCH_UP_MARGIN_MS = 60_000
 OK = WebhookAnswer(200, b"{}", "application/json")
-UNAUTHORIZED = WebhookAnswer(401, b"unauthorized\n")
 
 
 def temp_guid(key: str) -> str:
@@ -241,14 +240,9 @@ class IMessageAdapter(HttpAdapter[IMessageConfig]):
         self.recent[guid] = when
         return True
 
-    async def handle(self, msg: Any) -> Any:
-        if isinstance(msg, WebhookRequest):
-            return await self._webhook(msg)
-        return await super().handle(msg)
-
-    async def _webhook(self, request: WebhookRequest) -> WebhookAnswer:
+    async def webhook(self, request: WebhookRequest) -> WebhookAnswer:
         if request.path:  # BlueBubbles posts to /webhooks/<name> itself
-            return WebhookAnswer(404, b"no such webhook\n")
+            return NO_SUCH_WEBHOOK
         if request.method != "POST":
             return WebhookAnswer(405, b"POST\n")
         given = request.query.get("token", "").encode("utf-8", "replace")

@@ -82,7 +82,7 @@ from hermes.adapters.mattermost.markdown import escape
 from hermes.adapters.refusals import Refusal
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.url_media import fetch_urls
-from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
+from hermes.adapters.webhooks import FORBIDDEN, NO_SUCH_WEBHOOK, WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,6 @@ DAY_MS = 86_400_000
 CATCH_UP_MARGIN_MS = 60_000
 MAX_RECENT = 10_000  # ids of admitted posts kept to leave out of a catch-up
 ACTIONS = "actions"  # the listener's path for presses: /webhooks/<name>/actions
-FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
 
 
 class MattermostAdapter(HttpAdapter[MattermostConfig]):
@@ -378,14 +377,9 @@ class MattermostAdapter(HttpAdapter[MattermostConfig]):
             action = {"seq": next(self._seq), "action": "user_typing", "data": data}
             await ws.send_message(json.dumps(action))
 
-    async def handle(self, msg: Any) -> Any:
-        if isinstance(msg, WebhookRequest):
-            return await self._press(msg)
-        return await super().handle(msg)
-
-    async def _press(self, request: WebhookRequest) -> WebhookAnswer:
+    async def webhook(self, request: WebhookRequest) -> WebhookAnswer:
         if request.path != ACTIONS or request.method != "POST":
-            return WebhookAnswer(404, b"no such webhook\n")
+            return NO_SUCH_WEBHOOK
         try:
             payload = json.loads(request.body)
         except ValueError:

@@ -32,7 +32,6 @@ import mimetypes
 import secrets
 import urllib.parse
 from pathlib import Path
-from typing import Any
 
 import httpx
 import trio
@@ -67,7 +66,7 @@ from hermes.adapters.sms.config import SmsConfig
 from hermes.adapters.sms.inbound import Ignored, failure_of, message_of
 from hermes.adapters.sms.signature import HEADER, proven, signed_urls
 from hermes.adapters.url_media import trusted
-from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
+from hermes.adapters.webhooks import FORBIDDEN, NO_SUCH_WEBHOOK, WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
@@ -86,8 +85,6 @@ TWIML = b'<?xml version="1.0" encoding="UTF-8"?><Response></Response>'
 OK = WebhookAnswer(200, TWIML, "text/xml")
 MAX_HELD = 1000  # failed reports held for sends whose answers are not recorded yet
 HELD_SECONDS = 300.0  # how long one is held (a send's answer is recorded in moments)
-FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
-NOT_FOUND = WebhookAnswer(404, b"no such webhook\n")
 
 
 class SmsAdapter(HttpAdapter[SmsConfig]):
@@ -141,18 +138,13 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
             self.progress()
         await trio.sleep_forever()  # live until stopped: messages come to the listener
 
-    async def handle(self, msg: Any) -> Any:
-        if isinstance(msg, WebhookRequest):
-            return await self._webhook(msg)
-        return await super().handle(msg)
-
     # -- receiving ------------------------------------------------------------------
 
-    async def _webhook(self, request: WebhookRequest) -> WebhookAnswer:
+    async def webhook(self, request: WebhookRequest) -> WebhookAnswer:
         if request.path.startswith("media/") and request.method == "GET":
             return await self._media(request.path.removeprefix("media/"))
         if request.path not in ("", "status"):
-            return NOT_FOUND
+            return NO_SUCH_WEBHOOK
         if request.method != "POST":
             return WebhookAnswer(405, b"POST\n")
         body = request.body.decode("utf-8", "replace")
@@ -256,12 +248,12 @@ class SmsAdapter(HttpAdapter[SmsConfig]):
         now = trio.current_time()
         shelved = self.shelf.get(token)
         if shelved is None or shelved[1] < now:
-            return NOT_FOUND
+            return NO_SUCH_WEBHOOK
         file = shelved[0]
         try:
             data = await trio.to_thread.run_sync(Path(file.path).read_bytes)
         except OSError:
-            return NOT_FOUND
+            return NO_SUCH_WEBHOOK
         return WebhookAnswer(200, data, file.mime)
 
     # -- sending --------------------------------------------------------------------

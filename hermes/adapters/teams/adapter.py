@@ -55,7 +55,7 @@ from hermes.adapters.teams.files import consent_card, info_card, pieces
 from hermes.adapters.teams.inbound import conversation_of, event_of
 from hermes.adapters.teams.login import Login, SecretRefused
 from hermes.adapters.teams.verify import Keys, Refused, claims, matches
-from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
+from hermes.adapters.webhooks import NO_SUCH_WEBHOOK, UNAUTHORIZED, WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,6 @@ CODES = Codes(  # the connector's error codes
     gone=frozenset({"NotFound", "ActivityNotFoundInConversation"}),
 )
 OK = WebhookAnswer(200, b"", "application/json")
-UNAUTHORIZED = WebhookAnswer(401, b"unauthorized\n")
 FILE_INVOKE = "fileConsent/invoke"
 
 
@@ -122,16 +121,11 @@ class TeamsAdapter(HttpAdapter[TeamsConfig]):
         self.progress()
         await trio.sleep_forever()  # live until stopped: activities come to the listener
 
-    async def handle(self, msg: Any) -> Any:
-        if isinstance(msg, WebhookRequest):
-            return await self._webhook(msg)
-        return await super().handle(msg)
-
     # -- receiving ------------------------------------------------------------------
 
-    async def _webhook(self, request: WebhookRequest) -> WebhookAnswer:
+    async def webhook(self, request: WebhookRequest) -> WebhookAnswer:
         if request.path:  # the messaging endpoint is /webhooks/<name> itself
-            return WebhookAnswer(404, b"no such webhook\n")
+            return NO_SUCH_WEBHOOK
         if request.method != "POST":
             return WebhookAnswer(405, b"POST\n")
         if self.keys is None:

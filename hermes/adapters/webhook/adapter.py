@@ -40,13 +40,12 @@ from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.signatures import HEX_PREFIX, signed
 from hermes.adapters.template import Template
 from hermes.adapters.webhook.config import WebhookConfig, WebhookRoute
-from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
+from hermes.adapters.webhooks import NO_SUCH_WEBHOOK, WebhookAnswer, WebhookRequest
 from hermes.config import Secrets
 
 log = logging.getLogger(__name__)
 
 REFUSALS_SAID_EVERY = 60.0  # seconds between log lines about one route's refused deliveries
-NOT_FOUND = WebhookAnswer(404, b"no such webhook\n")
 UNSIGNED = WebhookAnswer(401, b"bad signature\n")
 
 
@@ -81,11 +80,6 @@ class WebhookAdapter(PlatformAdapter[WebhookConfig]):
         self.progress()
         await trio.sleep_forever()  # live until stopped: deliveries come to the listener
 
-    async def handle(self, msg: Any) -> Any:
-        if isinstance(msg, WebhookRequest):
-            return await self._delivery(msg)
-        return await super().handle(msg)
-
     async def send(self, request: SendRequest) -> SendResult:
         return Permanent(
             f"{self.name} is a way in, not a chat: a route's answers go where its `deliver` says"
@@ -93,11 +87,11 @@ class WebhookAdapter(PlatformAdapter[WebhookConfig]):
 
     # -- receiving --------------------------------------------------------------
 
-    async def _delivery(self, request: WebhookRequest) -> WebhookAnswer:
+    async def webhook(self, request: WebhookRequest) -> WebhookAnswer:
         name = request.path
         route = self.config.routes.get(name)
         if route is None:
-            return NOT_FOUND
+            return NO_SUCH_WEBHOOK
         if request.method != "POST":
             return WebhookAnswer(405, b"POST\n")
         prefix = HEX_PREFIX if route.signature == "github" else ""

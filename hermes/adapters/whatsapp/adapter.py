@@ -58,7 +58,7 @@ from hermes.adapters.refusals import Codes, Refusal, retry_after
 from hermes.adapters.settings import PlatformConfig
 from hermes.adapters.signatures import signed
 from hermes.adapters.url_media import trusted
-from hermes.adapters.webhooks import WebhookAnswer, WebhookRequest
+from hermes.adapters.webhooks import FORBIDDEN, NO_SUCH_WEBHOOK, WebhookAnswer, WebhookRequest
 from hermes.adapters.whatsapp.config import WhatsAppConfig
 from hermes.adapters.whatsapp.files import declared, kind_of, media_message
 from hermes.adapters.whatsapp.inbound import (
@@ -81,7 +81,6 @@ CODES = Codes(  # the Graph API's error codes
 )
 OUTSIDE_WINDOW = "131047"  # "re-engagement message": outside the 24-hour window
 MEDIA_HOSTS = ("fbsbx.com", "facebook.com", "whatsapp.net")  # where Meta serves media
-FORBIDDEN = WebhookAnswer(403, b"forbidden\n")
 OK = WebhookAnswer(200, b"ok\n")
 
 
@@ -139,16 +138,11 @@ class WhatsAppAdapter(HttpAdapter[WhatsAppConfig]):
         self.progress()
         await trio.sleep_forever()  # live until stopped: deliveries come to the listener
 
-    async def handle(self, msg: Any) -> Any:
-        if isinstance(msg, WebhookRequest):
-            return await self._webhook(msg)
-        return await super().handle(msg)
-
     # -- receiving ------------------------------------------------------------------
 
-    async def _webhook(self, request: WebhookRequest) -> WebhookAnswer:
+    async def webhook(self, request: WebhookRequest) -> WebhookAnswer:
         if request.path:  # Meta posts to /webhooks/<name> itself, nothing under it
-            return WebhookAnswer(404, b"no such webhook\n")
+            return NO_SUCH_WEBHOOK
         if request.method == "GET":
             return self._handshake(request.query)
         if self.app_secret is None or not signed(
