@@ -80,12 +80,15 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import httpx
 import trio
+from hypercorn.config import Config as HttpConfig
+from hypercorn.trio import serve as hypercorn_serve
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -188,6 +191,84 @@ def first_times(records: list[dict[str, Any]], key: str) -> dict[Any, list[float
         if record[key] is not None and record["at"] is not None:
             first.setdefault(record[key], [record["at"]])
     return first
+
+
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]  # a webhook's status, headers, body
+
+
+def point_fake(fake_url: str, webhook: str) -> None:
+    """The fake delivers to `webhook` from now on."""
+    body = httpx.post(f"{fake_url}/_fake/configure", json={"webhook_url": webhook}).json()
+    if not body.get("ok"):
+        raise RuntimeError(f"the fake took no webhook URL: {body!r}")
+
+
+async def serve_webhook(
+    nursery: trio.Nursery,
+    fake_url: str,
+    path: str,
+    handle: Callable[[dict[bytes, bytes], bytes, bytes], Answer],
+) -> None:
+    """A pushed platform's echo client's webhook server: hypercorn's Trio worker on a free
+    port, each request's body read whole and handed with its headers and query to `handle`
+    (which starts any answer in `nursery`), the fake pointed at `path` on it."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body, more = b"", True
+        while more:
+            event = await receive()
+            body, more = body + event.get("body", b""), event.get("more_body", False)
+        status, headers, out = handle(dict(scope["headers"]), scope["query_string"], body)
+        headers = [*headers, (b"content-length", str(len(out)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": out})
+
+    config = HttpConfig()
+    config.bind = ["127.0.0.1:0"]
+    bound = await nursery.start(hypercorn_serve, app, config)
+    webhook = f"http://{bound[0].removeprefix('http://')}{path}"
+    await trio.to_thread.run_sync(point_fake, fake_url, webhook)
+
+
+def not_2xx(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Deliveries answered other than 2xx (or not at all): the fake tries them again."""
+    return [d for d in state["deliveries"] if not 200 <= (d.get("status_code") or 0) < 300]
+
+
+class Pushed(Platform):
+    """A platform that pushes to a webhook (WhatsApp, Teams, SMS, iMessage): serve's
+    listener on a free port, the fake pointed at it once serve is ready; a delivery not
+    answered 2xx is a problem; a reply's latency split where its delivery was answered."""
+
+    gateway = "  webhooks:\n    port: 0\n"
+    hook_query = ""  # what serve's webhook URL carries after its path (iMessage's token)
+    delivery_id = "id"  # a delivery's message id, as the fake records it
+
+    def serving(self, fake_url: str, home: Path) -> None:
+        """The fake delivers to serve's webhook listener."""
+        port = int((home / "webhooks.port").read_text())
+        point_fake(fake_url, f"http://127.0.0.1:{port}/webhooks/{self.name}{self.hook_query}")
+
+    async def ready(self, http: httpx.AsyncClient, fake: Fake) -> None:
+        while True:  # the echo client gives the fake its webhook URL once it listens
+            if (await fake.state(http))["webhook_url"]:
+                return
+            await trio.sleep(0.05)
+
+    def check(self, side: Side, state: dict[str, Any]) -> None:
+        if bad := not_2xx(state):
+            side.problems.append(f"{len(bad)} delivery attempts not answered 2xx "
+                                 f"(so retried): {bad[:2]!r:.300}")  # fmt: skip
+
+    def marks(self, state: dict[str, Any], before: dict[str, Any]) -> dict[Any, list[float]]:
+        """Each message's delivery answered 2xx, by its id."""
+        done = [d for d in state["deliveries"] if 200 <= (d.get("status_code") or 0) < 300]
+        return first_times(done, self.delivery_id)
 
 
 # --- processes -------------------------------------------------------------------------------

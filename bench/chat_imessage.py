@@ -34,14 +34,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 import httpx
 import trio
-from chat import Fake, Injected, Platform, Side, first_times
-from hypercorn.config import Config as HttpConfig
-from hypercorn.trio import serve
+from chat import Answer, Fake, Injected, Pushed, Side, serve_webhook
 
 from tests.fakes.bluebubbles import PASSWORD, dm
 
@@ -67,40 +64,18 @@ async def echo_client(url: str) -> None:
             if response.status_code != 200:
                 raise RuntimeError(f"the send was refused: {response.text}")
 
-        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-            if scope["type"] == "lifespan":
-                while (await receive())["type"] != "lifespan.shutdown":
-                    await send({"type": "lifespan.startup.complete"})
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-            body, more = b"", True
-            while more:
-                event = await receive()
-                body, more = body + event.get("body", b""), event.get("more_body", False)
-            status = 200 if scope["query_string"] == f"token={TOKEN}".encode() else 401
+        def delivered(headers: dict[bytes, bytes], query: bytes, body: bytes) -> Answer:
+            status = 200 if query == f"token={TOKEN}".encode() else 401
             event = json.loads(body)
             message = event.get("data") or {}
             if status == 200 and event.get("type") == "new-message" and not message["isFromMe"]:
                 nursery.start_soon(answer, message)
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-length", b"0")]})  # fmt: skip
-            await send({"type": "http.response.body", "body": b""})
+            return status, [], b""
 
-        config = HttpConfig()
-        config.bind = ["127.0.0.1:0"]
-        bound = await nursery.start(serve, app, config)
-        webhook = f"http://{bound[0].removeprefix('http://')}/hook?token={TOKEN}"
-        answered = await http.post(f"{url}/_fake/configure", json={"webhook_url": webhook})
-        if not answered.json().get("ok"):
-            raise RuntimeError(f"the fake took no webhook URL: {answered.text}")
+        await serve_webhook(nursery, url, f"/hook?token={TOKEN}", delivered)
 
 
-def refused(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """Deliveries answered other than 2xx (or not at all)."""
-    return [d for d in state["deliveries"] if not 200 <= (d.get("status_code") or 0) < 300]
-
-
-class IMessage(Platform):
+class IMessage(Pushed):
     name = "imessage"
     fake_module = "bluebubbles"
     fake = "BlueBubbles (REST with its password, webhook deliveries with a token)"
@@ -108,9 +83,10 @@ class IMessage(Platform):
     count = 500
     client = "trio + hypercorn + httpx webhook echo client"
     chat_field = "chatGuid"
+    hook_query = f"?token={TOKEN}"
+    delivery_id = "guid"
     split = ("answered 200", "inject -> 200 (delivery, token, journal commit)",
              "200 -> reply (turn, outbox, pace, send)")  # fmt: skip
-    gateway = "  webhooks:\n    port: 0\n"
     echo_client = staticmethod(echo_client)
 
     def serve(self, fake_url: str) -> tuple[str, dict[str, str]]:
@@ -118,14 +94,6 @@ class IMessage(Platform):
                 f"    webhook_token_env: {WEBHOOK_ENV}\n    base_url: '{fake_url}'\n"
                 "    allow_all_users: true\n")  # fmt: skip
         return yaml, {PASSWORD_ENV: PASSWORD, WEBHOOK_ENV: TOKEN}
-
-    def serving(self, fake_url: str, home: Path) -> None:
-        """The fake delivers to serve's webhook listener."""
-        port = int((home / "webhooks.port").read_text())
-        webhook = f"http://127.0.0.1:{port}/webhooks/imessage?token={TOKEN}"
-        body = httpx.post(f"{fake_url}/_fake/configure", json={"webhook_url": webhook}).json()
-        if not body.get("ok"):
-            raise RuntimeError(f"the fake took no webhook URL: {body!r}")
 
     def who(self, i: int) -> tuple[str, str]:
         user = f"+1555100{i:04d}"
@@ -155,9 +123,7 @@ class IMessage(Platform):
         return str(post.get("message", ""))
 
     def check(self, side: Side, state: dict[str, Any]) -> None:
-        if refused(state):
-            side.problems.append(f"{len(refused(state))} deliveries not answered 2xx: "
-                                 f"{refused(state)[:2]!r:.300}")  # fmt: skip
+        super().check(side, state)
         if any(not s["tempGuid"] for s in state["sent"]):
             side.problems.append("a send without a tempGuid")
 
@@ -165,11 +131,6 @@ class IMessage(Platform):
         delivered = len(state["deliveries"]) - len(before["deliveries"])
         queries = len(state["queries"]) - len(before["queries"])
         return f"{delivered} webhook deliveries (the sends' echoes too), {queries} queries"
-
-    def marks(self, state: dict[str, Any], before: dict[str, Any]) -> dict[Any, list[float]]:
-        """Each message's delivery answered 2xx, by its guid."""
-        done = [d for d in state["deliveries"] if 200 <= (d.get("status_code") or 0) < 300]
-        return first_times(done, "guid")
 
 
 PLATFORM = IMessage()

@@ -32,15 +32,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
 import httpx
 import trio
-from chat import Fake, Injected, Platform, Side, first_times
-from hypercorn.config import Config as HttpConfig
-from hypercorn.trio import serve
+from chat import Answer, Fake, Injected, Pushed, Side, not_2xx, serve_webhook
 
 from tests.fakes.twilio import ACCOUNT_SID, AUTH_TOKEN, NUMBER, PUBLIC_URL
 
@@ -70,41 +67,17 @@ async def echo_client(url: str) -> None:
             if response.status_code != 201:
                 raise RuntimeError(f"the send was refused: {response.text}")
 
-        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-            if scope["type"] == "lifespan":
-                while (await receive())["type"] != "lifespan.shutdown":
-                    await send({"type": "lifespan.startup.complete"})
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-            body, more = b"", True
-            while more:
-                event = await receive()
-                body, more = body + event.get("body", b""), event.get("more_body", False)
+        def delivered(headers: dict[bytes, bytes], query: bytes, body: bytes) -> Answer:
             form = parse_qsl(body.decode(), keep_blank_values=True)
-            given = dict(scope["headers"]).get(b"x-twilio-signature", b"")
-            status = 200 if proven(given, form) else 403
+            status = 200 if proven(headers.get(b"x-twilio-signature", b""), form) else 403
             if status == 200:
                 nursery.start_soon(answer, dict(form))
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", b"text/xml"),
-                                    (b"content-length", str(len(TWIML)).encode())]})  # fmt: skip
-            await send({"type": "http.response.body", "body": TWIML})
+            return status, [(b"content-type", b"text/xml")], TWIML
 
-        config = HttpConfig()
-        config.bind = ["127.0.0.1:0"]
-        bound = await nursery.start(serve, app, config)
-        webhook = f"http://{bound[0].removeprefix('http://')}/sms"
-        answered = await sender.post(f"{url}/_fake/configure", json={"webhook_url": webhook})
-        if not answered.json().get("ok"):
-            raise RuntimeError(f"the fake took no webhook URL: {answered.text}")
+        await serve_webhook(nursery, url, "/sms", delivered)
 
 
-def retried(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """Delivery attempts answered other than 2xx (or not at all)."""
-    return [d for d in state["deliveries"] if not 200 <= (d.get("status_code") or 0) < 300]
-
-
-class Sms(Platform):
+class Sms(Pushed):
     name = "sms"
     fake = "Twilio (Messages API, signed webhook deliveries)"
     fake_module = "twilio"
@@ -114,7 +87,6 @@ class Sms(Platform):
     chat_field = "to"
     split = ("answered 200", "inject -> 200 (delivery, signature, journal commit)",
              "200 -> reply (turn, outbox, pace, send)")  # fmt: skip
-    gateway = "  webhooks:\n    port: 0\n"
     echo_client = staticmethod(echo_client)
 
     def serve(self, fake_url: str) -> tuple[str, dict[str, str]]:
@@ -123,23 +95,9 @@ class Sms(Platform):
                 f"    public_url: '{PUBLIC_URL}'\n    allow_all_users: true\n")  # fmt: skip
         return yaml, {TOKEN_ENV: AUTH_TOKEN}
 
-    def serving(self, fake_url: str, home: Path) -> None:
-        """The fake delivers to serve's webhook listener."""
-        port = int((home / "webhooks.port").read_text())
-        webhook = f"http://127.0.0.1:{port}/webhooks/sms"
-        body = httpx.post(f"{fake_url}/_fake/configure", json={"webhook_url": webhook}).json()
-        if not body.get("ok"):
-            raise RuntimeError(f"the fake took no webhook URL: {body!r}")
-
     def who(self, i: int) -> tuple[str, str]:
         number = f"+1555000{i:04d}"
         return number, number
-
-    async def ready(self, http: httpx.AsyncClient, fake: Fake) -> None:
-        while True:  # the echo client gives the fake its webhook URL once it listens
-            if (await fake.state(http))["webhook_url"]:
-                return
-            await trio.sleep(0.05)
 
     async def inject(self, http: httpx.AsyncClient, fake: Fake, injected: Injected) -> str:
         return str(await fake.inject(http, "message", {"text": injected.text,
@@ -156,9 +114,7 @@ class Sms(Platform):
         return str(post.get("body", ""))
 
     def check(self, side: Side, state: dict[str, Any]) -> None:
-        if retried(state):
-            side.problems.append(f"{len(retried(state))} delivery attempts not answered 2xx "
-                                 f"(so retried): {retried(state)[:2]!r:.300}")  # fmt: skip
+        super().check(side, state)
         taken = {c["sid"] for c in state["callbacks"] if c.get("status_code") == 200}
         refused = {c["sid"] for c in state["callbacks"]} - taken
         if refused:
@@ -168,13 +124,8 @@ class Sms(Platform):
         delivered = len(state["deliveries"]) - len(before["deliveries"])
         callbacks = len(state["callbacks"]) - len(before["callbacks"])
         return (
-            f"{delivered} deliveries, {len(retried(state))} not answered 2xx; {callbacks} callbacks"
+            f"{delivered} deliveries, {len(not_2xx(state))} not answered 2xx; {callbacks} callbacks"
         )
-
-    def marks(self, state: dict[str, Any], before: dict[str, Any]) -> dict[Any, list[float]]:
-        """Each message's delivery answered 2xx, by its MessageSid."""
-        done = [d for d in state["deliveries"] if 200 <= (d.get("status_code") or 0) < 300]
-        return first_times(done, "id")
 
 
 PLATFORM = Sms()

@@ -30,16 +30,13 @@ Run: python bench/chat.py teams [--rate R]   (about two minutes)
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import jwt
 import trio
-from chat import Fake, Injected, Platform, Side, first_times
-from hypercorn.config import Config as HttpConfig
-from hypercorn.trio import serve
+from chat import Answer, Fake, Injected, Pushed, Side, not_2xx, serve_webhook
 
 from tests.fakes.teams import APP_ID, ISSUER, SCOPE, SECRET, personal
 
@@ -81,39 +78,17 @@ async def echo_client(url: str) -> None:
                 return False
             return claims.get("serviceurl") == activity.get("serviceUrl")
 
-        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-            if scope["type"] == "lifespan":
-                while (await receive())["type"] != "lifespan.shutdown":
-                    await send({"type": "lifespan.startup.complete"})
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-            body, more = b"", True
-            while more:
-                event = await receive()
-                body, more = body + event.get("body", b""), event.get("more_body", False)
+        def delivered(headers: dict[bytes, bytes], query: bytes, body: bytes) -> Answer:
             activity = json.loads(body)
-            status = 200 if proven(dict(scope["headers"]), activity) else 401
+            status = 200 if proven(headers, activity) else 401
             if status == 200 and activity.get("type") == "message":
                 nursery.start_soon(answer, activity)
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-length", b"0")]})  # fmt: skip
-            await send({"type": "http.response.body", "body": b""})
+            return status, [], b""
 
-        config = HttpConfig()
-        config.bind = ["127.0.0.1:0"]
-        bound = await nursery.start(serve, app, config)
-        webhook = f"http://{bound[0].removeprefix('http://')}/api/messages"
-        answered = await http.post(f"{url}/_fake/configure", json={"webhook_url": webhook})
-        if not answered.json().get("ok"):
-            raise RuntimeError(f"the fake took no webhook URL: {answered.text}")
+        await serve_webhook(nursery, url, "/api/messages", delivered)
 
 
-def retried(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """Delivery attempts answered other than 2xx (or not at all)."""
-    return [d for d in state["deliveries"] if not 200 <= (d.get("status_code") or 0) < 300]
-
-
-class Teams(Platform):
+class Teams(Pushed):
     name = "teams"
     fake = "Microsoft Teams (Bot Framework connector, signed activities)"
     rate = 20.0  # one message every 2.5 s to each of 50 users: under both paces
@@ -121,7 +96,6 @@ class Teams(Platform):
     chat_field = "conversation"
     split = ("answered 200", "inject -> 200 (delivery, JWT, journal commit)",
              "200 -> reply (turn, outbox, pace, send)")  # fmt: skip
-    gateway = "  webhooks:\n    port: 0\n"
     echo_client = staticmethod(echo_client)
 
     def serve(self, fake_url: str) -> tuple[str, dict[str, str]]:
@@ -131,23 +105,9 @@ class Teams(Platform):
                 "    allow_all_users: true\n")  # fmt: skip
         return yaml, {SECRET_ENV: SECRET}
 
-    def serving(self, fake_url: str, home: Path) -> None:
-        """The fake delivers to serve's webhook listener."""
-        port = int((home / "webhooks.port").read_text())
-        webhook = f"http://127.0.0.1:{port}/webhooks/teams"
-        body = httpx.post(f"{fake_url}/_fake/configure", json={"webhook_url": webhook}).json()
-        if not body.get("ok"):
-            raise RuntimeError(f"the fake took no webhook URL: {body!r}")
-
     def who(self, i: int) -> tuple[str, str]:
         user = f"29:user{i}"
         return user, personal(user)
-
-    async def ready(self, http: httpx.AsyncClient, fake: Fake) -> None:
-        while True:  # the echo client gives the fake its webhook URL once it listens
-            if (await fake.state(http))["webhook_url"]:
-                return
-            await trio.sleep(0.05)
 
     async def inject(self, http: httpx.AsyncClient, fake: Fake, injected: Injected) -> str:
         kwargs = {"user": injected.user, "text": injected.text, "name": f"User {injected.user}"}
@@ -159,21 +119,11 @@ class Teams(Platform):
     def text(self, post: dict[str, Any]) -> str:
         return str(post.get("text"))
 
-    def check(self, side: Side, state: dict[str, Any]) -> None:
-        if retried(state):
-            side.problems.append(f"{len(retried(state))} delivery attempts not answered 2xx "
-                                 f"(so retried): {retried(state)[:2]!r:.300}")  # fmt: skip
-
     def tally(self, side: Side, before: dict[str, Any], state: dict[str, Any]) -> str:
         delivered = len(state["deliveries"]) - len(before["deliveries"])
         typing = len(state["typing"]) - len(before["typing"])
-        again = len(retried(state))
+        again = len(not_2xx(state))
         return f"{delivered} activity deliveries, {again} not answered 2xx; {typing} typing"
-
-    def marks(self, state: dict[str, Any], before: dict[str, Any]) -> dict[Any, list[float]]:
-        """Each message's delivery answered 2xx, by its activity id."""
-        done = [d for d in state["deliveries"] if 200 <= (d.get("status_code") or 0) < 300]
-        return first_times(done, "id")
 
 
 PLATFORM = Teams()

@@ -41,14 +41,11 @@ import hashlib
 import hmac
 import json
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import httpx
 import trio
-from chat import Fake, Injected, Platform, Side, first_times
-from hypercorn.config import Config as HttpConfig
-from hypercorn.trio import serve
+from chat import Answer, Fake, Injected, Pushed, Side, first_times, not_2xx, serve_webhook
 
 from tests.fakes.whatsapp import APP_SECRET, PHONE_NUMBER_ID, TOKEN, VERIFY_TOKEN
 
@@ -89,41 +86,19 @@ async def echo_client(url: str) -> None:
             if response.status_code != 200:
                 raise RuntimeError(f"the send was refused: {response.text}")
 
-        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-            if scope["type"] == "lifespan":
-                while (await receive())["type"] != "lifespan.shutdown":
-                    await send({"type": "lifespan.startup.complete"})
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-            body, more = b"", True
-            while more:
-                event = await receive()
-                body, more = body + event.get("body", b""), event.get("more_body", False)
-            given = dict(scope["headers"]).get(b"x-hub-signature-256", b"")
+        def delivered(headers: dict[bytes, bytes], query: bytes, body: bytes) -> Answer:
+            given = headers.get(b"x-hub-signature-256", b"")
             expected = hmac.new(APP_SECRET.encode(), body, hashlib.sha256).hexdigest()
             status = 200 if hmac.compare_digest(given, b"sha256=" + expected.encode()) else 403
             if status == 200:
                 for message in texts(json.loads(body)):
                     nursery.start_soon(answer, message)
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-length", b"0")]})  # fmt: skip
-            await send({"type": "http.response.body", "body": b""})
+            return status, [], b""
 
-        config = HttpConfig()
-        config.bind = ["127.0.0.1:0"]
-        bound = await nursery.start(serve, app, config)
-        webhook = f"http://{bound[0].removeprefix('http://')}/webhook"
-        answered = await sender.post(f"{url}/_fake/configure", json={"webhook_url": webhook})
-        if not answered.json().get("ok"):
-            raise RuntimeError(f"the fake took no webhook URL: {answered.text}")
+        await serve_webhook(nursery, url, "/webhook", delivered)
 
 
-def retried(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """Delivery attempts answered other than 2xx (or not at all)."""
-    return [d for d in state["deliveries"] if not 200 <= (d["status_code"] or 0) < 300]
-
-
-class WhatsApp(Platform):
+class WhatsApp(Pushed):
     name = "whatsapp"
     fake = "WhatsApp Cloud API (Graph API, webhook deliveries)"
     rate = 5.0  # one message every 10 s to each of 50 users: under the ~1/6 s pair rate
@@ -132,7 +107,6 @@ class WhatsApp(Platform):
     chat_field = "to"
     split = ("marked read", "inject -> read (delivery, signature, journal commit)",
              "read -> reply (turn, outbox, pace, send)")  # fmt: skip
-    gateway = "  webhooks:\n    port: 0\n"
     echo_client = staticmethod(echo_client)
 
     def serve(self, fake_url: str) -> tuple[str, dict[str, str]]:
@@ -142,22 +116,8 @@ class WhatsApp(Platform):
                 "    allow_all_users: true\n")  # fmt: skip
         return yaml, {TOKEN_ENV: TOKEN, SECRET_ENV: APP_SECRET, VERIFY_ENV: VERIFY_TOKEN}
 
-    def serving(self, fake_url: str, home: Path) -> None:
-        """The fake delivers to serve's webhook listener."""
-        port = int((home / "webhooks.port").read_text())
-        webhook = f"http://127.0.0.1:{port}/webhooks/whatsapp"
-        body = httpx.post(f"{fake_url}/_fake/configure", json={"webhook_url": webhook}).json()
-        if not body.get("ok"):
-            raise RuntimeError(f"the fake took no webhook URL: {body!r}")
-
     def who(self, i: int) -> tuple[str, str]:
         return str(WA_ID + i), str(WA_ID + i)
-
-    async def ready(self, http: httpx.AsyncClient, fake: Fake) -> None:
-        while True:  # the echo client gives the fake its webhook URL once it listens
-            if (await fake.state(http))["webhook_url"]:
-                return
-            await trio.sleep(0.05)
 
     async def inject(self, http: httpx.AsyncClient, fake: Fake, injected: Injected) -> str:
         kwargs = {"wa_id": injected.user, "text": injected.text, "name": f"User{injected.user}"}
@@ -170,9 +130,7 @@ class WhatsApp(Platform):
         return str(post.get("text"))
 
     def check(self, side: Side, state: dict[str, Any]) -> None:
-        if retried(state):
-            side.problems.append(f"{len(retried(state))} delivery attempts not answered 2xx "
-                                 f"(so retried): {retried(state)[:2]!r:.300}")  # fmt: skip
+        super().check(side, state)
         if state["gave_up"]:
             side.problems.append(f"{len(state['gave_up'])} deliveries given up")
         failed = [s for s in state["sent"] if s["error_code"] is not None]
@@ -187,7 +145,7 @@ class WhatsApp(Platform):
         reads = len(state["reads"]) - len(before["reads"])
         statuses = sum(n for kind, n in kinds.items() if kind != "message")
         return (f"{kinds['message']} message deliveries, {statuses} status callbacks, "
-                f"{len(retried(state))} not answered 2xx; {reads} marked read")  # fmt: skip
+                f"{len(not_2xx(state))} not answered 2xx; {reads} marked read")  # fmt: skip
 
     def marks(self, state: dict[str, Any], before: dict[str, Any]) -> dict[Any, list[float]]:
         """Each message's mark-as-read, by its wamid."""
