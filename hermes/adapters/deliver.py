@@ -1,10 +1,12 @@
 """Where the answers of a way in go (an inbound webhook's route, a subscription to a
 home's events): the `deliver` setting, written `platform:chat[:thread]`, `home:platform`
-(that platform's home channel, resolved at admission) or `none`, and its check."""
+(that platform's home channel, resolved at admission) or `none`, and its check; and the
+names of a way in's routes or subscriptions, each the chat of its sessions."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -14,6 +16,21 @@ from hermes.adapters.registry import NAMES, PLATFORMS
 from hermes.config import BadValue
 
 PLATFORM = re.compile(r"[a-z][a-z0-9_]*")
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a route's or a subscription's: a session's chat
+
+
+def names_of(kind: str, why: str = "") -> Callable[[Any, attrs.Attribute, dict], None]:
+    """A validator of a section's names of `kind` ("route"), `why` said after the rule."""
+
+    def check(_inst: Any, attr: attrs.Attribute, value: dict) -> None:
+        for name in value:
+            if not isinstance(name, str) or not NAME.fullmatch(name):
+                raise BadValue(
+                    f"{attr.name}: {name!r} is not a {kind} name (lower-case letters, digits,"
+                    f" _ and -, at most 64{why})"
+                )
+
+    return check
 
 
 def deliver_target(_inst: Any, attr: attrs.Attribute, value: str | None) -> None:

@@ -14,12 +14,11 @@ from typing import Any
 
 import attrs
 
-from hermes.adapters.deliver import deliver_target, platform_of
+from hermes.adapters.deliver import deliver_target, names_of, platform_of
 from hermes.adapters.settings import Busy, PlatformConfig
 from hermes.adapters.template import Template, TemplateError
 from hermes.config import BadValue, Role, at_least, optional_seconds, positive
 
-NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a session's chat
 ENTITY = re.compile(r"[a-z0-9_]+\.[a-z0-9_]+")
 EVENT_TYPE = re.compile(r"[a-z0-9_.]{1,100}")
 DOMAIN = re.compile(r"[a-z0-9_]+")
@@ -114,21 +113,14 @@ class Subscription:
         return {"type": "subscribe_trigger", "trigger": trigger}
 
 
-def _names(_inst: Any, attr: attrs.Attribute, value: dict[str, Subscription]) -> None:
-    for name in value:
-        if not isinstance(name, str) or not NAME.fullmatch(name):
-            raise BadValue(
-                f"{attr.name}: {name!r} is not a subscription name (lower-case letters,"
-                " digits, _ and -, at most 64)"
-            )
-
-
 @attrs.frozen
 class HomeAssistantConfig(PlatformConfig):
     """Home Assistant's own settings, beside those every platform has (`base_url` is
     required: the server is yours)."""
 
-    subscriptions: dict[str, Subscription] = attrs.field(factory=dict, validator=_names)
+    subscriptions: dict[str, Subscription] = attrs.field(
+        factory=dict, validator=names_of("subscription")
+    )
     """The subscriptions by name; each is a conversation of its own."""
     confirm: tuple[str, ...] = attrs.field(default=CONFIRMED, validator=_domains)
     """Domains whose services `ha_call_service` asks an owner about before it calls them

@@ -13,13 +13,12 @@ from typing import Any, Literal
 
 import attrs
 
-from hermes.adapters.deliver import deliver_target, platform_of
+from hermes.adapters.deliver import deliver_target, names_of, platform_of
 from hermes.adapters.settings import Busy, PlatformConfig
 from hermes.adapters.template import Template, TemplateError
 from hermes.config import VARIABLE_NAME, BadValue, Role, at_least, optional_seconds
 
 Signing = Literal["github", "generic"]
-ROUTE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a path segment, and a session's chat
 HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
 SIGNATURE_HEADERS = {"github": "X-Hub-Signature-256", "generic": "X-Signature-256"}
 
@@ -82,21 +81,14 @@ class WebhookRoute:
         return (self.header or SIGNATURE_HEADERS[self.signature]).lower()
 
 
-def _route_names(_inst: Any, attr: attrs.Attribute, value: dict[str, WebhookRoute]) -> None:
-    for name in value:
-        if not isinstance(name, str) or not ROUTE_NAME.fullmatch(name):
-            raise BadValue(
-                f"{attr.name}: {name!r} is not a route name (lower-case letters, digits, _ and"
-                " -, at most 64: it is the last part of the route's URL)"
-            )
-
-
 @attrs.frozen
 class WebhookConfig(PlatformConfig):
     """The inbound webhooks' own settings, beside those every platform has (it takes no
     `token_env`: each route names its own secret)."""
 
-    routes: dict[str, WebhookRoute] = attrs.field(factory=dict, validator=_route_names)
+    routes: dict[str, WebhookRoute] = attrs.field(
+        factory=dict, validator=names_of("route", ": it is the last part of the route's URL")
+    )
     """The routes by name; a route `ci` is `/webhooks/webhook/ci` on the webhook listener
     (`gateway.webhooks`)."""
     max_prompt: int = attrs.field(default=8000, validator=at_least(100))
